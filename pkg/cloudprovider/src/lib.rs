@@ -1,0 +1,1 @@
+//! hypercloud-cloudprovider (work in progress).

@@ -1,0 +1,1 @@
+//! hypercloud-localcloud (work in progress).

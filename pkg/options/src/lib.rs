@@ -1,0 +1,1 @@
+//! hypercloud-options (work in progress).

@@ -1,0 +1,1 @@
+//! hypercloud-testenv (work in progress).
