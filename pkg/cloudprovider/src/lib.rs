@@ -1,1 +1,31 @@
-//! hypercloud-cloudprovider (work in progress).
+//! The cloud provider contract of hypercloud: what every Kubernetes component may ask a cloud.
+//!
+//! This is the Rust form of upstream `k8s.io/cloud-provider` (`cloud.go`, `plugins.go`):
+//! an [`Interface`] whose optional capabilities ([`Instances`], [`InstancesV2`],
+//! [`LoadBalancer`], [`Zones`], [`Routes`], [`Clusters`]) are returned as `Option<&dyn _>`
+//! where Go returns `(impl, supported bool)`; a [`Registry`] of provider factories keyed by
+//! the `--cloud-provider` name; [`Instrumented`], a wrapper that times and counts every
+//! call into Prometheus metrics and can write each call as a JSON line for the teaching
+//! views; and a recording in-memory [`fake`] provider for tests and demos.
+//!
+//! ```
+//! use hypercloud_cloudprovider::{fake::FakeCloud, capabilities, Interface};
+//! let cloud = FakeCloud::from_config_bytes(b"instances: []", "inline").expect("valid config");
+//! let found: Vec<_> = capabilities(&cloud).into_iter().filter(|c| c.supported).map(|c| c.name).collect();
+//! assert!(found.contains(&"instances-v2"));
+//! ```
+
+mod cloud;
+mod error;
+pub mod fake;
+mod instrumented;
+mod registry;
+pub mod wellknown;
+
+pub use cloud::{
+    capabilities, default_load_balancer_name, Capability, Clusters, InstanceMetadata, Instances,
+    InstancesV2, Interface, LoadBalancer, Route, Routes, Zone, Zones,
+};
+pub use error::{Error, Result};
+pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};
+pub use registry::{is_external, CloudConfig, Factory, ProviderInfo, Registry, EXTERNAL};

@@ -1,0 +1,301 @@
+//! The provider interface and its capability traits, as upstream `cloudprovider.Interface`.
+//!
+//! Methods keep the upstream names (snake_cased) and semantics; the doc of each says what a
+//! caller may rely on. Node names are plain `&str` (upstream `types.NodeName`).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+
+/// A cloud provider: the root of everything a component may ask its cloud.
+///
+/// Only [`Interface::provider_name`] is required; every capability defaults to "not
+/// supported", so a provider implements exactly what its cloud offers.
+#[async_trait]
+pub trait Interface: Send + Sync {
+    /// Called once by each component after construction, with a Kubernetes client when the
+    /// component has one (upstream `Initialize(clientBuilder, stop)`); a provider may start
+    /// background work here. Dropping the provider stops it.
+    async fn initialize(&self, _client: Option<kube::Client>) -> Result<()> {
+        Ok(())
+    }
+
+    /// The name this provider is registered under (`--cloud-provider`).
+    fn provider_name(&self) -> &str;
+
+    /// Whether the provider has a cluster ID; controllers warn when it has none.
+    fn has_cluster_id(&self) -> bool {
+        true
+    }
+
+    /// Instances (v1): per node name look-ups.
+    fn instances(&self) -> Option<&dyn Instances> {
+        None
+    }
+
+    /// InstancesV2: per Node look-ups; preferred by the cloud-node controllers when present.
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        None
+    }
+
+    /// Load balancers for `type: LoadBalancer` Services.
+    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
+        None
+    }
+
+    /// Zone and region of nodes.
+    fn zones(&self) -> Option<&dyn Zones> {
+        None
+    }
+
+    /// Pod network routes (one per node podCIDR).
+    fn routes(&self) -> Option<&dyn Routes> {
+        None
+    }
+
+    /// Cluster listing (rarely implemented upstream).
+    fn clusters(&self) -> Option<&dyn Clusters> {
+        None
+    }
+}
+
+/// Zone and region of an instance (upstream `cloudprovider.Zone`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Zone {
+    /// The zone (`topology.kubernetes.io/zone`).
+    pub failure_domain: String,
+    /// The region (`topology.kubernetes.io/region`).
+    pub region: String,
+}
+
+/// Everything the cloud-node controller needs about one instance, in one call
+/// (upstream `cloudprovider.InstanceMetadata`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceMetadata {
+    /// `spec.providerID`, e.g. `openstack:///<uuid>`.
+    pub provider_id: String,
+    /// Goes to `node.kubernetes.io/instance-type`.
+    pub instance_type: String,
+    /// Goes to `status.addresses`.
+    pub node_addresses: Vec<NodeAddress>,
+    /// Empty when the cloud has no zones.
+    pub zone: String,
+    /// Empty when the cloud has no regions.
+    pub region: String,
+    /// Extra labels the provider wants on the Node.
+    pub additional_labels: BTreeMap<String, String>,
+}
+
+/// One pod-network route (upstream `cloudprovider.Route`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Route {
+    /// Provider-chosen name; set from `name_hint` on creation.
+    #[serde(default)]
+    pub name: String,
+    /// The node whose pods the route reaches.
+    pub target_node: String,
+    /// The pod CIDR, e.g. `10.244.1.0/24`.
+    #[serde(rename = "destinationCIDR")]
+    pub destination_cidr: String,
+    /// True when the route's target no longer exists; the route controller deletes those.
+    #[serde(default)]
+    pub blackhole: bool,
+}
+
+/// Per node-name instance look-ups (upstream `cloudprovider.Instances`).
+#[async_trait]
+pub trait Instances: Send + Sync {
+    /// Addresses of the named node's instance.
+    async fn node_addresses(&self, name: &str) -> Result<Vec<NodeAddress>>;
+    /// Addresses of the instance with this provider ID.
+    async fn node_addresses_by_provider_id(&self, provider_id: &str) -> Result<Vec<NodeAddress>>;
+    /// The cloud's ID of the named node's instance (the part after `provider://`).
+    async fn instance_id(&self, name: &str) -> Result<String>;
+    /// Instance type (flavor) of the named node.
+    async fn instance_type(&self, name: &str) -> Result<String>;
+    /// Instance type (flavor) of the instance with this provider ID.
+    async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String>;
+    /// Adds an SSH key to every instance (the apiserver's old SSH tunnels).
+    async fn add_ssh_key_to_all_instances(&self, user: &str, key: &[u8]) -> Result<()>;
+    /// The node name the kubelet on `hostname` should register as.
+    async fn current_node_name(&self, hostname: &str) -> Result<String>;
+    /// Whether the instance still exists; `Ok(false)` only when the cloud says it is gone.
+    async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool>;
+    /// Whether the instance is shut down (exists but not running).
+    async fn instance_shutdown_by_provider_id(&self, provider_id: &str) -> Result<bool>;
+}
+
+/// Per Node instance look-ups (upstream `cloudprovider.InstancesV2`).
+#[async_trait]
+pub trait InstancesV2: Send + Sync {
+    /// Whether the Node's instance exists.
+    async fn instance_exists(&self, node: &Node) -> Result<bool>;
+    /// Whether the Node's instance is shut down.
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool>;
+    /// Provider ID, type, addresses, zone, region and labels of the Node's instance.
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata>;
+}
+
+/// Load balancers for Services (upstream `cloudprovider.LoadBalancer`).
+#[async_trait]
+pub trait LoadBalancer: Send + Sync {
+    /// The status of the Service's load balancer, or `None` when it does not exist.
+    async fn get_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>>;
+
+    /// The cloud name of the Service's load balancer.
+    fn get_load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
+        default_load_balancer_name(service)
+    }
+
+    /// Creates or updates the load balancer so that it forwards to `nodes`.
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus>;
+
+    /// Updates the backends of an existing load balancer to `nodes`.
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<()>;
+
+    /// Deletes the load balancer; succeeds when it is already gone.
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<()>;
+}
+
+/// Zone look-ups (upstream `cloudprovider.Zones`).
+#[async_trait]
+pub trait Zones: Send + Sync {
+    /// Zone of the machine this code runs on (kubelet use).
+    async fn get_zone(&self) -> Result<Zone>;
+    /// Zone of the instance with this provider ID.
+    async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone>;
+    /// Zone of the named node's instance.
+    async fn get_zone_by_node_name(&self, name: &str) -> Result<Zone>;
+}
+
+/// Pod-network routes (upstream `cloudprovider.Routes`).
+#[async_trait]
+pub trait Routes: Send + Sync {
+    /// Every route that belongs to the cluster.
+    async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>>;
+    /// Creates `route`; `name_hint` (the node's UID upstream) helps providers name it.
+    async fn create_route(&self, cluster_name: &str, name_hint: &str, route: &Route) -> Result<()>;
+    /// Deletes `route`.
+    async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<()>;
+}
+
+/// Cluster listing (upstream `cloudprovider.Clusters`).
+#[async_trait]
+pub trait Clusters: Send + Sync {
+    /// Names of all clusters.
+    async fn list_clusters(&self) -> Result<Vec<String>>;
+    /// Address of the named cluster's master.
+    async fn master(&self, cluster_name: &str) -> Result<String>;
+}
+
+/// The upstream default load balancer name: `a` + the Service UID without dashes, cut to 32
+/// characters (AWS's limit, kept by every provider for compatibility).
+pub fn default_load_balancer_name(service: &Service) -> String {
+    let uid = service.metadata.uid.as_deref().unwrap_or_default();
+    let mut name: String = std::iter::once('a')
+        .chain(uid.chars().filter(|c| *c != '-'))
+        .collect();
+    name.truncate(32);
+    name
+}
+
+/// Whether a provider supports one capability, for start-up reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    /// Capability name as printed (`instances`, `instances-v2`, `load-balancer`, ...).
+    pub name: &'static str,
+    /// Whether the provider returned it.
+    pub supported: bool,
+}
+
+/// Capability names as printed and as accepted in configs, in upstream order.
+pub(crate) const CAPABILITY_NAMES: [&str; 6] = [
+    "instances",
+    "instances-v2",
+    "load-balancer",
+    "zones",
+    "routes",
+    "clusters",
+];
+
+/// Which capabilities `cloud` supports, in upstream order.
+pub fn capabilities(cloud: &dyn Interface) -> Vec<Capability> {
+    let supported = [
+        cloud.instances().is_some(),
+        cloud.instances_v2().is_some(),
+        cloud.load_balancer().is_some(),
+        cloud.zones().is_some(),
+        cloud.routes().is_some(),
+        cloud.clusters().is_some(),
+    ];
+    CAPABILITY_NAMES
+        .iter()
+        .zip(supported)
+        .map(|(name, supported)| Capability { name, supported })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    #[test]
+    fn default_lb_name_is_a_plus_uid_without_dashes_cut_to_32() {
+        let svc = Service {
+            metadata: ObjectMeta {
+                uid: Some("3f2a1b4c-5d6e-7f80-91a2-b3c4d5e6f708".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let name = default_load_balancer_name(&svc);
+        assert_eq!(name, "a3f2a1b4c5d6e7f8091a2b3c4d5e6f70");
+        assert_eq!(name.len(), 32);
+    }
+
+    #[test]
+    fn default_lb_name_without_uid_is_just_a() {
+        assert_eq!(default_load_balancer_name(&Service::default()), "a");
+    }
+
+    struct Bare;
+    impl Interface for Bare {
+        fn provider_name(&self) -> &str {
+            "bare"
+        }
+    }
+
+    #[test]
+    fn capabilities_default_to_unsupported() {
+        let caps = capabilities(&Bare);
+        assert_eq!(caps.len(), 6);
+        assert!(caps.iter().all(|c| !c.supported));
+        assert!(Bare.has_cluster_id());
+    }
+}

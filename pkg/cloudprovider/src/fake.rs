@@ -1,0 +1,995 @@
+//! The `fake` provider: an in-memory cloud that records every call (upstream
+//! `k8s.io/cloud-provider/fake`).
+//!
+//! It is configured from a YAML or JSON cloud-config, so any personality can run against it
+//! (`--cloud-provider=fake --cloud-config=fake.yaml`), and tests can change it at run time
+//! (add, stop or remove instances, make a method fail) and read back the calls it got.
+//! Load balancer ingress addresses come from 192.0.2.0/24 (TEST-NET-1): they are data only.
+//!
+//! ```yaml
+//! region: RegionOne          # default region of instances and of get_zone()
+//! zone: nova                 # default zone of instances and of get_zone()
+//! instances:
+//!   - name: node-1
+//!     instanceType: m1.small
+//!     addresses: [{type: InternalIP, address: 10.0.0.11}]
+//! routes: [{targetNode: node-1, destinationCIDR: 10.244.1.0/24}]
+//! clusters: {kubernetes: 10.0.0.1}
+//! disabled: [clusters]       # capabilities to report as unsupported
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, Service,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    default_load_balancer_name, CloudConfig, Clusters, Error, InstanceMetadata, Instances,
+    InstancesV2, Interface, LoadBalancer, Result, Route, Routes, Zone, Zones,
+};
+
+const PROVIDER: &str = "fake";
+
+/// The fake cloud's configuration (the `--cloud-config` file).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FakeConfig {
+    /// Default region; also what `get_zone()` answers.
+    #[serde(default)]
+    pub region: String,
+    /// Default zone; also what `get_zone()` answers.
+    #[serde(default)]
+    pub zone: String,
+    /// `has_cluster_id()`; defaults to true.
+    #[serde(default)]
+    pub has_cluster_id: Option<bool>,
+    /// The instances.
+    #[serde(default)]
+    pub instances: Vec<FakeInstance>,
+    /// Pre-existing routes; each belongs to `clusterName` (default `kubernetes`).
+    #[serde(default)]
+    pub routes: Vec<Route>,
+    /// Cluster name → master address.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, String>,
+    /// Capabilities to report as unsupported: `instances`, `instances-v2`, `load-balancer`,
+    /// `zones`, `routes`, `clusters`.
+    #[serde(default)]
+    pub disabled: Vec<String>,
+}
+
+/// One instance of the fake cloud.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FakeInstance {
+    /// Node name.
+    pub name: String,
+    /// Cloud ID; defaults to the name.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Flavor.
+    #[serde(default)]
+    pub instance_type: String,
+    /// Zone; defaults to the cloud's.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Region; defaults to the cloud's.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Addresses, `{type, address}` as in Node status.
+    #[serde(default)]
+    pub addresses: Vec<NodeAddress>,
+    /// Whether the instance is shut down.
+    #[serde(default)]
+    pub shutdown: bool,
+    /// Additional labels reported by instance metadata.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl FakeInstance {
+    fn id(&self) -> &str {
+        self.id.as_deref().unwrap_or(&self.name)
+    }
+
+    /// `fake:///<id>`.
+    pub fn provider_id(&self) -> String {
+        format!("{PROVIDER}:///{}", self.id())
+    }
+}
+
+/// One recorded call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// Method name, as in the trait (`instance_metadata`, `ensure_load_balancer`, ...).
+    pub method: &'static str,
+    /// The main arguments, rendered as strings (node name, provider ID, service key, ...).
+    pub args: Vec<String>,
+}
+
+/// A load balancer of the fake cloud.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FakeLoadBalancer {
+    /// Cloud name (`get_load_balancer_name`).
+    pub name: String,
+    /// `namespace/name` of the Service.
+    pub service: String,
+    /// Names of the backend nodes, sorted.
+    pub nodes: Vec<String>,
+    /// Ingress IP.
+    pub ip: String,
+}
+
+#[derive(Default)]
+struct State {
+    config: FakeConfig,
+    calls: Vec<Call>,
+    failures: BTreeMap<String, u16>,
+    load_balancers: BTreeMap<String, FakeLoadBalancer>,
+    route_clusters: Vec<String>,
+    next_ip: u8,
+}
+
+/// The fake cloud. Cheap to clone: clones share state.
+#[derive(Clone, Default)]
+pub struct FakeCloud {
+    state: Arc<Mutex<State>>,
+    disabled: Arc<Vec<String>>,
+}
+
+impl FakeCloud {
+    /// A fake cloud from a parsed config.
+    pub fn new(config: FakeConfig) -> Self {
+        let disabled = Arc::new(config.disabled.clone());
+        let route_clusters = vec!["kubernetes".to_string(); config.routes.len()];
+        Self {
+            state: Arc::new(Mutex::new(State {
+                config,
+                route_clusters,
+                next_ip: 1,
+                ..State::default()
+            })),
+            disabled,
+        }
+    }
+
+    /// Parses YAML or JSON; errors name the origin, the line and the field.
+    pub fn from_config_bytes(bytes: &[u8], origin: &str) -> Result<Self> {
+        let config: FakeConfig = if bytes.iter().all(u8::is_ascii_whitespace) {
+            FakeConfig::default()
+        } else {
+            serde_yaml::from_slice(bytes).map_err(|e| Error::InvalidCloudConfig {
+                provider: PROVIDER.into(),
+                origin: origin.into(),
+                message: e.to_string(),
+            })?
+        };
+        for cap in &config.disabled {
+            if !crate::cloud::CAPABILITY_NAMES.contains(&cap.as_str()) {
+                return Err(Error::InvalidCloudConfig {
+                    provider: PROVIDER.into(),
+                    origin: origin.into(),
+                    message: format!(
+                        "disabled: unknown capability {cap:?} (known: {})",
+                        crate::cloud::CAPABILITY_NAMES.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(Self::new(config))
+    }
+
+    /// The registry factory: an empty cloud without a config.
+    pub fn from_cloud_config(config: Option<&CloudConfig>) -> Result<Self> {
+        match config {
+            None => Ok(Self::new(FakeConfig::default())),
+            Some(c) => Self::from_config_bytes(&c.bytes, &c.origin),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock only happens in a failing test; keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a call and returns the injected failure for it, if any.
+    fn record(&self, method: &'static str, args: Vec<String>) -> Result<MutexGuard<'_, State>> {
+        let mut st = self.lock();
+        st.calls.push(Call { method, args });
+        if let Some(status) = st.failures.get(method).copied() {
+            return Err(Error::Cloud {
+                provider: PROVIDER.into(),
+                operation: method.into(),
+                status: Some(status),
+                request_id: Some(format!("fake-{}", st.calls.len())),
+                message: "injected failure".into(),
+            });
+        }
+        Ok(st)
+    }
+
+    /// Every call so far, oldest first.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// How many calls of `method` so far.
+    pub fn call_count(&self, method: &str) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .count()
+    }
+
+    /// Forgets the recorded calls.
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// Makes every later call of `method` fail with a cloud error of `status`; `None` heals.
+    pub fn set_failure(&self, method: &str, status: Option<u16>) {
+        let mut st = self.lock();
+        match status {
+            Some(s) => st.failures.insert(method.into(), s),
+            None => st.failures.remove(method),
+        };
+    }
+
+    /// Adds or replaces an instance (by name).
+    pub fn upsert_instance(&self, instance: FakeInstance) {
+        let mut st = self.lock();
+        st.config.instances.retain(|i| i.name != instance.name);
+        st.config.instances.push(instance);
+    }
+
+    /// Removes an instance; returns whether it existed.
+    pub fn remove_instance(&self, name: &str) -> bool {
+        let mut st = self.lock();
+        let before = st.config.instances.len();
+        st.config.instances.retain(|i| i.name != name);
+        before != st.config.instances.len()
+    }
+
+    /// Shuts an instance down or starts it; returns whether it exists.
+    pub fn set_shutdown(&self, name: &str, shutdown: bool) -> bool {
+        let mut st = self.lock();
+        match st.config.instances.iter_mut().find(|i| i.name == name) {
+            Some(i) => {
+                i.shutdown = shutdown;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The load balancers, by name.
+    pub fn load_balancers(&self) -> BTreeMap<String, FakeLoadBalancer> {
+        self.lock().load_balancers.clone()
+    }
+
+    fn enabled(&self, cap: &str) -> bool {
+        !self.disabled.iter().any(|d| d == cap)
+    }
+}
+
+fn by_name<'a>(st: &'a State, name: &str) -> Result<&'a FakeInstance> {
+    st.config
+        .instances
+        .iter()
+        .find(|i| i.name == name)
+        .ok_or(Error::InstanceNotFound)
+}
+
+fn by_provider_id<'a>(st: &'a State, provider_id: &str) -> Result<&'a FakeInstance> {
+    st.config
+        .instances
+        .iter()
+        .find(|i| i.provider_id() == provider_id)
+        .ok_or(Error::InstanceNotFound)
+}
+
+/// InstancesV2 finds a Node's instance by `spec.providerID` when set, else by name.
+fn by_node<'a>(st: &'a State, node: &Node) -> Result<&'a FakeInstance> {
+    match node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+        Some(id) if !id.is_empty() => by_provider_id(st, id),
+        _ => by_name(st, node.metadata.name.as_deref().unwrap_or_default()),
+    }
+}
+
+fn zone_of(st: &State, i: &FakeInstance) -> Zone {
+    Zone {
+        failure_domain: i.zone.clone().unwrap_or_else(|| st.config.zone.clone()),
+        region: i.region.clone().unwrap_or_else(|| st.config.region.clone()),
+    }
+}
+
+fn node_name(node: &Node) -> String {
+    node.metadata.name.clone().unwrap_or_default()
+}
+
+fn service_key(svc: &Service) -> String {
+    format!(
+        "{}/{}",
+        svc.metadata.namespace.as_deref().unwrap_or("default"),
+        svc.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn sorted_node_names(nodes: &[Node]) -> Vec<String> {
+    let mut names: Vec<String> = nodes.iter().map(node_name).collect();
+    names.sort();
+    names
+}
+
+fn lb_status(ip: &str) -> LoadBalancerStatus {
+    LoadBalancerStatus {
+        ingress: Some(vec![LoadBalancerIngress {
+            ip: Some(ip.into()),
+            ..Default::default()
+        }]),
+    }
+}
+
+impl Interface for FakeCloud {
+    fn provider_name(&self) -> &str {
+        PROVIDER
+    }
+
+    fn has_cluster_id(&self) -> bool {
+        self.lock().config.has_cluster_id.unwrap_or(true)
+    }
+
+    fn instances(&self) -> Option<&dyn Instances> {
+        self.enabled("instances").then_some(self as &dyn Instances)
+    }
+
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        self.enabled("instances-v2")
+            .then_some(self as &dyn InstancesV2)
+    }
+
+    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
+        self.enabled("load-balancer")
+            .then_some(self as &dyn LoadBalancer)
+    }
+
+    fn zones(&self) -> Option<&dyn Zones> {
+        self.enabled("zones").then_some(self as &dyn Zones)
+    }
+
+    fn routes(&self) -> Option<&dyn Routes> {
+        self.enabled("routes").then_some(self as &dyn Routes)
+    }
+
+    fn clusters(&self) -> Option<&dyn Clusters> {
+        self.enabled("clusters").then_some(self as &dyn Clusters)
+    }
+}
+
+#[async_trait]
+impl Instances for FakeCloud {
+    async fn node_addresses(&self, name: &str) -> Result<Vec<NodeAddress>> {
+        let st = self.record("node_addresses", vec![name.into()])?;
+        Ok(by_name(&st, name)?.addresses.clone())
+    }
+
+    async fn node_addresses_by_provider_id(&self, provider_id: &str) -> Result<Vec<NodeAddress>> {
+        let st = self.record("node_addresses_by_provider_id", vec![provider_id.into()])?;
+        Ok(by_provider_id(&st, provider_id)?.addresses.clone())
+    }
+
+    async fn instance_id(&self, name: &str) -> Result<String> {
+        let st = self.record("instance_id", vec![name.into()])?;
+        Ok(by_name(&st, name)?.id().to_string())
+    }
+
+    async fn instance_type(&self, name: &str) -> Result<String> {
+        let st = self.record("instance_type", vec![name.into()])?;
+        Ok(by_name(&st, name)?.instance_type.clone())
+    }
+
+    async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String> {
+        let st = self.record("instance_type_by_provider_id", vec![provider_id.into()])?;
+        Ok(by_provider_id(&st, provider_id)?.instance_type.clone())
+    }
+
+    async fn add_ssh_key_to_all_instances(&self, user: &str, _key: &[u8]) -> Result<()> {
+        drop(self.record("add_ssh_key_to_all_instances", vec![user.into()])?);
+        Ok(())
+    }
+
+    async fn current_node_name(&self, hostname: &str) -> Result<String> {
+        drop(self.record("current_node_name", vec![hostname.into()])?);
+        Ok(hostname.into())
+    }
+
+    async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool> {
+        let st = self.record("instance_exists_by_provider_id", vec![provider_id.into()])?;
+        Ok(by_provider_id(&st, provider_id).is_ok())
+    }
+
+    async fn instance_shutdown_by_provider_id(&self, provider_id: &str) -> Result<bool> {
+        let st = self.record("instance_shutdown_by_provider_id", vec![provider_id.into()])?;
+        Ok(by_provider_id(&st, provider_id)?.shutdown)
+    }
+}
+
+#[async_trait]
+impl InstancesV2 for FakeCloud {
+    async fn instance_exists(&self, node: &Node) -> Result<bool> {
+        let st = self.record("instance_exists", vec![node_name(node)])?;
+        Ok(by_node(&st, node).is_ok())
+    }
+
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
+        let st = self.record("instance_shutdown", vec![node_name(node)])?;
+        Ok(by_node(&st, node)?.shutdown)
+    }
+
+    async fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata> {
+        let st = self.record("instance_metadata", vec![node_name(node)])?;
+        let i = by_node(&st, node)?;
+        let zone = zone_of(&st, i);
+        Ok(InstanceMetadata {
+            provider_id: i.provider_id(),
+            instance_type: i.instance_type.clone(),
+            node_addresses: i.addresses.clone(),
+            zone: zone.failure_domain,
+            region: zone.region,
+            additional_labels: i.labels.clone(),
+        })
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for FakeCloud {
+    async fn get_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>> {
+        let st = self.record(
+            "get_load_balancer",
+            vec![cluster_name.into(), service_key(service)],
+        )?;
+        let name = default_load_balancer_name(service);
+        Ok(st.load_balancers.get(&name).map(|lb| lb_status(&lb.ip)))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus> {
+        let nodes = sorted_node_names(nodes);
+        let mut args = vec![cluster_name.into(), service_key(service)];
+        args.extend(nodes.iter().cloned());
+        let mut st = self.record("ensure_load_balancer", args)?;
+        let name = default_load_balancer_name(service);
+        let ip = match st.load_balancers.get(&name) {
+            Some(lb) => lb.ip.clone(),
+            None => {
+                let ip = format!("192.0.2.{}", st.next_ip);
+                st.next_ip = st.next_ip.wrapping_add(1).max(1);
+                ip
+            }
+        };
+        st.load_balancers.insert(
+            name.clone(),
+            FakeLoadBalancer {
+                name,
+                service: service_key(service),
+                nodes,
+                ip: ip.clone(),
+            },
+        );
+        Ok(lb_status(&ip))
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<()> {
+        let nodes = sorted_node_names(nodes);
+        let mut args = vec![cluster_name.into(), service_key(service)];
+        args.extend(nodes.iter().cloned());
+        let mut st = self.record("update_load_balancer", args)?;
+        let name = default_load_balancer_name(service);
+        match st.load_balancers.get_mut(&name) {
+            Some(lb) => {
+                lb.nodes = nodes;
+                Ok(())
+            }
+            None => Err(Error::Cloud {
+                provider: PROVIDER.into(),
+                operation: "update_load_balancer".into(),
+                status: Some(404),
+                request_id: None,
+                message: format!("load balancer {name} does not exist"),
+            }),
+        }
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<()> {
+        let mut st = self.record(
+            "ensure_load_balancer_deleted",
+            vec![cluster_name.into(), service_key(service)],
+        )?;
+        st.load_balancers
+            .remove(&default_load_balancer_name(service));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Zones for FakeCloud {
+    async fn get_zone(&self) -> Result<Zone> {
+        let st = self.record("get_zone", vec![])?;
+        Ok(Zone {
+            failure_domain: st.config.zone.clone(),
+            region: st.config.region.clone(),
+        })
+    }
+
+    async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone> {
+        let st = self.record("get_zone_by_provider_id", vec![provider_id.into()])?;
+        let i = by_provider_id(&st, provider_id)?;
+        Ok(zone_of(&st, i))
+    }
+
+    async fn get_zone_by_node_name(&self, name: &str) -> Result<Zone> {
+        let st = self.record("get_zone_by_node_name", vec![name.into()])?;
+        let i = by_name(&st, name)?;
+        Ok(zone_of(&st, i))
+    }
+}
+
+#[async_trait]
+impl Routes for FakeCloud {
+    async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>> {
+        let st = self.record("list_routes", vec![cluster_name.into()])?;
+        Ok(st
+            .config
+            .routes
+            .iter()
+            .zip(&st.route_clusters)
+            .filter(|(_, c)| *c == cluster_name)
+            .map(|(r, _)| r.clone())
+            .collect())
+    }
+
+    async fn create_route(&self, cluster_name: &str, name_hint: &str, route: &Route) -> Result<()> {
+        let mut st = self.record(
+            "create_route",
+            vec![
+                cluster_name.into(),
+                name_hint.into(),
+                route.destination_cidr.clone(),
+            ],
+        )?;
+        let mut route = route.clone();
+        route.name = format!("{cluster_name}-{name_hint}");
+        st.config.routes.push(route);
+        st.route_clusters.push(cluster_name.into());
+        Ok(())
+    }
+
+    async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<()> {
+        let mut st = self.record(
+            "delete_route",
+            vec![cluster_name.into(), route.destination_cidr.clone()],
+        )?;
+        let State {
+            config,
+            route_clusters,
+            ..
+        } = &mut *st;
+        let keep: Vec<bool> = config
+            .routes
+            .iter()
+            .zip(route_clusters.iter())
+            .map(|(r, c)| {
+                !(c == cluster_name
+                    && r.destination_cidr == route.destination_cidr
+                    && r.target_node == route.target_node)
+            })
+            .collect();
+        let mut k = keep.iter();
+        config.routes.retain(|_| *k.next().unwrap_or(&true));
+        let mut k = keep.iter();
+        route_clusters.retain(|_| *k.next().unwrap_or(&true));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Clusters for FakeCloud {
+    async fn list_clusters(&self) -> Result<Vec<String>> {
+        let st = self.record("list_clusters", vec![])?;
+        Ok(st.config.clusters.keys().cloned().collect())
+    }
+
+    async fn master(&self, cluster_name: &str) -> Result<String> {
+        let st = self.record("master", vec![cluster_name.into()])?;
+        st.config
+            .clusters
+            .get(cluster_name)
+            .cloned()
+            .ok_or_else(|| Error::Cloud {
+                provider: PROVIDER.into(),
+                operation: "master".into(),
+                status: Some(404),
+                request_id: None,
+                message: format!("cluster {cluster_name} not found"),
+            })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::err_expect)] // the Ok types are not Debug
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    const CONFIG: &str = r#"
+region: RegionOne
+zone: nova
+instances:
+  - name: node-1
+    instanceType: m1.small
+    addresses: [{type: InternalIP, address: 10.0.0.11}]
+    labels: {example.com/rack: r1}
+  - name: node-2
+    id: uuid-2
+    instanceType: m1.large
+    zone: az-2
+    shutdown: true
+routes:
+  - targetNode: node-1
+    destinationCIDR: 10.244.1.0/24
+clusters: {kubernetes: 10.0.0.1}
+"#;
+
+    fn cloud() -> FakeCloud {
+        FakeCloud::from_config_bytes(CONFIG.as_bytes(), "test").expect("valid config")
+    }
+
+    fn node(name: &str, provider_id: Option<&str>) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: provider_id.map(Into::into),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn service(name: &str, uid: &str) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn instances_v1_answers_and_records() {
+        let c = cloud();
+        let i = c.instances().expect("supported");
+        assert_eq!(
+            i.node_addresses("node-1").await.expect("ok")[0].address,
+            "10.0.0.11"
+        );
+        assert_eq!(i.instance_id("node-2").await.expect("ok"), "uuid-2");
+        assert_eq!(i.instance_type("node-2").await.expect("ok"), "m1.large");
+        assert_eq!(
+            i.instance_type_by_provider_id("fake:///uuid-2")
+                .await
+                .expect("ok"),
+            "m1.large"
+        );
+        assert_eq!(
+            i.node_addresses_by_provider_id("fake:///node-1")
+                .await
+                .expect("ok")
+                .len(),
+            1
+        );
+        assert!(matches!(
+            i.node_addresses("nope").await,
+            Err(Error::InstanceNotFound)
+        ));
+        assert!(i
+            .instance_exists_by_provider_id("fake:///node-1")
+            .await
+            .expect("ok"));
+        assert!(!i
+            .instance_exists_by_provider_id("fake:///gone")
+            .await
+            .expect("ok"));
+        assert!(i
+            .instance_shutdown_by_provider_id("fake:///uuid-2")
+            .await
+            .expect("ok"));
+        assert!(matches!(
+            i.instance_shutdown_by_provider_id("fake:///gone").await,
+            Err(Error::InstanceNotFound)
+        ));
+        assert_eq!(i.current_node_name("host-a").await.expect("ok"), "host-a");
+        i.add_ssh_key_to_all_instances("core", b"ssh-ed25519 AAA")
+            .await
+            .expect("ok");
+        assert_eq!(c.call_count("node_addresses"), 2);
+        assert_eq!(
+            c.calls()[0],
+            Call {
+                method: "node_addresses",
+                args: vec!["node-1".into()]
+            }
+        );
+        assert_eq!(c.calls().len(), 12);
+    }
+
+    #[tokio::test]
+    async fn instances_v2_uses_provider_id_then_name() {
+        let c = cloud();
+        let v2 = c.instances_v2().expect("supported");
+        let md = v2
+            .instance_metadata(&node("node-1", None))
+            .await
+            .expect("ok");
+        assert_eq!(md.provider_id, "fake:///node-1");
+        assert_eq!(md.instance_type, "m1.small");
+        assert_eq!(md.zone, "nova");
+        assert_eq!(md.region, "RegionOne");
+        assert_eq!(
+            md.additional_labels
+                .get("example.com/rack")
+                .map(String::as_str),
+            Some("r1")
+        );
+        // Found by provider ID even though the Node is named differently.
+        let md2 = v2
+            .instance_metadata(&node("renamed", Some("fake:///uuid-2")))
+            .await
+            .expect("ok");
+        assert_eq!(md2.zone, "az-2");
+        assert!(v2
+            .instance_shutdown(&node("node-2", None))
+            .await
+            .expect("ok"));
+        assert!(!v2.instance_exists(&node("ghost", None)).await.expect("ok"));
+        assert!(matches!(
+            v2.instance_metadata(&node("ghost", None)).await,
+            Err(Error::InstanceNotFound)
+        ));
+    }
+
+    #[tokio::test]
+    async fn instances_change_at_run_time() {
+        let c = cloud();
+        let v2 = c.instances_v2().expect("supported");
+        assert!(c.set_shutdown("node-1", true));
+        assert!(v2
+            .instance_shutdown(&node("node-1", None))
+            .await
+            .expect("ok"));
+        assert!(c.remove_instance("node-1"));
+        assert!(!c.remove_instance("node-1"));
+        assert!(!v2.instance_exists(&node("node-1", None)).await.expect("ok"));
+        c.upsert_instance(FakeInstance {
+            name: "node-3".into(),
+            ..Default::default()
+        });
+        assert!(v2.instance_exists(&node("node-3", None)).await.expect("ok"));
+    }
+
+    #[tokio::test]
+    async fn load_balancer_lifecycle() {
+        let c = cloud();
+        let lb = c.load_balancer().expect("supported");
+        let svc = service("web", "11111111-2222-3333-4444-555555555555");
+        assert_eq!(
+            lb.get_load_balancer("kubernetes", &svc).await.expect("ok"),
+            None
+        );
+        assert!(lb
+            .update_load_balancer("kubernetes", &svc, &[])
+            .await
+            .is_err());
+        let status = lb
+            .ensure_load_balancer(
+                "kubernetes",
+                &svc,
+                &[node("node-2", None), node("node-1", None)],
+            )
+            .await
+            .expect("ok");
+        let ip = status.ingress.as_ref().and_then(|i| i[0].ip.clone());
+        assert_eq!(ip.as_deref(), Some("192.0.2.1"));
+        // Ensuring again keeps the address; a second service gets the next one.
+        let again = lb
+            .ensure_load_balancer("kubernetes", &svc, &[])
+            .await
+            .expect("ok");
+        assert_eq!(again, status);
+        let other = lb
+            .ensure_load_balancer("kubernetes", &service("db", "x"), &[])
+            .await
+            .expect("ok");
+        assert_eq!(
+            other.ingress.and_then(|i| i[0].ip.clone()).as_deref(),
+            Some("192.0.2.2")
+        );
+        lb.update_load_balancer("kubernetes", &svc, &[node("node-1", None)])
+            .await
+            .expect("ok");
+        let lbs = c.load_balancers();
+        let ours = lbs.get("a1111111122223333444455555555555").expect("exists");
+        assert_eq!(ours.nodes, vec!["node-1".to_string()]);
+        assert_eq!(ours.service, "ns/web");
+        assert_eq!(
+            lb.get_load_balancer("kubernetes", &svc).await.expect("ok"),
+            Some(status)
+        );
+        lb.ensure_load_balancer_deleted("kubernetes", &svc)
+            .await
+            .expect("ok");
+        lb.ensure_load_balancer_deleted("kubernetes", &svc)
+            .await
+            .expect("idempotent");
+        assert_eq!(
+            lb.get_load_balancer("kubernetes", &svc).await.expect("ok"),
+            None
+        );
+        assert_eq!(
+            lb.get_load_balancer_name("kubernetes", &svc),
+            "a1111111122223333444455555555555"
+        );
+    }
+
+    #[tokio::test]
+    async fn zones_answer_per_instance_with_defaults() {
+        let c = cloud();
+        let z = c.zones().expect("supported");
+        assert_eq!(
+            z.get_zone().await.expect("ok"),
+            Zone {
+                failure_domain: "nova".into(),
+                region: "RegionOne".into()
+            }
+        );
+        assert_eq!(
+            z.get_zone_by_node_name("node-2")
+                .await
+                .expect("ok")
+                .failure_domain,
+            "az-2"
+        );
+        assert_eq!(
+            z.get_zone_by_provider_id("fake:///node-1")
+                .await
+                .expect("ok")
+                .region,
+            "RegionOne"
+        );
+        assert!(matches!(
+            z.get_zone_by_node_name("x").await,
+            Err(Error::InstanceNotFound)
+        ));
+    }
+
+    #[tokio::test]
+    async fn routes_are_per_cluster() {
+        let c = cloud();
+        let r = c.routes().expect("supported");
+        assert_eq!(r.list_routes("kubernetes").await.expect("ok").len(), 1);
+        let route = Route {
+            name: String::new(),
+            target_node: "node-2".into(),
+            destination_cidr: "10.244.2.0/24".into(),
+            blackhole: false,
+        };
+        r.create_route("other", "uid-2", &route).await.expect("ok");
+        assert_eq!(r.list_routes("kubernetes").await.expect("ok").len(), 1);
+        let others = r.list_routes("other").await.expect("ok");
+        assert_eq!(others.len(), 1);
+        assert_eq!(others[0].name, "other-uid-2");
+        r.delete_route("other", &route).await.expect("ok");
+        assert!(r.list_routes("other").await.expect("ok").is_empty());
+        assert_eq!(r.list_routes("kubernetes").await.expect("ok").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn clusters_list_and_master() {
+        let c = cloud();
+        let cl = c.clusters().expect("supported");
+        assert_eq!(
+            cl.list_clusters().await.expect("ok"),
+            vec!["kubernetes".to_string()]
+        );
+        assert_eq!(cl.master("kubernetes").await.expect("ok"), "10.0.0.1");
+        assert!(cl.master("nope").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn injected_failures_are_cloud_errors_until_healed() {
+        let c = cloud();
+        c.set_failure("instance_metadata", Some(503));
+        let v2 = c.instances_v2().expect("supported");
+        let err = v2
+            .instance_metadata(&node("node-1", None))
+            .await
+            .err()
+            .expect("fails");
+        assert_eq!(err.kind(), "cloud_503");
+        c.set_failure("instance_metadata", None);
+        assert!(v2.instance_metadata(&node("node-1", None)).await.is_ok());
+        assert_eq!(c.call_count("instance_metadata"), 2);
+        c.clear_calls();
+        assert!(c.calls().is_empty());
+    }
+
+    #[test]
+    fn disabled_capabilities_are_unsupported() {
+        let c = FakeCloud::from_config_bytes(b"disabled: [routes, clusters]", "t").expect("valid");
+        let caps = crate::capabilities(&c);
+        let off: Vec<_> = caps
+            .iter()
+            .filter(|c| !c.supported)
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(off, vec!["routes", "clusters"]);
+    }
+
+    #[test]
+    fn bad_configs_name_origin_line_and_field() {
+        let err = FakeCloud::from_config_bytes(b"region: r\ninstancez: []\n", "/etc/fake.yaml")
+            .err()
+            .expect("unknown field");
+        let msg = err.to_string();
+        assert!(msg.contains("/etc/fake.yaml"), "{msg}");
+        assert!(msg.contains("instancez"), "{msg}");
+        assert!(msg.contains("line 2"), "{msg}");
+        let err = FakeCloud::from_config_bytes(b"disabled: [teleport]", "x")
+            .err()
+            .expect("bad cap");
+        assert!(err.to_string().contains("teleport"), "{err}");
+        let err = FakeCloud::from_config_bytes(b"instances: [{name: a, shutdown: maybe}]", "x")
+            .err()
+            .expect("bad type");
+        assert!(err.to_string().contains("shutdown"), "{err}");
+    }
+
+    #[test]
+    fn json_config_is_accepted_and_empty_is_default() {
+        let c =
+            FakeCloud::from_config_bytes(br#"{"region": "r1", "instances": [{"name": "n"}]}"#, "j")
+                .expect("json");
+        assert_eq!(c.lock().config.instances.len(), 1);
+        let e = FakeCloud::from_config_bytes(b"  \n", "empty").expect("empty ok");
+        assert_eq!(e.lock().config, FakeConfig::default());
+        assert!(e.has_cluster_id());
+    }
+}
