@@ -19,6 +19,22 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # --- real servers the integration tests need (each script installs what it needs) ---
 # (envtest: kube-apiserver + etcd; python tools: openstackclient) are added here by their issues.
 
+# envtest: a real kube-apiserver + etcd (hack/envtest.sh; built once per version into the cache).
+# A run dir of our own, so a control plane started by hand or by another hack/test.sh is left alone;
+# stopped on exit by the trap, and by envtest's watchdog should this shell die without running it.
+step "envtest: build kube-apiserver + etcd (cached under $HYPERCLOUD_CACHE/envtest/bin)"
+hack/envtest.sh build
+step "envtest: start kube-apiserver + etcd"
+export HYPERCLOUD_ENVTEST_DIR="$HYPERCLOUD_CACHE/envtest/runs/test-sh-$$"
+stop_envtest() {
+	local rc=$?
+	hack/envtest.sh stop || true
+	if [ "$rc" -eq 0 ]; then rm -rf "$HYPERCLOUD_ENVTEST_DIR"; else echo "envtest logs: $HYPERCLOUD_ENVTEST_DIR" >&2; fi
+}
+trap stop_envtest EXIT
+envtest_env="$(HYPERCLOUD_ENVTEST_OWNER_PID=$$ hack/envtest.sh start)"
+eval "$envtest_env"
+
 step "cargo test (unit + integration)"
 cargo test --workspace --locked
 
