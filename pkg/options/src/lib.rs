@@ -1,1 +1,26 @@
-//! hypercloud-options (work in progress).
+//! Shared command-line flag groups of the hypercloud personalities.
+//!
+//! Each group is a `clap::Args` struct that a personality flattens into its own flags, so a
+//! flag has one name, one default and one help text everywhere. Names and defaults are the
+//! upstream ones (`k8s.io/cloud-provider/options`, `component-base` logging, kubelet and
+//! kube-controller-manager flags); Go duration values such as `5m0s` parse with
+//! [`GoDuration`]. Every flag can also be set from an environment variable named after it
+//! (`HYPERCLOUD_CLOUD_PROVIDER` for `--cloud-provider`).
+
+mod cloud;
+mod controller_manager;
+mod duration;
+mod error;
+mod kube_client;
+mod logging;
+
+pub use cloud::CloudProviderOptions;
+pub use controller_manager::{
+    AuthOptions, ControllerOptions, GenericControllerManagerOptions, KubeCloudSharedOptions,
+    LeaderElectionOptions, LeaderMigrationOptions, NodeControllerOptions, SecureServingOptions,
+    ServiceControllerOptions,
+};
+pub use duration::GoDuration;
+pub use error::{Error, Result};
+pub use kube_client::KubeClientOptions;
+pub use logging::{LoggingFormat, LoggingOptions};

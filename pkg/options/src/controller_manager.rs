@@ -1,0 +1,415 @@
+//! Flag groups of the controller managers (upstream `k8s.io/cloud-provider/options` and
+//! kube-controller-manager): which controllers run, leader election and migration, the
+//! shared cloud settings, per-controller tuning, secure serving and delegated auth.
+//!
+//! Defaults are the cloud-controller-manager's; the controller-manager personality changes
+//! the few that differ (`--secure-port` 10257, lease name `kube-controller-manager`) on its
+//! command, so the flags are declared once.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::GoDuration;
+
+/// `--controllers` and resync.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Generic flags")]
+pub struct GenericControllerManagerOptions {
+    /// A list of controllers to enable. '*' enables all on-by-default controllers, 'foo'
+    /// enables the controller named 'foo', '-foo' disables the controller named 'foo'.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+
+    /// The resync period in reflectors will be random between MinResyncPeriod and
+    /// 2*MinResyncPeriod.
+    #[arg(
+        long = "min-resync-period",
+        value_name = "DURATION",
+        default_value = "12h0m0s"
+    )]
+    pub min_resync_period: GoDuration,
+}
+
+/// Leader election on a coordination.k8s.io Lease.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Leader election flags")]
+pub struct LeaderElectionOptions {
+    /// Start a leader election client and gain leadership before executing the main loop.
+    /// Enable this when running replicated components for high availability.
+    #[arg(long = "leader-elect", value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// The duration that non-leader candidates will wait after observing a leadership renewal
+    /// until attempting to acquire leadership of a led but unrenewed leader slot.
+    #[arg(
+        long = "leader-elect-lease-duration",
+        value_name = "DURATION",
+        default_value = "15s"
+    )]
+    pub lease_duration: GoDuration,
+
+    /// The interval between attempts by the acting master to renew a leadership slot before
+    /// it stops leading. This must be less than the lease duration.
+    #[arg(
+        long = "leader-elect-renew-deadline",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub renew_deadline: GoDuration,
+
+    /// The duration the clients should wait between attempting acquisition and renewal of a
+    /// leadership.
+    #[arg(
+        long = "leader-elect-retry-period",
+        value_name = "DURATION",
+        default_value = "2s"
+    )]
+    pub retry_period: GoDuration,
+
+    /// The type of resource object that is used for locking during leader election.
+    /// Supported options are 'leases'.
+    #[arg(long = "leader-elect-resource-lock", value_name = "KIND", default_value = "leases", value_parser = ["leases"])]
+    pub resource_lock: String,
+
+    /// The name of resource object that is used for locking during leader election.
+    #[arg(
+        long = "leader-elect-resource-name",
+        value_name = "NAME",
+        default_value = "cloud-controller-manager"
+    )]
+    pub resource_name: String,
+
+    /// The namespace of resource object that is used for locking during leader election.
+    #[arg(
+        long = "leader-elect-resource-namespace",
+        value_name = "NAMESPACE",
+        default_value = "kube-system"
+    )]
+    pub resource_namespace: String,
+}
+
+impl LeaderElectionOptions {
+    /// Upstream's checks: renew deadline < lease duration, retry period > 0.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.renew_deadline >= self.lease_duration {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--leader-elect-renew-deadline",
+                message: format!(
+                    "must be less than --leader-elect-lease-duration ({} >= {})",
+                    self.renew_deadline, self.lease_duration
+                ),
+            });
+        }
+        if self.retry_period.get().is_zero() {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--leader-elect-retry-period",
+                message: "must be greater than zero".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Leader migration (KEP-2436).
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+#[command(next_help_heading = "Leader migration flags")]
+pub struct LeaderMigrationOptions {
+    /// Whether to enable controller leader migration.
+    #[arg(long = "enable-leader-migration", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_leader_migration: bool,
+
+    /// Path to the config file for controller leader migration, or empty to use the value
+    /// that reflects default configuration of the controller manager.
+    #[arg(long = "leader-migration-config", value_name = "FILE")]
+    pub leader_migration_config: Option<PathBuf>,
+}
+
+/// Settings shared by the cloud controllers.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Cloud controller flags")]
+pub struct KubeCloudSharedOptions {
+    /// The instance prefix for the cluster; load balancer and route names derive from it.
+    #[arg(
+        long = "cluster-name",
+        value_name = "NAME",
+        default_value = "kubernetes"
+    )]
+    pub cluster_name: String,
+
+    /// CIDR Range for Pods in cluster. Requires --allocate-node-cidrs to be true.
+    #[arg(long = "cluster-cidr", value_name = "CIDR")]
+    pub cluster_cidr: Option<String>,
+
+    /// Should CIDRs for Pods be allocated and set on the cloud provider.
+    #[arg(long = "allocate-node-cidrs", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub allocate_node_cidrs: bool,
+
+    /// Should CIDRs allocated by allocate-node-cidrs be configured on the cloud provider.
+    #[arg(long = "configure-cloud-routes", value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub configure_cloud_routes: bool,
+
+    /// The period for syncing NodeStatus in cloud-node-lifecycle-controller.
+    #[arg(
+        long = "node-monitor-period",
+        value_name = "DURATION",
+        default_value = "5s"
+    )]
+    pub node_monitor_period: GoDuration,
+
+    /// The period for reconciling routes created for Nodes by cloud provider.
+    #[arg(
+        long = "route-reconciliation-period",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub route_reconciliation_period: GoDuration,
+
+    /// If true, use individual service account credentials for each controller.
+    #[arg(long = "use-service-account-credentials", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub use_service_account_credentials: bool,
+}
+
+/// The cloud-node controller's tuning.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Node controller flags")]
+pub struct NodeControllerOptions {
+    /// Specifies how often the controller updates nodes' status.
+    #[arg(
+        long = "node-status-update-frequency",
+        value_name = "DURATION",
+        default_value = "5m0s"
+    )]
+    pub node_status_update_frequency: GoDuration,
+
+    /// The number of workers concurrently synchronizing nodes.
+    #[arg(long = "concurrent-node-syncs", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrent_node_syncs: u32,
+}
+
+/// The service controller's tuning.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Service controller flags")]
+pub struct ServiceControllerOptions {
+    /// The number of services that are allowed to sync concurrently. Larger number = more
+    /// responsive service management, but more CPU (and network) load.
+    #[arg(long = "concurrent-service-syncs", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrent_service_syncs: u32,
+}
+
+/// Where `/healthz`, `/readyz`, `/livez` and `/metrics` are served.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Secure serving flags")]
+pub struct SecureServingOptions {
+    /// The port on which to serve HTTPS with authentication and authorization. If 0, don't
+    /// serve HTTPS at all.
+    #[arg(long = "secure-port", value_name = "PORT", default_value_t = 10258)]
+    pub secure_port: u16,
+
+    /// The IP address on which to listen for the --secure-port port.
+    #[arg(long = "bind-address", value_name = "IP", default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+
+    /// The directory where the TLS certs are located. If --tls-cert-file and
+    /// --tls-private-key-file are provided, this flag will be ignored.
+    #[arg(long = "cert-dir", value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// File containing the default x509 Certificate for HTTPS. If not provided, a self-signed
+    /// certificate is generated.
+    #[arg(
+        long = "tls-cert-file",
+        value_name = "FILE",
+        requires = "tls_private_key_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// File containing the default x509 private key matching --tls-cert-file.
+    #[arg(
+        long = "tls-private-key-file",
+        value_name = "FILE",
+        requires = "tls_cert_file"
+    )]
+    pub tls_private_key_file: Option<PathBuf>,
+}
+
+/// Delegated authentication and authorization (TokenReview / SubjectAccessReview).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Authentication and authorization flags")]
+pub struct AuthOptions {
+    /// kubeconfig file pointing at the 'core' kubernetes server with enough rights to create
+    /// tokenreviews.authentication.k8s.io. Empty: the main client's.
+    #[arg(long = "authentication-kubeconfig", value_name = "FILE")]
+    pub authentication_kubeconfig: Option<PathBuf>,
+
+    /// kubeconfig file pointing at the 'core' kubernetes server with enough rights to create
+    /// subjectaccessreviews.authorization.k8s.io. Empty: the main client's.
+    #[arg(long = "authorization-kubeconfig", value_name = "FILE")]
+    pub authorization_kubeconfig: Option<PathBuf>,
+
+    /// A list of HTTP paths to skip during authorization, i.e. these are authorized without
+    /// contacting the 'core' kubernetes server.
+    #[arg(
+        long = "authorization-always-allow-paths",
+        value_name = "PATHS",
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez"
+    )]
+    pub authorization_always_allow_paths: Vec<String>,
+}
+
+/// Every controller-manager group, for personalities that flatten them all.
+#[derive(Args, Clone, Debug, PartialEq)]
+pub struct ControllerOptions {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub generic: GenericControllerManagerOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub leader_election: LeaderElectionOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub leader_migration: LeaderMigrationOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub kube_cloud_shared: KubeCloudSharedOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub node_controller: NodeControllerOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub service_controller: ServiceControllerOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub secure_serving: SecureServingOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub auth: AuthOptions,
+}
+
+impl ControllerOptions {
+    /// Cross-flag checks (upstream `Validate`).
+    pub fn validate(&self) -> crate::Result<()> {
+        self.leader_election.validate()?;
+        let shared = &self.kube_cloud_shared;
+        if shared.allocate_node_cidrs && shared.cluster_cidr.as_deref().unwrap_or("").is_empty() {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--cluster-cidr",
+                message: "must be set when --allocate-node-cidrs=true".into(),
+            });
+        }
+        if self.leader_migration.enable_leader_migration && !self.leader_election.leader_elect {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--enable-leader-migration",
+                message: "requires --leader-elect=true".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+    use std::time::Duration;
+
+    #[derive(Parser, Debug)]
+    struct T {
+        #[command(flatten)]
+        c: ControllerOptions,
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        T::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_are_upstream() {
+        let t = T::try_parse_from(["t"]).expect("parse");
+        let c = t.c;
+        assert_eq!(c.generic.controllers, vec!["*"]);
+        assert!(c.leader_election.leader_elect);
+        assert_eq!(
+            c.leader_election.lease_duration.get(),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            c.leader_election.renew_deadline.get(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(c.leader_election.retry_period.get(), Duration::from_secs(2));
+        assert_eq!(c.leader_election.resource_name, "cloud-controller-manager");
+        assert_eq!(c.leader_election.resource_namespace, "kube-system");
+        assert_eq!(c.kube_cloud_shared.cluster_name, "kubernetes");
+        assert!(c.kube_cloud_shared.configure_cloud_routes);
+        assert!(!c.kube_cloud_shared.allocate_node_cidrs);
+        assert_eq!(
+            c.kube_cloud_shared.node_monitor_period.get(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            c.kube_cloud_shared.route_reconciliation_period.get(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            c.node_controller.node_status_update_frequency.get(),
+            Duration::from_secs(300)
+        );
+        assert_eq!(c.service_controller.concurrent_service_syncs, 1);
+        assert_eq!(c.secure_serving.secure_port, 10258);
+        assert_eq!(
+            c.auth.authorization_always_allow_paths,
+            vec!["/healthz", "/readyz", "/livez"]
+        );
+        c.validate().expect("defaults are valid");
+    }
+
+    #[test]
+    fn go_style_booleans_and_lists() {
+        let t = T::try_parse_from([
+            "t",
+            "--leader-elect=false",
+            "--allocate-node-cidrs",
+            "--cluster-cidr=10.244.0.0/16",
+            "--controllers=*,-route",
+        ])
+        .expect("parse");
+        assert!(!t.c.leader_election.leader_elect);
+        assert!(t.c.kube_cloud_shared.allocate_node_cidrs);
+        assert_eq!(t.c.generic.controllers, vec!["*", "-route"]);
+        t.c.validate().expect("valid");
+    }
+
+    #[test]
+    fn inconsistent_flags_are_named() {
+        let t = T::try_parse_from(["t", "--allocate-node-cidrs=true"]).expect("parse");
+        assert!(t
+            .c
+            .validate()
+            .expect_err("no cidr")
+            .to_string()
+            .starts_with("--cluster-cidr"));
+        let t = T::try_parse_from(["t", "--leader-elect-renew-deadline=20s"]).expect("parse");
+        assert!(t
+            .c
+            .validate()
+            .expect_err("deadline")
+            .to_string()
+            .starts_with("--leader-elect-renew-deadline"));
+        let t = T::try_parse_from(["t", "--leader-elect=false", "--enable-leader-migration"])
+            .expect("parse");
+        assert!(t
+            .c
+            .validate()
+            .expect_err("migration")
+            .to_string()
+            .starts_with("--enable-leader-migration"));
+        assert!(T::try_parse_from(["t", "--concurrent-service-syncs=0"]).is_err());
+        assert!(T::try_parse_from(["t", "--leader-elect-resource-lock=endpoints"]).is_err());
+        assert!(T::try_parse_from(["t", "--node-monitor-period=5"]).is_err());
+        assert!(T::try_parse_from(["t", "--tls-cert-file=/x"]).is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! Go-style durations for flags (`10s`, `5m0s`, `1h30m`, `300ms`), as upstream
+//! `time.ParseDuration`, so flag values copied from Kubernetes manifests keep working.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A duration written the Go way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct GoDuration(pub Duration);
+
+impl GoDuration {
+    /// The `std` duration.
+    pub fn get(self) -> Duration {
+        self.0
+    }
+}
+
+impl From<GoDuration> for Duration {
+    fn from(d: GoDuration) -> Self {
+        d.0
+    }
+}
+
+impl FromStr for GoDuration {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("invalid duration {s:?} (use e.g. 300ms, 10s, 5m0s, 1h30m)");
+        if s == "0" {
+            return Ok(Self(Duration::ZERO));
+        }
+        if s.starts_with('-') {
+            return Err(format!("negative duration {s:?} is not allowed"));
+        }
+        let mut rest = s.strip_prefix('+').unwrap_or(s);
+        if rest.is_empty() {
+            return Err(bad());
+        }
+        let mut total = 0f64;
+        while !rest.is_empty() {
+            let num_len = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .ok_or_else(bad)?;
+            if num_len == 0 {
+                return Err(bad());
+            }
+            let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+            rest = &rest[num_len..];
+            let unit_len = rest
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(rest.len());
+            let scale = match &rest[..unit_len] {
+                "ns" => 1e-9,
+                "us" | "µs" | "μs" => 1e-6,
+                "ms" => 1e-3,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                _ => return Err(bad()),
+            };
+            rest = &rest[unit_len..];
+            total += value * scale;
+        }
+        Duration::try_from_secs_f64(total)
+            .map(Self)
+            .map_err(|_| bad())
+    }
+}
+
+impl fmt::Display for GoDuration {
+    /// Formats as Go does (`1h30m0s`, `5m0s`, `10s`, `300ms`, `0s`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        if d.is_zero() {
+            return f.write_str("0s");
+        }
+        if d < Duration::from_secs(1) {
+            let nanos = d.subsec_nanos();
+            return if nanos.is_multiple_of(1_000_000) {
+                write!(f, "{}ms", nanos / 1_000_000)
+            } else if nanos.is_multiple_of(1_000) {
+                write!(f, "{}µs", nanos / 1_000)
+            } else {
+                write!(f, "{nanos}ns")
+            };
+        }
+        let secs = d.as_secs();
+        let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+        let frac = d.subsec_nanos();
+        if h > 0 {
+            write!(f, "{h}h{m}m")?;
+        } else if m > 0 {
+            write!(f, "{m}m")?;
+        }
+        if frac == 0 {
+            write!(f, "{s}s")
+        } else {
+            let frac = format!("{frac:09}");
+            write!(f, "{s}.{}s", frac.trim_end_matches('0'))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Duration {
+        s.parse::<GoDuration>().expect(s).0
+    }
+
+    #[test]
+    fn parses_go_durations() {
+        assert_eq!(p("10s"), Duration::from_secs(10));
+        assert_eq!(p("5m0s"), Duration::from_secs(300));
+        assert_eq!(p("1h30m"), Duration::from_secs(5400));
+        assert_eq!(p("300ms"), Duration::from_millis(300));
+        assert_eq!(p("1.5s"), Duration::from_millis(1500));
+        assert_eq!(p("12h0m0s"), Duration::from_secs(43200));
+        assert_eq!(p("0"), Duration::ZERO);
+        assert_eq!(p("2us"), Duration::from_micros(2));
+    }
+
+    #[test]
+    fn rejects_bad_durations_with_the_value_in_the_message() {
+        for bad in ["", "10", "s", "10x", "-5s", "1h-5m", "ms10", "1..5s"] {
+            let err = bad.parse::<GoDuration>().expect_err(bad);
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn formats_like_go() {
+        for (s, want) in [
+            ("10s", "10s"),
+            ("5m", "5m0s"),
+            ("1h30m", "1h30m0s"),
+            ("300ms", "300ms"),
+            ("0s", "0s"),
+            ("1.5s", "1.5s"),
+            ("2m3s", "2m3s"),
+        ] {
+            assert_eq!(s.parse::<GoDuration>().expect(s).to_string(), want);
+        }
+    }
+}

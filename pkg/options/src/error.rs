@@ -1,0 +1,49 @@
+//! Errors of flag validation and of what the flags build (clients, logging).
+
+use std::path::PathBuf;
+
+/// What went wrong turning flags into a working configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A flag value is out of range or inconsistent with another flag.
+    #[error("{flag}: {message}")]
+    InvalidFlag {
+        /// The flag, with its dashes.
+        flag: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// The kubeconfig file could not be read or parsed.
+    #[error("--kubeconfig: cannot load {}: {source}", path.display())]
+    LoadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+
+    /// No kubeconfig was given and none could be inferred (in-cluster or `~/.kube/config`).
+    #[error("--kubeconfig not set and no in-cluster or default kubeconfig found: {0}")]
+    InferKubeconfig(#[source] kube::config::InferConfigError),
+
+    /// `--master` is not a URL.
+    #[error("--master: {master:?} is not a valid URL: {message}")]
+    ParseMaster {
+        /// The value given.
+        master: String,
+        /// Why.
+        message: String,
+    },
+
+    /// Building the Kubernetes client failed.
+    #[error("building Kubernetes client: {0}")]
+    BuildClient(#[source] kube::Error),
+
+    /// The tracing subscriber could not be installed (already installed).
+    #[error("initialising logging: {0}")]
+    InitLogging(String),
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
