@@ -1,0 +1,660 @@
+//! The OpenStack HTTP API on one port, with DevStack's path prefixes: `/identity` (Keystone),
+//! `/compute/v2.1` (Nova), `/network/v2.0` (Neutron), `/volume/v3/{project}` (Cinder). This
+//! module holds what the services share: the error formats of each service, token checks,
+//! microversion negotiation, `limit`/`marker` pagination and request-body parsing that answers
+//! malformed input with the service's 400 instead of failing.
+
+pub(crate) mod compute;
+pub(crate) mod identity;
+pub(crate) mod network;
+pub(crate) mod volume;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use crate::faults::Faults;
+use crate::store::Store;
+use crate::ServerConfig;
+
+/// Which service answers a request; it decides the error body format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Service {
+    Identity,
+    Compute,
+    Network,
+    Volume,
+    Metadata,
+}
+
+impl Service {
+    /// The name used in flags (`--inject-error-rate compute=0.5`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Identity => "identity",
+            Service::Compute => "compute",
+            Service::Network => "network",
+            Service::Volume => "volume",
+            Service::Metadata => "metadata",
+        }
+    }
+
+    /// Every service, for flag parsing.
+    pub const ALL: [Service; 5] = [
+        Service::Identity,
+        Service::Compute,
+        Service::Network,
+        Service::Volume,
+        Service::Metadata,
+    ];
+}
+
+/// What every handler shares.
+pub(crate) struct Cloud {
+    pub store: Arc<Store>,
+    pub config: ServerConfig,
+    /// Where clients reach the API, e.g. `http://127.0.0.1:8800`.
+    pub base_url: String,
+    pub faults: Faults,
+}
+
+pub(crate) type Ctx = State<Arc<Cloud>>;
+
+impl Cloud {
+    /// Runs a store transaction on a blocking thread (it `fsync`s).
+    pub async fn write<R, F>(self: &Arc<Self>, f: F) -> Result<R, ApiError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut crate::store::Tx<'_>) -> Result<R, ApiError> + Send + 'static,
+    {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.write(f))
+            .await
+            .map_err(|e| ApiError::internal(format!("store task failed: {e}")))?
+    }
+}
+
+/// The caller, as established by the token (inserted by [`require_token`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub user_id: String,
+    pub project_id: String,
+}
+
+/// An API error; [`format_errors`] renders it in the service's format.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub status: StatusCode,
+    /// Neutron's error type (`NetworkNotFound`); other services ignore it.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "HTTPBadRequest", message)
+    }
+    pub fn not_found(kind: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, kind, message)
+    }
+    pub fn conflict(kind: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, kind, message)
+    }
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "The request you have made requires authentication.",
+        )
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "HTTPInternalServerError",
+            message,
+        )
+    }
+}
+
+impl From<crate::Error> for ApiError {
+    fn from(e: crate::Error) -> Self {
+        tracing::error!(error = %e, "local-cloud internal error");
+        ApiError::internal(e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.status.into_response();
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+/// Renders an [`ApiError`] (or any bare error status, such as an unknown path) as `service`
+/// would: Nova/Cinder `{"itemNotFound": {"code", "message"}}`, Neutron `{"NeutronError": ...}`,
+/// Keystone `{"error": {"code", "title", "message"}}`.
+pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
+    let code = e.status.as_u16();
+    match service {
+        Service::Network => {
+            json!({"NeutronError": {"type": e.kind, "message": e.message, "detail": ""}})
+        }
+        Service::Identity | Service::Metadata => json!({"error": {
+            "code": code,
+            "title": e.status.canonical_reason().unwrap_or("Error"),
+            "message": e.message,
+        }}),
+        Service::Compute | Service::Volume => {
+            let key = match code {
+                400 => "badRequest",
+                401 => "unauthorized",
+                403 => "forbidden",
+                404 => "itemNotFound",
+                405 => "HTTPMethodNotAllowed",
+                406 => "notAcceptable",
+                409 => "conflictingRequest",
+                413 | 429 => "overLimit",
+                _ => "computeFault",
+            };
+            json!({ key: {"code": code, "message": e.message} })
+        }
+    }
+}
+
+/// Marks a response whose error body is final.
+#[derive(Debug, Clone, Copy)]
+struct Formatted;
+
+/// Middleware: gives every error response of `service` its OpenStack body.
+pub(crate) async fn format_errors(service: Service, req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error())
+        || response.extensions().get::<Formatted>().is_some()
+    {
+        return response;
+    }
+    let error = match response.extensions().get::<ApiError>() {
+        Some(e) => e.clone(),
+        // Our handlers always attach an ApiError; anything else is axum's own answer
+        // (unknown path, wrong method, ...) with a plain-text body.
+        None if status == StatusCode::METHOD_NOT_ALLOWED => ApiError::new(
+            status,
+            "HTTPMethodNotAllowed",
+            "The method is not allowed for this resource.",
+        ),
+        None => ApiError::new(
+            status,
+            "HTTPNotFound",
+            status.canonical_reason().unwrap_or("error").to_string(),
+        ),
+    };
+    let (mut parts, _) = response.into_parts();
+    let body = error_body(service, &error);
+    parts.extensions.remove::<ApiError>();
+    parts.extensions.insert(Formatted);
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    if status == StatusCode::UNAUTHORIZED && service != Service::Identity {
+        parts.headers.insert(
+            "www-authenticate",
+            HeaderValue::from_static("Keystone uri=\"/identity/v3\""),
+        );
+    }
+    Response::from_parts(parts, Body::from(body.to_string()))
+}
+
+/// Middleware: rejects requests without a valid, unexpired token with 401.
+pub(crate) async fn require_token(State(cloud): Ctx, mut req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get("x-auth-token")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let Some(token) = token else {
+        return ApiError::unauthorized().into_response();
+    };
+    match identity::check_token(&cloud, &token) {
+        Some(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        None => ApiError::unauthorized().into_response(),
+    }
+}
+
+/// A negotiated microversion (`2.1` is `Microversion(2, 1)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Microversion(pub u32, pub u32);
+
+impl std::fmt::Display for Microversion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+fn parse_microversion(s: &str) -> Option<Microversion> {
+    let (major, minor) = s.trim().split_once('.')?;
+    Some(Microversion(major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// Which microversions a service speaks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Microversions {
+    pub service: &'static str,
+    pub min: Microversion,
+    pub max: Microversion,
+    /// The pre-`OpenStack-API-Version` header (Nova's `X-OpenStack-Nova-API-Version`).
+    pub legacy_header: Option<&'static str>,
+}
+
+/// Middleware: reads `OpenStack-API-Version: <service> X.Y` (or the legacy header), answers
+/// 406 outside the supported range, and echoes the version used.
+pub(crate) async fn negotiate_microversion(
+    versions: Microversions,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let mut requested: Option<String> = None;
+    for value in req.headers().get_all("openstack-api-version") {
+        let Ok(value) = value.to_str() else { continue };
+        for part in value.split(',') {
+            let mut words = part.split_whitespace();
+            if words
+                .next()
+                .is_some_and(|s| s.eq_ignore_ascii_case(versions.service))
+            {
+                requested = words.next().map(str::to_owned);
+            }
+        }
+    }
+    if requested.is_none() {
+        if let Some(legacy) = versions.legacy_header {
+            requested = req
+                .headers()
+                .get(legacy)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+        }
+    }
+    let version = match requested.as_deref() {
+        None => versions.min,
+        Some(s) if s.eq_ignore_ascii_case("latest") => versions.max,
+        Some(s) => match parse_microversion(s) {
+            None => {
+                return ApiError::bad_request(format!("Invalid API version request {s:?}"))
+                    .into_response()
+            }
+            Some(v) if v < versions.min || v > versions.max => {
+                return ApiError::new(
+                    StatusCode::NOT_ACCEPTABLE,
+                    "HTTPNotAcceptable",
+                    format!(
+                        "Version {v} is not supported by the API. Minimum is {} and maximum is {}.",
+                        versions.min, versions.max
+                    ),
+                )
+                .into_response()
+            }
+            Some(v) => v,
+        },
+    };
+    req.extensions_mut().insert(version);
+    let mut response = next.run(req).await;
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("{} {version}", versions.service)) {
+        headers.insert("openstack-api-version", v);
+    }
+    if let Some(legacy) = versions.legacy_header {
+        if let Ok(v) = HeaderValue::from_str(&version.to_string()) {
+            headers.insert(legacy, v);
+        }
+    }
+    headers.insert("vary", HeaderValue::from_static("OpenStack-API-Version"));
+    response
+}
+
+/// Decodes a JSON body, answering 400 in the service's words when it is not what is expected
+/// (malformed JSON, a missing required field, an unknown field where OpenStack rejects them).
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "The request body is empty; a JSON object is required.",
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        let kind = if e.is_syntax() || e.is_eof() {
+            "Malformed request body"
+        } else {
+            "Invalid input for the request"
+        };
+        ApiError::bad_request(format!("{kind}: {e}"))
+    })
+}
+
+/// Query parameters in order, repeated keys kept (Neutron's `?id=a&id=b`).
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Params(pub Vec<(String, String)>);
+
+impl Params {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn all(&self, key: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+/// One page of `items` (already in list order, each with an `"id"`), and the `next` link when
+/// the page is full, as `<collection>_links`.
+pub(crate) fn paginate(
+    items: Vec<Value>,
+    params: &Params,
+    base_url: &str,
+    uri: &Uri,
+    max_limit: usize,
+) -> Result<(Vec<Value>, Option<Value>), ApiError> {
+    let limit = match params.get("limit") {
+        None => None,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) => Some(n.min(max_limit)),
+            Err(_) => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid limit {s:?}: must be a non-negative integer"
+                )))
+            }
+        },
+    };
+    let start = match params.get("marker") {
+        None => 0,
+        Some(marker) => match items.iter().position(|v| v["id"] == marker) {
+            Some(i) => i + 1,
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "marker [{marker}] not found"
+                )))
+            }
+        },
+    };
+    let limit = limit.unwrap_or(max_limit);
+    let total = items.len();
+    let page: Vec<Value> = items.into_iter().skip(start).take(limit).collect();
+    let more = limit > 0 && page.len() == limit && start.saturating_add(limit) < total;
+    let next = if more {
+        let last = page
+            .last()
+            .and_then(|v| v["id"].as_str())
+            .unwrap_or_default();
+        let mut query: Vec<String> = params
+            .0
+            .iter()
+            .filter(|(k, _)| k != "marker" && k != "limit")
+            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .collect();
+        query.push(format!("limit={limit}"));
+        query.push(format!("marker={}", encode(last)));
+        Some(
+            json!([{"rel": "next", "href": format!("{base_url}{}?{}", uri.path(), query.join("&"))}]),
+        )
+    } else {
+        None
+    };
+    Ok((page, next))
+}
+
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Wraps a list page as OpenStack does: `{"servers": [...], "servers_links": [...]}`.
+pub(crate) fn list_body(collection: &str, page: Vec<Value>, next: Option<Value>) -> Value {
+    let mut body = serde_json::Map::new();
+    body.insert(collection.to_owned(), Value::Array(page));
+    if let Some(next) = next {
+        body.insert(format!("{collection}_links"), next);
+    }
+    Value::Object(body)
+}
+
+/// JSON response with a status.
+pub(crate) fn reply(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+/// Seconds since the epoch.
+pub(crate) fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `2026-11-22T21:30:00Z`
+pub(crate) fn iso(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A new resource ID (UUID, as Nova/Neutron/Cinder use).
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// A new Keystone-style ID (32 hex digits).
+pub(crate) fn new_hex_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Sorts newest first, ties by ID (Nova's and Cinder's default list order).
+pub(crate) fn newest_first(items: &mut [Value], created_key: &str) {
+    items.sort_by(|a, b| {
+        b[created_key]
+            .as_str()
+            .cmp(&a[created_key].as_str())
+            .then_with(|| a["id"].as_str().cmp(&b["id"].as_str()))
+    });
+}
+
+/// Generic equality filters on list views, as Neutron applies them: `?name=x&status=ACTIVE`;
+/// a key given twice matches either value. Keys in `skip` are not filters.
+pub(crate) fn matches_filters(view: &Value, params: &Params, skip: &[&str]) -> bool {
+    let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (k, v) in &params.0 {
+        if !skip.contains(&k.as_str()) {
+            by_key.entry(k.as_str()).or_default().push(v.as_str());
+        }
+    }
+    by_key.iter().all(|(key, wanted)| {
+        let field = &view[*key];
+        wanted.iter().any(|w| match field {
+            Value::Null => false,
+            Value::String(s) => s == w,
+            Value::Bool(b) => w.eq_ignore_ascii_case(if *b { "true" } else { "false" }),
+            Value::Number(n) => n.to_string() == *w,
+            // `fixed_ips=ip_address=10.0.0.3`, `fixed_ips=subnet_id=...`
+            Value::Array(items) => match w.split_once('=') {
+                Some((k, v)) => items.iter().any(|i| i[k].as_str() == Some(v)),
+                None => items.iter().any(|i| i.as_str() == Some(*w)),
+            },
+            Value::Object(_) => false,
+        })
+    })
+}
+
+/// Keeps only `fields` (Neutron's `?fields=id&fields=name`) when any are asked for.
+pub(crate) fn select_fields(view: Value, params: &Params) -> Value {
+    let fields = params.all("fields");
+    if fields.is_empty() {
+        return view;
+    }
+    match view {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(k, _)| fields.contains(&k.as_str()))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The whole API router.
+pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
+    Router::new()
+        .route("/", axum::routing::get(root))
+        .merge(identity::router(cloud.clone()))
+        .merge(compute::router(cloud.clone()))
+        .merge(network::router(cloud.clone()))
+        .merge(volume::router(cloud.clone()))
+        .fallback(unknown_path)
+        .with_state(cloud)
+}
+
+async fn unknown_path(uri: Uri) -> Response {
+    let path = uri.path();
+    let service = if path.starts_with("/identity") {
+        Service::Identity
+    } else if path.starts_with("/network") {
+        Service::Network
+    } else if path.starts_with("/volume") {
+        Service::Volume
+    } else {
+        Service::Compute
+    };
+    let error = ApiError::not_found(
+        "HTTPNotFound",
+        format!("The resource could not be found: {path}"),
+    );
+    let mut response = reply(StatusCode::NOT_FOUND, error_body(service, &error));
+    response.extensions_mut().insert(Formatted);
+    response
+}
+
+async fn root(State(cloud): Ctx) -> Response {
+    let b = &cloud.base_url;
+    reply(
+        StatusCode::OK,
+        json!({
+            "name": "hypercloud local-cloud",
+            "identity": format!("{b}/identity/v3"),
+            "compute": format!("{b}/compute/v2.1"),
+            "network": format!("{b}/network/v2.0"),
+            "volume": format!("{b}/volume/v3"),
+        }),
+    )
+}
+
+/// The standard layers of one service's router: errors in its format (outermost), fault
+/// injection, then the service's own layers.
+pub(crate) fn service_layers(
+    router: Router<Arc<Cloud>>,
+    cloud: &Arc<Cloud>,
+    service: Service,
+) -> Router<Arc<Cloud>> {
+    let faults = cloud.faults.clone();
+    router
+        .layer(axum::middleware::from_fn(move |req, next| {
+            let faults = faults.clone();
+            async move { faults.apply(service, req, next).await }
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            format_errors(service, req, next)
+        }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_formats_known_instants() {
+        assert_eq!(iso(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(iso(1_795_378_245), "2026-11-22T20:10:45Z");
+    }
+
+    #[test]
+    fn filters_match_strings_bools_and_fixed_ips() {
+        let view =
+            json!({"name": "a", "admin_state_up": true, "fixed_ips": [{"ip_address": "10.0.0.3"}]});
+        let p = |q: &[(&str, &str)]| {
+            Params(
+                q.iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect(),
+            )
+        };
+        assert!(matches_filters(
+            &view,
+            &p(&[("name", "a"), ("admin_state_up", "True")]),
+            &[]
+        ));
+        assert!(matches_filters(
+            &view,
+            &p(&[("name", "b"), ("name", "a")]),
+            &[]
+        ));
+        assert!(!matches_filters(&view, &p(&[("name", "b")]), &[]));
+        assert!(matches_filters(
+            &view,
+            &p(&[("fixed_ips", "ip_address=10.0.0.3")]),
+            &[]
+        ));
+        assert!(!matches_filters(
+            &view,
+            &p(&[("fixed_ips", "ip_address=10.0.0.4")]),
+            &[]
+        ));
+        assert!(matches_filters(&view, &p(&[("limit", "1")]), &["limit"]));
+    }
+}

@@ -1,0 +1,652 @@
+//! Identity v3 (Keystone): version discovery, password and application-credential
+//! authentication with `X-Subject-Token`, token validation and revocation, the service catalog,
+//! and application credentials. One domain (`Default`), one user and one project are seeded;
+//! tokens are stored, so they survive a restart until they expire.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{
+    iso, new_hex_id, now, parse_body, reply, require_token, service_layers, ApiError, Caller,
+    Cloud, Ctx, Service,
+};
+use crate::defaults;
+use crate::store::{Read, Tx};
+
+pub(crate) const PROJECTS: &str = "projects";
+pub(crate) const USERS: &str = "users";
+pub(crate) const TOKENS: &str = "tokens";
+pub(crate) const APP_CREDS: &str = "application_credentials";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Project {
+    pub id: String,
+    pub name: String,
+    pub domain_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct User {
+    pub id: String,
+    pub name: String,
+    pub domain_id: String,
+    pub default_project_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Token {
+    id: String,
+    user_id: String,
+    project_id: String,
+    methods: Vec<String>,
+    issued_at: u64,
+    expires_at: u64,
+    audit_id: String,
+    #[serde(default)]
+    application_credential_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct AppCred {
+    id: String,
+    name: String,
+    user_id: String,
+    project_id: String,
+    // Kept in clear text: the local cloud is a single-user test cloud whose state directory is
+    // private to its owner; do not reuse these secrets anywhere.
+    secret: String,
+    description: Option<String>,
+    expires_at: Option<u64>,
+    unrestricted: bool,
+}
+
+/// Seeds the domain's user and project on first start.
+pub(crate) fn seed(tx: &mut Tx<'_>, config: &crate::ServerConfig) -> Result<(), ApiError> {
+    let project = match tx
+        .list::<Project>(PROJECTS)
+        .into_iter()
+        .find(|p| p.name == config.project)
+    {
+        Some(p) => p,
+        None => {
+            let p = Project {
+                id: new_hex_id(),
+                name: config.project.clone(),
+                domain_id: defaults::DOMAIN_ID.into(),
+            };
+            tx.put(PROJECTS, &p.id, &p)?;
+            p
+        }
+    };
+    if !tx.list::<User>(USERS).iter().any(|u| u.name == config.user) {
+        let u = User {
+            id: new_hex_id(),
+            name: config.user.clone(),
+            domain_id: defaults::DOMAIN_ID.into(),
+            default_project_id: project.id,
+        };
+        tx.put(USERS, &u.id, &u)?;
+    }
+    Ok(())
+}
+
+/// The caller a token stands for, when it exists and has not expired.
+pub(crate) fn check_token(cloud: &Cloud, token: &str) -> Option<Caller> {
+    let token: Token = cloud.store.read(|v| v.get(TOKENS, token))?;
+    (token.expires_at > now()).then_some(Caller {
+        user_id: token.user_id,
+        project_id: token.project_id,
+    })
+}
+
+pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
+    let protected = Router::new()
+        .route("/identity/v3/auth/catalog", get(catalog_only))
+        .route("/identity/v3/auth/projects", get(list_projects))
+        .route("/identity/v3/projects", get(list_projects))
+        .route("/identity/v3/projects/{id}", get(get_project))
+        .route(
+            "/identity/v3/users/{user_id}/application_credentials",
+            get(list_app_creds).post(create_app_cred),
+        )
+        .route(
+            "/identity/v3/users/{user_id}/application_credentials/{id}",
+            get(get_app_cred).delete(delete_app_cred),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            cloud.clone(),
+            require_token,
+        ));
+    let public = Router::new()
+        .route("/identity", get(versions))
+        .route("/identity/", get(versions))
+        .route("/identity/v3", get(version))
+        .route("/identity/v3/", get(version))
+        .route(
+            "/identity/v3/auth/tokens",
+            get(validate_token)
+                .head(validate_token)
+                .post(issue_token)
+                .delete(revoke_token),
+        );
+    service_layers(public.merge(protected), &cloud, Service::Identity)
+}
+
+fn version_doc(cloud: &Cloud) -> Value {
+    json!({
+        "id": "v3.14",
+        "status": "stable",
+        "updated": "2020-04-07T00:00:00Z",
+        "links": [{"rel": "self", "href": format!("{}/identity/v3/", cloud.base_url)}],
+        "media-types": [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}],
+    })
+}
+
+async fn versions(State(cloud): Ctx) -> Response {
+    reply(
+        StatusCode::MULTIPLE_CHOICES,
+        json!({"versions": {"values": [version_doc(&cloud)]}}),
+    )
+}
+
+async fn version(State(cloud): Ctx) -> Response {
+    reply(StatusCode::OK, json!({"version": version_doc(&cloud)}))
+}
+
+/// The service catalog: every API this cloud serves, for `project_id`.
+pub(crate) fn catalog(cloud: &Cloud, project_id: &str) -> Value {
+    let b = &cloud.base_url;
+    let region = &cloud.config.region;
+    let services = [
+        ("identity", "keystone", format!("{b}/identity")),
+        ("compute", "nova", format!("{b}/compute/v2.1")),
+        ("network", "neutron", format!("{b}/network")),
+        (
+            "block-storage",
+            "cinder",
+            format!("{b}/volume/v3/{project_id}"),
+        ),
+        (
+            "volumev3",
+            "cinderv3",
+            format!("{b}/volume/v3/{project_id}"),
+        ),
+    ];
+    Value::Array(
+        services
+            .iter()
+            .map(|(kind, name, url)| {
+                let endpoints: Vec<Value> = ["public", "internal", "admin"]
+                    .iter()
+                    .map(|interface| {
+                        json!({
+                            "id": format!("{name}-{interface}"),
+                            "interface": interface,
+                            "region": region,
+                            "region_id": region,
+                            "url": url,
+                        })
+                    })
+                    .collect();
+                json!({"id": name, "type": kind, "name": name, "endpoints": endpoints})
+            })
+            .collect(),
+    )
+}
+
+fn token_body(cloud: &Cloud, token: &Token, with_catalog: bool) -> Result<Value, ApiError> {
+    let (user, project) = cloud.store.read(|v| {
+        (
+            v.get::<User>(USERS, &token.user_id),
+            v.get::<Project>(PROJECTS, &token.project_id),
+        )
+    });
+    let (Some(user), Some(project)) = (user, project) else {
+        return Err(ApiError::not_found(
+            "TokenNotFound",
+            "Could not find token.",
+        ));
+    };
+    let domain = json!({"id": defaults::DOMAIN_ID, "name": defaults::DOMAIN});
+    let mut body = json!({
+        "methods": token.methods,
+        "user": {"id": user.id, "name": user.name, "domain": domain, "password_expires_at": null},
+        "audit_ids": [token.audit_id],
+        "issued_at": fmt_keystone_time(token.issued_at),
+        "expires_at": fmt_keystone_time(token.expires_at),
+        "project": {"id": project.id, "name": project.name, "domain": domain},
+        "is_domain": false,
+        "roles": [
+            {"id": "admin", "name": "admin"},
+            {"id": "member", "name": "member"},
+            {"id": "reader", "name": "reader"},
+        ],
+    });
+    if let Some(id) = &token.application_credential_id {
+        body["application_credential"] = json!({"id": id, "restricted": true});
+    }
+    if with_catalog {
+        body["catalog"] = catalog(cloud, &project.id);
+    }
+    Ok(json!({"token": body}))
+}
+
+/// Keystone's `2026-11-22T22:30:00.000000Z`.
+fn fmt_keystone_time(secs: u64) -> String {
+    iso(secs).replace('Z', ".000000Z")
+}
+
+fn missing(what: &str, within: &str) -> ApiError {
+    ApiError::bad_request(format!("Expecting to find {what} in {within}. The server could not comply with the request since it is either malformed or otherwise incorrect."))
+}
+
+fn find_user(cloud: &Cloud, user: &Value) -> Result<Option<User>, ApiError> {
+    let users = cloud.store.read(|v| v.list::<User>(USERS));
+    if let Some(id) = user["id"].as_str() {
+        return Ok(users.into_iter().find(|u| u.id == id));
+    }
+    let Some(name) = user["name"].as_str() else {
+        return Err(missing("id or name", "user"));
+    };
+    let domain = &user["domain"];
+    if domain.is_null() {
+        return Err(missing("domain", "user"));
+    }
+    if !domain_matches(domain) {
+        return Ok(None);
+    }
+    Ok(users.into_iter().find(|u| u.name == name))
+}
+
+fn domain_matches(domain: &Value) -> bool {
+    domain["id"].as_str() == Some(defaults::DOMAIN_ID)
+        || domain["name"].as_str() == Some(defaults::DOMAIN)
+}
+
+async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiError> {
+    let req: Value = parse_body(&body)?;
+    let identity = &req["auth"]["identity"];
+    if identity.is_null() {
+        return Err(missing("identity", "auth"));
+    }
+    let methods: Vec<String> = identity["methods"]
+        .as_array()
+        .ok_or_else(|| missing("methods", "identity"))?
+        .iter()
+        .filter_map(|m| m.as_str().map(str::to_owned))
+        .collect();
+    let denied = ApiError::unauthorized;
+    let (user, project_id, app_cred) = if methods.iter().any(|m| m == "password") {
+        let user = &identity["password"]["user"];
+        if user.is_null() {
+            return Err(missing("user", "password"));
+        }
+        let Some(password) = user["password"].as_str() else {
+            return Err(missing("password", "user"));
+        };
+        let Some(found) = find_user(&cloud, user)? else {
+            return Err(denied());
+        };
+        if password != cloud.config.password {
+            return Err(denied());
+        }
+        let project_id = scoped_project(&cloud, &req["auth"]["scope"], &found)?;
+        (found, project_id, None)
+    } else if methods.iter().any(|m| m == "application_credential") {
+        let ac = &identity["application_credential"];
+        let Some(secret) = ac["secret"].as_str() else {
+            return Err(missing("secret", "application_credential"));
+        };
+        let creds = cloud.store.read(|v| v.list::<AppCred>(APP_CREDS));
+        let found = if let Some(id) = ac["id"].as_str() {
+            creds.into_iter().find(|c| c.id == id)
+        } else if let Some(name) = ac["name"].as_str() {
+            let user = find_user(&cloud, &ac["user"])?.ok_or_else(denied)?;
+            creds
+                .into_iter()
+                .find(|c| c.name == name && c.user_id == user.id)
+        } else {
+            return Err(missing("id or name", "application_credential"));
+        };
+        let Some(cred) = found.filter(|c| c.secret == secret) else {
+            return Err(denied());
+        };
+        if cred.expires_at.is_some_and(|e| e <= now()) {
+            return Err(denied());
+        }
+        let user = cloud
+            .store
+            .read(|v| v.get::<User>(USERS, &cred.user_id))
+            .ok_or_else(denied)?;
+        (user, cred.project_id.clone(), Some(cred.id))
+    } else {
+        return Err(denied());
+    };
+    let issued_at = now();
+    let mut expires_at = issued_at + cloud.config.token_ttl.as_secs();
+    if let Some(id) = &app_cred {
+        let expiry = cloud
+            .store
+            .read(|v| v.get::<AppCred>(APP_CREDS, id))
+            .and_then(|c| c.expires_at);
+        if let Some(e) = expiry {
+            expires_at = expires_at.min(e);
+        }
+    }
+    let token = Token {
+        id: format!("{}{}", new_hex_id(), new_hex_id()),
+        user_id: user.id,
+        project_id,
+        methods,
+        issued_at,
+        expires_at,
+        audit_id: new_hex_id()[..22].to_owned(),
+        application_credential_id: app_cred,
+    };
+    let stored = token.clone();
+    cloud
+        .write(move |tx| {
+            // Forget tokens that expired a while ago, so the table stays small.
+            let stale: Vec<String> = tx
+                .list::<Token>(TOKENS)
+                .into_iter()
+                .filter(|t| t.expires_at + 3600 < issued_at)
+                .map(|t| t.id)
+                .collect();
+            for id in stale {
+                tx.delete(TOKENS, &id);
+            }
+            tx.put(TOKENS, &stored.id, &stored)?;
+            Ok(())
+        })
+        .await?;
+    let body = token_body(&cloud, &token, true)?;
+    let mut response = reply(StatusCode::CREATED, body);
+    if let Ok(v) = HeaderValue::from_str(&token.id) {
+        response.headers_mut().insert("x-subject-token", v);
+    }
+    Ok(response)
+}
+
+fn scoped_project(cloud: &Cloud, scope: &Value, user: &User) -> Result<String, ApiError> {
+    if scope.is_null() {
+        return Ok(user.default_project_id.clone());
+    }
+    let project = &scope["project"];
+    if project.is_null() {
+        return Err(ApiError::unauthorized());
+    }
+    let projects = cloud.store.read(|v| v.list::<Project>(PROJECTS));
+    let found = if let Some(id) = project["id"].as_str() {
+        projects.into_iter().find(|p| p.id == id)
+    } else if let Some(name) = project["name"].as_str() {
+        if !domain_matches(&project["domain"]) {
+            return Err(ApiError::unauthorized());
+        }
+        projects.into_iter().find(|p| p.name == name)
+    } else {
+        return Err(missing("id or name", "project"));
+    };
+    found.map(|p| p.id).ok_or_else(ApiError::unauthorized)
+}
+
+fn subject(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("x-subject-token")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn caller_token(cloud: &Cloud, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    headers
+        .get("x-auth-token")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| check_token(cloud, t))
+        .ok_or_else(ApiError::unauthorized)
+}
+
+fn live_token(cloud: &Cloud, id: &str) -> Result<Token, ApiError> {
+    cloud
+        .store
+        .read(|v| v.get::<Token>(TOKENS, id))
+        .filter(|t| t.expires_at > now())
+        .ok_or_else(|| ApiError::not_found("TokenNotFound", format!("Could not find token: {id}.")))
+}
+
+async fn validate_token(State(cloud): Ctx, headers: HeaderMap) -> Result<Response, ApiError> {
+    caller_token(&cloud, &headers)?;
+    let id = subject(&headers).ok_or_else(|| missing("X-Subject-Token", "headers"))?;
+    let token = live_token(&cloud, &id)?;
+    let mut response = reply(StatusCode::OK, token_body(&cloud, &token, true)?);
+    if let Ok(v) = HeaderValue::from_str(&token.id) {
+        response.headers_mut().insert("x-subject-token", v);
+    }
+    Ok(response)
+}
+
+async fn revoke_token(State(cloud): Ctx, headers: HeaderMap) -> Result<Response, ApiError> {
+    caller_token(&cloud, &headers)?;
+    let id = subject(&headers).ok_or_else(|| missing("X-Subject-Token", "headers"))?;
+    live_token(&cloud, &id)?;
+    cloud
+        .write(move |tx| {
+            tx.delete(TOKENS, &id);
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn catalog_only(State(cloud): Ctx, Extension(caller): Extension<Caller>) -> Response {
+    reply(
+        StatusCode::OK,
+        json!({"catalog": catalog(&cloud, &caller.project_id), "links": {"self": format!("{}/identity/v3/auth/catalog", cloud.base_url)}}),
+    )
+}
+
+fn project_view(cloud: &Cloud, p: &Project) -> Value {
+    json!({
+        "id": p.id, "name": p.name, "domain_id": p.domain_id, "enabled": true,
+        "description": "", "is_domain": false, "parent_id": p.domain_id, "tags": [],
+        "links": {"self": format!("{}/identity/v3/projects/{}", cloud.base_url, p.id)},
+    })
+}
+
+async fn list_projects(State(cloud): Ctx) -> Response {
+    let projects = cloud.store.read(|v| v.list::<Project>(PROJECTS));
+    let views: Vec<Value> = projects.iter().map(|p| project_view(&cloud, p)).collect();
+    reply(
+        StatusCode::OK,
+        json!({"projects": views, "links": {"next": null, "previous": null}}),
+    )
+}
+
+async fn get_project(State(cloud): Ctx, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let p = cloud
+        .store
+        .read(|v| v.get::<Project>(PROJECTS, &id))
+        .ok_or_else(|| {
+            ApiError::not_found("ProjectNotFound", format!("Could not find project: {id}."))
+        })?;
+    Ok(reply(
+        StatusCode::OK,
+        json!({"project": project_view(&cloud, &p)}),
+    ))
+}
+
+fn app_cred_view(c: &AppCred, with_secret: bool) -> Value {
+    let mut v = json!({
+        "id": c.id, "name": c.name, "user_id": c.user_id, "project_id": c.project_id,
+        "description": c.description, "expires_at": c.expires_at.map(fmt_keystone_time),
+        "unrestricted": c.unrestricted, "roles": [{"id": "admin", "name": "admin"}],
+        "access_rules": [],
+    });
+    if with_secret {
+        v["secret"] = json!(c.secret);
+    }
+    v
+}
+
+fn own_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
+    if caller.user_id == user_id {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "You are not authorized to perform the requested action.",
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+struct CreateAppCredBody {
+    application_credential: CreateAppCred,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+// Some fields are accepted because OpenStack accepts them, but not modelled.
+#[allow(dead_code)]
+struct CreateAppCred {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    expires_at: Option<String>,
+    #[serde(default)]
+    unrestricted: Option<bool>,
+    #[serde(default)]
+    roles: Option<Value>,
+    #[serde(default)]
+    access_rules: Option<Value>,
+}
+
+async fn create_app_cred(
+    State(cloud): Ctx,
+    Extension(caller): Extension<Caller>,
+    Path(user_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    own_user(&caller, &user_id)?;
+    let req: CreateAppCredBody = parse_body(&body)?;
+    let req = req.application_credential;
+    if req.expires_at.is_some() {
+        return Err(ApiError::bad_request(
+            "expires_at is not supported by the local cloud; application credentials do not expire",
+        ));
+    }
+    let cred = AppCred {
+        id: new_hex_id(),
+        name: req.name,
+        user_id,
+        project_id: caller.project_id,
+        secret: req
+            .secret
+            .unwrap_or_else(|| format!("{}{}", new_hex_id(), new_hex_id())),
+        description: req.description,
+        expires_at: None,
+        unrestricted: req.unrestricted.unwrap_or(false),
+    };
+    let stored = cred.clone();
+    cloud
+        .write(move |tx| {
+            if tx
+                .list::<AppCred>(APP_CREDS)
+                .iter()
+                .any(|c| c.user_id == stored.user_id && c.name == stored.name)
+            {
+                return Err(ApiError::conflict(
+                    "Conflict",
+                    format!("Conflict occurred attempting to store application_credential - Duplicate name, {}.", stored.name),
+                ));
+            }
+            tx.put(APP_CREDS, &stored.id, &stored)?;
+            Ok(())
+        })
+        .await?;
+    Ok(reply(
+        StatusCode::CREATED,
+        json!({"application_credential": app_cred_view(&cred, true)}),
+    ))
+}
+
+async fn list_app_creds(
+    State(cloud): Ctx,
+    Extension(caller): Extension<Caller>,
+    Path(user_id): Path<String>,
+) -> Result<Response, ApiError> {
+    own_user(&caller, &user_id)?;
+    let creds = cloud.store.read(|v| v.list::<AppCred>(APP_CREDS));
+    let views: Vec<Value> = creds
+        .iter()
+        .filter(|c| c.user_id == user_id)
+        .map(|c| app_cred_view(c, false))
+        .collect();
+    Ok(reply(
+        StatusCode::OK,
+        json!({"application_credentials": views}),
+    ))
+}
+
+fn find_app_cred(cloud: &Cloud, user_id: &str, id: &str) -> Result<AppCred, ApiError> {
+    cloud
+        .store
+        .read(|v| v.get::<AppCred>(APP_CREDS, id))
+        .filter(|c| c.user_id == user_id)
+        .ok_or_else(|| {
+            ApiError::not_found(
+                "ApplicationCredentialNotFound",
+                format!("Could not find application credential: {id}."),
+            )
+        })
+}
+
+async fn get_app_cred(
+    State(cloud): Ctx,
+    Extension(caller): Extension<Caller>,
+    Path((user_id, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    own_user(&caller, &user_id)?;
+    let c = find_app_cred(&cloud, &user_id, &id)?;
+    Ok(reply(
+        StatusCode::OK,
+        json!({"application_credential": app_cred_view(&c, false)}),
+    ))
+}
+
+async fn delete_app_cred(
+    State(cloud): Ctx,
+    Extension(caller): Extension<Caller>,
+    Path((user_id, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    own_user(&caller, &user_id)?;
+    find_app_cred(&cloud, &user_id, &id)?;
+    cloud
+        .write(move |tx| {
+            tx.delete(APP_CREDS, &id);
+            // Tokens issued from a deleted credential stop working at once, as in Keystone.
+            let revoked: Vec<String> = tx
+                .list::<Token>(TOKENS)
+                .into_iter()
+                .filter(|t| t.application_credential_id.as_deref() == Some(id.as_str()))
+                .map(|t| t.id)
+                .collect();
+            for t in revoked {
+                tx.delete(TOKENS, &t);
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,512 @@
+//! Block Storage v3 (Cinder): volumes with size and availability zone, attachments to servers
+//! (made through Nova's `os-volume_attachments`, as real clouds do), `os-extend`, availability
+//! zones and volume types, with microversions up to 3.70. Volumes hold no data.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::compute::check_zone;
+use super::{
+    iso, new_id, newest_first, now, paginate, parse_body, reply, require_token, service_layers,
+    ApiError, Caller, Cloud, Ctx, Microversion, Microversions, Params, Service,
+};
+use crate::store::{Read, Tx};
+
+pub(crate) const VOLUMES: &str = "volumes";
+
+pub(crate) const MICROVERSIONS: Microversions = Microversions {
+    service: "volume",
+    min: Microversion(3, 0),
+    max: Microversion(3, 70),
+    legacy_header: None,
+};
+
+pub(crate) const AVAILABLE: &str = "available";
+pub(crate) const IN_USE: &str = "in-use";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Attachment {
+    pub id: String,
+    pub server_id: String,
+    pub device: String,
+    pub attached_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Volume {
+    pub id: String,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub size: u64,
+    pub status: String,
+    pub availability_zone: String,
+    pub volume_type: String,
+    pub project_id: String,
+    pub user_id: String,
+    pub metadata: BTreeMap<String, String>,
+    pub attachments: Vec<Attachment>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const VOLUME_TYPE: &str = "lvmdriver-1";
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found("itemNotFound", format!("Volume {id} could not be found."))
+}
+
+pub(crate) fn find_volume(r: &impl Read, id: &str) -> Result<Volume, ApiError> {
+    r.get::<Volume>(VOLUMES, id).ok_or_else(|| not_found(id))
+}
+
+/// Volumes attached to a server.
+pub(crate) fn attached_to(r: &impl Read, server_id: &str) -> Vec<Volume> {
+    let mut vols: Vec<Volume> = r
+        .list::<Volume>(VOLUMES)
+        .into_iter()
+        .filter(|v| v.attachments.iter().any(|a| a.server_id == server_id))
+        .collect();
+    vols.sort_by(|a, b| {
+        let dev = |v: &Volume| {
+            v.attachments
+                .iter()
+                .find(|x| x.server_id == server_id)
+                .map(|x| x.device.clone())
+        };
+        dev(a).cmp(&dev(b))
+    });
+    vols
+}
+
+/// Attaches an available volume to a server, choosing the next `/dev/vdX` unless given.
+pub(crate) fn attach(
+    tx: &mut Tx<'_>,
+    volume_id: &str,
+    server_id: &str,
+    device: Option<String>,
+) -> Result<Volume, ApiError> {
+    let mut v = find_volume(tx, volume_id)?;
+    if v.status != AVAILABLE {
+        return Err(ApiError::bad_request(format!(
+            "Invalid volume: volume {volume_id} status must be available, but current status is: {}",
+            v.status
+        )));
+    }
+    let taken: Vec<String> = attached_to(tx, server_id)
+        .iter()
+        .flat_map(|v| {
+            v.attachments
+                .iter()
+                .filter(|a| a.server_id == server_id)
+                .map(|a| a.device.clone())
+        })
+        .collect();
+    let device = match device {
+        Some(d) if taken.contains(&d) => {
+            return Err(ApiError::bad_request(format!(
+                "The supplied device path ({d}) is in use."
+            )))
+        }
+        Some(d) => d,
+        None => (b'b'..=b'z')
+            .map(|c| format!("/dev/vd{}", c as char))
+            .find(|d| !taken.contains(d))
+            .ok_or_else(|| ApiError::bad_request("No free device name left on the server"))?,
+    };
+    v.attachments.push(Attachment {
+        id: new_id(),
+        server_id: server_id.into(),
+        device,
+        attached_at: iso(now()),
+    });
+    v.status = IN_USE.into();
+    v.updated_at = iso(now());
+    tx.put(VOLUMES, volume_id, &v)?;
+    Ok(v)
+}
+
+/// Detaches a volume from a server.
+pub(crate) fn detach(tx: &mut Tx<'_>, volume_id: &str, server_id: &str) -> Result<(), ApiError> {
+    let mut v = find_volume(tx, volume_id)?;
+    v.attachments.retain(|a| a.server_id != server_id);
+    if v.attachments.is_empty() {
+        v.status = AVAILABLE.into();
+    }
+    v.updated_at = iso(now());
+    tx.put(VOLUMES, volume_id, &v)?;
+    Ok(())
+}
+
+fn view(cloud: &Cloud, v: &Volume, detail: bool, mv: Microversion) -> Value {
+    let links = json!([
+        {"rel": "self", "href": format!("{}/volume/v3/{}/volumes/{}", cloud.base_url, v.project_id, v.id)},
+        {"rel": "bookmark", "href": format!("{}/volume/{}/volumes/{}", cloud.base_url, v.project_id, v.id)},
+    ]);
+    if !detail {
+        return json!({"id": v.id, "name": v.name, "links": links});
+    }
+    let attachments: Vec<Value> = v
+        .attachments
+        .iter()
+        .map(|a| json!({"id": v.id, "attachment_id": a.id, "volume_id": v.id, "server_id": a.server_id, "host_name": null, "device": a.device, "attached_at": a.attached_at}))
+        .collect();
+    let mut out = json!({
+        "id": v.id, "name": v.name, "description": v.description, "size": v.size, "status": v.status,
+        "availability_zone": v.availability_zone, "attachments": attachments, "bootable": "false",
+        "encrypted": false, "created_at": v.created_at.trim_end_matches('Z').to_owned() + ".000000",
+        "updated_at": v.updated_at.trim_end_matches('Z').to_owned() + ".000000",
+        "volume_type": v.volume_type, "metadata": v.metadata, "user_id": v.user_id,
+        "os-vol-tenant-attr:tenant_id": v.project_id, "os-vol-host-attr:host": "local-cloud@lvm#lvm",
+        "multiattach": false, "links": links, "snapshot_id": null, "source_volid": null,
+        "replication_status": null, "consistencygroup_id": null, "migration_status": null,
+        "os-vol-mig-status-attr:migstat": null, "os-vol-mig-status-attr:name_id": null,
+    });
+    if mv >= Microversion(3, 13) {
+        out["group_id"] = json!(null);
+    }
+    if mv >= Microversion(3, 21) {
+        out["provider_id"] = json!(null);
+    }
+    if mv >= Microversion(3, 48) {
+        out["service_uuid"] = json!(null);
+        out["shared_targets"] = json!(false);
+    }
+    if mv >= Microversion(3, 63) {
+        out["volume_type_id"] = json!(VOLUME_TYPE);
+    }
+    if mv >= Microversion(3, 65) {
+        out["consumes_quota"] = json!(true);
+    }
+    out
+}
+
+pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
+    let p = "/volume/v3/{project}";
+    let protected = Router::new()
+        .route(
+            &format!("{p}/volumes"),
+            get(list_volumes).post(create_volume),
+        )
+        .route(&format!("{p}/volumes/detail"), get(list_volumes_detail))
+        .route(
+            &format!("{p}/volumes/{{id}}"),
+            get(get_volume).put(update_volume).delete(delete_volume),
+        )
+        .route(&format!("{p}/volumes/{{id}}/action"), post(volume_action))
+        .route(&format!("{p}/os-availability-zone"), get(list_zones))
+        .route(&format!("{p}/types"), get(list_types))
+        .route_layer(axum::middleware::from_fn_with_state(
+            cloud.clone(),
+            require_token,
+        ));
+    let public = Router::new()
+        .route("/volume", get(versions))
+        .route("/volume/", get(versions))
+        .route("/volume/v3", get(versions))
+        .route("/volume/v3/", get(versions))
+        .route(p, get(versions));
+    let router = public
+        .merge(protected)
+        .layer(axum::middleware::from_fn(|req, next| {
+            super::negotiate_microversion(MICROVERSIONS, req, next)
+        }));
+    service_layers(router, &cloud, Service::Volume)
+}
+
+async fn versions(State(cloud): Ctx) -> Response {
+    reply(
+        StatusCode::OK,
+        json!({"versions": [{
+            "id": "v3.0", "status": "CURRENT", "version": MICROVERSIONS.max.to_string(),
+            "min_version": MICROVERSIONS.min.to_string(), "updated": "2023-03-15T00:00:00Z",
+            "links": [{"rel": "self", "href": format!("{}/volume/v3/", cloud.base_url)}],
+            "media-types": [{"base": "application/json", "type": "application/vnd.openstack.volume+json;version=3"}],
+        }]}),
+    )
+}
+
+async fn list_volumes(
+    state: Ctx,
+    mv: Extension<Microversion>,
+    q: Query<Params>,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    list(state, mv, q, uri, false).await
+}
+
+async fn list_volumes_detail(
+    state: Ctx,
+    mv: Extension<Microversion>,
+    q: Query<Params>,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    list(state, mv, q, uri, true).await
+}
+
+async fn list(
+    State(cloud): Ctx,
+    Extension(mv): Extension<Microversion>,
+    Query(params): Query<Params>,
+    uri: Uri,
+    detail: bool,
+) -> Result<Response, ApiError> {
+    let mut vols: Vec<Volume> = cloud.store.read(|r| r.list::<Volume>(VOLUMES));
+    vols.retain(|v| {
+        params
+            .get("name")
+            .is_none_or(|n| v.name.as_deref() == Some(n))
+            && params.get("status").is_none_or(|s| v.status == s)
+            && params
+                .get("availability_zone")
+                .is_none_or(|z| v.availability_zone == z)
+    });
+    let mut views: Vec<Value> = vols.iter().map(|v| {
+        let mut view = view(&cloud, v, true, mv);
+        if !detail {
+            view = json!({"id": view["id"], "name": view["name"], "links": view["links"], "created_at": view["created_at"]});
+        }
+        view
+    }).collect();
+    newest_first(&mut views, "created_at");
+    if !detail {
+        for v in &mut views {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("created_at");
+            }
+        }
+    }
+    let (page, next) = paginate(views, &params, &cloud.base_url, &uri, 1000)?;
+    Ok(reply(
+        StatusCode::OK,
+        super::list_body("volumes", page, next),
+    ))
+}
+
+async fn get_volume(
+    State(cloud): Ctx,
+    Extension(mv): Extension<Microversion>,
+    Path((_, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let v = cloud.store.read(|r| find_volume(r, &id))?;
+    Ok(reply(
+        StatusCode::OK,
+        json!({"volume": view(&cloud, &v, true, mv)}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct CreateVolumeBody {
+    volume: CreateVolume,
+}
+
+/// Cinder's schema allows additional properties here, so unknown fields are ignored.
+#[derive(Deserialize)]
+struct CreateVolume {
+    size: Option<Value>,
+    name: Option<String>,
+    description: Option<String>,
+    availability_zone: Option<String>,
+    metadata: Option<BTreeMap<String, String>>,
+    volume_type: Option<String>,
+    snapshot_id: Option<String>,
+    source_volid: Option<String>,
+    #[serde(rename = "imageRef")]
+    image_ref: Option<String>,
+}
+
+fn parse_size(v: Option<&Value>) -> Result<u64, ApiError> {
+    let size = match v {
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
+        None => {
+            return Err(ApiError::bad_request(
+                "Invalid input for field/attribute size: 'size' is a required property",
+            ))
+        }
+        _ => None,
+    };
+    match size {
+        Some(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(ApiError::bad_request(format!("Invalid input for field/attribute size. Value: {}. It must be an integer between 1 and 1000000", v.map(Value::to_string).unwrap_or_default()))),
+    }
+}
+
+async fn create_volume(
+    State(cloud): Ctx,
+    Extension(caller): Extension<Caller>,
+    Extension(mv): Extension<Microversion>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: CreateVolumeBody = parse_body(&body)?;
+    let b = b.volume;
+    if b.snapshot_id.is_some() || b.source_volid.is_some() || b.image_ref.is_some() {
+        return Err(ApiError::bad_request("Creating volumes from snapshots, volumes or images is not supported by the local cloud"));
+    }
+    let size = parse_size(b.size.as_ref())?;
+    if let Some(t) = &b.volume_type {
+        if t != VOLUME_TYPE {
+            return Err(ApiError::not_found(
+                "itemNotFound",
+                format!("Volume type with name {t} could not be found."),
+            ));
+        }
+    }
+    let v = cloud
+        .write(move |tx| {
+            let zone = check_zone(tx, b.availability_zone.clone()).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "Invalid input received: Availability zone '{}' is invalid.",
+                    b.availability_zone.clone().unwrap_or_default()
+                ))
+            })?;
+            let ts = iso(now());
+            let v = Volume {
+                id: new_id(),
+                name: b.name,
+                description: b.description,
+                size,
+                status: AVAILABLE.into(),
+                availability_zone: zone,
+                volume_type: VOLUME_TYPE.into(),
+                project_id: caller.project_id,
+                user_id: caller.user_id,
+                metadata: b.metadata.unwrap_or_default(),
+                attachments: vec![],
+                created_at: ts.clone(),
+                updated_at: ts,
+            };
+            tx.put(VOLUMES, &v.id, &v)?;
+            Ok(v)
+        })
+        .await?;
+    Ok(reply(
+        StatusCode::ACCEPTED,
+        json!({"volume": view(&cloud, &v, true, mv)}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct UpdateVolumeBody {
+    volume: UpdateVolume,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateVolume {
+    name: Option<Option<String>>,
+    description: Option<Option<String>>,
+    metadata: Option<BTreeMap<String, String>>,
+    display_name: Option<Option<String>>,
+    display_description: Option<Option<String>>,
+}
+
+async fn update_volume(
+    State(cloud): Ctx,
+    Extension(mv): Extension<Microversion>,
+    Path((_, id)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: UpdateVolumeBody = parse_body(&body)?;
+    let v = cloud
+        .write(move |tx| {
+            let mut v = find_volume(tx, &id)?;
+            if let Some(n) = b.volume.name.or(b.volume.display_name) {
+                v.name = n;
+            }
+            if let Some(d) = b.volume.description.or(b.volume.display_description) {
+                v.description = d;
+            }
+            if let Some(m) = b.volume.metadata {
+                v.metadata = m;
+            }
+            v.updated_at = iso(now());
+            tx.put(VOLUMES, &id, &v)?;
+            Ok(v)
+        })
+        .await?;
+    Ok(reply(
+        StatusCode::OK,
+        json!({"volume": view(&cloud, &v, true, mv)}),
+    ))
+}
+
+async fn delete_volume(
+    State(cloud): Ctx,
+    Path((_, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    cloud
+        .write(move |tx| {
+            let v = find_volume(tx, &id)?;
+            if v.status != AVAILABLE {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid volume: Volume status must be available or error or error_restoring or error_extending or error_managing and must not be migrating, attached, belong to a group, have snapshots or be disassociated from snapshots after volume transfer. (volume {id} is {})",
+                    v.status
+                )));
+            }
+            tx.delete(VOLUMES, &id);
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+async fn volume_action(
+    State(cloud): Ctx,
+    Extension(mv): Extension<Microversion>,
+    Path((_, id)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: serde_json::Map<String, Value> = parse_body(&body)?;
+    let Some((action, arg)) = b.into_iter().next() else {
+        return Err(ApiError::bad_request(
+            "Malformed request body: no action given",
+        ));
+    };
+    match action.as_str() {
+        "os-extend" => {
+            let new_size = parse_size(arg.get("new_size"))?;
+            cloud
+                .write(move |tx| {
+                    let mut v = find_volume(tx, &id)?;
+                    if v.status != AVAILABLE && !(v.status == IN_USE && mv >= Microversion(3, 42)) {
+                        return Err(ApiError::bad_request(format!("Invalid volume: Volume status must be 'available' to extend, but current status is: {}.", v.status)));
+                    }
+                    if new_size <= v.size {
+                        return Err(ApiError::bad_request(format!("Invalid input received: New size for extend must be greater than current size. (current: {}, extended: {new_size}).", v.size)));
+                    }
+                    v.size = new_size;
+                    v.updated_at = iso(now());
+                    tx.put(VOLUMES, &id, &v)?;
+                    Ok(())
+                })
+                .await?;
+            Ok(StatusCode::ACCEPTED.into_response())
+        }
+        other => Err(ApiError::bad_request(format!(
+            "Volume action {other} is not supported by the local cloud"
+        ))),
+    }
+}
+
+async fn list_zones(State(cloud): Ctx) -> Response {
+    reply(
+        StatusCode::OK,
+        cloud.store.read(|r| super::compute::zones_body(r)),
+    )
+}
+
+async fn list_types(State(_cloud): Ctx) -> Response {
+    reply(
+        StatusCode::OK,
+        json!({"volume_types": [{"id": VOLUME_TYPE, "name": VOLUME_TYPE, "is_public": true, "description": null, "extra_specs": {}, "qos_specs_id": null, "os-volume-type-access:is_public": true}]}),
+    )
+}

@@ -1,0 +1,104 @@
+//! The crate's one error type: each variant names the operation that failed.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong starting, running or talking to the local cloud.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot create state directory {path}: {source}")]
+    CreateStateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot lock state directory {path}: {source}")]
+    LockStateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "state directory {path} is in use by another local-cloud server; stop it first \
+         (or pick another --state-dir)"
+    )]
+    StateDirInUse { path: PathBuf },
+    #[error("cannot read snapshot {path}: {source}")]
+    ReadSnapshot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("snapshot {path} is corrupt: {source}")]
+    DecodeSnapshot {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot write snapshot {path}: {source}")]
+    WriteSnapshot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open write-ahead log {path}: {source}")]
+    OpenLog {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("write-ahead log {path} is corrupt at record {record}: {reason}")]
+    ReplayLog {
+        path: PathBuf,
+        record: u64,
+        reason: String,
+    },
+    #[error("cannot append to write-ahead log {path}: {source}")]
+    AppendLog {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("cannot write config drive {path}: {source}")]
+    WriteConfigDrive {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    WriteFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server task failed: {0}")]
+    Serve(String),
+    #[error("invalid value {value:?} for {flag}: {reason}")]
+    ParseFlag {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("request {method} {url} failed: {source}")]
+    Request {
+        method: &'static str,
+        url: String,
+        source: reqwest::Error,
+    },
+    #[error("{method} {url} answered {status}: {body}")]
+    Api {
+        method: &'static str,
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("no {what} named or with ID {name:?}")]
+    NotFound { what: &'static str, name: String },
+    #[error("the HOME environment variable is not set; pass --state-dir")]
+    NoHome,
+    #[error("cannot wait for a shutdown signal: {0}")]
+    Signal(std::io::Error),
+}
+
+/// Result with this crate's [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,273 @@
+//! Instance metadata, as Nova serves it: the metadata service (`/openstack/latest/meta_data.json`,
+//! `network_data.json`, EC2-style `/latest/meta-data/...`) on its own address, and config-drive
+//! directories (`<dir>/<instance-id>/openstack/latest/meta_data.json`) written when an instance
+//! is created. The upstream equivalents are nova-api-metadata and Nova's config drive.
+//!
+//! Which instance is asking: on a real cloud the source address says it. Here the instances'
+//! addresses are simulated, so the caller may name itself with `X-Instance-ID` (ID or name);
+//! otherwise `X-Forwarded-For` (as set by Neutron's metadata proxy) or the peer address is
+//! matched against the instances' fixed and floating IPs.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde_json::{json, Value};
+
+use crate::api::compute::{find_flavor, server_ports, Server, SERVERS};
+use crate::api::network::{FloatingIp, Subnet, FLOATING_IPS, SUBNETS};
+use crate::api::volume::attached_to;
+use crate::api::{ApiError, Cloud, Service};
+use crate::store::{write_atomic, Read};
+use crate::Error;
+
+/// `meta_data.json` of a server.
+pub(crate) fn meta_data(r: &impl Read, s: &Server) -> Value {
+    let devices: Vec<Value> = attached_to(r, &s.id)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"type": "disk", "bus": "virtio", "serial": v.id, "address": format!("0000:00:{:02x}.0", i + 6), "tags": []}))
+        .collect();
+    json!({
+        "uuid": s.id, "name": s.name, "hostname": s.hostname(), "launch_index": 0,
+        "availability_zone": s.availability_zone, "project_id": s.project_id, "meta": s.metadata,
+        "public_keys": {}, "keys": [], "devices": devices, "dedicated_cpus": [], "random_seed": "",
+    })
+}
+
+fn netmask(cidr: &str) -> String {
+    let len: u32 = cidr
+        .split_once('/')
+        .and_then(|(_, l)| l.parse().ok())
+        .unwrap_or(32);
+    let mask = if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len.min(32))
+    };
+    std::net::Ipv4Addr::from(mask).to_string()
+}
+
+/// `network_data.json` of a server.
+pub(crate) fn network_data(r: &impl Read, s: &Server) -> Value {
+    let mut links = Vec::new();
+    let mut networks = Vec::new();
+    for port in server_ports(r, &s.id) {
+        let link = format!("tap{}", &port.id[..port.id.len().min(11)]);
+        links.push(json!({"id": link, "vif_id": port.id, "type": "ovs", "mtu": 1450, "ethernet_mac_address": port.mac_address}));
+        for ip in &port.fixed_ips {
+            let subnet = r.get::<Subnet>(SUBNETS, &ip.subnet_id);
+            let routes: Vec<Value> = subnet
+                .as_ref()
+                .and_then(|s| s.gateway_ip.clone())
+                .map(|gw| vec![json!({"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": gw})])
+                .unwrap_or_default();
+            networks.push(json!({
+                "id": format!("network{}", networks.len()), "type": "ipv4", "link": link,
+                "ip_address": ip.ip_address, "netmask": subnet.as_ref().map_or("255.255.255.255".into(), |s| netmask(&s.cidr)),
+                "routes": routes, "network_id": port.network_id, "services": [],
+            }));
+        }
+    }
+    json!({"links": links, "networks": networks, "services": []})
+}
+
+/// Writes the config drive of a new server (atomically, file by file).
+pub(crate) fn write_config_drive(dir: &Path, r: &impl Read, s: &Server) -> Result<(), ApiError> {
+    let base = dir.join(&s.id).join("openstack").join("latest");
+    let files = [
+        ("meta_data.json", meta_data(r, s)),
+        ("network_data.json", network_data(r, s)),
+        ("vendor_data.json", json!({})),
+    ];
+    for (name, value) in files {
+        let path = base.join(name);
+        let bytes = serde_json::to_vec_pretty(&value).map_err(|source| Error::Encode {
+            what: "config drive",
+            source,
+        })?;
+        write_atomic(&path, &bytes).map_err(|source| Error::WriteConfigDrive {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Removes a deleted server's config drive.
+pub(crate) fn remove_config_drive(dir: &Path, id: &str) -> Result<(), ApiError> {
+    let path: PathBuf = dir.join(id);
+    match std::fs::remove_dir_all(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(Error::WriteConfigDrive { path, source }.into()),
+    }
+}
+
+/// The metadata service router (serve with `ConnectInfo<SocketAddr>`).
+pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
+    let faults = cloud.faults.clone();
+    Router::new()
+        .route("/", get(|| async { "latest\n" }))
+        .route("/openstack", get(openstack_versions))
+        .route("/openstack/", get(openstack_versions))
+        .route("/openstack/{version}", get(openstack_files))
+        .route("/openstack/{version}/", get(openstack_files))
+        .route("/openstack/{version}/{file}", get(openstack_file))
+        .route("/{version}/meta-data", get(ec2_index))
+        .route("/{version}/meta-data/", get(ec2_index))
+        .route("/{version}/meta-data/{*key}", get(ec2_key))
+        .fallback(|| async { ApiError::not_found("NotFound", "The resource could not be found.") })
+        .layer(axum::middleware::from_fn(move |req, next| {
+            let faults = faults.clone();
+            async move { faults.apply(Service::Metadata, req, next).await }
+        }))
+        .layer(axum::middleware::from_fn(|req, next| {
+            crate::api::format_errors(Service::Metadata, req, next)
+        }))
+        .with_state(cloud)
+}
+
+type Peer = ConnectInfo<SocketAddr>;
+
+/// The server asking, per the module docs.
+fn caller(cloud: &Cloud, headers: &HeaderMap, peer: SocketAddr) -> Result<Server, ApiError> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.trim().to_owned())
+    };
+    cloud.store.read(|r| {
+        let servers = r.list::<Server>(SERVERS);
+        if let Some(id) = header("x-instance-id") {
+            let mut found: Vec<&Server> = servers.iter().filter(|s| s.id == id).collect();
+            if found.is_empty() {
+                found = servers.iter().filter(|s| s.name == id).collect();
+            }
+            return match found.as_slice() {
+                [one] => Ok((*one).clone()),
+                [] => Err(ApiError::not_found("NotFound", format!("No instance {id}"))),
+                _ => Err(ApiError::not_found(
+                    "NotFound",
+                    format!("More than one instance is named {id}; use its ID"),
+                )),
+            };
+        }
+        let ip = header("x-forwarded-for")
+            .and_then(|v| v.split(',').next().map(|s| s.trim().to_owned()))
+            .unwrap_or_else(|| peer.ip().to_string());
+        let fips = r.list::<FloatingIp>(FLOATING_IPS);
+        servers
+            .into_iter()
+            .find(|s| {
+                server_ports(r, &s.id).iter().any(|p| {
+                    p.fixed_ips.iter().any(|f| f.ip_address == ip)
+                        || fips.iter().any(|f| {
+                            f.port_id.as_deref() == Some(p.id.as_str())
+                                && f.floating_ip_address == ip
+                        })
+                })
+            })
+            .ok_or_else(|| {
+                ApiError::not_found(
+                    "NotFound",
+                    format!("No instance has address {ip}; send X-Instance-ID"),
+                )
+            })
+    })
+}
+
+async fn openstack_versions() -> &'static str {
+    "2012-08-10\n2013-04-04\n2013-10-17\n2015-10-15\n2016-06-30\n2016-10-06\n2017-02-22\n2018-08-27\nlatest"
+}
+
+async fn openstack_files() -> &'static str {
+    "meta_data.json\nnetwork_data.json\nvendor_data.json\nvendor_data2.json"
+}
+
+async fn openstack_file(
+    State(cloud): State<Arc<Cloud>>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    UrlPath((_version, file)): UrlPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    let server = caller(&cloud, &headers, peer)?;
+    let body = match file.as_str() {
+        "meta_data.json" => cloud.store.read(|r| meta_data(r, &server)),
+        "network_data.json" => cloud.store.read(|r| network_data(r, &server)),
+        "vendor_data.json" | "vendor_data2.json" => json!({}),
+        _ => {
+            return Err(ApiError::not_found(
+                "NotFound",
+                format!("No such metadata file {file}"),
+            ))
+        }
+    };
+    Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+const EC2_KEYS: &str = "ami-id\nami-launch-index\nhostname\ninstance-id\ninstance-type\nlocal-hostname\nlocal-ipv4\nplacement/\npublic-hostname\npublic-ipv4\nreservation-id\nsecurity-groups";
+
+async fn ec2_index(
+    State(cloud): State<Arc<Cloud>>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+) -> Result<&'static str, ApiError> {
+    caller(&cloud, &headers, peer)?;
+    Ok(EC2_KEYS)
+}
+
+async fn ec2_key(
+    State(cloud): State<Arc<Cloud>>,
+    ConnectInfo(peer): Peer,
+    headers: HeaderMap,
+    UrlPath((_version, key)): UrlPath<(String, String)>,
+) -> Result<String, ApiError> {
+    let s = caller(&cloud, &headers, peer)?;
+    let (fixed, floating) = cloud.store.read(|r| {
+        let ports = server_ports(r, &s.id);
+        let fixed = ports
+            .iter()
+            .flat_map(|p| &p.fixed_ips)
+            .map(|f| f.ip_address.clone())
+            .next();
+        let floating = r
+            .list::<FloatingIp>(FLOATING_IPS)
+            .into_iter()
+            .find(|f| {
+                ports
+                    .iter()
+                    .any(|p| f.port_id.as_deref() == Some(p.id.as_str()))
+            })
+            .map(|f| f.floating_ip_address);
+        (fixed, floating)
+    });
+    let value = match key.trim_end_matches('/') {
+        "ami-id" => "ami-00000001".to_owned(),
+        "ami-launch-index" => "0".to_owned(),
+        "hostname" | "local-hostname" | "public-hostname" => s.hostname(),
+        "instance-id" => s.ec2_id(),
+        "instance-type" => {
+            find_flavor(&s.flavor_id).map_or(s.flavor_id.clone(), |f| f.name.to_owned())
+        }
+        "local-ipv4" => fixed.unwrap_or_default(),
+        "public-ipv4" => floating.unwrap_or_default(),
+        "placement" => "availability-zone".to_owned(),
+        "placement/availability-zone" => s.availability_zone.clone(),
+        "reservation-id" => format!("r-{:08x}", s.index),
+        "security-groups" => "default".to_owned(),
+        _ => {
+            return Err(ApiError::not_found(
+                "NotFound",
+                format!("No metadata key {key}"),
+            ))
+        }
+    };
+    Ok(value)
+}

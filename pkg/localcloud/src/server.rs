@@ -1,0 +1,268 @@
+//! Starting and stopping the local cloud in a process: open the state directory (taking its
+//! lock), seed it on first start, bind the API and metadata listeners and serve until told to
+//! stop. [`Server::bind`] is what `serve`, the operator CLI's offline mode and tests use.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, compute, identity, network, ApiError, Cloud};
+use crate::faults::Faults;
+use crate::store::{self, Read, Store};
+use crate::{defaults, Error, Result};
+
+/// Everything a server needs to start; [`ServerConfig::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub state_dir: PathBuf,
+    /// API address; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Metadata service address; `None` runs none.
+    pub metadata_listen: Option<SocketAddr>,
+    /// Where config drives go (default `<state_dir>/config-drive`).
+    pub config_drive_dir: Option<PathBuf>,
+    /// The URL clients use, when not `http://<listen address>` (a proxy, TLS in front).
+    pub public_url: Option<String>,
+    pub region: String,
+    pub user: String,
+    pub password: String,
+    pub project: String,
+    /// Replaces the stored availability zones when given (they persist otherwise).
+    pub availability_zones: Option<Vec<String>>,
+    pub token_ttl: Duration,
+    pub faults: Faults,
+}
+
+impl ServerConfig {
+    /// The defaults of [`defaults`], on the given state directory.
+    pub fn new(state_dir: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            state_dir: state_dir.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8800)),
+            metadata_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8801))),
+            config_drive_dir: None,
+            public_url: None,
+            region: defaults::REGION.into(),
+            user: defaults::USER.into(),
+            password: defaults::PASSWORD.into(),
+            project: defaults::PROJECT.into(),
+            availability_zones: None,
+            token_ttl: Duration::from_secs(defaults::TOKEN_TTL_SECS),
+            faults: Faults::default(),
+        }
+    }
+
+    /// For tests and the offline CLI: free loopback ports for both listeners.
+    pub fn ephemeral(state_dir: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metadata_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..ServerConfig::new(state_dir)
+        }
+    }
+
+    /// The config drive directory in effect.
+    pub fn config_drive_dir(&self) -> PathBuf {
+        self.config_drive_dir
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("config-drive"))
+    }
+}
+
+/// Entry point: see [`Server::bind`].
+#[derive(Debug)]
+pub struct Server;
+
+/// A running server. Dropping it does not stop it; call [`ServerHandle::shutdown`].
+#[derive(Debug)]
+pub struct ServerHandle {
+    api_addr: SocketAddr,
+    metadata_addr: Option<SocketAddr>,
+    base_url: String,
+    store: Arc<Store>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<std::io::Result<()>>>,
+}
+
+/// Written to `<state_dir>/server.json` while a server runs, for the operator CLI.
+pub(crate) const SERVER_FILE: &str = "server.json";
+
+impl Server {
+    /// Opens the state directory (refusing one another server holds), seeds it on first start,
+    /// binds the listeners and starts serving in the background.
+    pub async fn bind(config: ServerConfig) -> Result<ServerHandle> {
+        let dir = config.state_dir.clone();
+        let store = tokio::task::spawn_blocking(move || Store::open(&dir))
+            .await
+            .map_err(|e| Error::Serve(e.to_string()))??;
+        let store = Arc::new(store);
+
+        let api_listener =
+            tokio::net::TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| Error::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let api_addr = api_listener.local_addr().map_err(|source| Error::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let metadata_listener = match config.metadata_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| Error::Bind { addr, source })?,
+            ),
+            None => None,
+        };
+        let metadata_addr = match &metadata_listener {
+            Some(l) => Some(l.local_addr().map_err(|source| Error::Bind {
+                addr: api_addr,
+                source,
+            })?),
+            None => None,
+        };
+        let base_url = config
+            .public_url
+            .clone()
+            .map(|u| u.trim_end_matches('/').to_owned())
+            .unwrap_or_else(|| format!("http://{api_addr}"));
+        let cloud = Arc::new(Cloud {
+            store: store.clone(),
+            faults: config.faults.clone(),
+            config,
+            base_url: base_url.clone(),
+        });
+        seed(&cloud).await?;
+
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let app = api::router(cloud.clone());
+        let mut rx = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            axum::serve(
+                api_listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+        }));
+        if let Some(listener) = metadata_listener {
+            let app = crate::metadata::router(cloud.clone());
+            let mut rx = stopped.clone();
+            tasks.push(tokio::spawn(async move {
+                axum::serve(
+                    listener,
+                    app.into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                })
+                .await
+            }));
+        }
+        let info = json!({
+            "api_url": base_url,
+            "metadata_url": metadata_addr.map(|a| format!("http://{a}")),
+            "pid": std::process::id(),
+        });
+        let path = cloud.config.state_dir.join(SERVER_FILE);
+        store::write_atomic(&path, info.to_string().as_bytes())
+            .map_err(|source| Error::WriteFile { path, source })?;
+        tracing::info!(api = %base_url, metadata = ?metadata_addr, "local-cloud serving");
+        Ok(ServerHandle {
+            api_addr,
+            metadata_addr,
+            base_url,
+            store,
+            stop,
+            tasks,
+        })
+    }
+}
+
+impl ServerHandle {
+    /// The bound API address.
+    pub fn api_addr(&self) -> SocketAddr {
+        self.api_addr
+    }
+
+    /// The bound metadata address, if a metadata service runs.
+    pub fn metadata_addr(&self) -> Option<SocketAddr> {
+        self.metadata_addr
+    }
+
+    /// The API base URL (`http://127.0.0.1:8800`); Keystone is at `<url>/identity/v3`.
+    pub fn api_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The state store (for in-process users such as a data plane).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Whether a listener stopped on its own (an error).
+    pub fn is_finished(&self) -> bool {
+        self.tasks.iter().any(JoinHandle::is_finished)
+    }
+
+    /// Stops accepting, finishes in-flight requests, and releases the state directory.
+    pub async fn shutdown(self) -> Result<()> {
+        let _ = self.stop.send(true);
+        let mut first_error = None;
+        for task in self.tasks {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => first_error = first_error.or(Some(Error::Serve(e.to_string()))),
+                Err(e) => first_error = first_error.or(Some(Error::Serve(e.to_string()))),
+            }
+        }
+        let _ = std::fs::remove_file(self.store.dir().join(SERVER_FILE));
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+async fn seed(cloud: &Arc<Cloud>) -> Result<()> {
+    let config = cloud.config.clone();
+    let result = cloud
+        .write(move |tx| {
+            identity::seed(tx, &config)?;
+            let project_id = tx
+                .list::<identity::Project>(identity::PROJECTS)
+                .into_iter()
+                .find(|p| p.name == config.project)
+                .map(|p| p.id)
+                .unwrap_or_default();
+            network::seed(tx, &project_id)?;
+            if let Some(zones) = &config.availability_zones {
+                for old in tx.list::<serde_json::Value>(compute::ZONES) {
+                    if let Some(name) = old["name"].as_str() {
+                        if !zones.iter().any(|z| z == name) {
+                            tx.delete(compute::ZONES, name);
+                        }
+                    }
+                }
+                for z in zones {
+                    tx.put(compute::ZONES, z, &json!({"name": z}))?;
+                }
+            } else if tx.list::<serde_json::Value>(compute::ZONES).is_empty() {
+                tx.put(
+                    compute::ZONES,
+                    defaults::AVAILABILITY_ZONE,
+                    &json!({"name": defaults::AVAILABILITY_ZONE}),
+                )?;
+            }
+            Ok(())
+        })
+        .await;
+    result.map_err(|e: ApiError| Error::Serve(format!("seeding the state failed: {}", e.message)))
+}
