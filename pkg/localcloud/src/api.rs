@@ -20,6 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde::de::DeserializeOwned;
+use serde::Deserialize as _;
 use serde_json::{json, Value};
 
 use crate::faults::Faults;
@@ -350,6 +351,16 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError
         };
         ApiError::bad_request(format!("{kind}: {e}"))
     })
+}
+
+/// For `Option<Option<T>>` body fields: absent → `None`, `null` → `Some(None)` (serde alone
+/// folds both into `None`, losing "set this to null").
+pub(crate) fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Query parameters in order, repeated keys kept (Neutron's `?id=a&id=b`).

@@ -632,6 +632,7 @@ struct UpdateServerBody {
 #[allow(dead_code)]
 struct UpdateServer {
     name: Option<String>,
+    #[serde(default, deserialize_with = "super::nullable")]
     description: Option<Option<String>>,
     #[serde(rename = "accessIPv4")]
     _access_ipv4: Option<Value>,
@@ -865,6 +866,7 @@ struct AttachBody {
 struct Attach {
     #[serde(rename = "volumeId")]
     volume_id: String,
+    #[serde(default, deserialize_with = "super::nullable")]
     device: Option<Option<String>>,
     tag: Option<String>,
     delete_on_termination: Option<bool>,

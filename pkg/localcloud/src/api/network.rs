@@ -345,8 +345,9 @@ fn parse_ip(s: &str) -> Result<Ipv4Addr, ApiError> {
         .map_err(|_| ApiError::bad_request(format!("'{s}' is not a valid IPv4 address")))
 }
 
-/// Addresses already taken in `subnet`: ports, floating IPs and the gateway.
-fn used_ips(r: &impl Read, subnet: &Subnet) -> Vec<Ipv4Addr> {
+/// Addresses already taken in `subnet`: ports, floating IPs and (unless `gateway_free`) the
+/// gateway.
+fn used_ips(r: &impl Read, subnet: &Subnet, gateway_free: bool) -> Vec<Ipv4Addr> {
     let mut used: Vec<Ipv4Addr> = r
         .list::<Port>(PORTS)
         .into_iter()
@@ -360,15 +361,23 @@ fn used_ips(r: &impl Read, subnet: &Subnet) -> Vec<Ipv4Addr> {
             .filter_map(|f| f.floating_ip_address.parse::<Ipv4Addr>().ok())
             .filter(|ip| in_cidr(*ip, &subnet.cidr)),
     );
-    if let Some(gw) = subnet.gateway_ip.as_deref().and_then(|g| g.parse().ok()) {
-        used.push(gw);
+    if !gateway_free {
+        if let Some(gw) = subnet.gateway_ip.as_deref().and_then(|g| g.parse().ok()) {
+            used.push(gw);
+        }
     }
     used
 }
 
-/// Picks `wanted` (checking it) or the lowest free address of the subnet's pools.
-fn allocate_ip(r: &impl Read, subnet: &Subnet, wanted: Option<&str>) -> Result<String, ApiError> {
-    let used = used_ips(r, subnet);
+/// Picks `wanted` (checking it) or the lowest free address of the subnet's pools. Only a
+/// router interface (`for_router`) may take the gateway address.
+fn allocate_ip(
+    r: &impl Read,
+    subnet: &Subnet,
+    wanted: Option<&str>,
+    for_router: bool,
+) -> Result<String, ApiError> {
+    let used = used_ips(r, subnet, for_router);
     if let Some(wanted) = wanted {
         let ip = parse_ip(wanted)?;
         if !in_cidr(ip, &subnet.cidr) {
@@ -377,9 +386,7 @@ fn allocate_ip(r: &impl Read, subnet: &Subnet, wanted: Option<&str>) -> Result<S
             ))
             .with_kind("InvalidIpForSubnet"));
         }
-        let is_gateway = subnet.gateway_ip.as_deref() == Some(wanted);
-        // A router interface may take the gateway address; nothing else may.
-        if used.contains(&ip) && !is_gateway {
+        if used.contains(&ip) {
             return Err(ApiError::conflict(
                 "IpAddressAlreadyAllocated",
                 format!("IP address {ip} already allocated in subnet {}", subnet.id),
@@ -461,7 +468,12 @@ pub(crate) fn create_port(tx: &mut Tx<'_>, spec: PortSpec) -> Result<Port, ApiEr
             (None, None) => continue,
         };
         // Our own earlier picks in this port are not in the store yet.
-        let mut ip_address = allocate_ip(tx, subnet, ip.as_deref())?;
+        let mut ip_address = allocate_ip(
+            tx,
+            subnet,
+            ip.as_deref(),
+            spec.device_owner == OWNER_ROUTER_INTERFACE,
+        )?;
         while fixed_ips
             .iter()
             .any(|f: &FixedIp| f.ip_address == ip_address)
@@ -1042,6 +1054,7 @@ struct SubnetBody {
     cidr: Option<String>,
     ip_version: Option<u8>,
     name: Option<String>,
+    #[serde(default, deserialize_with = "super::nullable")]
     gateway_ip: Option<Option<String>>,
     allocation_pools: Option<Vec<Pool>>,
     enable_dhcp: Option<bool>,
@@ -1361,6 +1374,7 @@ struct GatewayBody {
 struct RouterBody {
     name: Option<String>,
     admin_state_up: Option<bool>,
+    #[serde(default, deserialize_with = "super::nullable")]
     external_gateway_info: Option<Option<GatewayBody>>,
     routes: Option<Vec<HostRoute>>,
     description: Option<String>,
@@ -1675,7 +1689,9 @@ async fn change_routes(
 #[allow(dead_code)]
 struct FloatingIpBody {
     floating_network_id: Option<String>,
+    #[serde(default, deserialize_with = "super::nullable")]
     port_id: Option<Option<String>>,
+    #[serde(default, deserialize_with = "super::nullable")]
     fixed_ip_address: Option<Option<String>>,
     floating_ip_address: Option<String>,
     subnet_id: Option<String>,
@@ -1778,7 +1794,7 @@ async fn create_floating_ip(
                         "Bad floatingip request: Network {net_id} has no subnet to allocate from."
                     ))
                 })?;
-            let address = allocate_ip(tx, &subnet, b.floating_ip_address.as_deref())?;
+            let address = allocate_ip(tx, &subnet, b.floating_ip_address.as_deref(), false)?;
             let ts = iso(now());
             let mut fip = FloatingIp {
                 id: new_id(),

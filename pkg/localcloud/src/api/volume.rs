@@ -402,10 +402,14 @@ struct UpdateVolumeBody {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UpdateVolume {
+    #[serde(default, deserialize_with = "super::nullable")]
     name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "super::nullable")]
     description: Option<Option<String>>,
     metadata: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "super::nullable")]
     display_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "super::nullable")]
     display_description: Option<Option<String>>,
 }
 
