@@ -35,6 +35,11 @@ trap stop_envtest EXIT
 envtest_env="$(HYPERCLOUD_ENVTEST_OWNER_PID=$$ hack/envtest.sh start)"
 eval "$envtest_env"
 
+# python tools: the pinned official openstack CLI in $HYPERCLOUD_CACHE/venv (hack/python-tools.sh;
+# a no-op when already installed), driven against the local cloud by cmd/hypercloud/tests/local_cloud_*.rs.
+step "python tools: python-openstackclient (venv in $HYPERCLOUD_CACHE/venv)"
+hack/python-tools.sh
+
 step "cargo test (unit + integration)"
 cargo test --workspace --locked
 
