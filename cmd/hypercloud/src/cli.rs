@@ -1,0 +1,322 @@
+//! Parsing and dispatch: `hypercloud <personality> [flags]`, or a personality's own name as
+//! `argv[0]` (a symlink), plus the multi-call helpers (`--list`, `providers`, `version`,
+//! `completion`). Exit codes: 0 success, 1 runtime failure, 2 bad flags, bad config or an
+//! unknown name (as clap and the Kubernetes components do).
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::personality::{self, Invocation, Personality};
+use crate::{
+    apiserver_plugin, cloud, cloud_controller_manager, controller_manager, kubelet_helper,
+    local_cloud,
+};
+
+const ABOUT: &str =
+    "One binary for every Kubernetes component that talks to a cloud, in-tree and external.";
+
+const AFTER_HELP: &str = "\
+The personality can also be chosen by the name the binary is invoked under: a symlink named
+kubelet-helper, apiserver-plugin, controller-manager (or kube-controller-manager),
+cloud-controller-manager or local-cloud runs that personality (hack/install-symlinks.sh DIR).";
+
+/// `hypercloud`.
+#[derive(Parser, Debug)]
+#[command(name = "hypercloud", version, about = ABOUT, after_help = AFTER_HELP, arg_required_else_help = true)]
+struct Cli {
+    /// Print the personality names (the names symlinks may have) and exit.
+    #[arg(long)]
+    list: bool,
+
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    KubeletHelper(kubelet_helper::Args),
+    ApiserverPlugin(apiserver_plugin::Args),
+    #[command(alias = "kube-controller-manager")]
+    ControllerManager(controller_manager::Args),
+    CloudControllerManager(cloud_controller_manager::Args),
+    LocalCloud(local_cloud::Args),
+    /// List the cloud providers compiled into this binary.
+    Providers,
+    /// Print the version, the Kubernetes API version and the compiled-in providers.
+    Version,
+    /// Print a shell completion script (e.g. `source <(hypercloud completion bash)`).
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The full command, with per-personality default adjustments.
+fn command() -> Command {
+    Cli::command().term_width(100).mut_subcommand(
+        Personality::ControllerManager.name(),
+        controller_manager::adjust,
+    )
+}
+
+/// A personality's command on its own, for symlink invocations: same flags, own name.
+fn personality_command(p: Personality, invoked_as: &str) -> Command {
+    command()
+        .find_subcommand(p.name())
+        .cloned()
+        .unwrap_or_else(|| Command::new(p.name()))
+        .name(invoked_as.to_string())
+        .bin_name(invoked_as.to_string())
+        .version(env!("CARGO_PKG_VERSION"))
+        .term_width(100)
+}
+
+/// Entry point: parse `argv`, run, and turn the outcome into an exit code.
+pub fn main(argv: Vec<OsString>) -> ExitCode {
+    let argv0 = argv.first().cloned().unwrap_or_else(|| "hypercloud".into());
+    let parsed = match personality::resolve(&argv0) {
+        Invocation::Multicall => parse_multicall(argv),
+        Invocation::Personality(p, name) => parse_personality(p, &name, argv).map(|c| (c, name)),
+        Invocation::Unknown(name) => {
+            eprintln!(
+                "hypercloud: unknown personality {name:?} (the name this binary was invoked under); known names: {}. Or run `hypercloud <personality>`.",
+                personality::all_names().join(", ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match parsed {
+        Ok((cmd, name)) => run(cmd, &name),
+        Err(e) => {
+            let code = e.exit_code();
+            let _ = e.print();
+            ExitCode::from(u8::try_from(code).unwrap_or(2))
+        }
+    }
+}
+
+fn parse_multicall(argv: Vec<OsString>) -> Result<(Cmd, String), clap::Error> {
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(argv)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    if cli.list {
+        return Ok((Cmd::Version, "--list".into()));
+    }
+    match cli.command {
+        Some(c) => {
+            let name = matches
+                .subcommand_name()
+                .unwrap_or("hypercloud")
+                .to_string();
+            Ok((c, name))
+        }
+        None => Err(cmd.error(
+            clap::error::ErrorKind::MissingSubcommand,
+            "a personality or command is required",
+        )),
+    }
+}
+
+fn parse_personality(
+    p: Personality,
+    invoked_as: &str,
+    argv: Vec<OsString>,
+) -> Result<Cmd, clap::Error> {
+    let mut cmd = personality_command(p, invoked_as);
+    let m = cmd.try_get_matches_from_mut(argv)?;
+    let parsed = match p {
+        Personality::KubeletHelper => {
+            kubelet_helper::Args::from_arg_matches(&m).map(Cmd::KubeletHelper)
+        }
+        Personality::ApiserverPlugin => {
+            apiserver_plugin::Args::from_arg_matches(&m).map(Cmd::ApiserverPlugin)
+        }
+        Personality::ControllerManager => {
+            controller_manager::Args::from_arg_matches(&m).map(Cmd::ControllerManager)
+        }
+        Personality::CloudControllerManager => {
+            cloud_controller_manager::Args::from_arg_matches(&m).map(Cmd::CloudControllerManager)
+        }
+        Personality::LocalCloud => local_cloud::Args::from_arg_matches(&m).map(Cmd::LocalCloud),
+    };
+    parsed.map_err(|e| e.format(&mut cmd))
+}
+
+fn run(cmd: Cmd, name: &str) -> ExitCode {
+    if name == "--list" {
+        for line in personality::listing() {
+            println!("{line}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hypercloud: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cmd {
+            Cmd::KubeletHelper(a) => kubelet_helper::run(a, name).await,
+            Cmd::ApiserverPlugin(a) => apiserver_plugin::run(a, name).await,
+            Cmd::ControllerManager(a) => controller_manager::run(a, name).await,
+            Cmd::CloudControllerManager(a) => cloud_controller_manager::run(a, name).await,
+            Cmd::LocalCloud(a) => local_cloud::run(a).await,
+            Cmd::Providers => {
+                providers();
+                Ok(())
+            }
+            Cmd::Version => {
+                version();
+                Ok(())
+            }
+            Cmd::Completion { shell } => {
+                let mut c = command();
+                clap_complete::generate(shell, &mut c, "hypercloud", &mut std::io::stdout());
+                Ok(())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: error: {}", render(&e));
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn providers() {
+    for p in cloud::registry().list() {
+        match p.deprecation {
+            None => println!("{:<12} {}", p.name, p.description),
+            Some(d) => println!("{:<12} {} (deprecated: {d})", p.name, p.description),
+        }
+    }
+    println!(
+        "{:<12} no provider in this component; the cloud-controller-manager does the cloud work",
+        "external"
+    );
+}
+
+fn version() {
+    println!("hypercloud {}", env!("CARGO_PKG_VERSION"));
+    println!(
+        "kubernetes API: v1.{}",
+        k8s_openapi::k8s_if_ge_1_34! { "34" }
+    );
+    println!("providers: {}", cloud::registry().names().join(", "));
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the line already
+/// holds (our error messages often include their source).
+fn render(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// 2 for errors in what the user gave (flags, config files, names), 1 otherwise.
+fn exit_code(err: &anyhow::Error) -> u8 {
+    use hypercloud_cloudprovider::Error as P;
+    use hypercloud_options::Error as O;
+    for cause in err.chain() {
+        let usage = cause.is::<cloud::UsageError>()
+            || cause.is::<hypercloud_controllers::names::UnknownController>()
+            || matches!(
+                cause.downcast_ref::<P>(),
+                Some(
+                    P::UnknownProvider { .. }
+                        | P::ReadCloudConfig { .. }
+                        | P::InvalidCloudConfig { .. }
+                        | P::MissingCloudConfig { .. }
+                        | P::OpenTraceFile { .. }
+                )
+            )
+            || matches!(
+                cause.downcast_ref::<O>(),
+                Some(O::InvalidFlag { .. } | O::ParseMaster { .. } | O::LoadKubeconfig { .. })
+            );
+        if usage {
+            return 2;
+        }
+    }
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        command().debug_assert();
+        for (p, name, _) in personality::TABLE {
+            personality_command(*p, name).debug_assert();
+        }
+    }
+
+    #[test]
+    fn controller_manager_gets_its_own_defaults() {
+        let m = command()
+            .try_get_matches_from(["hypercloud", "controller-manager"])
+            .expect("parse");
+        let (_, sub) = m.subcommand().expect("sub");
+        let args = controller_manager::Args::from_arg_matches(sub).expect("args");
+        assert_eq!(args.controllers.secure_serving.secure_port, 10257);
+        assert_eq!(
+            args.controllers.leader_election.resource_name,
+            "kube-controller-manager"
+        );
+        let m = command()
+            .try_get_matches_from(["hypercloud", "cloud-controller-manager"])
+            .expect("parse");
+        let (_, sub) = m.subcommand().expect("sub");
+        let args = cloud_controller_manager::Args::from_arg_matches(sub).expect("args");
+        assert_eq!(args.controllers.secure_serving.secure_port, 10258);
+    }
+
+    #[test]
+    fn render_skips_repeated_causes() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let e: anyhow::Error = hypercloud_cloudprovider::Error::ReadCloudConfig {
+            path: "/x".into(),
+            source: io,
+        }
+        .into();
+        assert_eq!(
+            render(&e.context("starting")),
+            "starting: --cloud-config: cannot read /x: gone"
+        );
+    }
+
+    #[test]
+    fn exit_codes_classify_user_errors() {
+        let usage: anyhow::Error = cloud::UsageError("x".into()).into();
+        assert_eq!(exit_code(&usage), 2);
+        let unknown: anyhow::Error = hypercloud_cloudprovider::Error::UnknownProvider {
+            name: "x".into(),
+            known: "fake".into(),
+        }
+        .into();
+        assert_eq!(exit_code(&unknown.context("starting")), 2);
+        let runtime: anyhow::Error = hypercloud_cloudprovider::Error::NotImplemented.into();
+        assert_eq!(exit_code(&runtime), 1);
+    }
+}

@@ -1,0 +1,135 @@
+//! What every personality shares: its common flags, the provider registry of this binary,
+//! the one function that builds a personality's provider, and the start-up report.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use hypercloud_cloudprovider::{
+    capabilities, fake::FakeCloud, CallTracer, Instrumented, Interface, ProviderMetrics, Registry,
+};
+use hypercloud_options::{CloudProviderOptions, KubeClientOptions, LoggingOptions};
+
+/// Flags every personality has.
+#[derive(clap::Args, Debug)]
+pub struct Common {
+    #[command(flatten)]
+    pub cloud: CloudProviderOptions,
+    #[command(flatten)]
+    pub kube: KubeClientOptions,
+    #[command(flatten)]
+    pub logging: LoggingOptions,
+}
+
+/// A start-up problem caused by the user's flags or files: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The providers compiled into this binary.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.register(
+        "fake",
+        "in-memory cloud that records every call; configured by a YAML/JSON --cloud-config",
+        |config| Ok(Arc::new(FakeCloud::from_cloud_config(config)?) as Arc<dyn Interface>),
+    );
+    r
+}
+
+/// Initialises logging, checks the client flags, and builds and initialises the provider
+/// named by `--cloud-provider`: the same steps for every personality. Cloud call metrics go
+/// to `metrics`. `None`: no provider, or `external`.
+pub async fn start(
+    component: &str,
+    common: &Common,
+    metrics: &prometheus::Registry,
+) -> anyhow::Result<Option<Arc<Instrumented>>> {
+    common.logging.init()?;
+    common.kube.validate()?;
+    let opts = &common.cloud;
+    let Some(inner) = registry().init(&opts.cloud_provider, opts.cloud_config_path())? else {
+        return Ok(None);
+    };
+    let provider_metrics = ProviderMetrics::register(metrics)?;
+    let tracer = opts
+        .trace_cloud_calls
+        .as_deref()
+        .map(|path| CallTracer::open(path, component))
+        .transpose()?;
+    let cloud = Arc::new(Instrumented::new(inner, Some(provider_metrics), tracer));
+    cloud
+        .initialize(None)
+        .await
+        .with_context(|| format!("initializing cloud provider {:?}", opts.cloud_provider))?;
+    tracing::info!(component, provider = %opts.cloud_provider, "cloud provider initialized");
+    Ok(Some(cloud))
+}
+
+/// The start-up report: which provider, which config, which capabilities.
+pub fn report(
+    component: &str,
+    opts: &CloudProviderOptions,
+    cloud: Option<&dyn Interface>,
+) -> String {
+    let mut out = String::new();
+    let Some(cloud) = cloud else {
+        let mode = if opts.is_external() {
+            "external (the cloud-controller-manager does the cloud work)"
+        } else {
+            "none"
+        };
+        let _ = writeln!(out, "{component}: cloud provider: {mode}");
+        return out;
+    };
+    let config = opts
+        .cloud_config_path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "none".into());
+    let _ = writeln!(
+        out,
+        "{component}: cloud provider {:?} initialized (cloud config: {config})",
+        cloud.provider_name()
+    );
+    let _ = writeln!(out, "capabilities:");
+    for c in capabilities(cloud) {
+        let state = if c.supported {
+            "supported"
+        } else {
+            "not supported"
+        };
+        let _ = writeln!(out, "  {:<14} {state}", c.name);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_lists_every_capability() {
+        let cloud = FakeCloud::from_config_bytes(b"disabled: [routes]", "t").expect("config");
+        let opts = CloudProviderOptions {
+            cloud_provider: "fake".into(),
+            ..Default::default()
+        };
+        let r = report("cloud-controller-manager", &opts, Some(&cloud));
+        assert!(
+            r.contains("cloud provider \"fake\" initialized (cloud config: none)"),
+            "{r}"
+        );
+        assert!(r.contains("  routes         not supported"), "{r}");
+        assert!(r.contains("  instances-v2   supported"), "{r}");
+        let ext = CloudProviderOptions {
+            cloud_provider: "external".into(),
+            ..Default::default()
+        };
+        assert!(report("kubelet-helper", &ext, None).contains("external"));
+    }
+
+    #[test]
+    fn registry_has_fake() {
+        assert_eq!(registry().names(), vec!["fake"]);
+    }
+}

@@ -1,0 +1,89 @@
+//! `cloud-controller-manager`: the external form of the cloud controllers (upstream
+//! `k8s.io/cloud-provider/app`): cloud-node, cloud-node-lifecycle, service and route, with
+//! leader election. This build starts the provider and reports which controllers it would
+//! run and why any are off.
+
+use hypercloud_cloudprovider::Interface;
+use hypercloud_controllers::names;
+use hypercloud_options::ControllerOptions;
+
+use crate::cloud::{self, Common, UsageError};
+
+/// The external cloud controllers (cloud-node, cloud-node-lifecycle, service, route) with
+/// leader election and leader migration.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub controllers: ControllerOptions,
+}
+
+pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
+    let Args {
+        common,
+        controllers,
+    } = args;
+    if common.cloud.cloud_provider.is_empty() {
+        return Err(UsageError(
+            "--cloud-provider cannot be empty (see `hypercloud providers`)".into(),
+        )
+        .into());
+    }
+    if common.cloud.is_external() {
+        return Err(UsageError(
+            "--cloud-provider=external is for the other components; the cloud-controller-manager needs the name of the provider it runs".into(),
+        )
+        .into());
+    }
+    controllers.validate()?;
+    let enabled = names::resolve(
+        names::CLOUD_CONTROLLER_MANAGER,
+        &controllers.generic.controllers,
+    )?;
+    // Served on /metrics once the personality serves (cloud-controller-manager issue).
+    let metrics = prometheus::Registry::new();
+    let cloud = cloud::start(invoked_as, &common, &metrics).await?;
+    print!(
+        "{}",
+        cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
+    );
+    if let Some(c) = &cloud {
+        print_plan(c.as_ref(), &enabled, &controllers);
+    }
+    Ok(())
+}
+
+/// Prints each enabled controller and, as upstream logs at start-up, why one cannot run.
+pub fn print_plan(cloud: &dyn Interface, enabled: &[&str], opts: &ControllerOptions) {
+    println!("controllers:");
+    for name in enabled {
+        let blocked = match *name {
+            n if n == names::CLOUD_NODE.name => (cloud.instances().is_none()
+                && cloud.instances_v2().is_none())
+            .then_some("cloud provider does not support instances"),
+            n if n == names::CLOUD_NODE_LIFECYCLE.name => (cloud.instances().is_none()
+                && cloud.instances_v2().is_none())
+            .then_some("cloud provider does not support instances"),
+            n if n == names::SERVICE_LB.name => cloud
+                .load_balancer()
+                .is_none()
+                .then_some("cloud provider does not support load balancers"),
+            n if n == names::NODE_ROUTE.name => {
+                let shared = &opts.kube_cloud_shared;
+                if !shared.allocate_node_cidrs || !shared.configure_cloud_routes {
+                    Some("needs --allocate-node-cidrs=true and --configure-cloud-routes=true")
+                } else if cloud.routes().is_none() {
+                    Some("cloud provider does not support routes")
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        match blocked {
+            None => println!("  {name:<32} enabled"),
+            Some(why) => println!("  {name:<32} disabled: {why}"),
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! `controller-manager` (alias `kube-controller-manager`): the cloud-dependent controllers of
+//! kube-controller-manager, in process with the provider (in-tree mode); with
+//! `--cloud-provider=external` it runs none of them. This build starts the provider and
+//! reports which controllers it would run.
+
+use clap::Command;
+use hypercloud_controllers::names;
+use hypercloud_options::ControllerOptions;
+
+use crate::cloud::{self, Common};
+
+/// The in-tree cloud controllers of kube-controller-manager (node lifecycle, service load
+/// balancers, routes); with --cloud-provider=external it runs none of them.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub controllers: ControllerOptions,
+}
+
+/// kube-controller-manager's defaults where they differ from the cloud-controller-manager's.
+pub fn adjust(cmd: Command) -> Command {
+    cmd.mut_arg("secure_port", |a| a.default_value("10257"))
+        .mut_arg("resource_name", |a| {
+            a.default_value(hypercloud_cloudprovider::wellknown::LEASE_KUBE_CONTROLLER_MANAGER)
+        })
+}
+
+pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
+    let Args {
+        common,
+        controllers,
+    } = args;
+    controllers.validate()?;
+    let enabled = names::resolve(
+        names::KUBE_CONTROLLER_MANAGER,
+        &controllers.generic.controllers,
+    )?;
+    // Served on /metrics once the personality serves (cloud-controller-manager issue).
+    let metrics = prometheus::Registry::new();
+    let cloud = cloud::start(invoked_as, &common, &metrics).await?;
+    print!(
+        "{}",
+        cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
+    );
+    match &cloud {
+        None => println!("cloud controllers: none (no in-tree cloud provider; with --cloud-provider=external the cloud-controller-manager runs them)"),
+        Some(c) => crate::cloud_controller_manager::print_plan(c.as_ref(), &enabled, &controllers),
+    }
+    Ok(())
+}
