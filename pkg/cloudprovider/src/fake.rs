@@ -45,7 +45,7 @@ pub struct FakeConfig {
     #[serde(default)]
     pub zone: String,
     /// `has_cluster_id()`; defaults to true.
-    #[serde(default)]
+    #[serde(default, rename = "hasClusterID")]
     pub has_cluster_id: Option<bool>,
     /// The instances.
     #[serde(default)]
