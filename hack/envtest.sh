@@ -14,6 +14,7 @@
 #   HYPERCLOUD_CACHE          cache root (default $HOME/.cache/hypercloud)
 #   HYPERCLOUD_ENVTEST_DIR    run dir: certs, etcd data, pids, logs (default $HYPERCLOUD_CACHE/envtest/run)
 #   HYPERCLOUD_ENVTEST_BIN    use the kube-apiserver and etcd in this dir instead of building them
+#   GOMODCACHE                Go module cache (default $HYPERCLOUD_CACHE/go/mod)
 #   HYPERCLOUD_ENVTEST_OWNER_PID  when set, `start` also leaves a watchdog that runs `stop` once
 #                             that process exits (pkg/testenv passes the test binary's pid)
 #
@@ -47,7 +48,10 @@ trap 'on_err $? $LINENO' ERR
 go_env() {
 	command -v go >/dev/null || fail "no go toolchain on PATH (install Go >= 1.24, see README 'Testing: prerequisites')"
 	# The module under hack/tools is self-contained; ignore any go.work around the clone.
-	export GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly"
+	export GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly -modcacherw"
+	# Downloaded modules live in the cache too (the build cache is $HOME/.cache/go-build by
+	# default), so a CI that keeps $HOME/.cache rebuilds nothing.
+	export GOMODCACHE="${GOMODCACHE:-$CACHE/go/mod}"
 }
 
 check_pins() {
@@ -85,13 +89,13 @@ cmd_build() {
 
 	step "build kube-apiserver $KUBERNETES_VERSION"
 	start=$SECONDS
-	(cd "$TOOLS" && go build -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver) ||
+	(cd "$TOOLS" && go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver) ||
 		fail "go build k8s.io/kubernetes/cmd/kube-apiserver"
 	log "built kube-apiserver in $((SECONDS - start))s"
 
 	step "build etcd $ETCD_VERSION"
 	start=$SECONDS
-	(cd "$TOOLS" && go build -ldflags "-s -w" -o "$tmp/etcd" ./etcd) ||
+	(cd "$TOOLS" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd) ||
 		fail "go build hack/tools/envtest/etcd"
 	log "built etcd in $((SECONDS - start))s"
 
