@@ -257,6 +257,15 @@ wait_ready() {
 	done
 }
 
+# Run dirs of test binaries and hack/test.sh keep their logs after `stop`; drop them after a day.
+prune_old_runs() {
+	local dir
+	[[ -d "$CACHE/envtest/runs" ]] || return 0
+	while IFS= read -r dir; do
+		compgen -G "$dir/*.pid" >/dev/null || rm -rf "$dir"
+	done < <(find "$CACHE/envtest/runs" -mindepth 1 -maxdepth 1 -type d -mtime +0)
+}
+
 cmd_start() {
 	mkdir -p "$RUN"
 	if alive "$RUN/kube-apiserver.pid" && alive "$RUN/etcd.pid" && [[ -f "$RUN/env.sh" ]]; then
@@ -266,6 +275,7 @@ cmd_start() {
 	fi
 	# Leftovers of an earlier run that died half way.
 	cmd_stop >/dev/null 2>&1 || true
+	prune_old_runs
 
 	step "find kube-apiserver and etcd binaries"
 	if [[ -z "${HYPERCLOUD_ENVTEST_BIN:-}" ]]; then
