@@ -156,12 +156,20 @@ alive() {
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$RUN/"
 }
 
+port_in_use() {
+	if command -v ss >/dev/null; then
+		ss -Htln "sport = :$1" | grep -q .
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
 # free_port: a TCP port nobody listens on right now, outside the ephemeral range.
 free_port() {
 	local port i
 	for i in $(seq 1 200); do
 		port=$((20000 + RANDOM % 12000))
-		if ! ss -Htln "sport = :$port" | grep -q . && ! grep -qx "$port" "$RUN/ports" 2>/dev/null; then
+		if ! port_in_use "$port" && ! grep -qx "$port" "$RUN/ports" 2>/dev/null; then
 			echo "$port" >>"$RUN/ports"
 			echo "$port"
 			return
