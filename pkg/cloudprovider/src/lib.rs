@@ -19,6 +19,7 @@ mod cloud;
 mod error;
 pub mod fake;
 mod instrumented;
+pub mod node;
 mod registry;
 pub mod wellknown;
 

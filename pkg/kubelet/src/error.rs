@@ -1,0 +1,70 @@
+//! Errors of node registration, each named after the failed operation.
+
+/// Why registration or an address update failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The provider could not name this node.
+    #[error("asking the cloud for the node name of host {hostname:?}: {source}")]
+    CurrentNodeName {
+        /// The hostname asked about.
+        hostname: String,
+        /// The provider's error.
+        source: hypercloud_cloudprovider::Error,
+    },
+    /// The provider supports neither Instances nor InstancesV2.
+    #[error("cloud provider {0:?} does not support instances, which the kubelet needs")]
+    NoInstances(String),
+    /// A provider call about this node failed.
+    #[error("asking the cloud for {what} of node {node}: {source}")]
+    CloudLookup {
+        /// What was asked (addresses, instance ID, zone, ...).
+        what: &'static str,
+        /// The node.
+        node: String,
+        /// The provider's error.
+        source: hypercloud_cloudprovider::Error,
+    },
+    /// `--node-ip` does not match the cloud's addresses.
+    #[error("node {node}: {source}")]
+    NodeIp {
+        /// The node.
+        node: String,
+        /// Why.
+        source: hypercloud_cloudprovider::node::NodeIpError,
+    },
+    /// Creating the Node failed.
+    #[error("registering node {node} with the API server: {source}")]
+    CreateNode {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Reading the existing Node failed.
+    #[error("reading existing node {node}: {source}")]
+    GetNode {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Updating the existing Node's labels failed.
+    #[error("updating labels of existing node {node}: {source}")]
+    PatchNode {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Updating the Node's addresses failed.
+    #[error("updating addresses of node {node}: {source}")]
+    PatchNodeStatus {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

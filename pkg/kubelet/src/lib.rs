@@ -1,0 +1,15 @@
+//! The kubelet's cloud duties, for the `kubelet-helper` personality: upstream the kubelet's
+//! `--cloud-provider` code paths (`pkg/kubelet/kubelet_node_status.go` and the node-address
+//! status setter).
+//!
+//! In-tree, the kubelet asks the provider for its node name (`CurrentNodeName`), provider ID,
+//! addresses, zone, region and instance type, and registers its Node with all of them; it then
+//! keeps the addresses in sync. With `--cloud-provider=external` it makes no cloud call: it
+//! registers the Node with the `node.cloudprovider.kubernetes.io/uninitialized` taint (and
+//! `--provider-id`, and `--node-ip` as an annotation) and the cloud-node controller of the
+//! cloud-controller-manager fills in the rest. [`registration`] builds and registers the Node.
+
+mod error;
+pub mod registration;
+
+pub use error::{Error, Result};
