@@ -19,11 +19,11 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
-use crate::api::compute::{find_flavor, server_ports, Server, SERVERS};
+use crate::api::compute::{find_flavor, server_ports, Related, Server, SERVERS};
 use crate::api::network::{FloatingIp, Subnet, FLOATING_IPS, SUBNETS};
 use crate::api::volume::attached_to;
 use crate::api::{ApiError, Cloud, Service};
-use crate::store::{write_atomic, Read};
+use crate::store::{write_replace, Read};
 use crate::Error;
 
 /// `meta_data.json` of a server.
@@ -77,7 +77,9 @@ pub(crate) fn network_data(r: &impl Read, s: &Server) -> Value {
     json!({"links": links, "networks": networks, "services": []})
 }
 
-/// Writes the config drive of a new server (atomically, file by file).
+/// Writes the config drive of a new server, file by file with write-temp + rename. The files are
+/// derived from the store, so they are not `fsync`ed: [`repair_config_drives`] rewrites any that
+/// a crash lost when the server starts again.
 pub(crate) fn write_config_drive(dir: &Path, r: &impl Read, s: &Server) -> Result<(), ApiError> {
     let base = dir.join(&s.id).join("openstack").join("latest");
     let files = [
@@ -91,12 +93,26 @@ pub(crate) fn write_config_drive(dir: &Path, r: &impl Read, s: &Server) -> Resul
             what: "config drive",
             source,
         })?;
-        write_atomic(&path, &bytes).map_err(|source| Error::WriteConfigDrive {
+        write_replace(&path, &bytes, false).map_err(|source| Error::WriteConfigDrive {
             path: path.clone(),
             source,
         })?;
     }
     Ok(())
+}
+
+/// Writes the config drives of servers that have none (lost in a crash, or a new
+/// `--config-drive-dir`); returns how many were written.
+pub(crate) fn repair_config_drives(dir: &Path, r: &impl Read) -> Result<usize, ApiError> {
+    let mut written = 0;
+    for s in r.list::<Server>(SERVERS) {
+        let meta = dir.join(&s.id).join("openstack/latest/meta_data.json");
+        if !meta.exists() {
+            write_config_drive(dir, r, &s)?;
+            written += 1;
+        }
+    }
+    Ok(written)
 }
 
 /// Removes a deleted server's config drive.
@@ -163,10 +179,11 @@ fn caller(cloud: &Cloud, headers: &HeaderMap, peer: SocketAddr) -> Result<Server
             .and_then(|v| v.split(',').next().map(|s| s.trim().to_owned()))
             .unwrap_or_else(|| peer.ip().to_string());
         let fips = r.list::<FloatingIp>(FLOATING_IPS);
+        let rel = Related::load(r);
         servers
             .into_iter()
             .find(|s| {
-                server_ports(r, &s.id).iter().any(|p| {
+                rel.ports(&s.id).iter().any(|p| {
                     p.fixed_ips.iter().any(|f| f.ip_address == ip)
                         || fips.iter().any(|f| {
                             f.port_id.as_deref() == Some(p.id.as_str())

@@ -140,6 +140,14 @@ impl Server {
             base_url: base_url.clone(),
         });
         seed(&cloud).await?;
+        let drives = cloud.config.config_drive_dir();
+        let repaired = cloud
+            .store
+            .read(|r| crate::metadata::repair_config_drives(&drives, r))
+            .map_err(|e| Error::Serve(format!("writing config drives failed: {}", e.message)))?;
+        if repaired > 0 {
+            tracing::info!(repaired, "rewrote missing config drives");
+        }
 
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();

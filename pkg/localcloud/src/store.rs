@@ -413,6 +413,12 @@ fn apply(tables: &mut Tables, ops: Vec<Op>) {
 /// Writes `path` so that it holds either the old or the new content, never a mix, and the new
 /// content is durable when this returns.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replace(path, bytes, true)
+}
+
+/// Writes `path` by write-temp + rename: readers see the old or the new content, never a mix.
+/// With `durable`, the file and its directory are `fsync`ed too.
+pub fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let file_name = path
@@ -423,10 +429,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        if durable {
+            file.sync_all()?;
+        }
     }
     std::fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Reading, the same inside a transaction ([`Tx`]) and outside ([`View`]).

@@ -113,8 +113,8 @@ async fn metadata_service_answers_for_the_named_or_addressed_instance() {
 }
 
 #[tokio::test]
-async fn config_drive_is_written_on_create_and_removed_on_delete() {
-    let cloud = TestCloud::start().await;
+async fn config_drive_is_written_on_create_repaired_on_start_and_removed_on_delete() {
+    let mut cloud = TestCloud::start().await;
     let id = cloud
         .create_server("cd-node", json!({"metadata": {"a": "b"}}))
         .await;
@@ -133,6 +133,14 @@ async fn config_drive_is_written_on_create_and_removed_on_delete() {
     let net: Value =
         serde_json::from_slice(&std::fs::read(dir.join("network_data.json")).unwrap()).unwrap();
     assert_eq!(net["networks"][0]["ip_address"], "10.0.0.2");
+    // A config drive lost (as in a crash before the page cache reached the disk) is rewritten
+    // from the durable state at the next start.
+    std::fs::remove_dir_all(cloud.dir.path().join("config-drive").join(&id)).unwrap();
+    cloud.restart().await;
+    assert!(
+        dir.join("meta_data.json").exists(),
+        "config drive not repaired on start"
+    );
     cloud.delete(&format!("/compute/v2.1/servers/{id}")).await;
     assert!(!cloud.dir.path().join("config-drive").join(&id).exists());
     cloud.shutdown().await;

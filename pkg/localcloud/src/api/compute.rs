@@ -4,7 +4,7 @@
 //! 2.79. Servers are records, not VMs: they get ports on the simulated networks and a config
 //! drive directory, and they are `ACTIVE` as soon as they are created.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -102,6 +102,96 @@ pub(crate) fn find_server(r: &impl Read, id: &str) -> Result<Server, ApiError> {
     r.get::<Server>(SERVERS, id).ok_or_else(|| not_found(id))
 }
 
+/// What server views need from other tables, read once per request so that listing n
+/// servers costs O(n), not O(n²).
+pub(crate) struct Related {
+    ports: HashMap<String, Vec<Port>>,
+    floating: HashMap<String, Vec<FloatingIp>>,
+    network_names: HashMap<String, String>,
+    volumes: HashMap<String, Vec<Volume>>,
+}
+
+impl Related {
+    pub(crate) fn load(r: &impl Read) -> Self {
+        let mut ports: HashMap<String, Vec<Port>> = HashMap::new();
+        for p in r.list::<Port>(PORTS) {
+            if p.device_owner.starts_with("compute:") {
+                ports.entry(p.device_id.clone()).or_default().push(p);
+            }
+        }
+        for list in ports.values_mut() {
+            list.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        }
+        let mut floating: HashMap<String, Vec<FloatingIp>> = HashMap::new();
+        for f in r.list::<FloatingIp>(FLOATING_IPS) {
+            if let Some(port) = f.port_id.clone() {
+                floating.entry(port).or_default().push(f);
+            }
+        }
+        let network_names = r
+            .list::<Network>(NETWORKS)
+            .into_iter()
+            .map(|n| (n.id, n.name))
+            .collect();
+        let mut volumes: HashMap<String, Vec<Volume>> = HashMap::new();
+        for v in r.list::<Volume>(VOLUMES) {
+            for a in &v.attachments {
+                volumes
+                    .entry(a.server_id.clone())
+                    .or_default()
+                    .push(v.clone());
+            }
+        }
+        for (server, list) in volumes.iter_mut() {
+            list.sort_by_key(|v| {
+                v.attachments
+                    .iter()
+                    .find(|a| &a.server_id == server)
+                    .map(|a| a.device.clone())
+            });
+        }
+        Related {
+            ports,
+            floating,
+            network_names,
+            volumes,
+        }
+    }
+
+    /// The ports of a server, oldest first.
+    pub(crate) fn ports(&self, server_id: &str) -> &[Port] {
+        self.ports.get(server_id).map_or(&[], Vec::as_slice)
+    }
+
+    /// Volumes attached to a server, by device name.
+    pub(crate) fn volumes(&self, server_id: &str) -> &[Volume] {
+        self.volumes.get(server_id).map_or(&[], Vec::as_slice)
+    }
+
+    /// `{"private": [{"addr": "10.0.0.3", "version": 4, "OS-EXT-IPS:type": "fixed", ...}]}`
+    pub(crate) fn addresses(&self, server_id: &str) -> serde_json::Map<String, Value> {
+        let mut out = serde_json::Map::new();
+        for port in self.ports(server_id) {
+            let net_name = self
+                .network_names
+                .get(&port.network_id)
+                .cloned()
+                .unwrap_or_else(|| port.network_id.clone());
+            let entry = out.entry(net_name).or_insert_with(|| json!([]));
+            let Some(list) = entry.as_array_mut() else {
+                continue;
+            };
+            for ip in &port.fixed_ips {
+                list.push(json!({"version": 4, "addr": ip.ip_address, "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
+            }
+            for fip in self.floating.get(&port.id).into_iter().flatten() {
+                list.push(json!({"version": 4, "addr": fip.floating_ip_address, "OS-EXT-IPS:type": "floating", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
+            }
+        }
+        out
+    }
+}
+
 /// The ports of a server.
 pub(crate) fn server_ports(r: &impl Read, server_id: &str) -> Vec<Port> {
     let mut ports: Vec<Port> = r
@@ -113,31 +203,6 @@ pub(crate) fn server_ports(r: &impl Read, server_id: &str) -> Vec<Port> {
     ports
 }
 
-/// `{"private": [{"addr": "10.0.0.3", "version": 4, "OS-EXT-IPS:type": "fixed", ...}]}`
-pub(crate) fn addresses(r: &impl Read, server_id: &str) -> serde_json::Map<String, Value> {
-    let fips = r.list::<FloatingIp>(FLOATING_IPS);
-    let mut out = serde_json::Map::new();
-    for port in server_ports(r, server_id) {
-        let net_name = r
-            .get::<Network>(NETWORKS, &port.network_id)
-            .map_or(port.network_id.clone(), |n| n.name);
-        let entry = out.entry(net_name).or_insert_with(|| json!([]));
-        let Some(list) = entry.as_array_mut() else {
-            continue;
-        };
-        for ip in &port.fixed_ips {
-            list.push(json!({"version": 4, "addr": ip.ip_address, "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
-        }
-        for fip in fips
-            .iter()
-            .filter(|f| f.port_id.as_deref() == Some(port.id.as_str()))
-        {
-            list.push(json!({"version": 4, "addr": fip.floating_ip_address, "OS-EXT-IPS:type": "floating", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
-        }
-    }
-    out
-}
-
 fn links(cloud: &Cloud, kind: &str, id: &str) -> Value {
     json!([
         {"rel": "self", "href": format!("{}/compute/v2.1/{kind}/{id}", cloud.base_url)},
@@ -145,7 +210,7 @@ fn links(cloud: &Cloud, kind: &str, id: &str) -> Value {
     ])
 }
 
-fn server_view(cloud: &Cloud, r: &impl Read, s: &Server, mv: Microversion) -> Value {
+fn server_view(cloud: &Cloud, rel: &Related, s: &Server, mv: Microversion) -> Value {
     let flavor = s.flavor();
     let flavor_view = if mv >= Microversion(2, 47) {
         flavor.map_or(json!({}), |f| json!({"vcpus": f.vcpus, "ram": f.ram_mb, "disk": f.disk_gb, "ephemeral": 0, "swap": 0, "original_name": f.name, "extra_specs": {}}))
@@ -157,7 +222,8 @@ fn server_view(cloud: &Cloud, r: &impl Read, s: &Server, mv: Microversion) -> Va
     } else {
         json!({"id": s.image_id, "links": [{"rel": "bookmark", "href": format!("{}/compute/images/{}", cloud.base_url, s.image_id)}]})
     };
-    let attached: Vec<Value> = volume::attached_to(r, &s.id)
+    let attached: Vec<Value> = rel
+        .volumes(&s.id)
         .iter()
         .map(|v| {
             if mv >= Microversion(2, 3) {
@@ -172,7 +238,7 @@ fn server_view(cloud: &Cloud, r: &impl Read, s: &Server, mv: Microversion) -> Va
         "id": s.id, "name": s.name, "status": s.status, "tenant_id": s.project_id, "user_id": s.user_id,
         "metadata": s.metadata, "hostId": format!("{:x}", fxhash(&format!("{}local-cloud", s.project_id))),
         "image": image, "flavor": flavor_view, "created": s.created, "updated": s.updated,
-        "addresses": addresses(r, &s.id), "accessIPv4": "", "accessIPv6": "",
+        "addresses": rel.addresses(&s.id), "accessIPv4": "", "accessIPv6": "",
         "links": links(cloud, "servers", &s.id), "OS-DCF:diskConfig": "MANUAL", "progress": 0,
         "OS-EXT-AZ:availability_zone": s.availability_zone, "config_drive": "True", "key_name": s.key_name,
         "OS-SRV-USG:launched_at": s.created.replace('Z', ".000000"), "OS-SRV-USG:terminated_at": null,
@@ -300,6 +366,7 @@ fn filtered_servers(r: &impl Read, params: &Params) -> Result<Vec<Server>, ApiEr
     let status = params.get("status").map(str::to_ascii_uppercase);
     let zone = params.get("availability_zone");
     let flavor = params.get("flavor");
+    let rel = ip.as_ref().map(|_| Related::load(r));
     let mut servers: Vec<Server> = r
         .list::<Server>(SERVERS)
         .into_iter()
@@ -308,8 +375,8 @@ fn filtered_servers(r: &impl Read, params: &Params) -> Result<Vec<Server>, ApiEr
         .filter(|s| zone.is_none_or(|z| s.availability_zone == z))
         .filter(|s| flavor.is_none_or(|f| s.flavor_id == f))
         .filter(|s| {
-            ip.as_ref().is_none_or(|re| {
-                server_ports(r, &s.id)
+            ip.as_ref().zip(rel.as_ref()).is_none_or(|(re, rel)| {
+                rel.ports(&s.id)
                     .iter()
                     .flat_map(|p| &p.fixed_ips)
                     .any(|f| re.is_match(&f.ip_address))
@@ -351,8 +418,12 @@ async fn list_servers_detail(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let views: Vec<Value> = cloud.store.read(|r| {
-        filtered_servers(r, &params)
-            .map(|ss| ss.iter().map(|s| server_view(&cloud, r, s, mv)).collect())
+        filtered_servers(r, &params).map(|ss| {
+            let rel = Related::load(r);
+            ss.iter()
+                .map(|s| server_view(&cloud, &rel, s, mv))
+                .collect()
+        })
     })?;
     let (page, next) = paginate(views, &params, &cloud.base_url, &uri, 1000)?;
     Ok(reply(
@@ -368,7 +439,7 @@ async fn get_server(
 ) -> Result<Response, ApiError> {
     let view = cloud
         .store
-        .read(|r| find_server(r, &id).map(|s| server_view(&cloud, r, &s, mv)))?;
+        .read(|r| find_server(r, &id).map(|s| server_view(&cloud, &Related::load(r), &s, mv)))?;
     Ok(reply(StatusCode::OK, json!({"server": view})))
 }
 
@@ -757,7 +828,7 @@ async fn server_action(
 async fn server_ips(State(cloud): Ctx, Path(id): Path<String>) -> Result<Response, ApiError> {
     let addrs = cloud
         .store
-        .read(|r| find_server(r, &id).map(|_| addresses(r, &id)))?;
+        .read(|r| find_server(r, &id).map(|_| Related::load(r).addresses(&id)))?;
     Ok(reply(StatusCode::OK, json!({"addresses": addrs})))
 }
 
@@ -767,7 +838,7 @@ async fn server_ips_on(
 ) -> Result<Response, ApiError> {
     let addrs = cloud
         .store
-        .read(|r| find_server(r, &id).map(|_| addresses(r, &id)))?;
+        .read(|r| find_server(r, &id).map(|_| Related::load(r).addresses(&id)))?;
     let list = addrs.get(&net).cloned().ok_or_else(|| {
         ApiError::not_found(
             "itemNotFound",

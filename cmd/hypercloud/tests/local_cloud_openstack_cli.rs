@@ -1,0 +1,153 @@
+//! The official OpenStack CLI (python-openstackclient, pinned in hack/python-tools.sh) against
+//! the real `hypercloud local-cloud serve`, through the clouds.yaml the server writes. Output is
+//! read as JSON (`-f json`) and asserted.
+#![allow(clippy::unwrap_used)]
+
+#[path = "local_cloud_support/process.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::{cli, cli_json, state_dir, Serve};
+
+fn openstack_cli() -> PathBuf {
+    let cache = std::env::var_os("HYPERCLOUD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hypercloud")
+        });
+    let bin = cache.join("venv/bin/openstack");
+    assert!(
+        bin.exists(),
+        "the openstack CLI is not installed at {}; run hack/python-tools.sh (hack/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+fn openstack(bin: &Path, state: &Path, args: &[&str]) -> Value {
+    let mut cmd = Command::new(bin);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("OS_") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .env("OS_CLIENT_CONFIG_FILE", state.join("clouds.yaml"))
+        .env("OS_CLOUD", "local")
+        .args(args)
+        .args(["-f", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openstack {args:?} failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "openstack {args:?}: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn openstack_ok(bin: &Path, state: &Path, args: &[&str]) {
+    let out = Command::new(bin)
+        .env("OS_CLIENT_CONFIG_FILE", state.join("clouds.yaml"))
+        .env("OS_CLOUD", "local")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openstack {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn openstack_cli_sees_servers_volumes_networks_and_routers() {
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(&dir, &[]);
+
+    let web1 = cli_json(
+        &dir,
+        &[
+            "instance",
+            "create",
+            "web-1",
+            "--address",
+            "10.0.0.50",
+            "-o",
+            "json",
+        ],
+    );
+    cli_json(&dir, &["instance", "create", "web-2", "-o", "json"]);
+    assert!(cli(&dir, &["instance", "stop", "web-2"]).status.success());
+    let vol = cli_json(
+        &dir,
+        &["volume", "create", "data", "--size", "3", "-o", "json"],
+    );
+
+    let servers = openstack(&os, &dir, &["server", "list"]);
+    let servers = servers.as_array().unwrap();
+    assert_eq!(servers.len(), 2);
+    let row = |name: &str| servers.iter().find(|s| s["Name"] == name).unwrap().clone();
+    assert_eq!(row("web-1")["Status"], "ACTIVE");
+    assert_eq!(row("web-1")["ID"], web1["id"]);
+    assert_eq!(row("web-1")["Networks"]["private"][0], "10.0.0.50");
+    assert_eq!(row("web-1")["Flavor"], "m1.small");
+    assert_eq!(row("web-2")["Status"], "SHUTOFF");
+
+    let show = openstack(&os, &dir, &["server", "show", "web-1"]);
+    assert_eq!(show["id"], web1["id"]);
+    assert_eq!(show["status"], "ACTIVE");
+    assert_eq!(show["OS-EXT-AZ:availability_zone"], "nova");
+    assert_eq!(show["flavor"]["original_name"], "m1.small");
+
+    openstack_ok(&os, &dir, &["server", "add", "volume", "web-1", "data"]);
+    let volumes = openstack(&os, &dir, &["volume", "list"]);
+    let v = &volumes.as_array().unwrap()[0];
+    assert_eq!(v["ID"], vol["id"]);
+    assert_eq!(v["Name"], "data");
+    assert_eq!(v["Size"], 3);
+    assert_eq!(v["Status"], "in-use");
+    assert_eq!(v["Attached to"][0]["server_id"], web1["id"]);
+
+    let networks = openstack(&os, &dir, &["network", "list"]);
+    let mut names: Vec<&str> = networks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["Name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["private", "public"]);
+
+    openstack_ok(
+        &os,
+        &dir,
+        &[
+            "router",
+            "add",
+            "route",
+            "--route",
+            "destination=10.244.1.0/24,gateway=10.0.0.50",
+            "router1",
+        ],
+    );
+    let router = openstack(&os, &dir, &["router", "show", "router1"]);
+    assert_eq!(router["name"], "router1");
+    assert_eq!(router["status"], "ACTIVE");
+    assert_eq!(router["routes"][0]["destination"], "10.244.1.0/24");
+    assert_eq!(router["routes"][0]["nexthop"], "10.0.0.50");
+    assert_eq!(router["interfaces_info"][0]["ip_address"], "10.0.0.1");
+    assert!(router["external_gateway_info"]["network_id"].is_string());
+    serve.terminate();
+}
