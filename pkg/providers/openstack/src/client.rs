@@ -1,0 +1,588 @@
+//! The HTTP side: Keystone v3 authentication (password or application credential) with the
+//! token cached until shortly before it expires and renewed on a 401, endpoint discovery from
+//! the catalog (interface and region), and bounded retries with exponential backoff on 5xx, 429
+//! (honouring `Retry-After`) and connection errors. Every failure becomes
+//! [`hypercloud_cloudprovider::Error::Cloud`] with the operation, status and request ID.
+//! Upstream equivalent: gophercloud's `ProviderClient` with `openstack.AuthenticatedClient`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hypercloud_cloudprovider::{Error, Result};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::config::{Config, Secret};
+
+/// The OpenStack services this provider talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Service {
+    Compute,
+    Network,
+    Volume,
+}
+
+impl Service {
+    fn catalog_types(self) -> &'static [&'static str] {
+        match self {
+            Service::Compute => &["compute"],
+            Service::Network => &["network"],
+            Service::Volume => &["block-storage", "volumev3", "volume"],
+        }
+    }
+}
+
+struct Session {
+    token: Secret,
+    expires: Instant,
+    compute: Option<String>,
+    network: Option<String>,
+    volume: Option<String>,
+}
+
+impl Session {
+    fn endpoint(&self, service: Service) -> Option<&str> {
+        match service {
+            Service::Compute => self.compute.as_deref(),
+            Service::Network => self.network.as_deref(),
+            Service::Volume => self.volume.as_deref(),
+        }
+    }
+}
+
+/// A successful answer.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub body: Value,
+}
+
+/// An authenticated OpenStack client shared by every capability.
+pub(crate) struct Client {
+    http: reqwest::Client,
+    provider: String,
+    config: Arc<Config>,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    calls: AtomicU64,
+}
+
+/// Renew tokens this long before Keystone says they expire.
+const TOKEN_MARGIN: Duration = Duration::from_secs(60);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// Nova 2.47 puts the flavor's name in the server, saving a flavor look-up per server.
+const COMPUTE_MICROVERSION: &str = "2.47";
+
+impl Client {
+    pub fn new(provider: &str, config: Arc<Config>) -> Result<Self, crate::Error> {
+        let mut builder = reqwest::Client::builder()
+            .timeout(config.tuning.request_timeout)
+            .connect_timeout(Duration::from_secs(10).min(config.tuning.request_timeout))
+            .user_agent(concat!("hypercloud-openstack/", env!("CARGO_PKG_VERSION")));
+        if config.global.tls_insecure {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        if let Some(path) = &config.global.ca_file {
+            let pem = std::fs::read(path).map_err(|e| {
+                crate::Error::BuildHttpClient(format!("[Global] ca-file {}: {e}", path.display()))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                crate::Error::BuildHttpClient(format!("[Global] ca-file {}: {e}", path.display()))
+            })?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder
+            .build()
+            .map_err(|e| crate::Error::BuildHttpClient(e.to_string()))?;
+        Ok(Client {
+            http,
+            provider: provider.into(),
+            config,
+            session: tokio::sync::Mutex::new(None),
+            calls: AtomicU64::new(0),
+        })
+    }
+
+    /// HTTP requests sent so far (every attempt, Keystone included).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    pub fn region(&self) -> &str {
+        self.config.global.region.as_deref().unwrap_or_default()
+    }
+
+    fn error(
+        &self,
+        operation: &str,
+        status: Option<u16>,
+        request_id: Option<String>,
+        message: String,
+    ) -> Error {
+        Error::Cloud {
+            provider: self.provider.clone(),
+            operation: operation.into(),
+            status,
+            request_id,
+            message,
+        }
+    }
+
+    /// Authenticates now (start-up check); the token is cached.
+    pub async fn authenticate(&self) -> Result<()> {
+        self.session().await.map(drop)
+    }
+
+    async fn session(&self) -> Result<Arc<Session>> {
+        let mut slot = self.session.lock().await;
+        if let Some(s) = slot.as_ref() {
+            if s.expires > Instant::now() {
+                return Ok(s.clone());
+            }
+        }
+        let session = Arc::new(self.issue_token().await?);
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    async fn forget(&self, stale: &Arc<Session>) {
+        let mut slot = self.session.lock().await;
+        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, stale)) {
+            *slot = None;
+        }
+    }
+
+    fn auth_body(&self) -> (Value, String) {
+        let g = &self.config.global;
+        let domain = |id: &Option<String>, name: &Option<String>| match (id, name) {
+            (Some(id), _) => json!({"id": id}),
+            (None, Some(name)) => json!({"name": name}),
+            (None, None) => match (&g.domain_id, &g.domain_name) {
+                (Some(id), _) => json!({"id": id}),
+                (None, Some(name)) => json!({"name": name}),
+                (None, None) => json!({"id": "default"}),
+            },
+        };
+        let user = match (&g.user_id, &g.username) {
+            (Some(id), _) => json!({"id": id}),
+            (None, name) => {
+                json!({"name": name, "domain": domain(&g.user_domain_id, &g.user_domain_name)})
+            }
+        };
+        let who = g.username.clone().or(g.user_id.clone()).unwrap_or_default();
+        if g.application_credential_id.is_some() || g.application_credential_name.is_some() {
+            let secret = g
+                .application_credential_secret
+                .as_ref()
+                .map(Secret::expose)
+                .unwrap_or_default();
+            let cred = match &g.application_credential_id {
+                Some(id) => json!({"id": id, "secret": secret}),
+                None => {
+                    json!({"name": g.application_credential_name, "user": user, "secret": secret})
+                }
+            };
+            let label = g
+                .application_credential_id
+                .clone()
+                .or(g.application_credential_name.clone())
+                .unwrap_or_default();
+            return (
+                json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": cred}}}),
+                format!("application credential {label}"),
+            );
+        }
+        let mut user = user;
+        user["password"] = json!(g.password.as_ref().map(Secret::expose).unwrap_or_default());
+        let mut body =
+            json!({"auth": {"identity": {"methods": ["password"], "password": {"user": user}}}});
+        let scope = match (&g.project_id, &g.project_name) {
+            (Some(id), _) => Some(json!({"project": {"id": id}})),
+            (None, Some(name)) => Some(
+                json!({"project": {"name": name, "domain": domain(&g.project_domain_id, &g.project_domain_name)}}),
+            ),
+            (None, None) => None,
+        };
+        if let Some(scope) = scope {
+            body["auth"]["scope"] = scope;
+        }
+        let project = g
+            .project_name
+            .clone()
+            .or(g.project_id.clone())
+            .unwrap_or_default();
+        (body, format!("user {who:?}, project {project:?}"))
+    }
+
+    async fn issue_token(&self) -> Result<Session> {
+        let (body, who) = self.auth_body();
+        let url = format!("{}/auth/tokens", self.config.keystone_url());
+        let operation = "authenticate with Keystone";
+        let (status, headers, value) = self
+            .send_with_retries(operation, || self.http.post(&url).json(&body))
+            .await?;
+        let request_id = request_id(&headers);
+        if status == 401 || status == 403 {
+            return Err(self.error(
+                operation,
+                Some(status),
+                request_id,
+                format!(
+                    "Keystone at {} rejected the credentials ({who}) from {}: {}",
+                    self.config.keystone_url(),
+                    self.config.origin,
+                    message(&value)
+                ),
+            ));
+        }
+        if !(200..300).contains(&status) {
+            return Err(self.error(operation, Some(status), request_id, message(&value)));
+        }
+        let token = headers
+            .get("x-subject-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                self.error(
+                    operation,
+                    Some(status),
+                    request_id.clone(),
+                    "Keystone sent no X-Subject-Token".into(),
+                )
+            })?;
+        let t = &value["token"];
+        let lifetime = match (
+            t["issued_at"].as_str().and_then(keystone_time),
+            t["expires_at"].as_str().and_then(keystone_time),
+        ) {
+            (Some(i), Some(e)) if e > i => Duration::from_secs(e - i),
+            _ => Duration::from_secs(3600),
+        };
+        let lifetime = lifetime.checked_sub(TOKEN_MARGIN).unwrap_or(lifetime / 2);
+        let catalog = t["catalog"].as_array().cloned().unwrap_or_default();
+        let find = |service: Service| self.endpoint(&catalog, service);
+        let session = Session {
+            token: Secret::new(token),
+            expires: Instant::now() + lifetime,
+            compute: find(Service::Compute),
+            network: find(Service::Network).map(|u| {
+                if u.ends_with("/v2.0") {
+                    u
+                } else {
+                    format!("{u}/v2.0")
+                }
+            }),
+            volume: find(Service::Volume),
+        };
+        tracing::debug!(provider = %self.provider, %who, lifetime_secs = lifetime.as_secs(), "authenticated with Keystone");
+        Ok(session)
+    }
+
+    fn endpoint(&self, catalog: &[Value], service: Service) -> Option<String> {
+        let interface = self
+            .config
+            .global
+            .interface
+            .as_deref()
+            .unwrap_or("public")
+            .trim_end_matches("URL");
+        let region = self.config.global.region.as_deref();
+        for kind in service.catalog_types() {
+            for entry in catalog.iter().filter(|e| e["type"] == *kind) {
+                let endpoints = entry["endpoints"].as_array().cloned().unwrap_or_default();
+                let found = endpoints.iter().find(|e| {
+                    e["interface"] == interface
+                        && region.is_none_or(|r| e["region_id"] == r || e["region"] == r)
+                });
+                if let Some(url) = found.and_then(|e| e["url"].as_str()) {
+                    return Some(url.trim_end_matches('/').to_owned());
+                }
+            }
+        }
+        None
+    }
+
+    /// Sends one request, retrying on 5xx/429/connection errors; gives back whatever came.
+    async fn send_with_retries(
+        &self,
+        operation: &str,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<(u16, reqwest::header::HeaderMap, Value)> {
+        let max = self.config.tuning.max_attempts.max(1);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let started = Instant::now();
+            let outcome = build().header("accept", "application/json").send().await;
+            match outcome {
+                Err(e) => {
+                    if attempt >= max {
+                        return Err(self.error(
+                            operation,
+                            None,
+                            None,
+                            format!("{} (after {attempt} attempts)", error_chain(&e)),
+                        ));
+                    }
+                    let delay = self.backoff(attempt);
+                    tracing::warn!(provider = %self.provider, operation, attempt, error = %error_chain(&e), ?delay, "request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let headers = resp.headers().clone();
+                    if (status >= 500 || status == 429) && attempt < max {
+                        let delay = retry_after(&headers)
+                            .filter(|_| status == 429 || status == 503)
+                            .unwrap_or_else(|| self.backoff(attempt));
+                        tracing::warn!(provider = %self.provider, operation, attempt, status, request_id = ?request_id(&headers), ?delay, "cloud answered with an error; retrying");
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    let text = resp.text().await.unwrap_or_default();
+                    let value = if text.is_empty() {
+                        Value::Null
+                    } else {
+                        serde_json::from_str(&text).unwrap_or(Value::String(text))
+                    };
+                    tracing::trace!(provider = %self.provider, operation, status, elapsed_ms = started.elapsed().as_millis() as u64, "cloud call");
+                    if status >= 500 || status == 429 {
+                        let mut e = self.error(
+                            operation,
+                            Some(status),
+                            request_id(&headers),
+                            message(&value),
+                        );
+                        if let Error::Cloud { message, .. } = &mut e {
+                            message.push_str(&format!(" (after {attempt} attempts)"));
+                        }
+                        return Err(e);
+                    }
+                    return Ok((status, headers, value));
+                }
+            }
+        }
+    }
+
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = self.config.tuning.retry_base_delay;
+        let factor = 1u32 << (attempt.saturating_sub(1)).min(16);
+        base.saturating_mul(factor).min(MAX_BACKOFF)
+    }
+
+    /// Calls `path` (relative to the service endpoint, or an absolute URL from a `next` link);
+    /// non-2xx answers are errors. A 401 renews the token once and tries again.
+    pub async fn request(
+        &self,
+        service: Service,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        operation: &str,
+    ) -> Result<Reply> {
+        let mut renewed = false;
+        loop {
+            let session = self.session().await?;
+            let url = if path.starts_with("http://") || path.starts_with("https://") {
+                path.to_owned()
+            } else {
+                let base = session.endpoint(service).ok_or_else(|| {
+                    self.error(
+                        operation,
+                        None,
+                        None,
+                        format!(
+                            "the Keystone catalog has no {} endpoint with interface {} in region {}",
+                            service.catalog_types().join("/"),
+                            self.config.global.interface.as_deref().unwrap_or("public"),
+                            self.config.global.region.as_deref().unwrap_or("(any)")
+                        ),
+                    )
+                })?;
+                format!("{base}{path}")
+            };
+            let build = || {
+                let mut req = self
+                    .http
+                    .request(method.clone(), &url)
+                    .header("x-auth-token", session.token.expose());
+                if service == Service::Compute {
+                    req = req
+                        .header(
+                            "openstack-api-version",
+                            format!("compute {COMPUTE_MICROVERSION}"),
+                        )
+                        .header("x-openstack-nova-api-version", COMPUTE_MICROVERSION);
+                }
+                if let Some(b) = body {
+                    req = req.json(b);
+                }
+                req
+            };
+            let (status, headers, value) = self.send_with_retries(operation, build).await?;
+            if status == 401 && !renewed {
+                tracing::info!(provider = %self.provider, operation, "token rejected; authenticating again");
+                self.forget(&session).await;
+                renewed = true;
+                continue;
+            }
+            if !(200..300).contains(&status) {
+                return Err(self.error(
+                    operation,
+                    Some(status),
+                    request_id(&headers),
+                    message(&value),
+                ));
+            }
+            return Ok(Reply { body: value });
+        }
+    }
+
+    /// GETs a collection, following `<key>_links` `next` pages.
+    pub async fn list(
+        &self,
+        service: Service,
+        path: &str,
+        key: &str,
+        operation: &str,
+    ) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        let mut next = Some(path.to_owned());
+        let mut pages = 0;
+        while let Some(p) = next.take() {
+            pages += 1;
+            let reply = self
+                .request(service, Method::GET, &p, None, operation)
+                .await?;
+            if let Some(items) = reply.body[key].as_array() {
+                out.extend(items.iter().cloned());
+            }
+            next = reply.body[format!("{key}_links")]
+                .as_array()
+                .and_then(|links| links.iter().find(|l| l["rel"] == "next"))
+                .and_then(|l| l["href"].as_str())
+                .map(str::to_owned);
+            if pages > 10_000 {
+                return Err(self.error(
+                    operation,
+                    None,
+                    None,
+                    "more than 10000 pages; giving up".into(),
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Whether `e` is the cloud saying 404.
+pub(crate) fn is_not_found(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Cloud {
+            status: Some(404),
+            ..
+        }
+    )
+}
+
+fn request_id(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    [
+        "x-openstack-request-id",
+        "x-compute-request-id",
+        "x-request-id",
+    ]
+    .iter()
+    .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
+    .map(str::to_owned)
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers.get("retry-after")?.to_str().ok()?.trim();
+    let secs: f64 = v.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs).min(MAX_RETRY_AFTER))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+/// The message of an OpenStack error body, whatever the service's format
+/// (`{"itemNotFound": {"message": ..}}`, `{"NeutronError": {..}}`, `{"error": {..}}`).
+fn message(body: &Value) -> String {
+    match body {
+        Value::Object(map) => {
+            if let Some(m) = map.get("message").and_then(Value::as_str) {
+                return m.to_owned();
+            }
+            for v in map.values() {
+                if let Some(m) = v.get("message").and_then(Value::as_str) {
+                    return m.to_owned();
+                }
+            }
+            body.to_string()
+        }
+        Value::String(s) => s.chars().take(300).collect(),
+        Value::Null => "(empty body)".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Seconds since the epoch of Keystone's `2026-11-22T22:30:00.000000Z`.
+fn keystone_time(s: &str) -> Option<u64> {
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let time = time.trim_end_matches('Z');
+    let time = time.split(['.', '+']).next()?;
+    let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, min, sec) = (t.next()??, t.next()??, t.next()??);
+    // Howard Hinnant's days_from_civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + h * 3600 + min * 60 + sec).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keystone_times() {
+        assert_eq!(keystone_time("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            keystone_time("2026-11-22T22:30:00.000000Z"),
+            Some(1_795_386_600)
+        );
+        assert_eq!(keystone_time("garbage"), None);
+    }
+
+    #[test]
+    fn messages_of_every_format() {
+        assert_eq!(
+            message(&json!({"itemNotFound": {"message": "gone", "code": 404}})),
+            "gone"
+        );
+        assert_eq!(
+            message(&json!({"NeutronError": {"message": "nope"}})),
+            "nope"
+        );
+        assert_eq!(message(&json!({"error": {"message": "denied"}})), "denied");
+        assert_eq!(message(&Value::Null), "(empty body)");
+    }
+}

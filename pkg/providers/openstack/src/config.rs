@@ -1,0 +1,982 @@
+//! `cloud.conf`, the INI file of the upstream OpenStack provider (`[Global]`, `[LoadBalancer]`,
+//! `[BlockStorage]`, `[Route]`, `[Metadata]`), with `[Global] use-clouds` pointing at a
+//! `clouds.yaml`, plus hypercloud's own tuning keys in `[Hypercloud]`.
+//!
+//! The parser follows gcfg (the Go library upstream reads it with): section and key names are
+//! case-insensitive, `;` and `#` start comments outside double quotes, a key without `=` is a
+//! boolean `true`. Unknown sections and keys are warnings, as a typo should not stop a cluster,
+//! but malformed lines and bad values are errors naming the line. Upstream equivalent:
+//! `pkg/openstack/openstack.go` `ReadConfig` and the legacy in-tree `openstack.go` `Config`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// A secret value: its `Debug` and `Display` never show it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// `[Global]`: where Keystone is and who we are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Global {
+    pub auth_url: Option<String>,
+    pub user_id: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    pub user_domain_id: Option<String>,
+    pub user_domain_name: Option<String>,
+    /// `tenant-id` is the older spelling.
+    pub project_id: Option<String>,
+    /// `tenant-name` is the older spelling.
+    pub project_name: Option<String>,
+    pub project_domain_id: Option<String>,
+    pub project_domain_name: Option<String>,
+    /// Legacy `domain-id`/`domain-name`: the default for both user and project domains.
+    pub domain_id: Option<String>,
+    pub domain_name: Option<String>,
+    pub region: Option<String>,
+    pub application_credential_id: Option<String>,
+    pub application_credential_name: Option<String>,
+    pub application_credential_secret: Option<Secret>,
+    pub ca_file: Option<PathBuf>,
+    pub tls_insecure: bool,
+    /// Catalog interface (`os-endpoint-type`/`interface`): `public` (default), `internal`, `admin`.
+    pub interface: Option<String>,
+    pub use_clouds: bool,
+    pub clouds_file: Option<PathBuf>,
+    pub cloud: Option<String>,
+}
+
+/// `[LoadBalancer]` (kept for when the local cloud has Octavia; not used yet).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadBalancerConfig {
+    pub floating_network_id: Option<String>,
+    pub subnet_id: Option<String>,
+    pub network_id: Option<String>,
+    pub lb_method: Option<String>,
+    pub lb_provider: Option<String>,
+    pub create_monitor: bool,
+    pub monitor_delay: Option<Duration>,
+    pub monitor_timeout: Option<Duration>,
+    pub monitor_max_retries: Option<u32>,
+    pub manage_security_groups: bool,
+    pub internal_lb: bool,
+    pub enabled: Option<bool>,
+}
+
+/// `[BlockStorage]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockStorageConfig {
+    pub bs_version: Option<String>,
+    pub trust_device_path: bool,
+    pub ignore_volume_az: bool,
+    pub node_volume_attach_limit: Option<u32>,
+    pub rescan_on_resize: bool,
+}
+
+/// `[Networking]`: which networks' addresses are internal or external.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NetworkingConfig {
+    /// Fixed addresses on these networks are ExternalIP.
+    pub public_network_name: Vec<String>,
+    /// When set, only fixed addresses on these networks are InternalIP.
+    pub internal_network_name: Vec<String>,
+    pub ipv6_support_disabled: bool,
+}
+
+/// `[Route]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RouteConfig {
+    /// The Neutron router whose extra routes carry pod CIDRs; without it, no Routes.
+    pub router_id: Option<String>,
+}
+
+/// Where instance metadata comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetadataSource {
+    /// A config drive (`config-2` block device; here a directory).
+    ConfigDrive,
+    /// The metadata service (`http://169.254.169.254`).
+    MetadataService,
+}
+
+impl MetadataSource {
+    /// As spelled in `search-order`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetadataSource::ConfigDrive => "configDrive",
+            MetadataSource::MetadataService => "metadataService",
+        }
+    }
+}
+
+/// The metadata service address on a real cloud.
+pub const DEFAULT_METADATA_URL: &str = "http://169.254.169.254";
+
+/// `[Metadata]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetadataConfig {
+    /// Default `configDrive,metadataService`.
+    pub search_order: Vec<MetadataSource>,
+    pub request_timeout: Duration,
+    /// hypercloud: a directory holding the mounted config drive (`openstack/latest/...`) or
+    /// one config drive per instance (`<instance>/openstack/latest/...`), instead of mounting
+    /// a `config-2` block device.
+    pub config_drive_dir: Option<PathBuf>,
+    /// hypercloud: the metadata service base URL (default `http://169.254.169.254`).
+    pub metadata_url: String,
+    /// hypercloud: names the instance to the metadata service (`X-Instance-ID`) and picks its
+    /// config drive, for hosts that are not really that instance (the local cloud's demo).
+    pub instance_id: Option<String>,
+}
+
+impl Default for MetadataConfig {
+    fn default() -> Self {
+        MetadataConfig {
+            search_order: vec![MetadataSource::ConfigDrive, MetadataSource::MetadataService],
+            request_timeout: Duration::from_secs(5),
+            config_drive_dir: None,
+            metadata_url: DEFAULT_METADATA_URL.into(),
+            instance_id: None,
+        }
+    }
+}
+
+/// `[Hypercloud]`: tuning that upstream does not have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuning {
+    /// How long one `GET /servers/detail` answers look-ups for every node (default 5s).
+    pub server_cache_ttl: Duration,
+    /// Attempts per request on 5xx/429/connection errors (default 6).
+    pub max_attempts: u32,
+    /// First backoff delay, doubled per attempt, capped at 5s (default 200ms).
+    pub retry_base_delay: Duration,
+    /// Timeout of one HTTP request (default 30s).
+    pub request_timeout: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            server_cache_ttl: Duration::from_secs(5),
+            max_attempts: 6,
+            retry_base_delay: Duration::from_millis(200),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A parsed `cloud.conf`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    pub global: Global,
+    pub load_balancer: LoadBalancerConfig,
+    pub block_storage: BlockStorageConfig,
+    pub networking: NetworkingConfig,
+    pub route: RouteConfig,
+    pub metadata: MetadataConfig,
+    pub tuning: Tuning,
+    /// Where the config came from, for messages.
+    pub origin: String,
+    /// Unknown sections and keys, duplicate keys; each was logged as a warning.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Parses `cloud.conf` text; warnings are logged and kept in [`Config::warnings`].
+    /// Does not validate: see [`Config::validate`].
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
+        Self::parse_onto(
+            Config {
+                origin: origin.into(),
+                ..Config::default()
+            },
+            text,
+            origin,
+        )
+    }
+
+    /// Parses `text` over `base` (a preset): keys in `text` win.
+    pub fn parse_onto(mut base: Config, text: &str, origin: &str) -> Result<Self> {
+        base.origin = origin.into();
+        let err = |line: usize, message: String| Error::ParseCloudConfig {
+            origin: origin.into(),
+            message: format!("line {line}: {message}"),
+        };
+        let mut section: Option<String> = None;
+        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let trimmed = raw.trim();
+            if trimmed.is_empty() || trimmed.starts_with(';') || trimmed.starts_with('#') {
+                continue;
+            }
+            if let Some(rest) = trimmed.strip_prefix('[') {
+                let Some(end) = rest.find(']') else {
+                    return Err(err(line, format!("unclosed section header {trimmed:?}")));
+                };
+                let after = rest[end + 1..].trim();
+                if !(after.is_empty() || after.starts_with(';') || after.starts_with('#')) {
+                    return Err(err(line, format!("text after section header: {after:?}")));
+                }
+                let name = rest[..end].trim();
+                let name = name.split_whitespace().next().unwrap_or_default();
+                let lower = name.to_ascii_lowercase();
+                if !SECTIONS.contains(&lower.as_str()) {
+                    base.warn(format!(
+                        "{origin}: line {line}: unknown section [{name}] ignored"
+                    ));
+                }
+                section = Some(lower);
+                continue;
+            }
+            let Some(sec) = section.as_deref() else {
+                return Err(err(line, format!("{trimmed:?} is outside any [section]")));
+            };
+            let (key, value) = match trimmed.split_once('=') {
+                Some((k, v)) => (k.trim(), Some(unquote(v.trim()).map_err(|m| err(line, m))?)),
+                None => (trimmed, None),
+            };
+            if key.is_empty() || key.contains(char::is_whitespace) {
+                return Err(err(
+                    line,
+                    format!("expected `key = value`, got {trimmed:?}"),
+                ));
+            }
+            let key_lower = key.to_ascii_lowercase();
+            if !SECTIONS.contains(&sec) {
+                continue;
+            }
+            let multi = sec == "networking" && key_lower.ends_with("-network-name");
+            if let Some(prev) = seen
+                .insert((sec.to_owned(), key_lower.clone()), line)
+                .filter(|_| !multi)
+            {
+                base.warn(format!(
+                    "{origin}: line {line}: [{sec}] {key} set again (first on line {prev}); the last value wins"
+                ));
+            }
+            match base.set(sec, &key_lower, value.as_deref()) {
+                Ok(true) => {}
+                Ok(false) => base.warn(format!(
+                    "{origin}: line {line}: unknown key {key:?} in [{}] ignored",
+                    section_title(sec)
+                )),
+                Err(m) => return Err(err(line, format!("[{}] {key}: {m}", section_title(sec)))),
+            }
+        }
+        Ok(base)
+    }
+
+    fn warn(&mut self, message: String) {
+        tracing::warn!("{message}");
+        self.warnings.push(message);
+    }
+
+    /// Sets one key; `Ok(false)` for an unknown key.
+    fn set(&mut self, section: &str, key: &str, value: Option<&str>) -> Result<bool, String> {
+        let v = value.unwrap_or_default();
+        let s = || Some(v.to_owned());
+        let g = &mut self.global;
+        match (section, key) {
+            ("global", "auth-url") => g.auth_url = s(),
+            ("global", "user-id") => g.user_id = s(),
+            ("global", "username") => g.username = s(),
+            ("global", "password") => g.password = Some(Secret::new(v)),
+            ("global", "user-domain-id") => g.user_domain_id = s(),
+            ("global", "user-domain-name") => g.user_domain_name = s(),
+            ("global", "tenant-id" | "project-id") => g.project_id = s(),
+            ("global", "tenant-name" | "project-name") => g.project_name = s(),
+            ("global", "tenant-domain-id" | "project-domain-id") => g.project_domain_id = s(),
+            ("global", "tenant-domain-name" | "project-domain-name") => g.project_domain_name = s(),
+            ("global", "domain-id") => g.domain_id = s(),
+            ("global", "domain-name") => g.domain_name = s(),
+            ("global", "region") => g.region = s(),
+            ("global", "application-credential-id") => g.application_credential_id = s(),
+            ("global", "application-credential-name") => g.application_credential_name = s(),
+            ("global", "application-credential-secret") => {
+                g.application_credential_secret = Some(Secret::new(v))
+            }
+            ("global", "ca-file") => g.ca_file = Some(PathBuf::from(v)),
+            ("global", "tls-insecure") => g.tls_insecure = parse_bool(value)?,
+            ("global", "os-endpoint-type" | "interface") => g.interface = s(),
+            ("global", "use-clouds") => g.use_clouds = parse_bool(value)?,
+            ("global", "clouds-file") => g.clouds_file = Some(PathBuf::from(v)),
+            ("global", "cloud") => g.cloud = s(),
+            (
+                "global",
+                "trust-id" | "trustee-id" | "trustee-password" | "cert-file" | "key-file",
+            ) => return Err("is not supported by hypercloud yet".into()),
+            ("loadbalancer", k) => return self.set_lb(k, value),
+            ("blockstorage", "bs-version") => self.block_storage.bs_version = s(),
+            ("blockstorage", "trust-device-path") => {
+                self.block_storage.trust_device_path = parse_bool(value)?
+            }
+            ("blockstorage", "ignore-volume-az") => {
+                self.block_storage.ignore_volume_az = parse_bool(value)?
+            }
+            ("blockstorage", "node-volume-attach-limit") => {
+                self.block_storage.node_volume_attach_limit = Some(parse_num(v)?)
+            }
+            ("blockstorage", "rescan-on-resize") => {
+                self.block_storage.rescan_on_resize = parse_bool(value)?
+            }
+            ("networking", "public-network-name") => {
+                self.networking.public_network_name.push(v.to_owned())
+            }
+            ("networking", "internal-network-name") => {
+                self.networking.internal_network_name.push(v.to_owned())
+            }
+            ("networking", "ipv6-support-disabled") => {
+                self.networking.ipv6_support_disabled = parse_bool(value)?
+            }
+            ("networking", "address-sort-order") => {}
+            ("route", "router-id") => self.route.router_id = s(),
+            ("metadata", "search-order") => self.metadata.search_order = parse_search_order(v)?,
+            ("metadata", "request-timeout") => self.metadata.request_timeout = parse_duration(v)?,
+            ("metadata", "config-drive-dir") => {
+                self.metadata.config_drive_dir = Some(PathBuf::from(v))
+            }
+            ("metadata", "metadata-url") => {
+                self.metadata.metadata_url = v.trim_end_matches('/').to_owned()
+            }
+            ("metadata", "instance-id") => self.metadata.instance_id = s(),
+            ("hypercloud", "server-cache-ttl") => self.tuning.server_cache_ttl = parse_duration(v)?,
+            ("hypercloud", "max-attempts") => {
+                let n: u32 = parse_num(v)?;
+                if n == 0 {
+                    return Err("must be at least 1".into());
+                }
+                self.tuning.max_attempts = n;
+            }
+            ("hypercloud", "retry-base-delay") => self.tuning.retry_base_delay = parse_duration(v)?,
+            ("hypercloud", "request-timeout") => self.tuning.request_timeout = parse_duration(v)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn set_lb(&mut self, key: &str, value: Option<&str>) -> Result<bool, String> {
+        let v = value.unwrap_or_default();
+        let s = || Some(v.to_owned());
+        let lb = &mut self.load_balancer;
+        match key {
+            "floating-network-id" => lb.floating_network_id = s(),
+            "subnet-id" => lb.subnet_id = s(),
+            "network-id" => lb.network_id = s(),
+            "lb-method" => lb.lb_method = s(),
+            "lb-provider" => lb.lb_provider = s(),
+            "create-monitor" => lb.create_monitor = parse_bool(value)?,
+            "monitor-delay" => lb.monitor_delay = Some(parse_duration(v)?),
+            "monitor-timeout" => lb.monitor_timeout = Some(parse_duration(v)?),
+            "monitor-max-retries" => lb.monitor_max_retries = Some(parse_num(v)?),
+            "manage-security-groups" => lb.manage_security_groups = parse_bool(value)?,
+            "internal-lb" => lb.internal_lb = parse_bool(value)?,
+            "enabled" => lb.enabled = Some(parse_bool(value)?),
+            // Accepted for compatibility; they change nothing here.
+            "use-octavia"
+            | "lb-version"
+            | "floating-subnet-id"
+            | "floating-subnet"
+            | "cascade-delete"
+            | "flavor-id"
+            | "availability-zone"
+            | "enable-ingress-hostname"
+            | "ingress-hostname-suffix"
+            | "max-shared-lb"
+            | "provider-requires-serial-api-calls" => {}
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Reads `clouds.yaml` when `[Global] use-clouds` is set (values in `cloud.conf` win, as
+    /// upstream), then checks that what is needed to authenticate is there.
+    pub fn resolve(mut self) -> Result<Self> {
+        if self.global.use_clouds {
+            self.apply_clouds_yaml()?;
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Checks that the config can authenticate; errors name the key and the file.
+    pub fn validate(&self) -> Result<()> {
+        let err = |message: String| Error::ParseCloudConfig {
+            origin: self.origin.clone(),
+            message,
+        };
+        let g = &self.global;
+        if g.auth_url.as_deref().is_none_or(str::is_empty) {
+            return Err(err(
+                "[Global] auth-url is required (the Keystone v3 URL, e.g. http://127.0.0.1:8800/identity/v3) but is missing".into(),
+            ));
+        }
+        let app_cred =
+            g.application_credential_id.is_some() || g.application_credential_name.is_some();
+        if app_cred {
+            if g.application_credential_secret.is_none() {
+                return Err(err("[Global] application-credential-secret is required with application-credential-id/name".into()));
+            }
+            if g.application_credential_id.is_none() && g.username.is_none() && g.user_id.is_none()
+            {
+                return Err(err("[Global] application-credential-name needs username or user-id (or use application-credential-id)".into()));
+            }
+        } else {
+            if g.username.is_none() && g.user_id.is_none() {
+                return Err(err("[Global] username (or user-id, or application-credential-id) is required but is missing".into()));
+            }
+            if g.password.is_none() {
+                return Err(err(
+                    "[Global] password is required with username/user-id".into()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_clouds_yaml(&mut self) -> Result<()> {
+        let path = match &self.global.clouds_file {
+            Some(p) => p.clone(),
+            None => clouds_yaml_candidates()
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or_else(|| Error::ParseCloudConfig {
+                    origin: self.origin.clone(),
+                    message: "[Global] use-clouds is set but no clouds.yaml was found (set clouds-file, OS_CLIENT_CONFIG_FILE, or put one in ~/.config/openstack/)".into(),
+                })?,
+        };
+        let name = self
+            .global
+            .cloud
+            .clone()
+            .or_else(|| std::env::var("OS_CLOUD").ok().filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| "openstack".into());
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::ReadCloudsYaml {
+            path: path.clone(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let file: CloudsFile = serde_yaml::from_str(&text).map_err(|e| Error::ReadCloudsYaml {
+            path: path.clone(),
+            message: format!("not valid clouds.yaml: {e}"),
+        })?;
+        let Some(cloud) = file.clouds.get(&name) else {
+            return Err(Error::ReadCloudsYaml {
+                path,
+                message: format!(
+                    "has no cloud {name:?} ([Global] cloud / OS_CLOUD); it has: {}",
+                    file.clouds.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        };
+        let a = &cloud.auth;
+        let g = &mut self.global;
+        fill(&mut g.auth_url, &a.auth_url);
+        fill(&mut g.username, &a.username);
+        fill(&mut g.user_id, &a.user_id);
+        if g.password.is_none() {
+            g.password = a.password.clone().map(Secret::new);
+        }
+        fill(
+            &mut g.project_id,
+            &a.project_id.clone().or(a.tenant_id.clone()),
+        );
+        fill(
+            &mut g.project_name,
+            &a.project_name.clone().or(a.tenant_name.clone()),
+        );
+        fill(&mut g.user_domain_name, &a.user_domain_name);
+        fill(&mut g.user_domain_id, &a.user_domain_id);
+        fill(&mut g.project_domain_name, &a.project_domain_name);
+        fill(&mut g.project_domain_id, &a.project_domain_id);
+        fill(&mut g.domain_name, &a.domain_name);
+        fill(&mut g.domain_id, &a.domain_id);
+        fill(
+            &mut g.application_credential_id,
+            &a.application_credential_id,
+        );
+        fill(
+            &mut g.application_credential_name,
+            &a.application_credential_name,
+        );
+        if g.application_credential_secret.is_none() {
+            g.application_credential_secret =
+                a.application_credential_secret.clone().map(Secret::new);
+        }
+        fill(&mut g.region, &cloud.region_name);
+        fill(&mut g.interface, &cloud.interface);
+        if g.ca_file.is_none() {
+            g.ca_file = cloud.cacert.clone().map(PathBuf::from);
+        }
+        if cloud.verify == Some(false) {
+            g.tls_insecure = true;
+        }
+        Ok(())
+    }
+
+    /// The Keystone v3 base URL (`.../v3`), from `auth-url` with or without the version.
+    pub fn keystone_url(&self) -> String {
+        let url = self.global.auth_url.as_deref().unwrap_or_default();
+        let url = url.trim_end_matches('/');
+        if url.ends_with("/v3") {
+            url.to_owned()
+        } else {
+            format!("{url}/v3")
+        }
+    }
+}
+
+fn fill(slot: &mut Option<String>, from: &Option<String>) {
+    if slot.is_none() {
+        slot.clone_from(from);
+    }
+}
+
+fn clouds_yaml_candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = std::env::var_os("OS_CLIENT_CONFIG_FILE") {
+        out.push(PathBuf::from(p));
+    }
+    out.push(PathBuf::from("clouds.yaml"));
+    if let Some(home) = std::env::var_os("HOME") {
+        out.push(PathBuf::from(home).join(".config/openstack/clouds.yaml"));
+    }
+    out.push(PathBuf::from("/etc/openstack/clouds.yaml"));
+    out
+}
+
+#[derive(Deserialize)]
+struct CloudsFile {
+    #[serde(default)]
+    clouds: BTreeMap<String, CloudEntry>,
+}
+
+#[derive(Deserialize, Default)]
+struct CloudEntry {
+    #[serde(default)]
+    auth: CloudAuth,
+    region_name: Option<String>,
+    interface: Option<String>,
+    cacert: Option<String>,
+    verify: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+struct CloudAuth {
+    auth_url: Option<String>,
+    username: Option<String>,
+    user_id: Option<String>,
+    password: Option<String>,
+    project_id: Option<String>,
+    project_name: Option<String>,
+    tenant_id: Option<String>,
+    tenant_name: Option<String>,
+    user_domain_name: Option<String>,
+    user_domain_id: Option<String>,
+    project_domain_name: Option<String>,
+    project_domain_id: Option<String>,
+    domain_name: Option<String>,
+    domain_id: Option<String>,
+    application_credential_id: Option<String>,
+    application_credential_name: Option<String>,
+    application_credential_secret: Option<String>,
+}
+
+const SECTIONS: [&str; 7] = [
+    "global",
+    "loadbalancer",
+    "blockstorage",
+    "networking",
+    "route",
+    "metadata",
+    "hypercloud",
+];
+
+fn section_title(lower: &str) -> &str {
+    match lower {
+        "global" => "Global",
+        "loadbalancer" => "LoadBalancer",
+        "blockstorage" => "BlockStorage",
+        "networking" => "Networking",
+        "route" => "Route",
+        "metadata" => "Metadata",
+        "hypercloud" => "Hypercloud",
+        other => other,
+    }
+}
+
+/// gcfg values: `"quoted \"text\""` or bare text up to a `;`/`#` comment.
+fn unquote(v: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut chars = v.chars();
+    let mut in_quotes = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => in_quotes = !in_quotes,
+            '\\' if in_quotes => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(c @ ('"' | '\\')) => out.push(c),
+                Some(c) => return Err(format!("unknown escape \\{c}")),
+                None => return Err("value ends in a backslash".into()),
+            },
+            ';' | '#' if !in_quotes => break,
+            c => out.push(c),
+        }
+    }
+    if in_quotes {
+        return Err("unterminated quoted value".into());
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+fn parse_bool(value: Option<&str>) -> Result<bool, String> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("") | Some("true") | Some("yes") | Some("on") | Some("1") => Ok(true),
+        Some("false") | Some("no") | Some("off") | Some("0") => Ok(false),
+        Some(other) => Err(format!("{other:?} is not a boolean (true/false)")),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("{v:?} is not a non-negative integer"))
+}
+
+/// Go-style durations as upstream writes them (`5s`, `500ms`, `1m30s`); a bare number is
+/// seconds.
+pub fn parse_duration(v: &str) -> Result<Duration, String> {
+    let v = v.trim();
+    let bad = || format!("{v:?} is not a duration like 5s or 500ms");
+    if let Ok(n) = v.parse::<u64>() {
+        return Ok(Duration::from_secs(n));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = v;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let n: f64 = rest[..num_end].parse().map_err(|_| bad())?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_end..];
+        total += Duration::from_secs_f64(n * scale);
+    }
+    Ok(total)
+}
+
+fn parse_search_order(v: &str) -> Result<Vec<MetadataSource>, String> {
+    let mut out = Vec::new();
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let source = match part.to_ascii_lowercase().as_str() {
+            "configdrive" => MetadataSource::ConfigDrive,
+            "metadataservice" => MetadataSource::MetadataService,
+            _ => {
+                return Err(format!(
+                    "{part:?} is not a metadata source (configDrive or metadataService)"
+                ))
+            }
+        };
+        if out.contains(&source) {
+            return Err(format!("{part} is listed twice"));
+        }
+        out.push(source);
+    }
+    if out.is_empty() {
+        return Err("is empty; use configDrive, metadataService or both".into());
+    }
+    Ok(out)
+}
+
+/// The `local` preset: the local cloud's defaults (`hypercloud_localcloud::defaults`).
+pub fn local_defaults() -> Config {
+    use hypercloud_localcloud::defaults as d;
+    let mut c = Config {
+        origin: "the local cloud's defaults".into(),
+        ..Config::default()
+    };
+    let g = &mut c.global;
+    g.auth_url = Some(format!("http://{}{}/v3", d::API_LISTEN, d::IDENTITY_PATH));
+    g.username = Some(d::USER.into());
+    g.password = Some(Secret::new(d::PASSWORD));
+    g.user_domain_name = Some(d::DOMAIN.into());
+    g.project_name = Some(d::PROJECT.into());
+    g.project_domain_name = Some(d::DOMAIN.into());
+    g.region = Some(d::REGION.into());
+    c.metadata.metadata_url = format!("http://{}", d::METADATA_LISTEN);
+    c.metadata.config_drive_dir = d::state_dir().map(|s| s.join("config-drive"));
+    c
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+; every section upstream documents
+[Global]
+auth-url = http://keystone.example:5000/v3
+username = kube
+password = "s3cr#t;pw"
+user-domain-name = Default
+tenant-name = k8s
+project-domain-id = default
+region = RegionTwo
+ca-file = /etc/ssl/ca.pem
+tls-insecure = false
+os-endpoint-type = internal
+
+[LoadBalancer]
+floating-network-id = 11111111-2222-3333-4444-555555555555
+subnet-id = 66666666-7777-8888-9999-000000000000
+lb-method = ROUND_ROBIN
+create-monitor = yes
+monitor-delay = 5s
+monitor-timeout = 3s
+monitor-max-retries = 2
+lb-provider = amphora
+use-octavia = true
+
+[BlockStorage]
+bs-version = v3
+ignore-volume-az = true
+node-volume-attach-limit = 25
+
+[Networking]
+public-network-name = public
+public-network-name = ext2
+internal-network-name = private
+
+[Route]
+router-id = r-123   # the cluster router
+
+[Metadata]
+search-order = metadataService, configDrive
+request-timeout = 2s
+metadata-url = http://127.0.0.1:8801/
+config-drive-dir = /var/lib/config-drive
+instance-id = node-1
+
+[Hypercloud]
+server-cache-ttl = 750ms
+max-attempts = 3
+"#;
+
+    #[test]
+    fn parses_every_section() {
+        let c = Config::parse(FULL, "cloud.conf")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let g = &c.global;
+        assert_eq!(
+            g.auth_url.as_deref(),
+            Some("http://keystone.example:5000/v3")
+        );
+        assert_eq!(g.username.as_deref(), Some("kube"));
+        assert_eq!(g.password.as_ref().unwrap().expose(), "s3cr#t;pw");
+        assert_eq!(g.project_name.as_deref(), Some("k8s"));
+        assert_eq!(g.project_domain_id.as_deref(), Some("default"));
+        assert_eq!(g.user_domain_name.as_deref(), Some("Default"));
+        assert_eq!(g.region.as_deref(), Some("RegionTwo"));
+        assert_eq!(g.interface.as_deref(), Some("internal"));
+        assert_eq!(g.ca_file, Some(PathBuf::from("/etc/ssl/ca.pem")));
+        assert!(!g.tls_insecure);
+        let lb = &c.load_balancer;
+        assert_eq!(lb.lb_method.as_deref(), Some("ROUND_ROBIN"));
+        assert!(lb.create_monitor);
+        assert_eq!(lb.monitor_delay, Some(Duration::from_secs(5)));
+        assert_eq!(lb.monitor_max_retries, Some(2));
+        assert_eq!(lb.lb_provider.as_deref(), Some("amphora"));
+        assert!(lb.floating_network_id.is_some() && lb.subnet_id.is_some());
+        assert!(c.block_storage.ignore_volume_az);
+        assert_eq!(c.block_storage.node_volume_attach_limit, Some(25));
+        assert_eq!(c.route.router_id.as_deref(), Some("r-123"));
+        assert_eq!(c.networking.public_network_name, vec!["public", "ext2"]);
+        assert_eq!(c.networking.internal_network_name, vec!["private"]);
+        assert_eq!(
+            c.metadata.search_order,
+            vec![MetadataSource::MetadataService, MetadataSource::ConfigDrive]
+        );
+        assert_eq!(c.metadata.request_timeout, Duration::from_secs(2));
+        assert_eq!(c.metadata.metadata_url, "http://127.0.0.1:8801");
+        assert_eq!(c.metadata.instance_id.as_deref(), Some("node-1"));
+        assert_eq!(c.tuning.server_cache_ttl, Duration::from_millis(750));
+        assert_eq!(c.tuning.max_attempts, 3);
+        assert_eq!(c.keystone_url(), "http://keystone.example:5000/v3");
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let c = Config::parse(FULL, "cloud.conf").unwrap();
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("s3cr#t"), "{dbg}");
+        assert!(dbg.contains("<redacted>"));
+    }
+
+    #[test]
+    fn unknown_keys_and_sections_are_warnings_naming_the_line() {
+        let text = "[Global]\nauth-url=http://k/v3\nusername=u\npassword=p\nregoin = x\n[Bogus]\npublic-network-name = ext\n[Global]\nregion=a\nregion=b\n";
+        let c = Config::parse(text, "/etc/k/cloud.conf")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("line 5") && c.warnings[0].contains("\"regoin\""));
+        assert!(c.warnings[1].contains("unknown section [Bogus]"));
+        assert!(c.warnings[2].contains("line 10") && c.warnings[2].contains("first on line 9"));
+        assert_eq!(c.global.region.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn missing_auth_url_is_an_error_naming_key_and_file() {
+        let e = Config::parse(
+            "[Global]\nusername = u\npassword = p\n",
+            "/etc/k/cloud.conf",
+        )
+        .unwrap()
+        .resolve()
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("auth-url"), "{msg}");
+        assert!(msg.contains("/etc/k/cloud.conf"), "{msg}");
+        let cp = e.into_cloud_config_error("openstack");
+        assert!(matches!(
+            cp,
+            hypercloud_cloudprovider::Error::InvalidCloudConfig { .. }
+        ));
+        assert!(cp
+            .to_string()
+            .starts_with("--cloud-config: invalid openstack cloud config /etc/k/cloud.conf"));
+    }
+
+    #[test]
+    fn bad_lines_and_values_are_errors_with_line_numbers() {
+        let cases = [
+            ("auth-url = x\n", "line 1", "outside any [section]"),
+            ("[Global\n", "line 1", "unclosed"),
+            ("[Global]\ntls-insecure = maybe\n", "line 2", "tls-insecure"),
+            ("[Metadata]\n\nsearch-order = floppy\n", "line 3", "floppy"),
+            (
+                "[Metadata]\nsearch-order = configDrive,configDrive\n",
+                "line 2",
+                "twice",
+            ),
+            ("[Metadata]\nrequest-timeout = soon\n", "line 2", "duration"),
+            ("[Global]\npassword = \"open\n", "line 2", "unterminated"),
+            ("[Global]\nuser name = x\n", "line 2", "key = value"),
+            ("[Hypercloud]\nmax-attempts = 0\n", "line 2", "at least 1"),
+        ];
+        for (text, line, what) in cases {
+            let msg = Config::parse(text, "c.conf").unwrap_err().to_string();
+            assert!(msg.contains(line) && msg.contains(what), "{text:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn credentials_are_validated() {
+        let e = Config::parse("[Global]\nauth-url=http://k\nusername=u\n", "c")
+            .unwrap()
+            .resolve()
+            .unwrap_err();
+        assert!(e.to_string().contains("password"), "{e}");
+        let c = Config::parse(
+            "[Global]\nauth-url=http://k\napplication-credential-id=ac\napplication-credential-secret=s\n",
+            "c",
+        )
+        .unwrap()
+        .resolve()
+        .unwrap();
+        assert_eq!(c.keystone_url(), "http://k/v3");
+        let e = Config::parse(
+            "[Global]\nauth-url=http://k\napplication-credential-id=ac\n",
+            "c",
+        )
+        .unwrap()
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("application-credential-secret"));
+    }
+
+    #[test]
+    fn clouds_yaml_fills_what_cloud_conf_leaves_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clouds.yaml");
+        std::fs::write(
+            &path,
+            "clouds:\n  mycloud:\n    auth:\n      auth_url: http://yaml/identity\n      username: yamluser\n      password: yamlpw\n      project_name: p\n      user_domain_name: Default\n    region_name: R9\n    interface: internal\n",
+        )
+        .unwrap();
+        let text = format!(
+            "[Global]\nuse-clouds = true\nclouds-file = {}\ncloud = mycloud\nregion = Mine\n",
+            path.display()
+        );
+        let c = Config::parse(&text, "c").unwrap().resolve().unwrap();
+        assert_eq!(c.global.username.as_deref(), Some("yamluser"));
+        assert_eq!(c.global.password.as_ref().unwrap().expose(), "yamlpw");
+        assert_eq!(c.global.region.as_deref(), Some("Mine"));
+        assert_eq!(c.global.interface.as_deref(), Some("internal"));
+        assert_eq!(c.keystone_url(), "http://yaml/identity/v3");
+        let text = format!(
+            "[Global]\nuse-clouds = true\nclouds-file = {}\ncloud = other\n",
+            path.display()
+        );
+        let e = Config::parse(&text, "c").unwrap().resolve().unwrap_err();
+        assert!(e.to_string().contains("no cloud \"other\""), "{e}");
+    }
+
+    #[test]
+    fn local_preset_is_overridden_by_a_file() {
+        let base = local_defaults();
+        assert!(base.validate().is_ok());
+        assert_eq!(base.keystone_url(), "http://127.0.0.1:8800/identity/v3");
+        let c = Config::parse_onto(base, "[Global]\nregion = Other\n", "x.conf").unwrap();
+        assert_eq!(c.global.region.as_deref(), Some("Other"));
+        assert_eq!(c.global.username.as_deref(), Some("admin"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

@@ -1,0 +1,67 @@
+//! The crate's own errors: reading `cloud.conf`/`clouds.yaml` and reading instance metadata.
+//! Everything a provider trait method returns is a [`hypercloud_cloudprovider::Error`]; these
+//! convert into it where they cross that boundary.
+
+use std::path::PathBuf;
+
+/// Errors of configuration and metadata reading.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `cloud.conf` is not valid.
+    #[error("invalid cloud config {origin}: {message}")]
+    ParseCloudConfig {
+        /// The file, or where the bytes came from.
+        origin: String,
+        /// What is wrong, naming the line and key.
+        message: String,
+    },
+
+    /// `clouds.yaml` could not be read or does not hold the named cloud.
+    #[error("clouds.yaml {}: {message}", path.display())]
+    ReadCloudsYaml {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+
+    /// Every metadata source in `search-order` failed; each attempt is named.
+    #[error("could not read instance metadata from any source: {}", attempts.join("; "))]
+    ReadMetadata {
+        /// One line per source tried, saying what failed.
+        attempts: Vec<String>,
+    },
+
+    /// Building the HTTP client failed (a bad CA file, for instance).
+    #[error("building the HTTP client: {0}")]
+    BuildHttpClient(String),
+}
+
+impl Error {
+    /// As the provider contract's start-up error.
+    pub fn into_cloud_config_error(self, provider: &str) -> hypercloud_cloudprovider::Error {
+        match self {
+            Error::ParseCloudConfig { origin, message } => {
+                hypercloud_cloudprovider::Error::InvalidCloudConfig {
+                    provider: provider.into(),
+                    origin,
+                    message,
+                }
+            }
+            Error::ReadCloudsYaml { path, message } => {
+                hypercloud_cloudprovider::Error::InvalidCloudConfig {
+                    provider: provider.into(),
+                    origin: path.display().to_string(),
+                    message,
+                }
+            }
+            other => hypercloud_cloudprovider::Error::Initialize {
+                provider: provider.into(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,216 @@
+//! hypercloud-providers-openstack: the `openstack` cloud provider, and `local`, the same provider
+//! preset to the one-machine local cloud's endpoint and credentials.
+//!
+//! Upstream equivalents: kubernetes/cloud-provider-openstack's openstack-cloud-controller-manager
+//! (`pkg/openstack`) and the legacy in-tree provider (`pkg/cloudprovider/providers/openstack`,
+//! later `legacy-cloud-providers/openstack`). Configuration is upstream's `cloud.conf`
+//! ([`config`]); the cloud is reached over Keystone v3, Nova, Neutron and Cinder with reqwest
+//! ([`client`](crate::OpenStack)).
+//!
+//! Capabilities: Instances and InstancesV2 (Nova servers by name or provider ID
+//! `openstack:///<uuid>`, answered from one short-lived listing of all servers), Zones, Routes
+//! (Neutron router extra routes, only with `[Route] router-id`), the extra [`Volumes`] trait
+//! (Cinder volume zone) and the [`MetadataReader`] for the node side. Not supported: Clusters
+//! (as upstream) and, for now, LoadBalancer (the local cloud has no Octavia API yet).
+//!
+//! ```no_run
+//! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
+//! use hypercloud_cloudprovider::{Interface, Registry};
+//! let mut registry = Registry::new();
+//! hypercloud_providers_openstack::register(&mut registry);
+//! // `local` needs no config file: it talks to `hypercloud local-cloud serve` on 127.0.0.1:8800.
+//! let cloud = hypercloud_providers_openstack::OpenStack::local(None)?;
+//! let zone = cloud.zones().expect("zones").get_zone_by_node_name("node-1").await?;
+//! # Ok(()) }
+//! ```
+
+mod client;
+pub mod config;
+mod error;
+mod instances;
+pub mod metadata;
+mod routes;
+mod volumes;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hypercloud_cloudprovider::{
+    CloudConfig, Instances, InstancesV2, Interface, Registry, Routes, Zones,
+};
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use instances::{parse_provider_id, PROVIDER_ID_PREFIX};
+pub use metadata::{Metadata, MetadataReader};
+pub use volumes::Volumes;
+
+/// Provider name of the real OpenStack provider.
+pub const OPENSTACK: &str = "openstack";
+/// Provider name of the preset for the local cloud.
+pub const LOCAL: &str = "local";
+
+/// Registers `openstack` and `local` in the binary's registry.
+pub fn register(registry: &mut Registry) {
+    registry.register(
+        OPENSTACK,
+        "OpenStack (Keystone v3, Nova, Neutron, Cinder); configured by an upstream cloud.conf --cloud-config",
+        |config| Ok(Arc::new(OpenStack::from_cloud_config(config)?) as Arc<dyn Interface>),
+    );
+    registry.register(
+        LOCAL,
+        "the openstack provider preset to `hypercloud local-cloud` on 127.0.0.1:8800; --cloud-config optional (overrides)",
+        |config| Ok(Arc::new(OpenStack::local(config)?) as Arc<dyn Interface>),
+    );
+}
+
+/// The OpenStack cloud provider.
+pub struct OpenStack {
+    name: String,
+    config: Arc<Config>,
+    client: client::Client,
+    servers: instances::ServerCache,
+    flavors: tokio::sync::Mutex<BTreeMap<String, String>>,
+    metadata: MetadataReader,
+    local_metadata: tokio::sync::OnceCell<Metadata>,
+}
+
+impl std::fmt::Debug for OpenStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStack")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenStack {
+    /// A provider named `name` for a resolved, valid `config`.
+    pub fn new(name: &str, config: Config) -> Result<Self> {
+        config.validate()?;
+        let config = Arc::new(config);
+        Ok(OpenStack {
+            name: name.into(),
+            client: client::Client::new(name, config.clone())?,
+            metadata: MetadataReader::new(config.metadata.clone())?,
+            config,
+            servers: instances::ServerCache::default(),
+            flavors: tokio::sync::Mutex::new(BTreeMap::new()),
+            local_metadata: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// The `openstack` factory: a `cloud.conf` is required.
+    pub fn from_cloud_config(
+        config: Option<&CloudConfig>,
+    ) -> hypercloud_cloudprovider::Result<Self> {
+        let Some(cc) = config else {
+            return Err(hypercloud_cloudprovider::Error::MissingCloudConfig {
+                provider: OPENSTACK.into(),
+            });
+        };
+        let text = cc.text(OPENSTACK)?;
+        Self::build(OPENSTACK, Config::parse(text, &cc.origin))
+    }
+
+    /// The `local` factory: the local cloud's defaults, overridden by `config` when given.
+    pub fn local(config: Option<&CloudConfig>) -> hypercloud_cloudprovider::Result<Self> {
+        let base = config::local_defaults();
+        let parsed = match config {
+            Some(cc) => Config::parse_onto(base, cc.text(LOCAL)?, &cc.origin),
+            None => Ok(base),
+        };
+        Self::build(LOCAL, parsed)
+    }
+
+    fn build(name: &str, parsed: Result<Config>) -> hypercloud_cloudprovider::Result<Self> {
+        parsed
+            .and_then(Config::resolve)
+            .and_then(|c| OpenStack::new(name, c))
+            .map_err(|e| e.into_cloud_config_error(name))
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// HTTP requests sent to the cloud so far (every attempt, Keystone included), for
+    /// measuring batching.
+    pub fn api_calls(&self) -> u64 {
+        self.client.calls()
+    }
+
+    /// Forgets the cached server listing, so the next look-up asks the cloud.
+    pub async fn invalidate_cache(&self) {
+        self.servers.invalidate().await;
+    }
+
+    /// The metadata reader configured by `[Metadata]`.
+    pub fn metadata_reader(&self) -> &MetadataReader {
+        &self.metadata
+    }
+
+    /// Volume look-ups (not part of the upstream interface).
+    pub fn volumes(&self) -> &dyn Volumes {
+        self
+    }
+
+    /// This machine's instance metadata, read once.
+    async fn local_metadata(&self) -> hypercloud_cloudprovider::Result<Metadata> {
+        self.local_metadata
+            .get_or_try_init(|| self.metadata.read())
+            .await
+            .cloned()
+            .map_err(|e| hypercloud_cloudprovider::Error::Cloud {
+                provider: self.name.clone(),
+                operation: "read instance metadata".into(),
+                status: None,
+                request_id: None,
+                message: e.to_string(),
+            })
+    }
+}
+
+#[async_trait]
+impl Interface for OpenStack {
+    /// Authenticates once, so that bad credentials or an unreachable Keystone stop start-up
+    /// with a clear error instead of failing every later call.
+    async fn initialize(
+        &self,
+        _client: Option<kube::Client>,
+    ) -> hypercloud_cloudprovider::Result<()> {
+        self.client.authenticate().await
+    }
+
+    fn provider_name(&self) -> &str {
+        &self.name
+    }
+
+    /// As upstream's OpenStack provider.
+    fn has_cluster_id(&self) -> bool {
+        true
+    }
+
+    fn instances(&self) -> Option<&dyn Instances> {
+        Some(self)
+    }
+
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        Some(self)
+    }
+
+    fn zones(&self) -> Option<&dyn Zones> {
+        Some(self)
+    }
+
+    /// Only with `[Route] router-id`, as upstream.
+    fn routes(&self) -> Option<&dyn Routes> {
+        self.config
+            .route
+            .router_id
+            .as_ref()
+            .map(|_| self as &dyn Routes)
+    }
+}
