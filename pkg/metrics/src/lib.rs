@@ -1,0 +1,78 @@
+//! The admin server of the controller managers: `/healthz`, `/livez`, `/readyz` and
+//! `/metrics` over HTTPS on `--secure-port`/`--bind-address` (upstream equivalent:
+//! `k8s.io/apiserver/pkg/server` secure serving with `DelegatingAuthenticationOptions` and
+//! `DelegatingAuthorizationOptions`, as the cloud-controller-manager and
+//! kube-controller-manager run it, plus component-base's `/metrics` handler).
+//!
+//! - TLS from `--tls-cert-file`/`--tls-private-key-file`, or a self-signed certificate
+//!   ([`tls`]), written to `--cert-dir` as `<component>.crt`/`.key` when that is given and
+//!   reused on the next start;
+//! - paths in `--authorization-always-allow-paths` are served to anyone; every other path
+//!   needs a bearer token that a TokenReview accepts (401 otherwise) and a
+//!   SubjectAccessReview allowing the verb on the non-resource path (403 otherwise), both
+//!   asked of the apiserver and cached for [`auth::CACHE_TTL`] ([`auth`]);
+//! - `/healthz` and `/livez` run the liveness checks, `/readyz` those plus the readiness
+//!   checks ([`health`]), with upstream's `?verbose` output;
+//! - `/metrics` is the Prometheus text format of the component's registry plus `process_*`
+//!   metrics read from `/proc/self` ([`process`]).
+
+pub mod auth;
+pub mod health;
+pub mod process;
+pub mod server;
+pub mod tls;
+
+pub use auth::Authorizer;
+pub use health::{Checks, HealthCheck};
+pub use server::{router, serve, AdminServer, ServeConfig};
+
+use std::path::PathBuf;
+
+/// Errors of the admin server; each variant names the operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The TLS certificate or key file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    ReadTlsFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key file holds no usable PEM data.
+    #[error("parsing {}: {message}", path.display())]
+    ParseTlsFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// Writing the self-signed certificate into `--cert-dir` failed.
+    #[error("writing self-signed certificate to {}: {source}", path.display())]
+    WriteCertificate {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Generating the self-signed certificate failed.
+    #[error("generating self-signed certificate: {0}")]
+    GenerateCertificate(#[from] rcgen::Error),
+    /// The certificate and key do not make a TLS configuration.
+    #[error("building TLS configuration: {0}")]
+    BuildTlsConfig(#[from] rustls::Error),
+    /// The secure port could not be bound.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A metric could not be registered.
+    #[error("registering metrics: {0}")]
+    RegisterMetrics(#[from] prometheus::Error),
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

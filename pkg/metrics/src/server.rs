@@ -1,0 +1,232 @@
+//! The router (a function, so tests can call it in process) and the HTTPS listener.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::auth::{Authorizer, Decision};
+use crate::health::Checks;
+use crate::tls::{server_config, TlsSource};
+use crate::{Error, Result};
+
+#[derive(Clone)]
+struct AppState {
+    checks: Checks,
+    registry: prometheus::Registry,
+}
+
+/// The admin endpoints. `auth: None` serves everything to everyone (in-process tests only;
+/// the components always pass an [`Authorizer`]).
+pub fn router(
+    registry: prometheus::Registry,
+    checks: Checks,
+    auth: Option<Arc<Authorizer>>,
+) -> Router {
+    let state = AppState { checks, registry };
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/livez", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state);
+    match auth {
+        Some(a) => app.layer(middleware::from_fn_with_state(a, authorize)),
+        None => app,
+    }
+}
+
+async fn authorize(State(auth): State<Arc<Authorizer>>, req: Request, next: Next) -> Response {
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .map(str::to_string);
+    match auth
+        .check(req.method(), req.uri().path(), bearer.as_deref())
+        .await
+    {
+        Decision::Allow => next.run(req).await,
+        Decision::Unauthenticated(why) => {
+            tracing::debug!(path = req.uri().path(), why, "unauthenticated request");
+            (StatusCode::UNAUTHORIZED, "Unauthorized\n").into_response()
+        }
+        Decision::Forbidden(why) => {
+            (StatusCode::FORBIDDEN, format!("Forbidden: {why}\n")).into_response()
+        }
+    }
+}
+
+fn health_response(ok: bool, report: String, verbose: bool, what: &str) -> Response {
+    match (ok, verbose) {
+        (true, false) => (StatusCode::OK, "ok").into_response(),
+        (true, true) => (StatusCode::OK, format!("{report}{what} check passed\n")).into_response(),
+        (false, _) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{report}{what} check failed\n"),
+        )
+            .into_response(),
+    }
+}
+
+fn verbose(req: &Request) -> bool {
+    req.uri().query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    })
+}
+
+async fn healthz(State(s): State<AppState>, req: Request) -> Response {
+    let (ok, report) = s.checks.run(false);
+    let what = if req.uri().path() == "/livez" {
+        "livez"
+    } else {
+        "healthz"
+    };
+    health_response(ok, report, verbose(&req), what)
+}
+
+async fn readyz(State(s): State<AppState>, req: Request) -> Response {
+    let (ok, report) = s.checks.run(true);
+    health_response(ok, report, verbose(&req), "readyz")
+}
+
+async fn metrics(State(s): State<AppState>) -> Response {
+    match prometheus::TextEncoder::new().encode_to_string(&s.registry.gather()) {
+        Ok(text) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// Where and how to serve.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// `--bind-address`:`--secure-port` (port 0 picks a free one).
+    pub addr: SocketAddr,
+    /// The certificate.
+    pub tls: TlsSource,
+}
+
+/// A running admin server.
+pub struct AdminServer {
+    /// The bound address (the real port when 0 was asked for).
+    pub local_addr: SocketAddr,
+    /// The accept loop; ends after `shutdown`.
+    pub task: JoinHandle<()>,
+}
+
+/// Binds `config.addr` and serves `app` over HTTPS until `shutdown` completes.
+pub async fn serve(
+    config: ServeConfig,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<AdminServer> {
+    let pair = config.tls.load()?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&pair, &config.tls)?);
+    let listener = TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| Error::Bind {
+            addr: config.addr,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| Error::Bind {
+        addr: config.addr,
+        source,
+    })?;
+    tracing::info!(%local_addr, "serving securely (/healthz /livez /readyz /metrics)");
+    let task = tokio::spawn(async move {
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                _ = &mut shutdown => break,
+                r = listener.accept() => match r {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                },
+            };
+            let acceptor = acceptor.clone();
+            let app = app.clone();
+            tokio::spawn(async move {
+                let tls = match acceptor.accept(stream).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                };
+                let svc = TowerToHyperService::new(app);
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await
+                {
+                    tracing::debug!(%peer, error = %e, "connection error");
+                }
+            });
+        }
+    });
+    Ok(AdminServer { local_addr, task })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
+    async fn get_path(app: Router, uri: &str) -> (StatusCode, String) {
+        let resp = app
+            .oneshot(
+                http::Request::builder()
+                    .uri(uri)
+                    .body(axum::body::Body::empty())
+                    .expect("request"),
+            )
+            .await
+            .expect("infallible");
+        let status = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn endpoints_answer_in_process() {
+        let reg = prometheus::Registry::new();
+        let c = prometheus::IntCounter::new("hypercloud_test_total", "t").expect("counter");
+        reg.register(Box::new(c.clone())).expect("register");
+        c.inc();
+        let checks = Checks::new();
+        let started = checks.add_ready_flag("started");
+        let app = router(reg, checks, None);
+        assert_eq!(
+            get_path(app.clone(), "/healthz").await,
+            (StatusCode::OK, "ok".into())
+        );
+        assert_eq!(get_path(app.clone(), "/livez").await.0, StatusCode::OK);
+        let (status, body) = get_path(app.clone(), "/readyz").await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(body.contains("[-]started failed"), "{body}");
+        started.set(true);
+        let (status, body) = get_path(app.clone(), "/readyz?verbose").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("[+]started ok"), "{body}");
+        let (status, body) = get_path(app, "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("hypercloud_test_total 1"), "{body}");
+    }
+}

@@ -1,0 +1,201 @@
+//! The serving certificate: from `--tls-cert-file`/`--tls-private-key-file`, or self-signed
+//! as upstream's `MaybeDefaultWithSelfSignedCerts` (for `localhost`, `127.0.0.1` and the bind
+//! address; kept in `--cert-dir/<component>.crt|.key` when a cert dir is given, so restarts
+//! serve the same certificate).
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::{Error, Result};
+
+/// Where the certificate comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TlsSource {
+    /// PEM files.
+    Files {
+        /// Certificate chain.
+        cert: PathBuf,
+        /// Private key.
+        key: PathBuf,
+    },
+    /// Generated; saved in (and reused from) `cert_dir` if given.
+    SelfSigned {
+        /// `--cert-dir`.
+        cert_dir: Option<PathBuf>,
+        /// Names the files `<pair_name>.crt`/`.key`.
+        pair_name: String,
+        /// Added to the certificate's IP SANs (besides 127.0.0.1).
+        bind_address: IpAddr,
+    },
+}
+
+/// PEM certificate and key, as served.
+#[derive(Clone, Debug)]
+pub struct CertPair {
+    /// Certificate chain, PEM.
+    pub cert_pem: String,
+    /// Private key, PEM.
+    pub key_pem: String,
+}
+
+impl TlsSource {
+    /// Loads or generates the pair.
+    pub fn load(&self) -> Result<CertPair> {
+        match self {
+            TlsSource::Files { cert, key } => Ok(CertPair {
+                cert_pem: read(cert)?,
+                key_pem: read(key)?,
+            }),
+            TlsSource::SelfSigned {
+                cert_dir,
+                pair_name,
+                bind_address,
+            } => {
+                if let Some(dir) = cert_dir {
+                    let (c, k) = pair_paths(dir, pair_name);
+                    if c.exists() && k.exists() {
+                        return Ok(CertPair {
+                            cert_pem: read(&c)?,
+                            key_pem: read(&k)?,
+                        });
+                    }
+                }
+                let pair = self_signed(pair_name, *bind_address)?;
+                if let Some(dir) = cert_dir {
+                    let (c, k) = pair_paths(dir, pair_name);
+                    write(dir, &c, &pair.cert_pem)?;
+                    write(dir, &k, &pair.key_pem)?;
+                    tracing::info!(cert = %c.display(), "wrote self-signed serving certificate");
+                }
+                Ok(pair)
+            }
+        }
+    }
+}
+
+fn pair_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("{name}.crt")),
+        dir.join(format!("{name}.key")),
+    )
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::ReadTlsFile {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn write(dir: &Path, path: &Path, text: &str) -> Result<()> {
+    let wrap = |source| Error::WriteCertificate {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(wrap)?;
+    std::fs::write(path, text).map_err(wrap)
+}
+
+/// A self-signed certificate for `localhost`, `127.0.0.1`, the host name and the bind address.
+pub fn self_signed(name: &str, bind_address: IpAddr) -> Result<CertPair> {
+    let mut sans = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    if !bind_address.is_unspecified() && !bind_address.is_loopback() {
+        sans.push(bind_address.to_string());
+    }
+    if !name.is_empty() {
+        sans.push(name.to_string());
+    }
+    let ck = rcgen::generate_simple_self_signed(sans)?;
+    Ok(CertPair {
+        cert_pem: ck.cert.pem(),
+        key_pem: ck.signing_key.serialize_pem(),
+    })
+}
+
+/// The rustls server configuration for `pair` (HTTP/1.1).
+pub fn server_config(pair: &CertPair, source: &TlsSource) -> Result<Arc<rustls::ServerConfig>> {
+    let (cert_path, key_path) = match source {
+        TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
+        TlsSource::SelfSigned { .. } => ("<self-signed>".into(), "<self-signed>".into()),
+    };
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(pair.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::ParseTlsFile {
+                path: cert_path.clone(),
+                message: e.to_string(),
+            })?;
+    if certs.is_empty() {
+        return Err(Error::ParseTlsFile {
+            path: cert_path,
+            message: "no CERTIFICATE block".into(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(pair.key_pem.as_bytes()).map_err(|e| {
+        Error::ParseTlsFile {
+            path: key_path,
+            message: e.to_string(),
+        }
+    })?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_signed_pair_is_written_once_and_reused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let src = TlsSource::SelfSigned {
+            cert_dir: Some(dir.path().join("certs")),
+            pair_name: "cloud-controller-manager".into(),
+            bind_address: "0.0.0.0".parse().expect("ip"),
+        };
+        let first = src.load().expect("generate");
+        assert!(dir
+            .path()
+            .join("certs/cloud-controller-manager.crt")
+            .exists());
+        let again = src.load().expect("reuse");
+        assert_eq!(first.cert_pem, again.cert_pem);
+        server_config(&again, &src).expect("usable");
+    }
+
+    #[test]
+    fn bad_files_are_named() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cert = dir.path().join("tls.crt");
+        std::fs::write(&cert, "not pem").expect("write");
+        let src = TlsSource::Files {
+            cert: cert.clone(),
+            key: dir.path().join("missing.key"),
+        };
+        let err = src.load().expect_err("missing key");
+        assert!(err.to_string().contains("missing.key"), "{err}");
+        let pair = CertPair {
+            cert_pem: "not pem".into(),
+            key_pem: String::new(),
+        };
+        let err = server_config(
+            &pair,
+            &TlsSource::Files {
+                cert,
+                key: "k".into(),
+            },
+        )
+        .expect_err("bad pem");
+        assert!(err.to_string().contains("tls.crt"), "{err}");
+    }
+}
