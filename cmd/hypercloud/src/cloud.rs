@@ -34,6 +34,8 @@ pub fn registry() -> Registry {
         "in-memory cloud that records every call; configured by a YAML/JSON --cloud-config",
         |config| Ok(Arc::new(FakeCloud::from_cloud_config(config)?) as Arc<dyn Interface>),
     );
+    #[cfg(feature = "openstack")]
+    hypercloud_providers_openstack::register(&mut r);
     r
 }
 
@@ -129,7 +131,12 @@ mod tests {
     }
 
     #[test]
-    fn registry_has_fake() {
-        assert_eq!(registry().names(), vec!["fake"]);
+    fn registry_has_compiled_in_providers() {
+        let expected: &[&str] = if cfg!(feature = "openstack") {
+            &["fake", "local", "openstack"]
+        } else {
+            &["fake"]
+        };
+        assert_eq!(registry().names(), expected);
     }
 }
