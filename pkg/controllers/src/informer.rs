@@ -1,0 +1,144 @@
+//! One shared cache per resource type per process (upstream `SharedInformerFactory`): a
+//! kube-runtime watcher feeding a reflector [`Store`], with managedFields stripped before
+//! caching, and a broadcast of changes that every interested controller subscribes to.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+/// What changed in a cache.
+#[derive(Debug)]
+pub(crate) enum Notice<K> {
+    /// Added (`old` is `None`) or modified.
+    Applied {
+        /// The cached object before this event.
+        old: Option<Arc<K>>,
+        /// The object now cached.
+        new: Arc<K>,
+    },
+    /// Deleted; the last cached state.
+    Deleted(Arc<K>),
+    /// The cache was (re)listed, or a subscriber fell behind: look at everything again.
+    Resync,
+}
+
+impl<K> Clone for Notice<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Notice::Applied { old, new } => Notice::Applied {
+                old: old.clone(),
+                new: new.clone(),
+            },
+            Notice::Deleted(o) => Notice::Deleted(o.clone()),
+            Notice::Resync => Notice::Resync,
+        }
+    }
+}
+
+/// A cache and its change feed.
+pub(crate) struct Informer<K: Resource<DynamicType = ()> + 'static> {
+    /// Read side of the cache.
+    pub store: Store<K>,
+    tx: broadcast::Sender<Notice<K>>,
+}
+
+impl<K> Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Starts watching `api` with `config` in a background task, which ends when the returned
+    /// informer and all its subscribers are dropped... or with the runtime; callers abort it.
+    pub fn start(api: Api<K>, config: watcher::Config) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+        let (store, mut writer) = reflector::store::<K>();
+        // Large enough for bursts of node registrations; a subscriber that lags resyncs.
+        let (tx, _) = broadcast::channel(4096);
+        let informer = Arc::new(Self {
+            store: store.clone(),
+            tx: tx.clone(),
+        });
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, config)
+                .default_backoff()
+                .modify(|o: &mut K| {
+                    // Controllers never read managedFields; they are most of a Node's size.
+                    o.managed_fields_mut().clear();
+                })
+                .boxed();
+            while let Some(event) = stream.next().await {
+                let event = match event {
+                    Ok(e) => e,
+                    Err(e) => {
+                        tracing::warn!(error = %e, kind = %K::kind(&()), "watch failed; retrying");
+                        continue;
+                    }
+                };
+                let notice = match &event {
+                    watcher::Event::Apply(o) => Some(Notice::Applied {
+                        old: store.get(&ObjectRef::from_obj(o)),
+                        new: Arc::new(o.clone()),
+                    }),
+                    watcher::Event::Delete(o) => Some(Notice::Deleted(Arc::new(o.clone()))),
+                    watcher::Event::InitDone => Some(Notice::Resync),
+                    watcher::Event::Init | watcher::Event::InitApply(_) => None,
+                };
+                writer.apply_watcher_event(&event);
+                if let Some(n) = notice {
+                    // No subscriber yet is fine: they resync from the store when they start.
+                    let _ = tx.send(n);
+                }
+            }
+        });
+        (informer, task)
+    }
+
+    /// A feed of changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Notice<K>> {
+        self.tx.subscribe()
+    }
+
+    /// Waits for the first full list.
+    pub async fn ready(&self) {
+        // The writer lives in the watch task; it only drops when that task ends.
+        let _ = self.store.wait_until_ready().await;
+    }
+}
+
+/// Next notice of a feed; a lagged feed becomes a [`Notice::Resync`]; `None` when closed.
+pub(crate) async fn next_notice<K>(rx: &mut broadcast::Receiver<Notice<K>>) -> Option<Notice<K>>
+where
+    K: Clone,
+{
+    match rx.recv().await {
+        Ok(n) => Some(n),
+        Err(broadcast::error::RecvError::Lagged(_)) => Some(Notice::Resync),
+        Err(broadcast::error::RecvError::Closed) => None,
+    }
+}
+
+#[allow(dead_code)] // used by the service controller
+/// `namespace/name` or `name`, the workqueue key of upstream `MetaNamespaceKeyFunc`.
+pub(crate) fn key_of<K: Resource>(o: &K) -> String {
+    match o.namespace() {
+        Some(ns) => format!("{ns}/{}", o.name_any()),
+        None => o.name_any(),
+    }
+}
+
+#[allow(dead_code)] // used by the service controller
+/// Looks up a workqueue key in a store.
+pub(crate) fn get_by_key<K>(store: &Store<K>, key: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let r = match key.split_once('/') {
+        Some((ns, name)) => ObjectRef::new(name).within(ns),
+        None => ObjectRef::new(key),
+    };
+    store.get(&r)
+}

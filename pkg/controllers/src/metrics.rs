@@ -1,0 +1,128 @@
+//! Metrics shared by the controllers, under the names upstream dashboards expect
+//! (`k8s.io/component-base/metrics/prometheus/workqueue`, the service controller's
+//! `service_controller_*`, and the node controllers' counters).
+
+use prometheus::{
+    exponential_buckets, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry,
+};
+
+/// Every metric of the controllers.
+#[derive(Clone)]
+pub(crate) struct Metrics {
+    /// `workqueue_depth{name}`.
+    pub depth: IntGaugeVec,
+    /// `workqueue_adds_total{name}`.
+    pub adds: IntCounterVec,
+    /// `workqueue_queue_duration_seconds{name}`.
+    pub queue_duration: HistogramVec,
+    /// `workqueue_work_duration_seconds{name}`.
+    pub work_duration: HistogramVec,
+    /// `workqueue_retries_total{name}`.
+    pub retries: IntCounterVec,
+    /// `service_controller_loadbalancer_sync_total`.
+    pub lb_sync: IntCounter,
+    /// `service_controller_nodesync_latency_seconds`.
+    pub nodesync_latency: HistogramVec,
+    /// `service_controller_update_loadbalancer_host_latency_seconds`.
+    pub update_lb_host_latency: HistogramVec,
+    /// `service_controller_nodesync_error_total`.
+    pub nodesync_errors: IntCounter,
+    /// `cloud_node_lifecycle_controller_shutdown_total`-style counters, by action
+    /// (`taint`, `untaint`, `delete`).
+    pub lifecycle_actions: IntCounterVec,
+    /// `route_controller_route_sync_total`.
+    pub route_sync: IntCounter,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them; a metric already registered (the runtime
+    /// started the controllers twice with one registry) is kept unregistered rather than
+    /// failing the start.
+    pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let name = &["name"];
+        let buckets = exponential_buckets(1e-8, 10.0, 10)?;
+        let m = Self {
+            depth: IntGaugeVec::new(Opts::new("workqueue_depth", "Current depth of workqueue"), name)?,
+            adds: IntCounterVec::new(
+                Opts::new("workqueue_adds_total", "Total number of adds handled by workqueue"),
+                name,
+            )?,
+            queue_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "workqueue_queue_duration_seconds",
+                    "How long in seconds an item stays in workqueue before being requested.",
+                )
+                .buckets(buckets.clone()),
+                name,
+            )?,
+            work_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "workqueue_work_duration_seconds",
+                    "How long in seconds processing an item from workqueue takes.",
+                )
+                .buckets(buckets),
+                name,
+            )?,
+            retries: IntCounterVec::new(
+                Opts::new("workqueue_retries_total", "Total number of retries handled by workqueue"),
+                name,
+            )?,
+            lb_sync: IntCounter::new(
+                "service_controller_loadbalancer_sync_total",
+                "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
+            )?,
+            nodesync_latency: HistogramVec::new(
+                HistogramOpts::new(
+                    "service_controller_nodesync_latency_seconds",
+                    "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates.",
+                )
+                .buckets(exponential_buckets(1.0, 2.0, 15)?),
+                &[],
+            )?,
+            update_lb_host_latency: HistogramVec::new(
+                HistogramOpts::new(
+                    "service_controller_update_loadbalancer_host_latency_seconds",
+                    "A metric measuring the latency for updating each load balancer hosts.",
+                )
+                .buckets(exponential_buckets(1.0, 2.0, 15)?),
+                &[],
+            )?,
+            nodesync_errors: IntCounter::new(
+                "service_controller_nodesync_error_total",
+                "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
+            )?,
+            lifecycle_actions: IntCounterVec::new(
+                Opts::new(
+                    "cloud_node_lifecycle_controller_actions_total",
+                    "Shutdown taints added and removed and Nodes deleted by the cloud-node-lifecycle controller",
+                ),
+                &["action"],
+            )?,
+            route_sync: IntCounter::new(
+                "route_controller_route_sync_total",
+                "A metric counting the amount of times routes have been synced with the cloud provider.",
+            )?,
+        };
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(m.depth.clone()),
+            Box::new(m.adds.clone()),
+            Box::new(m.queue_duration.clone()),
+            Box::new(m.work_duration.clone()),
+            Box::new(m.retries.clone()),
+            Box::new(m.lb_sync.clone()),
+            Box::new(m.nodesync_latency.clone()),
+            Box::new(m.update_lb_host_latency.clone()),
+            Box::new(m.nodesync_errors.clone()),
+            Box::new(m.lifecycle_actions.clone()),
+            Box::new(m.route_sync.clone()),
+        ];
+        for c in collectors {
+            match registry.register(c) {
+                Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,259 @@
+//! A rate-limited work queue with upstream semantics (`k8s.io/client-go/util/workqueue`): a
+//! key is queued at most once, never processed by two workers at a time (re-added while being
+//! processed, it runs again afterwards), and failed keys come back after a per-item
+//! exponential backoff that `forget` resets.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::metrics::Metrics;
+
+/// What a reconcile asks for next (kube-runtime's `Action`, whose delay we need to read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the object changes.
+    AwaitChange,
+    /// Look again after this long.
+    Requeue(Duration),
+}
+
+#[derive(Default)]
+struct Inner {
+    queue: VecDeque<String>,
+    /// Queued (waiting) keys, with when they were added.
+    dirty: HashMap<String, Instant>,
+    processing: HashSet<String>,
+    failures: HashMap<String, u32>,
+    shutdown: bool,
+}
+
+/// The queue; cheap to share behind an `Arc`.
+pub(crate) struct Queue {
+    name: &'static str,
+    inner: Mutex<Inner>,
+    ready: Notify,
+    base_delay: Duration,
+    max_delay: Duration,
+    metrics: Metrics,
+}
+
+impl Queue {
+    /// A queue named `name` (the metrics' `name` label) whose failed items come back after
+    /// `base_delay * 2^failures`, at most `max_delay`.
+    pub fn new(
+        name: &'static str,
+        base_delay: Duration,
+        max_delay: Duration,
+        metrics: Metrics,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            inner: Mutex::new(Inner::default()),
+            ready: Notify::new(),
+            base_delay,
+            max_delay,
+            metrics,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `key` unless it is already waiting.
+    pub fn add(&self, key: String) {
+        let mut st = self.lock();
+        if st.shutdown || st.dirty.contains_key(&key) {
+            return;
+        }
+        self.metrics.adds.with_label_values(&[self.name]).inc();
+        st.dirty.insert(key.clone(), Instant::now());
+        if st.processing.contains(&key) {
+            // `done` queues it again.
+            return;
+        }
+        st.queue.push_back(key);
+        self.metrics
+            .depth
+            .with_label_values(&[self.name])
+            .set(st.queue.len() as i64);
+        drop(st);
+        self.ready.notify_one();
+    }
+
+    /// Queues `key` after `delay`.
+    pub fn add_after(self: &Arc<Self>, key: String, delay: Duration) {
+        if delay.is_zero() {
+            self.add(key);
+            return;
+        }
+        let q = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Some(q) = q.upgrade() {
+                q.add(key);
+            }
+        });
+    }
+
+    /// Counts a failure of `key` and returns how long to wait before retrying it.
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut st = self.lock();
+        let n = st.failures.entry(key.to_string()).or_insert(0);
+        let exp = (*n).min(30);
+        *n = n.saturating_add(1);
+        self.metrics.retries.with_label_values(&[self.name]).inc();
+        self.base_delay
+            .checked_mul(1u32 << exp)
+            .unwrap_or(self.max_delay)
+            .min(self.max_delay)
+    }
+
+    /// Resets the backoff of `key`.
+    pub fn forget(&self, key: &str) {
+        self.lock().failures.remove(key);
+    }
+
+    /// Waits for the next key; `None` once shut down.
+    pub async fn get(&self) -> Option<String> {
+        loop {
+            let notified = self.ready.notified();
+            {
+                let mut st = self.lock();
+                if st.shutdown {
+                    return None;
+                }
+                if let Some(key) = st.queue.pop_front() {
+                    if let Some(added) = st.dirty.remove(&key) {
+                        self.metrics
+                            .queue_duration
+                            .with_label_values(&[self.name])
+                            .observe(added.elapsed().as_secs_f64());
+                    }
+                    st.processing.insert(key.clone());
+                    self.metrics
+                        .depth
+                        .with_label_values(&[self.name])
+                        .set(st.queue.len() as i64);
+                    if !st.queue.is_empty() {
+                        // Wake another worker for the rest.
+                        self.ready.notify_one();
+                    }
+                    return Some(key);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Marks `key` processed; queues it again if it was added meanwhile.
+    pub fn done(&self, key: &str) {
+        let mut st = self.lock();
+        st.processing.remove(key);
+        if st.dirty.contains_key(key) {
+            st.queue.push_back(key.to_string());
+            drop(st);
+            self.ready.notify_one();
+        }
+    }
+
+    /// Stops handing out keys.
+    #[cfg(test)]
+    pub fn shut_down(&self) {
+        self.lock().shutdown = true;
+        self.ready.notify_waiters();
+    }
+
+    /// Keys waiting (for tests and logs).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+}
+
+/// Runs `workers` workers that each take keys from `queue` and run `process` on them, until
+/// the queue shuts down. `process` returns what to do with the key next.
+pub(crate) async fn run_workers<F, Fut>(queue: Arc<Queue>, workers: u32, process: F)
+where
+    F: Fn(String) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Option<Duration>> + Send,
+{
+    let process = Arc::new(process);
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..workers.max(1) {
+        let queue = queue.clone();
+        let process = process.clone();
+        set.spawn(async move {
+            while let Some(key) = queue.get().await {
+                let start = Instant::now();
+                let next = process(key.clone()).await;
+                queue
+                    .metrics
+                    .work_duration
+                    .with_label_values(&[queue.name])
+                    .observe(start.elapsed().as_secs_f64());
+                queue.done(&key);
+                if let Some(delay) = next {
+                    queue.add_after(key, delay);
+                }
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> Arc<Queue> {
+        let m = Metrics::new(&prometheus::Registry::new()).expect("metrics");
+        Queue::new("test", Duration::from_millis(5), Duration::from_secs(1), m)
+    }
+
+    #[tokio::test]
+    async fn dedups_and_requeues_keys_added_while_processing() {
+        let q = queue();
+        q.add("a".into());
+        q.add("a".into());
+        q.add("b".into());
+        assert_eq!(q.len(), 2);
+        let k = q.get().await.expect("key");
+        assert_eq!(k, "a");
+        q.add("a".into());
+        assert_eq!(q.len(), 1, "a is being processed: not queued twice");
+        q.done("a");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.get().await.as_deref(), Some("b"));
+        assert_eq!(q.get().await.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_max_and_forget_resets() {
+        let q = queue();
+        assert_eq!(q.backoff("a"), Duration::from_millis(5));
+        assert_eq!(q.backoff("a"), Duration::from_millis(10));
+        assert_eq!(q.backoff("a"), Duration::from_millis(20));
+        for _ in 0..40 {
+            q.backoff("a");
+        }
+        assert_eq!(q.backoff("a"), Duration::from_secs(1));
+        q.forget("a");
+        assert_eq!(q.backoff("a"), Duration::from_millis(5));
+        assert_eq!(q.backoff("b"), Duration::from_millis(5));
+    }
+
+    #[tokio::test]
+    async fn shutdown_releases_workers() {
+        let q = queue();
+        let q2 = q.clone();
+        let h = tokio::spawn(async move { q2.get().await });
+        tokio::task::yield_now().await;
+        q.shut_down();
+        assert_eq!(h.await.expect("join"), None);
+    }
+}

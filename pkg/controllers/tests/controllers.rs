@@ -1,0 +1,287 @@
+//! Integration tests of the cloud controllers against a real kube-apiserver (pkg/testenv) and
+//! the recording fake cloud. The apiserver is shared with other test binaries, so every test
+//! labels its Nodes with its own value and runs the controllers scoped to that label.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use futures::StreamExt;
+use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig, FakeInstance};
+use hypercloud_cloudprovider::wellknown;
+use hypercloud_controllers::{names, run_controllers_scoped, ControllerConfig, Scope};
+use hypercloud_options::ControllerOptions;
+use hypercloud_testenv::TestEnv;
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::oneshot;
+
+const TEST_LABEL: &str = "hypercloud.io/controllers-test";
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Parser)]
+struct Flags {
+    #[command(flatten)]
+    c: ControllerOptions,
+}
+
+fn options(args: &[&str]) -> ControllerOptions {
+    let mut argv = vec!["test"];
+    argv.extend_from_slice(args);
+    Flags::parse_from(argv).c
+}
+
+/// Controllers running in the background; stopped on drop.
+struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), hypercloud_controllers::Error>>,
+}
+
+impl Running {
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let r = (&mut self.task).await.expect("join");
+        r.expect("controllers ran without error");
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn start(
+    client: Client,
+    cloud: &FakeCloud,
+    controllers: &[&'static str],
+    args: &[&str],
+    scope: Scope,
+) -> Running {
+    let (tx, rx) = oneshot::channel::<()>();
+    let config = ControllerConfig {
+        client,
+        cloud: Arc::new(cloud.clone()),
+        component: "cloud-controller-manager".into(),
+        options: options(args),
+        metrics: prometheus::Registry::new(),
+    };
+    let controllers = controllers.to_vec();
+    let task = tokio::spawn(async move {
+        run_controllers_scoped(config, &controllers, scope, async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    Running {
+        stop: Some(tx),
+        task,
+    }
+}
+
+async fn eventually<F, Fut, T>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn addr(t: &str, a: &str) -> NodeAddress {
+    NodeAddress {
+        type_: t.into(),
+        address: a.into(),
+    }
+}
+
+fn node(name: &str, label: &str, taints: Vec<Taint>) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([(TEST_LABEL.to_string(), label.to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(taints),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn uninitialized() -> Taint {
+    Taint {
+        key: wellknown::TAINT_UNINITIALIZED.into(),
+        value: Some("true".into()),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }
+}
+
+fn instance(name: &str, ip: &str) -> FakeInstance {
+    FakeInstance {
+        name: name.into(),
+        instance_type: "m1.small".into(),
+        addresses: vec![addr("InternalIP", ip)],
+        labels: BTreeMap::from([("example.com/rack".to_string(), "r1".to_string())]),
+        ..Default::default()
+    }
+}
+
+fn has_taint(n: &Node, key: &str) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+async fn delete_nodes(api: &Api<Node>, names: &[String]) {
+    for n in names {
+        let _ = api.delete(n, &DeleteParams::default()).await;
+    }
+}
+
+#[tokio::test]
+async fn cloud_node_initialises_tainted_nodes_with_one_metadata_patch() {
+    let env = TestEnv::new("cloud-node-init").await.expect("testenv");
+    let label = env.unique_name("cn");
+    let ready = env.unique_name("n-ready");
+    let missing = env.unique_name("n-missing");
+    let cloud = FakeCloud::new(FakeConfig {
+        region: "region-1".into(),
+        zone: "zone-a".into(),
+        instances: vec![instance(&ready, "10.0.0.7")],
+        ..Default::default()
+    });
+    let api: Api<Node> = Api::all(env.client());
+
+    // Count every write to the node through a watch opened before it exists.
+    let wp = watcher::Config::default().fields(&format!("metadata.name={ready}"));
+    let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watch_task = {
+        let writes = writes.clone();
+        let mut stream = watcher(api.clone(), wp).boxed();
+        tokio::spawn(async move {
+            let mut last_rv = None;
+            while let Some(Ok(ev)) = stream.next().await {
+                if let watcher::Event::Apply(n) | watcher::Event::InitApply(n) = ev {
+                    let rv = n.resource_version();
+                    if last_rv.is_some() && rv != last_rv {
+                        writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    last_rv = rv;
+                }
+            }
+        })
+    };
+    // Let the watch establish before creating.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let running = start(
+        env.client(),
+        &cloud,
+        &[names::CLOUD_NODE.name],
+        &[],
+        Scope {
+            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
+            service_namespace: None,
+        },
+    );
+    let mut n = node(&ready, &label, vec![uninitialized()]);
+    n.status = Some(NodeStatus {
+        addresses: Some(vec![addr("Hostname", "host-ready")]),
+        ..Default::default()
+    });
+    api.create(&PostParams::default(), &n)
+        .await
+        .expect("create node");
+    api.create(
+        &PostParams::default(),
+        &node(&missing, &label, vec![uninitialized()]),
+    )
+    .await
+    .expect("create node");
+
+    let done = eventually("node initialised", || async {
+        let n = api.get(&ready).await.ok()?;
+        let has_addrs = n
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .is_some_and(|a| a.iter().any(|a| a.address == "10.0.0.7"));
+        (!has_taint(&n, wellknown::TAINT_UNINITIALIZED) && has_addrs).then_some(n)
+    })
+    .await;
+    let labels = done.labels();
+    assert_eq!(labels[wellknown::LABEL_TOPOLOGY_ZONE], "zone-a");
+    assert_eq!(labels[wellknown::LABEL_FAILURE_DOMAIN_ZONE], "zone-a");
+    assert_eq!(labels[wellknown::LABEL_TOPOLOGY_REGION], "region-1");
+    assert_eq!(labels[wellknown::LABEL_FAILURE_DOMAIN_REGION], "region-1");
+    assert_eq!(labels[wellknown::LABEL_INSTANCE_TYPE], "m1.small");
+    assert_eq!(labels[wellknown::LABEL_INSTANCE_TYPE_BETA], "m1.small");
+    assert_eq!(labels["example.com/rack"], "r1");
+    assert_eq!(
+        done.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some(format!("fake:///{ready}").as_str())
+    );
+    let addresses = done
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        addresses,
+        vec![
+            addr("InternalIP", "10.0.0.7"),
+            addr("Hostname", "host-ready")
+        ]
+    );
+
+    // Give stragglers a moment, then: one metadata patch + one status patch, nothing more.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        writes.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "writes to the node during initialisation"
+    );
+    assert_eq!(
+        cloud
+            .calls()
+            .iter()
+            .filter(|c| c.method == "instance_metadata" && c.args == [ready.clone()])
+            .count(),
+        1,
+        "one cloud call for the node"
+    );
+
+    // The node without an instance is left alone, still tainted.
+    let m = api.get(&missing).await.expect("missing node");
+    assert!(has_taint(&m, wellknown::TAINT_UNINITIALIZED));
+    assert!(m
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_ref())
+        .is_none());
+    assert!(cloud
+        .calls()
+        .iter()
+        .any(|c| c.method == "instance_metadata" && c.args == [missing.clone()]));
+
+    running.stop().await;
+    watch_task.abort();
+    delete_nodes(&api, &[ready, missing]).await;
+    env.cleanup().await.expect("cleanup");
+}
