@@ -1,7 +1,15 @@
 //! `kubelet-helper`: the kubelet's cloud duties (upstream: the kubelet's `--cloud-provider`
-//! code paths: node name, provider ID, addresses and zone at registration; in external mode
-//! registration with the uninitialized taint). This build starts the provider and reports
-//! what the kubelet would be able to ask it.
+//! code paths). In-tree it asks the provider for the node name, provider ID, addresses, zone
+//! and instance type, registers the Node with them and keeps the addresses in sync; with
+//! `--cloud-provider=external` it makes no cloud call and registers the Node with the
+//! uninitialized taint for the cloud-controller-manager to initialise.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use hypercloud_cloudprovider::Interface;
+use hypercloud_kubelet::registration::{self, Mode, NodeInput, Registered};
+use hypercloud_options::GoDuration;
 
 use crate::cloud::{self, Common, UsageError};
 
@@ -11,19 +19,56 @@ use crate::cloud::{self, Common, UsageError};
 pub struct Args {
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub node: NodeOptions,
+}
+
+/// The kubelet flags that shape the Node (upstream names and defaults).
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Node flags")]
+pub struct NodeOptions {
+    /// If non-empty, will use this string as identification instead of the actual hostname.
+    #[arg(long = "hostname-override", value_name = "NAME")]
+    pub hostname_override: Option<String>,
+
+    /// IP address (or comma-separated dual-stack addresses) of the node. In-tree, the cloud
+    /// address equal to it is the only one reported for its type; with an external provider
+    /// it is passed to the cloud-controller-manager as the alpha.kubernetes.io/provided-node-ip
+    /// annotation.
+    #[arg(long = "node-ip", value_name = "IP")]
+    pub node_ip: Option<String>,
+
+    /// Unique identifier of the node in the cloud provider (e.g. openstack:///<uuid>); wins
+    /// over the provider's answer.
+    #[arg(long = "provider-id", value_name = "ID")]
+    pub provider_id: Option<String>,
+
+    /// Labels to add when registering the node in the cluster (key=value pairs separated by
+    /// ',').
+    #[arg(long = "node-labels", value_name = "LABELS", value_parser = registration::parse_labels)]
+    pub node_labels: Option<std::collections::BTreeMap<String, String>>,
+
+    /// Specifies how often the node's addresses are synced with the cloud (in-tree only).
+    #[arg(
+        long = "node-status-update-frequency",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub node_status_update_frequency: GoDuration,
+
+    /// Register (or update) the Node once and exit, instead of syncing addresses until
+    /// stopped.
+    #[arg(long)]
+    pub once: bool,
 }
 
 pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
-    let Args { common } = args;
-    // Served on /metrics once the personality serves (cloud-controller-manager issue).
+    let Args { common, node } = args;
     let metrics = prometheus::Registry::new();
     let cloud = cloud::start(invoked_as, &common, &metrics).await?;
-    print!(
-        "{}",
-        cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
-    );
-    if let Some(c) = &cloud {
-        use hypercloud_cloudprovider::Interface as _;
+    let cloud: Option<&dyn Interface> = cloud.as_deref().map(|c| c as _);
+    print!("{}", cloud::report(invoked_as, &common.cloud, cloud));
+    if let Some(c) = cloud {
         if c.instances().is_none() && c.instances_v2().is_none() {
             return Err(UsageError(format!(
                 "--cloud-provider={}: the provider does not support instances, which the kubelet needs for its node name and addresses",
@@ -37,5 +82,104 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
             hypercloud_cloudprovider::wellknown::TAINT_UNINITIALIZED
         );
     }
-    Ok(())
+    let client = common.kube.client().await?;
+
+    let hostname = registration::hostname(node.hostname_override.as_deref());
+    let node_name = registration::node_name(cloud, &hostname).await?;
+    let mut input = NodeInput {
+        node_name: node_name.clone(),
+        hostname,
+        provider_id: node.provider_id.clone(),
+        node_ip: node.node_ip.clone(),
+        labels: node.node_labels.clone().unwrap_or_default(),
+        mode: Mode::NoCloud,
+    };
+    input.mode = mode(cloud, &common, &input).await?;
+    let initial = registration::initial_node(&input);
+    let outcome = register_with_retry(&client, &initial, &input).await?;
+    let verb = match outcome {
+        Registered::Created => "registered",
+        Registered::UpdatedLabels => "updated the labels of existing",
+        Registered::Unchanged => "found up to date",
+    };
+    println!("{invoked_as}: {verb} node {node_name}");
+    if node.once {
+        return Ok(());
+    }
+    let Some(cloud) = cloud else {
+        // External or no cloud: the kubelet has no further cloud duty.
+        std::future::pending::<()>().await;
+        return Ok(());
+    };
+    let mut tick = tokio::time::interval(
+        node.node_status_update_frequency
+            .get()
+            .max(Duration::from_secs(1)),
+    );
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let synced = async {
+            let facts =
+                registration::cloud_facts(cloud, &node_name, input.node_ip.as_deref()).await?;
+            registration::sync_addresses(client.clone(), &node_name, &facts.addresses).await
+        };
+        match synced.await {
+            Ok(true) => tracing::info!(node = %node_name, "node addresses updated from the cloud"),
+            Ok(false) => tracing::debug!(node = %node_name, "node addresses unchanged"),
+            Err(e) => tracing::warn!(node = %node_name, error = %e, "syncing node addresses"),
+        }
+    }
+}
+
+async fn mode(
+    cloud: Option<&dyn Interface>,
+    common: &Common,
+    input: &NodeInput,
+) -> anyhow::Result<Mode> {
+    Ok(match cloud {
+        Some(c) => Mode::InTree(
+            registration::cloud_facts(c, &input.node_name, input.node_ip.as_deref())
+                .await
+                .context("collecting the node's facts from the cloud")?,
+        ),
+        None if common.cloud.is_external() => Mode::External,
+        None => Mode::NoCloud,
+    })
+}
+
+/// The kubelet retries registration forever with backoff; a helper started before the
+/// apiserver is ready behaves the same, but gives up on errors that retrying cannot fix.
+async fn register_with_retry(
+    client: &kube::Client,
+    node: &k8s_openapi::api::core::v1::Node,
+    input: &NodeInput,
+) -> anyhow::Result<Registered> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match registration::register(client.clone(), node, input).await {
+            Ok(r) => return Ok(r),
+            Err(e) if retryable(&e) => {
+                tracing::warn!(node = %input.node_name, error = %e, "unable to register node with API server; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(7));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Connection problems and server errors are worth retrying; a rejection (403, 422) is not.
+fn retryable(e: &hypercloud_kubelet::Error) -> bool {
+    use hypercloud_kubelet::Error as E;
+    let source = match e {
+        E::CreateNode { source, .. } | E::GetNode { source, .. } | E::PatchNode { source, .. } => {
+            source
+        }
+        _ => return false,
+    };
+    match source {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        _ => true,
+    }
 }
