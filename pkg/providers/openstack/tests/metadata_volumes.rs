@@ -1,0 +1,167 @@
+//! The metadata reader against the local cloud's config drives and metadata service (both
+//! orders of `search-order`, fallback, and both failing), Zones::get_zone and
+//! Instances::current_node_name through it, and Cinder volume zones.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/cloud.rs"]
+mod support;
+
+use hypercloud_cloudprovider::{Error, Interface};
+use hypercloud_providers_openstack::{Config, MetadataReader};
+use reqwest::Method;
+use serde_json::json;
+use support::Cloud;
+
+fn reader(metadata_section: &str) -> MetadataReader {
+    let text = format!("[Metadata]\n{metadata_section}");
+    let c = Config::parse(&text, "test").unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    MetadataReader::new(c.metadata).unwrap()
+}
+
+/// A mounted-drive layout whose metadata says `from-drive`, to tell the sources apart.
+fn fake_drive() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let latest = dir.path().join("openstack/latest");
+    std::fs::create_dir_all(&latest).unwrap();
+    std::fs::write(
+        latest.join("meta_data.json"),
+        json!({"uuid": "from-drive", "name": "drive-node", "availability_zone": "drive-az"})
+            .to_string(),
+    )
+    .unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn config_drive_and_metadata_service_in_either_order() {
+    let cloud = Cloud::start().await;
+    let id = cloud.create_server("meta-node", "1", Some("az-2")).await;
+    let url = cloud.metadata_url();
+
+    // The local cloud's own config drive for the instance.
+    let md = reader(&format!(
+        "search-order = configDrive\nconfig-drive-dir = {}\ninstance-id = {id}\n",
+        cloud.config_drive_dir().display()
+    ))
+    .read()
+    .await
+    .unwrap();
+    assert_eq!(md.uuid, id);
+    assert_eq!(md.name, "meta-node");
+    assert_eq!(md.hostname, "meta-node");
+    assert_eq!(md.availability_zone, "az-2");
+
+    // The metadata service, naming the instance.
+    let md = reader(&format!(
+        "search-order = metadataService\nmetadata-url = {url}\ninstance-id = meta-node\n"
+    ))
+    .read()
+    .await
+    .unwrap();
+    assert_eq!(md.uuid, id);
+    assert_eq!(md.availability_zone, "az-2");
+
+    let drive = fake_drive();
+    let both = |order: &str| {
+        format!(
+            "search-order = {order}\nconfig-drive-dir = {}\nmetadata-url = {url}\ninstance-id = meta-node\n",
+            drive.path().display()
+        )
+    };
+    let first = reader(&both("configDrive,metadataService"))
+        .read()
+        .await
+        .unwrap();
+    assert_eq!(first.uuid, "from-drive");
+    let first = reader(&both("metadataService,configDrive"))
+        .read()
+        .await
+        .unwrap();
+    assert_eq!(first.uuid, id);
+
+    // The first source failing falls through to the second.
+    let empty = tempfile::tempdir().unwrap();
+    let md = reader(&format!(
+        "config-drive-dir = {}\nmetadata-url = {url}\ninstance-id = meta-node\n",
+        empty.path().display()
+    ))
+    .read()
+    .await
+    .unwrap();
+    assert_eq!(md.uuid, id);
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_source_failing_names_each_attempt() {
+    let cloud = Cloud::start().await;
+    let empty = tempfile::tempdir().unwrap();
+    let err = reader(&format!(
+        "search-order = metadataService,configDrive\nconfig-drive-dir = {}\nmetadata-url = {}\ninstance-id = ghost\nrequest-timeout = 2s\n",
+        empty.path().display(),
+        cloud.metadata_url()
+    ))
+    .read()
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with("could not read instance metadata from any source: metadataService: GET "),
+        "{err}"
+    );
+    assert!(err.contains("HTTP 404"), "{err}");
+    assert!(
+        err.contains("; configDrive: no config drive for instance ghost in"),
+        "{err}"
+    );
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn zone_and_node_name_of_this_machine_come_from_metadata() {
+    let cloud = Cloud::start().await;
+    let id = cloud.create_server("self-node", "1", Some("az-2")).await;
+    let os = cloud.provider_with(&format!(
+        "[Metadata]\nsearch-order = configDrive\nconfig-drive-dir = {}\ninstance-id = {id}\n",
+        cloud.config_drive_dir().display()
+    ));
+    let zone = os.zones().unwrap().get_zone().await.unwrap();
+    assert_eq!(zone.failure_domain, "az-2");
+    assert_eq!(zone.region, "RegionOne");
+    assert_eq!(
+        os.instances()
+            .unwrap()
+            .current_node_name("whatever-the-hostname-is")
+            .await
+            .unwrap(),
+        "self-node"
+    );
+    let broken = cloud.provider_with("[Metadata]\nsearch-order = configDrive\n");
+    let e = broken.zones().unwrap().get_zone().await.unwrap_err();
+    assert!(e.to_string().contains("read instance metadata"), "{e}");
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn volume_zone_and_region() {
+    let cloud = Cloud::start().await;
+    let v = cloud
+        .ok(
+            Method::POST,
+            &format!("/volume/v3/{}/volumes", cloud.project),
+            Some(json!({"volume": {"size": 1, "name": "pv-1", "availability_zone": "az-2"}})),
+        )
+        .await;
+    let vol = v["volume"]["id"].as_str().unwrap();
+    let os = cloud.provider_with("");
+    let zone = os.volumes().volume_zone(vol).await.unwrap();
+    assert_eq!(zone.failure_domain, "az-2");
+    assert_eq!(zone.region, "RegionOne");
+    assert!(matches!(
+        os.volumes().volume_zone("no-such-volume").await,
+        Err(Error::DiskNotFound)
+    ));
+    assert!(os.clusters().is_none());
+    cloud.shutdown().await;
+}
