@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::faults::{self, Faults, Latency, Rate};
 use crate::server::SERVER_FILE;
-use crate::{defaults, store, Error, Result, Server, ServerConfig, ServerHandle};
+use crate::{defaults, store, Error, Result, Server, ServerConfig, ServerHandle, TlsFiles};
 
 /// `hypercloud local-cloud`: a one-machine OpenStack-compatible cloud.
 #[derive(Debug, clap::Args)]
@@ -39,6 +39,8 @@ pub struct LocalCloudArgs {
 
 /// What `hypercloud local-cloud` does.
 #[derive(Debug, clap::Subcommand)]
+// Parsed once at start-up; boxing the big variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the cloud (API and metadata service) in the foreground until interrupted.
     Serve(ServeArgs),
@@ -88,6 +90,12 @@ pub struct ServeArgs {
     /// Share of requests answered 429 with Retry-After, globally and/or per service.
     #[arg(long, value_name = "[SERVICE=]RATE,...")]
     pub inject_throttle_rate: Option<Rate>,
+    /// PEM certificate (chain): serve the API over HTTPS.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
 }
 
 fn parse_ttl(s: &str) -> std::result::Result<Duration, String> {
@@ -224,6 +232,8 @@ async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) -> Result<()>
         inject_latency,
         inject_error_rate,
         inject_throttle_rate,
+        tls_cert_file,
+        tls_private_key_file,
     } = a;
     let faults = Faults {
         latency: inject_latency.unwrap_or_default(),
@@ -240,6 +250,12 @@ async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) -> Result<()>
         availability_zones,
         token_ttl,
         faults,
+        tls: tls_cert_file
+            .zip(tls_private_key_file)
+            .map(|(cert_file, key_file)| TlsFiles {
+                cert_file,
+                key_file,
+            }),
         ..ServerConfig::new(&state_dir)
     };
     let handle = Server::bind(config.clone()).await?;
@@ -282,9 +298,14 @@ fn write_client_configs(config: &ServerConfig, handle: &ServerHandle) -> Result<
     } else {
         "<your --password>".to_owned()
     };
+    let cacert = config
+        .tls
+        .as_ref()
+        .map(|t| format!("    cacert: {}\n", t.cert_file.display()))
+        .unwrap_or_default();
     let clouds = |password: &str| {
         format!(
-            "clouds:\n  local:\n    auth:\n      auth_url: {url}/identity\n      username: {user}\n      password: {password}\n      project_name: {project}\n      user_domain_name: {domain}\n      project_domain_name: {domain}\n    region_name: {region}\n    identity_api_version: 3\n",
+            "clouds:\n  local:\n    auth:\n      auth_url: {url}/identity\n      username: {user}\n      password: {password}\n      project_name: {project}\n      user_domain_name: {domain}\n      project_domain_name: {domain}\n    region_name: {region}\n    identity_api_version: 3\n{cacert}",
             user = config.user,
             project = config.project,
             domain = defaults::DOMAIN,
@@ -356,8 +377,24 @@ struct Client {
 
 impl Client {
     async fn connect(state_dir: &Path, password: &str) -> Result<Self> {
+        let mut http = reqwest::Client::builder();
         let (base, local) = if store::is_locked(state_dir) {
-            (running_url(state_dir)?, None)
+            let (url, cert) = running_server(state_dir)?;
+            if let Some(cert) = cert {
+                let pem = std::fs::read(&cert).map_err(|e| Error::LoadTls {
+                    path: cert.clone(),
+                    reason: e.to_string(),
+                })?;
+                for c in
+                    reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| Error::LoadTls {
+                        path: cert.clone(),
+                        reason: e.to_string(),
+                    })?
+                {
+                    http = http.add_root_certificate(c);
+                }
+            }
+            (url, None)
         } else {
             let config = ServerConfig {
                 metadata_listen: None,
@@ -367,7 +404,11 @@ impl Client {
             let handle = Server::bind(config).await?;
             (handle.api_url().to_owned(), Some(handle))
         };
-        let http = reqwest::Client::new();
+        let http = http.build().map_err(|source| Error::Request {
+            method: "GET",
+            url: base.clone(),
+            source,
+        })?;
         let url = format!("{base}/identity/v3/auth/tokens");
         let body = json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
             "name": defaults::USER, "domain": {"name": defaults::DOMAIN}, "password": password}}},
@@ -501,8 +542,8 @@ impl Client {
     }
 }
 
-/// The URL of the server holding `state_dir`.
-fn running_url(state_dir: &Path) -> Result<String> {
+/// The URL of the server holding `state_dir`, and its TLS certificate if it serves HTTPS.
+fn running_server(state_dir: &Path) -> Result<(String, Option<PathBuf>)> {
     let path = state_dir.join(SERVER_FILE);
     let text = std::fs::read_to_string(&path).map_err(|source| Error::ReadSnapshot {
         path: path.clone(),
@@ -512,9 +553,10 @@ fn running_url(state_dir: &Path) -> Result<String> {
         path: path.clone(),
         source,
     })?;
+    let cert = info["tls_cert_file"].as_str().map(PathBuf::from);
     info["api_url"]
         .as_str()
-        .map(str::to_owned)
+        .map(|u| (u.to_owned(), cert))
         .ok_or_else(|| Error::NotFound {
             what: "api_url in",
             name: path.display().to_string(),

@@ -66,6 +66,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot load TLS material from {path}: {reason}")]
+    LoadTls { path: PathBuf, reason: String },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: std::net::SocketAddr,

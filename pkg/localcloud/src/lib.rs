@@ -23,6 +23,7 @@ pub mod faults;
 pub(crate) mod metadata;
 mod server;
 pub mod store;
+mod tls;
 
 pub use api::Service;
 pub use cli::{
@@ -30,3 +31,4 @@ pub use cli::{
 };
 pub use error::{Error, Result};
 pub use server::{Server, ServerConfig, ServerHandle};
+pub use tls::TlsFiles;

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, compute, identity, network, ApiError, Cloud};
 use crate::faults::Faults;
 use crate::store::{self, Read, Store};
+use crate::tls::{self, TlsFiles, TlsListener};
 use crate::{defaults, Error, Result};
 
 /// Everything a server needs to start; [`ServerConfig::new`] gives the defaults.
@@ -36,6 +37,8 @@ pub struct ServerConfig {
     pub availability_zones: Option<Vec<String>>,
     pub token_ttl: Duration,
     pub faults: Faults,
+    /// Serve the API over TLS with these files.
+    pub tls: Option<TlsFiles>,
 }
 
 impl ServerConfig {
@@ -54,6 +57,7 @@ impl ServerConfig {
             availability_zones: None,
             token_ttl: Duration::from_secs(defaults::TOKEN_TTL_SECS),
             faults: Faults::default(),
+            tls: None,
         }
     }
 
@@ -128,11 +132,17 @@ impl Server {
             })?),
             None => None,
         };
+        let tls_config = config.tls.as_ref().map(tls::server_config).transpose()?;
+        let scheme = if tls_config.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let base_url = config
             .public_url
             .clone()
             .map(|u| u.trim_end_matches('/').to_owned())
-            .unwrap_or_else(|| format!("http://{api_addr}"));
+            .unwrap_or_else(|| format!("{scheme}://{api_addr}"));
         let cloud = Arc::new(Cloud {
             store: store.clone(),
             faults: config.faults.clone(),
@@ -153,16 +163,28 @@ impl Server {
         let mut tasks = Vec::new();
         let app = api::router(cloud.clone());
         let mut rx = stopped.clone();
-        tasks.push(tokio::spawn(async move {
-            axum::serve(
-                api_listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-        }));
+        let until_stopped = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        match tls_config {
+            Some(tls_config) => {
+                let listener =
+                    TlsListener::new(api_listener, tls_config).map_err(|source| Error::Bind {
+                        addr: api_addr,
+                        source,
+                    })?;
+                tasks.push(tokio::spawn(async move {
+                    axum::serve(listener, app.into_make_service())
+                        .with_graceful_shutdown(until_stopped)
+                        .await
+                }));
+            }
+            None => tasks.push(tokio::spawn(async move {
+                axum::serve(api_listener, app.into_make_service())
+                    .with_graceful_shutdown(until_stopped)
+                    .await
+            })),
+        }
         if let Some(listener) = metadata_listener {
             let app = crate::metadata::router(cloud.clone());
             let mut rx = stopped.clone();
@@ -180,6 +202,7 @@ impl Server {
         let info = json!({
             "api_url": base_url,
             "metadata_url": metadata_addr.map(|a| format!("http://{a}")),
+            "tls_cert_file": cloud.config.tls.as_ref().map(|t| t.cert_file.display().to_string()),
             "pid": std::process::id(),
         });
         let path = cloud.config.state_dir.join(SERVER_FILE);

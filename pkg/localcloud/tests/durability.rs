@@ -132,3 +132,60 @@ async fn concurrent_creates_get_distinct_addresses_and_all_persist() {
     assert_eq!(ips.len(), n, "two servers got the same address");
     cloud.shutdown().await;
 }
+
+#[tokio::test]
+async fn api_over_tls_when_given_a_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap();
+    let cert_file = dir.path().join("tls.crt");
+    let key_file = dir.path().join("tls.key");
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    let mut config = ServerConfig::ephemeral(dir.path().join("state"));
+    config.tls = Some(hypercloud_localcloud::TlsFiles {
+        cert_file,
+        key_file,
+    });
+    let handle = Server::bind(config).await.unwrap();
+    assert!(
+        handle.api_url().starts_with("https://127.0.0.1:"),
+        "{}",
+        handle.api_url()
+    );
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let resp = http
+        .get(format!("{}/identity/v3", handle.api_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    let href = body["version"]["links"][0]["href"].as_str().unwrap();
+    assert!(href.starts_with("https://"), "{href}");
+    // A client that does not trust the certificate is refused; plain HTTP gets no answer.
+    assert!(reqwest::get(format!("{}/identity/v3", handle.api_url()))
+        .await
+        .is_err());
+    let plain = handle.api_url().replace("https://", "http://");
+    assert!(reqwest::get(format!("{plain}/identity/v3")).await.is_err());
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_tls_files_are_a_clear_start_up_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.pem");
+    let mut config = ServerConfig::ephemeral(dir.path().join("state"));
+    config.tls = Some(hypercloud_localcloud::TlsFiles {
+        cert_file: missing.clone(),
+        key_file: missing,
+    });
+    let err = Server::bind(config).await.unwrap_err();
+    assert!(matches!(err, Error::LoadTls { .. }), "{err}");
+    assert!(err.to_string().contains("missing.pem"), "{err}");
+}
