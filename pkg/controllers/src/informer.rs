@@ -121,7 +121,6 @@ where
     }
 }
 
-#[allow(dead_code)] // used by the service controller
 /// `namespace/name` or `name`, the workqueue key of upstream `MetaNamespaceKeyFunc`.
 pub(crate) fn key_of<K: Resource>(o: &K) -> String {
     match o.namespace() {
@@ -130,7 +129,6 @@ pub(crate) fn key_of<K: Resource>(o: &K) -> String {
     }
 }
 
-#[allow(dead_code)] // used by the service controller
 /// Looks up a workqueue key in a store.
 pub(crate) fn get_by_key<K>(store: &Store<K>, key: &str) -> Option<Arc<K>>
 where

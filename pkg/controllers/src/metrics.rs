@@ -3,8 +3,8 @@
 //! `service_controller_*`, and the node controllers' counters).
 
 use prometheus::{
-    exponential_buckets, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry,
+    exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGaugeVec, Opts, Registry,
 };
 
 /// Every metric of the controllers.
@@ -23,9 +23,9 @@ pub(crate) struct Metrics {
     /// `service_controller_loadbalancer_sync_total`.
     pub lb_sync: IntCounter,
     /// `service_controller_nodesync_latency_seconds`.
-    pub nodesync_latency: HistogramVec,
+    pub nodesync_latency: Histogram,
     /// `service_controller_update_loadbalancer_host_latency_seconds`.
-    pub update_lb_host_latency: HistogramVec,
+    pub update_lb_host_latency: Histogram,
     /// `service_controller_nodesync_error_total`.
     pub nodesync_errors: IntCounter,
     /// `cloud_node_lifecycle_controller_shutdown_total`-style counters, by action
@@ -72,21 +72,19 @@ impl Metrics {
                 "service_controller_loadbalancer_sync_total",
                 "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
             )?,
-            nodesync_latency: HistogramVec::new(
+            nodesync_latency: Histogram::with_opts(
                 HistogramOpts::new(
                     "service_controller_nodesync_latency_seconds",
                     "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates.",
                 )
                 .buckets(exponential_buckets(1.0, 2.0, 15)?),
-                &[],
             )?,
-            update_lb_host_latency: HistogramVec::new(
+            update_lb_host_latency: Histogram::with_opts(
                 HistogramOpts::new(
                     "service_controller_update_loadbalancer_host_latency_seconds",
                     "A metric measuring the latency for updating each load balancer hosts.",
                 )
                 .buckets(exponential_buckets(1.0, 2.0, 15)?),
-                &[],
             )?,
             nodesync_errors: IntCounter::new(
                 "service_controller_nodesync_error_total",

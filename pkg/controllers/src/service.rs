@@ -1,8 +1,612 @@
-//! Not yet implemented: runs nothing.
+//! The service load-balancer controller (upstream `k8s.io/cloud-provider/controllers/service`):
+//! Services of `type: LoadBalancer` without a `spec.loadBalancerClass` get a cloud load
+//! balancer. The finalizer `service.kubernetes.io/load-balancer-cleanup` goes on before the
+//! load balancer is created and comes off after it is deleted (Service deleted, or its type
+//! changed away from LoadBalancer); `status.loadBalancer` is patched with what the cloud
+//! returned. Node-set changes update the backends of every load balancer (upstream
+//! `nodeSyncLoop`), with the current upstream node predicates (KEP-3458): a node is a backend
+//! unless it is being deleted, carries `node.kubernetes.io/exclude-from-external-load-balancers`,
+//! or is tainted `ToBeDeletedByClusterAutoscaler`; readiness and `externalTrafficPolicy` do not
+//! change the set.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hypercloud_cloudprovider::wellknown::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_EXTERNAL_LB};
+use hypercloud_cloudprovider::Error as CloudError;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::informer::{get_by_key, key_of, next_notice, Informer, Notice};
+use crate::queue::{run_workers, Action, Queue};
+use crate::{names, Context, Error, Result};
+
+const CONTROLLER: &str = names::SERVICE_LB.name;
+/// Cluster autoscaler's taint for nodes it is about to delete.
+const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+
+/// The controller's own state next to the shared [`Context`].
+pub(crate) struct ServiceState {
+    ctx: Arc<Context>,
+    nodes: Arc<Informer<Node>>,
+    queue: Arc<Queue>,
+    /// Backend node names each Service's load balancer was last given (upstream
+    /// `lastSyncedNodes`); only these Services take part in node syncs.
+    last_synced: Mutex<HashMap<String, Vec<String>>>,
+}
+
+impl ServiceState {
+    fn last_synced(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+        self.last_synced.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Runs the controller until it is dropped.
 pub(crate) async fn run(
-    _c: std::sync::Arc<crate::Context>,
-    _n: std::sync::Arc<crate::informer::Informer<k8s_openapi::api::core::v1::Node>>,
-    _s: std::sync::Arc<crate::informer::Informer<k8s_openapi::api::core::v1::Service>>,
-) -> crate::Result<()> {
+    ctx: Arc<Context>,
+    nodes: Arc<Informer<Node>>,
+    services: Arc<Informer<Service>>,
+) -> Result<()> {
+    // Upstream's service rate limiter: 5s doubling to 300s per item.
+    let queue = Queue::new(
+        "service",
+        Duration::from_secs(5),
+        Duration::from_secs(300),
+        ctx.metrics.clone(),
+    );
+    let state = Arc::new(ServiceState {
+        ctx: ctx.clone(),
+        nodes: nodes.clone(),
+        queue: queue.clone(),
+        last_synced: Mutex::new(HashMap::new()),
+    });
+    let mut service_feed = services.subscribe();
+    let mut node_feed = nodes.subscribe();
+    services.ready().await;
+    nodes.ready().await;
+
+    let enqueue_services = {
+        let queue = queue.clone();
+        let services = services.clone();
+        async move {
+            let all = |queue: &Queue| {
+                for s in services.store.state() {
+                    if wants_load_balancer(&s) || needs_cleanup(&s) {
+                        queue.add(key_of(s.as_ref()));
+                    }
+                }
+            };
+            all(&queue);
+            while let Some(notice) = next_notice(&mut service_feed).await {
+                match notice {
+                    Notice::Applied { old, new } => {
+                        let changed = match &old {
+                            None => true,
+                            Some(old) => needs_update(old, &new),
+                        };
+                        if (wants_load_balancer(&new) && changed) || needs_cleanup(&new) {
+                            queue.add(key_of(new.as_ref()));
+                        }
+                    }
+                    // The finalizer guarantees we see deletions as updates first.
+                    Notice::Deleted(_) => {}
+                    Notice::Resync => all(&queue),
+                }
+            }
+        }
+    };
+
+    let node_changed = Arc::new(Notify::new());
+    let watch_nodes = {
+        let node_changed = node_changed.clone();
+        async move {
+            while let Some(notice) = next_notice(&mut node_feed).await {
+                let trigger = match &notice {
+                    Notice::Applied { old: None, .. } | Notice::Deleted(_) | Notice::Resync => true,
+                    Notice::Applied {
+                        old: Some(old),
+                        new,
+                    } => should_sync_updated_node(old, new),
+                };
+                if trigger {
+                    node_changed.notify_one();
+                }
+            }
+        }
+    };
+    let node_sync = {
+        let state = state.clone();
+        let services = services.clone();
+        async move {
+            loop {
+                // Upstream also resyncs every 100s, catching missed failures.
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(100), node_changed.notified()).await;
+                if !sync_nodes(&state, &services).await {
+                    // Retry the failed ones soon.
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    node_changed.notify_one();
+                }
+            }
+        }
+    };
+
+    let work = {
+        let state = state.clone();
+        let services = services.clone();
+        let workers = ctx.options.service_controller.concurrent_service_syncs;
+        run_workers(queue.clone(), workers, move |key: String| {
+            let state = state.clone();
+            let svc = get_by_key(&services.store, &key);
+            async move {
+                let svc = svc?;
+                match reconcile(svc.clone(), state.clone()).await {
+                    Ok(action) => {
+                        state.queue.forget(&key);
+                        match action {
+                            Action::AwaitChange => None,
+                            Action::Requeue(d) => Some(d),
+                        }
+                    }
+                    Err(e) => match error_policy(svc, &e, &state) {
+                        Action::Requeue(d) => Some(d),
+                        Action::AwaitChange => None,
+                    },
+                }
+            }
+        })
+    };
+    tokio::join!(enqueue_services, watch_nodes, node_sync, work);
     Ok(())
+}
+
+/// Counts the failure and requeues the Service after its backoff.
+pub(crate) fn error_policy(svc: Arc<Service>, error: &Error, state: &ServiceState) -> Action {
+    let delay = state.queue.backoff(&key_of(svc.as_ref()));
+    tracing::warn!(service = %key_of(svc.as_ref()), %error, ?delay, "error processing service, retrying");
+    Action::Requeue(delay)
+}
+
+/// Creates, updates or deletes one Service's load balancer (upstream
+/// `syncLoadBalancerIfNeeded`).
+#[tracing::instrument(skip_all, fields(service = %key_of(svc.as_ref())))]
+pub(crate) async fn reconcile(svc: Arc<Service>, state: Arc<ServiceState>) -> Result<Action> {
+    let ctx = &state.ctx;
+    let key = key_of(svc.as_ref());
+    let result = sync(&svc, &state, &key).await;
+    if let Err(e) = &result {
+        ctx.event(
+            CONTROLLER,
+            &svc.object_ref(&()),
+            EventType::Warning,
+            "SyncLoadBalancerFailed",
+            format!("Error syncing load balancer: {e}"),
+        )
+        .await;
+    }
+    result
+}
+
+async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> {
+    let ctx = &state.ctx;
+    let Some(lb) = ctx.cloud.load_balancer() else {
+        return Ok(Action::AwaitChange);
+    };
+    let cluster = &ctx.options.kube_cloud_shared.cluster_name;
+    let reference = svc.object_ref(&());
+    let lb_err = |operation, source| Error::LoadBalancer {
+        operation,
+        service: key.to_string(),
+        source,
+    };
+    let previous = current_status(svc);
+    let new_status = if needs_cleanup(svc) {
+        let exists = lb
+            .get_load_balancer(cluster, svc)
+            .await
+            .map_err(|e| lb_err("check if load balancer exists before cleanup", e))?
+            .is_some();
+        if exists {
+            tracing::info!("deleting existing load balancer");
+            ctx.event(
+                CONTROLLER,
+                &reference,
+                EventType::Normal,
+                "DeletingLoadBalancer",
+                "Deleting load balancer".into(),
+            )
+            .await;
+            match lb.ensure_load_balancer_deleted(cluster, svc).await {
+                Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
+                Err(e) => return Err(lb_err("delete load balancer", e)),
+            }
+        }
+        // Always drop the finalizer once the load balancer is gone, so the Service can go.
+        patch_finalizers(ctx, svc, false).await?;
+        state.last_synced().remove(key);
+        ctx.event(
+            CONTROLLER,
+            &reference,
+            EventType::Normal,
+            "DeletedLoadBalancer",
+            "Deleted load balancer".into(),
+        )
+        .await;
+        LoadBalancerStatus::default()
+    } else if wants_load_balancer(svc) {
+        tracing::info!("ensuring load balancer");
+        ctx.event(
+            CONTROLLER,
+            &reference,
+            EventType::Normal,
+            "EnsuringLoadBalancer",
+            "Ensuring load balancer".into(),
+        )
+        .await;
+        // The finalizer goes on first, so the Service cannot disappear with its load balancer
+        // left behind.
+        if !has_finalizer(svc) {
+            patch_finalizers(ctx, svc, true).await?;
+        }
+        let nodes = backend_nodes(&state.nodes);
+        if nodes.is_empty() {
+            ctx.event(
+                CONTROLLER,
+                &reference,
+                EventType::Warning,
+                "UnAvailableLoadBalancer",
+                "There are no available nodes for LoadBalancer".into(),
+            )
+            .await;
+        }
+        ctx.metrics.lb_sync.inc();
+        let status = match lb.ensure_load_balancer(cluster, svc, &nodes).await {
+            Ok(s) => s,
+            // Another controller owns this load balancer: nothing to do, nothing to report.
+            Err(CloudError::ImplementedElsewhere) => return Ok(Action::AwaitChange),
+            Err(e) => return Err(lb_err("ensure load balancer", e)),
+        };
+        state
+            .last_synced()
+            .insert(key.to_string(), node_names(&nodes));
+        ctx.event(
+            CONTROLLER,
+            &reference,
+            EventType::Normal,
+            "EnsuredLoadBalancer",
+            "Ensured load balancer".into(),
+        )
+        .await;
+        status
+    } else {
+        return Ok(Action::AwaitChange);
+    };
+    if previous != new_status {
+        let api: Api<Service> = Api::namespaced(
+            ctx.client.clone(),
+            svc.namespace().as_deref().unwrap_or("default"),
+        );
+        let mut lb_json = serde_json::to_value(&new_status).unwrap_or_else(|_| json!({}));
+        // A merge patch only clears what it names.
+        if new_status.ingress.is_none() {
+            lb_json["ingress"] = serde_json::Value::Null;
+        }
+        let patch = json!({"status": {"loadBalancer": lb_json}});
+        match api
+            .patch_status(
+                &svc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            // The Service went away right after its finalizer did.
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(Error::PatchServiceStatus {
+                    service: key.to_string(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok(Action::AwaitChange)
+}
+
+fn current_status(svc: &Service) -> LoadBalancerStatus {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.clone())
+        .unwrap_or_default()
+}
+
+/// Adds or removes our finalizer with a merge patch guarded by the resourceVersion.
+async fn patch_finalizers(ctx: &Context, svc: &Service, add: bool) -> Result<()> {
+    let mut finalizers: Vec<String> = svc
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER_LB_CLEANUP)
+        .cloned()
+        .collect();
+    if add {
+        finalizers.push(FINALIZER_LB_CLEANUP.into());
+    } else if finalizers.len() == svc.finalizers().len() {
+        return Ok(());
+    }
+    let api: Api<Service> = Api::namespaced(
+        ctx.client.clone(),
+        svc.namespace().as_deref().unwrap_or("default"),
+    );
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": svc.resource_version(),
+    }});
+    match api
+        .patch(
+            &svc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 && !add => Ok(()),
+        Err(source) => Err(Error::PatchServiceFinalizers {
+            service: key_of(svc),
+            source,
+        }),
+    }
+}
+
+/// Updates the backends of every synced load balancer whose node set changed (upstream
+/// `syncNodes`); returns whether all succeeded.
+async fn sync_nodes(state: &ServiceState, services: &Informer<Service>) -> bool {
+    let ctx = &state.ctx;
+    let Some(lb) = ctx.cloud.load_balancer() else {
+        return true;
+    };
+    let start = Instant::now();
+    let cluster = &ctx.options.kube_cloud_shared.cluster_name;
+    let nodes = backend_nodes(&state.nodes);
+    let names = node_names(&nodes);
+    let stale: Vec<String> = state
+        .last_synced()
+        .iter()
+        .filter(|(_, synced)| **synced != names)
+        .map(|(k, _)| k.clone())
+        .collect();
+    let mut ok = true;
+    for key in stale {
+        let Some(svc) = get_by_key(&services.store, &key) else {
+            state.last_synced().remove(&key);
+            continue;
+        };
+        if !wants_load_balancer(&svc) || needs_cleanup(&svc) {
+            continue;
+        }
+        let reference = svc.object_ref(&());
+        let t = Instant::now();
+        let result = lb.update_load_balancer(cluster, &svc, &nodes).await;
+        ctx.metrics
+            .update_lb_host_latency
+            .observe(t.elapsed().as_secs_f64());
+        match result {
+            Ok(()) => {
+                state.last_synced().insert(key.clone(), names.clone());
+                if nodes.is_empty() {
+                    ctx.event(
+                        CONTROLLER,
+                        &reference,
+                        EventType::Warning,
+                        "UnAvailableLoadBalancer",
+                        "There are no available nodes for LoadBalancer".into(),
+                    )
+                    .await;
+                } else {
+                    ctx.event(
+                        CONTROLLER,
+                        &reference,
+                        EventType::Normal,
+                        "UpdatedLoadBalancer",
+                        "Updated load balancer with new hosts".into(),
+                    )
+                    .await;
+                }
+            }
+            Err(CloudError::ImplementedElsewhere) => {
+                state.last_synced().insert(key.clone(), names.clone());
+            }
+            Err(e) => {
+                // Only an error if the load balancer still exists.
+                if let Ok(None) = lb.get_load_balancer(cluster, &svc).await {
+                    state.last_synced().insert(key.clone(), names.clone());
+                    continue;
+                }
+                ok = false;
+                ctx.metrics.nodesync_errors.inc();
+                tracing::warn!(service = %key, error = %e, "updating load balancer hosts");
+                ctx.event(
+                    CONTROLLER,
+                    &reference,
+                    EventType::Warning,
+                    "UpdateLoadBalancerFailed",
+                    format!(
+                        "Error updating load balancer with new hosts {:?} [node names limited, total number of nodes: {}], error: {e}",
+                        names.iter().take(5).collect::<Vec<_>>(),
+                        names.len()
+                    ),
+                )
+                .await;
+            }
+        }
+    }
+    ctx.metrics
+        .nodesync_latency
+        .observe(start.elapsed().as_secs_f64());
+    ok
+}
+
+/// The backends: cached Nodes that pass [`include_node`], sorted by name.
+fn backend_nodes(nodes: &Informer<Node>) -> Vec<Node> {
+    let mut out: Vec<Node> = nodes
+        .store
+        .state()
+        .iter()
+        .filter(|n| include_node(n))
+        .map(|n| (**n).clone())
+        .collect();
+    out.sort_by_key(|n| n.name_any());
+    out
+}
+
+fn node_names(nodes: &[Node]) -> Vec<String> {
+    nodes.iter().map(|n| n.name_any()).collect()
+}
+
+/// Upstream `stableNodeSetPredicates`: not being deleted, not labelled for exclusion, not
+/// tainted for deletion by the cluster autoscaler.
+pub fn include_node(node: &Node) -> bool {
+    node.metadata.deletion_timestamp.is_none() && included(node) && !autoscaler_tainted(node)
+}
+
+fn included(node: &Node) -> bool {
+    !node.labels().contains_key(LABEL_EXCLUDE_FROM_EXTERNAL_LB)
+}
+
+fn autoscaler_tainted(node: &Node) -> bool {
+    crate::cloud_node::has_taint(node, TO_BE_DELETED_TAINT)
+}
+
+/// Upstream `shouldSyncUpdatedNode`, widened to the whole predicate set so adding or removing
+/// the autoscaler taint also moves backends.
+fn should_sync_updated_node(old: &Node, new: &Node) -> bool {
+    include_node(old) != include_node(new)
+        || old.spec.as_ref().and_then(|s| s.provider_id.as_ref())
+            != new.spec.as_ref().and_then(|s| s.provider_id.as_ref())
+}
+
+/// Type LoadBalancer without a class: ours (upstream `wantsLoadBalancer`; a class means
+/// another implementation serves it).
+pub fn wants_load_balancer(svc: &Service) -> bool {
+    svc.spec.as_ref().is_some_and(|s| {
+        s.type_.as_deref() == Some("LoadBalancer") && s.load_balancer_class.is_none()
+    })
+}
+
+fn has_finalizer(svc: &Service) -> bool {
+    svc.finalizers().iter().any(|f| f == FINALIZER_LB_CLEANUP)
+}
+
+/// Our finalizer is on and the Service is being deleted or no longer wants a load balancer.
+pub fn needs_cleanup(svc: &Service) -> bool {
+    has_finalizer(svc)
+        && (svc.metadata.deletion_timestamp.is_some()
+            || svc.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("LoadBalancer"))
+}
+
+/// Whether a change of a load-balanced Service needs a sync (upstream `needsUpdate`): the
+/// spec, annotations, UID or deletion changed. Status and finalizer changes (our own writes)
+/// do not.
+pub fn needs_update(old: &Service, new: &Service) -> bool {
+    wants_load_balancer(old) != wants_load_balancer(new)
+        || old.spec != new.spec
+        || old.metadata.annotations != new.metadata.annotations
+        || old.metadata.uid != new.metadata.uid
+        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeSpec, ServiceSpec, Taint};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    fn svc(type_: &str, class: Option<&str>, finalizer: bool) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some("s".into()),
+                namespace: Some("ns".into()),
+                finalizers: finalizer.then(|| vec![FINALIZER_LB_CLEANUP.to_string()]),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some(type_.into()),
+                load_balancer_class: class.map(Into::into),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn deleting(mut s: Service) -> Service {
+        s.metadata.deletion_timestamp = Some(Time(Default::default()));
+        s
+    }
+
+    #[test]
+    fn wants_and_cleanup_follow_type_class_finalizer_and_deletion() {
+        assert!(wants_load_balancer(&svc("LoadBalancer", None, false)));
+        assert!(!wants_load_balancer(&svc(
+            "LoadBalancer",
+            Some("example.com/lb"),
+            false
+        )));
+        assert!(!wants_load_balancer(&svc("ClusterIP", None, false)));
+        assert!(!needs_cleanup(&svc("LoadBalancer", None, true)));
+        assert!(needs_cleanup(&svc("ClusterIP", None, true)));
+        assert!(!needs_cleanup(&svc("ClusterIP", None, false)));
+        assert!(needs_cleanup(&deleting(svc("LoadBalancer", None, true))));
+        assert!(!needs_cleanup(&deleting(svc("LoadBalancer", None, false))));
+    }
+
+    #[test]
+    fn own_status_and_finalizer_writes_need_no_update() {
+        let old = svc("LoadBalancer", None, false);
+        let mut new = svc("LoadBalancer", None, true);
+        new.status = Some(Default::default());
+        assert!(!needs_update(&old, &new));
+        let mut changed = new.clone();
+        changed.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        assert!(needs_update(&new, &changed));
+        assert!(needs_update(&new, &deleting(new.clone())));
+    }
+
+    fn node(name: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec::default()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn node_predicates_are_upstreams_stable_set() {
+        assert!(include_node(&node("a")));
+        let mut excluded = node("a");
+        excluded.metadata.labels =
+            Some([(LABEL_EXCLUDE_FROM_EXTERNAL_LB.to_string(), String::new())].into());
+        assert!(!include_node(&excluded));
+        let mut scaled = node("a");
+        scaled.spec.as_mut().expect("spec").taints = Some(vec![Taint {
+            key: TO_BE_DELETED_TAINT.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        assert!(!include_node(&scaled));
+        let mut gone = node("a");
+        gone.metadata.deletion_timestamp = Some(Time(Default::default()));
+        assert!(!include_node(&gone));
+        // Readiness does not matter.
+        assert!(should_sync_updated_node(&node("a"), &excluded));
+        assert!(!should_sync_updated_node(&node("a"), &node("a")));
+    }
 }
