@@ -1,7 +1,323 @@
-//! Not yet implemented: runs nothing.
-pub(crate) async fn run(
-    _c: std::sync::Arc<crate::Context>,
-    _n: std::sync::Arc<crate::informer::Informer<k8s_openapi::api::core::v1::Node>>,
-) -> crate::Result<()> {
-    Ok(())
+//! The cloud-node-lifecycle controller (upstream
+//! `k8s.io/cloud-provider/controllers/nodelifecycle`): every `--node-monitor-period`, for each
+//! Node whose Ready condition is not True, asks the cloud whether its instance still exists
+//! (deleting the Node when it does not) or is shut down (tainting it
+//! `node.cloudprovider.kubernetes.io/shutdown:NoSchedule`); the taint comes off once the Node
+//! is Ready again. Nodes labelled `node.kubernetes.io/exclude-from-lifecycle-management` are
+//! skipped, as upstream; control-plane Nodes get no other special treatment upstream, so none
+//! here.
+//!
+//! The cache makes a pass cost no API reads; writes are taint patches guarded by the cached
+//! resourceVersion and deletions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hypercloud_cloudprovider::wellknown::TAINT_SHUTDOWN;
+use hypercloud_cloudprovider::{Error as CloudError, Interface};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::cloud_node::has_taint;
+use crate::informer::Informer;
+use crate::queue::Action;
+use crate::{names, Context, Error, Result};
+
+const CONTROLLER: &str = names::CLOUD_NODE_LIFECYCLE.name;
+/// Nodes with this label are left alone.
+pub const LABEL_EXCLUDE_FROM_LIFECYCLE: &str =
+    "node.kubernetes.io/exclude-from-lifecycle-management";
+
+/// What a pass decides for one Node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing to do.
+    Keep,
+    /// Ready again: remove the shutdown taint.
+    Untaint,
+    /// The instance is shut down: add the shutdown taint.
+    Taint,
+    /// The instance is gone: delete the Node.
+    Delete,
+}
+
+/// Runs the controller until it is dropped.
+pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result<()> {
+    nodes.ready().await;
+    let period = ctx.options.kube_cloud_shared.node_monitor_period.get();
+    let mut tick = tokio::time::interval(period.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for node in nodes.store.state() {
+            if let Err(e) = reconcile(node.clone(), ctx.clone()).await {
+                error_policy(node, &e, &ctx);
+            }
+        }
+    }
+}
+
+/// Counts and logs the failure; the next period retries (upstream has no per-node queue
+/// here).
+pub(crate) fn error_policy(node: Arc<Node>, error: &Error, _ctx: &Context) -> Action {
+    tracing::error!(node = %node.name_any(), %error, "cloud node lifecycle");
+    Action::AwaitChange
+}
+
+/// Whether the Node's Ready condition is True (absent counts as Unknown).
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// One Node of one pass (upstream `MonitorNodes`' loop body).
+#[tracing::instrument(skip_all, fields(node = %node.name_any()))]
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
+    let verdict = verdict(ctx.cloud.as_ref(), &node).await?;
+    let name = node.name_any();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match verdict {
+        Verdict::Keep => {}
+        Verdict::Untaint | Verdict::Taint => {
+            let mut taints: Vec<Taint> = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t.key != TAINT_SHUTDOWN)
+                .collect();
+            if verdict == Verdict::Taint {
+                taints.push(Taint {
+                    key: TAINT_SHUTDOWN.into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                });
+            }
+            let patch = json!({
+                "metadata": {"resourceVersion": node.resource_version()},
+                "spec": {"taints": taints},
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|source| Error::PatchNode {
+                    node: name.clone(),
+                    source,
+                })?;
+            let action = if verdict == Verdict::Taint {
+                "taint"
+            } else {
+                "untaint"
+            };
+            ctx.metrics
+                .lifecycle_actions
+                .with_label_values(&[action])
+                .inc();
+        }
+        Verdict::Delete => {
+            tracing::info!("deleting node since it is no longer present in cloud provider");
+            let reference = node.object_ref(&());
+            ctx.event(
+                CONTROLLER,
+                &reference,
+                EventType::Normal,
+                "DeletingNode",
+                format!("Deleting node {name} because it does not exist in the cloud provider"),
+            )
+            .await;
+            if let Err(source) = api.delete(&name, &DeleteParams::default()).await {
+                ctx.event(
+                    CONTROLLER,
+                    &reference,
+                    EventType::Warning,
+                    "DeletingNodeFailed",
+                    format!("Failed deleting node {name}: {source}"),
+                )
+                .await;
+                return Err(Error::DeleteNode { node: name, source });
+            }
+            ctx.metrics
+                .lifecycle_actions
+                .with_label_values(&["delete"])
+                .inc();
+        }
+    }
+    Ok(Action::AwaitChange)
+}
+
+/// Decides what to do with `node`, asking the cloud only about Nodes that are not Ready.
+pub async fn verdict(cloud: &dyn Interface, node: &Node) -> Result<Verdict> {
+    if node.labels().contains_key(LABEL_EXCLUDE_FROM_LIFECYCLE) {
+        return Ok(Verdict::Keep);
+    }
+    let tainted = has_taint(node, TAINT_SHUTDOWN);
+    if is_ready(node) {
+        return Ok(if tainted {
+            Verdict::Untaint
+        } else {
+            Verdict::Keep
+        });
+    }
+    let name = node.name_any();
+    let err = |source| Error::CheckInstance {
+        node: name.clone(),
+        source,
+    };
+    if !exists(cloud, node).await.map_err(err)? {
+        return Ok(Verdict::Delete);
+    }
+    match shutdown(cloud, node).await {
+        Ok(true) if !tainted => Ok(Verdict::Taint),
+        Ok(_) => Ok(Verdict::Keep),
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Provider ID of the Node, or from the cloud when unset (upstream `getProviderID`).
+async fn provider_id(cloud: &dyn Interface, node: &Node) -> Result<String, CloudError> {
+    if let Some(id) = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .filter(|s| !s.is_empty())
+    {
+        return Ok(id.to_string());
+    }
+    if let Some(v2) = cloud.instances_v2() {
+        return Ok(v2.instance_metadata(node).await?.provider_id);
+    }
+    let instances = cloud.instances().ok_or(CloudError::NotImplemented)?;
+    let id = instances.instance_id(&node.name_any()).await?;
+    Ok(format!("{}://{id}", cloud.provider_name()))
+}
+
+async fn exists(cloud: &dyn Interface, node: &Node) -> Result<bool, CloudError> {
+    if let Some(v2) = cloud.instances_v2() {
+        return v2.instance_exists(node).await;
+    }
+    let instances = cloud.instances().ok_or(CloudError::NotImplemented)?;
+    match provider_id(cloud, node).await {
+        Ok(id) => instances.instance_exists_by_provider_id(&id).await,
+        Err(CloudError::InstanceNotFound) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+async fn shutdown(cloud: &dyn Interface, node: &Node) -> Result<bool, CloudError> {
+    if let Some(v2) = cloud.instances_v2() {
+        return v2.instance_shutdown(node).await;
+    }
+    let instances = cloud.instances().ok_or(CloudError::NotImplemented)?;
+    let id = match provider_id(cloud, node).await {
+        Ok(id) => id,
+        Err(CloudError::InstanceNotFound) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match instances.instance_shutdown_by_provider_id(&id).await {
+        Err(CloudError::NotImplemented) => Ok(false),
+        r => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig, FakeInstance};
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(name: &str, ready: Option<&str>, shutdown_taint: bool) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                // Initialised Nodes have one. (Without it, Instances v1 builds
+                // "fake://<instance_id>", which the fake does not know: see the report.)
+                provider_id: Some(format!("fake:///{name}")),
+                taints: shutdown_taint.then(|| {
+                    vec![Taint {
+                        key: TAINT_SHUTDOWN.into(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                conditions: ready.map(|s| {
+                    vec![NodeCondition {
+                        type_: "Ready".into(),
+                        status: s.into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn cloud(disabled: &[&str]) -> FakeCloud {
+        FakeCloud::new(FakeConfig {
+            instances: vec![
+                FakeInstance {
+                    name: "up".into(),
+                    ..Default::default()
+                },
+                FakeInstance {
+                    name: "down".into(),
+                    shutdown: true,
+                    ..Default::default()
+                },
+            ],
+            disabled: disabled.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn verdicts_as_upstream_with_v2_and_v1() {
+        for disabled in [&[][..], &["instances-v2"][..]] {
+            let c = cloud(disabled);
+            let v = |n| {
+                let c = c.clone();
+                async move { verdict(&c, &n).await.expect("verdict") }
+            };
+            assert_eq!(v(node("up", Some("True"), false)).await, Verdict::Keep);
+            assert_eq!(v(node("down", Some("True"), true)).await, Verdict::Untaint);
+            assert_eq!(v(node("down", Some("False"), false)).await, Verdict::Taint);
+            assert_eq!(v(node("down", None, true)).await, Verdict::Keep);
+            assert_eq!(v(node("up", Some("Unknown"), false)).await, Verdict::Keep);
+            assert_eq!(v(node("gone", Some("False"), false)).await, Verdict::Delete);
+            let mut excluded = node("gone", Some("False"), false);
+            excluded.metadata.labels =
+                Some([(LABEL_EXCLUDE_FROM_LIFECYCLE.to_string(), String::new())].into());
+            assert_eq!(v(excluded).await, Verdict::Keep);
+        }
+    }
+
+    #[tokio::test]
+    async fn ready_nodes_cost_no_cloud_call() {
+        let c = cloud(&[]);
+        verdict(&c, &node("up", Some("True"), false))
+            .await
+            .expect("verdict");
+        assert!(c.calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn cloud_errors_are_errors_not_deletions() {
+        let c = cloud(&[]);
+        c.set_failure("instance_exists", Some(503));
+        assert!(verdict(&c, &node("up", Some("False"), false))
+            .await
+            .is_err());
+    }
 }
