@@ -48,7 +48,11 @@ impl Cloud {
             handle: Some(handle),
             dir,
             config,
-            http: reqwest::Client::new(),
+            // The admin client trusts the test cloud's self-signed certificate, if any.
+            http: reqwest::Client::builder()
+                .danger_accept_invalid_certs(true)
+                .build()
+                .unwrap(),
             url,
             token: String::new(),
             project: String::new(),
