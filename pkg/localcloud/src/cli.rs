@@ -25,12 +25,13 @@ pub struct LocalCloudArgs {
         long,
         global = true,
         value_name = "DIR",
-        env = "HYPERCLOUD_LOCAL_CLOUD_STATE_DIR"
+        env = "HYPERCLOUD_LOCAL_CLOUD_STATE_DIR",
+        help_heading = "Local cloud flags"
     )]
     pub state_dir: Option<PathBuf>,
 
     /// Password of the admin user (the server's --password).
-    #[arg(long, global = true, value_name = "PASSWORD", env = "HYPERCLOUD_LOCAL_CLOUD_PASSWORD", default_value = defaults::PASSWORD, hide_default_value = true)]
+    #[arg(long, global = true, value_name = "PASSWORD", env = "HYPERCLOUD_LOCAL_CLOUD_PASSWORD", default_value = defaults::PASSWORD, hide_default_value = true, help_heading = "Local cloud flags")]
     pub password: String,
 
     #[command(subcommand)]
@@ -44,10 +45,11 @@ pub struct LocalCloudArgs {
 pub enum Command {
     /// Run the cloud (API and metadata service) in the foreground until interrupted.
     Serve(ServeArgs),
-    /// Manage instances (Nova servers).
+    /// Manage instances (Nova servers) through the API of the server running on the state
+    /// directory, or of an in-process one when none is running.
     #[command(subcommand)]
     Instance(InstanceCommand),
-    /// Manage volumes (Cinder volumes).
+    /// Manage volumes (Cinder volumes), like `instance`.
     #[command(subcommand)]
     Volume(VolumeCommand),
     /// Show whether the cloud is running, where, and what it holds.
