@@ -1,7 +1,9 @@
 //! `cloud-controller-manager`: the external form of the cloud controllers (upstream
 //! `k8s.io/cloud-provider/app`): cloud-node, cloud-node-lifecycle, service and route, with
-//! leader election. This build starts the provider and reports which controllers it would
-//! run and why any are off.
+//! leader election. It starts the provider, prints which controllers it runs and why any are
+//! off, then runs them while it leads (see [`crate::runtime`]) until SIGTERM.
+
+use std::sync::Arc;
 
 use hypercloud_cloudprovider::Interface;
 use hypercloud_controllers::names;
@@ -41,7 +43,6 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         names::CLOUD_CONTROLLER_MANAGER,
         &controllers.generic.controllers,
     )?;
-    // Served on /metrics once the personality serves (cloud-controller-manager issue).
     let metrics = prometheus::Registry::new();
     let cloud = cloud::start(invoked_as, &common, &metrics).await?;
     print!(
@@ -51,7 +52,15 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     if let Some(c) = &cloud {
         print_plan(c.as_ref(), &enabled, &controllers);
     }
-    Ok(())
+    crate::runtime::run(crate::runtime::Component {
+        name: "cloud-controller-manager",
+        kube: common.kube,
+        options: controllers,
+        enabled,
+        cloud: cloud.map(|c| c as Arc<dyn Interface>),
+        metrics,
+    })
+    .await
 }
 
 /// Prints each enabled controller and, as upstream logs at start-up, why one cannot run.

@@ -1,7 +1,13 @@
 //! `controller-manager` (alias `kube-controller-manager`): the cloud-dependent controllers of
 //! kube-controller-manager, in process with the provider (in-tree mode); with
-//! `--cloud-provider=external` it runs none of them. This build starts the provider and
-//! reports which controllers it would run.
+//! `--cloud-provider=external` it runs none of them. It starts the provider, prints which
+//! controllers it runs, then runs them while it leads the `kube-controller-manager` Lease
+//! (see [`crate::runtime`]). With `external` it still contends for the Lease and serves
+//! `/healthz` and `/metrics` (the real kube-controller-manager keeps running its non-cloud
+//! controllers; this one has none), so it can stand in for kube-controller-manager in a
+//! cluster and in leader-migration tests.
+
+use std::sync::Arc;
 
 use clap::Command;
 use hypercloud_controllers::names;
@@ -37,7 +43,6 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         names::KUBE_CONTROLLER_MANAGER,
         &controllers.generic.controllers,
     )?;
-    // Served on /metrics once the personality serves (cloud-controller-manager issue).
     let metrics = prometheus::Registry::new();
     let cloud = cloud::start(invoked_as, &common, &metrics).await?;
     print!(
@@ -48,5 +53,13 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         None => println!("cloud controllers: none (no in-tree cloud provider; with --cloud-provider=external the cloud-controller-manager runs them)"),
         Some(c) => crate::cloud_controller_manager::print_plan(c.as_ref(), &enabled, &controllers),
     }
-    Ok(())
+    crate::runtime::run(crate::runtime::Component {
+        name: "kube-controller-manager",
+        kube: common.kube,
+        options: controllers,
+        enabled,
+        cloud: cloud.map(|c| c as Arc<dyn hypercloud_cloudprovider::Interface>),
+        metrics,
+    })
+    .await
 }

@@ -13,6 +13,7 @@ mod controller_manager;
 mod kubelet_helper;
 mod local_cloud;
 mod personality;
+mod runtime;
 
 use std::process::ExitCode;
 

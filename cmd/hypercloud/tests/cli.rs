@@ -1,5 +1,10 @@
 //! Runs the built binary under every personality name (symlinks) and as subcommands, with
 //! good and bad input, and checks exit codes and messages.
+//!
+//! The controller managers and the kubelet-helper print their start-up report, then build the
+//! Kubernetes client; here they get a kubeconfig that does not exist, so they stop right after
+//! the report with exit 2 naming it (tests/ccm_runtime.rs and tests/kubelet_helper.rs run them
+//! for real).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,6 +20,26 @@ instances:
     addresses: [{type: InternalIP, address: 10.0.0.11}]
 disabled: [routes]
 ";
+
+/// Makes the components that need a cluster stop after their report (see the module docs).
+const NO_KUBECONFIG: &str = "--kubeconfig=/nonexistent/kubeconfig";
+
+/// Whether `name` needs the API server after its report: the controller managers (which run
+/// until signalled) and the kubelet-helper (which registers its Node).
+fn needs_cluster(name: &str) -> bool {
+    name.ends_with("controller-manager") || name == "kubelet-helper"
+}
+
+/// A component that printed its report and then stopped at the missing kubeconfig.
+fn assert_stopped_after_report(r: &Run, what: &str) {
+    assert_eq!(r.code, 2, "{what}: {}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--kubeconfig: cannot load /nonexistent/kubeconfig"),
+        "{what}: {}",
+        r.stderr
+    );
+}
 
 struct Run {
     code: i32,
@@ -84,8 +109,16 @@ fn every_symlink_name_runs_its_personality() {
     ] {
         let link = dir.join(name);
         assert!(link.is_symlink(), "{name} link missing");
-        let r = run(&link, &["--cloud-provider=fake", &cfg_flag]);
-        assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+        let mut args = vec!["--cloud-provider=fake", cfg_flag.as_str()];
+        if needs_cluster(name) {
+            args.push(NO_KUBECONFIG);
+        }
+        let r = run(&link, &args);
+        if needs_cluster(name) {
+            assert_stopped_after_report(&r, name);
+        } else {
+            assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+        }
         assert!(
             r.stdout
                 .starts_with(&format!("{name}: cloud provider \"fake\" initialized")),
@@ -127,8 +160,9 @@ fn subcommands_run_the_same_personalities() {
         "--cloud-provider=fake",
         &cfg_flag,
         "--controllers=*,-route",
+        NO_KUBECONFIG,
     ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_stopped_after_report(&r, "cloud-controller-manager");
     assert!(
         r.stdout
             .contains("cloud-controller-manager: cloud provider \"fake\""),
@@ -147,8 +181,9 @@ fn subcommands_run_the_same_personalities() {
         "kube-controller-manager",
         "--cloud-provider=fake",
         &cfg_flag,
+        NO_KUBECONFIG,
     ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_stopped_after_report(&r, "kube-controller-manager");
     assert!(
         !r.stdout.contains("cloud-node-controller "),
         "KCM has no cloud-node controller: {}",
@@ -164,16 +199,20 @@ fn subcommands_run_the_same_personalities() {
 
 #[test]
 fn external_mode_per_personality() {
-    let r = hc(&["kubelet-helper", "--cloud-provider=external"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = hc(&["kubelet-helper", "--cloud-provider=external", NO_KUBECONFIG]);
+    assert_stopped_after_report(&r, "kubelet-helper");
     assert!(
         r.stdout
             .contains("node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule"),
         "{}",
         r.stdout
     );
-    let r = hc(&["controller-manager", "--cloud-provider=external"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = hc(&[
+        "controller-manager",
+        "--cloud-provider=external",
+        NO_KUBECONFIG,
+    ]);
+    assert_stopped_after_report(&r, "controller-manager");
     assert!(r.stdout.contains("cloud controllers: none"), "{}", r.stdout);
     let r = hc(&["cloud-controller-manager", "--cloud-provider=external"]);
     assert_eq!(r.code, 2);
@@ -403,13 +442,23 @@ fn trace_cloud_calls_writes_json_lines_naming_the_component() {
     let cfg = config_file(dir.path(), "fake.yaml", FAKE_CONFIG);
     let trace = dir.path().join("calls.jsonl");
     for component in ["kubelet-helper", "cloud-controller-manager"] {
-        let r = hc(&[
+        let cloud_config = format!("--cloud-config={}", cfg.display());
+        let trace_flag = format!("--trace-cloud-calls={}", trace.display());
+        let mut args = vec![
             component,
             "--cloud-provider=fake",
-            &format!("--cloud-config={}", cfg.display()),
-            &format!("--trace-cloud-calls={}", trace.display()),
-        ]);
-        assert_eq!(r.code, 0, "{}", r.stderr);
+            cloud_config.as_str(),
+            trace_flag.as_str(),
+        ];
+        if needs_cluster(component) {
+            args.push(NO_KUBECONFIG);
+        }
+        let r = hc(&args);
+        if needs_cluster(component) {
+            assert_stopped_after_report(&r, component);
+        } else {
+            assert_eq!(r.code, 0, "{}", r.stderr);
+        }
     }
     let text = std::fs::read_to_string(&trace).expect("trace written");
     let records: Vec<serde_json::Value> = text

@@ -1,0 +1,449 @@
+//! The controller managers as processes against the real apiserver (pkg/testenv) with the
+//! fake provider: leader election between two or three cloud-controller-managers (one acts;
+//! kill -9 → takeover within the lease duration; SIGTERM → the Lease is released and the
+//! standby takes over at once), and the admin server (`/healthz` open, `/metrics` needs a
+//! token the apiserver accepts and authorises, and parses as Prometheus text).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{ObjectMeta, PostParams};
+use kube::Api;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
+
+const FAKE_CONFIG: &str = "\
+region: RegionOne
+zone: nova
+instances:
+  - name: node-1
+    instanceType: m1.small
+    addresses: [{type: InternalIP, address: 10.0.0.11}]
+";
+
+/// A controller manager process; killed when dropped.
+struct Proc {
+    child: Child,
+    port: u16,
+    stderr: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+struct Setup {
+    env: hypercloud_testenv::TestEnv,
+    dir: tempfile::TempDir,
+    lease: String,
+    token: String,
+}
+
+/// The admin token of the envtest kubeconfig (user `envtest-admin-token`, system:masters).
+fn admin_token(kubeconfig: &Path) -> String {
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("kubeconfig has a token user")
+        .trim()
+        .to_string()
+}
+
+async fn setup(name: &str) -> Setup {
+    let env = hypercloud_testenv::TestEnv::new(name)
+        .await
+        .expect("testenv");
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("fake.yaml"), FAKE_CONFIG).expect("config");
+    let lease = env.unique_name("ccm");
+    let token = admin_token(env.control_plane().kubeconfig());
+    Setup {
+        env,
+        dir,
+        lease,
+        token,
+    }
+}
+
+impl Setup {
+    fn spawn(&self, personality: &str, tag: &str, extra: &[&str]) -> Proc {
+        let port = free_port();
+        let stderr = self.dir.path().join(format!("{tag}.log"));
+        let cloud_config = format!(
+            "--cloud-config={}",
+            self.dir.path().join("fake.yaml").display()
+        );
+        let mut args = vec![
+            personality.to_string(),
+            format!(
+                "--kubeconfig={}",
+                self.env.control_plane().kubeconfig().display()
+            ),
+            format!("--leader-elect-resource-namespace={}", self.env.namespace()),
+            format!("--leader-elect-resource-name={}", self.lease),
+            "--leader-elect-lease-duration=4s".into(),
+            "--leader-elect-renew-deadline=3s".into(),
+            "--leader-elect-retry-period=1s".into(),
+            format!("--secure-port={port}"),
+            "--bind-address=127.0.0.1".into(),
+        ];
+        if !extra.iter().any(|a| a.starts_with("--cloud-provider")) {
+            args.push("--cloud-provider=fake".into());
+            args.push(cloud_config);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(BIN)
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).expect("log file"))
+            .spawn()
+            .expect("spawn hypercloud");
+        Proc {
+            child,
+            port,
+            stderr,
+        }
+    }
+
+    async fn holder(&self) -> Option<String> {
+        let leases: Api<Lease> = Api::namespaced(self.env.client(), self.env.namespace());
+        leases
+            .get_opt(&self.lease)
+            .await
+            .expect("get lease")
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    }
+
+    /// Polls until the holder satisfies `pred`; returns it and how long it took.
+    async fn wait_holder(
+        &self,
+        limit: Duration,
+        pred: impl Fn(&Option<String>) -> bool,
+    ) -> (Option<String>, Duration) {
+        let start = Instant::now();
+        loop {
+            let h = self.holder().await;
+            if pred(&h) {
+                return (h, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < limit,
+                "lease holder still {h:?} after {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("http client")
+}
+
+async fn get(p: &Proc, path: &str, token: Option<&str>) -> (u16, String) {
+    let url = format!("https://127.0.0.1:{}{path}", p.port);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut req = http().get(&url);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        match req.send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                return (status, r.text().await.unwrap_or_default());
+            }
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "{url} not served: {e}\nlog:\n{}",
+                    p.log()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Checks the Prometheus text format line by line and returns the samples.
+fn parse_metrics(text: &str) -> Vec<(String, f64)> {
+    let mut samples = Vec::new();
+    let mut typed = std::collections::HashSet::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut it = rest.split(' ');
+            let name = it.next().expect("name");
+            let kind = it.next().expect("kind");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "{line}"
+            );
+            typed.insert(name.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unexpected comment: {line}");
+        let (series, value) = line.rsplit_once(' ').expect("sample has a value");
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}")),
+        };
+        let name = series.split('{').next().expect("name");
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name in {line:?}"
+        );
+        if let Some(labels) = series.strip_prefix(name) {
+            if !labels.is_empty() {
+                assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+            }
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(*f)))
+            .unwrap_or(name);
+        assert!(typed.contains(family), "sample before its # TYPE: {line}");
+        samples.push((series.to_string(), value));
+    }
+    samples
+}
+
+fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
+    samples.iter().find(|(s, _)| s == series).map(|(_, v)| *v)
+}
+
+async fn master_status(p: &Proc, s: &Setup) -> f64 {
+    let (code, body) = get(p, "/metrics", Some(&s.token)).await;
+    assert_eq!(code, 200, "{body}");
+    let samples = parse_metrics(&body);
+    sample(
+        &samples,
+        &format!("leader_election_master_status{{name=\"{}\"}}", s.lease),
+    )
+    .unwrap_or_else(|| panic!("no master status in\n{body}"))
+}
+
+#[tokio::test]
+async fn one_leader_kill9_takeover_and_sigterm_release() {
+    let s = setup("ccm-leader-election").await;
+    let a = s.spawn("cloud-controller-manager", "a", &[]);
+    let (first, _) = s
+        .wait_holder(Duration::from_secs(30), |h| h.is_some())
+        .await;
+    let b = s.spawn("cloud-controller-manager", "b", &[]);
+    let c = s.spawn("cloud-controller-manager", "c", &[]);
+    // All three serve; exactly one leads, and only the leader started its controllers.
+    let statuses = [
+        master_status(&a, &s).await,
+        master_status(&b, &s).await,
+        master_status(&c, &s).await,
+    ];
+    assert_eq!(statuses, [1.0, 0.0, 0.0], "a got the lease first");
+    assert!(a.log().contains("starting controllers"), "{}", a.log());
+    for p in [&b, &c] {
+        assert!(!p.log().contains("starting controllers"), "{}", p.log());
+        assert!(p.log().contains("attempting to acquire leader lease"));
+    }
+    // The standbys stay standbys while the leader renews.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(s.holder().await, first);
+
+    // kill -9: nobody releases; a standby takes over once the lease (4s) has expired as it
+    // observed it, i.e. within lease duration + one jittered retry period (1s * 2.2).
+    drop(a);
+    let (second, took) = s
+        .wait_holder(Duration::from_secs(15), |h| h.is_some() && *h != first)
+        .await;
+    assert!(
+        took <= Duration::from_millis(4000 + 2200 + 1500),
+        "takeover after kill -9 took {took:?}"
+    );
+    let (b_status, c_status) = (master_status(&b, &s).await, master_status(&c, &s).await);
+    assert_eq!(b_status + c_status, 1.0, "exactly one new leader");
+    let (mut leader, standby) = if b_status == 1.0 { (b, c) } else { (c, b) };
+    assert!(leader.log().contains("starting controllers"));
+    assert!(!standby.log().contains("starting controllers"));
+
+    // SIGTERM: the leader stops its controllers, releases the lease and exits 0; the standby
+    // takes over at its next retry, long before the 4s lease would have expired.
+    let start = Instant::now();
+    leader.sigterm();
+    let code = leader.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{}", leader.log());
+    assert!(leader.log().contains("released lease"), "{}", leader.log());
+    let (third, _) = s
+        .wait_holder(Duration::from_secs(10), |h| h.is_some() && *h != second)
+        .await;
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_millis(3500),
+        "takeover after release took {took:?}"
+    );
+    assert_ne!(third, first);
+    assert_eq!(master_status(&standby, &s).await, 1.0);
+    s.env.cleanup().await.expect("cleanup");
+}
+
+#[tokio::test]
+async fn admin_server_delegates_auth_to_the_apiserver() {
+    let s = setup("ccm-admin-server").await;
+    let cert_dir = s.dir.path().join("certs");
+    let p = s.spawn(
+        "cloud-controller-manager",
+        "admin",
+        &[&format!("--cert-dir={}", cert_dir.display())],
+    );
+    // Always-allowed paths need no token.
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let (code, body) = get(&p, path, None).await;
+        assert_eq!((code, body.as_str()), (200, "ok"), "{path}");
+    }
+    let (code, body) = get(&p, "/healthz?verbose", None).await;
+    assert_eq!(code, 200);
+    assert!(body.contains("[+]leaderElection ok"), "{body}");
+    assert!(cert_dir.join("cloud-controller-manager.crt").exists());
+    // /metrics: no token → 401, unknown token → 401.
+    assert_eq!(get(&p, "/metrics", None).await.0, 401);
+    assert_eq!(get(&p, "/metrics", Some("not-a-token")).await.0, 401);
+    // A real user without RBAC rights → 403.
+    let sas: Api<ServiceAccount> = Api::namespaced(s.env.client(), s.env.namespace());
+    sas.create(
+        &PostParams::default(),
+        &ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some("nobody".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("create sa");
+    let tr = sas
+        .create_token_request(
+            "nobody",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(600),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("token request");
+    let sa_token = tr.status.expect("token").token;
+    let (code, body) = get(&p, "/metrics", Some(&sa_token)).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("cannot get path \"/metrics\""), "{body}");
+    // The admin (system:masters) → 200, and the text parses.
+    let (code, body) = get(&p, "/metrics", Some(&s.token)).await;
+    assert_eq!(code, 200, "{body}");
+    let samples = parse_metrics(&body);
+    assert!(sample(&samples, "process_resident_memory_bytes").is_some_and(|v| v > 0.0));
+    assert!(
+        samples.iter().any(|(k, v)| k.starts_with(
+            "cloudprovider_api_request_duration_seconds_count{provider=\"fake\",request=\"initialize\""
+        ) && *v == 1.0),
+        "{body}"
+    );
+    // Shutdown: exits 0.
+    let mut p = p;
+    p.sigterm();
+    assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(0), "{}", p.log());
+    s.env.cleanup().await.expect("cleanup");
+}
+
+#[tokio::test]
+async fn controller_manager_external_holds_its_lease_and_serves() {
+    let s = setup("kcm-external").await;
+    let mut p = s.spawn("controller-manager", "kcm", &["--cloud-provider=external"]);
+    s.wait_holder(Duration::from_secs(30), |h| h.is_some())
+        .await;
+    assert_eq!(master_status(&p, &s).await, 1.0);
+    assert!(
+        p.log().contains("running no cloud controllers"),
+        "{}",
+        p.log()
+    );
+    p.sigterm();
+    assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(0), "{}", p.log());
+    assert_eq!(s.holder().await, None, "released");
+    s.env.cleanup().await.expect("cleanup");
+}
+
+#[test]
+fn bad_kubeconfig_is_a_usage_error_after_the_report() {
+    let out = Command::new(BIN)
+        .args([
+            "cloud-controller-manager",
+            "--cloud-provider=fake",
+            "--kubeconfig=/nonexistent/kubeconfig",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("controllers:"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--kubeconfig: cannot load /nonexistent/kubeconfig"),
+        "{stderr}"
+    );
+}
