@@ -559,6 +559,7 @@ fn keystone_time(s: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -570,6 +571,25 @@ mod tests {
             Some(1_795_386_600)
         );
         assert_eq!(keystone_time("garbage"), None);
+    }
+
+    #[test]
+    fn request_ids_and_retry_after_from_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(request_id(&h), None);
+        h.insert("x-compute-request-id", "req-nova".parse().unwrap());
+        assert_eq!(request_id(&h).as_deref(), Some("req-nova"));
+        h.insert("x-openstack-request-id", "req-1".parse().unwrap());
+        assert_eq!(request_id(&h).as_deref(), Some("req-1"));
+        h.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert("retry-after", "86400".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(MAX_RETRY_AFTER));
+        h.insert(
+            "retry-after",
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), None);
     }
 
     #[test]
