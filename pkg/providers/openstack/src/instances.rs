@@ -3,8 +3,9 @@
 //! Look-ups are answered from one `GET /servers/detail` of the whole project, kept for
 //! `[Hypercloud] server-cache-ttl` (default 5s), so initialising many nodes costs one cloud call
 //! per TTL instead of one per node. Concurrent callers share one in-flight listing. A name that
-//! is not in the listing is asked for once more by name (it may be newer than the listing), an
-//! ID by `GET /servers/{id}`, so absence is always confirmed by the cloud itself.
+//! is not in a cached listing is asked for once more by name (it may be newer than the
+//! listing), an ID by `GET /servers/{id}`; absence from a listing made for this very call is
+//! final.
 //! Upstream equivalent: cloud-provider-openstack `pkg/openstack/instances.go` and
 //! `instancesv2.go`, which instead make one or more calls per node.
 
@@ -203,10 +204,16 @@ impl OpenStack {
 
     /// Every server, from the cache when it is fresh enough.
     pub(crate) async fn servers(&self) -> Result<Arc<Vec<ServerInfo>>> {
+        Ok(self.servers_listing().await?.0)
+    }
+
+    /// Every server, and whether this call listed them just now (then an absent server is
+    /// known to be absent without asking again).
+    async fn servers_listing(&self) -> Result<(Arc<Vec<ServerInfo>>, bool)> {
         let mut slot = self.servers.snapshot.lock().await;
         if let Some((at, servers)) = slot.as_ref() {
             if at.elapsed() < self.config.tuning.server_cache_ttl {
-                return Ok(servers.clone());
+                return Ok((servers.clone(), false));
             }
         }
         let items = self
@@ -221,14 +228,15 @@ impl OpenStack {
         let servers = Arc::new(self.parse_servers(items, "list servers").await?);
         tracing::debug!(provider = %self.name, servers = servers.len(), "listed servers");
         *slot = Some((Instant::now(), servers.clone()));
-        Ok(servers)
+        Ok((servers, true))
     }
 
     pub(crate) async fn server_by_name(&self, name: &str) -> Result<ServerInfo> {
-        let servers = self.servers().await?;
+        let (servers, fresh) = self.servers_listing().await?;
         let found: Vec<&ServerInfo> = servers.iter().filter(|s| s.name == name).collect();
         match found.as_slice() {
             [one] => return Ok((*one).clone()),
+            [] if fresh => return Err(Error::InstanceNotFound),
             [] => {}
             many => return Err(self.duplicate(name, many.len())),
         }
@@ -269,9 +277,12 @@ impl OpenStack {
                 return Err(Error::InstanceNotFound);
             }
         }
-        let servers = self.servers().await?;
+        let (servers, fresh) = self.servers_listing().await?;
         if let Some(s) = servers.iter().find(|s| s.id == id) {
             return Ok(s.clone());
+        }
+        if fresh {
+            return Err(Error::InstanceNotFound);
         }
         let reply = self
             .client

@@ -185,6 +185,12 @@ async fn one_listing_answers_for_a_hundred_nodes() {
             .unwrap();
     }
     assert_eq!(os.api_calls(), 2);
+    // A node missing from the cached listing is asked for once by name (it may be newer).
+    assert!(matches!(
+        os.instances().unwrap().node_addresses("not-a-vm").await,
+        Err(Error::InstanceNotFound)
+    ));
+    assert_eq!(os.api_calls(), 3);
     println!(
         "batching: {N} nodes -> {calls} cloud calls ({:.2} per node); all metadata in {elapsed:?}, slowest node {slowest:?}",
         calls as f64 / N as f64
@@ -204,6 +210,16 @@ async fn one_listing_answers_for_a_hundred_nodes() {
     }
     let per_call = t.elapsed() / 10;
     assert_eq!(uncached.api_calls(), 11);
+    // Absent from a listing made just now: no second question.
+    assert!(matches!(
+        uncached
+            .instances()
+            .unwrap()
+            .node_addresses("not-a-vm")
+            .await,
+        Err(Error::InstanceNotFound)
+    ));
+    assert_eq!(uncached.api_calls(), 12);
     println!("uncached: 10 nodes -> 11 cloud calls; mean latency per look-up (listing {N} servers) {per_call:?}");
     // One small request (GET /volumes/{id}, answered 404) for the per-request latency.
     let t = Instant::now();
