@@ -253,6 +253,8 @@ impl Store {
             tx.rollback();
             return Err(e.into());
         }
+        // Committed: nothing to undo when `tx` is dropped.
+        tx.undo.clear();
         drop(tx);
         inner.seq = record.seq;
         inner.log_records += 1;
@@ -490,11 +492,18 @@ fn list<T: DeserializeOwned>(tables: &Tables, kind: &str) -> Vec<T> {
         .unwrap_or_default()
 }
 
-/// A transaction in progress: reads see its own writes.
+/// A transaction in progress: reads see its own writes. Dropped without committing (an error,
+/// or a panic unwinding through it), it undoes its writes.
 pub struct Tx<'a> {
     tables: &'a mut Tables,
     ops: Vec<Op>,
     undo: Vec<(String, String, Option<Value>)>,
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        self.rollback();
+    }
 }
 
 impl Tx<'_> {
@@ -587,6 +596,27 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let names: Vec<Value> = store.read(|v| v.list("servers"));
         assert_eq!(names, vec![json!({"name": "a"})]);
+    }
+
+    #[test]
+    fn a_panicking_transaction_leaves_no_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.write(|tx| tx.put("x", "keep", &json!(1))).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _: Result<(), Error> = store.write(|tx| {
+                tx.put("x", "half", &json!(2))?;
+                tx.delete("x", "keep");
+                panic!("handler bug");
+            });
+        }));
+        assert!(panicked.is_err());
+        let ids: Vec<Value> = store.read(|v| v.list("x"));
+        assert_eq!(ids, vec![json!(1)]);
+        store.write(|tx| tx.put("x", "after", &json!(3))).unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.read(|v| v.count("x")), 2);
     }
 
     #[test]
