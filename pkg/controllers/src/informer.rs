@@ -54,7 +54,12 @@ where
 {
     /// Starts watching `api` with `config` in a background task, which ends when the returned
     /// informer and all its subscribers are dropped... or with the runtime; callers abort it.
-    pub fn start(api: Api<K>, config: watcher::Config) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+    /// `strip` removes fields no controller reads before caching.
+    pub fn start(
+        api: Api<K>,
+        config: watcher::Config,
+        strip: fn(&mut K),
+    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         let (store, mut writer) = reflector::store::<K>();
         // Large enough for bursts of node registrations; a subscriber that lags resyncs.
         let (tx, _) = broadcast::channel(4096);
@@ -68,6 +73,7 @@ where
                 .modify(|o: &mut K| {
                     // Controllers never read managedFields; they are most of a Node's size.
                     o.managed_fields_mut().clear();
+                    strip(o);
                 })
                 .boxed();
             while let Some(event) = stream.next().await {

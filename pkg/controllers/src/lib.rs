@@ -201,7 +201,8 @@ pub struct Context {
     /// The controller flags.
     pub(crate) options: hypercloud_options::ControllerOptions,
     pub(crate) metrics: metrics::Metrics,
-    component: String,
+    /// One event recorder per controller, so repeated events become series as upstream.
+    recorders: std::collections::HashMap<&'static str, Recorder>,
 }
 
 impl Context {
@@ -215,13 +216,10 @@ impl Context {
         reason: &str,
         note: String,
     ) {
-        let recorder = Recorder::new(
-            self.client.clone(),
-            Reporter {
-                controller: self.component.clone(),
-                instance: Some(controller.to_string()),
-            },
-        );
+        let Some(recorder) = self.recorders.get(controller) else {
+            tracing::warn!(controller, reason, "no event recorder for controller");
+            return;
+        };
         let ev = Event {
             type_,
             reason: reason.into(),
@@ -232,6 +230,16 @@ impl Context {
         if let Err(e) = recorder.publish(&ev, reference).await {
             tracing::warn!(reason, error = %e, "could not record event");
         }
+    }
+}
+
+/// Drops what no controller reads from cached Nodes: the image list and volume lists are most
+/// of a big Node's status.
+fn strip_node(node: &mut Node) {
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
     }
 }
 
@@ -322,7 +330,18 @@ pub async fn run_controllers_scoped(
         cloud,
         options,
         metrics: metrics::Metrics::new(&metrics)?,
-        component,
+        // reportingController is the component (cloud- or kube-controller-manager); the
+        // controller name, upstream's event source, goes in reportingInstance.
+        recorders: names::CLOUD_CONTROLLER_MANAGER
+            .iter()
+            .map(|c| {
+                let reporter = Reporter {
+                    controller: component.clone(),
+                    instance: Some(c.name.to_string()),
+                };
+                (c.name, Recorder::new(client.clone(), reporter))
+            })
+            .collect(),
     });
     if run.is_empty() {
         shutdown.await;
@@ -334,7 +353,8 @@ pub async fn run_controllers_scoped(
     if let Some(sel) = &scope.node_label_selector {
         node_cfg = node_cfg.labels(sel);
     }
-    let (nodes, node_task) = informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg);
+    let (nodes, node_task) =
+        informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg, strip_node);
     let mut background = vec![node_task];
     let services = if run.contains(&names::SERVICE_LB.name) {
         let api: Api<Service> = match &scope.service_namespace {
@@ -342,7 +362,7 @@ pub async fn run_controllers_scoped(
             None => Api::all(client.clone()),
         };
         let (services, task) =
-            informer::Informer::<Service>::start(api, watcher::Config::default());
+            informer::Informer::<Service>::start(api, watcher::Config::default(), |_| {});
         background.push(task);
         Some(services)
     } else {

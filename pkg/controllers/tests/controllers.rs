@@ -41,6 +41,7 @@ fn options(args: &[&str]) -> ControllerOptions {
 
 /// Controllers running in the background; stopped on drop.
 struct Running {
+    registry: prometheus::Registry,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), hypercloud_controllers::Error>>,
 }
@@ -69,12 +70,13 @@ fn start(
     scope: Scope,
 ) -> Running {
     let (tx, rx) = oneshot::channel::<()>();
+    let registry = prometheus::Registry::new();
     let config = ControllerConfig {
         client,
         cloud: Arc::new(cloud.clone()),
         component: "cloud-controller-manager".into(),
         options: options(args),
-        metrics: prometheus::Registry::new(),
+        metrics: registry.clone(),
     };
     let controllers = controllers.to_vec();
     let task = tokio::spawn(async move {
@@ -84,6 +86,7 @@ fn start(
         .await
     });
     Running {
+        registry,
         stop: Some(tx),
         task,
     }
@@ -284,6 +287,26 @@ async fn cloud_node_initialises_tainted_nodes_with_one_metadata_patch() {
         .iter()
         .any(|c| c.method == "instance_metadata" && c.args == [missing.clone()]));
 
+    // The work queue reports under upstream's names.
+    let families = running.registry.gather();
+    let adds = families
+        .iter()
+        .find(|f| f.name() == "workqueue_adds_total")
+        .expect("workqueue_adds_total");
+    assert!(adds.get_metric().iter().any(|m| {
+        m.get_label()
+            .iter()
+            .any(|l| l.name() == "name" && l.value() == "Nodes")
+            && m.get_counter().get_value() >= 2.0
+    }));
+    for name in [
+        "workqueue_depth",
+        "workqueue_queue_duration_seconds",
+        "workqueue_work_duration_seconds",
+    ] {
+        assert!(families.iter().any(|f| f.name() == name), "{name}");
+    }
+
     running.stop().await;
     watch_task.abort();
     delete_nodes(&api, &[ready, missing]).await;
@@ -405,6 +428,27 @@ async fn service_lb_lifecycle_finalizer_status_nodes_and_foreign_class() {
         .iter()
         .any(|c| c.method == "ensure_load_balancer_deleted" && c.args[1] == format!("{ns}/web")));
     assert!(cloud.load_balancers().is_empty());
+
+    // Upstream's events, in the test's namespace.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(env.client(), &ns);
+    let reasons: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web"))
+        .filter_map(|e| e.reason)
+        .collect();
+    for r in [
+        "EnsuringLoadBalancer",
+        "EnsuredLoadBalancer",
+        "UpdatedLoadBalancer",
+        "DeletingLoadBalancer",
+        "DeletedLoadBalancer",
+    ] {
+        assert!(reasons.iter().any(|x| x == r), "event {r} in {reasons:?}");
+    }
 
     // The foreign-class Service was never touched.
     let other = services.get("other").await.expect("other");
