@@ -119,6 +119,35 @@ fn controller_manager_starts_openstack_and_local_against_a_local_cloud_process()
         "{stdout}"
     );
 
+    // The cloud.conf and clouds.yaml the local cloud writes into its state directory work
+    // as they are, without warnings.
+    for (what, conf_text) in [
+        (
+            "cloud.conf",
+            std::fs::read_to_string(dir.join("cloud.conf")).unwrap(),
+        ),
+        (
+            "clouds.yaml",
+            format!(
+                "[Global]\nuse-clouds = true\nclouds-file = {}\ncloud = local\n",
+                dir.join("clouds.yaml").display()
+            ),
+        ),
+    ] {
+        std::fs::write(&conf, conf_text).unwrap();
+        let (code, stdout, stderr) = run(&[
+            "cloud-controller-manager",
+            "--cloud-provider=openstack",
+            &conf_arg,
+            "--kubeconfig=/nonexistent/kubeconfig",
+        ]);
+        assert!(
+            stdout.contains("cloud provider \"openstack\" initialized"),
+            "{what}: {code}: {stdout}\n{stderr}"
+        );
+        assert!(!stderr.contains("unknown key"), "{what}: {stderr}");
+    }
+
     // A cloud.conf without auth-url names the key and the file.
     std::fs::write(&conf, "[Global]\nusername = admin\npassword = x\n").unwrap();
     let (code, _, stderr) = run(&[
