@@ -104,9 +104,13 @@ impl KubeClientOptions {
         Ok(config)
     }
 
-    /// A client built from [`Self::config`].
+    /// A client built from [`Self::config`], limited to `--kube-api-qps` requests per second
+    /// with bursts of `--kube-api-burst` ([`crate::rate_limit`]).
     pub async fn client(&self) -> Result<kube::Client> {
-        kube::Client::try_from(self.config().await?).map_err(Error::BuildClient)
+        let builder = kube::client::ClientBuilder::try_from(self.config().await?)
+            .map_err(Error::BuildClient)?;
+        let limit = crate::rate_limit::RateLimitLayer::new(self.kube_api_qps, self.kube_api_burst);
+        Ok(builder.with_layer(&limit).build())
     }
 }
 

@@ -13,6 +13,7 @@ mod duration;
 mod error;
 mod kube_client;
 mod logging;
+pub mod rate_limit;
 
 pub use cloud::CloudProviderOptions;
 pub use controller_manager::{
