@@ -25,6 +25,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 const TEST_LABEL: &str = "hypercloud.io/controllers-test";
+const EXCLUDE_LIFECYCLE: &str = "node.kubernetes.io/exclude-from-lifecycle-management";
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Parser)]
@@ -114,11 +115,19 @@ fn addr(t: &str, a: &str) -> NodeAddress {
     }
 }
 
+/// A test Node. It carries the lifecycle exclusion label, so that a cloud-node-lifecycle
+/// controller of another test process (with its own fake cloud) does not delete it.
 fn node(name: &str, label: &str, taints: Vec<Taint>) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            labels: Some([(TEST_LABEL.to_string(), label.to_string())].into()),
+            labels: Some(
+                [
+                    (TEST_LABEL.to_string(), label.to_string()),
+                    (EXCLUDE_LIFECYCLE.to_string(), String::new()),
+                ]
+                .into(),
+            ),
             ..Default::default()
         },
         spec: Some(NodeSpec {
@@ -466,6 +475,10 @@ async fn service_lb_lifecycle_finalizer_status_nodes_and_foreign_class() {
 }
 
 fn with_ready(mut n: Node, name: &str, ready: &str) -> Node {
+    // This test is about lifecycle: no exclusion.
+    if let Some(l) = n.metadata.labels.as_mut() {
+        l.remove(EXCLUDE_LIFECYCLE);
+    }
     n.spec.get_or_insert_with(Default::default).provider_id = Some(format!("fake:///{name}"));
     n.status = Some(NodeStatus {
         conditions: Some(vec![NodeCondition {
