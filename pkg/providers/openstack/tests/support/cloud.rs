@@ -139,7 +139,7 @@ impl Cloud {
 
     /// Creates a server and returns its ID.
     pub async fn create_server(&self, name: &str, flavor: &str, zone: Option<&str>) -> String {
-        let mut server = json!({"name": name, "flavorRef": flavor, "imageRef": "cirros"});
+        let mut server = json!({"name": name, "flavorRef": flavor});
         if let Some(z) = zone {
             server["availability_zone"] = json!(z);
         }
