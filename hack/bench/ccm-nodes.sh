@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Benchmark: the cloud-controller-manager initialising N Nodes (default 1000) that carry the
+# uninitialized taint, against the fake provider, on the envtest apiserver. Reports time to all
+# initialised, apiserver writes per Node, cloud calls per Node and the CCM's peak RSS
+# (cmd/hypercloud/examples/bench_ccm_nodes.rs does the work).
+#
+#   hack/bench/ccm-nodes.sh [N] [extra cloud-controller-manager flags...]
+#   hack/bench/ccm-nodes.sh 1000 --kube-api-qps=200 --kube-api-burst=300 --concurrent-node-syncs=8
+#
+# Uses the control plane in HYPERCLOUD_TEST_KUBECONFIG if set, else starts (and stops) its own.
+# HYPERCLOUD_BENCH_PROFILE=dev builds without optimisations (faster to build, slower to run).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
+profile="${HYPERCLOUD_BENCH_PROFILE:-release}"
+n="${1:-1000}"
+shift || true
+
+cargo build --profile "$profile" -p hypercloud --bin hypercloud --example bench_ccm_nodes >&2
+out="$CARGO_TARGET_DIR/$([ "$profile" = dev ] && echo debug || echo "$profile")"
+
+if [ -z "${HYPERCLOUD_TEST_KUBECONFIG:-}" ]; then
+	hack/envtest.sh build >&2
+	export HYPERCLOUD_ENVTEST_DIR="$HYPERCLOUD_CACHE/envtest/runs/bench-$$"
+	trap 'hack/envtest.sh stop >&2 || true; rm -rf "$HYPERCLOUD_ENVTEST_DIR"' EXIT
+	eval "$(HYPERCLOUD_ENVTEST_OWNER_PID=$$ hack/envtest.sh start)"
+fi
+
+"$out/examples/bench_ccm_nodes" "$out/hypercloud" "$n" "$@"
