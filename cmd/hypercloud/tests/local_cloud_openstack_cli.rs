@@ -111,6 +111,30 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     assert_eq!(show["OS-EXT-AZ:availability_zone"], "nova");
     assert_eq!(show["flavor"]["original_name"], "m1.small");
 
+    // A learner's first command: boot from the seeded image.
+    let booted = openstack(
+        &os,
+        &dir,
+        &[
+            "server",
+            "create",
+            "--flavor",
+            "m1.tiny",
+            "--network",
+            "private",
+            "--image",
+            "cirros-0.6.2-x86_64-disk",
+            "vm-cli",
+        ],
+    );
+    assert_eq!(booted["name"], "vm-cli");
+    assert_eq!(booted["status"], "ACTIVE");
+    assert_eq!(booted["flavor"]["original_name"], "m1.tiny");
+    let image = openstack(&os, &dir, &["image", "list"]);
+    assert_eq!(image[0]["Name"], "cirros-0.6.2-x86_64-disk");
+    let servers = openstack(&os, &dir, &["server", "list", "--name", "^vm-cli$"]);
+    assert_eq!(servers[0]["Image"], "cirros-0.6.2-x86_64-disk");
+
     openstack_ok(&os, &dir, &["server", "add", "volume", "web-1", "data"]);
     let volumes = openstack(&os, &dir, &["volume", "list"]);
     let v = &volumes.as_array().unwrap()[0];

@@ -6,6 +6,7 @@
 
 pub(crate) mod compute;
 pub(crate) mod identity;
+pub(crate) mod image;
 pub(crate) mod network;
 pub(crate) mod volume;
 
@@ -34,6 +35,7 @@ pub enum Service {
     Compute,
     Network,
     Volume,
+    Image,
     Metadata,
 }
 
@@ -45,16 +47,18 @@ impl Service {
             Service::Compute => "compute",
             Service::Network => "network",
             Service::Volume => "volume",
+            Service::Image => "image",
             Service::Metadata => "metadata",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 5] = [
+    pub const ALL: [Service; 6] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
         Service::Volume,
+        Service::Image,
         Service::Metadata,
     ];
 }
@@ -157,7 +161,7 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
         Service::Network => {
             json!({"NeutronError": {"type": e.kind, "message": e.message, "detail": ""}})
         }
-        Service::Identity | Service::Metadata => json!({"error": {
+        Service::Identity | Service::Metadata | Service::Image => json!({"error": {
             "code": code,
             "title": e.status.canonical_reason().unwrap_or("Error"),
             "message": e.message,
@@ -566,6 +570,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(compute::router(cloud.clone()))
         .merge(network::router(cloud.clone()))
         .merge(volume::router(cloud.clone()))
+        .merge(image::router(cloud.clone()))
         .fallback(unknown_path)
         .with_state(cloud)
 }
@@ -578,6 +583,8 @@ async fn unknown_path(uri: Uri) -> Response {
         Service::Network
     } else if path.starts_with("/volume") {
         Service::Volume
+    } else if path.starts_with("/image") {
+        Service::Image
     } else {
         Service::Compute
     };
@@ -600,6 +607,7 @@ async fn root(State(cloud): Ctx) -> Response {
             "compute": format!("{b}/compute/v2.1"),
             "network": format!("{b}/network/v2.0"),
             "volume": format!("{b}/volume/v3"),
+            "image": format!("{b}/image/v2"),
         }),
     )
 }

@@ -96,3 +96,20 @@ pub fn state_dir() -> Option<PathBuf> {
         .filter(|h| !h.is_empty())
         .map(|h| PathBuf::from(h).join(".local/share/hypercloud/local-cloud"))
 }
+
+/// An image as Glance lists it (no data behind it).
+#[derive(Debug, Clone, Copy)]
+pub struct Image {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub size: u64,
+}
+
+/// DevStack's default image.
+pub const IMAGES: &[Image] = &[Image {
+    id: "8a3e1f3c-6a4b-4c5e-9f0a-2b7d1c9e4f60",
+    name: "cirros-0.6.2-x86_64-disk",
+    size: 21_430_272,
+}];
+
+pub const IMAGE_PATH: &str = "/image";

@@ -476,3 +476,45 @@ async fn volume_attachments_through_nova() {
     assert_eq!(v.body["volume"]["attachments"], json!([]));
     cloud.shutdown().await;
 }
+
+#[tokio::test]
+async fn images_are_listed_and_image_refs_are_checked() {
+    let cloud = TestCloud::start().await;
+    let images = cloud.get("/image/v2/images").await;
+    assert_eq!(images.status, StatusCode::OK);
+    let image = images.body["images"][0].clone();
+    assert_eq!(image["status"], "active");
+    let id = image["id"].as_str().unwrap().to_owned();
+    let by_ids = cloud
+        .get(&format!("/image/v2/images?id=in:{id},other"))
+        .await;
+    assert_eq!(by_ids.body["images"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        cloud.get(&format!("/image/v2/images/{id}")).await.body["name"],
+        image["name"]
+    );
+    let missing = cloud.get("/image/v2/images/nope").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.body["error"]["code"], 404);
+
+    let server = cloud
+        .create_server("from-image", json!({"imageRef": id}))
+        .await;
+    let s = cloud.get(&format!("/compute/v2.1/servers/{server}")).await;
+    assert_eq!(s.body["server"]["image"]["id"], id.as_str());
+    let bad = cloud
+        .post(
+            "/compute/v2.1/servers",
+            json!({"server": {"name": "x", "flavorRef": "1", "imageRef": "no-such-image"}}),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        cloud.get("/compute/v2.1/servers").await.body["servers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    cloud.shutdown().await;
+}

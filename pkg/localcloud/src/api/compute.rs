@@ -599,6 +599,14 @@ async fn create_server(
             "Invalid input for field/attribute server. Value: 'flavorRef' is a required property",
         )),
     };
+    if let Some(image) = b.image_ref.as_deref().filter(|i| !i.is_empty()) {
+        let id = image.rsplit('/').next().unwrap_or(image);
+        if super::image::find_image(id).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "Can not find requested image: {image}"
+            )));
+        }
+    }
     let flavor = find_flavor(&flavor_ref)
         .ok_or_else(|| ApiError::bad_request(format!("Flavor {flavor_ref} could not be found.")))?;
     let config_drive_dir = cloud.config.config_drive_dir();
@@ -617,7 +625,11 @@ async fn create_server(
                 name,
                 status: ACTIVE.into(),
                 flavor_id: flavor.id.into(),
-                image_id: b.image_ref.clone().unwrap_or_default(),
+                image_id: b
+                    .image_ref
+                    .as_deref()
+                    .map(|i| i.rsplit('/').next().unwrap_or(i).to_owned())
+                    .unwrap_or_default(),
                 availability_zone: zone,
                 project_id: caller.project_id.clone(),
                 user_id: caller.user_id.clone(),

@@ -179,6 +179,7 @@ pub(crate) fn catalog(cloud: &Cloud, project_id: &str) -> Value {
             "cinderv3",
             format!("{b}/volume/v3/{project_id}"),
         ),
+        ("image", "glance", format!("{b}/image")),
     ];
     Value::Array(
         services
