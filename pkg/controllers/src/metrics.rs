@@ -3,8 +3,8 @@
 //! `service_controller_*`, and the node controllers' counters).
 
 use prometheus::{
-    exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGaugeVec, Opts, Registry,
+    exponential_buckets, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGaugeVec, Opts, Registry,
 };
 
 /// Every metric of the controllers.
@@ -20,6 +20,10 @@ pub(crate) struct Metrics {
     pub work_duration: HistogramVec,
     /// `workqueue_retries_total{name}`.
     pub retries: IntCounterVec,
+    /// `workqueue_unfinished_work_seconds{name}`.
+    pub unfinished: GaugeVec,
+    /// `workqueue_longest_running_processor_seconds{name}`.
+    pub longest_running: GaugeVec,
     /// `service_controller_loadbalancer_sync_total`.
     pub lb_sync: IntCounter,
     /// `service_controller_nodesync_latency_seconds`.
@@ -68,6 +72,20 @@ impl Metrics {
                 Opts::new("workqueue_retries_total", "Total number of retries handled by workqueue"),
                 name,
             )?,
+            unfinished: GaugeVec::new(
+                Opts::new(
+                    "workqueue_unfinished_work_seconds",
+                    "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+                ),
+                name,
+            )?,
+            longest_running: GaugeVec::new(
+                Opts::new(
+                    "workqueue_longest_running_processor_seconds",
+                    "How many seconds has the longest running processor for workqueue been running.",
+                ),
+                name,
+            )?,
             lb_sync: IntCounter::new(
                 "service_controller_loadbalancer_sync_total",
                 "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
@@ -108,6 +126,8 @@ impl Metrics {
             Box::new(m.queue_duration.clone()),
             Box::new(m.work_duration.clone()),
             Box::new(m.retries.clone()),
+            Box::new(m.unfinished.clone()),
+            Box::new(m.longest_running.clone()),
             Box::new(m.lb_sync.clone()),
             Box::new(m.nodesync_latency.clone()),
             Box::new(m.update_lb_host_latency.clone()),

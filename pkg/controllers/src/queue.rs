@@ -3,7 +3,7 @@
 //! processed, it runs again afterwards), and failed keys come back after a per-item
 //! exponential backoff that `forget` resets.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -26,7 +26,8 @@ struct Inner {
     queue: VecDeque<String>,
     /// Queued (waiting) keys, with when they were added.
     dirty: HashMap<String, Instant>,
-    processing: HashSet<String>,
+    /// Keys being processed, with when their processing started.
+    processing: HashMap<String, Instant>,
     failures: HashMap<String, u32>,
     shutdown: bool,
 }
@@ -72,7 +73,7 @@ impl Queue {
         }
         self.metrics.adds.with_label_values(&[self.name]).inc();
         st.dirty.insert(key.clone(), Instant::now());
-        if st.processing.contains(&key) {
+        if st.processing.contains_key(&key) {
             // `done` queues it again.
             return;
         }
@@ -134,7 +135,7 @@ impl Queue {
                             .with_label_values(&[self.name])
                             .observe(added.elapsed().as_secs_f64());
                     }
-                    st.processing.insert(key.clone());
+                    st.processing.insert(key.clone(), Instant::now());
                     self.metrics
                         .depth
                         .with_label_values(&[self.name])
@@ -159,6 +160,23 @@ impl Queue {
             drop(st);
             self.ready.notify_one();
         }
+    }
+
+    /// Updates `workqueue_unfinished_work_seconds` and
+    /// `workqueue_longest_running_processor_seconds` (upstream samples every 500ms).
+    fn update_unfinished(&self) {
+        let st = self.lock();
+        let ages = st.processing.values().map(|t| t.elapsed().as_secs_f64());
+        let (sum, max) = ages.fold((0.0, 0.0f64), |(s, m), a| (s + a, m.max(a)));
+        drop(st);
+        self.metrics
+            .unfinished
+            .with_label_values(&[self.name])
+            .set(sum);
+        self.metrics
+            .longest_running
+            .with_label_values(&[self.name])
+            .set(max);
     }
 
     /// Stops handing out keys.
@@ -203,7 +221,20 @@ where
             }
         });
     }
-    while set.join_next().await.is_some() {}
+    let sampler = {
+        let queue = queue.clone();
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tick.tick().await;
+                queue.update_unfinished();
+            }
+        }
+    };
+    tokio::select! {
+        () = async { while set.join_next().await.is_some() {} } => {}
+        () = sampler => {}
+    }
 }
 
 #[cfg(test)]
@@ -226,6 +257,9 @@ mod tests {
         assert_eq!(k, "a");
         q.add("a".into());
         assert_eq!(q.len(), 1, "a is being processed: not queued twice");
+        q.update_unfinished();
+        let m = &q.metrics;
+        assert!(m.unfinished.with_label_values(&["test"]).get() >= 0.0);
         q.done("a");
         assert_eq!(q.len(), 2);
         assert_eq!(q.get().await.as_deref(), Some("b"));

@@ -73,6 +73,7 @@ pub(crate) async fn run(
     let enqueue_services = {
         let queue = queue.clone();
         let services = services.clone();
+        let state = state.clone();
         async move {
             let all = |queue: &Queue| {
                 for s in services.store.state() {
@@ -93,8 +94,15 @@ pub(crate) async fn run(
                             queue.add(key_of(new.as_ref()));
                         }
                     }
-                    // The finalizer guarantees we see deletions as updates first.
-                    Notice::Deleted(_) => {}
+                    // The finalizer makes us see deletions as updates first; a Service that
+                    // went without it (finalizer removed by hand) but had a load balancer
+                    // from us still gets it deleted, as upstream `processServiceDeletion`.
+                    Notice::Deleted(svc) => {
+                        let had_lb = state.last_synced().remove(&key_of(svc.as_ref())).is_some();
+                        if had_lb && wants_load_balancer(&svc) {
+                            delete_orphaned(&state, &svc).await;
+                        }
+                    }
                     Notice::Resync => all(&queue),
                 }
             }
@@ -226,9 +234,9 @@ async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> 
                 Err(e) => return Err(lb_err("delete load balancer", e)),
             }
         }
+        state.last_synced().remove(key);
         // Always drop the finalizer once the load balancer is gone, so the Service can go.
         patch_finalizers(ctx, svc, false).await?;
-        state.last_synced().remove(key);
         ctx.event(
             CONTROLLER,
             &reference,
@@ -317,6 +325,48 @@ async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> 
         }
     }
     Ok(Action::AwaitChange)
+}
+
+/// Deletes the load balancer of a Service that is already gone (one attempt: the object,
+/// and so any retry key, no longer exists).
+async fn delete_orphaned(state: &ServiceState, svc: &Service) {
+    let ctx = &state.ctx;
+    let Some(lb) = ctx.cloud.load_balancer() else {
+        return;
+    };
+    let reference = svc.object_ref(&());
+    ctx.event(
+        CONTROLLER,
+        &reference,
+        EventType::Normal,
+        "DeletingLoadBalancer",
+        "Deleting load balancer".into(),
+    )
+    .await;
+    let cluster = &ctx.options.kube_cloud_shared.cluster_name;
+    match lb.ensure_load_balancer_deleted(cluster, svc).await {
+        Ok(()) | Err(CloudError::ImplementedElsewhere) => {
+            ctx.event(
+                CONTROLLER,
+                &reference,
+                EventType::Normal,
+                "DeletedLoadBalancer",
+                "Deleted load balancer".into(),
+            )
+            .await;
+        }
+        Err(e) => {
+            tracing::error!(service = %key_of(svc), error = %e, "deleting load balancer of deleted service");
+            ctx.event(
+                CONTROLLER,
+                &reference,
+                EventType::Warning,
+                "DeleteLoadBalancerFailed",
+                format!("Error deleting load balancer: {e}"),
+            )
+            .await;
+        }
+    }
 }
 
 fn current_status(svc: &Service) -> LoadBalancerStatus {
