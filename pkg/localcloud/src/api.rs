@@ -572,7 +572,24 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(volume::router(cloud.clone()))
         .merge(image::router(cloud.clone()))
         .fallback(unknown_path)
+        .layer(axum::middleware::from_fn(log_request))
         .with_state(cloud)
+}
+
+/// Logs every API request (debug; `-v 4`), with its status and how long it took.
+async fn log_request(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(req).await;
+    let status = response.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if status >= 500 {
+        tracing::warn!(%method, %path, status, ms, "local-cloud request");
+    } else {
+        tracing::debug!(%method, %path, status, ms, "local-cloud request");
+    }
+    response
 }
 
 async fn unknown_path(uri: Uri) -> Response {
