@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+use k8s_openapi::api::core::v1::{
+    LoadBalancerStatus, Node, NodeAddress, PersistentVolume, Service,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
@@ -61,6 +63,24 @@ pub trait Interface: Send + Sync {
     fn clusters(&self) -> Option<&dyn Clusters> {
         None
     }
+
+    /// Zone and region labels of volumes (upstream `PVLabeler`, which a cloud implements
+    /// beside `Interface`; the apiserver's PersistentVolumeLabel admission and the
+    /// cloud-controller-manager's PV labelling ask it).
+    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
+        None
+    }
+}
+
+/// Labels for PersistentVolumes backed by the cloud's volumes (upstream `PVLabeler`).
+#[async_trait]
+pub trait PvLabeler: Send + Sync {
+    /// The labels (zone, region) the PV should carry; empty when the PV is not one of this
+    /// cloud's volumes; [`crate::Error::DiskNotFound`] when it names a volume the cloud lacks.
+    async fn get_labels_for_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<BTreeMap<String, String>>;
 }
 
 /// Zone and region of an instance (upstream `cloudprovider.Zone`).
@@ -234,13 +254,14 @@ pub struct Capability {
 }
 
 /// Capability names as printed and as accepted in configs, in upstream order.
-pub(crate) const CAPABILITY_NAMES: [&str; 6] = [
+pub(crate) const CAPABILITY_NAMES: [&str; 7] = [
     "instances",
     "instances-v2",
     "load-balancer",
     "zones",
     "routes",
     "clusters",
+    "pv-labeler",
 ];
 
 /// Which capabilities `cloud` supports, in upstream order.
@@ -252,6 +273,7 @@ pub fn capabilities(cloud: &dyn Interface) -> Vec<Capability> {
         cloud.zones().is_some(),
         cloud.routes().is_some(),
         cloud.clusters().is_some(),
+        cloud.pv_labeler().is_some(),
     ];
     CAPABILITY_NAMES
         .iter()
@@ -294,7 +316,7 @@ mod tests {
     #[test]
     fn capabilities_default_to_unsupported() {
         let caps = capabilities(&Bare);
-        assert_eq!(caps.len(), 6);
+        assert_eq!(caps.len(), 7);
         assert!(caps.iter().all(|c| !c.supported));
         assert!(Bare.has_cluster_id());
     }

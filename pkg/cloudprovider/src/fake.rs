@@ -15,6 +15,7 @@
 //!     addresses: [{type: InternalIP, address: 10.0.0.11}]
 //! routes: [{targetNode: node-1, destinationCIDR: 10.244.1.0/24}]
 //! clusters: {kubernetes: 10.0.0.1}
+//! volumes: [{id: vol-1, zone: nova}]   # PVs with csi.volumeHandle or cinder.volumeID vol-1
 //! disabled: [clusters]       # capabilities to report as unsupported
 //! ```
 
@@ -23,13 +24,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
-    LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, Service,
+    LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, PersistentVolume, Service,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::{
     default_load_balancer_name, CloudConfig, Clusters, Error, InstanceMetadata, Instances,
-    InstancesV2, Interface, LoadBalancer, Result, Route, Routes, Zone, Zones,
+    InstancesV2, Interface, LoadBalancer, PvLabeler, Result, Route, Routes, Zone, Zones,
 };
 
 const PROVIDER: &str = "fake";
@@ -56,8 +57,11 @@ pub struct FakeConfig {
     /// Cluster name → master address.
     #[serde(default)]
     pub clusters: BTreeMap<String, String>,
+    /// Volumes, for PV labels.
+    #[serde(default)]
+    pub volumes: Vec<FakeVolume>,
     /// Capabilities to report as unsupported: `instances`, `instances-v2`, `load-balancer`,
-    /// `zones`, `routes`, `clusters`.
+    /// `zones`, `routes`, `clusters`, `pv-labeler`.
     #[serde(default)]
     pub disabled: Vec<String>,
 }
@@ -100,6 +104,29 @@ impl FakeInstance {
     pub fn provider_id(&self) -> String {
         format!("{PROVIDER}:///{}", self.id())
     }
+}
+
+/// One volume of the fake cloud.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FakeVolume {
+    /// Volume ID, matched against a PV's `csi.volumeHandle` or `cinder.volumeID`.
+    pub id: String,
+    /// Zone; defaults to the cloud's.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Region; defaults to the cloud's.
+    #[serde(default)]
+    pub region: Option<String>,
+}
+
+/// The cloud volume a PV refers to: a CSI volume handle or an in-tree Cinder volume ID.
+pub fn pv_volume_id(pv: &PersistentVolume) -> Option<&str> {
+    let spec = pv.spec.as_ref()?;
+    spec.csi
+        .as_ref()
+        .map(|c| c.volume_handle.as_str())
+        .or_else(|| spec.cinder.as_ref().map(|c| c.volume_id.as_str()))
 }
 
 /// One recorded call.
@@ -368,6 +395,40 @@ impl Interface for FakeCloud {
 
     fn clusters(&self) -> Option<&dyn Clusters> {
         self.enabled("clusters").then_some(self as &dyn Clusters)
+    }
+
+    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
+        self.enabled("pv-labeler").then_some(self as &dyn PvLabeler)
+    }
+}
+
+#[async_trait]
+impl PvLabeler for FakeCloud {
+    async fn get_labels_for_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<BTreeMap<String, String>> {
+        let pv_name = pv.metadata.name.clone().unwrap_or_default();
+        let st = self.record("get_labels_for_volume", vec![pv_name])?;
+        let Some(id) = pv_volume_id(pv) else {
+            return Ok(BTreeMap::new());
+        };
+        let v = st
+            .config
+            .volumes
+            .iter()
+            .find(|v| v.id == id)
+            .ok_or(Error::DiskNotFound)?;
+        let zone = v.zone.clone().unwrap_or_else(|| st.config.zone.clone());
+        let region = v.region.clone().unwrap_or_else(|| st.config.region.clone());
+        let mut labels = BTreeMap::new();
+        if !zone.is_empty() {
+            labels.insert(crate::wellknown::LABEL_TOPOLOGY_ZONE.to_string(), zone);
+        }
+        if !region.is_empty() {
+            labels.insert(crate::wellknown::LABEL_TOPOLOGY_REGION.to_string(), region);
+        }
+        Ok(labels)
     }
 }
 
@@ -919,6 +980,57 @@ clusters: {kubernetes: 10.0.0.1}
         r.delete_route("other", &route).await.expect("ok");
         assert!(r.list_routes("other").await.expect("ok").is_empty());
         assert_eq!(r.list_routes("kubernetes").await.expect("ok").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn pv_labels_from_volumes() {
+        use k8s_openapi::api::core::v1::{CSIPersistentVolumeSource, PersistentVolumeSpec};
+        let c = FakeCloud::from_config_bytes(
+            b"region: r1\nzone: z0\nvolumes: [{id: vol-1, zone: z1}, {id: vol-2}]",
+            "t",
+        )
+        .expect("config");
+        let pv = |handle: Option<&str>| PersistentVolume {
+            spec: Some(PersistentVolumeSpec {
+                csi: handle.map(|h| CSIPersistentVolumeSource {
+                    driver: "any".into(),
+                    volume_handle: h.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let l = c.pv_labeler().expect("supported");
+        let got = l
+            .get_labels_for_volume(&pv(Some("vol-1")))
+            .await
+            .expect("ok");
+        assert_eq!(
+            got.get("topology.kubernetes.io/zone").map(String::as_str),
+            Some("z1")
+        );
+        assert_eq!(
+            got.get("topology.kubernetes.io/region").map(String::as_str),
+            Some("r1")
+        );
+        let got = l
+            .get_labels_for_volume(&pv(Some("vol-2")))
+            .await
+            .expect("ok");
+        assert_eq!(
+            got.get("topology.kubernetes.io/zone").map(String::as_str),
+            Some("z0")
+        );
+        assert!(l
+            .get_labels_for_volume(&pv(None))
+            .await
+            .expect("ok")
+            .is_empty());
+        assert!(matches!(
+            l.get_labels_for_volume(&pv(Some("vol-9"))).await,
+            Err(Error::DiskNotFound)
+        ));
     }
 
     #[tokio::test]

@@ -14,14 +14,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    LoadBalancerStatus, Node, NodeAddress, PersistentVolume, Service,
+};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::{
-    Clusters, Error, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer, Result,
-    Route, Routes, Zone, Zones,
+    Clusters, Error, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler,
+    Result, Route, Routes, Zone, Zones,
 };
 
 /// The call metrics, registered once per process and shared by every wrapped provider.
@@ -220,6 +224,9 @@ impl Instrumented {
     fn clusters_(&self) -> Result<&dyn Clusters> {
         self.inner.clusters().ok_or(Error::NotImplemented)
     }
+    fn pv_labeler_(&self) -> Result<&dyn PvLabeler> {
+        self.inner.pv_labeler().ok_or(Error::NotImplemented)
+    }
 }
 
 fn node_name(n: &Node) -> &str {
@@ -275,6 +282,24 @@ impl Interface for Instrumented {
     }
     fn clusters(&self) -> Option<&dyn Clusters> {
         self.inner.clusters().map(|_| self as &dyn Clusters)
+    }
+    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
+        self.inner.pv_labeler().map(|_| self as &dyn PvLabeler)
+    }
+}
+
+#[async_trait]
+impl PvLabeler for Instrumented {
+    async fn get_labels_for_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<BTreeMap<String, String>> {
+        let args = json!({ "persistentVolume": pv.metadata.name.as_deref().unwrap_or_default() });
+        self.obs
+            .observe("get_labels_for_volume", args, async {
+                self.pv_labeler_()?.get_labels_for_volume(pv).await
+            })
+            .await
     }
 }
 

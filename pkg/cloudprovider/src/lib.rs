@@ -25,7 +25,7 @@ pub mod wellknown;
 
 pub use cloud::{
     capabilities, default_load_balancer_name, Capability, Clusters, InstanceMetadata, Instances,
-    InstancesV2, Interface, LoadBalancer, Route, Routes, Zone, Zones,
+    InstancesV2, Interface, LoadBalancer, PvLabeler, Route, Routes, Zone, Zones,
 };
 pub use error::{Error, Result};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};
