@@ -16,7 +16,7 @@ use support::TestCloud;
 #[tokio::test]
 async fn latency_is_added_per_service() {
     let cloud = TestCloud::start_with(|mut c| {
-        c.faults.latency = "network=300ms".parse::<Latency>().unwrap();
+        c.faults.latency = "network=500ms".parse::<Latency>().unwrap();
         c
     })
     .await;
@@ -26,7 +26,7 @@ async fn latency_is_added_per_service() {
         StatusCode::OK
     );
     assert!(
-        t.elapsed() >= Duration::from_millis(300),
+        t.elapsed() >= Duration::from_millis(500),
         "{:?}",
         t.elapsed()
     );
@@ -36,7 +36,7 @@ async fn latency_is_added_per_service() {
         StatusCode::OK
     );
     assert!(
-        t.elapsed() < Duration::from_millis(300),
+        t.elapsed() < Duration::from_millis(500),
         "compute was delayed: {:?}",
         t.elapsed()
     );
