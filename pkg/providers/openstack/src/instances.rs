@@ -27,8 +27,11 @@ use crate::OpenStack;
 
 /// The provider ID scheme upstream uses.
 pub const PROVIDER_ID_PREFIX: &str = "openstack://";
+/// Also accepted, for IDs built from the `local` provider's name.
+pub const LOCAL_PROVIDER_ID_PREFIX: &str = "local://";
 
-/// `openstack:///<uuid>` (and, as upstream, `openstack://<region>/<uuid>`) → (region, uuid).
+/// `openstack:///<uuid>` (and, as upstream, `openstack://<region>/<uuid>`; also `local://...`)
+/// → (region, uuid).
 pub fn parse_provider_id(provider_id: &str) -> Result<(Option<&str>, &str)> {
     let bad = || {
         Error::Cloud {
@@ -41,8 +44,11 @@ pub fn parse_provider_id(provider_id: &str) -> Result<(Option<&str>, &str)> {
         ),
     }
     };
+    // `local://` too: upstream's Instances (v1) path builds provider IDs from the provider
+    // name (`GetInstanceProviderID`), and the `local` preset is this provider under that name.
     let rest = provider_id
         .strip_prefix(PROVIDER_ID_PREFIX)
+        .or_else(|| provider_id.strip_prefix(LOCAL_PROVIDER_ID_PREFIX))
         .ok_or_else(bad)?;
     let (region, id) = rest.split_once('/').ok_or_else(bad)?;
     if id.is_empty() || id.contains('/') {
@@ -458,6 +464,7 @@ mod tests {
             parse_provider_id("openstack://RegionOne/abc").unwrap(),
             (Some("RegionOne"), "abc")
         );
+        assert_eq!(parse_provider_id("local:///abc").unwrap(), (None, "abc"));
         for bad in [
             "aws:///abc",
             "openstack://abc",

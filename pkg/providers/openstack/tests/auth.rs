@@ -158,6 +158,22 @@ async fn local_preset_needs_only_overrides() {
         .unwrap();
     assert_eq!(md.provider_id, format!("openstack:///{id}"));
     assert_eq!(md.region, "RegionOne");
+    // Upstream's v1 path builds `<provider name>://` + instance_id.
+    let v1_id = format!(
+        "local://{}",
+        os.instances()
+            .unwrap()
+            .instance_id("local-node")
+            .await
+            .unwrap()
+    );
+    assert_eq!(v1_id, format!("local:///{id}"));
+    assert!(os
+        .instances()
+        .unwrap()
+        .instance_exists_by_provider_id(&v1_id)
+        .await
+        .unwrap());
     // Without any file: the documented defaults.
     let bare = OpenStack::local(None).unwrap();
     assert_eq!(
