@@ -644,3 +644,101 @@ async fn routes_created_stale_deleted_and_network_condition_set() {
     delete_nodes(&api, &[with_cidr, without]).await;
     env.cleanup().await.expect("cleanup");
 }
+
+/// Not a test of behaviour but a measurement (ignored by default; run with
+/// `cargo test -p hypercloud-controllers --test controllers -- --ignored --nocapture`):
+/// initialises `HYPERCLOUD_BENCH_NODES` (default 300) Nodes and prints the time, the API
+/// writes per node and the cloud calls per node.
+#[tokio::test]
+#[ignore]
+async fn measure_cloud_node_initialisation() {
+    let count: usize = std::env::var("HYPERCLOUD_BENCH_NODES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    let env = TestEnv::new("cloud-node-measure").await.expect("testenv");
+    let label = env.unique_name("m");
+    let names: Vec<String> = (0..count)
+        .map(|i| env.unique_name(&format!("m{i}")))
+        .collect();
+    let cloud = FakeCloud::new(FakeConfig {
+        zone: "z".into(),
+        region: "r".into(),
+        instances: names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| instance(n, &format!("10.1.{}.{}", i / 250, i % 250 + 1)))
+            .collect(),
+        ..Default::default()
+    });
+    let api: Api<Node> = Api::all(env.client());
+    let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watch_task = {
+        let writes = writes.clone();
+        let cfg = watcher::Config::default().labels(&format!("{TEST_LABEL}={label}"));
+        let mut stream = watcher(api.clone(), cfg).boxed();
+        tokio::spawn(async move {
+            let mut seen = std::collections::HashMap::new();
+            while let Some(Ok(ev)) = stream.next().await {
+                if let watcher::Event::Apply(n) = ev {
+                    if seen.insert(n.name_any(), ()).is_some() {
+                        writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let running = start(
+        env.client(),
+        &cloud,
+        &[names::CLOUD_NODE.name],
+        &[],
+        Scope {
+            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
+            service_namespace: None,
+        },
+    );
+    let t0 = Instant::now();
+    futures::stream::iter(names.iter())
+        .for_each_concurrent(16, |n| {
+            let api = api.clone();
+            let label = label.clone();
+            async move {
+                api.create(
+                    &PostParams::default(),
+                    &node(n, &label, vec![uninitialized()]),
+                )
+                .await
+                .expect("create");
+            }
+        })
+        .await;
+    let created = t0.elapsed();
+    let lp = kube::api::ListParams::default().labels(&format!("{TEST_LABEL}={label}"));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let list = api.list(&lp).await.expect("list");
+        let done = list
+            .items
+            .iter()
+            .filter(|n| !has_taint(n, wellknown::TAINT_UNINITIALIZED))
+            .count();
+        if done == count {
+            break;
+        }
+        assert!(Instant::now() < deadline, "only {done}/{count} initialised");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let all = t0.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!(
+        "nodes={count} created_in={created:?} all_initialised_in={all:?} api_writes_per_node={:.2} cloud_calls_per_node={:.2}",
+        writes.load(std::sync::atomic::Ordering::SeqCst) as f64 / count as f64,
+        cloud.calls().len() as f64 / count as f64
+    );
+    running.stop().await;
+    watch_task.abort();
+    delete_nodes(&api, &names).await;
+    env.cleanup().await.expect("cleanup");
+}
