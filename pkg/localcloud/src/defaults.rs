@@ -25,10 +25,11 @@ pub const DOMAIN: &str = "Default";
 pub const DOMAIN_ID: &str = "default";
 
 /// The tenant network every instance joins unless told otherwise. Addresses are simulated:
-/// they exist only in the API, no traffic is ever sent to them.
+/// they exist only in the API, no traffic is ever sent to them. A /16, so that benchmarks with
+/// thousands of nodes fit; the first instances still get 10.0.0.x.
 pub const NETWORK: &str = "private";
 pub const SUBNET: &str = "private-subnet";
-pub const SUBNET_CIDR: &str = "10.0.0.0/24";
+pub const SUBNET_CIDR: &str = "10.0.0.0/16";
 /// The external network floating IPs come from (DevStack's `public`).
 pub const PUBLIC_NETWORK: &str = "public";
 pub const PUBLIC_SUBNET: &str = "public-subnet";

@@ -57,7 +57,7 @@ async fn metadata_service_answers_for_the_named_or_addressed_instance() {
     .await;
     let net_data: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(net_data["networks"][0]["ip_address"], "10.0.0.77");
-    assert_eq!(net_data["networks"][0]["netmask"], "255.255.255.0");
+    assert_eq!(net_data["networks"][0]["netmask"], "255.255.0.0");
 
     let fwd = ("x-forwarded-for", "10.0.0.77".to_owned());
     assert_eq!(

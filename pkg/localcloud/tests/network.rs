@@ -35,7 +35,7 @@ async fn seeded_like_devstack() {
             private["subnets"][0].as_str().unwrap()
         ))
         .await;
-    assert_eq!(subnet.body["subnet"]["cidr"], "10.0.0.0/24");
+    assert_eq!(subnet.body["subnet"]["cidr"], "10.0.0.0/16");
     assert_eq!(subnet.body["subnet"]["gateway_ip"], "10.0.0.1");
     let routers = cloud.get("/network/v2.0/routers?name=router1").await;
     let router = &routers.body["routers"][0];

@@ -3,6 +3,7 @@
 //! `add_extraroutes`/`remove_extraroutes`), and floating IPs. Addresses are bookkeeping only:
 //! nothing is configured on the host and no traffic is sent to them.
 
+use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -347,8 +348,8 @@ fn parse_ip(s: &str) -> Result<Ipv4Addr, ApiError> {
 
 /// Addresses already taken in `subnet`: ports, floating IPs and (unless `gateway_free`) the
 /// gateway.
-fn used_ips(r: &impl Read, subnet: &Subnet, gateway_free: bool) -> Vec<Ipv4Addr> {
-    let mut used: Vec<Ipv4Addr> = r
+fn used_ips(r: &impl Read, subnet: &Subnet, gateway_free: bool) -> HashSet<Ipv4Addr> {
+    let mut used: HashSet<Ipv4Addr> = r
         .list::<Port>(PORTS)
         .into_iter()
         .flat_map(|p| p.fixed_ips)
@@ -363,7 +364,7 @@ fn used_ips(r: &impl Read, subnet: &Subnet, gateway_free: bool) -> Vec<Ipv4Addr>
     );
     if !gateway_free {
         if let Some(gw) = subnet.gateway_ip.as_deref().and_then(|g| g.parse().ok()) {
-            used.push(gw);
+            used.insert(gw);
         }
     }
     used
