@@ -75,6 +75,7 @@ fn controller_manager_starts_openstack_and_local_against_a_local_cloud_process()
         stdout.contains("  load-balancer  not supported"),
         "{stdout}"
     );
+    assert!(stdout.contains("  pv-labeler     supported"), "{stdout}");
 
     std::fs::write(
         &conf,

@@ -9,8 +9,9 @@
 //!
 //! Capabilities: Instances and InstancesV2 (Nova servers by name or provider ID
 //! `openstack:///<uuid>`, answered from one short-lived listing of all servers), Zones, Routes
-//! (Neutron router extra routes, only with `[Route] router-id`), the extra [`Volumes`] trait
-//! (Cinder volume zone) and the [`MetadataReader`] for the node side. Not supported: Clusters
+//! (Neutron router extra routes, only with `[Route] router-id`), PvLabeler (Cinder volume
+//! zone/region labels; also as the lower-level [`Volumes`] trait) and the [`MetadataReader`]
+//! for the node side. Not supported: Clusters
 //! (as upstream) and, for now, LoadBalancer (the local cloud has no Octavia API yet).
 //!
 //! ```no_run
@@ -37,14 +38,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, Registry, Routes, Zones,
+    CloudConfig, Instances, InstancesV2, Interface, PvLabeler, Registry, Routes, Zones,
 };
 
 pub use config::Config;
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, PROVIDER_ID_PREFIX};
 pub use metadata::{Metadata, MetadataReader};
-pub use volumes::Volumes;
+pub use volumes::{Volumes, CINDER_CSI_DRIVER};
 
 /// Provider name of the real OpenStack provider.
 pub const OPENSTACK: &str = "openstack";
@@ -202,6 +203,10 @@ impl Interface for OpenStack {
     }
 
     fn zones(&self) -> Option<&dyn Zones> {
+        Some(self)
+    }
+
+    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
         Some(self)
     }
 

@@ -1,9 +1,14 @@
-//! Cinder volumes for the node side of storage: which zone and region a volume is in, for the
-//! PersistentVolumeLabel admission webhook and PV labelling. Upstream equivalent: the legacy
-//! in-tree provider's `GetLabelsForVolume` (`openstack_volumes.go`).
+//! Cinder volumes: which zone and region a volume is in, for the PersistentVolumeLabel
+//! admission webhook and PV labelling — the [`PvLabeler`] capability, and the lower-level
+//! [`Volumes`] trait it is built on. Upstream equivalent: the legacy in-tree provider's
+//! `GetLabelsForVolume` (`openstack_volumes.go`).
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{Error, Result, Zone};
+use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
+use hypercloud_cloudprovider::{Error, PvLabeler, Result, Zone};
+use k8s_openapi::api::core::v1::PersistentVolume;
 use reqwest::Method;
 
 use crate::client::{is_not_found, Service};
@@ -43,5 +48,49 @@ impl Volumes for OpenStack {
             failure_domain: zone,
             region: self.client.region().to_owned(),
         })
+    }
+}
+
+/// A PV's Cinder volume ID: in-tree `cinder` source or the Cinder CSI driver's handle.
+fn cinder_volume_id(pv: &PersistentVolume) -> Option<&str> {
+    let spec = pv.spec.as_ref()?;
+    if let Some(c) = &spec.cinder {
+        return Some(c.volume_id.as_str());
+    }
+    spec.csi
+        .as_ref()
+        .filter(|c| c.driver == CINDER_CSI_DRIVER)
+        .map(|c| c.volume_handle.as_str())
+}
+
+/// The Cinder CSI driver's name.
+pub const CINDER_CSI_DRIVER: &str = "cinder.csi.openstack.org";
+/// The volume ID of PVs still being provisioned (upstream `ProvisionedVolumeName`).
+const PROVISIONING_PLACEHOLDER: &str = "placeholder-for-provisioning";
+
+#[async_trait]
+impl PvLabeler for OpenStack {
+    /// As upstream `GetLabelsForVolume`: nothing for PVs that are not Cinder volumes, are
+    /// still provisioning, or with `[BlockStorage] ignore-volume-az`; else the volume's zone
+    /// and the configured region.
+    async fn get_labels_for_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<BTreeMap<String, String>> {
+        let mut labels = BTreeMap::new();
+        let Some(id) = cinder_volume_id(pv) else {
+            return Ok(labels);
+        };
+        if id == PROVISIONING_PLACEHOLDER || self.config.block_storage.ignore_volume_az {
+            return Ok(labels);
+        }
+        let zone = self.volume_zone(id).await?;
+        if !zone.failure_domain.is_empty() {
+            labels.insert(LABEL_TOPOLOGY_ZONE.to_owned(), zone.failure_domain);
+        }
+        if !zone.region.is_empty() {
+            labels.insert(LABEL_TOPOLOGY_REGION.to_owned(), zone.region);
+        }
+        Ok(labels)
     }
 }

@@ -30,7 +30,10 @@ async fn instances_v2_answers_from_the_cloud_and_follows_its_state() {
         .filter(|c| c.supported)
         .map(|c| c.name)
         .collect();
-    assert_eq!(supported, vec!["instances", "instances-v2", "zones"]);
+    assert_eq!(
+        supported,
+        vec!["instances", "instances-v2", "zones", "pv-labeler"]
+    );
 
     let v2 = os.instances_v2().unwrap();
     let n = node("node-a", None);

@@ -1,13 +1,19 @@
 //! The metadata reader against the local cloud's config drives and metadata service (both
 //! orders of `search-order`, fallback, and both failing), Zones::get_zone and
-//! Instances::current_node_name through it, and Cinder volume zones.
+//! Instances::current_node_name through it, and Cinder volume zones (Volumes and PvLabeler).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/cloud.rs"]
 mod support;
 
+use std::collections::BTreeMap;
+
+use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{Error, Interface};
 use hypercloud_providers_openstack::{Config, MetadataReader};
+use k8s_openapi::api::core::v1::{
+    CSIPersistentVolumeSource, CinderPersistentVolumeSource, PersistentVolume, PersistentVolumeSpec,
+};
 use reqwest::Method;
 use serde_json::json;
 use support::Cloud;
@@ -163,5 +169,76 @@ async fn volume_zone_and_region() {
         Err(Error::DiskNotFound)
     ));
     assert!(os.clusters().is_none());
+
+    // The PvLabeler capability on top: Cinder PVs (in-tree source or the Cinder CSI driver).
+    let labeler = os.pv_labeler().unwrap();
+    let expected = BTreeMap::from([
+        (LABEL_TOPOLOGY_ZONE.to_owned(), "az-2".to_owned()),
+        (LABEL_TOPOLOGY_REGION.to_owned(), "RegionOne".to_owned()),
+    ]);
+    assert_eq!(
+        labeler
+            .get_labels_for_volume(&cinder_pv(vol))
+            .await
+            .unwrap(),
+        expected
+    );
+    assert_eq!(
+        labeler
+            .get_labels_for_volume(&csi_pv("cinder.csi.openstack.org", vol))
+            .await
+            .unwrap(),
+        expected
+    );
+    for not_ours in [
+        csi_pv("ebs.csi.aws.com", vol),
+        cinder_pv("placeholder-for-provisioning"),
+        PersistentVolume::default(),
+    ] {
+        assert!(labeler
+            .get_labels_for_volume(&not_ours)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    assert!(matches!(
+        labeler.get_labels_for_volume(&cinder_pv("gone")).await,
+        Err(Error::DiskNotFound)
+    ));
+    let ignoring = cloud.provider_with("[BlockStorage]\nignore-volume-az = true\n");
+    assert!(ignoring
+        .pv_labeler()
+        .unwrap()
+        .get_labels_for_volume(&cinder_pv(vol))
+        .await
+        .unwrap()
+        .is_empty());
     cloud.shutdown().await;
+}
+
+fn cinder_pv(volume_id: &str) -> PersistentVolume {
+    PersistentVolume {
+        spec: Some(PersistentVolumeSpec {
+            cinder: Some(CinderPersistentVolumeSource {
+                volume_id: volume_id.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn csi_pv(driver: &str, handle: &str) -> PersistentVolume {
+    PersistentVolume {
+        spec: Some(PersistentVolumeSpec {
+            csi: Some(CSIPersistentVolumeSource {
+                driver: driver.into(),
+                volume_handle: handle.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
