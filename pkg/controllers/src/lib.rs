@@ -11,7 +11,8 @@
 //!   in one metadata patch and at most one status patch, and refreshes addresses periodically;
 //! - [`node_lifecycle`]: taints shut-down Nodes and deletes Nodes whose instance is gone;
 //! - [`service`]: load balancers for `type: LoadBalancer` Services;
-//! - [`route`]: cloud routes for node pod CIDRs.
+//! - [`route`]: cloud routes for node pod CIDRs;
+//! - [`pv_label`]: zone/region labels on PersistentVolumes of cloud volumes (off by default).
 //!
 //! Each controller follows kube-rs controller-rs: a long-lived state builds a [`Context`]
 //! shared by its workers, `reconcile(Arc<K>, Arc<Context>) -> Result<Action>` does the work,
@@ -26,6 +27,7 @@ mod informer;
 mod metrics;
 pub mod names;
 pub mod node_lifecycle;
+pub mod pv_label;
 mod queue;
 pub mod route;
 pub mod service;
@@ -33,7 +35,7 @@ pub mod service;
 use std::sync::Arc;
 
 use hypercloud_cloudprovider::Interface;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolume, Service};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::Api;
@@ -181,6 +183,22 @@ pub enum Error {
         /// The cloud's error.
         source: hypercloud_cloudprovider::Error,
     },
+    /// Asking the cloud for a volume's labels failed.
+    #[error("getting labels of the volume of persistent volume {pv}: {source}")]
+    GetVolumeLabels {
+        /// PV name.
+        pv: String,
+        /// The cloud's error.
+        source: hypercloud_cloudprovider::Error,
+    },
+    /// Patching a PersistentVolume failed.
+    #[error("patching persistent volume {pv}: {source}")]
+    PatchPersistentVolume {
+        /// PV name.
+        pv: String,
+        /// The apiserver's error.
+        source: kube::Error,
+    },
     /// `--cluster-cidr` or a node podCIDR is not a CIDR.
     #[error("invalid CIDR {cidr:?}")]
     ParseCidr {
@@ -314,6 +332,16 @@ pub async fn run_controllers_scoped(
                 route::cluster_cidrs(shared.cluster_cidr.as_deref().unwrap_or(""))?;
                 run.push(n);
             }
+            n if n == names::PV_LABEL.name => {
+                if cloud.pv_labeler().is_none() {
+                    tracing::warn!(
+                        controller = n,
+                        "cloud provider does not label volumes; not starting it"
+                    );
+                    continue;
+                }
+                run.push(n);
+            }
             n => {
                 tracing::warn!(
                     controller = n,
@@ -369,6 +397,18 @@ pub async fn run_controllers_scoped(
         None
     };
 
+    let pvs = if run.contains(&names::PV_LABEL.name) {
+        let (pvs, task) = informer::Informer::<PersistentVolume>::start(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            |_| {},
+        );
+        background.push(task);
+        Some(pvs)
+    } else {
+        None
+    };
+
     for name in run {
         let ctx = ctx.clone();
         let nodes = nodes.clone();
@@ -382,6 +422,11 @@ pub async fn run_controllers_scoped(
             n if n == names::SERVICE_LB.name => {
                 if let Some(services) = services.clone() {
                     tasks.spawn(async move { (n, service::run(ctx, nodes, services).await) });
+                }
+            }
+            n if n == names::PV_LABEL.name => {
+                if let Some(pvs) = pvs.clone() {
+                    tasks.spawn(async move { (n, pv_label::run(ctx, pvs).await) });
                 }
             }
             n => {
@@ -403,4 +448,59 @@ pub async fn run_controllers_scoped(
         t.abort();
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig};
+
+    fn config(disabled: &[&str]) -> ControllerConfig {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            c: hypercloud_options::ControllerOptions,
+        }
+        // Never contacted: these runs stop before any watch starts.
+        let kube_config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        ControllerConfig {
+            client: kube::Client::try_from(kube_config).expect("client"),
+            cloud: Arc::new(FakeCloud::new(FakeConfig {
+                disabled: disabled.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            })),
+            component: "cloud-controller-manager".into(),
+            options: Flags::parse_from(["t"]).c,
+            metrics: prometheus::Registry::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn cloud_node_without_instances_is_a_start_error_naming_it() {
+        let err = run_controllers(
+            config(&["instances", "instances-v2"]),
+            &[names::CLOUD_NODE.name],
+            async {},
+        )
+        .await
+        .expect_err("no instances");
+        assert!(err.to_string().contains("cloud-node-controller"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn unservable_controllers_are_skipped() {
+        // No load balancers, routes off by flag, no volume labels: nothing runs, no error.
+        run_controllers(
+            config(&["load-balancer", "pv-labeler"]),
+            &[
+                names::SERVICE_LB.name,
+                names::NODE_ROUTE.name,
+                names::PV_LABEL.name,
+            ],
+            async {},
+        )
+        .await
+        .expect("skipped, not failed");
+    }
 }

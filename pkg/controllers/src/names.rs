@@ -42,9 +42,23 @@ pub const NODE_ROUTE: ControllerName = ControllerName {
     on_by_default: true,
 };
 
+/// Zone/region labels (and node affinity) on PersistentVolumes of cloud volumes, the
+/// cloud-controller-manager's counterpart of the PersistentVolumeLabel admission plugin. Off
+/// by default: with CSI, volumes carry their topology themselves.
+pub const PV_LABEL: ControllerName = ControllerName {
+    name: "persistentvolume-label-controller",
+    aliases: &["pvl"],
+    on_by_default: false,
+};
+
 /// The cloud-controller-manager's controllers, in start order.
-pub const CLOUD_CONTROLLER_MANAGER: &[ControllerName] =
-    &[CLOUD_NODE, CLOUD_NODE_LIFECYCLE, SERVICE_LB, NODE_ROUTE];
+pub const CLOUD_CONTROLLER_MANAGER: &[ControllerName] = &[
+    CLOUD_NODE,
+    CLOUD_NODE_LIFECYCLE,
+    SERVICE_LB,
+    NODE_ROUTE,
+    PV_LABEL,
+];
 
 /// The cloud-dependent controllers kube-controller-manager runs in-tree (there the node
 /// initialisation is the kubelet's, so no cloud-node controller).
@@ -141,6 +155,16 @@ mod tests {
             vec!["cloud-node-controller", "node-route-controller"]
         );
         assert!(r(&[]).expect("ok").is_empty());
+        assert_eq!(
+            r(&["*", "pvl"]).expect("ok"),
+            vec![
+                "cloud-node-controller",
+                "cloud-node-lifecycle-controller",
+                "service-lb-controller",
+                "node-route-controller",
+                "persistentvolume-label-controller"
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,227 @@
+//! The PersistentVolume label controller (upstream kube-controller-manager's
+//! `PersistentVolumeLabelController`, `pkg/controller/cloud/pvlcontroller.go`, the
+//! cloud-controller-manager side of the PersistentVolumeLabel admission plugin): asks the
+//! provider's [`PvLabeler`](hypercloud_cloudprovider::PvLabeler) for the zone/region labels of
+//! each PersistentVolume backed by one of its volumes, adds those the PV lacks, and — when the
+//! PV has no node affinity yet (it is immutable once set) — a required node affinity on them,
+//! zone values split on `__` as upstream's multi-zone delimiter. One merge patch per PV,
+//! guarded by its resourceVersion; PVs already labelled cost no cloud call.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hypercloud_cloudprovider::wellknown::{LABEL_FAILURE_DOMAIN_ZONE, LABEL_TOPOLOGY_ZONE};
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::informer::{next_notice, Informer, Notice};
+use crate::queue::{run_workers, Action, Queue};
+use crate::{Context, Error, Result};
+
+/// Upstream `volumehelpers.LabelMultiZoneDelimiter`.
+const MULTI_ZONE_DELIMITER: &str = "__";
+
+/// Runs the controller until it is dropped.
+pub(crate) async fn run(ctx: Arc<Context>, pvs: Arc<Informer<PersistentVolume>>) -> Result<()> {
+    let queue = Queue::new(
+        "pvLabels",
+        Duration::from_millis(5),
+        Duration::from_secs(1000),
+        ctx.metrics.clone(),
+    );
+    // PV UIDs already labelled: later updates of them need no cloud call.
+    let done: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let mut feed = pvs.subscribe();
+    pvs.ready().await;
+    let enqueue = {
+        let queue = queue.clone();
+        let pvs = pvs.clone();
+        async move {
+            for pv in pvs.store.state() {
+                queue.add(pv.name_any());
+            }
+            while let Some(n) = next_notice(&mut feed).await {
+                match n {
+                    Notice::Applied { new, .. } => queue.add(new.name_any()),
+                    Notice::Deleted(_) => {}
+                    Notice::Resync => {
+                        for pv in pvs.store.state() {
+                            queue.add(pv.name_any());
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let work = {
+        let queue = queue.clone();
+        run_workers(queue.clone(), 1, move |key: String| {
+            let ctx = ctx.clone();
+            let queue = queue.clone();
+            let done = done.clone();
+            let pv = pvs
+                .store
+                .get(&kube::runtime::reflector::ObjectRef::new(&key));
+            async move {
+                let pv = pv?;
+                let uid = pv.uid().unwrap_or_default();
+                if done
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains(&uid)
+                {
+                    return None;
+                }
+                match reconcile(pv.clone(), ctx).await {
+                    Ok(_) => {
+                        queue.forget(&key);
+                        done.lock().unwrap_or_else(|p| p.into_inner()).insert(uid);
+                        None
+                    }
+                    Err(e) => {
+                        let delay = queue.backoff(&key);
+                        tracing::warn!(pv = %key, error = %e, ?delay, "labelling persistent volume, retrying");
+                        Some(delay)
+                    }
+                }
+            }
+        })
+    };
+    tokio::join!(enqueue, work);
+    Ok(())
+}
+
+/// Labels one PV.
+#[tracing::instrument(skip_all, fields(pv = %pv.name_any()))]
+pub async fn reconcile(pv: Arc<PersistentVolume>, ctx: Arc<Context>) -> Result<Action> {
+    let Some(labeler) = ctx.cloud.pv_labeler() else {
+        return Ok(Action::AwaitChange);
+    };
+    let name = pv.name_any();
+    let labels =
+        labeler
+            .get_labels_for_volume(&pv)
+            .await
+            .map_err(|source| Error::GetVolumeLabels {
+                pv: name.clone(),
+                source,
+            })?;
+    if let Some(patch) = label_patch(&pv, &labels) {
+        Api::<PersistentVolume>::all(ctx.client.clone())
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| Error::PatchPersistentVolume {
+                pv: name.clone(),
+                source,
+            })?;
+        tracing::info!(?labels, "labelled persistent volume");
+    }
+    Ok(Action::AwaitChange)
+}
+
+/// The merge patch adding the cloud's labels (and, when the PV has none, the node affinity
+/// they imply), or `None` when nothing is missing.
+pub fn label_patch(
+    pv: &PersistentVolume,
+    labels: &BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    let current = pv.labels();
+    let missing: BTreeMap<&String, &String> = labels
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(v))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let mut patch = json!({"metadata": {
+        "labels": missing,
+        "resourceVersion": pv.resource_version(),
+    }});
+    let has_affinity = pv.spec.as_ref().is_some_and(|s| s.node_affinity.is_some());
+    if !has_affinity {
+        let requirements: Vec<serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| {
+                let values: Vec<&str> =
+                    if k == LABEL_TOPOLOGY_ZONE || k == LABEL_FAILURE_DOMAIN_ZONE {
+                        v.split(MULTI_ZONE_DELIMITER).collect()
+                    } else {
+                        vec![v.as_str()]
+                    };
+                json!({"key": k, "operator": "In", "values": values})
+            })
+            .collect();
+        patch["spec"] = json!({"nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": requirements}
+        ]}}});
+    }
+    Some(patch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypercloud_cloudprovider::wellknown::LABEL_TOPOLOGY_REGION;
+    use k8s_openapi::api::core::v1::{PersistentVolumeSpec, VolumeNodeAffinity};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pv(labels: &[(&str, &str)], affinity: bool) -> PersistentVolume {
+        PersistentVolume {
+            metadata: ObjectMeta {
+                name: Some("pv".into()),
+                resource_version: Some("7".into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeSpec {
+                node_affinity: affinity.then(VolumeNodeAffinity::default),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn cloud_labels() -> BTreeMap<String, String> {
+        [
+            (LABEL_TOPOLOGY_ZONE.to_string(), "z1__z2".to_string()),
+            (LABEL_TOPOLOGY_REGION.to_string(), "r1".to_string()),
+        ]
+        .into()
+    }
+
+    #[test]
+    fn adds_labels_and_affinity_with_multi_zone_values() {
+        let p = label_patch(&pv(&[], false), &cloud_labels()).expect("patch");
+        assert_eq!(p["metadata"]["labels"][LABEL_TOPOLOGY_REGION], "r1");
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        let reqs =
+            &p["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"];
+        assert_eq!(
+            reqs[1],
+            json!({"key": LABEL_TOPOLOGY_ZONE, "operator": "In", "values": ["z1", "z2"]})
+        );
+    }
+
+    #[test]
+    fn existing_affinity_is_immutable_and_labelled_pvs_need_nothing() {
+        let p = label_patch(&pv(&[], true), &cloud_labels()).expect("patch");
+        assert!(p.get("spec").is_none());
+        let done = pv(
+            &[
+                (LABEL_TOPOLOGY_ZONE, "z1__z2"),
+                (LABEL_TOPOLOGY_REGION, "r1"),
+            ],
+            false,
+        );
+        assert!(label_patch(&done, &cloud_labels()).is_none());
+        assert!(label_patch(&pv(&[], false), &BTreeMap::new()).is_none());
+    }
+}
