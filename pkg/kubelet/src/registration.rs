@@ -89,22 +89,24 @@ pub fn hostname(override_: Option<&str>) -> String {
 /// The node name: in-tree the provider's `CurrentNodeName(hostname)`, otherwise the hostname.
 pub async fn node_name(cloud: Option<&dyn Interface>, hostname: &str) -> Result<String> {
     match cloud.and_then(|c| c.instances()) {
-        Some(instances) => {
-            instances
-                .current_node_name(hostname)
-                .await
-                .map_err(|source| Error::CurrentNodeName {
-                    hostname: hostname.into(),
-                    source,
-                })
-        }
+        Some(instances) => instances
+            .current_node_name(hostname)
+            .await
+            .map_err(|source| Error::CurrentNodeName {
+                hostname: hostname.into(),
+                source,
+            }),
         None => Ok(hostname.to_string()),
     }
 }
 
 /// Asks an in-tree provider everything the kubelet puts on its Node (Instances v1 and Zones,
 /// as the in-tree kubelet does; InstancesV2 when v1 is missing).
-pub async fn cloud_facts(cloud: &dyn Interface, node_name: &str, node_ip: Option<&str>) -> Result<CloudFacts> {
+pub async fn cloud_facts(
+    cloud: &dyn Interface,
+    node_name: &str,
+    node_ip: Option<&str>,
+) -> Result<CloudFacts> {
     let lookup = |what: &'static str| {
         move |source| Error::CloudLookup {
             what,
@@ -112,11 +114,26 @@ pub async fn cloud_facts(cloud: &dyn Interface, node_name: &str, node_ip: Option
             source,
         }
     };
-    let (provider_id, cloud_addresses, instance_type, mut zone) = if let Some(i) = cloud.instances() {
-        let id = i.instance_id(node_name).await.map_err(lookup("instance ID"))?;
-        let addresses = i.node_addresses(node_name).await.map_err(lookup("addresses"))?;
-        let itype = i.instance_type(node_name).await.map_err(lookup("instance type"))?;
-        (instance_provider_id(cloud.provider_name(), &id), addresses, itype, None)
+    let (provider_id, cloud_addresses, instance_type, mut zone) = if let Some(i) = cloud.instances()
+    {
+        let id = i
+            .instance_id(node_name)
+            .await
+            .map_err(lookup("instance ID"))?;
+        let addresses = i
+            .node_addresses(node_name)
+            .await
+            .map_err(lookup("addresses"))?;
+        let itype = i
+            .instance_type(node_name)
+            .await
+            .map_err(lookup("instance type"))?;
+        (
+            instance_provider_id(cloud.provider_name(), &id),
+            addresses,
+            itype,
+            None,
+        )
     } else if let Some(v2) = cloud.instances_v2() {
         let probe = Node {
             metadata: ObjectMeta {
@@ -125,22 +142,37 @@ pub async fn cloud_facts(cloud: &dyn Interface, node_name: &str, node_ip: Option
             },
             ..Default::default()
         };
-        let md = v2.instance_metadata(&probe).await.map_err(lookup("instance metadata"))?;
+        let md = v2
+            .instance_metadata(&probe)
+            .await
+            .map_err(lookup("instance metadata"))?;
         let zone = Zone {
             failure_domain: md.zone,
             region: md.region,
         };
-        (md.provider_id, md.node_addresses, md.instance_type, Some(zone))
+        (
+            md.provider_id,
+            md.node_addresses,
+            md.instance_type,
+            Some(zone),
+        )
     } else {
         return Err(Error::NoInstances(cloud.provider_name().into()));
     };
     if let Some(z) = cloud.zones() {
-        zone = Some(z.get_zone_by_node_name(node_name).await.map_err(lookup("zone"))?);
+        zone = Some(
+            z.get_zone_by_node_name(node_name)
+                .await
+                .map_err(lookup("zone"))?,
+        );
     }
-    let addresses = node_addresses_from_node_ip(node_ip.unwrap_or(""), &cloud_addresses).map_err(|source| Error::NodeIp {
-        node: node_name.into(),
-        source,
-    })?;
+    let addresses =
+        node_addresses_from_node_ip(node_ip.unwrap_or(""), &cloud_addresses).map_err(|source| {
+            Error::NodeIp {
+                node: node_name.into(),
+                source,
+            }
+        })?;
     Ok(CloudFacts {
         provider_id,
         addresses: with_hostname_address(addresses, node_name),
@@ -285,7 +317,10 @@ pub async fn register(client: kube::Client, node: &Node, input: &NodeInput) -> R
     })?;
     let current = existing.metadata.labels.unwrap_or_default();
     let wanted = default_labels(input);
-    let changed: BTreeMap<&String, &String> = wanted.iter().filter(|(k, v)| current.get(*k) != Some(v)).collect();
+    let changed: BTreeMap<&String, &String> = wanted
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(v))
+        .collect();
     if changed.is_empty() {
         return Ok(Registered::Unchanged);
     }
@@ -302,12 +337,19 @@ pub async fn register(client: kube::Client, node: &Node, input: &NodeInput) -> R
 }
 
 /// Sets the Node's addresses when they differ from `addresses`; returns whether it wrote.
-pub async fn sync_addresses(client: kube::Client, node_name: &str, addresses: &[NodeAddress]) -> Result<bool> {
+pub async fn sync_addresses(
+    client: kube::Client,
+    node_name: &str,
+    addresses: &[NodeAddress],
+) -> Result<bool> {
     let api: Api<Node> = Api::all(client);
-    let current = api.get_status(node_name).await.map_err(|source| Error::GetNode {
-        node: node_name.into(),
-        source,
-    })?;
+    let current = api
+        .get_status(node_name)
+        .await
+        .map_err(|source| Error::GetNode {
+            node: node_name.into(),
+            source,
+        })?;
     let have = current.status.and_then(|s| s.addresses).unwrap_or_default();
     if have == addresses {
         return Ok(false);
@@ -367,8 +409,13 @@ instances:
     #[tokio::test]
     async fn in_tree_facts_come_from_instances_and_zones() {
         let cloud = FakeCloud::from_config_bytes(CLOUD.as_bytes(), "t").expect("config");
-        assert_eq!(node_name(Some(&cloud), "node-1").await.expect("name"), "node-1");
-        let facts = cloud_facts(&cloud, "node-1", Some("10.0.0.12")).await.expect("facts");
+        assert_eq!(
+            node_name(Some(&cloud), "node-1").await.expect("name"),
+            "node-1"
+        );
+        let facts = cloud_facts(&cloud, "node-1", Some("10.0.0.12"))
+            .await
+            .expect("facts");
         assert_eq!(facts.provider_id, "fake://uuid-1");
         assert_eq!(facts.instance_type.as_deref(), Some("m1.small"));
         assert_eq!(
@@ -378,34 +425,62 @@ instances:
                 region: "RegionOne".into()
             })
         );
-        let addrs: Vec<_> = facts.addresses.iter().map(|a| (a.type_.as_str(), a.address.as_str())).collect();
+        let addrs: Vec<_> = facts
+            .addresses
+            .iter()
+            .map(|a| (a.type_.as_str(), a.address.as_str()))
+            .collect();
         assert_eq!(
             addrs,
-            vec![("InternalIP", "10.0.0.12"), ("ExternalIP", "203.0.113.11"), ("Hostname", "node-1")]
+            vec![
+                ("InternalIP", "10.0.0.12"),
+                ("ExternalIP", "203.0.113.11"),
+                ("Hostname", "node-1")
+            ]
         );
         assert!(facts.has_routes);
         let calls: Vec<_> = cloud.calls().iter().map(|c| c.method).collect();
         assert_eq!(
             calls,
-            vec!["current_node_name", "instance_id", "node_addresses", "instance_type", "get_zone_by_node_name"]
+            vec![
+                "current_node_name",
+                "instance_id",
+                "node_addresses",
+                "instance_type",
+                "get_zone_by_node_name"
+            ]
         );
     }
 
     #[tokio::test]
     async fn in_tree_errors_name_node_and_lookup() {
         let cloud = FakeCloud::from_config_bytes(CLOUD.as_bytes(), "t").expect("config");
-        let err = cloud_facts(&cloud, "ghost", None).await.expect_err("no instance");
-        assert!(err.to_string().contains("instance ID of node ghost"), "{err}");
-        let err = cloud_facts(&cloud, "node-1", Some("10.9.9.9")).await.expect_err("ip");
+        let err = cloud_facts(&cloud, "ghost", None)
+            .await
+            .expect_err("no instance");
+        assert!(
+            err.to_string().contains("instance ID of node ghost"),
+            "{err}"
+        );
+        let err = cloud_facts(&cloud, "node-1", Some("10.9.9.9"))
+            .await
+            .expect_err("ip");
         assert!(err.to_string().contains("matches ip: 10.9.9.9"), "{err}");
-        let bare = FakeCloud::from_config_bytes(b"disabled: [instances, instances-v2]", "t").expect("config");
-        assert!(matches!(cloud_facts(&bare, "node-1", None).await, Err(Error::NoInstances(_))));
+        let bare = FakeCloud::from_config_bytes(b"disabled: [instances, instances-v2]", "t")
+            .expect("config");
+        assert!(matches!(
+            cloud_facts(&bare, "node-1", None).await,
+            Err(Error::NoInstances(_))
+        ));
     }
 
     #[tokio::test]
     async fn instances_v2_only_provider_still_works() {
-        let cloud = FakeCloud::from_config_bytes(format!("{CLOUD}\ndisabled: [instances, zones, routes]").as_bytes(), "t")
-            .expect("config");
+        let cloud = FakeCloud::from_config_bytes(
+            format!("{CLOUD}\ndisabled: [instances, zones, routes]").as_bytes(),
+            "t",
+        )
+        .expect("config");
         let facts = cloud_facts(&cloud, "node-1", None).await.expect("facts");
         assert_eq!(facts.provider_id, "fake:///uuid-1");
         assert_eq!(facts.zone.map(|z| z.failure_domain), Some("az-1".into()));
@@ -426,11 +501,17 @@ instances:
         assert_eq!(taints[0].effect, "NoSchedule");
         assert_eq!(spec.provider_id.as_deref(), Some("fake:///uuid-1"));
         let ann = node.metadata.annotations.expect("annotations");
-        assert_eq!(ann.get(ANNOTATION_PROVIDED_NODE_IP).map(String::as_str), Some("10.0.0.12"));
+        assert_eq!(
+            ann.get(ANNOTATION_PROVIDED_NODE_IP).map(String::as_str),
+            Some("10.0.0.12")
+        );
         let labels = node.metadata.labels.expect("labels");
         assert!(!labels.contains_key(LABEL_TOPOLOGY_ZONE));
         assert_eq!(labels.get("team").map(String::as_str), Some("blue"));
-        assert_eq!(labels.get(LABEL_HOSTNAME).map(String::as_str), Some("node-1"));
+        assert_eq!(
+            labels.get(LABEL_HOSTNAME).map(String::as_str),
+            Some("node-1")
+        );
         assert!(node.status.and_then(|s| s.addresses).is_none());
     }
 
@@ -467,7 +548,10 @@ instances:
         let status = node.status.expect("status");
         assert_eq!(status.addresses.expect("addresses")[0].address, "10.0.0.11");
         let cond = &status.conditions.expect("conditions")[0];
-        assert_eq!((cond.type_.as_str(), cond.status.as_str()), ("NetworkUnavailable", "True"));
+        assert_eq!(
+            (cond.type_.as_str(), cond.status.as_str()),
+            ("NetworkUnavailable", "True")
+        );
         assert_eq!(cond.reason.as_deref(), Some("NoRouteCreated"));
     }
 
@@ -478,7 +562,10 @@ instances:
             ..Default::default()
         }));
         i.provider_id = Some("fake://override".into());
-        assert_eq!(initial_node(&i).spec.and_then(|s| s.provider_id).as_deref(), Some("fake://override"));
+        assert_eq!(
+            initial_node(&i).spec.and_then(|s| s.provider_id).as_deref(),
+            Some("fake://override")
+        );
         assert_eq!(
             parse_labels("a=1, b=two,").expect("ok"),
             BTreeMap::from([("a".into(), "1".into()), ("b".into(), "two".into())])

@@ -3,9 +3,12 @@
 use std::collections::BTreeMap;
 
 use hypercloud_cloudprovider::fake::FakeCloud;
-use hypercloud_cloudprovider::wellknown::{ANNOTATION_PROVIDED_NODE_IP, LABEL_TOPOLOGY_ZONE, TAINT_UNINITIALIZED};
+use hypercloud_cloudprovider::wellknown::{
+    ANNOTATION_PROVIDED_NODE_IP, LABEL_TOPOLOGY_ZONE, TAINT_UNINITIALIZED,
+};
 use hypercloud_kubelet::registration::{
-    cloud_facts, initial_node, node_name, register, sync_addresses, Mode, NodeInput, Registered, LABEL_HOSTNAME,
+    cloud_facts, initial_node, node_name, register, sync_addresses, Mode, NodeInput, Registered,
+    LABEL_HOSTNAME,
 };
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
@@ -34,33 +37,55 @@ async fn in_tree_registration_carries_cloud_facts_and_syncs_addresses() {
         mode: Mode::InTree(facts),
     };
     let node = initial_node(&input);
-    assert_eq!(register(env.client(), &node, &input).await.expect("register"), Registered::Created);
+    assert_eq!(
+        register(env.client(), &node, &input)
+            .await
+            .expect("register"),
+        Registered::Created
+    );
     let api: Api<Node> = Api::all(env.client());
     let got = api.get(&node_name).await.expect("get");
-    assert_eq!(got.spec.as_ref().and_then(|s| s.provider_id.as_deref()), Some(format!("fake://id-{name}").as_str()));
+    assert_eq!(
+        got.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+        Some(format!("fake://id-{name}").as_str())
+    );
     let labels = got.metadata.labels.clone().expect("labels");
-    assert_eq!(labels.get(LABEL_TOPOLOGY_ZONE).map(String::as_str), Some("az-1"));
+    assert_eq!(
+        labels.get(LABEL_TOPOLOGY_ZONE).map(String::as_str),
+        Some("az-1")
+    );
     assert_eq!(labels.get(LABEL_HOSTNAME), Some(&name));
     let status = got.status.clone().expect("status");
     let addresses = status.addresses.expect("addresses");
     assert_eq!(addresses[0].address, "10.0.0.21");
     let cond = status.conditions.expect("conditions");
-    assert!(cond.iter().any(|c| c.type_ == "NetworkUnavailable" && c.status == "True"));
+    assert!(cond
+        .iter()
+        .any(|c| c.type_ == "NetworkUnavailable" && c.status == "True"));
 
     // Registering again (a kubelet restart) changes nothing.
-    assert_eq!(register(env.client(), &node, &input).await.expect("again"), Registered::Unchanged);
+    assert_eq!(
+        register(env.client(), &node, &input).await.expect("again"),
+        Registered::Unchanged
+    );
 
     // The cloud changes the address: the sync writes once, then not again.
     let new = vec![NodeAddress {
         type_: "InternalIP".into(),
         address: "10.0.0.99".into(),
     }];
-    assert!(sync_addresses(env.client(), &node_name, &new).await.expect("sync"));
-    assert!(!sync_addresses(env.client(), &node_name, &new).await.expect("sync again"));
+    assert!(sync_addresses(env.client(), &node_name, &new)
+        .await
+        .expect("sync"));
+    assert!(!sync_addresses(env.client(), &node_name, &new)
+        .await
+        .expect("sync again"));
     let got = api.get_status(&node_name).await.expect("get");
     assert_eq!(got.status.and_then(|s| s.addresses), Some(new));
 
-    api.delete(&node_name, &DeleteParams::default()).await.expect("delete");
+    api.delete(&node_name, &DeleteParams::default())
+        .await
+        .expect("delete");
     env.cleanup().await.expect("cleanup");
 }
 
@@ -77,24 +102,51 @@ async fn external_registration_makes_no_cloud_call_and_taints() {
         mode: Mode::External,
     };
     let node = initial_node(&input);
-    assert_eq!(register(env.client(), &node, &input).await.expect("register"), Registered::Created);
+    assert_eq!(
+        register(env.client(), &node, &input)
+            .await
+            .expect("register"),
+        Registered::Created
+    );
     let api: Api<Node> = Api::all(env.client());
     let got = api.get(&name).await.expect("get");
     let spec = got.spec.expect("spec");
     let taints = spec.taints.expect("taints");
-    assert!(taints.iter().any(|t| t.key == TAINT_UNINITIALIZED && t.effect == "NoSchedule"));
+    assert!(taints
+        .iter()
+        .any(|t| t.key == TAINT_UNINITIALIZED && t.effect == "NoSchedule"));
     assert_eq!(spec.provider_id, Some(format!("fake:///id-{name}")));
     let ann = got.metadata.annotations.expect("annotations");
-    assert_eq!(ann.get(ANNOTATION_PROVIDED_NODE_IP).map(String::as_str), Some("10.0.0.21"));
-    assert_eq!(got.metadata.labels.expect("labels").get("example.com/pool").map(String::as_str), Some("a"));
+    assert_eq!(
+        ann.get(ANNOTATION_PROVIDED_NODE_IP).map(String::as_str),
+        Some("10.0.0.21")
+    );
+    assert_eq!(
+        got.metadata
+            .labels
+            .expect("labels")
+            .get("example.com/pool")
+            .map(String::as_str),
+        Some("a")
+    );
 
     // An existing node whose kubelet-owned label drifted gets one label patch.
     let mut drifted = input.clone();
     drifted.hostname = format!("{name}-renamed");
-    assert_eq!(register(env.client(), &node, &drifted).await.expect("again"), Registered::UpdatedLabels);
+    assert_eq!(
+        register(env.client(), &node, &drifted)
+            .await
+            .expect("again"),
+        Registered::UpdatedLabels
+    );
     let got = api.get(&name).await.expect("get");
-    assert_eq!(got.metadata.labels.expect("labels").get(LABEL_HOSTNAME), Some(&drifted.hostname));
+    assert_eq!(
+        got.metadata.labels.expect("labels").get(LABEL_HOSTNAME),
+        Some(&drifted.hostname)
+    );
 
-    api.delete(&name, &DeleteParams::default()).await.expect("delete");
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
     env.cleanup().await.expect("cleanup");
 }

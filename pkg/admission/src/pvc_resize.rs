@@ -1,0 +1,161 @@
+//! PersistentVolumeClaim resize (validating; upstream `PersistentVolumeClaimResize`): a
+//! claim's storage request may grow only when its StorageClass sets
+//! `allowVolumeExpansion: true` and its volume is of a type that can be expanded (a CSI or
+//! Cinder volume of the cloud). Shrinking is the apiserver's own validation, not ours.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::Response;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::DynamicObject;
+use kube::Api;
+
+use crate::review::{self, Verdict};
+use crate::{Error, Webhook};
+
+const CHECK: &str = "PersistentVolumeClaimResize";
+const NOT_RESIZABLE: &str =
+    "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize";
+
+/// The webhook endpoint.
+pub async fn handle(State(webhook): State<Arc<Webhook>>, body: Bytes) -> Response {
+    match review::decode(&body) {
+        Ok(req) => {
+            let verdict = check(&webhook, &req).await;
+            review::respond(&req, CHECK, verdict)
+        }
+        Err(message) => review::bad_request(message),
+    }
+}
+
+/// Decides one request.
+pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> Verdict {
+    if req.kind.kind != "PersistentVolumeClaim" {
+        return Verdict::AllowWithWarning(format!(
+            "{CHECK}: {} objects are not handled",
+            req.kind.kind
+        ));
+    }
+    let (Operation::Update, Some(new), Some(old)) = (&req.operation, &req.object, &req.old_object)
+    else {
+        return Verdict::Allow;
+    };
+    let decoded =
+        review::object::<PersistentVolumeClaim>("PersistentVolumeClaim", new).and_then(|n| {
+            Ok((
+                n,
+                review::object::<PersistentVolumeClaim>("PersistentVolumeClaim", old)?,
+            ))
+        });
+    let (new, old) = match decoded {
+        Ok(pair) => pair,
+        Err(e) => return Verdict::Deny(format!("{CHECK}: {e}")),
+    };
+    if !grows(&old, &new) {
+        return Verdict::Allow;
+    }
+    match allowed(webhook, &new).await {
+        Ok(None) => Verdict::Allow,
+        Ok(Some(reason)) => Verdict::Deny(reason),
+        Err(e) => Verdict::Deny(format!("{CHECK}: {e}")),
+    }
+}
+
+/// `None` when the resize may go ahead, else why not.
+async fn allowed(webhook: &Webhook, pvc: &PersistentVolumeClaim) -> crate::Result<Option<String>> {
+    let spec = pvc.spec.clone().unwrap_or_default();
+    let Some(sc_name) = spec.storage_class_name.filter(|s| !s.is_empty()) else {
+        return Ok(Some(NOT_RESIZABLE.into()));
+    };
+    let classes: Api<StorageClass> = Api::all(webhook.client.clone());
+    let sc = classes
+        .get_opt(&sc_name)
+        .await
+        .map_err(|source| Error::Read {
+            what: format!("StorageClass {sc_name}"),
+            source: Box::new(source),
+        })?;
+    if !sc.and_then(|s| s.allow_volume_expansion).unwrap_or(false) {
+        return Ok(Some(NOT_RESIZABLE.into()));
+    }
+    let Some(pv_name) = spec.volume_name.filter(|s| !s.is_empty()) else {
+        return Ok(Some(NOT_RESIZABLE.into()));
+    };
+    let pvs: Api<PersistentVolume> = Api::all(webhook.client.clone());
+    let pv = pvs.get_opt(&pv_name).await.map_err(|source| Error::Read {
+        what: format!("PersistentVolume {pv_name}"),
+        source: Box::new(source),
+    })?;
+    let expandable = pv
+        .and_then(|p| p.spec)
+        .is_some_and(|s| s.csi.is_some() || s.cinder.is_some());
+    Ok((!expandable).then(|| {
+        format!("the volume type of PersistentVolume {pv_name} does not support resizing")
+    }))
+}
+
+fn storage(pvc: &PersistentVolumeClaim) -> Option<f64> {
+    let q = pvc
+        .spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?;
+    parse_quantity(&q.0)
+}
+
+/// Whether the storage request grew.
+fn grows(old: &PersistentVolumeClaim, new: &PersistentVolumeClaim) -> bool {
+    matches!((storage(old), storage(new)), (Some(o), Some(n)) if n > o)
+}
+
+/// A Kubernetes quantity (`10Gi`, `500M`, `1.5e3`, `100m`) in base units.
+pub fn parse_quantity(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
+        _ => return None,
+    };
+    Some(num * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("10Gi"), Some(10.0 * 1024f64.powi(3)));
+        assert_eq!(parse_quantity("500M"), Some(5e8));
+        assert_eq!(parse_quantity("1.5e3"), Some(1500.0));
+        assert_eq!(parse_quantity("100m"), Some(0.1));
+        assert_eq!(parse_quantity("7"), Some(7.0));
+        assert_eq!(parse_quantity("5Xi"), None);
+        assert!(parse_quantity("1Gi") > parse_quantity("1G"));
+    }
+}

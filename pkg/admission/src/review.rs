@@ -1,0 +1,75 @@
+//! AdmissionReview in and out: decoding (400 on malformed input), and the one place a
+//! check's [`Verdict`] becomes an AdmissionResponse.
+
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::DynamicObject;
+
+/// What a check decided.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// Allowed unchanged.
+    Allow,
+    /// Allowed with a warning shown to the client.
+    AllowWithWarning(String),
+    /// Allowed with these JSON-patch operations applied (mutating webhooks).
+    Patch(json_patch::Patch),
+    /// Denied with this message.
+    Deny(String),
+}
+
+/// Decodes the body; `Err` says what is wrong, for [`bad_request`].
+pub fn decode(body: &Bytes) -> Result<AdmissionRequest<DynamicObject>, String> {
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(body).map_err(|e| format!("malformed AdmissionReview: {e}"))?;
+    review
+        .try_into()
+        .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
+            format!("AdmissionReview without a request: {e}")
+        })
+}
+
+/// The 400 answer to an undecodable review.
+pub fn bad_request(message: String) -> Response {
+    tracing::warn!(%message, "rejecting webhook call");
+    (StatusCode::BAD_REQUEST, message).into_response()
+}
+
+/// The AdmissionReview answering `req` with `verdict`.
+pub fn respond(req: &AdmissionRequest<DynamicObject>, check: &str, verdict: Verdict) -> Response {
+    let base = AdmissionResponse::from(req);
+    let name = req.name.as_str();
+    let response = match verdict {
+        Verdict::Allow => base,
+        Verdict::AllowWithWarning(w) => {
+            let mut r = base;
+            r.warnings = Some(vec![w]);
+            r
+        }
+        Verdict::Patch(p) => match base.clone().with_patch(p) {
+            Ok(r) => r,
+            Err(e) => base.deny(format!("{check}: building the patch: {e}")),
+        },
+        Verdict::Deny(message) => {
+            tracing::info!(check, name, %message, "denied");
+            base.deny(message)
+        }
+    };
+    Json(response.into_review()).into_response()
+}
+
+/// Decodes the request's object as `K`.
+pub fn object<K: serde::de::DeserializeOwned>(
+    kind: &'static str,
+    obj: &DynamicObject,
+) -> crate::Result<K> {
+    serde_json::to_value(obj)
+        .and_then(serde_json::from_value)
+        .map_err(|source| crate::Error::DecodeObject {
+            kind,
+            source: Box::new(source),
+        })
+}
