@@ -822,3 +822,58 @@ async fn pv_label_controller_labels_cloud_volumes() {
     let _ = api.delete(&name, &DeleteParams::default()).await;
     env.cleanup().await.expect("cleanup");
 }
+
+#[tokio::test]
+async fn cloud_node_keeps_taint_and_warns_when_provided_node_ip_matches_nothing() {
+    let env = TestEnv::new("cloud-node-ip").await.expect("testenv");
+    let label = env.unique_name("ip");
+    let name = env.unique_name("n-ip");
+    let cloud = FakeCloud::new(FakeConfig {
+        instances: vec![instance(&name, "10.0.0.8")],
+        ..Default::default()
+    });
+    let api: Api<Node> = Api::all(env.client());
+    let mut n = node(&name, &label, vec![uninitialized()]);
+    n.metadata.annotations = Some(
+        [(
+            wellknown::ANNOTATION_PROVIDED_NODE_IP.to_string(),
+            "10.99.99.99".to_string(),
+        )]
+        .into(),
+    );
+    api.create(&PostParams::default(), &n)
+        .await
+        .expect("create node");
+    let running = start(
+        env.client(),
+        &cloud,
+        &[names::CLOUD_NODE.name],
+        &[],
+        Scope {
+            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
+            service_namespace: None,
+        },
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(env.client(), "default");
+    let ev = eventually("warning event", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                    && e.reason.as_deref() == Some("ProvidedNodeIPInvalid")
+            })
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert!(ev.note.unwrap_or_default().contains("10.99.99.99"));
+    let n = api.get(&name).await.expect("node");
+    assert!(has_taint(&n, wellknown::TAINT_UNINITIALIZED));
+    assert!(!n.labels().contains_key(wellknown::LABEL_INSTANCE_TYPE));
+    running.stop().await;
+    delete_nodes(&api, &[name]).await;
+    env.cleanup().await.expect("cleanup");
+}
