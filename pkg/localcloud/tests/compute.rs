@@ -518,3 +518,40 @@ async fn images_are_listed_and_image_refs_are_checked() {
     );
     cloud.shutdown().await;
 }
+
+#[tokio::test]
+async fn single_interface_keypairs_and_volume_types() {
+    let cloud = TestCloud::start().await;
+    let id = cloud.create_server("one", json!({})).await;
+    let ifs = cloud
+        .get(&format!("/compute/v2.1/servers/{id}/os-interface"))
+        .await;
+    let port = ifs.body["interfaceAttachments"][0]["port_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let one = cloud
+        .get(&format!("/compute/v2.1/servers/{id}/os-interface/{port}"))
+        .await;
+    assert_eq!(one.body["interfaceAttachment"]["port_id"], port.as_str());
+    let none = cloud
+        .get(&format!("/compute/v2.1/servers/{id}/os-interface/nope"))
+        .await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        cloud.get("/compute/v2.1/os-keypairs").await.body["keypairs"],
+        json!([])
+    );
+    let types = cloud
+        .get(&format!("/volume/v3/{}/types", cloud.project))
+        .await;
+    assert_eq!(types.body["volume_types"][0]["name"], "lvmdriver-1");
+    let bad_type = cloud
+        .post(
+            &cloud.volumes(),
+            json!({"volume": {"size": 1, "volume_type": "gold"}}),
+        )
+        .await;
+    assert_eq!(bad_type.status, StatusCode::NOT_FOUND);
+    cloud.shutdown().await;
+}

@@ -310,3 +310,25 @@ async fn application_credentials_authenticate_until_deleted() {
     );
     cloud.shutdown().await;
 }
+
+#[tokio::test]
+async fn catalog_and_projects_endpoints() {
+    let cloud = TestCloud::start().await;
+    let r = cloud.get("/identity/v3/auth/catalog").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body["catalog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["type"] == "image"));
+    let r = cloud.get("/identity/v3/projects").await;
+    assert_eq!(r.body["projects"][0]["name"], "demo");
+    let r = cloud
+        .get(&format!("/identity/v3/projects/{}", cloud.project))
+        .await;
+    assert_eq!(r.body["project"]["id"], cloud.project.as_str());
+    let r = cloud.get("/identity/v3/projects/nope").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.body["error"]["code"], 404);
+    cloud.shutdown().await;
+}
