@@ -56,10 +56,16 @@ enum Cmd {
 
 /// The full command, with per-personality default adjustments.
 fn command() -> Command {
-    Cli::command().term_width(100).mut_subcommand(
-        Personality::ControllerManager.name(),
-        controller_manager::adjust,
-    )
+    Cli::command()
+        .term_width(100)
+        .mut_subcommand(
+            Personality::ControllerManager.name(),
+            controller_manager::adjust,
+        )
+        .mut_subcommand(
+            Personality::ApiserverPlugin.name(),
+            apiserver_plugin::adjust,
+        )
 }
 
 /// A personality's command on its own, for symlink invocations: same flags, own name.

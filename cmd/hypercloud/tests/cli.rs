@@ -25,9 +25,10 @@ disabled: [routes]
 const NO_KUBECONFIG: &str = "--kubeconfig=/nonexistent/kubeconfig";
 
 /// Whether `name` needs the API server after its report: the controller managers (which run
-/// until signalled) and the kubelet-helper (which registers its Node).
+/// until signalled), the kubelet-helper (which registers its Node) and the apiserver-plugin
+/// (whose checks read StorageClasses and PVs).
 fn needs_cluster(name: &str) -> bool {
-    name.ends_with("controller-manager") || name == "kubelet-helper"
+    name.ends_with("controller-manager") || name == "kubelet-helper" || name == "apiserver-plugin"
 }
 
 /// A component that printed its report and then stopped at the missing kubeconfig.
