@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, ServiceAccount, Taint};
 use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
 
@@ -95,8 +95,12 @@ async fn setup(name: &str) -> Setup {
         .await
         .expect("testenv");
     let dir = tempfile::tempdir().expect("tmp");
-    std::fs::write(dir.path().join("fake.yaml"), FAKE_CONFIG).expect("config");
     let lease = env.unique_name("ccm");
+    // Two instances named after the lease, so this test's Nodes are its own.
+    let config = format!(
+        "{FAKE_CONFIG}  - {{name: {lease}-n1, instanceType: m1.large, addresses: [{{type: InternalIP, address: 10.0.1.1}}]}}\n  - {{name: {lease}-n2, instanceType: m1.large, addresses: [{{type: InternalIP, address: 10.0.1.2}}]}}\n"
+    );
+    std::fs::write(dir.path().join("fake.yaml"), config).expect("config");
     let token = admin_token(env.control_plane().kubeconfig());
     Setup {
         env,
@@ -266,6 +270,83 @@ fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
     samples.iter().find(|(s, _)| s == series).map(|(_, v)| *v)
 }
 
+/// Cloud calls other than `initialize`: only a process whose controllers run makes them.
+async fn cloud_calls(p: &Proc, s: &Setup) -> f64 {
+    let (code, body) = get(p, "/metrics", Some(&s.token)).await;
+    assert_eq!(code, 200, "{body}");
+    parse_metrics(&body)
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with("cloudprovider_api_request_duration_seconds_count{")
+                && !k.contains("request=\"initialize\"")
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+impl Setup {
+    /// Creates a Node with the uninitialized taint, as a kubelet with
+    /// `--cloud-provider=external` registers it.
+    async fn tainted_node(&self, name: &str) {
+        let nodes: Api<Node> = Api::all(self.env.client());
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: Some(vec![Taint {
+                    key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
+                    value: Some("true".into()),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+    }
+
+    /// Waits until a cloud-node controller has initialised `name` (taint gone, providerID set).
+    async fn wait_initialised(&self, name: &str, leader: &Proc) {
+        let nodes: Api<Node> = Api::all(self.env.client());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let spec = nodes
+                .get(name)
+                .await
+                .expect("get node")
+                .spec
+                .unwrap_or_default();
+            let tainted = spec
+                .taints
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized");
+            if !tainted && spec.provider_id.is_some() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} not initialised; leader log:\n{}",
+                leader.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn delete_nodes(&self, names: &[String]) {
+        let nodes: Api<Node> = Api::all(self.env.client());
+        for n in names {
+            let _ = nodes.delete(n, &Default::default()).await;
+        }
+    }
+}
+
 async fn master_status(p: &Proc, s: &Setup) -> f64 {
     let (code, body) = get(p, "/metrics", Some(&s.token)).await;
     assert_eq!(code, 200, "{body}");
@@ -280,6 +361,9 @@ async fn master_status(p: &Proc, s: &Setup) -> f64 {
 #[tokio::test]
 async fn one_leader_kill9_takeover_and_sigterm_release() {
     let s = setup("ccm-leader-election").await;
+    // Registered before any controller starts, so each leader finds its Node in its first list.
+    let n1 = format!("{}-n1", s.lease);
+    s.tainted_node(&n1).await;
     let a = s.spawn("cloud-controller-manager", "a", &[]);
     let (first, _) = s
         .wait_holder(Duration::from_secs(30), |h| h.is_some())
@@ -293,6 +377,12 @@ async fn one_leader_kill9_takeover_and_sigterm_release() {
         master_status(&c, &s).await,
     ];
     assert_eq!(statuses, [1.0, 0.0, 0.0], "a got the lease first");
+    // Only the leader's controllers act: it asks the cloud about the new Node, the standbys
+    // never ask the cloud anything.
+    s.wait_initialised(&n1, &a).await;
+    assert!(cloud_calls(&a, &s).await >= 1.0);
+    assert_eq!(cloud_calls(&b, &s).await, 0.0, "{}", b.log());
+    assert_eq!(cloud_calls(&c, &s).await, 0.0, "{}", c.log());
     assert!(a.log().contains("starting controllers"), "{}", a.log());
     for p in [&b, &c] {
         assert!(!p.log().contains("starting controllers"), "{}", p.log());
@@ -317,6 +407,18 @@ async fn one_leader_kill9_takeover_and_sigterm_release() {
     let (mut leader, standby) = if b_status == 1.0 { (b, c) } else { (c, b) };
     assert!(leader.log().contains("starting controllers"));
     assert!(!standby.log().contains("starting controllers"));
+    // The new leader's controllers act (node-lifecycle asks the cloud about n1 at once),
+    // the standby's still do not.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cloud_calls(&leader, &s).await < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "new leader made no cloud call:\n{}",
+            leader.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(cloud_calls(&standby, &s).await, 0.0, "{}", standby.log());
 
     // SIGTERM: the leader stops its controllers, releases the lease and exits 0; the standby
     // takes over at its next retry, long before the 4s lease would have expired.
@@ -335,6 +437,7 @@ async fn one_leader_kill9_takeover_and_sigterm_release() {
     );
     assert_ne!(third, first);
     assert_eq!(master_status(&standby, &s).await, 1.0);
+    s.delete_nodes(&[n1]).await;
     s.env.cleanup().await.expect("cleanup");
 }
 
@@ -446,4 +549,31 @@ fn bad_kubeconfig_is_a_usage_error_after_the_report() {
         stderr.contains("--kubeconfig: cannot load /nonexistent/kubeconfig"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn lost_leadership_stops_the_process_non_zero() {
+    let s = setup("ccm-lost-lease").await;
+    let mut p = s.spawn("cloud-controller-manager", "lost", &[]);
+    s.wait_holder(Duration::from_secs(30), |h| h.is_some())
+        .await;
+    // Someone else takes the Lease over (as after a long partition): the leader's renewals
+    // fail until the renew deadline (3s), then it must stop and exit non-zero.
+    let leases: Api<Lease> = Api::namespaced(s.env.client(), s.env.namespace());
+    loop {
+        let mut l = leases.get(&s.lease).await.expect("lease");
+        let spec = l.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some("intruder".into());
+        spec.lease_duration_seconds = Some(600);
+        match leases.replace(&s.lease, &PostParams::default(), &l).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("replace lease: {e}"),
+        }
+    }
+    let code = p.wait_exit(Duration::from_secs(15));
+    assert_eq!(code, Some(1), "{}", p.log());
+    assert!(p.log().contains("leaderelection lost"), "{}", p.log());
+    assert_eq!(s.holder().await.as_deref(), Some("intruder"));
+    s.env.cleanup().await.expect("cleanup");
 }
