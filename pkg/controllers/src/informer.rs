@@ -10,7 +10,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// What changed in a cache.
 #[derive(Debug)]
@@ -46,6 +46,10 @@ pub(crate) struct Informer<K: Resource<DynamicType = ()> + 'static> {
     /// Read side of the cache.
     pub store: Store<K>,
     tx: broadcast::Sender<Notice<K>>,
+    /// True once the first full list is in the store. Our own flag rather than
+    /// `Store::wait_until_ready`: with several controllers waiting on one store, only one of
+    /// them was woken.
+    ready: watch::Receiver<bool>,
 }
 
 impl<K> Informer<K>
@@ -63,9 +67,11 @@ where
         let (store, mut writer) = reflector::store::<K>();
         // Large enough for bursts of node registrations; a subscriber that lags resyncs.
         let (tx, _) = broadcast::channel(4096);
+        let (ready_tx, ready) = watch::channel(false);
         let informer = Arc::new(Self {
             store: store.clone(),
             tx: tx.clone(),
+            ready,
         });
         let task = tokio::spawn(async move {
             let mut stream = watcher(api, config)
@@ -94,6 +100,9 @@ where
                     watcher::Event::Init | watcher::Event::InitApply(_) => None,
                 };
                 writer.apply_watcher_event(&event);
+                if matches!(event, watcher::Event::InitDone) {
+                    ready_tx.send_replace(true);
+                }
                 if let Some(n) = notice {
                     // No subscriber yet is fine: they resync from the store when they start.
                     let _ = tx.send(n);
@@ -108,10 +117,11 @@ where
         self.tx.subscribe()
     }
 
-    /// Waits for the first full list.
+    /// Waits for the first full list (every waiter is woken).
     pub async fn ready(&self) {
-        // The writer lives in the watch task; it only drops when that task ends.
-        let _ = self.store.wait_until_ready().await;
+        let mut ready = self.ready.clone();
+        // Err only when the watch task ended; then there is nothing to wait for.
+        let _ = ready.wait_for(|r| *r).await;
     }
 }
 

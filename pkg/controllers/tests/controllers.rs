@@ -877,3 +877,50 @@ async fn cloud_node_keeps_taint_and_warns_when_provided_node_ip_matches_nothing(
     delete_nodes(&api, &[name]).await;
     env.cleanup().await.expect("cleanup");
 }
+
+/// The controllers share one Node cache, as in the cloud-controller-manager: all of them
+/// must wake up once it is listed (a regression: with `Store::wait_until_ready` only one
+/// waiter woke, so cloud-node never initialised anything next to cloud-node-lifecycle).
+#[tokio::test]
+async fn node_controllers_together_share_the_node_cache() {
+    let env = TestEnv::new("controllers-together").await.expect("testenv");
+    let label = env.unique_name("tg");
+    let name = env.unique_name("tg-node");
+    let cloud = FakeCloud::new(FakeConfig {
+        instances: vec![instance(&name, "10.0.7.1")],
+        ..Default::default()
+    });
+    let running = start(
+        env.client(),
+        &cloud,
+        &[
+            names::CLOUD_NODE.name,
+            names::CLOUD_NODE_LIFECYCLE.name,
+            names::SERVICE_LB.name,
+        ],
+        &["--node-monitor-period=500ms"],
+        Scope {
+            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
+            service_namespace: Some(env.namespace().to_string()),
+        },
+    );
+    let api: Api<Node> = Api::all(env.client());
+    api.create(
+        &PostParams::default(),
+        &node(&name, &label, vec![uninitialized()]),
+    )
+    .await
+    .expect("create node");
+    let initialised = eventually("node initialised next to the other controllers", || async {
+        let n = api.get(&name).await.ok()?;
+        (!has_taint(&n, wellknown::TAINT_UNINITIALIZED)).then_some(n)
+    })
+    .await;
+    assert_eq!(
+        initialised.spec.and_then(|s| s.provider_id).as_deref(),
+        Some(format!("fake:///{name}").as_str())
+    );
+    running.stop().await;
+    delete_nodes(&api, &[name]).await;
+    env.cleanup().await.expect("cleanup");
+}
