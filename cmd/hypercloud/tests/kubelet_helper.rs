@@ -59,7 +59,7 @@ async fn in_tree_and_external_registration_through_the_binary() {
     let node = api.get(&in_tree).await.expect("node registered");
     assert_eq!(
         node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
-        Some("fake://id-a")
+        Some("fake:///id-a")
     );
     let labels = node.metadata.labels.clone().expect("labels");
     assert_eq!(

@@ -446,7 +446,9 @@ impl Instances for FakeCloud {
 
     async fn instance_id(&self, name: &str) -> Result<String> {
         let st = self.record("instance_id", vec![name.into()])?;
-        Ok(by_name(&st, name)?.id().to_string())
+        // As OpenStack's: "/" + ID, so that upstream's `<provider>://<instance id>` gives
+        // the same provider ID as InstancesV2 (`fake:///<id>`).
+        Ok(format!("/{}", by_name(&st, name)?.id()))
     }
 
     async fn instance_type(&self, name: &str) -> Result<String> {
@@ -762,7 +764,7 @@ clusters: {kubernetes: 10.0.0.1}
             i.node_addresses("node-1").await.expect("ok")[0].address,
             "10.0.0.11"
         );
-        assert_eq!(i.instance_id("node-2").await.expect("ok"), "uuid-2");
+        assert_eq!(i.instance_id("node-2").await.expect("ok"), "/uuid-2");
         assert_eq!(i.instance_type("node-2").await.expect("ok"), "m1.large");
         assert_eq!(
             i.instance_type_by_provider_id("fake:///uuid-2")

@@ -416,7 +416,7 @@ instances:
         let facts = cloud_facts(&cloud, "node-1", Some("10.0.0.12"))
             .await
             .expect("facts");
-        assert_eq!(facts.provider_id, "fake://uuid-1");
+        assert_eq!(facts.provider_id, "fake:///uuid-1");
         assert_eq!(facts.instance_type.as_deref(), Some("m1.small"));
         assert_eq!(
             facts.zone,

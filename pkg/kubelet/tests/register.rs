@@ -47,7 +47,7 @@ async fn in_tree_registration_carries_cloud_facts_and_syncs_addresses() {
     let got = api.get(&node_name).await.expect("get");
     assert_eq!(
         got.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
-        Some(format!("fake://id-{name}").as_str())
+        Some(format!("fake:///id-{name}").as_str())
     );
     let labels = got.metadata.labels.clone().expect("labels");
     assert_eq!(
