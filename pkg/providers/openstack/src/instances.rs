@@ -322,8 +322,11 @@ impl OpenStack {
         }
     }
 
-    fn provider_id(id: &str) -> String {
-        format!("{PROVIDER_ID_PREFIX}/{id}")
+    /// `<provider name>:///<id>`: the scheme is the provider's name, as upstream's
+    /// `GetInstanceProviderID` makes it on the Instances (v1) path, so in-tree (v1) and
+    /// external (v2) Nodes get the same provider ID (`local:///<id>` under `local`).
+    fn provider_id(&self, id: &str) -> String {
+        format!("{}:///{id}", self.name)
     }
 
     fn zone_of(&self, s: &ServerInfo) -> Zone {
@@ -417,7 +420,7 @@ impl InstancesV2 for OpenStack {
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata> {
         let s = self.server_for_node(node).await?;
         Ok(InstanceMetadata {
-            provider_id: Self::provider_id(&s.id),
+            provider_id: self.provider_id(&s.id),
             instance_type: s.flavor.clone(),
             node_addresses: s.addresses.clone(),
             zone: s.availability_zone.clone(),

@@ -156,7 +156,8 @@ async fn local_preset_needs_only_overrides() {
         .instance_metadata(&support::node("local-node", None))
         .await
         .unwrap();
-    assert_eq!(md.provider_id, format!("openstack:///{id}"));
+    // The scheme is the provider's name on both paths, so in-tree and external agree.
+    assert_eq!(md.provider_id, format!("local:///{id}"));
     assert_eq!(md.region, "RegionOne");
     // Upstream's v1 path builds `<provider name>://` + instance_id.
     let v1_id = format!(
@@ -167,7 +168,7 @@ async fn local_preset_needs_only_overrides() {
             .await
             .unwrap()
     );
-    assert_eq!(v1_id, format!("local:///{id}"));
+    assert_eq!(v1_id, md.provider_id);
     assert!(os
         .instances()
         .unwrap()
