@@ -43,4 +43,10 @@ hack/python-tools.sh
 step "cargo test (unit + integration)"
 cargo test --workspace --locked
 
+# The README's main command, non-interactive, in both layouts.
+step "hack/local-up.sh --smoke (external)"
+hack/local-up.sh --smoke --mode external --dir "$HYPERCLOUD_CACHE/local-up-ci"
+step "hack/local-up.sh --smoke (in-tree)"
+hack/local-up.sh --smoke --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-ci"
+
 step "all tests passed"
