@@ -23,13 +23,7 @@ const NOT_RESIZABLE: &str =
 
 /// The webhook endpoint.
 pub async fn handle(State(webhook): State<Arc<Webhook>>, body: Bytes) -> Response {
-    match review::decode(&body) {
-        Ok(req) => {
-            let verdict = check(&webhook, &req).await;
-            review::respond(&req, CHECK, verdict)
-        }
-        Err(message) => review::bad_request(message),
-    }
+    review::answer(&body, CHECK, async |req| check(&webhook, req).await).await
 }
 
 /// Decides one request.

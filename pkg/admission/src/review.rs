@@ -21,6 +21,21 @@ pub enum Verdict {
     Deny(String),
 }
 
+/// The whole exchange of one check: decode the review (400 if malformed), decide, answer.
+pub async fn answer(
+    body: &Bytes,
+    check_name: &str,
+    check: impl AsyncFnOnce(&AdmissionRequest<DynamicObject>) -> Verdict,
+) -> Response {
+    match decode(body) {
+        Ok(req) => {
+            let verdict = check(&req).await;
+            respond(&req, check_name, verdict)
+        }
+        Err(message) => bad_request(message),
+    }
+}
+
 /// Decodes the body; `Err` says what is wrong, for [`bad_request`].
 pub fn decode(body: &Bytes) -> Result<AdmissionRequest<DynamicObject>, String> {
     let review: AdmissionReview<DynamicObject> =
