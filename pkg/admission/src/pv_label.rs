@@ -9,9 +9,9 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
-use hypercloud_cloudprovider::wellknown::{LABEL_FAILURE_DOMAIN_ZONE, LABEL_TOPOLOGY_ZONE};
+use hypercloud_cloudprovider::volume::node_selector_requirements;
 use k8s_openapi::api::core::v1::{
-    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume, VolumeNodeAffinity,
+    NodeSelector, NodeSelectorTerm, PersistentVolume, VolumeNodeAffinity,
 };
 use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::DynamicObject;
@@ -72,40 +72,13 @@ fn pointer_escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// The node selector requirements for the volume's labels: zone labels may list several
-/// zones joined by `__`.
-fn requirements(labels: &BTreeMap<String, String>) -> Vec<NodeSelectorRequirement> {
-    labels
-        .iter()
-        .map(|(k, v)| {
-            let values = if k == LABEL_TOPOLOGY_ZONE || k == LABEL_FAILURE_DOMAIN_ZONE {
-                let mut zones: Vec<String> = v
-                    .split("__")
-                    .filter(|z| !z.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                zones.sort();
-                zones.dedup();
-                zones
-            } else {
-                vec![v.clone()]
-            };
-            NodeSelectorRequirement {
-                key: k.clone(),
-                operator: "In".into(),
-                values: Some(values),
-            }
-        })
-        .collect()
-}
-
 /// The node affinity the PV should have: every term gains the requirements, unless a term
 /// already constrains one of their keys.
 pub fn node_affinity(
     pv: &PersistentVolume,
     labels: &BTreeMap<String, String>,
 ) -> Option<VolumeNodeAffinity> {
-    let reqs = requirements(labels);
+    let reqs = node_selector_requirements(labels);
     let mut affinity = pv
         .spec
         .as_ref()
@@ -158,6 +131,8 @@ pub fn patch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hypercloud_cloudprovider::wellknown::LABEL_TOPOLOGY_ZONE;
+    use k8s_openapi::api::core::v1::NodeSelectorRequirement;
     use k8s_openapi::api::core::v1::PersistentVolumeSpec;
 
     fn labels(zone: &str) -> BTreeMap<String, String> {

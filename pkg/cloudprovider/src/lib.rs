@@ -21,6 +21,7 @@ pub mod fake;
 mod instrumented;
 pub mod node;
 mod registry;
+pub mod volume;
 pub mod wellknown;
 
 pub use cloud::{

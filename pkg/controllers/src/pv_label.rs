@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hypercloud_cloudprovider::wellknown::{LABEL_FAILURE_DOMAIN_ZONE, LABEL_TOPOLOGY_ZONE};
+use hypercloud_cloudprovider::volume::node_selector_requirements;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -20,9 +20,6 @@ use serde_json::json;
 use crate::informer::{next_notice, Informer, Notice};
 use crate::queue::{run_workers, Action, Queue};
 use crate::{Context, Error, Result};
-
-/// Upstream `volumehelpers.LabelMultiZoneDelimiter`.
-const MULTI_ZONE_DELIMITER: &str = "__";
 
 /// Runs the controller until it is dropped.
 pub(crate) async fn run(ctx: Arc<Context>, pvs: Arc<Informer<PersistentVolume>>) -> Result<()> {
@@ -142,18 +139,7 @@ pub fn label_patch(
     }});
     let has_affinity = pv.spec.as_ref().is_some_and(|s| s.node_affinity.is_some());
     if !has_affinity {
-        let requirements: Vec<serde_json::Value> = labels
-            .iter()
-            .map(|(k, v)| {
-                let values: Vec<&str> =
-                    if k == LABEL_TOPOLOGY_ZONE || k == LABEL_FAILURE_DOMAIN_ZONE {
-                        v.split(MULTI_ZONE_DELIMITER).collect()
-                    } else {
-                        vec![v.as_str()]
-                    };
-                json!({"key": k, "operator": "In", "values": values})
-            })
-            .collect();
+        let requirements = node_selector_requirements(labels);
         patch["spec"] = json!({"nodeAffinity": {"required": {"nodeSelectorTerms": [
             {"matchExpressions": requirements}
         ]}}});
@@ -165,6 +151,7 @@ pub fn label_patch(
 mod tests {
     use super::*;
     use hypercloud_cloudprovider::wellknown::LABEL_TOPOLOGY_REGION;
+    use hypercloud_cloudprovider::wellknown::LABEL_TOPOLOGY_ZONE;
     use k8s_openapi::api::core::v1::{PersistentVolumeSpec, VolumeNodeAffinity};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
