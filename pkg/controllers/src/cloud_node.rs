@@ -722,13 +722,30 @@ mod tests {
         let m = instance_metadata(&cloud, &tainted("n1"))
             .await
             .expect("meta");
-        // Upstream builds the provider ID as "<provider>://<instance id>".
-        assert_eq!(m.provider_id, "fake://n1");
+        // Upstream builds the provider ID as "<provider>://<instance id>"; the fake's
+        // instance IDs are "/<id>", as OpenStack's, so v1 and v2 agree and the by-ID calls
+        // find the instance.
+        assert_eq!(m.provider_id, "fake:///n1");
         assert_eq!(m.instance_type, "m1.small");
         assert_eq!(m.region, "r1");
         assert_eq!(m.node_addresses, vec![addr("InternalIP", "10.0.0.1")]);
         assert_eq!(cloud.call_count("instance_id"), 1);
+        assert_eq!(cloud.call_count("node_addresses_by_provider_id"), 1);
+        assert_eq!(cloud.call_count("node_addresses"), 0);
+        assert_eq!(cloud.call_count("get_zone_by_provider_id"), 1);
+
+        // A provider ID the cloud does not know by ID: every look-up falls back to the name.
+        cloud.clear_calls();
+        let mut foreign = tainted("n1");
+        if let Some(spec) = foreign.spec.as_mut() {
+            spec.provider_id = Some("elsewhere:///n1".into());
+        }
+        let m = instance_metadata(&cloud, &foreign).await.expect("meta");
+        assert_eq!(m.provider_id, "elsewhere:///n1");
+        assert_eq!(m.node_addresses, vec![addr("InternalIP", "10.0.0.1")]);
+        assert_eq!(cloud.call_count("instance_id"), 0);
         assert_eq!(cloud.call_count("node_addresses"), 1);
+        assert_eq!(cloud.call_count("instance_type"), 1);
         assert_eq!(cloud.call_count("get_zone_by_node_name"), 1);
     }
 }
