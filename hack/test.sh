@@ -41,7 +41,7 @@ step "python tools: python-openstackclient (venv in $HYPERCLOUD_CACHE/venv)"
 hack/python-tools.sh
 
 step "cargo test (unit + integration)"
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast
 
 # The README's main command, non-interactive, in both layouts.
 step "hack/local-up.sh --smoke (external)"
