@@ -66,7 +66,19 @@ impl TestCloud {
     /// Stops the server and starts a new one on the same state directory.
     pub async fn restart(&mut self) {
         self.handle.take().unwrap().shutdown().await.unwrap();
-        let handle = Server::bind(self.config.clone()).await.unwrap();
+        // Connection tasks of the old server (kept-alive client connections) can hold the
+        // state, and so its lock, for a moment after shutdown returns: retry briefly.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let handle = loop {
+            match Server::bind(self.config.clone()).await {
+                Err(hypercloud_localcloud::Error::StateDirInUse { .. })
+                    if std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                other => break other.unwrap(),
+            }
+        };
         self.url = handle.api_url().to_owned();
         self.handle = Some(handle);
     }
