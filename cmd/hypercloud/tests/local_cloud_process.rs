@@ -16,8 +16,13 @@ fn serve_prints_where_it_listens_and_how_to_use_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
     let serve = Serve::start(&dir, &[]);
-    // The banner is printed before the server answers, so it is complete by now.
-    let log = serve_log(&dir);
+    // The server answers as soon as it is bound; the banner follows a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut log = serve_log(&dir);
+    while !log.contains("auth_url:") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        log = serve_log(&dir);
+    }
     assert!(
         log.contains(&format!("API:          {}", serve.api_url)),
         "{log}"

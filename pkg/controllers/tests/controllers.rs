@@ -438,24 +438,32 @@ async fn service_lb_lifecycle_finalizer_status_nodes_and_foreign_class() {
         .any(|c| c.method == "ensure_load_balancer_deleted" && c.args[1] == format!("{ns}/web")));
     assert!(cloud.load_balancers().is_empty());
 
-    // Upstream's events, in the test's namespace.
+    // Upstream's events, in the test's namespace (recorded asynchronously: wait for them).
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(env.client(), &ns);
-    let reasons: Vec<String> = events
-        .list(&Default::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web"))
-        .filter_map(|e| e.reason)
-        .collect();
-    for r in [
+    let wanted = [
         "EnsuringLoadBalancer",
         "EnsuredLoadBalancer",
         "UpdatedLoadBalancer",
         "DeletingLoadBalancer",
         "DeletedLoadBalancer",
-    ] {
+    ];
+    let reasons: Vec<String> = eventually("all service events", || async {
+        let reasons: Vec<String> = events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web"))
+            .filter_map(|e| e.reason)
+            .collect();
+        wanted
+            .iter()
+            .all(|w| reasons.iter().any(|r| r == w))
+            .then_some(reasons)
+    })
+    .await;
+    for r in wanted {
         assert!(reasons.iter().any(|x| x == r), "event {r} in {reasons:?}");
     }
 
