@@ -7,6 +7,7 @@
 pub(crate) mod compute;
 pub(crate) mod identity;
 pub(crate) mod image;
+pub(crate) mod loadbalancer;
 pub(crate) mod network;
 pub(crate) mod volume;
 
@@ -36,6 +37,7 @@ pub enum Service {
     Network,
     Volume,
     Image,
+    LoadBalancer,
     Metadata,
 }
 
@@ -48,17 +50,19 @@ impl Service {
             Service::Network => "network",
             Service::Volume => "volume",
             Service::Image => "image",
+            Service::LoadBalancer => "load-balancer",
             Service::Metadata => "metadata",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 6] = [
+    pub const ALL: [Service; 7] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
         Service::Volume,
         Service::Image,
+        Service::LoadBalancer,
         Service::Metadata,
     ];
 }
@@ -70,6 +74,8 @@ pub(crate) struct Cloud {
     /// Where clients reach the API, e.g. `http://127.0.0.1:8800`.
     pub base_url: String,
     pub faults: Faults,
+    /// The load-balancer data plane (listeners, health monitors, metrics).
+    pub dataplane: Arc<crate::lb::DataPlane>,
 }
 
 pub(crate) type Ctx = State<Arc<Cloud>>;
@@ -161,6 +167,11 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
         Service::Network => {
             json!({"NeutronError": {"type": e.kind, "message": e.message, "detail": ""}})
         }
+        Service::LoadBalancer => json!({
+            "faultcode": if code >= 500 { "Server" } else { "Client" },
+            "faultstring": e.message,
+            "debuginfo": null,
+        }),
         Service::Identity | Service::Metadata | Service::Image => json!({"error": {
             "code": code,
             "title": e.status.canonical_reason().unwrap_or("Error"),
@@ -571,6 +582,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(network::router(cloud.clone()))
         .merge(volume::router(cloud.clone()))
         .merge(image::router(cloud.clone()))
+        .merge(loadbalancer::router(cloud.clone()))
+        .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn(log_request))
         .with_state(cloud)
@@ -602,6 +615,8 @@ async fn unknown_path(uri: Uri) -> Response {
         Service::Volume
     } else if path.starts_with("/image") {
         Service::Image
+    } else if path.starts_with("/load-balancer") {
+        Service::LoadBalancer
     } else {
         Service::Compute
     };
@@ -625,8 +640,22 @@ async fn root(State(cloud): Ctx) -> Response {
             "network": format!("{b}/network/v2.0"),
             "volume": format!("{b}/volume/v3"),
             "image": format!("{b}/image/v2"),
+            "load-balancer": format!("{b}/load-balancer/v2"),
+            "metrics": format!("{b}/metrics"),
         }),
     )
+}
+
+/// The local cloud's metrics (the load-balancer data plane's), Prometheus text format.
+async fn metrics(State(cloud): Ctx) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        cloud.dataplane.metrics(),
+    )
+        .into_response()
 }
 
 /// The standard layers of one service's router: errors in its format (outermost), fault

@@ -66,7 +66,7 @@ fn parse_per_service<T>(
                     .find(|s| s.name() == name.trim())
                     .ok_or_else(|| {
                         err(format!(
-                            "unknown service {name:?} (one of identity, compute, network, volume, image, metadata)"
+                            "unknown service {name:?} (one of identity, compute, network, volume, image, load-balancer, metadata)"
                         ))
                     })?;
                 out.services.insert(service, parse(v.trim()).map_err(&err)?);

@@ -1,10 +1,12 @@
 //! hypercloud-localcloud: a one-machine cloud that speaks the OpenStack APIs — Identity v3,
-//! Compute v2.1, Network v2.0, Block Storage v3 and the metadata service with config drives —
+//! Compute v2.1, Network v2.0, Block Storage v3, Load Balancer v2 and the metadata service with config drives —
 //! so that hypercloud's `openstack` provider, the official `openstack` CLI and a learner all see
 //! a real cloud API without a real cloud. Instances, networks and volumes are durable records
 //! (see [`store`]), not VMs: nothing is booted and no traffic is sent to the simulated addresses.
-//! It is what `hypercloud local-cloud` runs. Upstream equivalent: DevStack, i.e. Keystone, Nova,
-//! Neutron, Cinder and nova-api-metadata on one machine.
+//! Load balancers (Load Balancer v2, Octavia) are the exception: their listeners really bind a
+//! loopback VIP and proxy to the members (see [`lb`]). It is what `hypercloud local-cloud` runs.
+//! Upstream equivalent: DevStack, i.e. Keystone, Nova, Neutron, Cinder, Octavia and
+//! nova-api-metadata on one machine.
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_localcloud::Result<()> {
@@ -20,6 +22,7 @@ mod cli;
 pub mod defaults;
 mod error;
 pub mod faults;
+pub mod lb;
 pub(crate) mod metadata;
 mod server;
 pub mod store;

@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub faults: Faults,
     /// Serve the API over TLS with these files.
     pub tls: Option<TlsFiles>,
+    /// Where load balancer VIPs come from (default 127.0.100.0/24, loopback on Linux).
+    pub lb_vip_pool: crate::lb::VipPool,
 }
 
 impl ServerConfig {
@@ -58,6 +60,7 @@ impl ServerConfig {
             token_ttl: Duration::from_secs(defaults::TOKEN_TTL_SECS),
             faults: Faults::default(),
             tls: None,
+            lb_vip_pool: crate::lb::VipPool::default(),
         }
     }
 
@@ -89,6 +92,7 @@ pub struct ServerHandle {
     metadata_addr: Option<SocketAddr>,
     base_url: String,
     store: Arc<Store>,
+    dataplane: Arc<crate::lb::DataPlane>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<std::io::Result<()>>>,
 }
@@ -143,7 +147,9 @@ impl Server {
             .clone()
             .map(|u| u.trim_end_matches('/').to_owned())
             .unwrap_or_else(|| format!("{scheme}://{api_addr}"));
+        let dataplane = crate::lb::DataPlane::new(store.clone());
         let cloud = Arc::new(Cloud {
+            dataplane: dataplane.clone(),
             store: store.clone(),
             faults: config.faults.clone(),
             config,
@@ -159,6 +165,7 @@ impl Server {
             tracing::info!(repaired, "rewrote missing config drives");
         }
 
+        dataplane.start().await;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
         let app = api::router(cloud.clone());
@@ -214,6 +221,7 @@ impl Server {
             metadata_addr,
             base_url,
             store,
+            dataplane,
             stop,
             tasks,
         })
@@ -249,6 +257,7 @@ impl ServerHandle {
     /// Stops accepting, finishes in-flight requests, and releases the state directory.
     pub async fn shutdown(self) -> Result<()> {
         let _ = self.stop.send(true);
+        self.dataplane.stop();
         let mut first_error = None;
         for task in self.tasks {
             match task.await {

@@ -180,6 +180,7 @@ pub(crate) fn catalog(cloud: &Cloud, project_id: &str) -> Value {
             format!("{b}/volume/v3/{project_id}"),
         ),
         ("image", "glance", format!("{b}/image")),
+        ("load-balancer", "octavia", format!("{b}/load-balancer")),
     ];
     Value::Array(
         services

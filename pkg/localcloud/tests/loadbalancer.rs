@@ -1,0 +1,535 @@
+//! Load Balancer v2 (Octavia) API and the data plane behind it, with real sockets on 127.0.0.x:
+//! traffic through the VIP, round robin, health monitors taking a dead member out, cascade
+//! delete closing the port, restart re-opening listeners, and Octavia's 400/404/409.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/client.rs"]
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use support::TestCloud;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+const LBAAS: &str = "/load-balancer/v2/lbaas";
+
+async fn cloud(pool: &str) -> TestCloud {
+    let pool = pool.parse().unwrap();
+    TestCloud::start_with(|c| hypercloud_localcloud::ServerConfig {
+        lb_vip_pool: pool,
+        ..c
+    })
+    .await
+}
+
+/// A TCP server that answers every connection with its name and closes.
+async fn backend(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let _ = s.write_all(name.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// Connects to `addr` and reads what the backend says.
+async fn ask(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
+        .await
+        .map_err(|_| std::io::Error::other("connect timed out"))??;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .map_err(|_| std::io::Error::other("read timed out"))??;
+    Ok(out)
+}
+
+/// A port free on `ip` right now.
+async fn free_port(ip: &str) -> u16 {
+    let l = TcpListener::bind((ip, 0)).await.unwrap();
+    l.local_addr().unwrap().port()
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+async fn wait_lb_active(c: &TestCloud, lb: &str) {
+    wait_for("ACTIVE", Duration::from_secs(10), async || {
+        let r = c.get(&format!("{LBAAS}/loadbalancers/{lb}")).await;
+        assert_ne!(r.body["loadbalancer"]["provisioning_status"], "ERROR");
+        r.body["loadbalancer"]["provisioning_status"] == "ACTIVE"
+    })
+    .await;
+}
+
+fn id(r: &support::Reply, key: &str) -> String {
+    r.body[key]["id"].as_str().unwrap().to_owned()
+}
+
+struct Lb {
+    lb: String,
+    vip: SocketAddr,
+    listener: String,
+    pool: String,
+}
+
+/// A load balancer with one TCP listener and a ROUND_ROBIN pool of `members`.
+async fn make_lb(c: &TestCloud, members: &[SocketAddr]) -> Lb {
+    let subnet = c
+        .get("/network/v2.0/subnets?name=private-subnet")
+        .await
+        .body["subnets"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "web", "vip_subnet_id": subnet}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(
+        r.body["loadbalancer"]["provisioning_status"],
+        "PENDING_CREATE"
+    );
+    let lb = id(&r, "loadbalancer");
+    let vip = r.body["loadbalancer"]["vip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_lb_active(c, &lb).await;
+    let port = free_port(&vip).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/listeners"),
+            json!({"listener": {"name": "http", "loadbalancer_id": lb, "protocol": "TCP", "protocol_port": port}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let listener = id(&r, "listener");
+    wait_lb_active(c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"name": "web", "listener_id": listener, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let pool = id(&r, "pool");
+    wait_lb_active(c, &lb).await;
+    for m in members {
+        let r = c
+            .post(
+                &format!("{LBAAS}/pools/{pool}/members"),
+                json!({"member": {"address": m.ip().to_string(), "protocol_port": m.port(), "subnet_id": subnet}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        assert_eq!(r.body["member"]["operating_status"], "NO_MONITOR");
+        wait_lb_active(c, &lb).await;
+    }
+    Lb {
+        lb,
+        vip: format!("{vip}:{port}").parse().unwrap(),
+        listener,
+        pool,
+    }
+}
+
+async fn member_status(c: &TestCloud, pool: &str) -> Vec<(u16, String)> {
+    let r = c.get(&format!("{LBAAS}/pools/{pool}/members")).await;
+    let mut out: Vec<(u16, String)> = r.body["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["protocol_port"].as_u64().unwrap() as u16,
+                m["operating_status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn traffic_round_robins_health_monitor_ejects_and_cascade_delete_closes() {
+    let c = cloud("127.0.101.0/24").await;
+    let (a, _a_task) = backend("alpha").await;
+    let (b, b_task) = backend("bravo").await;
+    let lb = make_lb(&c, &[a, b]).await;
+    assert_eq!(lb.vip.ip().to_string(), "127.0.101.1");
+
+    // Round robin: strictly alternating.
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        seen.push(ask(lb.vip).await.unwrap());
+    }
+    assert_eq!(seen.iter().filter(|s| *s == "alpha").count(), 5, "{seen:?}");
+    assert_eq!(seen.iter().filter(|s| *s == "bravo").count(), 5, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] != w[1]), "{seen:?}");
+
+    // The API shapes.
+    let r = c.get(&format!("{LBAAS}/loadbalancers")).await;
+    assert_eq!(r.body["loadbalancers"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r.body["loadbalancers"][0]["listeners"][0]["id"],
+        lb.listener
+    );
+    assert_eq!(r.body["loadbalancers"][0]["pools"][0]["id"], lb.pool);
+    assert_eq!(r.body["loadbalancers"][0]["operating_status"], "ONLINE");
+    assert_eq!(r.body["loadbalancers"][0]["provider"], "amphora");
+    let r = c.get(&format!("{LBAAS}/listeners/{}", lb.listener)).await;
+    assert_eq!(r.body["listener"]["default_pool_id"], lb.pool);
+    assert_eq!(r.body["listener"]["loadbalancers"][0]["id"], lb.lb);
+
+    // A health monitor: both members come ONLINE.
+    let r = c
+        .post(
+            &format!("{LBAAS}/healthmonitors"),
+            json!({"healthmonitor": {"pool_id": lb.pool, "type": "TCP", "delay": 1, "timeout": 1,
+                "max_retries": 2, "max_retries_down": 2}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    wait_lb_active(&c, &lb.lb).await;
+    wait_for("members ONLINE", Duration::from_secs(5), async || {
+        member_status(&c, &lb.pool)
+            .await
+            .iter()
+            .all(|(_, s)| s == "ONLINE")
+    })
+    .await;
+
+    // Stop bravo: within delay × max_retries_down (+ margin) it is ERROR, all traffic to alpha.
+    b_task.abort();
+    let _ = b_task.await;
+    let stopped = Instant::now();
+    wait_for("bravo ERROR", Duration::from_secs(2 + 3), async || {
+        member_status(&c, &lb.pool)
+            .await
+            .contains(&(b.port(), "ERROR".to_owned()))
+    })
+    .await;
+    eprintln!("bravo marked ERROR after {:?}", stopped.elapsed());
+    for _ in 0..6 {
+        assert_eq!(ask(lb.vip).await.unwrap(), "alpha");
+    }
+    let r = c
+        .get(&format!("{LBAAS}/loadbalancers/{}/status", lb.lb))
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let tree = &r.body["statuses"]["loadbalancer"];
+    assert_eq!(tree["operating_status"], "DEGRADED", "{tree}");
+    assert_eq!(
+        tree["listeners"][0]["pools"][0]["operating_status"],
+        "DEGRADED"
+    );
+    assert_eq!(
+        tree["listeners"][0]["pools"][0]["health_monitor"]["type"],
+        "TCP"
+    );
+    let members = tree["listeners"][0]["pools"][0]["members"]
+        .as_array()
+        .unwrap();
+    assert!(members
+        .iter()
+        .any(|m| m["protocol_port"] == b.port() && m["operating_status"] == "ERROR"));
+
+    // Metrics.
+    let text = c
+        .http
+        .get(format!("{}/metrics", c.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains(&format!("address=\"{b}\"}} 0")), "{text}");
+    assert!(text.contains(&format!("address=\"{a}\"}} 1")), "{text}");
+    assert!(
+        text.contains("localcloud_lb_listener_connections_total{"),
+        "{text}"
+    );
+
+    // Bravo back: ONLINE again and back in rotation.
+    let l = TcpListener::bind(b).await.unwrap();
+    let _b2 = tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let _ = s.write_all(b"bravo").await;
+            let _ = s.shutdown().await;
+        }
+    });
+    wait_for("bravo ONLINE", Duration::from_secs(2 + 3), async || {
+        member_status(&c, &lb.pool)
+            .await
+            .iter()
+            .all(|(_, s)| s == "ONLINE")
+    })
+    .await;
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(ask(lb.vip).await.unwrap());
+    }
+    assert!(seen.contains(&"bravo".to_owned()), "{seen:?}");
+
+    // Delete without cascade: 400 (it has children); with cascade: gone and the port closed.
+    let r = c.delete(&format!("{LBAAS}/loadbalancers/{}", lb.lb)).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.body["faultcode"], "Client");
+    let r = c
+        .delete(&format!("{LBAAS}/loadbalancers/{}?cascade=true", lb.lb))
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    wait_for("port closed", Duration::from_secs(5), async || {
+        TcpStream::connect(lb.vip).await.is_err()
+    })
+    .await;
+    assert_eq!(
+        c.get(&format!("{LBAAS}/loadbalancers/{}", lb.lb))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        c.get(&format!("{LBAAS}/pools/{}", lb.pool)).await.status,
+        StatusCode::NOT_FOUND
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn listeners_reopen_after_a_restart() {
+    let mut c = cloud("127.0.102.0/24").await;
+    let (a, _a_task) = backend("alpha").await;
+    let lb = make_lb(&c, &[a]).await;
+    assert_eq!(ask(lb.vip).await.unwrap(), "alpha");
+    c.restart().await;
+    c.login().await;
+    wait_for("listener re-opened", Duration::from_secs(5), async || {
+        ask(lb.vip).await.is_ok_and(|s| s == "alpha")
+    })
+    .await;
+    let r = c.get(&format!("{LBAAS}/loadbalancers/{}", lb.lb)).await;
+    assert_eq!(r.body["loadbalancer"]["provisioning_status"], "ACTIVE");
+
+    // Deleting the listener alone closes its port; the load balancer stays.
+    let r = c
+        .delete(&format!("{LBAAS}/listeners/{}", lb.listener))
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    wait_for("port closed", Duration::from_secs(5), async || {
+        TcpStream::connect(lb.vip).await.is_err()
+    })
+    .await;
+    wait_lb_active(&c, &lb.lb).await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn member_changes_keep_established_connections() {
+    let c = cloud("127.0.103.0/24").await;
+    // An echo backend: the connection stays open while the client writes.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let (other, _o) = backend("other").await;
+    let lb = make_lb(&c, &[echo]).await;
+    let mut s = TcpStream::connect(lb.vip).await.unwrap();
+    s.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    s.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"ping");
+
+    // Replace the members (batch update as the OpenStack CCM does): echo goes, other comes.
+    let r = c
+        .put(
+            &format!("{LBAAS}/pools/{}/members", lb.pool),
+            json!({"members": [{"address": "127.0.0.1", "protocol_port": other.port()}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    wait_lb_active(&c, &lb.lb).await;
+    assert_eq!(ask(lb.vip).await.unwrap(), "other");
+    // The established connection still works, and half-close passes through.
+    s.write_all(b"pong").await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(rest, b"pong");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_octavias_errors() {
+    let c = cloud("127.0.104.0/24").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.body["faultcode"], "Client");
+    assert!(r.body["faultstring"].as_str().unwrap().contains("VIP"));
+    assert!(r.body.get("debuginfo").is_some());
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"vip_network_id": "n", "bogus": 1}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+
+    let r = c.get(&format!("{LBAAS}/loadbalancers/nope")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.body["faultstring"], "Load Balancer nope not found.");
+    let r = c.get(&format!("{LBAAS}/pools/nope/members")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = c.get(&format!("{LBAAS}/nothing-here")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.body["faultcode"], "Client");
+    let r = c
+        .raw(
+            reqwest::Method::GET,
+            &format!("{LBAAS}/loadbalancers"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+
+    let (a, _a) = backend("alpha").await;
+    let lb = make_lb(&c, &[a]).await;
+    let port = lb.vip.port();
+    for (body, status) in [
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "FOO", "protocol_port": 80}}),
+            400,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "TCP", "protocol_port": 70000}}),
+            400,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "TCP"}}),
+            400,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": "nope", "protocol": "TCP", "protocol_port": 80}}),
+            404,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "TCP", "protocol_port": port}}),
+            409,
+        ),
+    ] {
+        let r = c.post(&format!("{LBAAS}/listeners"), body.clone()).await;
+        assert_eq!(r.status.as_u16(), status, "{body} → {}", r.body);
+        assert!(r.body["faultstring"].is_string(), "{}", r.body);
+    }
+    // Immutable attributes: 409.
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{}", lb.listener),
+            json!({"listener": {"protocol_port": port.wrapping_add(1)}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = c
+        .put(
+            &format!("{LBAAS}/loadbalancers/{}", lb.lb),
+            json!({"loadbalancer": {"vip_address": "127.0.104.77"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    // A second default pool for the listener, a duplicate member: 409.
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"listener_id": lb.listener, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools/{}/members", lb.pool),
+            json!({"member": {"address": "127.0.0.1", "protocol_port": a.port()}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"loadbalancer_id": lb.lb, "protocol": "TCP", "lb_algorithm": "RANDOM"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+
+    // While PENDING_UPDATE, further changes are refused with 409.
+    let rename = |n: &str| json!({"loadbalancer": {"name": n}});
+    let path = format!("{LBAAS}/loadbalancers/{}", lb.lb);
+    let (r1, r2) = tokio::join!(c.put(&path, rename("a")), c.put(&path, rename("b")),);
+    let mut statuses = [r1.status.as_u16(), r2.status.as_u16()];
+    statuses.sort();
+    assert!(
+        statuses == [200, 409] || statuses == [200, 200],
+        "{statuses:?}"
+    );
+    let r = c
+        .put(&format!("{LBAAS}/loadbalancers/{}", lb.lb), rename("c"))
+        .await;
+    if r.status == StatusCode::CONFLICT {
+        assert!(r.body["faultstring"]
+            .as_str()
+            .unwrap()
+            .contains("is immutable and cannot be updated"));
+    }
+    wait_lb_active(&c, &lb.lb).await;
+
+    // The catalog lists the service.
+    let r = c.get("/identity/v3/auth/catalog").await;
+    let lbs = r.body["catalog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["type"] == "load-balancer")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(lbs["endpoints"][0]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/load-balancer"));
+    c.shutdown().await;
+}
