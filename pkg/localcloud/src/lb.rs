@@ -3,7 +3,9 @@
 //! `VIP:protocol_port` (a loopback address from the VIP pool, 127.0.100.0/24 by default) and
 //! proxies TCP connections (bidirectional copy with half-close, like haproxy in `mode tcp`) to
 //! the healthy members of its default pool, chosen by the pool's algorithm (ROUND_ROBIN,
-//! LEAST_CONNECTIONS, SOURCE_IP). Health monitors (TCP connect, HTTP GET with `expected_codes`)
+//! LEAST_CONNECTIONS, SOURCE_IP); UDP listeners keep one session per client address (its own
+//! socket to the member picked at the first datagram) until it is idle for the listener's
+//! `timeout_client_data`. Health monitors (TCP connect, HTTP GET with `expected_codes`, UDP-CONNECT)
 //! really probe the members every `delay` seconds: after `max_retries_down` failures a member
 //! leaves rotation (operating_status ERROR), after `max_retries` successes it comes back
 //! (ONLINE). The data plane follows the store ([`crate::store::Store::subscribe`]): after every
@@ -353,7 +355,8 @@ impl DataPlane {
                 let up = l["admin_state_up"].as_bool().unwrap_or(true)
                     && lb["admin_state_up"].as_bool().unwrap_or(true);
                 let protocol = l["protocol"].as_str().unwrap_or("TCP");
-                if !up || protocol == "UDP" || protocol == "SCTP" {
+                let udp = protocol == "UDP";
+                if !up || protocol == "SCTP" {
                     continue;
                 }
                 let (Some(ip), Some(port)) = (
@@ -380,12 +383,23 @@ impl DataPlane {
                 if let Some(old) = running.listeners.remove(id) {
                     old.task.abort();
                 }
-                match bind_tcp(bind) {
-                    Ok(listener) => {
-                        let slot: PoolSlot = Arc::new(RwLock::new(pool));
-                        let stats = Arc::new(ListenerStats::default());
-                        tracing::info!(listener = id, %bind, "load balancer listener open");
-                        let task = tokio::spawn(serve_tcp(listener, slot.clone(), stats.clone()));
+                let idle = Duration::from_millis(
+                    l["timeout_client_data"].as_u64().unwrap_or(50_000).max(100),
+                );
+                let slot: PoolSlot = Arc::new(RwLock::new(pool));
+                let stats = Arc::new(ListenerStats::default());
+                let started = if udp {
+                    bind_udp(bind).map(|socket| {
+                        tokio::spawn(serve_udp(socket, slot.clone(), stats.clone(), idle))
+                    })
+                } else {
+                    bind_tcp(bind).map(|listener| {
+                        tokio::spawn(serve_tcp(listener, slot.clone(), stats.clone()))
+                    })
+                };
+                match started {
+                    Ok(task) => {
+                        tracing::info!(listener = id, %bind, protocol, "load balancer listener open");
                         running.listeners.insert(
                             id.to_owned(),
                             RunningListener {
@@ -608,6 +622,110 @@ impl DataPlane {
     }
 }
 
+fn bind_udp(addr: SocketAddr) -> std::io::Result<Arc<tokio::net::UdpSocket>> {
+    let socket = std::net::UdpSocket::bind(addr)?;
+    socket.set_nonblocking(true)?;
+    Ok(Arc::new(tokio::net::UdpSocket::from_std(socket)?))
+}
+
+/// The local address to reach `member` from: loopback for loopback members.
+fn local_for(member: SocketAddr) -> SocketAddr {
+    match member.ip() {
+        IpAddr::V4(ip) if ip.is_loopback() => SocketAddr::from(([127, 0, 0, 1], 0)),
+        IpAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        IpAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
+    }
+}
+
+/// UDP: one session per client address (like haproxy/LVS in Octavia's UDP listeners), each with
+/// its own socket to the member chosen at the first datagram; a session idle for `idle` ends.
+async fn serve_udp(
+    socket: Arc<tokio::net::UdpSocket>,
+    pool: PoolSlot,
+    stats: Arc<ListenerStats>,
+    idle: Duration,
+) {
+    type Sessions = Arc<Mutex<HashMap<SocketAddr, Arc<tokio::net::UdpSocket>>>>;
+    let sessions: Sessions = Arc::new(Mutex::new(HashMap::new()));
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let (n, client) = match socket.recv_from(&mut buf).await {
+            Ok(r) => r,
+            Err(error) => {
+                // ICMP errors from earlier sends surface here on Linux; keep serving.
+                tracing::debug!(%error, "udp receive failed");
+                continue;
+            }
+        };
+        let existing = sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&client)
+            .cloned();
+        let upstream = match existing {
+            Some(u) => u,
+            None => {
+                let candidates = pool
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .map(|p| p.pick(client.ip()))
+                    .unwrap_or_default();
+                let Some(member) = candidates.into_iter().next() else {
+                    stats.no_member.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let up = match tokio::net::UdpSocket::bind(local_for(member.addr)).await {
+                    Ok(u) => u,
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot open a udp session socket");
+                        continue;
+                    }
+                };
+                if let Err(error) = up.connect(member.addr).await {
+                    tracing::debug!(%error, member = %member.addr, "udp connect failed");
+                    continue;
+                }
+                let up = Arc::new(up);
+                stats.connections.fetch_add(1, Ordering::Relaxed);
+                stats.active.fetch_add(1, Ordering::Relaxed);
+                member.connections.fetch_add(1, Ordering::Relaxed);
+                member.active.fetch_add(1, Ordering::Relaxed);
+                sessions
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(client, up.clone());
+                let (socket, sessions, stats, up2) =
+                    (socket.clone(), sessions.clone(), stats.clone(), up.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65_536];
+                    loop {
+                        match tokio::time::timeout(idle, up2.recv(&mut buf)).await {
+                            Ok(Ok(n)) => {
+                                let _ = socket.send_to(&buf[..n], client).await;
+                                stats.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+                                member.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+                            }
+                            // Refused (ICMP port unreachable) is not fatal for UDP.
+                            Ok(Err(_)) => continue,
+                            Err(_) => break,
+                        }
+                    }
+                    sessions
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&client);
+                    stats.active.fetch_sub(1, Ordering::Relaxed);
+                    member.active.fetch_sub(1, Ordering::Relaxed);
+                });
+                up
+            }
+        };
+        stats.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+        let _ = upstream.send(&buf[..n]).await;
+    }
+}
+
 fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let socket = match addr {
         SocketAddr::V4(_) => TcpSocket::new_v4()?,
@@ -676,6 +794,20 @@ async fn proxy(mut client: TcpStream, candidates: Vec<Arc<MemberRt>>, stats: &Li
 /// Probes one member once.
 async fn probe(addr: SocketAddr, spec: &Value, timeout: Duration) -> bool {
     let kind = spec["type"].as_str().unwrap_or("TCP").to_owned();
+    if kind == "UDP-CONNECT" {
+        // Like Octavia's UDP-CONNECT: a datagram, then only an ICMP port-unreachable fails.
+        let check = async {
+            let s = tokio::net::UdpSocket::bind(local_for(addr)).await.ok()?;
+            s.connect(addr).await.ok()?;
+            s.send(b"\n").await.ok()?;
+            let mut buf = [0u8; 512];
+            match tokio::time::timeout(timeout / 2, s.recv(&mut buf)).await {
+                Ok(Err(_)) => Some(false),
+                Ok(Ok(_)) | Err(_) => Some(true),
+            }
+        };
+        return matches!(check.await, Some(true));
+    }
     let check = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
         if kind != "HTTP" {
