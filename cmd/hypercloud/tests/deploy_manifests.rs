@@ -176,14 +176,20 @@ fn rbac_is_least_privilege_and_covers_the_controllers() {
     }
 }
 
-#[test]
-fn deployment_flags_exist_in_the_binary() {
-    let help = Command::new(BIN)
-        .args(["cloud-controller-manager", "--help"])
+/// `hypercloud <personality> --help`.
+fn help(personality: &str) -> String {
+    let out = Command::new(BIN)
+        .args([personality, "--help"])
         .output()
         .expect("run");
-    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(out.status.success(), "{personality} --help failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn deployment_flags_exist_in_the_binary() {
     let mut checked = 0;
+    let mut personalities = Vec::new();
     for (_, doc) in manifests() {
         if doc["kind"].as_str() != Some("Deployment") {
             continue;
@@ -193,7 +199,10 @@ fn deployment_flags_exist_in_the_binary() {
             .expect("containers");
         for c in containers {
             let cmd = c["command"].as_sequence().expect("command");
-            assert_eq!(cmd[1].as_str(), Some("cloud-controller-manager"));
+            assert_eq!(cmd[0].as_str(), Some("/usr/local/bin/hypercloud"));
+            let personality = cmd[1].as_str().expect("personality");
+            personalities.push(personality.to_string());
+            let help = help(personality);
             for arg in cmd.iter().skip(2) {
                 let flag = arg
                     .as_str()
@@ -205,11 +214,16 @@ fn deployment_flags_exist_in_the_binary() {
                     help.contains(&format!("{flag} "))
                         || help.contains(&format!("{flag}="))
                         || help.contains(&format!(", {flag}")),
-                    "{flag} is not a cloud-controller-manager flag"
+                    "{flag} is not a {personality} flag"
                 );
                 checked += 1;
             }
         }
     }
-    assert!(checked > 10, "checked only {checked} flags");
+    personalities.sort();
+    assert_eq!(
+        personalities,
+        ["apiserver-plugin", "cloud-controller-manager"]
+    );
+    assert!(checked > 15, "checked only {checked} flags");
 }
