@@ -175,3 +175,97 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     assert!(router["external_gateway_info"]["network_id"].is_string());
     serve.terminate();
 }
+
+#[test]
+fn openstack_cli_sees_load_balancers_and_members() {
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let _serve = Serve::start(&dir, &[]);
+
+    // No listener: nothing binds, so parallel servers on the default VIP pool cannot collide.
+    let lb = openstack(
+        &os,
+        &dir,
+        &[
+            "loadbalancer",
+            "create",
+            "--name",
+            "web-lb",
+            "--vip-subnet-id",
+            "private-subnet",
+            "--wait",
+        ],
+    );
+    assert_eq!(lb["name"], "web-lb");
+    let lb_id = lb["id"].as_str().unwrap().to_owned();
+    let pool = openstack(
+        &os,
+        &dir,
+        &[
+            "loadbalancer",
+            "pool",
+            "create",
+            "--name",
+            "web-pool",
+            "--loadbalancer",
+            &lb_id,
+            "--protocol",
+            "TCP",
+            "--lb-algorithm",
+            "ROUND_ROBIN",
+            "--wait",
+        ],
+    );
+    assert_eq!(pool["lb_algorithm"], "ROUND_ROBIN");
+    openstack(
+        &os,
+        &dir,
+        &[
+            "loadbalancer",
+            "member",
+            "create",
+            "--name",
+            "node-1",
+            "--address",
+            "10.0.0.3",
+            "--protocol-port",
+            "30080",
+            "--wait",
+            "web-pool",
+        ],
+    );
+
+    let list = openstack(&os, &dir, &["loadbalancer", "list"]);
+    let row = &list.as_array().unwrap()[0];
+    assert_eq!(row["id"], lb_id.as_str());
+    assert_eq!(row["name"], "web-lb");
+    assert_eq!(row["provisioning_status"], "ACTIVE");
+    assert_eq!(row["operating_status"], "ONLINE");
+    assert_eq!(row["provider"], "amphora");
+    assert!(row["vip_address"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.100."));
+
+    let show = openstack(&os, &dir, &["loadbalancer", "show", "web-lb"]);
+    assert_eq!(show["id"], lb_id.as_str());
+    assert_eq!(show["provisioning_status"], "ACTIVE");
+    assert_eq!(show["pools"][0]["id"], pool["id"]);
+
+    let members = openstack(&os, &dir, &["loadbalancer", "member", "list", "web-pool"]);
+    let m = &members.as_array().unwrap()[0];
+    assert_eq!(m["name"], "node-1");
+    assert_eq!(m["address"], "10.0.0.3");
+    assert_eq!(m["protocol_port"], 30080);
+    assert_eq!(m["operating_status"], "NO_MONITOR");
+    assert_eq!(m["provisioning_status"], "ACTIVE");
+
+    openstack_ok(
+        &os,
+        &dir,
+        &["loadbalancer", "delete", "--cascade", "--wait", "web-lb"],
+    );
+    let list = openstack(&os, &dir, &["loadbalancer", "list"]);
+    assert_eq!(list, Value::Array(vec![]));
+}
