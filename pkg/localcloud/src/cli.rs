@@ -462,6 +462,22 @@ impl Client {
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Value> {
+        self.send(method, path, body, None).await
+    }
+
+    /// A compute GET at the newest microversion, which shows zones and flavor names.
+    async fn get_compute(&self, path: &str) -> Result<Value> {
+        self.send(Method::GET, path, None, Some("compute 2.79"))
+            .await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        microversion: Option<&str>,
+    ) -> Result<Value> {
         let url = format!("{}{path}", self.base);
         let name: &'static str = match method.as_str() {
             "GET" => "GET",
@@ -474,6 +490,9 @@ impl Client {
             .http
             .request(method, &url)
             .header("x-auth-token", &self.token);
+        if let Some(v) = microversion {
+            req = req.header("openstack-api-version", v);
+        }
         if let Some(body) = body {
             req = req.json(&body);
         }
@@ -632,34 +651,9 @@ fn server_row(srv: &Value) -> Vec<String> {
 const SERVER_HEADER: [&str; 6] = ["ID", "NAME", "STATUS", "ZONE", "FLAVOR", "ADDRESSES"];
 
 async fn server_detail(client: &Client, id: &str) -> Result<Value> {
-    let url = format!("{}/compute/v2.1/servers/{id}", client.base);
-    let response = client
-        .http
-        .get(&url)
-        .header("x-auth-token", &client.token)
-        .header("openstack-api-version", "compute 2.79")
-        .send()
-        .await
-        .map_err(|source| Error::Request {
-            method: "GET",
-            url: url.clone(),
-            source,
-        })?;
-    let status = response.status();
-    let text = response.text().await.map_err(|source| Error::Request {
-        method: "GET",
-        url: url.clone(),
-        source,
-    })?;
-    if !status.is_success() {
-        return Err(Error::Api {
-            method: "GET",
-            url,
-            status: status.as_u16(),
-            body: text,
-        });
-    }
-    let v: Value = serde_json::from_str(&text).unwrap_or_default();
+    let v = client
+        .get_compute(&format!("/compute/v2.1/servers/{id}"))
+        .await?;
     Ok(v["server"].clone())
 }
 
@@ -719,34 +713,7 @@ async fn instance(client: &Client, cmd: InstanceCommand) -> Result<()> {
         InstanceCommand::Stop { name } => power(client, &name, "os-stop", "stopped").await?,
         InstanceCommand::Start { name } => power(client, &name, "os-start", "started").await?,
         InstanceCommand::List(out) => {
-            let url = format!("{}/compute/v2.1/servers/detail", client.base);
-            let response = client
-                .http
-                .get(&url)
-                .header("x-auth-token", &client.token)
-                .header("openstack-api-version", "compute 2.79")
-                .send()
-                .await
-                .map_err(|source| Error::Request {
-                    method: "GET",
-                    url: url.clone(),
-                    source,
-                })?;
-            let status = response.status();
-            let text = response.text().await.map_err(|source| Error::Request {
-                method: "GET",
-                url: url.clone(),
-                source,
-            })?;
-            if !status.is_success() {
-                return Err(Error::Api {
-                    method: "GET",
-                    url,
-                    status: status.as_u16(),
-                    body: text,
-                });
-            }
-            let all: Value = serde_json::from_str(&text).unwrap_or_default();
+            let all = client.get_compute("/compute/v2.1/servers/detail").await?;
             let servers = all["servers"].clone();
             print(out.output, &servers, || {
                 let mut rows = vec![SERVER_HEADER.map(String::from).to_vec()];
