@@ -98,6 +98,9 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert-file.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
+    /// Loopback addresses load balancer VIPs are allocated from (listeners bind there).
+    #[arg(long, value_name = "CIDR", default_value = "127.0.100.0/24")]
+    pub lb_vip_pool: crate::lb::VipPool,
 }
 
 fn parse_ttl(s: &str) -> std::result::Result<Duration, String> {
@@ -236,6 +239,7 @@ async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) -> Result<()>
         inject_throttle_rate,
         tls_cert_file,
         tls_private_key_file,
+        lb_vip_pool,
     } = a;
     let faults = Faults {
         latency: inject_latency.unwrap_or_default(),
@@ -258,6 +262,7 @@ async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) -> Result<()>
                 cert_file,
                 key_file,
             }),
+        lb_vip_pool,
         ..ServerConfig::new(&state_dir)
     };
     let handle = Server::bind(config.clone()).await?;
