@@ -92,7 +92,11 @@ struct MemberRt {
     id: String,
     pool_id: String,
     addr: SocketAddr,
+    /// Where health monitors probe (the member's `monitor_address`/`monitor_port`, else `addr`).
+    monitor: SocketAddr,
     admin_up: AtomicBool,
+    /// Weight 0 drains the member: no new connections, as in Octavia.
+    weight: AtomicU64,
     healthy: AtomicBool,
     active: AtomicU64,
     connections: AtomicU64,
@@ -113,7 +117,11 @@ impl PoolRt {
         let members = self.members.read().unwrap_or_else(|e| e.into_inner());
         let mut up: Vec<Arc<MemberRt>> = members
             .iter()
-            .filter(|m| m.admin_up.load(Ordering::Relaxed) && m.healthy.load(Ordering::Relaxed))
+            .filter(|m| {
+                m.admin_up.load(Ordering::Relaxed)
+                    && m.healthy.load(Ordering::Relaxed)
+                    && m.weight.load(Ordering::Relaxed) > 0
+            })
             .cloned()
             .collect();
         if up.is_empty() {
@@ -306,17 +314,29 @@ impl DataPlane {
                         continue;
                     };
                     let addr = SocketAddr::new(addr, port);
+                    let monitor = SocketAddr::new(
+                        m["monitor_address"]
+                            .as_str()
+                            .and_then(|a| a.parse::<IpAddr>().ok())
+                            .unwrap_or(addr.ip()),
+                        m["monitor_port"]
+                            .as_u64()
+                            .and_then(|p| u16::try_from(p).ok())
+                            .unwrap_or(port),
+                    );
                     let existing = running
                         .members
                         .get(mid)
-                        .filter(|x| x.addr == addr && x.pool_id == id)
+                        .filter(|x| x.addr == addr && x.monitor == monitor && x.pool_id == id)
                         .cloned();
                     let rt = existing.unwrap_or_else(|| {
                         Arc::new(MemberRt {
                             id: mid.to_owned(),
                             pool_id: id.to_owned(),
                             addr,
+                            monitor,
                             admin_up: AtomicBool::new(true),
+                            weight: AtomicU64::new(1),
                             healthy: AtomicBool::new(m["operating_status"] != "ERROR"),
                             active: AtomicU64::new(0),
                             connections: AtomicU64::new(0),
@@ -329,6 +349,8 @@ impl DataPlane {
                             && p["admin_state_up"].as_bool().unwrap_or(true),
                         Ordering::Relaxed,
                     );
+                    rt.weight
+                        .store(m["weight"].as_u64().unwrap_or(1), Ordering::Relaxed);
                     if !monitored {
                         rt.healthy.store(true, Ordering::Relaxed);
                     }
@@ -869,7 +891,7 @@ async fn monitor(store: Arc<Store>, pool: Arc<PoolRt>, spec: Value) {
             let m = m.clone();
             let spec = spec.clone();
             probes.spawn(async move {
-                let ok = probe(m.addr, &spec, timeout).await;
+                let ok = probe(m.monitor, &spec, timeout).await;
                 (m, ok)
             });
         }
