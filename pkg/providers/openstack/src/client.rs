@@ -21,6 +21,7 @@ pub(crate) enum Service {
     Compute,
     Network,
     Volume,
+    LoadBalancer,
 }
 
 impl Service {
@@ -29,6 +30,7 @@ impl Service {
             Service::Compute => &["compute"],
             Service::Network => &["network"],
             Service::Volume => &["block-storage", "volumev3", "volume"],
+            Service::LoadBalancer => &["load-balancer"],
         }
     }
 }
@@ -39,6 +41,7 @@ struct Session {
     compute: Option<String>,
     network: Option<String>,
     volume: Option<String>,
+    load_balancer: Option<String>,
 }
 
 impl Session {
@@ -47,6 +50,7 @@ impl Session {
             Service::Compute => self.compute.as_deref(),
             Service::Network => self.network.as_deref(),
             Service::Volume => self.volume.as_deref(),
+            Service::LoadBalancer => self.load_balancer.as_deref(),
         }
     }
 }
@@ -64,6 +68,8 @@ pub(crate) struct Client {
     config: Arc<Config>,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     calls: AtomicU64,
+    /// Whether the last catalog had a `load-balancer` (Octavia) endpoint.
+    has_load_balancer: std::sync::atomic::AtomicBool,
 }
 
 /// Renew tokens this long before Keystone says they expire.
@@ -102,12 +108,18 @@ impl Client {
             config,
             session: tokio::sync::Mutex::new(None),
             calls: AtomicU64::new(0),
+            has_load_balancer: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// HTTP requests sent so far (every attempt, Keystone included).
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Whether the catalog (seen when authenticating) has a `load-balancer` endpoint.
+    pub fn has_load_balancer(&self) -> bool {
+        self.has_load_balancer.load(Ordering::Relaxed)
     }
 
     pub fn region(&self) -> &str {
@@ -275,7 +287,10 @@ impl Client {
                 }
             }),
             volume: find(Service::Volume),
+            load_balancer: find(Service::LoadBalancer),
         };
+        self.has_load_balancer
+            .store(session.load_balancer.is_some(), Ordering::Relaxed);
         tracing::debug!(provider = %self.provider, %who, lifetime_secs = lifetime.as_secs(), "authenticated with Keystone");
         Ok(session)
     }

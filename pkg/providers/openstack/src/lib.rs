@@ -11,8 +11,9 @@
 //! `openstack:///<uuid>`, answered from one short-lived listing of all servers), Zones, Routes
 //! (Neutron router extra routes, only with `[Route] router-id`), PvLabeler (Cinder volume
 //! zone/region labels; also as the lower-level [`Volumes`] trait) and the [`MetadataReader`]
-//! for the node side. Not supported: Clusters
-//! (as upstream) and, for now, LoadBalancer (the local cloud has no Octavia API yet).
+//! for the node side, and LoadBalancer on Octavia when the catalog has a `load-balancer`
+//! endpoint (`kube_service_<cluster>_<namespace>_<name>`; see the `loadbalancer` module). Not
+//! supported: Clusters (as upstream).
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
@@ -29,6 +30,7 @@ mod client;
 pub mod config;
 mod error;
 mod instances;
+mod loadbalancer;
 pub mod metadata;
 mod routes;
 mod volumes;
@@ -38,7 +40,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, PvLabeler, Registry, Routes, Zones,
+    CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler, Registry, Routes,
+    Zones,
 };
 
 pub use config::Config;
@@ -208,6 +211,14 @@ impl Interface for OpenStack {
 
     fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
         Some(self)
+    }
+
+    /// Only when the Keystone catalog (read by [`Interface::initialize`]) has a `load-balancer`
+    /// (Octavia) endpoint, so clouds without Octavia keep working.
+    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
+        self.client
+            .has_load_balancer()
+            .then_some(self as &dyn LoadBalancer)
     }
 
     /// Only with `[Route] router-id`, as upstream.

@@ -1,0 +1,286 @@
+//! Service load balancers on the local cloud's Octavia API, with real traffic through its L4
+//! data plane (VIPs are loopback addresses; members are test servers on 127.0.0.0/8).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/cloud.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use hypercloud_cloudprovider::Interface;
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeStatus, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use reqwest::Method;
+use support::Cloud;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn free_port(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A TCP server on `ip:port` answering `name` to every connection.
+async fn backend(ip: &str, port: u16, name: &'static str) {
+    let l = tokio::net::TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let _ = s.write_all(name.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+}
+
+/// What the server behind `addr` answers (retrying briefly while the data plane settles).
+async fn ask(addr: &str) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(Ok(mut s)) =
+            tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr)).await
+        {
+            let mut out = String::new();
+            if tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out))
+                .await
+                .is_ok_and(|r| r.is_ok())
+                && !out.is_empty()
+            {
+                return Some(out);
+            }
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn node(name: &str, ip: &str) -> Node {
+    let mut n = support::node(name, None);
+    n.status = Some(NodeStatus {
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "Hostname".into(),
+                address: name.into(),
+            },
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.into(),
+            },
+        ]),
+        ..Default::default()
+    });
+    n
+}
+
+fn service(ports: &[(u16, u16)]) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("shop".into()),
+            uid: Some("1b4e28ba-2fa1-11d2-883f-00163e6fbc11".into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (port, node_port))| ServicePort {
+                        name: Some(format!("p{i}")),
+                        protocol: Some("TCP".into()),
+                        port: i32::from(*port),
+                        node_port: Some(i32::from(*node_port)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn lbs(cloud: &Cloud) -> Vec<serde_json::Value> {
+    cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/loadbalancers", None)
+        .await["loadbalancers"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn members(cloud: &Cloud) -> Vec<String> {
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    let mut out = Vec::new();
+    for p in pools["pools"].as_array().unwrap() {
+        let id = p["id"].as_str().unwrap();
+        let m = cloud
+            .ok(
+                Method::GET,
+                &format!("/load-balancer/v2/lbaas/pools/{id}/members"),
+                None,
+            )
+            .await;
+        for m in m["members"].as_array().unwrap() {
+            out.push(format!(
+                "{}:{}",
+                m["address"].as_str().unwrap(),
+                m["protocol_port"]
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn service_load_balancer_carries_real_traffic_and_converges() {
+    let cloud = Cloud::start().await;
+    let os = cloud.provider_with("");
+    assert!(
+        os.load_balancer().is_none(),
+        "unknown until the catalog has been read"
+    );
+    os.initialize(None).await.unwrap();
+    let lb = os.load_balancer().expect("the local cloud has Octavia");
+
+    // Backends: one per Service port, at its node port on 127.0.0.1.
+    let (np_a, np_b) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    backend("127.0.0.1", np_a, "alpha").await;
+    backend("127.0.0.1", np_b, "beta").await;
+    let (port_a, port_b) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    let svc = service(&[(port_a, np_a), (port_b, np_b)]);
+    let nodes = [node("node-1", "127.0.0.1"), node("node-2", "127.0.0.1")];
+
+    assert_eq!(
+        lb.get_load_balancer_name("kubernetes", &svc),
+        "kube_service_kubernetes_shop_web"
+    );
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        None
+    );
+
+    let t = Instant::now();
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!("ensure_load_balancer (create, 2 ports): {:?}", t.elapsed());
+    let vip = status.ingress.as_ref().unwrap()[0].ip.clone().unwrap();
+    assert!(vip.starts_with("127."), "VIP {vip} is a loopback address");
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        Some(status.clone())
+    );
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["name"], "kube_service_kubernetes_shop_web");
+    let lb_id = all[0]["id"].clone();
+
+    // Real traffic through the VIP.
+    assert_eq!(
+        ask(&format!("{vip}:{port_a}")).await.as_deref(),
+        Some("alpha")
+    );
+    assert_eq!(
+        ask(&format!("{vip}:{port_b}")).await.as_deref(),
+        Some("beta")
+    );
+    // Two nodes with the same address are one member.
+    assert_eq!(members(&cloud).await, {
+        let mut m = vec![format!("127.0.0.1:{np_a}"), format!("127.0.0.1:{np_b}")];
+        m.sort();
+        m
+    });
+
+    // Ensuring again converges without recreating anything.
+    let calls = os.api_calls();
+    let t = Instant::now();
+    let again = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!(
+        "ensure_load_balancer (no change): {:?}, {} API calls",
+        t.elapsed(),
+        os.api_calls() - calls
+    );
+    assert_eq!(again, status);
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["id"], lb_id);
+    assert_eq!(all[0]["listeners"].as_array().unwrap().len(), 2);
+
+    // Node set change: the members follow, and so does the traffic.
+    backend("127.0.0.2", np_a, "alpha-on-node-3").await;
+    backend("127.0.0.2", np_b, "beta-on-node-3").await;
+    let t = Instant::now();
+    lb.update_load_balancer("kubernetes", &svc, &[node("node-3", "127.0.0.2")])
+        .await
+        .unwrap();
+    eprintln!("update_load_balancer (member change): {:?}", t.elapsed());
+    assert_eq!(members(&cloud).await, {
+        let mut m = vec![format!("127.0.0.2:{np_a}"), format!("127.0.0.2:{np_b}")];
+        m.sort();
+        m
+    });
+    assert_eq!(
+        ask(&format!("{vip}:{port_a}")).await.as_deref(),
+        Some("alpha-on-node-3")
+    );
+
+    // A port removed from the Service: its listener and pool go, the rest stays.
+    let one_port = service(&[(port_a, np_a)]);
+    lb.ensure_load_balancer("kubernetes", &one_port, &nodes)
+        .await
+        .unwrap();
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["id"], lb_id);
+    assert_eq!(all[0]["listeners"].as_array().unwrap().len(), 1);
+    assert_eq!(all[0]["pools"].as_array().unwrap().len(), 1);
+    assert_eq!(members(&cloud).await, vec![format!("127.0.0.1:{np_a}")]);
+    assert_eq!(
+        ask(&format!("{vip}:{port_a}")).await.as_deref(),
+        Some("alpha")
+    );
+
+    // Delete: gone from the API and the VIP port closed; deleting again succeeds.
+    let t = Instant::now();
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    eprintln!("ensure_load_balancer_deleted: {:?}", t.elapsed());
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        None
+    );
+    assert!(lbs(&cloud).await.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(format!("{vip}:{port_a}"))
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "VIP port still open after delete"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+}
