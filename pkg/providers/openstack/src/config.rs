@@ -69,7 +69,7 @@ pub struct Global {
     pub cloud: Option<String>,
 }
 
-/// `[LoadBalancer]` (kept for when the local cloud has Octavia; not used yet).
+/// `[LoadBalancer]`: the Octavia load balancers of Services (see `loadbalancer.rs`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LoadBalancerConfig {
     pub floating_network_id: Option<String>,

@@ -284,3 +284,66 @@ async fn service_load_balancer_carries_real_traffic_and_converges() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn health_monitors_follow_create_monitor() {
+    let cloud = Cloud::start().await;
+    let with = cloud.provider_with(
+        "[LoadBalancer]\ncreate-monitor = true\nmonitor-delay = 2s\nmonitor-timeout = 1s\nmonitor-max-retries = 3\nlb-method = LEAST_CONNECTIONS\n",
+    );
+    with.initialize(None).await.unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "monitored").await;
+    let port = free_port("127.0.0.1");
+    let svc = service(&[(port, np)]);
+    let nodes = [node("node-1", "127.0.0.1")];
+    let status = with
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = status.ingress.as_ref().unwrap()[0].ip.clone().unwrap();
+    let monitors = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await;
+    let m = &monitors["healthmonitors"].as_array().unwrap()[0];
+    assert_eq!(m["type"], "TCP");
+    assert_eq!(m["delay"], 2);
+    assert_eq!(m["timeout"], 1);
+    assert_eq!(m["max_retries"], 3);
+    assert_eq!(m["name"], "monitor_0_kube_service_kubernetes_shop_web");
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    assert_eq!(pools["pools"][0]["lb_algorithm"], "LEAST_CONNECTIONS");
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("monitored")
+    );
+
+    // The same Service ensured by a provider without create-monitor: the monitor goes, the
+    // algorithm returns to the default, the load balancer stays.
+    let without = cloud.provider_with("");
+    without.initialize(None).await.unwrap();
+    let again = without
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(again, status);
+    let monitors = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await;
+    assert!(monitors["healthmonitors"].as_array().unwrap().is_empty());
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    assert_eq!(pools["pools"][0]["lb_algorithm"], "ROUND_ROBIN");
+    assert_eq!(lbs(&cloud).await.len(), 1);
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("monitored")
+    );
+}
