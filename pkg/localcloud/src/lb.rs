@@ -111,6 +111,14 @@ struct PoolRt {
     next: AtomicUsize,
 }
 
+/// Whether the data plane may send traffic to `addr`. Instance addresses in the local cloud
+/// (10.0.0.0/16 by default) are simulated, not hosts on this machine, so the proxy and the
+/// health monitors only ever contact loopback members (127.0.0.0/8, ::1); any other member is
+/// never connected to and its monitor reports it down (operating_status ERROR).
+pub(crate) fn may_contact(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}
+
 impl PoolRt {
     /// The members to try for a client, best first.
     fn pick(&self, client: IpAddr) -> Vec<Arc<MemberRt>> {
@@ -118,7 +126,8 @@ impl PoolRt {
         let mut up: Vec<Arc<MemberRt>> = members
             .iter()
             .filter(|m| {
-                m.admin_up.load(Ordering::Relaxed)
+                may_contact(&m.addr)
+                    && m.admin_up.load(Ordering::Relaxed)
                     && m.healthy.load(Ordering::Relaxed)
                     && m.weight.load(Ordering::Relaxed) > 0
             })
@@ -815,6 +824,9 @@ async fn proxy(mut client: TcpStream, candidates: Vec<Arc<MemberRt>>, stats: &Li
 
 /// Probes one member once.
 async fn probe(addr: SocketAddr, spec: &Value, timeout: Duration) -> bool {
+    if !may_contact(&addr) {
+        return false;
+    }
     let kind = spec["type"].as_str().unwrap_or("TCP").to_owned();
     if kind == "UDP-CONNECT" {
         // Like Octavia's UDP-CONNECT: a datagram, then only an ICMP port-unreachable fails.
@@ -946,5 +958,28 @@ async fn monitor(store: Arc<Store>, pool: Arc<PoolRt>, spec: Value) {
             .await;
         }
         tokio::time::sleep(delay).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_loopback_members_are_contacted() {
+        assert!(may_contact(&"127.0.0.1:80".parse().expect("addr")));
+        assert!(may_contact(&"127.0.100.7:80".parse().expect("addr")));
+        assert!(may_contact(&"[::1]:80".parse().expect("addr")));
+        assert!(!may_contact(&"10.0.0.2:30080".parse().expect("addr")));
+        assert!(!may_contact(&"192.0.2.1:80".parse().expect("addr")));
+        // A probe of a simulated address fails without any connection attempt.
+        let spec = serde_json::json!({"type": "TCP"});
+        let healthy = probe(
+            "10.0.0.2:30080".parse().expect("addr"),
+            &spec,
+            Duration::from_millis(50),
+        )
+        .await;
+        assert!(!healthy);
     }
 }
