@@ -16,11 +16,30 @@ use crate::cloud::{self, Common, UsageError};
 /// The kubelet's cloud duties: node name, provider ID, addresses and zone from the cloud;
 /// with --cloud-provider=external, registration with the uninitialized taint.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
     pub node: NodeOptions,
+}
+
+/// Tools beside the kubelet's own work.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Print what the instance metadata sources say about this machine (config drive, then
+    /// metadata service, per [Metadata] search-order), as the kubelet's OpenStack code reads
+    /// them; every failed source is named when none answers.
+    Metadata(MetadataArgs),
+}
+
+/// Flags of `kubelet-helper metadata`.
+#[derive(clap::Args, Debug)]
+pub struct MetadataArgs {
+    #[command(flatten)]
+    pub cloud: hypercloud_options::CloudProviderOptions,
 }
 
 /// The kubelet flags that shape the Node (upstream names and defaults).
@@ -63,7 +82,14 @@ pub struct NodeOptions {
 }
 
 pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
-    let Args { common, node } = args;
+    let Args {
+        command,
+        common,
+        node,
+    } = args;
+    if let Some(Command::Metadata(m)) = command {
+        return metadata(m).await;
+    }
     let metrics = prometheus::Registry::new();
     let cloud = cloud::start(invoked_as, &common, &metrics).await?;
     let cloud: Option<&dyn Interface> = cloud.as_deref().map(|c| c as _);
@@ -182,4 +208,55 @@ fn retryable(e: &hypercloud_kubelet::Error) -> bool {
         kube::Error::Api(status) => status.code >= 500 || status.code == 429,
         _ => true,
     }
+}
+
+/// `kubelet-helper metadata`: the OpenStack metadata reader (openstack and local providers).
+#[cfg(feature = "openstack")]
+async fn metadata(args: MetadataArgs) -> anyhow::Result<()> {
+    use hypercloud_providers_openstack::{config, Config, MetadataReader};
+    let opts = &args.cloud;
+    let file = opts
+        .cloud_config_path()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map(|text| (text, p.display().to_string()))
+                .with_context(|| format!("--cloud-config: cannot read {}", p.display()))
+        })
+        .transpose()?;
+    let cfg = match (opts.cloud_provider.as_str(), &file) {
+        ("local", None) => config::local_defaults(),
+        ("local", Some((text, origin))) => Config::parse_onto(config::local_defaults(), text, origin)?,
+        ("openstack", Some((text, origin))) => Config::parse(text, origin)?,
+        ("openstack", None) => {
+            return Err(UsageError("--cloud-config: the openstack provider needs its cloud.conf".into()).into())
+        }
+        (other, _) => {
+            return Err(UsageError(format!(
+                "--cloud-provider={other:?}: instance metadata is read by the openstack and local providers only"
+            ))
+            .into())
+        }
+    };
+    let order: Vec<&str> = cfg.metadata.search_order.iter().map(|s| s.name()).collect();
+    println!("search-order: {}", order.join(","));
+    let md = MetadataReader::new(cfg.metadata.clone())?.read().await?;
+    println!("uuid:              {}", md.uuid);
+    println!("name:              {}", md.name);
+    println!("hostname:          {}", md.hostname);
+    println!("availability_zone: {}", md.availability_zone);
+    for d in &md.devices {
+        println!(
+            "device:            {} bus={} serial={} address={}",
+            d.kind, d.bus, d.serial, d.address
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "openstack"))]
+async fn metadata(_args: MetadataArgs) -> anyhow::Result<()> {
+    Err(
+        UsageError("kubelet-helper metadata needs the openstack feature of this binary".into())
+            .into(),
+    )
 }
