@@ -76,17 +76,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     let client = common.kube.client().await?;
 
     // Load (or generate) the certificate once, so the caBundle printed is the one served.
-    let source = match (&serving.tls_cert_file, &serving.tls_private_key_file) {
-        (Some(cert), Some(key)) => TlsSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-        },
-        _ => TlsSource::SelfSigned {
-            cert_dir: serving.cert_dir.clone(),
-            pair_name: "apiserver-plugin".into(),
-            bind_address: serving.bind_address,
-        },
-    };
+    let source = crate::runtime::tls_source(&serving, "apiserver-plugin");
     let pair = source.load().context("loading the serving certificate")?;
     let files = match source {
         TlsSource::Files { .. } => source,

@@ -68,12 +68,11 @@ pub fn print_plan(cloud: &dyn Interface, enabled: &[&str], opts: &ControllerOpti
     println!("controllers:");
     for name in enabled {
         let blocked = match *name {
-            n if n == names::CLOUD_NODE.name => (cloud.instances().is_none()
-                && cloud.instances_v2().is_none())
-            .then_some("cloud provider does not support instances"),
-            n if n == names::CLOUD_NODE_LIFECYCLE.name => (cloud.instances().is_none()
-                && cloud.instances_v2().is_none())
-            .then_some("cloud provider does not support instances"),
+            // Both need to look instances up.
+            n if n == names::CLOUD_NODE.name || n == names::CLOUD_NODE_LIFECYCLE.name => {
+                (cloud.instances().is_none() && cloud.instances_v2().is_none())
+                    .then_some("cloud provider does not support instances")
+            }
             n if n == names::SERVICE_LB.name => cloud
                 .load_balancer()
                 .is_none()

@@ -62,6 +62,25 @@ fn shutdown_signal() -> watch::Receiver<bool> {
     rx
 }
 
+/// The serving certificate the `--tls-*` / `--cert-dir` flags ask for: the files when both are
+/// given, else a self-signed pair named `pair_name` (kept in `--cert-dir` when set).
+pub(crate) fn tls_source(
+    serving: &hypercloud_options::SecureServingOptions,
+    pair_name: &str,
+) -> TlsSource {
+    match (&serving.tls_cert_file, &serving.tls_private_key_file) {
+        (Some(cert), Some(key)) => TlsSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => TlsSource::SelfSigned {
+            cert_dir: serving.cert_dir.clone(),
+            pair_name: pair_name.to_string(),
+            bind_address: serving.bind_address,
+        },
+    }
+}
+
 async fn wait(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
@@ -144,17 +163,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             authz,
             auth.authorization_always_allow_paths.clone(),
         ));
-        let tls = match (&serving.tls_cert_file, &serving.tls_private_key_file) {
-            (Some(cert), Some(key)) => TlsSource::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
-            _ => TlsSource::SelfSigned {
-                cert_dir: serving.cert_dir.clone(),
-                pair_name: c.name.to_string(),
-                bind_address: serving.bind_address,
-            },
-        };
+        let tls = tls_source(serving, c.name);
         let app = hypercloud_metrics::router(c.metrics.clone(), checks.clone(), Some(authorizer));
         let config = hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
