@@ -1,6 +1,6 @@
 //! Parsing and dispatch: `hypercloud <personality> [flags]`, or a personality's own name as
 //! `argv[0]` (a symlink), plus the multi-call helpers (`--list`, `providers`, `version`,
-//! `completion`). Exit codes: 0 success, 1 runtime failure, 2 bad flags, bad config or an
+//! `completion`, `trace`). Exit codes: 0 success, 1 runtime failure, 2 bad flags, bad config or an
 //! unknown name (as clap and the Kubernetes components do).
 
 use std::ffi::OsString;
@@ -11,7 +11,7 @@ use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::personality::{self, Invocation, Personality};
 use crate::{
     apiserver_plugin, cloud, cloud_controller_manager, controller_manager, kubelet_helper,
-    local_cloud,
+    local_cloud, trace,
 };
 
 const ABOUT: &str =
@@ -42,6 +42,7 @@ enum Cmd {
     ControllerManager(controller_manager::Args),
     CloudControllerManager(cloud_controller_manager::Args),
     LocalCloud(local_cloud::Args),
+    Trace(trace::Args),
     /// List the cloud providers compiled into this binary.
     Providers,
     /// Print the version, the Kubernetes API version and the compiled-in providers.
@@ -175,6 +176,7 @@ fn run(cmd: Cmd, name: &str) -> ExitCode {
             Cmd::ControllerManager(a) => controller_manager::run(a, name).await,
             Cmd::CloudControllerManager(a) => cloud_controller_manager::run(a, name).await,
             Cmd::LocalCloud(a) => local_cloud::run(a).await,
+            Cmd::Trace(a) => trace::run(a),
             Cmd::Providers => {
                 providers();
                 Ok(())
@@ -238,13 +240,14 @@ fn render(err: &anyhow::Error) -> String {
     line
 }
 
-/// 2 for errors in what the user gave (flags, config files, names), 1 otherwise.
+/// 2 for errors in what the user gave (flags, config files, trace files, names), 1 otherwise.
 fn exit_code(err: &anyhow::Error) -> u8 {
     use hypercloud_cloudprovider::Error as P;
     use hypercloud_options::Error as O;
     for cause in err.chain() {
         let usage = cause.is::<cloud::UsageError>()
             || cause.is::<hypercloud_controllers::names::UnknownController>()
+            || cause.is::<hypercloud_trace::Error>()
             || matches!(
                 cause.downcast_ref::<P>(),
                 Some(
@@ -324,5 +327,8 @@ mod tests {
         assert_eq!(exit_code(&unknown.context("starting")), 2);
         let runtime: anyhow::Error = hypercloud_cloudprovider::Error::NotImplemented.into();
         assert_eq!(exit_code(&runtime), 1);
+        let trace: anyhow::Error =
+            hypercloud_trace::Error::NothingToDraw { files: "x".into() }.into();
+        assert_eq!(exit_code(&trace), 2);
     }
 }

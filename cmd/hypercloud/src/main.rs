@@ -14,6 +14,7 @@ mod kubelet_helper;
 mod local_cloud;
 mod personality;
 mod runtime;
+mod trace;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,462 @@
+//! A small SVG renderer for [`Diagram`]: participant boxes at top and bottom, dashed
+//! lifelines, solid request arrows, dotted answers (a cross for failures) and note boxes.
+//!
+//! Plain SVG 1.1 with a monospace font, so text widths are known without measuring fonts
+//! and the output is the same bytes on every machine.
+
+use std::fmt::Write;
+
+use crate::diagram::{Diagram, Role, Step};
+
+const FONT_SIZE: i64 = 13;
+/// Width of one monospace character at [`FONT_SIZE`] (0.6 em, rounded up).
+const CHAR_W: i64 = 8;
+const MARGIN: i64 = 20;
+const BOX_H: i64 = 34;
+const BOX_PAD: i64 = 14;
+const BOX_MIN_W: i64 = 120;
+/// Least distance between neighbouring boxes.
+const BOX_GAP: i64 = 30;
+/// Room a label needs beyond its text between two lifelines.
+const LABEL_PAD: i64 = 40;
+const ROW_H: i64 = 34;
+const NOTE_H: i64 = 26;
+
+fn text_w(s: &str) -> i64 {
+    i64::try_from(s.chars().count()).unwrap_or(i64::MAX / 2) * CHAR_W
+}
+
+/// The diagram as an SVG document, ending in a newline.
+pub fn render(d: &Diagram) -> String {
+    let n = d.participants.len();
+    // Column widths: the box, or a note over it if wider.
+    let mut widths: Vec<i64> = d
+        .participants
+        .iter()
+        .map(|p| (text_w(&p.label) + 2 * BOX_PAD).max(BOX_MIN_W))
+        .collect();
+    for s in &d.steps {
+        if let Step::Note { over, text } = s {
+            widths[*over] = widths[*over].max(text_w(text) + 2 * BOX_PAD);
+        }
+    }
+    // Distances between neighbouring lifelines, widened until every label fits its span.
+    let mut gaps: Vec<i64> = (1..n)
+        .map(|i| (widths[i - 1] + widths[i]) / 2 + BOX_GAP)
+        .collect();
+    for s in &d.steps {
+        if let Step::Call(c) = s {
+            let (lo, hi) = (c.from.min(c.to), c.from.max(c.to));
+            if lo == hi {
+                continue;
+            }
+            let need = text_w(&c.request).max(text_w(&c.response)) + LABEL_PAD;
+            let have: i64 = gaps[lo..hi].iter().sum();
+            if have < need {
+                let spans = i64::try_from(hi - lo).unwrap_or(1);
+                let extra = (need - have + spans - 1) / spans;
+                for g in &mut gaps[lo..hi] {
+                    *g += extra;
+                }
+            }
+        }
+    }
+    let mut xs = Vec::with_capacity(n);
+    let mut x = MARGIN + widths.first().copied().unwrap_or(0) / 2;
+    for i in 0..n {
+        if i > 0 {
+            x += gaps[i - 1];
+        }
+        xs.push(x);
+    }
+    let title_w = d.title.as_deref().map(text_w).unwrap_or(0) + 2 * MARGIN;
+    let width =
+        (xs.last().copied().unwrap_or(0) + widths.last().copied().unwrap_or(0) / 2 + MARGIN)
+            .max(title_w);
+
+    let mut body = String::new();
+    let mut y = MARGIN;
+    if let Some(t) = &d.title {
+        let _ = writeln!(
+            body,
+            r#"<text x="{MARGIN}" y="{}" font-weight="bold">{}</text>"#,
+            y + FONT_SIZE,
+            esc(t)
+        );
+        y += FONT_SIZE + 16;
+    }
+    let boxes_top = y;
+    let life_top = y + BOX_H;
+    y = life_top + 16;
+    let mut rows = String::new();
+    for s in &d.steps {
+        match s {
+            Step::Note { over, text } => {
+                let w = text_w(text) + 2 * BOX_PAD;
+                let cx = xs[*over];
+                let _ = writeln!(
+                    rows,
+                    r##"<rect x="{}" y="{y}" width="{w}" height="{NOTE_H}" fill="#fff8c5" stroke="#bf9b00"/>"##,
+                    cx - w / 2
+                );
+                let _ = writeln!(
+                    rows,
+                    r#"<text x="{cx}" y="{}" text-anchor="middle">{}</text>"#,
+                    y + NOTE_H / 2 + FONT_SIZE / 2 - 2,
+                    esc(text)
+                );
+                y += NOTE_H + 12;
+            }
+            Step::Call(c) => {
+                let (x1, x2) = (xs[c.from], xs[c.to]);
+                arrow(&mut rows, x1, x2, y, &c.request, ArrowStyle::Request);
+                y += ROW_H;
+                let style = if c.failed {
+                    ArrowStyle::Failure
+                } else {
+                    ArrowStyle::Answer
+                };
+                arrow(&mut rows, x2, x1, y, &c.response, style);
+                y += ROW_H;
+            }
+        }
+    }
+    let life_bottom = y + 4;
+    let height = life_bottom + BOX_H + MARGIN;
+
+    for x in &xs {
+        let _ = writeln!(
+            body,
+            r##"<line x1="{x}" y1="{life_top}" x2="{x}" y2="{life_bottom}" stroke="#999999" stroke-dasharray="4 4"/>"##
+        );
+    }
+    body.push_str(&rows);
+    for (i, p) in d.participants.iter().enumerate() {
+        for top in [boxes_top, life_bottom] {
+            participant_box(&mut body, xs[i], top, widths[i], &p.label, p.role);
+        }
+    }
+
+    let mut out = String::new();
+    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(
+        "<!-- Generated by `hypercloud trace render` from cloud-call traces; do not edit. -->\n",
+    );
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="{FONT_SIZE}">"#
+    );
+    let _ = writeln!(
+        out,
+        "<title>{}</title>",
+        esc(d.title.as_deref().unwrap_or("cloud calls"))
+    );
+    out.push_str(concat!(
+        "<defs>\n",
+        r##"<marker id="head" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="9" markerHeight="9" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#333333"/></marker>"##,
+        "\n",
+        r##"<marker id="open" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="9" markerHeight="9" orient="auto"><path d="M0,0 L10,5 L0,10" fill="none" stroke="#333333" stroke-width="1.5"/></marker>"##,
+        "\n",
+        r##"<marker id="cross" viewBox="0 0 10 10" refX="5" refY="5" markerWidth="10" markerHeight="10" orient="auto"><path d="M0,0 L10,10 M0,10 L10,0" stroke="#c62828" stroke-width="2"/></marker>"##,
+        "\n</defs>\n"
+    ));
+    let _ = writeln!(
+        out,
+        r#"<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>"#
+    );
+    out.push_str(&body);
+    out.push_str("</svg>\n");
+    out
+}
+
+#[derive(Clone, Copy)]
+enum ArrowStyle {
+    Request,
+    Answer,
+    Failure,
+}
+
+fn arrow(out: &mut String, x1: i64, x2: i64, y: i64, label: &str, style: ArrowStyle) {
+    let line_y = y + FONT_SIZE + 6;
+    let (stroke, dash, marker) = match style {
+        ArrowStyle::Request => ("#333333", "", "head"),
+        ArrowStyle::Answer => ("#333333", r#" stroke-dasharray="3 3""#, "open"),
+        ArrowStyle::Failure => ("#c62828", r#" stroke-dasharray="3 3""#, "cross"),
+    };
+    let fill = match style {
+        ArrowStyle::Failure => "#c62828",
+        _ => "#000000",
+    };
+    let _ = writeln!(
+        out,
+        // A white halo keeps the label readable where it crosses a lifeline.
+        r#"<text x="{}" y="{}" text-anchor="middle" fill="{fill}" stroke="white" stroke-width="4" paint-order="stroke">{}</text>"#,
+        (x1 + x2) / 2,
+        y + FONT_SIZE,
+        esc(label)
+    );
+    let _ = writeln!(
+        out,
+        r#"<line x1="{x1}" y1="{line_y}" x2="{x2}" y2="{line_y}" stroke="{stroke}" stroke-width="1.5"{dash} marker-end="url(#{marker})"/>"#
+    );
+}
+
+fn participant_box(out: &mut String, cx: i64, top: i64, w: i64, label: &str, role: Role) {
+    let (fill, stroke) = match role {
+        Role::Component => ("#e8eefc", "#3b5bdb"),
+        Role::Provider => ("#fff1dc", "#d9822b"),
+    };
+    let _ = writeln!(
+        out,
+        r#"<rect x="{}" y="{top}" width="{w}" height="{BOX_H}" rx="4" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>"#,
+        cx - w / 2
+    );
+    let _ = writeln!(
+        out,
+        r#"<text x="{cx}" y="{}" text-anchor="middle" font-weight="bold">{}</text>"#,
+        top + BOX_H / 2 + FONT_SIZE / 2 - 2,
+        esc(label)
+    );
+}
+
+/// XML text and attribute escaping.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::diagram::{Call, Participant};
+
+    /// A minimal XML well-formedness check (no XML parser is in the workspace): tags nest
+    /// and close in order, attribute values are quoted, text holds no raw `<` or bare `&`.
+    /// Returns the element names in document order.
+    pub(crate) fn check_xml(doc: &str) -> Result<Vec<String>, String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut names = Vec::new();
+        let mut rest = doc;
+        let mut roots = 0;
+        while !rest.is_empty() {
+            if let Some(after) = rest.strip_prefix("<?") {
+                let end = after.find("?>").ok_or("unterminated <?")?;
+                rest = &after[end + 2..];
+            } else if let Some(after) = rest.strip_prefix("<!--") {
+                let end = after.find("-->").ok_or("unterminated comment")?;
+                if after[..end].contains("--") {
+                    return Err("-- inside a comment".into());
+                }
+                rest = &after[end + 3..];
+            } else if let Some(after) = rest.strip_prefix("</") {
+                let end = after.find('>').ok_or("unterminated end tag")?;
+                let name = after[..end].trim();
+                match stack.pop() {
+                    Some(open) if open == name => {}
+                    other => return Err(format!("</{name}> closes {other:?}")),
+                }
+                rest = &after[end + 1..];
+            } else if let Some(after) = rest.strip_prefix('<') {
+                let end = after.find('>').ok_or("unterminated tag")?;
+                let tag = &after[..end];
+                let (tag, empty) = match tag.strip_suffix('/') {
+                    Some(t) => (t, true),
+                    None => (tag, false),
+                };
+                let name_end = tag.find(char::is_whitespace).unwrap_or(tag.len());
+                let name = &tag[..name_end];
+                if name.is_empty()
+                    || !name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':')
+                {
+                    return Err(format!("bad element name {name:?}"));
+                }
+                check_attributes(&tag[name_end..])?;
+                if stack.is_empty() {
+                    roots += 1;
+                }
+                names.push(name.to_string());
+                if !empty {
+                    stack.push(name.to_string());
+                }
+                rest = &after[end + 1..];
+            } else {
+                let end = rest.find('<').unwrap_or(rest.len());
+                let text = &rest[..end];
+                if stack.is_empty() && !text.trim().is_empty() {
+                    return Err(format!("text outside the root: {text:?}"));
+                }
+                check_entities(text)?;
+                rest = &rest[end..];
+            }
+        }
+        if !stack.is_empty() {
+            return Err(format!("unclosed {stack:?}"));
+        }
+        if roots != 1 {
+            return Err(format!("{roots} root elements"));
+        }
+        Ok(names)
+    }
+
+    fn check_attributes(mut s: &str) -> Result<(), String> {
+        loop {
+            s = s.trim_start();
+            if s.is_empty() {
+                return Ok(());
+            }
+            let eq = s
+                .find('=')
+                .ok_or(format!("attribute without value: {s:?}"))?;
+            let value = s[eq + 1..]
+                .strip_prefix('"')
+                .ok_or(format!("unquoted attribute: {s:?}"))?;
+            let close = value.find('"').ok_or("unterminated attribute")?;
+            if value[..close].contains('<') {
+                return Err("< in attribute".into());
+            }
+            check_entities(&value[..close])?;
+            s = &value[close + 1..];
+        }
+    }
+
+    fn check_entities(text: &str) -> Result<(), String> {
+        let mut rest = text;
+        while let Some(at) = rest.find('&') {
+            let after = &rest[at + 1..];
+            let end = after.find(';').ok_or(format!("bare & in {text:?}"))?;
+            if !["amp", "lt", "gt", "quot", "apos"].contains(&&after[..end]) {
+                return Err(format!("unknown entity &{};", &after[..end]));
+            }
+            rest = &after[end + 1..];
+        }
+        Ok(())
+    }
+
+    fn diagram() -> Diagram {
+        Diagram {
+            title: Some("a & b <c>".into()),
+            participants: vec![
+                Participant {
+                    id: "kubelet_helper".into(),
+                    label: "kubelet-helper".into(),
+                    role: Role::Component,
+                },
+                Participant {
+                    id: "cloud_controller_manager".into(),
+                    label: "cloud-controller-manager".into(),
+                    role: Role::Component,
+                },
+                Participant {
+                    id: "cloud_local".into(),
+                    label: "local (cloud)".into(),
+                    role: Role::Provider,
+                },
+            ],
+            steps: vec![
+                Step::Note {
+                    over: 0,
+                    text: "no cloud calls".into(),
+                },
+                Step::Call(Call {
+                    from: 1,
+                    to: 2,
+                    request:
+                        "instance_metadata(node-{n}) ×3 with a label long enough to widen the gap"
+                            .into(),
+                    response: "ok".into(),
+                    failed: false,
+                }),
+                Step::Call(Call {
+                    from: 1,
+                    to: 2,
+                    request: "instance_exists(\"x\")".into(),
+                    response: "error: InstanceNotFound".into(),
+                    failed: true,
+                }),
+            ],
+        }
+    }
+
+    #[test]
+    fn svg_is_well_formed_and_shows_everything() {
+        let svg = render(&diagram());
+        let names = check_xml(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+        assert_eq!(names[0], "svg");
+        assert!(svg.contains("a &amp; b &lt;c&gt;"), "title escaped");
+        for label in [
+            "kubelet-helper",
+            "cloud-controller-manager",
+            "local (cloud)",
+        ] {
+            // top and bottom box
+            assert_eq!(
+                svg.matches(&format!(">{label}</text>")).count(),
+                2,
+                "{label}"
+            );
+        }
+        assert!(svg.contains(
+            ">instance_metadata(node-{n}) ×3 with a label long enough to widen the gap</text>"
+        ));
+        assert!(svg.contains(">instance_exists(&quot;x&quot;)</text>"));
+        assert!(svg.contains(">error: InstanceNotFound</text>"));
+        assert!(svg.contains(">no cloud calls</text>"));
+        assert_eq!(svg.matches("url(#cross)").count(), 1, "one failure");
+        assert_eq!(svg.matches("url(#head)").count(), 2, "two requests");
+        assert!(svg.ends_with("</svg>\n"));
+    }
+
+    #[test]
+    fn long_labels_widen_their_span() {
+        let svg = render(&diagram());
+        let lifelines: Vec<i64> = svg
+            .lines()
+            .filter(|l| l.contains("stroke-dasharray=\"4 4\""))
+            .map(|l| {
+                let v = l
+                    .split("x1=\"")
+                    .nth(1)
+                    .and_then(|s| s.split('"').next())
+                    .expect("x1");
+                v.parse().expect("number")
+            })
+            .collect();
+        assert_eq!(lifelines.len(), 3);
+        let span = lifelines[2] - lifelines[1];
+        let label = "instance_metadata(node-{n}) ×3 with a label long enough to widen the gap";
+        assert!(span >= text_w(label) + LABEL_PAD, "{span}");
+        let width: i64 = svg
+            .split("width=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .and_then(|s| s.parse().ok())
+            .expect("width");
+        assert!(
+            width > lifelines[2],
+            "the last lifeline is inside the picture"
+        );
+    }
+
+    #[test]
+    fn the_checker_rejects_broken_xml() {
+        assert!(check_xml("<svg><g></svg></g>").is_err());
+        assert!(check_xml("<svg a=b></svg>").is_err());
+        assert!(check_xml("<svg>a & b</svg>").is_err());
+        assert!(check_xml("<svg>").is_err());
+        assert!(check_xml("<svg/><svg/>").is_err());
+        assert!(check_xml("<?xml version=\"1.0\"?>\n<svg a=\"1\"><t>&lt;</t></svg>\n").is_ok());
+    }
+}
