@@ -165,6 +165,18 @@ impl Server {
             tracing::info!(repaired, "rewrote missing config drives");
         }
 
+        // Written before serving: a client that got an answer from the API (local-up polls
+        // it) may at once run `local-cloud instance create`, which reads this file; the
+        // listeners are bound, so connections made before the serve tasks run just wait.
+        let info = json!({
+            "api_url": base_url,
+            "metadata_url": metadata_addr.map(|a| format!("http://{a}")),
+            "tls_cert_file": cloud.config.tls.as_ref().map(|t| t.cert_file.display().to_string()),
+            "pid": std::process::id(),
+        });
+        let path = cloud.config.state_dir.join(SERVER_FILE);
+        store::write_atomic(&path, info.to_string().as_bytes())
+            .map_err(|source| Error::WriteFile { path, source })?;
         dataplane.start().await;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -206,15 +218,6 @@ impl Server {
                 .await
             }));
         }
-        let info = json!({
-            "api_url": base_url,
-            "metadata_url": metadata_addr.map(|a| format!("http://{a}")),
-            "tls_cert_file": cloud.config.tls.as_ref().map(|t| t.cert_file.display().to_string()),
-            "pid": std::process::id(),
-        });
-        let path = cloud.config.state_dir.join(SERVER_FILE);
-        store::write_atomic(&path, info.to_string().as_bytes())
-            .map_err(|source| Error::WriteFile { path, source })?;
         tracing::info!(api = %base_url, metadata = ?metadata_addr, "local-cloud serving");
         Ok(ServerHandle {
             api_addr,
