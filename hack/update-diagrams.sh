@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Regenerates the cloud-call sequence diagrams from a real run of the demo in both modes:
+#
+#   hack/local-up.sh --smoke --mode in-tree|external   every personality records its provider
+#                                                      calls (--trace-cloud-calls)
+#   hypercloud trace render                            normalises and draws them
+#
+# and writes docs/diagrams/{in-tree,external}.{mmd,svg} plus the Mermaid copies embedded in
+# docs/cloud-call-traces.md (between its BEGIN/END GENERATED markers). Review the diff and
+# commit it; hack/verify-diagrams.sh fails while the committed files are stale.
+#
+#   hack/update-diagrams.sh [--root DIR]   write DIR/docs/... instead of this checkout's docs/
+#                                           (hack/verify-diagrams.sh uses a temp dir)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$(pwd)"
+export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
+
+root="$repo"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --root) root="${2:-}"; shift 2 ;;
+    --root=*) root="${1#--root=}"; shift ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "update-diagrams: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$root" ] || { echo "update-diagrams: --root needs a directory" >&2; exit 2; }
+
+doc=docs/cloud-call-traces.md
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/hypercloud-diagrams.XXXXXX")"
+finish() {
+  local rc=$?
+  if [ "$rc" -eq 0 ]; then rm -rf "$scratch"; else echo "update-diagrams: traces and logs kept in $scratch" >&2; fi
+  exit "$rc"
+}
+trap finish EXIT
+fail() { echo "update-diagrams: FAILED: $*" >&2; exit 1; }
+
+cargo build -p hypercloud --quiet
+bin="$CARGO_TARGET_DIR/debug/hypercloud"
+mkdir -p "$root/docs/diagrams"
+
+for mode in in-tree external; do
+  echo "update-diagrams: hack/local-up.sh --smoke --mode $mode (log: $scratch/local-up-$mode.log)"
+  hack/local-up.sh --smoke --mode "$mode" --dir "$scratch/$mode" >"$scratch/local-up-$mode.log" 2>&1 \
+    || { tail -n 30 "$scratch/local-up-$mode.log" >&2; fail "hack/local-up.sh --smoke --mode $mode"; }
+  traces=("$scratch/$mode"/trace-*.jsonl)
+  [ -e "${traces[0]}" ] || fail "local-up --mode $mode wrote no trace-*.jsonl"
+  # kubelet-helper is always a participant: with --cloud-provider=external it makes no cloud
+  # call and writes no trace, which is the point of the external layout.
+  for format in mermaid svg; do
+    ext=mmd; [ "$format" = svg ] && ext=svg
+    "$bin" trace render --format "$format" --participant kubelet-helper \
+      --title "$mode mode: hack/local-up.sh --smoke --mode $mode" \
+      -o "$root/docs/diagrams/$mode.$ext" "${traces[@]}"
+  done
+  echo "update-diagrams: wrote $root/docs/diagrams/$mode.mmd and .svg"
+done
+
+# Embed the Mermaid text in the doc, so it renders where people read it.
+awk -v dir="$root/docs" '
+  /^<!-- BEGIN GENERATED: / {
+    print
+    file = $0
+    sub(/^<!-- BEGIN GENERATED: /, "", file)
+    sub(/ .*/, "", file)
+    print "```mermaid"
+    while ((got = (getline line < (dir "/" file))) > 0) print line
+    if (got < 0) { print "update-diagrams: " dir "/" file ": cannot read" > "/dev/stderr"; exit 1 }
+    close(dir "/" file)
+    print "```"
+    skipping = 1
+    next
+  }
+  /^<!-- END GENERATED -->/ { skipping = 0 }
+  !skipping { print }
+  END { if (skipping) { print "update-diagrams: BEGIN GENERATED without END GENERATED" > "/dev/stderr"; exit 1 } }
+' "$repo/$doc" >"$scratch/doc.md" || fail "embedding the diagrams in $doc"
+mkdir -p "$(dirname "$root/$doc")"
+cp "$scratch/doc.md" "$root/$doc"
+echo "update-diagrams: wrote $root/$doc"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Fails when the committed cloud-call diagrams (docs/diagrams/, and their copies embedded in
+# docs/cloud-call-traces.md) differ from what the demo records now: runs
+# hack/update-diagrams.sh into a temp dir and diffs. Fix with hack/update-diagrams.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/hypercloud-verify-diagrams.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+hack/update-diagrams.sh --root "$tmp"
+
+stale=false
+diff -ruN docs/diagrams "$tmp/docs/diagrams" || stale=true
+diff -u docs/cloud-call-traces.md "$tmp/docs/cloud-call-traces.md" || stale=true
+if $stale; then
+  echo "verify-diagrams: the committed diagrams are stale (diff above: committed -> now)." >&2
+  echo "verify-diagrams: regenerate with hack/update-diagrams.sh, review the diff and commit it." >&2
+  exit 1
+fi
+echo "verify-diagrams: docs/diagrams and docs/cloud-call-traces.md are up to date"
