@@ -155,6 +155,21 @@ sys.exit(0 if len(ok) >= want else 1)' "$nodes"
 
 step "wait until every Node is initialised from the cloud"
 wait_for 90 "Nodes to be initialised (see $dir/logs)" nodes_ready
+# The node-lifecycle controller's first pass races with the checks above; wait for it so
+# the traces (docs/diagrams, hack/update-diagrams.sh) hold the same calls in every run.
+lifecycle_checked() { # the controller manager asked the cloud about every (never Ready) Node:
+  # instance_exists, then instance_shutdown, the last call of its check
+  python3 -c '
+import json, sys
+seen = set()
+for path in sys.argv[2:]:
+    for line in open(path):
+        r = json.loads(line)
+        if r["method"] in ("instance_shutdown", "instance_shutdown_by_provider_id"):
+            seen.add(json.dumps(r["args"], sort_keys=True))
+sys.exit(0 if len(seen) >= int(sys.argv[1]) else 1)' "$nodes" "$dir"/trace-*controller-manager.jsonl
+}
+wait_for 30 "the node-lifecycle controller to check every Node (see $dir/logs)" lifecycle_checked
 kget /api/v1/nodes | python3 -c '
 import json, sys
 print("%-8s %-48s %-6s %-10s %s" % ("NODE", "PROVIDER-ID", "ZONE", "TYPE", "ADDRESSES"))
