@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     --nodes=*) nodes="${1#--nodes=}"; shift ;;
     --dir) dir="${2:-}"; shift 2 ;;
     --dir=*) dir="${1#--dir=}"; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "compare-modes: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

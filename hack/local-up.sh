@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --dump) dump="${2:-}"; shift 2 ;;
     --dump=*) dump="${1#--dump=}"; shift ;;
     --smoke) smoke=true; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "local-up: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
