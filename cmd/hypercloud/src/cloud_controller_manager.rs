@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use hypercloud_cloudprovider::Interface;
 use hypercloud_controllers::names;
+use hypercloud_leaderelection::migration::Placement;
 use hypercloud_options::ControllerOptions;
 
 use crate::cloud::{self, Common, UsageError};
@@ -109,12 +110,15 @@ pub fn print_plan(
             _ => None,
         };
         match (blocked, leader_migration::placement(migration, name)) {
-            (None, None) => println!("  {name:<32} enabled"),
-            (None, Some(lease)) if !lease.starts_with("not run") => {
-                println!("  {name:<32} enabled, {lease}")
-            }
-            (None, Some(elsewhere)) => println!("  {name:<32} {elsewhere}"),
             (Some(why), _) => println!("  {name:<32} disabled: {why}"),
+            (None, Placement::Main) => println!("  {name:<32} enabled"),
+            (None, Placement::Migration) => println!(
+                "  {name:<32} enabled, under the migration lease {}",
+                migration.map_or("", |m| m.lease.as_str())
+            ),
+            (None, Placement::Elsewhere(c)) => {
+                println!("  {name:<32} not run here: leader migration assigns it to {c}")
+            }
         }
     }
     if let Some(plan) = migration {

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use hypercloud_controllers::names::{self, ControllerName};
-use hypercloud_leaderelection::migration::{LeaderMigrationConfiguration, Migrator};
+use hypercloud_leaderelection::migration::{LeaderMigrationConfiguration, Migrator, Placement};
 use hypercloud_options::{ControllerOptions, LeaderMigrationOptions};
 
 use crate::cloud::UsageError;
@@ -105,17 +105,18 @@ pub fn apply(
     }
 }
 
-/// How `--controllers` and leader migration leave one enabled controller, for its line in
-/// the controller list: `None` when it runs under the main Lease.
-pub fn placement(plan: Option<&Plan>, controller: &str) -> Option<String> {
-    let plan = plan?;
+/// Where one enabled controller runs: [`Placement::Main`] without leader migration.
+pub fn placement(plan: Option<&Plan>, controller: &str) -> Placement {
+    let Some(plan) = plan else {
+        return Placement::Main;
+    };
     if plan.migration.contains(&controller) {
-        return Some(format!("under the migration lease {}", plan.lease));
+        return Placement::Migration;
     }
     plan.elsewhere
         .iter()
         .find(|(n, _)| *n == controller)
-        .map(|(_, c)| format!("not run here: leader migration assigns it to {c}"))
+        .map_or(Placement::Main, |(_, c)| Placement::Elsewhere(c.clone()))
 }
 
 /// The start-up lines describing `plan`, under the controller list.
