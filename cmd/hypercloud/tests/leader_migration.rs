@@ -531,6 +531,55 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
     s.env.cleanup().await.expect("cleanup");
 }
 
+#[tokio::test]
+async fn losing_the_migration_lease_stops_the_process_non_zero() {
+    let s = setup().await;
+    let ccm_lease = s.env.unique_name("ccm");
+    let mig = s.migration_lease.clone();
+    let mut ccm = s.spawn("cloud-controller-manager", &ccm_lease, "service", CCM);
+    let id = s
+        .wait_holder(
+            &ccm_lease,
+            Duration::from_secs(30),
+            "ccm main",
+            &[&ccm],
+            |h| h.is_some(),
+        )
+        .await;
+    s.wait_holder(
+        &mig,
+        Duration::from_secs(30),
+        "ccm migration",
+        &[&ccm],
+        |h| *h == id,
+    )
+    .await;
+    // Someone else takes the migration Lease (as after a partition): renewals fail for the
+    // renew deadline (3s), then the process must stop its controllers and exit 1.
+    let leases: Api<Lease> = Api::namespaced(s.env.client(), s.ns());
+    loop {
+        let mut l = leases.get(&mig).await.expect("lease");
+        let spec = l.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some("intruder".into());
+        spec.lease_duration_seconds = Some(600);
+        match leases.replace(&mig, &PostParams::default(), &l).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("replace lease: {e}"),
+        }
+    }
+    assert_eq!(
+        ccm.wait_exit(Duration::from_secs(15)),
+        Some(1),
+        "{}",
+        ccm.log()
+    );
+    let log = ccm.log();
+    assert!(log.contains("migration leaderelection lost"), "{log}");
+    assert_eq!(s.holder(&mig).await.as_deref(), Some("intruder"));
+    s.env.cleanup().await.expect("cleanup");
+}
+
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(BIN)
         .args(args)
