@@ -7,6 +7,7 @@
 //! one in a single patch, as the kubelet does on restart.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use hypercloud_cloudprovider::node::{instance_provider_id, node_addresses_from_node_ip};
 use hypercloud_cloudprovider::wellknown::{
@@ -182,6 +183,38 @@ pub async fn cloud_facts(
     })
 }
 
+/// The addresses the kubelet reports itself when no in-tree provider gives them (upstream's
+/// NodeAddress setter without a cloud, which also runs with an external provider while the
+/// Node has no addresses yet): each `--node-ip` (else the hostname, when it is an IP) as
+/// InternalIP, then the hostname as Hostname. The cloud-controller-manager later replaces the
+/// IPs with the cloud's and keeps the Hostname when the cloud reports none, so an external
+/// Node ends up like an in-tree one. Unlike the kubelet, no DNS look-up or default-route guess
+/// when neither gives an IP: the Node then starts with its Hostname only.
+pub fn own_addresses(input: &NodeInput) -> Vec<NodeAddress> {
+    let mut ips: Vec<IpAddr> = input
+        .node_ip
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter_map(|s| s.trim().parse::<IpAddr>().ok())
+        .filter(|ip| !ip.is_unspecified())
+        .collect();
+    if ips.is_empty() {
+        ips.extend(input.hostname.parse::<IpAddr>().ok());
+    }
+    let mut addresses: Vec<NodeAddress> = ips
+        .into_iter()
+        .map(|ip| NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.to_string(),
+        })
+        .collect();
+    addresses.push(NodeAddress {
+        type_: "Hostname".into(),
+        address: input.hostname.clone(),
+    });
+    addresses
+}
+
 /// The kubelet reports a Hostname address when the cloud gave none.
 fn with_hostname_address(mut addresses: Vec<NodeAddress>, hostname: &str) -> Vec<NodeAddress> {
     if !addresses.iter().any(|a| a.type_ == "Hostname") {
@@ -237,7 +270,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
     let mut annotations = BTreeMap::new();
     let mut taints = Vec::new();
     let mut provider_id = None;
-    let mut addresses = None;
+    let addresses: Vec<NodeAddress>;
     let mut conditions = None;
     match &input.mode {
         Mode::External => {
@@ -250,10 +283,11 @@ pub fn initial_node(input: &NodeInput) -> Node {
             if let Some(ip) = input.node_ip.as_deref().filter(|s| !s.is_empty()) {
                 annotations.insert(ANNOTATION_PROVIDED_NODE_IP.to_string(), ip.to_string());
             }
+            addresses = own_addresses(input);
         }
         Mode::InTree(facts) => {
             provider_id = Some(facts.provider_id.clone()).filter(|p| !p.is_empty());
-            addresses = Some(facts.addresses.clone());
+            addresses = facts.addresses.clone();
             if facts.has_routes {
                 conditions = Some(vec![NodeCondition {
                     type_: "NetworkUnavailable".into(),
@@ -265,7 +299,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
                 }]);
             }
         }
-        Mode::NoCloud => {}
+        Mode::NoCloud => addresses = own_addresses(input),
     }
     if let Some(id) = input.provider_id.as_deref().filter(|s| !s.is_empty()) {
         provider_id = Some(id.to_string());
@@ -283,7 +317,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
             ..Default::default()
         }),
         status: Some(NodeStatus {
-            addresses,
+            addresses: Some(addresses),
             conditions,
             ..Default::default()
         }),
@@ -512,7 +546,55 @@ instances:
             labels.get(LABEL_HOSTNAME).map(String::as_str),
             Some("node-1")
         );
-        assert!(node.status.and_then(|s| s.addresses).is_none());
+        // Its own addresses until the cloud-controller-manager sets the cloud's.
+        let addrs: Vec<_> = node
+            .status
+            .and_then(|s| s.addresses)
+            .expect("addresses")
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert_eq!(
+            addrs,
+            vec![
+                ("InternalIP".to_string(), "10.0.0.12".to_string()),
+                ("Hostname".to_string(), "node-1".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn own_addresses_are_the_node_ips_then_the_hostname() {
+        let pairs = |i: &NodeInput| -> Vec<(String, String)> {
+            own_addresses(i)
+                .into_iter()
+                .map(|a| (a.type_, a.address))
+                .collect()
+        };
+        let p = |t: &str, a: &str| (t.to_string(), a.to_string());
+        let mut i = input(Mode::External);
+        assert_eq!(pairs(&i), vec![p("Hostname", "node-1")], "no IP known");
+        i.node_ip = Some("10.0.0.12, fd00::12".into());
+        assert_eq!(
+            pairs(&i),
+            vec![
+                p("InternalIP", "10.0.0.12"),
+                p("InternalIP", "fd00::12"),
+                p("Hostname", "node-1")
+            ]
+        );
+        // `0.0.0.0` means "detect it" to the kubelet; a hostname that is an IP is used.
+        i.node_ip = Some("0.0.0.0".into());
+        i.hostname = "192.0.2.7".into();
+        assert_eq!(
+            pairs(&i),
+            vec![p("InternalIP", "192.0.2.7"), p("Hostname", "192.0.2.7")]
+        );
+        let no_cloud = initial_node(&input(Mode::NoCloud));
+        assert_eq!(
+            no_cloud.status.and_then(|s| s.addresses).map(|a| a.len()),
+            Some(1)
+        );
     }
 
     #[test]
