@@ -184,20 +184,36 @@ pub async fn cloud_facts(
 }
 
 /// The addresses the kubelet reports itself when no in-tree provider gives them (upstream's
-/// NodeAddress setter without a cloud, which also runs with an external provider while the
-/// Node has no addresses yet): each `--node-ip` (else the hostname, when it is an IP) as
-/// InternalIP, then the hostname as Hostname. The cloud-controller-manager later replaces the
-/// IPs with the cloud's and keeps the Hostname when the cloud reports none, so an external
-/// Node ends up like an in-tree one. Unlike the kubelet, no DNS look-up or default-route guess
-/// when neither gives an IP: the Node then starts with its Hostname only.
-pub fn own_addresses(input: &NodeInput) -> Vec<NodeAddress> {
-    let mut ips: Vec<IpAddr> = input
+/// NodeAddress setter without a cloud): each `--node-ip` (else the hostname, when it is an IP)
+/// as InternalIP, then the hostname as Hostname. Unlike the kubelet, no DNS look-up or
+/// default-route guess when neither gives an IP: the Node then starts with its Hostname only.
+/// With an external provider see [`external_addresses`].
+/// The `--node-ip` addresses that count: upstream ignores an unspecified one (`0.0.0.0`, `::`).
+fn node_ips(input: &NodeInput) -> Vec<IpAddr> {
+    input
         .node_ip
         .iter()
         .flat_map(|s| s.split(','))
         .filter_map(|s| s.trim().parse::<IpAddr>().ok())
         .filter(|ip| !ip.is_unspecified())
-        .collect();
+        .collect()
+}
+
+/// With `--cloud-provider=external` (upstream kubelet since 1.29, kubernetes#120720): with a
+/// `--node-ip` the kubelet reports [`own_addresses`], which the cloud-controller-manager then
+/// replaces by the cloud's while keeping the Hostname; without one it reports no address at
+/// all and waits for the cloud-controller-manager, so such a Node gets no Hostname address
+/// (the cloud's addresses have none) where its in-tree twin has one.
+pub fn external_addresses(input: &NodeInput) -> Vec<NodeAddress> {
+    if node_ips(input).is_empty() {
+        Vec::new()
+    } else {
+        own_addresses(input)
+    }
+}
+
+pub fn own_addresses(input: &NodeInput) -> Vec<NodeAddress> {
+    let mut ips = node_ips(input);
     if ips.is_empty() {
         ips.extend(input.hostname.parse::<IpAddr>().ok());
     }
@@ -283,7 +299,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
             if let Some(ip) = input.node_ip.as_deref().filter(|s| !s.is_empty()) {
                 annotations.insert(ANNOTATION_PROVIDED_NODE_IP.to_string(), ip.to_string());
             }
-            addresses = own_addresses(input);
+            addresses = external_addresses(input);
         }
         Mode::InTree(facts) => {
             provider_id = Some(facts.provider_id.clone()).filter(|p| !p.is_empty());
@@ -317,7 +333,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
             ..Default::default()
         }),
         status: Some(NodeStatus {
-            addresses: Some(addresses),
+            addresses: Some(addresses).filter(|a| !a.is_empty()),
             conditions,
             ..Default::default()
         }),
@@ -574,6 +590,9 @@ instances:
         let p = |t: &str, a: &str| (t.to_string(), a.to_string());
         let mut i = input(Mode::External);
         assert_eq!(pairs(&i), vec![p("Hostname", "node-1")], "no IP known");
+        // External without --node-ip: no address at all, the cloud-controller-manager sets them.
+        assert!(external_addresses(&i).is_empty());
+        assert!(initial_node(&i).status.and_then(|s| s.addresses).is_none());
         i.node_ip = Some("10.0.0.12, fd00::12".into());
         assert_eq!(
             pairs(&i),
