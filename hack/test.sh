@@ -43,10 +43,10 @@ hack/python-tools.sh
 step "cargo test (unit + integration)"
 cargo test --workspace --locked --no-fail-fast
 
-# The README's main command, non-interactive, in both layouts.
-step "hack/local-up.sh --smoke (external)"
-hack/local-up.sh --smoke --mode external --dir "$HYPERCLOUD_CACHE/local-up-ci"
-step "hack/local-up.sh --smoke (in-tree)"
-hack/local-up.sh --smoke --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-ci"
+# The README's main command, non-interactive, in both layouts: compare-modes runs
+# hack/local-up.sh --smoke in-tree and external, asserts each reaches "curl through the load
+# balancer succeeded", and fails on any difference between the layouts upstream does not have.
+step "hack/compare-modes.sh (hack/local-up.sh --smoke in both layouts, then diff)"
+hack/compare-modes.sh --dir "$HYPERCLOUD_CACHE/compare-modes-ci"
 
 step "all tests passed"

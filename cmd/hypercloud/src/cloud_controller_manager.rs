@@ -7,9 +7,14 @@ use std::sync::Arc;
 
 use hypercloud_cloudprovider::Interface;
 use hypercloud_controllers::names;
+use hypercloud_leaderelection::migration::Placement;
 use hypercloud_options::ControllerOptions;
 
 use crate::cloud::{self, Common, UsageError};
+use crate::leader_migration;
+
+/// The component name: events, certificates, leader migration's `component`.
+pub const COMPONENT: &str = "cloud-controller-manager";
 
 /// The external cloud controllers (cloud-node, cloud-node-lifecycle, service, route) with
 /// leader election and leader migration.
@@ -43,6 +48,12 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         names::CLOUD_CONTROLLER_MANAGER,
         &controllers.generic.controllers,
     )?;
+    let migration = leader_migration::plan(
+        COMPONENT,
+        names::CLOUD_CONTROLLER_MANAGER,
+        &enabled,
+        &controllers.generic.leader_migration,
+    )?;
     let metrics = prometheus::Registry::new();
     let cloud = cloud::start(invoked_as, &common, &metrics).await?;
     print!(
@@ -50,21 +61,30 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
     );
     if let Some(c) = &cloud {
-        print_plan(c.as_ref(), &enabled, &controllers);
+        print_plan(c.as_ref(), &enabled, &controllers, migration.as_ref());
     }
+    let (enabled, migration) =
+        leader_migration::apply(migration.as_ref(), enabled, cloud.is_some());
     crate::runtime::run(crate::runtime::Component {
-        name: "cloud-controller-manager",
+        name: COMPONENT,
         kube: common.kube,
         options: controllers,
         enabled,
+        migration,
         cloud: cloud.map(|c| c as Arc<dyn Interface>),
         metrics,
     })
     .await
 }
 
-/// Prints each enabled controller and, as upstream logs at start-up, why one cannot run.
-pub fn print_plan(cloud: &dyn Interface, enabled: &[&str], opts: &ControllerOptions) {
+/// Prints each enabled controller and, as upstream logs at start-up, why one cannot run;
+/// with leader migration, under which Lease each runs (or that it does not run here).
+pub fn print_plan(
+    cloud: &dyn Interface,
+    enabled: &[&str],
+    opts: &ControllerOptions,
+    migration: Option<&leader_migration::Plan>,
+) {
     println!("controllers:");
     for name in enabled {
         let blocked = match *name {
@@ -89,9 +109,19 @@ pub fn print_plan(cloud: &dyn Interface, enabled: &[&str], opts: &ControllerOpti
             }
             _ => None,
         };
-        match blocked {
-            None => println!("  {name:<32} enabled"),
-            Some(why) => println!("  {name:<32} disabled: {why}"),
+        match (blocked, leader_migration::placement(migration, name)) {
+            (Some(why), _) => println!("  {name:<32} disabled: {why}"),
+            (None, Placement::Main) => println!("  {name:<32} enabled"),
+            (None, Placement::Migration) => println!(
+                "  {name:<32} enabled, under the migration lease {}",
+                migration.map_or("", |m| m.lease.as_str())
+            ),
+            (None, Placement::Elsewhere(c)) => {
+                println!("  {name:<32} not run here: leader migration assigns it to {c}")
+            }
         }
+    }
+    if let Some(plan) = migration {
+        print!("{}", leader_migration::report(plan, opts, true));
     }
 }

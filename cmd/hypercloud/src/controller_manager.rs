@@ -14,6 +14,10 @@ use hypercloud_controllers::names;
 use hypercloud_options::ControllerOptions;
 
 use crate::cloud::{self, Common};
+use crate::leader_migration;
+
+/// The component name: events, certificates, leader migration's `component`.
+pub const COMPONENT: &str = "kube-controller-manager";
 
 /// The in-tree cloud controllers of kube-controller-manager (node lifecycle, service load
 /// balancers, routes); with --cloud-provider=external it runs none of them.
@@ -43,6 +47,12 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         names::KUBE_CONTROLLER_MANAGER,
         &controllers.generic.controllers,
     )?;
+    let migration = leader_migration::plan(
+        COMPONENT,
+        names::KUBE_CONTROLLER_MANAGER,
+        &enabled,
+        &controllers.generic.leader_migration,
+    )?;
     let metrics = prometheus::Registry::new();
     let cloud = cloud::start(invoked_as, &common, &metrics).await?;
     print!(
@@ -50,14 +60,27 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
     );
     match &cloud {
-        None => println!("cloud controllers: none (no in-tree cloud provider; with --cloud-provider=external the cloud-controller-manager runs them)"),
-        Some(c) => crate::cloud_controller_manager::print_plan(c.as_ref(), &enabled, &controllers),
+        None => {
+            println!("cloud controllers: none (no in-tree cloud provider; with --cloud-provider=external the cloud-controller-manager runs them)");
+            if let Some(plan) = &migration {
+                print!("{}", leader_migration::report(plan, &controllers, false));
+            }
+        }
+        Some(c) => crate::cloud_controller_manager::print_plan(
+            c.as_ref(),
+            &enabled,
+            &controllers,
+            migration.as_ref(),
+        ),
     }
+    let (enabled, migration) =
+        leader_migration::apply(migration.as_ref(), enabled, cloud.is_some());
     crate::runtime::run(crate::runtime::Component {
-        name: "kube-controller-manager",
+        name: COMPONENT,
         kube: common.kube,
         options: controllers,
         enabled,
+        migration,
         cloud: cloud.map(|c| c as Arc<dyn hypercloud_cloudprovider::Interface>),
         metrics,
     })

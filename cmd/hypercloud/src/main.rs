@@ -11,6 +11,7 @@ mod cloud;
 mod cloud_controller_manager;
 mod controller_manager;
 mod kubelet_helper;
+mod leader_migration;
 mod local_cloud;
 mod personality;
 mod runtime;

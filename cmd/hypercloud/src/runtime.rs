@@ -9,13 +9,19 @@
 //! - leadership lost (no renewal within the renew deadline): the controllers are told to stop
 //!   and the process exits 1 at once, as upstream's `klog.Fatalf("leaderelection lost")`;
 //! - the controllers fail: exit 1.
+//!
+//! With leader migration (`--enable-leader-migration`, KEP-2436) the process, once it leads
+//! its own Lease, starts the controllers that are not migrated and also contends for the
+//! migration Lease (same namespace, same identity, as upstream); the controllers migrated to
+//! it run only while it holds that Lease too. SIGTERM stops both sets and releases both
+//! Leases (each only after its controllers stopped); losing either Lease exits 1.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use hypercloud_cloudprovider::Interface;
-use hypercloud_controllers::{run_controllers, ControllerConfig};
+use hypercloud_controllers::{run_controllers_with, ControllerConfig, ControllerMetrics};
 use hypercloud_leaderelection::{self as le, LeaderElector, Outcome};
 use hypercloud_metrics::tls::TlsSource;
 use hypercloud_metrics::{Authorizer, Checks};
@@ -30,12 +36,24 @@ pub struct Component {
     pub kube: KubeClientOptions,
     /// The controller-manager flags.
     pub options: ControllerOptions,
-    /// Canonical names of the controllers to run.
+    /// Canonical names of the controllers to run under the component's own Lease (all of
+    /// them without leader migration).
     pub enabled: Vec<&'static str>,
+    /// With leader migration: the controllers to run only while also holding the migration
+    /// Lease. `None` when migration is off or nothing here runs under that Lease.
+    pub migration: Option<Migration>,
     /// The provider; `None` runs no controllers (controller-manager with `external`).
     pub cloud: Option<Arc<dyn Interface>>,
     /// The registry served on `/metrics`.
     pub metrics: prometheus::Registry,
+}
+
+/// The migration Lease and what runs under it.
+pub struct Migration {
+    /// The Lease name (`leaderName`), in `--leader-elect-resource-namespace`.
+    pub lease: String,
+    /// Canonical names of the migrated controllers this component runs.
+    pub controllers: Vec<&'static str>,
 }
 
 /// Fires on SIGTERM or SIGINT.
@@ -129,7 +147,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
         .context("registering process metrics")?;
 
     let le_opts = &c.options.leader_election;
-    let elector = if le_opts.leader_elect {
+    let (elector, migration_elector) = if le_opts.leader_elect {
         let config = le::Config {
             name: le_opts.resource_name.clone(),
             namespace: le_opts.resource_namespace.clone(),
@@ -140,13 +158,28 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             release_on_cancel: true,
         };
         let metrics = le::Metrics::register(&c.metrics)?;
+        // Upstream passes the main identity to the migration lock too, so the holder of
+        // either Lease names the same process.
+        let migration_elector = match &c.migration {
+            Some(m) => {
+                let config = le::Config {
+                    name: m.lease.clone(),
+                    ..config.clone()
+                };
+                let e = LeaderElector::new(client.clone(), config, Some(metrics.clone()))?;
+                let health = e.health();
+                checks.add_live("leaderMigration", Arc::new(move || health.check()));
+                Some((e, m.controllers.clone()))
+            }
+            None => None,
+        };
         let e = LeaderElector::new(client.clone(), config, Some(metrics))?;
         let health = e.health();
         checks.add_live("leaderElection", Arc::new(move || health.check()));
         tracing::info!(identity = %e.config().identity, "leader election identity");
-        Some(e)
+        (Some(e), migration_elector)
     } else {
-        None
+        (None, None)
     };
 
     let serving = &c.options.secure_serving;
@@ -177,29 +210,53 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
     let Component {
         name,
         options,
-        enabled,
+        mut enabled,
+        migration,
         cloud,
         metrics,
         ..
     } = c;
+    if elector.is_none() {
+        // Without leader election there is no migration Lease (upstream `leadermigration.Enabled`
+        // needs both): everything runs at once.
+        enabled.extend(migration.iter().flat_map(|m| m.controllers.iter().copied()));
+    }
+    let main_lease = options.leader_election.resource_name.clone();
     let lead = move |stop: le::StopSignal| async move {
-        let stop = stop.stopped();
-        match cloud {
-            Some(cloud) => {
-                tracing::info!(controllers = ?enabled, "starting controllers");
-                let config = ControllerConfig {
-                    client,
-                    cloud,
-                    component: name.to_string(),
-                    options,
-                    metrics,
-                };
-                run_controllers(config, &enabled, stop).await
-            }
+        let Some(cloud) = cloud else {
+            tracing::info!(
+                "no cloud provider: running no cloud controllers, serving health and metrics only"
+            );
+            stop.stopped().await;
+            return Ok(());
+        };
+        let controller_metrics =
+            ControllerMetrics::register(&metrics).context("starting controllers")?;
+        let config = move || ControllerConfig {
+            client: client.clone(),
+            cloud: cloud.clone(),
+            component: name.to_string(),
+            options: options.clone(),
+            metrics: metrics.clone(),
+        };
+        match migration_elector {
             None => {
-                tracing::info!("no cloud provider: running no cloud controllers, serving health and metrics only");
-                stop.await;
-                Ok(())
+                tracing::info!(controllers = ?enabled, "starting controllers");
+                run_controllers_with(config(), controller_metrics, &enabled, stop.stopped())
+                    .await
+                    .context("running controllers")
+            }
+            Some((migration_elector, migrated)) => {
+                tracing::info!(lease = %main_lease, controllers = ?enabled, "leader migration: starting main controllers");
+                lead_with_migration(
+                    config,
+                    controller_metrics,
+                    &enabled,
+                    migration_elector,
+                    migrated,
+                    stop,
+                )
+                .await
             }
         }
     };
@@ -208,7 +265,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
     let result = match elector {
         Some(e) => match e.run(wait(shutdown.clone()), lead).await {
             Ok(Outcome::Shutdown) => Ok(()),
-            Ok(Outcome::Finished(r)) => r.context("running controllers"),
+            Ok(Outcome::Finished(r)) => r,
             Err(e) => Err(anyhow::Error::new(e)),
         },
         None => {
@@ -217,10 +274,10 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             let work = lead(le::StopSignal::from(rx));
             tokio::pin!(work);
             tokio::select! {
-                r = &mut work => r.context("running controllers"),
+                r = &mut work => r,
                 _ = sd => {
                     let _ = tx.send(true);
-                    work.await.context("running controllers")
+                    work.await
                 }
             }
         }
@@ -229,4 +286,56 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
         s.task.abort();
     }
     result
+}
+
+/// The main Lease is held: runs the main controllers and, under the migration Lease, the
+/// migrated ones (upstream starts the migration lock's election once the main lock is
+/// acquired). Whatever ends first — `stop` (shutdown or the main Lease lost), a controller
+/// set failing, the migration Lease lost — stops both sets; the migration Lease is released
+/// only after the migrated controllers stopped.
+async fn lead_with_migration(
+    config: impl Fn() -> ControllerConfig,
+    metrics: ControllerMetrics,
+    main: &[&'static str],
+    elector: LeaderElector,
+    migrated: Vec<&'static str>,
+    stop: le::StopSignal,
+) -> anyhow::Result<()> {
+    let (halt_tx, halt_rx) = watch::channel(false);
+    let main_work = run_controllers_with(config(), metrics.clone(), main, wait(halt_rx.clone()));
+    let migrated_config = config();
+    let lease = elector.config().name.clone();
+    let migration_work = elector.run(wait(halt_rx), move |migration_stop| async move {
+        tracing::info!(%lease, controllers = ?migrated, "leader migration: starting migrated controllers");
+        run_controllers_with(
+            migrated_config,
+            metrics,
+            &migrated,
+            migration_stop.stopped(),
+        )
+        .await
+    });
+    let outer = stop.stopped();
+    tokio::pin!(outer, main_work, migration_work);
+    let (mut main_done, mut migration_done) = (None, None);
+    while main_done.is_none() || migration_done.is_none() {
+        tokio::select! {
+            () = &mut outer, if !*halt_tx.borrow() => {}
+            r = &mut main_work, if main_done.is_none() => main_done = Some(r),
+            r = &mut migration_work, if migration_done.is_none() => migration_done = Some(r),
+        }
+        // Before halting, nothing ends on its own except by failing or losing the Lease:
+        // either way both sets stop.
+        let _ = halt_tx.send(true);
+    }
+    let migration = match migration_done {
+        Some(Ok(Outcome::Shutdown)) | None => Ok(()),
+        Some(Ok(Outcome::Finished(r))) => r.context("running migrated controllers"),
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "migration leaderelection lost");
+            Err(anyhow::Error::new(e).context("leader migration"))
+        }
+    };
+    let main = main_done.unwrap_or(Ok(())).context("running controllers");
+    migration.and(main)
 }

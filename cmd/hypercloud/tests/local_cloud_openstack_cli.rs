@@ -83,7 +83,7 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
             "create",
             "web-1",
             "--address",
-            "10.0.0.50",
+            "127.1.0.50",
             "-o",
             "json",
         ],
@@ -101,7 +101,7 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     let row = |name: &str| servers.iter().find(|s| s["Name"] == name).unwrap().clone();
     assert_eq!(row("web-1")["Status"], "ACTIVE");
     assert_eq!(row("web-1")["ID"], web1["id"]);
-    assert_eq!(row("web-1")["Networks"]["private"][0], "10.0.0.50");
+    assert_eq!(row("web-1")["Networks"]["private"][0], "127.1.0.50");
     assert_eq!(row("web-1")["Flavor"], "m1.small");
     assert_eq!(row("web-2")["Status"], "SHUTOFF");
 
@@ -162,7 +162,7 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
             "add",
             "route",
             "--route",
-            "destination=10.244.1.0/24,gateway=10.0.0.50",
+            "destination=10.244.1.0/24,gateway=127.1.0.50",
             "router1",
         ],
     );
@@ -170,8 +170,8 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     assert_eq!(router["name"], "router1");
     assert_eq!(router["status"], "ACTIVE");
     assert_eq!(router["routes"][0]["destination"], "10.244.1.0/24");
-    assert_eq!(router["routes"][0]["nexthop"], "10.0.0.50");
-    assert_eq!(router["interfaces_info"][0]["ip_address"], "10.0.0.1");
+    assert_eq!(router["routes"][0]["nexthop"], "127.1.0.50");
+    assert_eq!(router["interfaces_info"][0]["ip_address"], "127.1.0.1");
     assert!(router["external_gateway_info"]["network_id"].is_string());
     serve.terminate();
 }
@@ -228,7 +228,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
             "--name",
             "node-1",
             "--address",
-            "10.0.0.3",
+            "127.1.0.3",
             "--protocol-port",
             "30080",
             "--wait",
@@ -256,7 +256,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
     let members = openstack(&os, &dir, &["loadbalancer", "member", "list", "web-pool"]);
     let m = &members.as_array().unwrap()[0];
     assert_eq!(m["name"], "node-1");
-    assert_eq!(m["address"], "10.0.0.3");
+    assert_eq!(m["address"], "127.1.0.3");
     assert_eq!(m["protocol_port"], 30080);
     assert_eq!(m["operating_status"], "NO_MONITOR");
     assert_eq!(m["provisioning_status"], "ACTIVE");

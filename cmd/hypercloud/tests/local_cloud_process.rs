@@ -65,13 +65,13 @@ fn operator_cli_works_with_and_without_a_running_server() {
             "create",
             "offline-1",
             "--address",
-            "10.0.0.40",
+            "127.1.0.40",
             "-o",
             "json",
         ],
     );
     assert_eq!(created["name"], "offline-1");
-    assert_eq!(created["addresses"]["private"][0]["addr"], "10.0.0.40");
+    assert_eq!(created["addresses"]["private"][0]["addr"], "127.1.0.40");
     let vol = cli_json(
         &dir,
         &["volume", "create", "disk-1", "--size", "4", "-o", "json"],
@@ -163,7 +163,7 @@ fn kill_9_mid_run_loses_no_acknowledged_write() {
         &format!("{api}/network/v2.0/routers/{router_id}/add_extraroutes"),
         &auth,
         Some(
-            r#"{"router": {"routes": [{"destination": "10.244.7.0/24", "nexthop": "10.0.0.7"}]}}"#,
+            r#"{"router": {"routes": [{"destination": "10.244.7.0/24", "nexthop": "127.1.0.7"}]}}"#,
         ),
     );
     assert_eq!(status, 200);

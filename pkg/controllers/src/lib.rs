@@ -56,6 +56,20 @@ pub struct ControllerConfig {
     pub metrics: prometheus::Registry,
 }
 
+/// The controllers' metrics, registered once in a registry. A process that starts its
+/// controllers in more than one set (leader migration runs the migrated ones under a second
+/// Lease) passes the same value to every [`run_controllers_with`] call, so every set's
+/// workqueue and controller metrics are served.
+#[derive(Clone)]
+pub struct ControllerMetrics(metrics::Metrics);
+
+impl ControllerMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &prometheus::Registry) -> Result<Self, Error> {
+        Ok(Self(metrics::Metrics::new(registry)?))
+    }
+}
+
 /// Restricts what the controllers see. The default (everything) is what a real
 /// controller-manager runs with; tests sharing one apiserver use it to see only their own
 /// Nodes and Services.
@@ -274,9 +288,31 @@ pub async fn run_controllers(
     run_controllers_scoped(config, enabled, Scope::default(), shutdown).await
 }
 
+/// [`run_controllers`] with metrics registered beforehand (`config.metrics` is not used):
+/// for processes that start more than one set of controllers.
+pub async fn run_controllers_with(
+    config: ControllerConfig,
+    metrics: ControllerMetrics,
+    enabled: &[&'static str],
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    run(config, metrics, enabled, Scope::default(), shutdown).await
+}
+
 /// [`run_controllers`] over only the Nodes and Services `scope` selects.
 pub async fn run_controllers_scoped(
     config: ControllerConfig,
+    enabled: &[&'static str],
+    scope: Scope,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    let metrics = ControllerMetrics::register(&config.metrics)?;
+    run(config, metrics, enabled, scope, shutdown).await
+}
+
+async fn run(
+    config: ControllerConfig,
+    ControllerMetrics(metrics): ControllerMetrics,
     enabled: &[&'static str],
     scope: Scope,
     shutdown: impl std::future::Future<Output = ()> + Send,
@@ -286,7 +322,7 @@ pub async fn run_controllers_scoped(
         cloud,
         component,
         options,
-        metrics,
+        metrics: _,
     } = config;
     let has_instances = cloud.instances().is_some() || cloud.instances_v2().is_some();
     let mut run = Vec::new();
@@ -357,7 +393,7 @@ pub async fn run_controllers_scoped(
         client: client.clone(),
         cloud,
         options,
-        metrics: metrics::Metrics::new(&metrics)?,
+        metrics,
         // reportingController is the component (cloud- or kube-controller-manager); the
         // controller name, upstream's event source, goes in reportingInstance.
         recorders: names::CLOUD_CONTROLLER_MANAGER

@@ -32,13 +32,15 @@ pub const CLOUD_NODE_LIFECYCLE: ControllerName = ControllerName {
 /// Load balancers for `type: LoadBalancer` Services.
 pub const SERVICE_LB: ControllerName = ControllerName {
     name: "service-lb-controller",
-    aliases: &["service"],
+    // `service-controller`: the name upstream's default LeaderMigrationConfiguration uses.
+    aliases: &["service", "service-controller"],
     on_by_default: true,
 };
 /// Cloud routes for node pod CIDRs.
 pub const NODE_ROUTE: ControllerName = ControllerName {
     name: "node-route-controller",
-    aliases: &["route"],
+    // `route-controller`: the name upstream's default LeaderMigrationConfiguration uses.
+    aliases: &["route", "route-controller"],
     on_by_default: true,
 };
 
@@ -150,6 +152,10 @@ mod tests {
     #[test]
     fn explicit_names_and_aliases() {
         assert_eq!(r(&["service"]).expect("ok"), vec!["service-lb-controller"]);
+        assert_eq!(
+            r(&["service-controller", "route-controller"]).expect("ok"),
+            vec!["service-lb-controller", "node-route-controller"]
+        );
         assert_eq!(
             r(&["route", "cloud-node"]).expect("ok"),
             vec!["cloud-node-controller", "node-route-controller"]

@@ -6,8 +6,10 @@
 //! addresses, zone, region and instance type, and registers its Node with all of them; it then
 //! keeps the addresses in sync. With `--cloud-provider=external` it makes no cloud call: it
 //! registers the Node with the `node.cloudprovider.kubernetes.io/uninitialized` taint (and
-//! `--provider-id`, and `--node-ip` as an annotation) and the cloud-node controller of the
-//! cloud-controller-manager fills in the rest. [`registration`] builds and registers the Node.
+//! `--provider-id`, and with `--node-ip` that address as an annotation and as its InternalIP
+//! beside its Hostname; without `--node-ip` no address at all) and the cloud-node controller of
+//! the cloud-controller-manager fills in the rest. [`registration`] builds and registers the
+//! Node.
 
 mod error;
 pub mod registration;

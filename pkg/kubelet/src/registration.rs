@@ -7,6 +7,7 @@
 //! one in a single patch, as the kubelet does on restart.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use hypercloud_cloudprovider::node::{instance_provider_id, node_addresses_from_node_ip};
 use hypercloud_cloudprovider::wellknown::{
@@ -182,6 +183,54 @@ pub async fn cloud_facts(
     })
 }
 
+/// The addresses the kubelet reports itself when no in-tree provider gives them (upstream's
+/// NodeAddress setter without a cloud): each `--node-ip` (else the hostname, when it is an IP)
+/// as InternalIP, then the hostname as Hostname. Unlike the kubelet, no DNS look-up or
+/// default-route guess when neither gives an IP: the Node then starts with its Hostname only.
+/// With an external provider see [`external_addresses`].
+/// The `--node-ip` addresses that count: upstream ignores an unspecified one (`0.0.0.0`, `::`).
+fn node_ips(input: &NodeInput) -> Vec<IpAddr> {
+    input
+        .node_ip
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter_map(|s| s.trim().parse::<IpAddr>().ok())
+        .filter(|ip| !ip.is_unspecified())
+        .collect()
+}
+
+/// With `--cloud-provider=external` (upstream kubelet since 1.29, kubernetes#120720): with a
+/// `--node-ip` the kubelet reports [`own_addresses`], which the cloud-controller-manager then
+/// replaces by the cloud's while keeping the Hostname; without one it reports no address at
+/// all and waits for the cloud-controller-manager, so such a Node gets no Hostname address
+/// (the cloud's addresses have none) where its in-tree twin has one.
+pub fn external_addresses(input: &NodeInput) -> Vec<NodeAddress> {
+    if node_ips(input).is_empty() {
+        Vec::new()
+    } else {
+        own_addresses(input)
+    }
+}
+
+pub fn own_addresses(input: &NodeInput) -> Vec<NodeAddress> {
+    let mut ips = node_ips(input);
+    if ips.is_empty() {
+        ips.extend(input.hostname.parse::<IpAddr>().ok());
+    }
+    let mut addresses: Vec<NodeAddress> = ips
+        .into_iter()
+        .map(|ip| NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.to_string(),
+        })
+        .collect();
+    addresses.push(NodeAddress {
+        type_: "Hostname".into(),
+        address: input.hostname.clone(),
+    });
+    addresses
+}
+
 /// The kubelet reports a Hostname address when the cloud gave none.
 fn with_hostname_address(mut addresses: Vec<NodeAddress>, hostname: &str) -> Vec<NodeAddress> {
     if !addresses.iter().any(|a| a.type_ == "Hostname") {
@@ -237,7 +286,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
     let mut annotations = BTreeMap::new();
     let mut taints = Vec::new();
     let mut provider_id = None;
-    let mut addresses = None;
+    let addresses: Vec<NodeAddress>;
     let mut conditions = None;
     match &input.mode {
         Mode::External => {
@@ -250,10 +299,11 @@ pub fn initial_node(input: &NodeInput) -> Node {
             if let Some(ip) = input.node_ip.as_deref().filter(|s| !s.is_empty()) {
                 annotations.insert(ANNOTATION_PROVIDED_NODE_IP.to_string(), ip.to_string());
             }
+            addresses = external_addresses(input);
         }
         Mode::InTree(facts) => {
             provider_id = Some(facts.provider_id.clone()).filter(|p| !p.is_empty());
-            addresses = Some(facts.addresses.clone());
+            addresses = facts.addresses.clone();
             if facts.has_routes {
                 conditions = Some(vec![NodeCondition {
                     type_: "NetworkUnavailable".into(),
@@ -265,7 +315,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
                 }]);
             }
         }
-        Mode::NoCloud => {}
+        Mode::NoCloud => addresses = own_addresses(input),
     }
     if let Some(id) = input.provider_id.as_deref().filter(|s| !s.is_empty()) {
         provider_id = Some(id.to_string());
@@ -283,7 +333,7 @@ pub fn initial_node(input: &NodeInput) -> Node {
             ..Default::default()
         }),
         status: Some(NodeStatus {
-            addresses,
+            addresses: Some(addresses).filter(|a| !a.is_empty()),
             conditions,
             ..Default::default()
         }),
@@ -512,7 +562,58 @@ instances:
             labels.get(LABEL_HOSTNAME).map(String::as_str),
             Some("node-1")
         );
-        assert!(node.status.and_then(|s| s.addresses).is_none());
+        // Its own addresses until the cloud-controller-manager sets the cloud's.
+        let addrs: Vec<_> = node
+            .status
+            .and_then(|s| s.addresses)
+            .expect("addresses")
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert_eq!(
+            addrs,
+            vec![
+                ("InternalIP".to_string(), "10.0.0.12".to_string()),
+                ("Hostname".to_string(), "node-1".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn own_addresses_are_the_node_ips_then_the_hostname() {
+        let pairs = |i: &NodeInput| -> Vec<(String, String)> {
+            own_addresses(i)
+                .into_iter()
+                .map(|a| (a.type_, a.address))
+                .collect()
+        };
+        let p = |t: &str, a: &str| (t.to_string(), a.to_string());
+        let mut i = input(Mode::External);
+        assert_eq!(pairs(&i), vec![p("Hostname", "node-1")], "no IP known");
+        // External without --node-ip: no address at all, the cloud-controller-manager sets them.
+        assert!(external_addresses(&i).is_empty());
+        assert!(initial_node(&i).status.and_then(|s| s.addresses).is_none());
+        i.node_ip = Some("10.0.0.12, fd00::12".into());
+        assert_eq!(
+            pairs(&i),
+            vec![
+                p("InternalIP", "10.0.0.12"),
+                p("InternalIP", "fd00::12"),
+                p("Hostname", "node-1")
+            ]
+        );
+        // `0.0.0.0` means "detect it" to the kubelet; a hostname that is an IP is used.
+        i.node_ip = Some("0.0.0.0".into());
+        i.hostname = "192.0.2.7".into();
+        assert_eq!(
+            pairs(&i),
+            vec![p("InternalIP", "192.0.2.7"), p("Hostname", "192.0.2.7")]
+        );
+        let no_cloud = initial_node(&input(Mode::NoCloud));
+        assert_eq!(
+            no_cloud.status.and_then(|s| s.addresses).map(|a| a.len()),
+            Some(1)
+        );
     }
 
     #[test]

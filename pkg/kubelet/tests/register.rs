@@ -110,6 +110,23 @@ async fn external_registration_makes_no_cloud_call_and_taints() {
     );
     let api: Api<Node> = Api::all(env.client());
     let got = api.get(&name).await.expect("get");
+    // Its own addresses until the cloud-controller-manager sets the cloud's, which keeps the
+    // Hostname: the external Node ends up with the addresses an in-tree one has.
+    let addresses: Vec<(String, String)> = got
+        .status
+        .clone()
+        .and_then(|s| s.addresses)
+        .expect("addresses")
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        vec![
+            ("InternalIP".to_string(), "10.0.0.21".to_string()),
+            ("Hostname".to_string(), name.clone())
+        ]
+    );
     let spec = got.spec.expect("spec");
     let taints = spec.taints.expect("taints");
     assert!(taints

@@ -19,7 +19,8 @@
 //!   leads but has not renewed for longer than the lease duration plus a grace period.
 //!
 //! One [`LeaderElector`] is one Lease. Leader migration (KEP-2436) runs a second elector on
-//! the `cloud-provider-extraction-migration` Lease inside the first one's `lead` future.
+//! the migration Lease inside the first one's `lead` future; [`migration`] reads its
+//! configuration and decides which controllers run under which Lease.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,8 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
 use prometheus::{IntGaugeVec, Opts};
 use tokio::sync::watch;
+
+pub mod migration;
 
 /// Upstream's `JitterFactor` for the acquire loop.
 const JITTER_FACTOR: f64 = 1.2;
@@ -87,6 +90,31 @@ pub enum Error {
     /// The durations are inconsistent (upstream `NewLeaderElector` checks).
     #[error("invalid leader election config: {0}")]
     InvalidConfig(String),
+    /// The `--leader-migration-config` file could not be read.
+    #[error("--leader-migration-config: cannot read {}: {source}", path.display())]
+    ReadMigrationConfig {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The `--leader-migration-config` file is not a `LeaderMigrationConfiguration` this
+    /// version can decode.
+    #[error("--leader-migration-config: {}: {message}", path.display())]
+    DecodeMigrationConfig {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong, naming the field when one is at fault.
+        message: String,
+    },
+    /// The `--leader-migration-config` file decoded but has invalid values.
+    #[error("--leader-migration-config: {}: invalid LeaderMigrationConfiguration: {}", path.display(), errors.join("; "))]
+    InvalidMigrationConfig {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Each problem as `field.path: what` (upstream `field.ErrorList`).
+        errors: Vec<String>,
+    },
 }
 
 /// Result with this crate's [`Error`].

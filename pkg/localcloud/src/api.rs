@@ -547,7 +547,7 @@ pub(crate) fn matches_filters(view: &Value, params: &Params, skip: &[&str]) -> b
             Value::String(s) => s == w,
             Value::Bool(b) => w.eq_ignore_ascii_case(if *b { "true" } else { "false" }),
             Value::Number(n) => n.to_string() == *w,
-            // `fixed_ips=ip_address=10.0.0.3`, `fixed_ips=subnet_id=...`
+            // `fixed_ips=ip_address=127.1.0.3`, `fixed_ips=subnet_id=...`
             Value::Array(items) => match w.split_once('=') {
                 Some((k, v)) => items.iter().any(|i| i[k].as_str() == Some(v)),
                 None => items.iter().any(|i| i.as_str() == Some(*w)),

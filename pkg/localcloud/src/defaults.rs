@@ -24,12 +24,15 @@ pub const PROJECT: &str = "demo";
 pub const DOMAIN: &str = "Default";
 pub const DOMAIN_ID: &str = "default";
 
-/// The tenant network every instance joins unless told otherwise. Addresses are simulated:
-/// they exist only in the API, no traffic is ever sent to them. A /16, so that benchmarks with
-/// thousands of nodes fit; the first instances still get 10.0.0.x.
+/// The tenant network every instance joins unless told otherwise. Its subnet lies in loopback
+/// (127.0.0.0/8 is all local on Linux, no configuration needed), so an instance's fixed address
+/// is a real address of this machine: a Node's InternalIP can be bound by a stand-in for
+/// kube-proxy's NodePort listener, and a load balancer member on it really receives traffic.
+/// Nothing else about instances is real: no VM boots. A /16, so that benchmarks with thousands
+/// of nodes fit; the first instances get 127.1.0.2, 127.1.0.3, ...
 pub const NETWORK: &str = "private";
 pub const SUBNET: &str = "private-subnet";
-pub const SUBNET_CIDR: &str = "10.0.0.0/16";
+pub const SUBNET_CIDR: &str = "127.1.0.0/16";
 /// The external network floating IPs come from (DevStack's `public`).
 pub const PUBLIC_NETWORK: &str = "public";
 pub const PUBLIC_SUBNET: &str = "public-subnet";

@@ -111,10 +111,11 @@ struct PoolRt {
     next: AtomicUsize,
 }
 
-/// Whether the data plane may send traffic to `addr`. Instance addresses in the local cloud
-/// (10.0.0.0/16 by default) are simulated, not hosts on this machine, so the proxy and the
-/// health monitors only ever contact loopback members (127.0.0.0/8, ::1); any other member is
-/// never connected to and its monitor reports it down (operating_status ERROR).
+/// Whether the data plane may send traffic to `addr`: only loopback members (127.0.0.0/8, ::1).
+/// Instances on the default `private` subnet (127.1.0.0/16) have loopback addresses, so a member
+/// on a Node's InternalIP is reached; an address on any other subnet belongs to no host here, is
+/// never connected to, and its monitor reports it down (operating_status ERROR). This keeps the
+/// local cloud from ever sending traffic off the machine.
 pub(crate) fn may_contact(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
 }

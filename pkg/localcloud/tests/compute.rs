@@ -85,7 +85,7 @@ async fn server_lifecycle_with_addresses_and_stop_start() {
     let r = cloud
         .post(
             "/compute/v2.1/servers",
-            json!({"server": {"name": "node-1", "flavorRef": "2", "networks": [{"uuid": net, "fixed_ip": "10.0.0.10"}], "metadata": {"role": "worker"}}}),
+            json!({"server": {"name": "node-1", "flavorRef": "2", "networks": [{"uuid": net, "fixed_ip": "127.1.0.10"}], "metadata": {"role": "worker"}}}),
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
@@ -97,15 +97,15 @@ async fn server_lifecycle_with_addresses_and_stop_start() {
     assert_eq!(s["status"], "ACTIVE");
     assert_eq!(s["metadata"]["role"], "worker");
     assert_eq!(s["flavor"]["id"], "2");
-    assert_eq!(s["addresses"]["private"][0]["addr"], "10.0.0.10");
+    assert_eq!(s["addresses"]["private"][0]["addr"], "127.1.0.10");
     assert_eq!(s["addresses"]["private"][0]["OS-EXT-IPS:type"], "fixed");
 
     let ips = cloud.get(&format!("/compute/v2.1/servers/{id}/ips")).await;
-    assert_eq!(ips.body["addresses"]["private"][0]["addr"], "10.0.0.10");
+    assert_eq!(ips.body["addresses"]["private"][0]["addr"], "127.1.0.10");
     let on = cloud
         .get(&format!("/compute/v2.1/servers/{id}/ips/private"))
         .await;
-    assert_eq!(on.body["private"][0]["addr"], "10.0.0.10");
+    assert_eq!(on.body["private"][0]["addr"], "127.1.0.10");
     assert_eq!(
         cloud
             .get(&format!("/compute/v2.1/servers/{id}/ips/public"))
@@ -119,7 +119,7 @@ async fn server_lifecycle_with_addresses_and_stop_start() {
         .await;
     let port = &ifs.body["interfaceAttachments"][0];
     assert_eq!(port["net_id"], net.as_str());
-    assert_eq!(port["fixed_ips"][0]["ip_address"], "10.0.0.10");
+    assert_eq!(port["fixed_ips"][0]["ip_address"], "127.1.0.10");
     let port_id = port["port_id"].as_str().unwrap();
     let ports = cloud
         .get(&format!("/network/v2.0/ports?device_id={id}"))
@@ -188,7 +188,7 @@ async fn server_lifecycle_with_addresses_and_stop_start() {
         StatusCode::NOT_FOUND
     );
     let again = cloud
-        .post("/compute/v2.1/servers", json!({"server": {"name": "reuse", "flavorRef": "2", "networks": [{"uuid": net, "fixed_ip": "10.0.0.10"}]}}))
+        .post("/compute/v2.1/servers", json!({"server": {"name": "reuse", "flavorRef": "2", "networks": [{"uuid": net, "fixed_ip": "127.1.0.10"}]}}))
         .await;
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.body);
     cloud.shutdown().await;
@@ -210,7 +210,7 @@ async fn list_filters_and_pagination() {
     assert_eq!(r.body["servers"].as_array().unwrap().len(), 1);
     assert_eq!(r.body["servers"][0]["name"], "other");
     let r = cloud
-        .get("/compute/v2.1/servers/detail?ip=10.0.0.2%24")
+        .get("/compute/v2.1/servers/detail?ip=127.1.0.2%24")
         .await;
     assert_eq!(r.body["servers"].as_array().unwrap().len(), 1);
 
@@ -308,7 +308,7 @@ async fn bad_input_is_rejected_with_nova_errors_and_changes_nothing() {
         .unwrap()
         .len();
     let r = cloud
-        .post("/compute/v2.1/servers", json!({"server": {"name": "gw", "flavorRef": "2", "networks": [{"uuid": net}, {"uuid": net, "fixed_ip": "10.0.0.1"}]}}))
+        .post("/compute/v2.1/servers", json!({"server": {"name": "gw", "flavorRef": "2", "networks": [{"uuid": net}, {"uuid": net, "fixed_ip": "127.1.0.1"}]}}))
         .await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
     assert_eq!(

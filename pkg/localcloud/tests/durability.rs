@@ -39,7 +39,7 @@ async fn everything_survives_a_restart() {
         .as_str()
         .unwrap()
         .to_owned();
-    cloud.put(&format!("/network/v2.0/routers/{router}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "10.0.0.2"}]}})).await;
+    cloud.put(&format!("/network/v2.0/routers/{router}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "127.1.0.2"}]}})).await;
     let old_token = cloud.token.clone();
 
     cloud.restart().await;
@@ -51,14 +51,14 @@ async fn everything_survives_a_restart() {
     assert_eq!(s.body["server"]["status"], "SHUTOFF");
     assert_eq!(
         s.body["server"]["addresses"]["private"][0]["addr"],
-        "10.0.0.2"
+        "127.1.0.2"
     );
     let v = cloud.get(&format!("{}/{vol}", cloud.volumes())).await;
     assert_eq!(v.body["volume"]["status"], "in-use");
     let r = cloud.get(&format!("/network/v2.0/routers/{router}")).await;
     assert_eq!(
         r.body["router"]["routes"],
-        json!([{"destination": "10.244.0.0/24", "nexthop": "10.0.0.2"}])
+        json!([{"destination": "10.244.0.0/24", "nexthop": "127.1.0.2"}])
     );
     // Seeds are not duplicated.
     assert_eq!(
@@ -73,7 +73,7 @@ async fn everything_survives_a_restart() {
     let s = cloud.get(&format!("/compute/v2.1/servers/{second}")).await;
     assert_eq!(
         s.body["server"]["addresses"]["private"][0]["addr"],
-        "10.0.0.3"
+        "127.1.0.3"
     );
     cloud.shutdown().await;
 }

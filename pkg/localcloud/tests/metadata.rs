@@ -12,7 +12,7 @@ async fn metadata_service_answers_for_the_named_or_addressed_instance() {
     let cloud = TestCloud::start().await;
     let net = cloud.network_id("private").await;
     let id = cloud
-        .create_server("node-a", json!({"availability_zone": "nova", "networks": [{"uuid": net, "fixed_ip": "10.0.0.77"}]}))
+        .create_server("node-a", json!({"availability_zone": "nova", "networks": [{"uuid": net, "fixed_ip": "127.1.0.77"}]}))
         .await;
     let vol = cloud
         .post(&cloud.volumes(), json!({"volume": {"size": 1}}))
@@ -56,13 +56,13 @@ async fn metadata_service_answers_for_the_named_or_addressed_instance() {
     )
     .await;
     let net_data: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(net_data["networks"][0]["ip_address"], "10.0.0.77");
+    assert_eq!(net_data["networks"][0]["ip_address"], "127.1.0.77");
     assert_eq!(net_data["networks"][0]["netmask"], "255.255.0.0");
 
-    let fwd = ("x-forwarded-for", "10.0.0.77".to_owned());
+    let fwd = ("x-forwarded-for", "127.1.0.77".to_owned());
     assert_eq!(
         get("/latest/meta-data/local-ipv4", fwd.clone()).await,
-        (200, "10.0.0.77".into())
+        (200, "127.1.0.77".into())
     );
     assert_eq!(
         get("/latest/meta-data/placement/availability-zone", fwd.clone()).await,
@@ -85,7 +85,7 @@ async fn metadata_service_answers_for_the_named_or_addressed_instance() {
     assert_eq!(
         get(
             "/openstack/latest/meta_data.json",
-            ("x-forwarded-for", "10.0.0.200".into())
+            ("x-forwarded-for", "127.1.0.200".into())
         )
         .await
         .0,
@@ -132,7 +132,7 @@ async fn config_drive_is_written_on_create_repaired_on_start_and_removed_on_dele
     assert_eq!(meta["meta"]["a"], "b");
     let net: Value =
         serde_json::from_slice(&std::fs::read(dir.join("network_data.json")).unwrap()).unwrap();
-    assert_eq!(net["networks"][0]["ip_address"], "10.0.0.2");
+    assert_eq!(net["networks"][0]["ip_address"], "127.1.0.2");
     // A config drive lost (as in a crash before the page cache reached the disk) is rewritten
     // from the durable state at the next start.
     std::fs::remove_dir_all(cloud.dir.path().join("config-drive").join(&id)).unwrap();

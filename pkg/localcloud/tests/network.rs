@@ -35,8 +35,8 @@ async fn seeded_like_devstack() {
             private["subnets"][0].as_str().unwrap()
         ))
         .await;
-    assert_eq!(subnet.body["subnet"]["cidr"], "10.0.0.0/16");
-    assert_eq!(subnet.body["subnet"]["gateway_ip"], "10.0.0.1");
+    assert_eq!(subnet.body["subnet"]["cidr"], "127.1.0.0/16");
+    assert_eq!(subnet.body["subnet"]["gateway_ip"], "127.1.0.1");
     let routers = cloud.get("/network/v2.0/routers?name=router1").await;
     let router = &routers.body["routers"][0];
     assert_eq!(router["external_gateway_info"]["network_id"], public["id"]);
@@ -48,7 +48,7 @@ async fn seeded_like_devstack() {
         .await;
     assert_eq!(
         ifaces.body["ports"][0]["fixed_ips"][0]["ip_address"],
-        "10.0.0.1"
+        "127.1.0.1"
     );
     cloud.shutdown().await;
 }
@@ -200,19 +200,19 @@ async fn routers_extra_routes_add_remove_and_replace() {
         .put(
             &format!("{base}/add_extraroutes"),
             json!({"router": {"routes": [
-            {"destination": "10.244.1.0/24", "nexthop": "10.0.0.11"},
-            {"destination": "10.244.2.0/24", "nexthop": "10.0.0.12"}]}}),
+            {"destination": "10.244.1.0/24", "nexthop": "127.1.0.11"},
+            {"destination": "10.244.2.0/24", "nexthop": "127.1.0.12"}]}}),
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["router"]["routes"].as_array().unwrap().len(), 2);
     // Adding again is idempotent; removing takes out only what is named.
-    let r = cloud.put(&format!("{base}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.1.0/24", "nexthop": "10.0.0.11"}]}})).await;
+    let r = cloud.put(&format!("{base}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.1.0/24", "nexthop": "127.1.0.11"}]}})).await;
     assert_eq!(r.body["router"]["routes"].as_array().unwrap().len(), 2);
-    let r = cloud.put(&format!("{base}/remove_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.1.0/24", "nexthop": "10.0.0.11"}]}})).await;
+    let r = cloud.put(&format!("{base}/remove_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.1.0/24", "nexthop": "127.1.0.11"}]}})).await;
     assert_eq!(
         r.body["router"]["routes"],
-        json!([{"destination": "10.244.2.0/24", "nexthop": "10.0.0.12"}])
+        json!([{"destination": "10.244.2.0/24", "nexthop": "127.1.0.12"}])
     );
     // A nexthop the router cannot reach is rejected and changes nothing.
     let bad = cloud.put(&format!("{base}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.3.0/24", "nexthop": "192.168.99.1"}]}})).await;
@@ -221,7 +221,7 @@ async fn routers_extra_routes_add_remove_and_replace() {
     let bad = cloud
         .put(
             &format!("{base}/add_extraroutes"),
-            json!({"router": {"routes": [{"destination": "nonsense", "nexthop": "10.0.0.5"}]}}),
+            json!({"router": {"routes": [{"destination": "nonsense", "nexthop": "127.1.0.5"}]}}),
         )
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
@@ -233,10 +233,10 @@ async fn routers_extra_routes_add_remove_and_replace() {
         1
     );
     // A plain update replaces the whole list.
-    let r = cloud.put(&base, json!({"router": {"routes": [{"destination": "10.244.9.0/24", "nexthop": "10.0.0.19"}], "name": "router1"}})).await;
+    let r = cloud.put(&base, json!({"router": {"routes": [{"destination": "10.244.9.0/24", "nexthop": "127.1.0.19"}], "name": "router1"}})).await;
     assert_eq!(
         r.body["router"]["routes"],
-        json!([{"destination": "10.244.9.0/24", "nexthop": "10.0.0.19"}])
+        json!([{"destination": "10.244.9.0/24", "nexthop": "127.1.0.19"}])
     );
     let r = cloud.put(&base, json!({"router": {"routes": []}})).await;
     assert_eq!(r.body["router"]["routes"], json!([]));
@@ -416,7 +416,7 @@ async fn floating_ips_associate_and_show_in_server_addresses() {
             json!({"floatingip": {"port_id": port}}),
         )
         .await;
-    assert_eq!(r.body["floatingip"]["fixed_ip_address"], "10.0.0.2");
+    assert_eq!(r.body["floatingip"]["fixed_ip_address"], "127.1.0.2");
     // Deleting the server frees the association but keeps the floating IP.
     cloud
         .delete(&format!("/compute/v2.1/servers/{server}"))

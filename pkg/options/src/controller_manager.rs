@@ -9,11 +9,14 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser as _;
 use clap::Args;
 
 use crate::GoDuration;
 
-/// `--controllers` and resync.
+/// `--controllers`, resync, and leader migration (upstream
+/// `GenericControllerManagerConfigurationOptions`, which holds the leader migration options
+/// too; their flags print under a heading of their own, as upstream's).
 #[derive(Args, Clone, Debug, PartialEq)]
 #[command(next_help_heading = "Generic flags")]
 pub struct GenericControllerManagerOptions {
@@ -30,6 +33,10 @@ pub struct GenericControllerManagerOptions {
         default_value = "12h0m0s"
     )]
     pub min_resync_period: GoDuration,
+
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub leader_migration: LeaderMigrationOptions,
 }
 
 /// Leader election on a coordination.k8s.io Lease.
@@ -112,7 +119,7 @@ impl LeaderElectionOptions {
     }
 }
 
-/// Leader migration (KEP-2436).
+/// Leader migration (KEP-2436; upstream `k8s.io/controller-manager/pkg/leadermigration/options`).
 #[derive(Args, Clone, Debug, Default, PartialEq)]
 #[command(next_help_heading = "Leader migration flags")]
 pub struct LeaderMigrationOptions {
@@ -121,9 +128,23 @@ pub struct LeaderMigrationOptions {
     pub enable_leader_migration: bool,
 
     /// Path to the config file for controller leader migration, or empty to use the value
-    /// that reflects default configuration of the controller manager.
-    #[arg(long = "leader-migration-config", value_name = "FILE")]
+    /// that reflects default configuration of the controller manager. The config file should
+    /// be of type LeaderMigrationConfiguration, group controllermanager.config.k8s.io, version
+    /// v1 (v1beta1 and v1alpha1 are still read).
+    // An empty value is accepted (it means the default configuration), hence not clap's
+    // PathBuf parser, which refuses it.
+    #[arg(long = "leader-migration-config", value_name = "FILE", value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
     pub leader_migration_config: Option<PathBuf>,
+}
+
+impl LeaderMigrationOptions {
+    /// The configuration file, if one is named (an empty value means the default
+    /// configuration, as upstream).
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.leader_migration_config
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty())
+    }
 }
 
 /// Settings shared by the cloud controllers.
@@ -270,9 +291,6 @@ pub struct ControllerOptions {
     pub leader_election: LeaderElectionOptions,
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub leader_migration: LeaderMigrationOptions,
-    #[command(flatten)]
-    #[allow(missing_docs)]
     pub kube_cloud_shared: KubeCloudSharedOptions,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -299,10 +317,18 @@ impl ControllerOptions {
                 message: "must be set when --allocate-node-cidrs=true".into(),
             });
         }
-        if self.leader_migration.enable_leader_migration && !self.leader_election.leader_elect {
+        let migration = &self.generic.leader_migration;
+        if migration.enable_leader_migration && !self.leader_election.leader_elect {
             return Err(crate::Error::InvalidFlag {
                 flag: "--enable-leader-migration",
                 message: "requires --leader-elect=true".into(),
+            });
+        }
+        // KEP-2436: a configuration without migration enabled is a fatal error, not ignored.
+        if !migration.enable_leader_migration && migration.config_path().is_some() {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--leader-migration-config",
+                message: "requires --enable-leader-migration=true".into(),
             });
         }
         Ok(())
@@ -331,6 +357,8 @@ mod tests {
         let t = T::try_parse_from(["t"]).expect("parse");
         let c = t.c;
         assert_eq!(c.generic.controllers, vec!["*"]);
+        assert!(!c.generic.leader_migration.enable_leader_migration);
+        assert_eq!(c.generic.leader_migration.config_path(), None);
         assert!(c.leader_election.leader_elect);
         assert_eq!(
             c.leader_election.lease_duration.get(),
@@ -381,6 +409,31 @@ mod tests {
         assert!(t.c.kube_cloud_shared.allocate_node_cidrs);
         assert_eq!(t.c.generic.controllers, vec!["*", "-route"]);
         t.c.validate().expect("valid");
+        let t = T::try_parse_from([
+            "t",
+            "--enable-leader-migration",
+            "--leader-migration-config=",
+        ])
+        .expect("parse");
+        let m = &t.c.generic.leader_migration;
+        assert!(m.enable_leader_migration);
+        assert_eq!(
+            m.config_path(),
+            None,
+            "empty means the default configuration"
+        );
+        t.c.validate().expect("valid");
+        let t = T::try_parse_from([
+            "t",
+            "--enable-leader-migration=true",
+            "--leader-migration-config=/etc/lm.yaml",
+        ])
+        .expect("parse");
+        assert_eq!(
+            t.c.generic.leader_migration.config_path(),
+            Some(std::path::Path::new("/etc/lm.yaml"))
+        );
+        t.c.validate().expect("valid");
     }
 
     #[test]
@@ -407,6 +460,13 @@ mod tests {
             .expect_err("migration")
             .to_string()
             .starts_with("--enable-leader-migration"));
+        let t = T::try_parse_from(["t", "--leader-migration-config=/etc/lm.yaml"]).expect("parse");
+        assert_eq!(
+            t.c.validate()
+                .expect_err("config without enable")
+                .to_string(),
+            "--leader-migration-config: requires --enable-leader-migration=true"
+        );
         assert!(T::try_parse_from(["t", "--concurrent-service-syncs=0"]).is_err());
         assert!(T::try_parse_from(["t", "--leader-elect-resource-lock=endpoints"]).is_err());
         assert!(T::try_parse_from(["t", "--node-monitor-period=5"]).is_err());

@@ -13,7 +13,7 @@ use crate::{Error, Result};
 #[command(next_help_heading = "Kubernetes client flags")]
 pub struct KubeClientOptions {
     /// Path to a kubeconfig file with authorization and master location information. Empty:
-    /// in-cluster configuration, then the default kubeconfig.
+    /// $KUBECONFIG or ~/.kube/config when present, else the in-cluster configuration.
     #[arg(
         long,
         value_name = "FILE",

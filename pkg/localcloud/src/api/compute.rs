@@ -168,7 +168,7 @@ impl Related {
         self.volumes.get(server_id).map_or(&[], Vec::as_slice)
     }
 
-    /// `{"private": [{"addr": "10.0.0.3", "version": 4, "OS-EXT-IPS:type": "fixed", ...}]}`
+    /// `{"private": [{"addr": "127.1.0.3", "version": 4, "OS-EXT-IPS:type": "fixed", ...}]}`
     pub(crate) fn addresses(&self, server_id: &str) -> serde_json::Map<String, Value> {
         let mut out = serde_json::Map::new();
         for port in self.ports(server_id) {

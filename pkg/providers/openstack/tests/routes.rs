@@ -75,7 +75,7 @@ async fn routes_are_router_extra_routes_to_the_node_address() {
         .ok(
             Method::PUT,
             &format!("/network/v2.0/routers/{router}/add_extraroutes"),
-            Some(json!({"router": {"routes": [{"destination": "10.244.9.0/24", "nexthop": "10.0.0.250"}]}})),
+            Some(json!({"router": {"routes": [{"destination": "10.244.9.0/24", "nexthop": "127.1.0.250"}]}})),
         )
         .await;
     let mut listed = routes.list_routes("kubernetes").await.unwrap();
@@ -91,7 +91,7 @@ async fn routes_are_router_extra_routes_to_the_node_address() {
             },
             Route {
                 name: "10.244.9.0/24".into(),
-                target_node: "10.0.0.250".into(),
+                target_node: "127.1.0.250".into(),
                 destination_cidr: "10.244.9.0/24".into(),
                 blackhole: true
             },

@@ -1,0 +1,759 @@
+//! Leader migration (KEP-2436) between the two controller managers, as processes of the built
+//! binary against the real apiserver (pkg/testenv) and a real `hypercloud local-cloud serve`
+//! (`--cloud-provider=local`): the service controller moves from the in-tree
+//! controller-manager to the cloud-controller-manager without a gap and without two owners.
+//!
+//! Also, without a cluster: the start-up plan, and configuration errors as usage errors.
+#![cfg(feature = "openstack")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "local_cloud_support/process.rs"]
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec, Taint};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::Api;
+use process::{cli_json, http, state_dir, token, Serve, BIN};
+use serde_json::Value;
+
+const KCM: &str = "kube-controller-manager";
+const CCM: &str = "cloud-controller-manager";
+
+/// A controller manager process; killed when dropped.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+    trace: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// The load-balancer calls in this process's `--trace-cloud-calls` file.
+    fn lb_calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.trace)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("trace line is JSON"))
+            .filter(|r| {
+                r["method"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("load_balancer"))
+            })
+            .collect()
+    }
+}
+
+/// `method` calls for Service `ns/name` in `calls`.
+fn calls_for<'a>(calls: &'a [Value], method: &str, service: &str) -> Vec<&'a Value> {
+    calls
+        .iter()
+        .filter(|r| r["method"] == method && r["args"]["service"] == service)
+        .collect()
+}
+
+struct Setup {
+    env: hypercloud_testenv::TestEnv,
+    tmp: tempfile::TempDir,
+    cloud: Serve,
+    cloud_conf: PathBuf,
+    migration_lease: String,
+}
+
+impl Setup {
+    fn ns(&self) -> &str {
+        self.env.namespace()
+    }
+
+    /// A LeaderMigrationConfiguration assigning the service controller to `component`.
+    fn migration_config(&self, component: &str) -> PathBuf {
+        let path = self.tmp.path().join(format!("{component}-migration.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: {}\ncontrollerLeaders:\n  - name: service\n    component: {component}\n",
+                self.migration_lease
+            ),
+        )
+        .expect("write config");
+        path
+    }
+
+    fn spawn(&self, personality: &str, lease: &str, controllers: &str, component: &str) -> Proc {
+        let log = self.tmp.path().join(format!("{personality}.log"));
+        let trace = self.tmp.path().join(format!("{personality}.jsonl"));
+        let args = vec![
+            personality.to_string(),
+            "--cloud-provider=local".into(),
+            format!("--cloud-config={}", self.cloud_conf.display()),
+            format!(
+                "--kubeconfig={}",
+                self.env.control_plane().kubeconfig().display()
+            ),
+            format!("--leader-elect-resource-namespace={}", self.ns()),
+            format!("--leader-elect-resource-name={lease}"),
+            "--leader-elect-lease-duration=4s".into(),
+            "--leader-elect-renew-deadline=3s".into(),
+            "--leader-elect-retry-period=1s".into(),
+            "--secure-port=0".into(),
+            format!("--controllers={controllers}"),
+            "--enable-leader-migration".into(),
+            format!(
+                "--leader-migration-config={}",
+                self.migration_config(component).display()
+            ),
+            format!("--trace-cloud-calls={}", trace.display()),
+        ];
+        let child = Command::new(BIN)
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(std::fs::File::create(log.with_extension("out")).expect("out file"))
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn hypercloud");
+        Proc { child, log, trace }
+    }
+
+    async fn holder(&self, lease: &str) -> Option<String> {
+        let leases: Api<Lease> = Api::namespaced(self.env.client(), self.ns());
+        leases
+            .get_opt(lease)
+            .await
+            .expect("get lease")
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    }
+
+    /// Polls every 50ms until the holder of `lease` satisfies `pred`.
+    async fn wait_holder(
+        &self,
+        lease: &str,
+        limit: Duration,
+        what: &str,
+        procs: &[&Proc],
+        pred: impl Fn(&Option<String>) -> bool,
+    ) -> Option<String> {
+        let start = Instant::now();
+        loop {
+            let h = self.holder(lease).await;
+            if pred(&h) {
+                return h;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{what}: lease {lease} still held by {h:?} after {limit:?}; logs:\n{}",
+                logs(procs)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The local cloud's load balancers named `name` (Octavia list by name).
+    fn lbs_named(&self, name: &str) -> Vec<Value> {
+        let t = token(&self.cloud.api_url);
+        let (status, _, body) = http(
+            "GET",
+            &format!(
+                "{}/load-balancer/v2/lbaas/loadbalancers?name={name}",
+                self.cloud.api_url
+            ),
+            &[("X-Auth-Token", &t)],
+            None,
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("json");
+        v["loadbalancers"].as_array().expect("list").clone()
+    }
+
+    fn lb_name(&self, service: &str) -> String {
+        format!("kube_service_kubernetes_{}_{service}", self.ns())
+    }
+
+    async fn create_lb_service(&self, name: &str) {
+        let api: Api<Service> = Api::namespaced(self.env.client(), self.ns());
+        let svc = Service {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                selector: Some([("app".to_string(), name.to_string())].into()),
+                ports: Some(vec![ServicePort {
+                    name: Some("http".into()),
+                    port: 80,
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &svc)
+            .await
+            .expect("create service");
+    }
+
+    /// Waits until Service `name` has a load-balancer ingress and the cloud has its load
+    /// balancer; returns the load balancer's id.
+    async fn wait_lb(&self, name: &str, procs: &[&Proc]) -> String {
+        let api: Api<Service> = Api::namespaced(self.env.client(), self.ns());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let svc = api.get(name).await.expect("get service");
+            let ingress = svc
+                .status
+                .and_then(|s| s.load_balancer)
+                .and_then(|l| l.ingress)
+                .unwrap_or_default();
+            let lbs = self.lbs_named(&self.lb_name(name));
+            if !ingress.is_empty() && !lbs.is_empty() {
+                return lbs[0]["id"].as_str().expect("id").to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no load balancer for {name}; logs:\n{}",
+                logs(procs)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn logs(procs: &[&Proc]) -> String {
+    procs
+        .iter()
+        .map(|p| format!("--- {}\n{}", p.log.display(), p.log()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn setup() -> Setup {
+    let env = hypercloud_testenv::TestEnv::new("leader-migration")
+        .await
+        .expect("testenv");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cloud = Serve::start(&state_dir(&tmp), &[]);
+    let cloud_conf = tmp.path().join("cloud.conf");
+    std::fs::write(
+        &cloud_conf,
+        format!("[Global]\nauth-url = {}/identity/v3\n", cloud.api_url),
+    )
+    .expect("cloud.conf");
+    let migration_lease = env.unique_name("migration");
+    Setup {
+        env,
+        tmp,
+        cloud,
+        cloud_conf,
+        migration_lease,
+    }
+}
+
+#[tokio::test]
+async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() {
+    let s = setup().await;
+    let ns = s.ns().to_string();
+    let (kcm_lease, ccm_lease) = (s.env.unique_name("kcm"), s.env.unique_name("ccm"));
+    let mig = s.migration_lease.clone();
+
+    // 1. The in-tree controller-manager, its config assigning `service` to itself: it takes
+    //    its own Lease, then the migration Lease (same identity, as upstream), and runs the
+    //    service controller under the latter.
+    let mut kcm = s.spawn("controller-manager", &kcm_lease, "service", KCM);
+    let kcm_id = s
+        .wait_holder(
+            &kcm_lease,
+            Duration::from_secs(30),
+            "kcm main",
+            &[&kcm],
+            |h| h.is_some(),
+        )
+        .await;
+    s.wait_holder(
+        &mig,
+        Duration::from_secs(30),
+        "kcm migration",
+        &[&kcm],
+        |h| *h == kcm_id,
+    )
+    .await;
+    s.create_lb_service("svc-a").await;
+    let a_id = s.wait_lb("svc-a", &[&kcm]).await;
+    let a_key = format!("{ns}/svc-a");
+    assert!(
+        !calls_for(&kcm.lb_calls(), "ensure_load_balancer", &a_key).is_empty(),
+        "the controller-manager ensured A"
+    );
+    let kcm_out = std::fs::read_to_string(kcm.log.with_extension("out")).unwrap();
+    assert!(
+        kcm_out.contains("service-lb-controller            enabled, under the migration lease"),
+        "{kcm_out}"
+    );
+
+    // 2. The cloud-controller-manager, its config assigning `service` to itself: it leads its
+    //    own Lease and runs its main controllers (cloud-node initialises a Node of the local
+    //    cloud), but waits for the migration Lease and does not touch Services meanwhile.
+    let node = s.env.unique_name("lm-node");
+    cli_json(
+        &state_dir(&s.tmp),
+        &["instance", "create", &node, "-o", "json"],
+    );
+    let ccm = s.spawn(
+        "cloud-controller-manager",
+        &ccm_lease,
+        "cloud-node,service",
+        CCM,
+    );
+    let ccm_id = s
+        .wait_holder(
+            &ccm_lease,
+            Duration::from_secs(30),
+            "ccm main",
+            &[&ccm],
+            |h| h.is_some(),
+        )
+        .await;
+    assert_ne!(ccm_id, kcm_id);
+    let nodes: Api<Node> = Api::all(s.env.client());
+    nodes
+        .create(
+            &PostParams::default(),
+            &Node {
+                metadata: ObjectMeta {
+                    name: Some(node.clone()),
+                    ..Default::default()
+                },
+                spec: Some(NodeSpec {
+                    taints: Some(vec![Taint {
+                        key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
+                        value: Some("true".into()),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("create node");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let spec = nodes
+            .get(&node)
+            .await
+            .expect("node")
+            .spec
+            .unwrap_or_default();
+        if spec.provider_id.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cloud-node did not initialise {node}:\n{}",
+            logs(&[&ccm])
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Several retry periods of contending: the migration Lease stays with the controller-
+    // manager, and the cloud-controller-manager makes no load-balancer call at all.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(s.holder(&mig).await, kcm_id, "{}", logs(&[&kcm, &ccm]));
+    assert!(ccm.lb_calls().is_empty(), "{:?}", ccm.lb_calls());
+    let ccm_log = ccm.log();
+    assert!(
+        ccm_log.contains("attempting to acquire leader lease")
+            && ccm_log.contains(&format!("{ns}/{mig}")),
+        "{ccm_log}"
+    );
+    assert!(
+        !ccm_log.contains("starting migrated controllers"),
+        "{ccm_log}"
+    );
+    assert!(
+        kcm.log().contains("starting migrated controllers"),
+        "{}",
+        kcm.log()
+    );
+
+    // 3. Hand-over: the controller-manager is stopped (SIGTERM: its service controller stops,
+    //    then it releases the migration Lease). Service B is created at that moment, while
+    //    nobody holds the Lease; the cloud-controller-manager takes over and reconciles it.
+    let stopped = Instant::now();
+    kcm.sigterm();
+    let after = s
+        .wait_holder(
+            &mig,
+            Duration::from_secs(10),
+            "release",
+            &[&kcm, &ccm],
+            |h| *h != kcm_id,
+        )
+        .await;
+    s.create_lb_service("svc-b").await;
+    let free_when_b_created = after.is_none();
+    assert_eq!(
+        kcm.wait_exit(Duration::from_secs(10)),
+        Some(0),
+        "{}",
+        kcm.log()
+    );
+    let kcm_log = kcm.log();
+    for lease in [&mig, &kcm_lease] {
+        assert!(
+            kcm_log
+                .lines()
+                .any(|l| l.contains("released lease") && l.contains(lease.as_str())),
+            "{lease} not released:\n{kcm_log}"
+        );
+    }
+    s.wait_holder(&mig, Duration::from_secs(10), "takeover", &[&ccm], |h| {
+        *h == ccm_id
+    })
+    .await;
+    let handover = stopped.elapsed();
+    let b_id = s.wait_lb("svc-b", &[&ccm]).await;
+    eprintln!(
+        "leader migration hand-over: SIGTERM to migration lease held by the cloud-controller-manager in {handover:?}; Service B created while the lease was {}",
+        if free_when_b_created { "free" } else { "already taken over" }
+    );
+    assert!(
+        handover < Duration::from_secs(5),
+        "hand-over took {handover:?} (released lease: at most ~2.2 retry periods)"
+    );
+
+    // Exactly once: one load balancer for B, ensured only by the cloud-controller-manager;
+    // A still has its one load balancer, the same one.
+    let b_lbs = s.lbs_named(&s.lb_name("svc-b"));
+    assert_eq!(b_lbs.len(), 1, "{b_lbs:?}");
+    assert_eq!(b_lbs[0]["id"], b_id.as_str());
+    let a_lbs = s.lbs_named(&s.lb_name("svc-a"));
+    assert_eq!(a_lbs.len(), 1, "{a_lbs:?}");
+    assert_eq!(a_lbs[0]["id"], a_id.as_str(), "A was not re-created");
+    let b_key = format!("{ns}/svc-b");
+    let (kcm_calls, ccm_calls) = (kcm.lb_calls(), ccm.lb_calls());
+    assert!(
+        calls_for(&kcm_calls, "ensure_load_balancer", &b_key).is_empty(),
+        "{kcm_calls:?}"
+    );
+    assert!(!calls_for(&ccm_calls, "ensure_load_balancer", &b_key).is_empty());
+    // No double owner: every load-balancer call of the cloud-controller-manager came after
+    // the last one of the controller-manager.
+    let last_kcm = kcm_calls
+        .iter()
+        .map(|r| r["ts_unix_ms"].as_u64().unwrap() + r["latency_ms"].as_f64().unwrap() as u64)
+        .max()
+        .expect("kcm made calls");
+    let first_ccm = ccm_calls
+        .iter()
+        .map(|r| r["ts_unix_ms"].as_u64().unwrap())
+        .min()
+        .expect("ccm made calls");
+    assert!(
+        last_kcm <= first_ccm,
+        "overlap: controller-manager's last LB call ended at {last_kcm}, cloud-controller-manager's first began at {first_ccm}"
+    );
+    // The holder changed from the controller-manager's identity to the cloud-controller-
+    // manager's, each the identity of its own main Lease.
+    assert_eq!(s.holder(&mig).await, ccm_id);
+    assert!(ccm.log().contains("starting migrated controllers"));
+
+    // 4. The new owner also deletes: removing both Services removes both load balancers.
+    let services: Api<Service> = Api::namespaced(s.env.client(), &ns);
+    for name in ["svc-a", "svc-b"] {
+        services
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete service");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(s.lbs_named(&s.lb_name("svc-a")).is_empty()
+        && s.lbs_named(&s.lb_name("svc-b")).is_empty()
+        && services.get_opt("svc-a").await.unwrap().is_none()
+        && services.get_opt("svc-b").await.unwrap().is_none())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "services not cleaned up:\n{}",
+            logs(&[&ccm])
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // 5. SIGTERM releases both of the cloud-controller-manager's Leases.
+    let mut ccm = ccm;
+    ccm.sigterm();
+    assert_eq!(
+        ccm.wait_exit(Duration::from_secs(10)),
+        Some(0),
+        "{}",
+        ccm.log()
+    );
+    assert_eq!(s.holder(&ccm_lease).await, None);
+    assert_eq!(s.holder(&mig).await, None);
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+    s.env.cleanup().await.expect("cleanup");
+}
+
+#[tokio::test]
+async fn losing_the_migration_lease_stops_the_process_non_zero() {
+    let s = setup().await;
+    let ccm_lease = s.env.unique_name("ccm");
+    let mig = s.migration_lease.clone();
+    let mut ccm = s.spawn("cloud-controller-manager", &ccm_lease, "service", CCM);
+    let id = s
+        .wait_holder(
+            &ccm_lease,
+            Duration::from_secs(30),
+            "ccm main",
+            &[&ccm],
+            |h| h.is_some(),
+        )
+        .await;
+    s.wait_holder(
+        &mig,
+        Duration::from_secs(30),
+        "ccm migration",
+        &[&ccm],
+        |h| *h == id,
+    )
+    .await;
+    // Someone else takes the migration Lease (as after a partition): renewals fail for the
+    // renew deadline (3s), then the process must stop its controllers and exit 1.
+    let leases: Api<Lease> = Api::namespaced(s.env.client(), s.ns());
+    loop {
+        let mut l = leases.get(&mig).await.expect("lease");
+        let spec = l.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some("intruder".into());
+        spec.lease_duration_seconds = Some(600);
+        match leases.replace(&mig, &PostParams::default(), &l).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("replace lease: {e}"),
+        }
+    }
+    assert_eq!(
+        ccm.wait_exit(Duration::from_secs(15)),
+        Some(1),
+        "{}",
+        ccm.log()
+    );
+    let log = ccm.log();
+    assert!(log.contains("migration leaderelection lost"), "{log}");
+    assert_eq!(s.holder(&mig).await.as_deref(), Some("intruder"));
+    s.env.cleanup().await.expect("cleanup");
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    format!("--leader-migration-config={}", p.display())
+}
+
+#[test]
+fn configuration_errors_are_usage_errors_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let fake = dir.path().join("fake.yaml");
+    std::fs::write(&fake, "instances: []\n").expect("write");
+    let fake = format!("--cloud-config={}", fake.display());
+    for personality in ["controller-manager", "cloud-controller-manager"] {
+        let base = [
+            personality,
+            "--cloud-provider=fake",
+            fake.as_str(),
+            "--kubeconfig=/nonexistent/kubeconfig",
+        ];
+        // A configuration without --enable-leader-migration (KEP-2436: fatal, not ignored).
+        let cfg = write(dir.path(), "ok.yaml", "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: m\n");
+        let (code, _, err) = run(&[&base[..], &[cfg.as_str()]].concat());
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("--leader-migration-config: requires --enable-leader-migration=true"),
+            "{err}"
+        );
+        for (text, field) in [
+            ("apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\ncontrollerLeaders: [{name: service, component: '*'}]\n", "leaderName: Required value"),
+            ("apiVersion: controllermanager.config.k8s.io/v1beta1\nkind: LeaderMigrationConfiguration\nleaderName: m\nresourceLock: endpoints\n", "resourceLock: Invalid value: \"endpoints\""),
+            ("apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: m\ncontrollerLeaders: [{name: service}]\n", "controllerLeaders[0].component: Required value"),
+            ("apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: m\nleaderNmae: x\n", "unknown field `leaderNmae`"),
+            ("apiVersion: controllermanager.config.k8s.io/v9\nkind: LeaderMigrationConfiguration\n", "apiVersion: \"controllermanager.config.k8s.io/v9\" is not supported"),
+        ] {
+            let cfg = write(dir.path(), "bad.yaml", text);
+            let (code, out, err) =
+                run(&[&base[..], &["--enable-leader-migration", cfg.as_str()]].concat());
+            assert_eq!(code, 2, "{personality}: {err}");
+            assert!(err.contains("bad.yaml") && err.contains(field), "{personality}: {err}");
+            // Checked before the provider starts: nothing is reported.
+            assert!(!out.contains("capabilities"), "{out}");
+        }
+        let missing = format!(
+            "--leader-migration-config={}",
+            dir.path().join("missing.yaml").display()
+        );
+        let (code, _, err) =
+            run(&[&base[..], &["--enable-leader-migration", missing.as_str()]].concat());
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("cannot read"), "{err}");
+    }
+}
+
+#[test]
+fn start_up_plan_shows_the_lease_of_each_controller() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let fake = dir.path().join("fake.yaml");
+    std::fs::write(&fake, "instances: []\n").expect("write");
+    let fake = format!("--cloud-config={}", fake.display());
+    let cfg = write(
+        dir.path(),
+        "lm.yaml",
+        "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: lm\ncontrollerLeaders:\n  - {name: service, component: cloud-controller-manager}\n  - {name: cloud-node-lifecycle, component: kube-controller-manager}\n",
+    );
+    let (code, out, err) = run(&[
+        "cloud-controller-manager",
+        "--cloud-provider=fake",
+        &fake,
+        "--enable-leader-migration",
+        &cfg,
+        "--kubeconfig=/nonexistent/kubeconfig",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    for line in [
+        "  cloud-node-controller            enabled\n",
+        "  service-lb-controller            enabled, under the migration lease lm\n",
+        "  cloud-node-lifecycle-controller  not run here: leader migration assigns it to kube-controller-manager\n",
+        "  under lease kube-system/cloud-controller-manager: cloud-node-controller, node-route-controller\n",
+        "  under lease kube-system/lm (only while holding it): service-lb-controller\n",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    // The same file read by the controller-manager: service is not its to run; it runs
+    // cloud-node-lifecycle under the migration Lease.
+    let (code, out, _) = run(&[
+        "controller-manager",
+        "--cloud-provider=fake",
+        &fake,
+        "--enable-leader-migration",
+        &cfg,
+        "--kubeconfig=/nonexistent/kubeconfig",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        out.contains("  service-lb-controller            not run here: leader migration assigns it to cloud-controller-manager\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  under lease kube-system/lm (only while holding it): cloud-node-lifecycle-controller\n"),
+        "{out}"
+    );
+    // Without a file: upstream's default configuration.
+    let (_, out, _) = run(&[
+        "cloud-controller-manager",
+        "--cloud-provider=fake",
+        &fake,
+        "--enable-leader-migration",
+        "--kubeconfig=/nonexistent/kubeconfig",
+    ]);
+    assert!(
+        out.contains("leader migration: enabled (configuration: default), migration lease kube-system/cloud-provider-extraction-migration"),
+        "{out}"
+    );
+}
+
+#[test]
+fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/leader-migration");
+    let dir = tempfile::tempdir().expect("tmp");
+    let fake = dir.path().join("fake.yaml");
+    std::fs::write(&fake, "instances: []\n").expect("write");
+    let fake = format!("--cloud-config={}", fake.display());
+    let migrated = "  under lease kube-system/cloud-provider-extraction-migration (only while holding it): cloud-node-lifecycle-controller, service-lb-controller, node-route-controller\n";
+    for (personality, file, main) in [
+        (
+            "controller-manager",
+            "kube-controller-manager.conf",
+            "  under lease kube-system/kube-controller-manager: none\n",
+        ),
+        (
+            "cloud-controller-manager",
+            "cloud-controller-manager.conf",
+            "  under lease kube-system/cloud-controller-manager: cloud-node-controller\n",
+        ),
+    ] {
+        let cfg = format!("--leader-migration-config={}", deploy.join(file).display());
+        let (code, out, err) = run(&[
+            personality,
+            "--cloud-provider=fake",
+            &fake,
+            "--enable-leader-migration",
+            &cfg,
+            "--kubeconfig=/nonexistent/kubeconfig",
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("--kubeconfig: cannot load"),
+            "{file} must be valid: {err}"
+        );
+        assert!(out.contains(migrated), "{file}:\n{out}");
+        assert!(out.contains(main), "{file}:\n{out}");
+    }
+    // The ConfigMap carries the cloud-controller-manager's file.
+    let cm: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(deploy.join("configmap.yaml")).unwrap())
+            .unwrap();
+    let carried: Value =
+        serde_yaml::from_str(cm["data"]["leader-migration.conf"].as_str().unwrap()).unwrap();
+    let file: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(deploy.join("cloud-controller-manager.conf")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(carried, file);
+}

@@ -1,0 +1,22 @@
+//! End-to-end scenarios of hypercloud (upstream: the cloud-provider parts of Kubernetes' e2e
+//! suites), in `tests/`; this library is empty.
+//!
+//! Each scenario runs the real `hypercloud` binary as processes, under the personality names
+//! of `hack/install-symlinks.sh`, against the real kube-apiserver + etcd of `pkg/testenv` and a
+//! real `hypercloud local-cloud serve`, and checks what a cluster operator would see:
+//!
+//! - `tests/in_tree.rs`: the old layout. `kubelet-helper --cloud-provider=local` registers its
+//!   Node from the cloud, `kube-controller-manager` creates a load balancer that forwards
+//!   traffic, and the `apiserver-plugin` webhook (registered from
+//!   `deploy/apiserver-plugin/webhooks.yaml`) labels a volume's PersistentVolume and refuses a
+//!   Node without an instance.
+//! - `tests/external.rs`: the external layout. `kubelet-helper --cloud-provider=external`
+//!   registers a tainted Node, `kube-controller-manager --cloud-provider=external` makes no
+//!   cloud call, and the `cloud-controller-manager` initialises the Node, creates the load
+//!   balancer and labels the PersistentVolume.
+//!
+//! The tests look for the binary beside their own executable (`target/debug/hypercloud`):
+//! `cargo test --workspace` builds it; with `cargo test -p hypercloud-e2e` run
+//! `cargo build -p hypercloud` first. The service load-balancer controller of a scenario
+//! serves every `LoadBalancer` Service of the cluster, so each scenario is a test binary of
+//! its own: cargo runs test binaries one after the other.
