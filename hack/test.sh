@@ -48,5 +48,8 @@ cargo test --workspace --locked --no-fail-fast
 # balancer succeeded", and fails on any difference between the layouts upstream does not have.
 step "hack/compare-modes.sh (hack/local-up.sh --smoke in both layouts, then diff)"
 hack/compare-modes.sh --dir "$HYPERCLOUD_CACHE/compare-modes-ci"
+# The committed sequence diagrams (docs/diagrams) must match what those two runs recorded.
+step "hack/verify-diagrams.sh (the cloud calls of those runs, rendered, against docs/diagrams)"
+hack/verify-diagrams.sh --from "$HYPERCLOUD_CACHE/compare-modes-ci"
 
 step "all tests passed"

@@ -9,20 +9,25 @@
 # docs/cloud-call-traces.md (between its BEGIN/END GENERATED markers). Review the diff and
 # commit it; hack/verify-diagrams.sh fails while the committed files are stale.
 #
-#   hack/update-diagrams.sh [--root DIR]   write DIR/docs/... instead of this checkout's docs/
-#                                           (hack/verify-diagrams.sh uses a temp dir)
+#   hack/update-diagrams.sh [--root DIR] [--from DIR]
+#     --root DIR   write DIR/docs/... instead of this checkout's docs/ (hack/verify-diagrams.sh
+#                  uses a temp dir)
+#     --from DIR   render the traces of earlier runs in DIR/in-tree and DIR/external (as
+#                  hack/compare-modes.sh --dir DIR leaves them) instead of running local-up
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 
-root="$repo"
+root="$repo" from=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --root) root="${2:-}"; shift 2 ;;
     --root=*) root="${1#--root=}"; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --from) from="${2:-}"; shift 2 ;;
+    --from=*) from="${1#--from=}"; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "update-diagrams: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,10 +48,16 @@ bin="$CARGO_TARGET_DIR/debug/hypercloud"
 mkdir -p "$root/docs/diagrams"
 
 for mode in in-tree external; do
-  echo "update-diagrams: hack/local-up.sh --smoke --mode $mode (log: $scratch/local-up-$mode.log)"
-  hack/local-up.sh --smoke --mode "$mode" --dir "$scratch/$mode" >"$scratch/local-up-$mode.log" 2>&1 \
-    || { tail -n 30 "$scratch/local-up-$mode.log" >&2; fail "hack/local-up.sh --smoke --mode $mode"; }
-  traces=("$scratch/$mode"/trace-*.jsonl)
+  if [ -n "$from" ]; then
+    run="$from/$mode"
+    echo "update-diagrams: the traces of the earlier --mode $mode run in $run"
+  else
+    run="$scratch/$mode"
+    echo "update-diagrams: hack/local-up.sh --smoke --mode $mode (log: $scratch/local-up-$mode.log)"
+    hack/local-up.sh --smoke --mode "$mode" --dir "$run" >"$scratch/local-up-$mode.log" 2>&1 \
+      || { tail -n 30 "$scratch/local-up-$mode.log" >&2; fail "hack/local-up.sh --smoke --mode $mode"; }
+  fi
+  traces=("$run"/trace-*.jsonl)
   [ -e "${traces[0]}" ] || fail "local-up --mode $mode wrote no trace-*.jsonl"
   # kubelet-helper is always a participant: with --cloud-provider=external it makes no cloud
   # call and writes no trace, which is the point of the external layout.

@@ -2,12 +2,15 @@
 # Fails when the committed cloud-call diagrams (docs/diagrams/, and their copies embedded in
 # docs/cloud-call-traces.md) differ from what the demo records now: runs
 # hack/update-diagrams.sh into a temp dir and diffs. Fix with hack/update-diagrams.sh.
+#
+#   hack/verify-diagrams.sh [--from DIR]   --from: the traces of earlier local-up runs in
+#                                          DIR/{in-tree,external} (hack/compare-modes.sh --dir DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/hypercloud-verify-diagrams.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-hack/update-diagrams.sh --root "$tmp"
+hack/update-diagrams.sh --root "$tmp" "$@"
 
 stale=false
 diff -ruN docs/diagrams "$tmp/docs/diagrams" || stale=true
