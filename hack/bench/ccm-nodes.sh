@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Benchmark: the cloud-controller-manager initialising N Nodes (default 1000) that carry the
-# uninitialized taint, against the fake provider, on the envtest apiserver. Reports time to all
-# initialised, apiserver writes per Node, cloud calls per Node and the CCM's peak RSS
-# (cmd/hypercloud/examples/bench_ccm_nodes.rs does the work).
+# uninitialized taint, on the envtest apiserver, against the fake provider (default) or, with
+# --provider=local, a real `hypercloud local-cloud serve` holding N servers created through the
+# Nova API. Reports time to all initialised, apiserver writes per Node, provider calls per Node,
+# the CCM's peak RSS and, with the local cloud, the HTTP requests it answered per Node and its
+# peak RSS (cmd/hypercloud/examples/bench_ccm_nodes.rs does the work).
 #
-#   hack/bench/ccm-nodes.sh [N] [extra cloud-controller-manager flags...]
+#   hack/bench/ccm-nodes.sh [N] [--provider=fake|local] [extra cloud-controller-manager flags...]
 #   hack/bench/ccm-nodes.sh 1000 --kube-api-qps=200 --kube-api-burst=300 --concurrent-node-syncs=8
+#   hack/bench/ccm-nodes.sh 1000 --provider=local
 #
 # Uses the control plane in HYPERCLOUD_TEST_KUBECONFIG if set, else starts (and stops) its own.
 # HYPERCLOUD_BENCH_PROFILE=dev builds without optimisations (faster to build, slower to run).

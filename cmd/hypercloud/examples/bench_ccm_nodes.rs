@@ -1,11 +1,20 @@
 //! Benchmark (run by hack/bench/ccm-nodes.sh, not a test): N Nodes carrying the uninitialized
 //! taint are created directly in the envtest apiserver, a cloud-controller-manager process runs
-//! against the fake provider with a generated cloud-config of N instances, and this reports
-//! the time until every Node is initialised, the apiserver writes per Node (from the
-//! apiserver's own `apiserver_request_total`), the cloud calls per Node (from the CCM's
+//! against a provider that knows N instances of the same names, and this reports the time
+//! until every Node is initialised, the apiserver writes per Node (from the apiserver's own
+//! `apiserver_request_total`), the provider calls per Node (from the CCM's
 //! `cloudprovider_api_request_duration_seconds_count`) and the CCM's peak RSS (VmHWM).
 //!
-//! Usage: bench_ccm_nodes <hypercloud binary> [N] [extra CCM flags...]
+//! Two providers:
+//! - `fake` (default): a generated cloud-config of N instances; no cloud behind it.
+//! - `local`: a real `hypercloud local-cloud serve` (free loopback ports, temporary state
+//!   directory) with N servers created through the Nova API, and the CCM on
+//!   `--cloud-provider=local`. Also reports the HTTP requests the local cloud answered while
+//!   the CCM ran (its `localcloud_api_requests_total`) per Node, by service, method and route,
+//!   and the local cloud's peak RSS. This is where the provider's batching shows: many provider
+//!   calls, few cloud requests.
+//!
+//! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local] [extra CCM flags...]
 //! Needs HYPERCLOUD_TEST_KUBECONFIG (a running envtest, `eval "$(hack/envtest.sh start)"`).
 
 use std::collections::BTreeMap;
@@ -16,6 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::Api;
+use serde_json::{json, Value};
 
 const TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
@@ -83,6 +93,172 @@ fn vm_hwm_kb(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// `localcloud_api_requests_total` series answered between two scrapes, as
+/// `service method route code` → count, without the scrapes themselves (service `other`).
+fn cloud_requests(before: &str, after: &str) -> BTreeMap<String, f64> {
+    let parse = |text: &str| -> BTreeMap<String, f64> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("localcloud_api_requests_total{"))
+            .filter_map(|l| l.rsplit_once("} "))
+            .filter_map(|(labels, v)| {
+                let get = |k: &str| {
+                    labels
+                        .split(&format!("{k}=\""))
+                        .nth(1)
+                        .and_then(|r| r.split('"').next())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                (get("service") != "other").then(|| {
+                    (
+                        format!(
+                            "{} {} {} {}",
+                            get("service"),
+                            get("method"),
+                            get("route"),
+                            get("code")
+                        ),
+                        v.parse().unwrap_or(0.0),
+                    )
+                })
+            })
+            .collect()
+    };
+    let b = parse(before);
+    parse(after)
+        .into_iter()
+        .map(|(k, v)| {
+            let d = v - b.get(&k).unwrap_or(&0.0);
+            (k, d)
+        })
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
+}
+
+/// A running `hypercloud local-cloud serve` with N servers.
+struct LocalCloud {
+    child: std::process::Child,
+    api_url: String,
+}
+
+impl LocalCloud {
+    /// Starts the server on free loopback ports in `dir` and waits until Keystone answers.
+    async fn start(bin: &str, dir: &std::path::Path, http: &reqwest::Client) -> Res<Self> {
+        let state = dir.join("cloud");
+        let log = std::fs::File::create(dir.join("local-cloud.log"))?;
+        let child = Command::new(bin)
+            .args(["local-cloud", "serve", "--listen", "127.0.0.1:0"])
+            .args(["--metadata-listen", "127.0.0.1:0", "--state-dir"])
+            .arg(&state)
+            .env_remove("HYPERCLOUD_LOCAL_CLOUD_STATE_DIR")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        let mut cloud = LocalCloud {
+            child,
+            api_url: String::new(),
+        };
+        let pid = cloud.child.id();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let info = std::fs::read_to_string(state.join("server.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+            if let Some(info) = info.filter(|i| i["pid"] == pid) {
+                let url = info["api_url"].as_str().unwrap_or_default().to_string();
+                let up = http.get(format!("{url}/identity/v3")).send().await;
+                if up.is_ok_and(|r| r.status().is_success()) {
+                    cloud.api_url = url;
+                    return Ok(cloud);
+                }
+            }
+            if let Some(status) = cloud.child.try_wait()? {
+                return Err(
+                    format!("local cloud exited: {status}; log in {}", dir.display()).into(),
+                );
+            }
+            if Instant::now() > deadline {
+                return Err(format!("local cloud did not start; log in {}", dir.display()).into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A token of the default admin user (the one the `local` provider uses).
+    async fn token(&self, http: &reqwest::Client) -> Res<String> {
+        let body = json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": "admin", "domain": {"name": "Default"}, "password": "hypercloud"}}},
+            "scope": {"project": {"name": "demo", "domain": {"name": "Default"}}}}});
+        let r = http
+            .post(format!("{}/identity/v3/auth/tokens", self.api_url))
+            .json(&body)
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(r.headers()
+            .get("x-subject-token")
+            .and_then(|v| v.to_str().ok())
+            .ok_or("no X-Subject-Token in the answer")?
+            .to_string())
+    }
+
+    /// Creates a server per name with `POST /servers`, many at a time.
+    async fn create_servers(&self, http: &reqwest::Client, names: &[String]) -> Res<()> {
+        let token = self.token(http).await?;
+        let url = format!("{}/compute/v2.1/servers", self.api_url);
+        futures::stream::iter(names)
+            .map(|name| {
+                let body = json!({"server": {
+                    "name": name, "flavorRef": "m1.small", "availability_zone": "nova"}});
+                let req = http.post(&url).header("x-auth-token", &token).json(&body);
+                async move {
+                    let r = req.send().await?;
+                    if r.status().as_u16() != 202 {
+                        let status = r.status();
+                        return Err(format!(
+                            "creating server {name}: {status}: {}",
+                            r.text().await.unwrap_or_default()
+                        )
+                        .into());
+                    }
+                    Res::Ok(())
+                }
+            })
+            .buffer_unordered(32)
+            .try_collect::<Vec<_>>()
+            .await?;
+        Ok(())
+    }
+
+    async fn metrics(&self, http: &reqwest::Client) -> Res<String> {
+        Ok(http
+            .get(format!("{}/metrics", self.api_url))
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await?)
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for LocalCloud {
+    fn drop(&mut self) {
+        // After `stop` this finds the process reaped; on an early error it ends it.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> Res<()> {
     let mut args = std::env::args().skip(1);
@@ -90,7 +266,18 @@ async fn main() -> Res<()> {
         .next()
         .ok_or("usage: bench_ccm_nodes <hypercloud> [N] [ccm flags...]")?;
     let n: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1000);
-    let extra: Vec<String> = args.collect();
+    let mut provider = "fake".to_string();
+    let mut extra: Vec<String> = Vec::new();
+    while let Some(a) = args.next() {
+        match a.strip_prefix("--provider") {
+            Some(v) if v.starts_with('=') => provider = v[1..].to_string(),
+            Some("") => provider = args.next().ok_or("--provider needs a value")?,
+            _ => extra.push(a),
+        }
+    }
+    if provider != "fake" && provider != "local" {
+        return Err(format!("--provider={provider}: want fake or local").into());
+    }
     let kubeconfig = std::env::var("HYPERCLOUD_TEST_KUBECONFIG")
         .map_err(|_| "HYPERCLOUD_TEST_KUBECONFIG not set (eval \"$(hack/envtest.sh start)\")")?;
     let admin = token(&kubeconfig)?;
@@ -109,28 +296,48 @@ async fn main() -> Res<()> {
     let run = format!("b{}", std::process::id());
     let label = format!("hypercloud.io/bench={run}");
     let dir = tempfile::tempdir()?;
-    let mut cfg = String::from("region: RegionOne\nzone: nova\ninstances:\n");
-    for i in 0..n {
-        cfg.push_str(&format!(
-            "  - {{name: {run}-{i:04}, instanceType: m1.small, addresses: [{{type: InternalIP, address: 10.{}.{}.{}}}]}}\n",
-            i / 65536 % 256,
-            i / 256 % 256,
-            i % 256
-        ));
-    }
-    let cloud_config = dir.path().join("fake.yaml");
-    std::fs::write(&cloud_config, cfg)?;
+    let names: Vec<String> = (0..n).map(|i| format!("{run}-{i:04}")).collect();
+    let mut local = None;
+    let mut create_secs = 0.0;
+    let cloud_config = if provider == "local" {
+        eprintln!("starting the local cloud and creating {n} servers ...");
+        let cloud = LocalCloud::start(&bin, dir.path(), &http).await?;
+        let t = Instant::now();
+        cloud.create_servers(&http, &names).await?;
+        create_secs = t.elapsed().as_secs_f64();
+        eprintln!("created in {create_secs:.1}s");
+        let path = dir.path().join("cloud.conf");
+        std::fs::write(
+            &path,
+            format!("[Global]\nauth-url = {}/identity/v3\n", cloud.api_url),
+        )?;
+        local = Some(cloud);
+        path
+    } else {
+        let mut cfg = String::from("region: RegionOne\nzone: nova\ninstances:\n");
+        for (i, name) in names.iter().enumerate() {
+            cfg.push_str(&format!(
+                "  - {{name: {name}, instanceType: m1.small, addresses: [{{type: InternalIP, address: 10.{}.{}.{}}}]}}\n",
+                i / 65536 % 256,
+                i / 256 % 256,
+                i % 256
+            ));
+        }
+        let path = dir.path().join("fake.yaml");
+        std::fs::write(&path, cfg)?;
+        path
+    };
 
     eprintln!("creating {n} tainted Nodes ...");
     let t = Instant::now();
-    futures::stream::iter(0..n)
-        .map(|i| {
+    futures::stream::iter(names.iter().cloned())
+        .map(|name| {
             let nodes = nodes.clone();
             let run = run.clone();
             async move {
                 let node = Node {
                     metadata: ObjectMeta {
-                        name: Some(format!("{run}-{i:04}")),
+                        name: Some(name),
                         labels: Some([("hypercloud.io/bench".to_string(), run)].into()),
                         ..Default::default()
                     },
@@ -158,6 +365,10 @@ async fn main() -> Res<()> {
 
     let metrics_url = format!("{}metrics", apiserver);
     let before = get_text(&http, &metrics_url, &admin).await?;
+    let cloud_before = match &local {
+        Some(c) => c.metrics(&http).await?,
+        None => String::new(),
+    };
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
@@ -165,7 +376,7 @@ async fn main() -> Res<()> {
     let start = Instant::now();
     let mut ccm = Command::new(&bin)
         .arg("cloud-controller-manager")
-        .arg("--cloud-provider=fake")
+        .arg(format!("--cloud-provider={provider}"))
         .arg(format!("--cloud-config={}", cloud_config.display()))
         .arg(format!("--kubeconfig={kubeconfig}"))
         .arg(format!("--secure-port={port}"))
@@ -216,6 +427,15 @@ async fn main() -> Res<()> {
         .args(["-TERM", &pid.to_string()])
         .status();
     let _ = ccm.wait();
+    let cloud_side = match local.take() {
+        Some(c) => {
+            let requests = cloud_requests(&cloud_before, &c.metrics(&http).await?);
+            let hwm = vm_hwm_kb(c.child.id()).unwrap_or(0);
+            c.stop();
+            Some((requests, hwm))
+        }
+        None => None,
+    };
 
     let (wb, wa) = (writes(&before, "nodes"), writes(&after, "nodes"));
     let node_writes: f64 = wa.iter().map(|(k, v)| v - wb.get(k).unwrap_or(&0.0)).sum();
@@ -248,6 +468,10 @@ async fn main() -> Res<()> {
     by_request.sort();
 
     println!("nodes:                   {n}");
+    println!("provider:                {provider}");
+    if provider == "local" {
+        println!("servers created in:      {create_secs:.1}s (POST /servers, 32 at a time)");
+    }
     println!(
         "ccm flags:               {}",
         if extra.is_empty() {
@@ -264,14 +488,29 @@ async fn main() -> Res<()> {
         event_writes / n as f64
     );
     println!(
-        "cloud calls/node:        {:.3} ({})",
+        "provider calls/node:     {:.3} ({})",
         cloud_calls / n as f64,
         by_request.join(" ")
     );
+    if let Some((requests, _)) = &cloud_side {
+        let total: f64 = requests.values().sum();
+        let detail: Vec<String> = requests.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!(
+            "cloud API requests/node: {:.3} ({total} in all: {})",
+            total / n as f64,
+            detail.join(", ")
+        );
+    }
     println!(
         "ccm peak RSS:            {:.1} MiB",
         peak_kb as f64 / 1024.0
     );
+    if let Some((_, hwm)) = &cloud_side {
+        println!(
+            "local cloud peak RSS:    {:.1} MiB (including creating the servers)",
+            *hwm as f64 / 1024.0
+        );
+    }
 
     eprintln!("deleting the Nodes ...");
     nodes

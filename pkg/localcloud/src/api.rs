@@ -9,6 +9,7 @@ pub(crate) mod identity;
 pub(crate) mod image;
 pub(crate) mod loadbalancer;
 pub(crate) mod network;
+pub(crate) mod requests;
 pub(crate) mod volume;
 
 use std::collections::BTreeMap;
@@ -76,6 +77,8 @@ pub(crate) struct Cloud {
     pub faults: Faults,
     /// The load-balancer data plane (listeners, health monitors, metrics).
     pub dataplane: Arc<crate::lb::DataPlane>,
+    /// Requests answered, for `/metrics`.
+    pub requests: requests::RequestCounter,
 }
 
 pub(crate) type Ctx = State<Arc<Cloud>>;
@@ -585,41 +588,18 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(loadbalancer::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
-        .layer(axum::middleware::from_fn(log_request))
+        .layer(axum::middleware::from_fn_with_state(
+            cloud.clone(),
+            |State(cloud): Ctx, req, next| async move {
+                requests::observe(&cloud.requests, None, req, next).await
+            },
+        ))
         .with_state(cloud)
-}
-
-/// Logs every API request (debug; `-v 4`), with its status and how long it took.
-async fn log_request(req: Request, next: Next) -> Response {
-    let method = req.method().clone();
-    let path = req.uri().path().to_owned();
-    let started = std::time::Instant::now();
-    let response = next.run(req).await;
-    let status = response.status().as_u16();
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if status >= 500 {
-        tracing::warn!(%method, %path, status, ms, "local-cloud request");
-    } else {
-        tracing::debug!(%method, %path, status, ms, "local-cloud request");
-    }
-    response
 }
 
 async fn unknown_path(uri: Uri) -> Response {
     let path = uri.path();
-    let service = if path.starts_with("/identity") {
-        Service::Identity
-    } else if path.starts_with("/network") {
-        Service::Network
-    } else if path.starts_with("/volume") {
-        Service::Volume
-    } else if path.starts_with("/image") {
-        Service::Image
-    } else if path.starts_with("/load-balancer") {
-        Service::LoadBalancer
-    } else {
-        Service::Compute
-    };
+    let service = requests::service_of(path).unwrap_or(Service::Compute);
     let error = ApiError::not_found(
         "HTTPNotFound",
         format!("The resource could not be found: {path}"),
@@ -646,14 +626,17 @@ async fn root(State(cloud): Ctx) -> Response {
     )
 }
 
-/// The local cloud's metrics (the load-balancer data plane's), Prometheus text format.
+/// The local cloud's metrics (requests answered, the load-balancer data plane's), Prometheus
+/// text format.
 async fn metrics(State(cloud): Ctx) -> Response {
+    let mut text = cloud.requests.render();
+    text.push_str(&cloud.dataplane.metrics());
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        cloud.dataplane.metrics(),
+        text,
     )
         .into_response()
 }

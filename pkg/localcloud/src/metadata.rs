@@ -146,6 +146,13 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .layer(axum::middleware::from_fn(|req, next| {
             crate::api::format_errors(Service::Metadata, req, next)
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            cloud.clone(),
+            |State(cloud): State<Arc<Cloud>>, req, next| async move {
+                crate::api::requests::observe(&cloud.requests, Some(Service::Metadata), req, next)
+                    .await
+            },
+        ))
         .with_state(cloud)
 }
 

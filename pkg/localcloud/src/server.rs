@@ -152,6 +152,7 @@ impl Server {
             dataplane: dataplane.clone(),
             store: store.clone(),
             faults: config.faults.clone(),
+            requests: Default::default(),
             config,
             base_url: base_url.clone(),
         });

@@ -555,3 +555,92 @@ async fn single_interface_keypairs_and_volume_types() {
     assert_eq!(bad_type.status, StatusCode::NOT_FOUND);
     cloud.shutdown().await;
 }
+
+/// The value of the `localcloud_api_requests_total` series with exactly these labels (0 if
+/// absent).
+fn requests_total(metrics: &str, service: &str, method: &str, route: &str, code: u16) -> u64 {
+    let series = format!(
+        "localcloud_api_requests_total{{service=\"{service}\",method=\"{method}\",route=\"{route}\",code=\"{code}\"}} "
+    );
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+#[tokio::test]
+async fn requests_are_counted_on_metrics() {
+    let cloud = TestCloud::start().await;
+    let scrape = async || {
+        cloud
+            .http
+            .get(format!("{}/metrics", cloud.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let before = scrape().await;
+    let detail = "/compute/v2.1/servers/detail";
+    let one = "/compute/v2.1/servers/{id}";
+    assert_eq!(requests_total(&before, "compute", "GET", detail, 200), 0);
+
+    for _ in 0..3 {
+        assert_eq!(cloud.get(detail).await.status, StatusCode::OK);
+    }
+    let r = cloud.get("/compute/v2.1/servers/no-such-server").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = cloud
+        .raw(Method::GET, "/compute/v2.1/servers/x", None, None)
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = cloud.get("/compute/v2.1/no-such-collection").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = cloud
+        .raw(Method::GET, "/openstack/latest/meta_data.json", None, None)
+        .await;
+    // The API listener does not serve metadata; the metadata listener counts into the same
+    // family.
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let md = cloud
+        .http
+        .get(format!("{}/openstack", cloud.metadata_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(md.status(), StatusCode::OK);
+
+    let after = scrape().await;
+    assert_eq!(
+        requests_total(&after, "compute", "GET", detail, 200),
+        3,
+        "{after}"
+    );
+    assert_eq!(requests_total(&after, "compute", "GET", one, 404), 1);
+    assert_eq!(requests_total(&after, "compute", "GET", one, 401), 1);
+    assert_eq!(
+        requests_total(&after, "compute", "GET", "unmatched", 404),
+        1,
+        "{after}"
+    );
+    assert_eq!(
+        requests_total(&after, "metadata", "GET", "/openstack", 200),
+        1,
+        "{after}"
+    );
+    // The login of TestCloud::start, before the first scrape.
+    assert_eq!(
+        requests_total(&after, "identity", "POST", "/identity/v3/auth/tokens", 201),
+        1,
+        "{after}"
+    );
+    // The first scrape itself (the second is answered after it renders).
+    assert_eq!(
+        requests_total(&after, "other", "GET", "/metrics", 200),
+        1,
+        "{after}"
+    );
+    cloud.shutdown().await;
+}
