@@ -17,6 +17,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hypercloud_testenv::process::Proc;
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
@@ -27,7 +28,7 @@ use support::cluster::{
     assert_node_from_cloud, assert_pv_labelled, cinder_pv, eventually, has_taint,
     load_balancer_round_trip, provider_id, set_ready, Leftovers, E2E_LABEL, TAINT_UNINITIALIZED,
 };
-use support::process::{run, Bin, Proc};
+use support::process::{run, Bin};
 
 const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 

@@ -16,6 +16,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hypercloud_testenv::process::{free_port, Proc};
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -30,7 +31,7 @@ use support::cluster::{
     assert_node_from_cloud, assert_pv_labelled, cinder_pv, load_balancer_round_trip, set_ready,
     Leftovers, E2E_LABEL,
 };
-use support::process::{free_port, run, Bin, Proc};
+use support::process::{run, Bin};
 use support::webhooks;
 
 /// The cloud calls of a `--trace-cloud-calls` file, one JSON record a line.

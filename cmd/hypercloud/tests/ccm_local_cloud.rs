@@ -18,9 +18,9 @@
 mod process;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hypercloud_testenv::process::{personality, Proc, Stdout};
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
@@ -32,51 +32,28 @@ const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 
-/// A cloud-controller-manager process; killed when dropped, its log printed on failure.
-struct Ccm {
-    child: Child,
-    log: std::path::PathBuf,
-}
-
-impl Ccm {
-    fn start(dir: &Path, kubeconfig: &Path, cloud_conf: &Path, controllers: &str) -> Ccm {
-        let log = dir.join("ccm.log");
-        let child = Command::new(BIN)
-            .arg("cloud-controller-manager")
-            .arg("--cloud-provider=local")
-            .arg(format!("--cloud-config={}", cloud_conf.display()))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--leader-elect=false")
-            .arg("--secure-port=0")
-            .arg(format!("--controllers={controllers}"))
-            .arg("--node-monitor-period=1s")
-            .arg(format!(
-                "--trace-cloud-calls={}",
-                dir.join("trace.jsonl").display()
-            ))
-            .arg("--v=2")
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Ccm { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Ccm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- cloud-controller-manager log ---\n{}", self.log());
-        }
-    }
+/// Starts a cloud-controller-manager process (killed when dropped, its log printed when the
+/// test fails).
+fn start_ccm(dir: &Path, kubeconfig: &Path, cloud_conf: &Path, controllers: &str) -> Proc {
+    let mut cmd = personality(BIN, "cloud-controller-manager");
+    cmd.arg("--cloud-provider=local")
+        .arg(format!("--cloud-config={}", cloud_conf.display()))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--leader-elect=false")
+        .arg("--secure-port=0")
+        .arg(format!("--controllers={controllers}"))
+        .arg("--node-monitor-period=1s")
+        .arg(format!(
+            "--trace-cloud-calls={}",
+            dir.join("trace.jsonl").display()
+        ))
+        .arg("--v=2");
+    Proc::spawn_with(
+        "cloud-controller-manager",
+        cmd,
+        dir.join("ccm.log"),
+        Stdout::Null,
+    )
 }
 
 /// A local cloud with one instance per name, and a cloud.conf for the `local` provider.
@@ -155,7 +132,7 @@ fn local_cloud(cloud: &Cloud, args: &[&str]) {
 }
 
 /// Polls `f` every 200 ms until it returns `Some`, at most `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, ccm: &Ccm, mut f: F) -> T
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, ccm: &Proc, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -273,7 +250,7 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     // Ready, as its kubelet would report it (no node-lifecycle runs here anyway).
     set_ready(&nodes, &node, true).await;
 
-    let ccm = Ccm::start(
+    let ccm = start_ccm(
         &cloud.dir,
         env.control_plane().kubeconfig(),
         &cloud.conf,
@@ -449,7 +426,7 @@ async fn stopped_instance_is_tainted_and_deleted_instance_loses_its_node() {
         create_tainted_node(&nodes, n).await;
         set_ready(&nodes, n, true).await;
     }
-    let ccm = Ccm::start(
+    let ccm = start_ccm(
         &cloud.dir,
         env.control_plane().kubeconfig(),
         &cloud.conf,

@@ -4,12 +4,14 @@
 //! standby takes over at once), and the admin server (`/healthz` open, `/metrics` needs a
 //! token the apiserver accepts and authorises, and parses as Prometheus text).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use hypercloud_testenv::leases::LeaseRef;
+use hypercloud_testenv::process::{
+    admin_token, free_port, personality as personality_command, Proc, Stdout,
+};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, ServiceAccount, Taint};
 use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
@@ -25,52 +27,25 @@ instances:
     addresses: [{type: InternalIP, address: 10.0.0.11}]
 ";
 
-/// A controller manager process; killed when dropped.
-struct Proc {
-    child: Child,
+/// A controller manager process (killed when dropped, its log printed when the test fails)
+/// and the port of its admin server.
+struct Cm {
+    proc: Proc,
     port: u16,
-    stderr: PathBuf,
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+impl std::ops::Deref for Cm {
+    type Target = Proc;
 
-impl Proc {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn sigterm(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-    }
-
-    /// Waits for the process to exit, at most `limit`.
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                return s.code();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
+    fn deref(&self) -> &Proc {
+        &self.proc
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+impl std::ops::DerefMut for Cm {
+    fn deref_mut(&mut self) -> &mut Proc {
+        &mut self.proc
+    }
 }
 
 struct Setup {
@@ -78,16 +53,6 @@ struct Setup {
     dir: tempfile::TempDir,
     lease: String,
     token: String,
-}
-
-/// The admin token of the envtest kubeconfig (user `envtest-admin-token`, system:masters).
-fn admin_token(kubeconfig: &Path) -> String {
-    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("token: "))
-        .expect("kubeconfig has a token user")
-        .trim()
-        .to_string()
 }
 
 async fn setup(name: &str) -> Setup {
@@ -111,15 +76,14 @@ async fn setup(name: &str) -> Setup {
 }
 
 impl Setup {
-    fn spawn(&self, personality: &str, tag: &str, extra: &[&str]) -> Proc {
+    fn spawn(&self, personality: &str, tag: &str, extra: &[&str]) -> Cm {
         let port = free_port();
-        let stderr = self.dir.path().join(format!("{tag}.log"));
+        let log = self.dir.path().join(format!("{tag}.log"));
         let cloud_config = format!(
             "--cloud-config={}",
             self.dir.path().join("fake.yaml").display()
         );
         let mut args = vec![
-            personality.to_string(),
             format!(
                 "--kubeconfig={}",
                 self.env.control_plane().kubeconfig().display()
@@ -137,50 +101,31 @@ impl Setup {
             args.push(cloud_config);
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(BIN)
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).expect("log file"))
-            .spawn()
-            .expect("spawn hypercloud");
-        Proc {
-            child,
+        let mut cmd = personality_command(BIN, personality);
+        cmd.args(&args);
+        Cm {
+            proc: Proc::spawn_with(&format!("{personality} {tag}"), cmd, log, Stdout::Null),
             port,
-            stderr,
         }
     }
 
-    async fn holder(&self) -> Option<String> {
-        let leases: Api<Lease> = Api::namespaced(self.env.client(), self.env.namespace());
-        leases
-            .get_opt(&self.lease)
-            .await
-            .expect("get lease")
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty())
+    fn lease(&self) -> LeaseRef {
+        LeaseRef::new(self.env.client(), self.env.namespace(), &self.lease)
     }
 
-    /// Polls until the holder satisfies `pred`; returns it and how long it took.
+    async fn holder(&self) -> Option<String> {
+        self.lease().holder().await
+    }
+
+    /// Polls every 100ms until the holder satisfies `pred`; returns it and how long it took.
     async fn wait_holder(
         &self,
         limit: Duration,
         pred: impl Fn(&Option<String>) -> bool,
     ) -> (Option<String>, Duration) {
-        let start = Instant::now();
-        loop {
-            let h = self.holder().await;
-            if pred(&h) {
-                return (h, start.elapsed());
-            }
-            assert!(
-                start.elapsed() < limit,
-                "lease holder still {h:?} after {limit:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.lease()
+            .wait_holder("lease holder", limit, Duration::from_millis(100), pred)
+            .await
     }
 }
 
@@ -192,7 +137,7 @@ fn http() -> reqwest::Client {
         .expect("http client")
 }
 
-async fn get(p: &Proc, path: &str, token: Option<&str>) -> (u16, String) {
+async fn get(p: &Cm, path: &str, token: Option<&str>) -> (u16, String) {
     let url = format!("https://127.0.0.1:{}{path}", p.port);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -271,7 +216,7 @@ fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
 }
 
 /// Cloud calls other than `initialize`: only a process whose controllers run makes them.
-async fn cloud_calls(p: &Proc, s: &Setup) -> f64 {
+async fn cloud_calls(p: &Cm, s: &Setup) -> f64 {
     let (code, body) = get(p, "/metrics", Some(&s.token)).await;
     assert_eq!(code, 200, "{body}");
     parse_metrics(&body)
@@ -312,7 +257,7 @@ impl Setup {
     }
 
     /// Waits until a cloud-node controller has initialised `name` (taint gone, providerID set).
-    async fn wait_initialised(&self, name: &str, leader: &Proc) {
+    async fn wait_initialised(&self, name: &str, leader: &Cm) {
         let nodes: Api<Node> = Api::all(self.env.client());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -347,7 +292,7 @@ impl Setup {
     }
 }
 
-async fn master_status(p: &Proc, s: &Setup) -> f64 {
+async fn master_status(p: &Cm, s: &Setup) -> f64 {
     let (code, body) = get(p, "/metrics", Some(&s.token)).await;
     assert_eq!(code, 200, "{body}");
     let samples = parse_metrics(&body);
@@ -559,18 +504,7 @@ async fn lost_leadership_stops_the_process_non_zero() {
         .await;
     // Someone else takes the Lease over (as after a long partition): the leader's renewals
     // fail until the renew deadline (3s), then it must stop and exit non-zero.
-    let leases: Api<Lease> = Api::namespaced(s.env.client(), s.env.namespace());
-    loop {
-        let mut l = leases.get(&s.lease).await.expect("lease");
-        let spec = l.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = Some("intruder".into());
-        spec.lease_duration_seconds = Some(600);
-        match leases.replace(&s.lease, &PostParams::default(), &l).await {
-            Ok(_) => break,
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => panic!("replace lease: {e}"),
-        }
-    }
+    s.lease().take_over("intruder", 600).await;
     let code = p.wait_exit(Duration::from_secs(15));
     assert_eq!(code, Some(1), "{}", p.log());
     assert!(p.log().contains("leaderelection lost"), "{}", p.log());

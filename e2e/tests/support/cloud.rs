@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use hypercloud_testenv::process::Proc;
 use serde_json::Value;
 
-use super::process::{run, Bin, Proc};
+use super::process::{run, Bin};
 
 /// The region the local cloud names in its catalog.
 pub const REGION: &str = "RegionOne";
