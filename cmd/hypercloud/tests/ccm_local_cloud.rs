@@ -14,20 +14,18 @@
 #![cfg(feature = "openstack")]
 #![allow(clippy::unwrap_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod process;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use hypercloud_testenv::localcloud::{cli, cli_json, state_dir, Serve};
 use hypercloud_testenv::process::{personality, Proc, Stdout};
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
-use process::{cli_json, http, state_dir, token, Serve, BIN};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
@@ -68,9 +66,10 @@ impl Cloud {
     fn start(vip_pool: &str, instances: &[&str]) -> Cloud {
         let tmp = tempfile::tempdir().unwrap();
         let state = state_dir(&tmp);
-        let serve = Serve::start(&state, &["--lb-vip-pool", vip_pool]);
+        let serve = Serve::start(BIN, &state, &["--lb-vip-pool", vip_pool]);
         for name in instances {
             cli_json(
+                BIN,
                 &state,
                 &[
                     "instance", "create", name, "--zone", "nova", "--flavor", "m1.small", "-o",
@@ -79,11 +78,7 @@ impl Cloud {
             );
         }
         let conf = tmp.path().join("cloud.conf");
-        std::fs::write(
-            &conf,
-            format!("[Global]\nauth-url = {}/identity/v3\n", serve.api_url),
-        )
-        .unwrap();
+        std::fs::write(&conf, serve.cloud_conf()).unwrap();
         Cloud {
             dir: tmp.path().to_path_buf(),
             _tmp: tmp,
@@ -96,34 +91,11 @@ impl Cloud {
     fn state(&self) -> std::path::PathBuf {
         self.dir.join("state")
     }
-
-    /// Octavia's load balancers whose name ends with `suffix`.
-    fn load_balancers(&self, suffix: &str) -> Vec<Value> {
-        let t = token(&self.serve.api_url);
-        let (status, _, body) = http(
-            "GET",
-            &format!(
-                "{}/load-balancer/v2/lbaas/loadbalancers",
-                self.serve.api_url
-            ),
-            &[("X-Auth-Token", &t)],
-            None,
-        );
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        v["loadbalancers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|lb| lb["name"].as_str().is_some_and(|n| n.ends_with(suffix)))
-            .cloned()
-            .collect()
-    }
 }
 
 /// Runs `hypercloud local-cloud ARGS` on the cloud's state directory, asserting success.
 fn local_cloud(cloud: &Cloud, args: &[&str]) {
-    let out = process::cli(&cloud.state(), args);
+    let out = cli(BIN, &cloud.state(), args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -347,7 +319,7 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     );
     assert!(vip.starts_with("127.0.120."), "{vip}");
     let suffix = format!("_{}_web", env.namespace());
-    assert_eq!(cloud.load_balancers(&suffix).len(), 1);
+    assert_eq!(cloud.serve.load_balancers(&suffix).len(), 1);
 
     // Traffic to the VIP reaches the backend on the Node's address through the data plane.
     let vip_addr: std::net::SocketAddr = format!("{vip}:8080").parse().unwrap();
@@ -388,6 +360,7 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         .unwrap_or_default()
         .is_empty());
     assert!(cloud
+        .serve
         .load_balancers(&format!("_{}_foreign", env.namespace()))
         .is_empty());
 
@@ -406,7 +379,7 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         },
     )
     .await;
-    assert!(cloud.load_balancers(&suffix).is_empty());
+    assert!(cloud.serve.load_balancers(&suffix).is_empty());
     assert_eq!(request(vip_addr).await, None, "the VIP no longer answers");
 
     nodes.delete(&node, &DeleteParams::default()).await.unwrap();

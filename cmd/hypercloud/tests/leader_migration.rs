@@ -7,20 +7,18 @@
 #![cfg(feature = "openstack")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod process;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hypercloud_testenv::leases::LeaseRef;
+use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
 use hypercloud_testenv::process::{personality as personality_command, Proc, Stdout};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec, Taint};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::Api;
-use process::{cli_json, http, state_dir, token, Serve, BIN};
 use serde_json::Value;
 
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const KCM: &str = "kube-controller-manager";
 const CCM: &str = "cloud-controller-manager";
 
@@ -151,19 +149,7 @@ impl Setup {
 
     /// The local cloud's load balancers named `name` (Octavia list by name).
     fn lbs_named(&self, name: &str) -> Vec<Value> {
-        let t = token(&self.cloud.api_url);
-        let (status, _, body) = http(
-            "GET",
-            &format!(
-                "{}/load-balancer/v2/lbaas/loadbalancers?name={name}",
-                self.cloud.api_url
-            ),
-            &[("X-Auth-Token", &t)],
-            None,
-        );
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).expect("json");
-        v["loadbalancers"].as_array().expect("list").clone()
+        self.cloud.load_balancers_named(name)
     }
 
     fn lb_name(&self, service: &str) -> String {
@@ -222,13 +208,9 @@ async fn setup() -> Setup {
         .await
         .expect("testenv");
     let tmp = tempfile::tempdir().expect("tmp");
-    let cloud = Serve::start(&state_dir(&tmp), &[]);
+    let cloud = Serve::start(BIN, &state_dir(&tmp), &[]);
     let cloud_conf = tmp.path().join("cloud.conf");
-    std::fs::write(
-        &cloud_conf,
-        format!("[Global]\nauth-url = {}/identity/v3\n", cloud.api_url),
-    )
-    .expect("cloud.conf");
+    std::fs::write(&cloud_conf, cloud.cloud_conf()).expect("cloud.conf");
     let migration_lease = env.unique_name("migration");
     Setup {
         env,
@@ -269,6 +251,7 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
     //    cloud), but waits for the migration Lease and does not touch Services meanwhile.
     let node = s.env.unique_name("lm-node");
     cli_json(
+        BIN,
         &state_dir(&s.tmp),
         &["instance", "create", &node, "-o", "json"],
     );

@@ -16,6 +16,7 @@
 //! panic with a message saying what failed, as the tests calling them would.
 
 pub mod leases;
+pub mod localcloud;
 pub mod process;
 
 use std::collections::hash_map::RandomState;
