@@ -15,18 +15,21 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hypercloud_testenv::localcloud::{cli, cli_json, state_dir, Serve};
+use hypercloud_testenv::net::{request, Backend};
+use hypercloud_testenv::nodes::{
+    self, create_tainted, has_taint, internal_ip, provider_id, set_ready, TAINT_UNINITIALIZED,
+};
 use hypercloud_testenv::process::{personality, Proc, Stdout};
+use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 
@@ -103,102 +106,6 @@ fn local_cloud(cloud: &Cloud, args: &[&str]) {
     );
 }
 
-/// Polls `f` every 200 ms until it returns `Some`, at most `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, ccm: &Proc, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}; log:\n{}",
-            ccm.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
-}
-
-/// A Node as `kubelet --cloud-provider=external` registers it: tainted, no provider ID.
-async fn create_tainted_node(nodes: &Api<Node>, name: &str) {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]}
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-}
-
-/// Sets the Node's Ready condition, as its kubelet would.
-async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool) {
-    let status = if ready { "True" } else { "False" };
-    let patch = json!({"status": {"conditions": [{
-        "type": "Ready", "status": status, "reason": "KubeletReady",
-        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"
-    }]}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await
-        .unwrap();
-}
-
-fn internal_ip(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .addresses
-        .as_ref()?
-        .iter()
-        .find(|a| a.type_ == "InternalIP")
-        .map(|a| a.address.clone())
-}
-
-/// Serves `reply` to every TCP connection on `addr` (what kube-proxy's NodePort plus a pod
-/// would answer on a real node).
-async fn backend(addr: std::net::SocketAddr, reply: String) -> tokio::task::JoinHandle<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut conn, _)) = listener.accept().await else {
-                return;
-            };
-            let reply = reply.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                let _ = conn.read(&mut buf).await;
-                let _ = conn.write_all(reply.as_bytes()).await;
-                let _ = conn.shutdown().await;
-            });
-        }
-    })
-}
-
-/// One request through `addr`; the answer, or `None` when the connection fails or is empty.
-async fn request(addr: std::net::SocketAddr) -> Option<String> {
-    let connect = tokio::net::TcpStream::connect(addr);
-    let mut conn = tokio::time::timeout(Duration::from_secs(2), connect)
-        .await
-        .ok()?
-        .ok()?;
-    conn.write_all(b"GET / HTTP/1.0\r\n\r\n").await.ok()?;
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(2), conn.read_to_string(&mut out))
-        .await
-        .ok()?
-        .ok()?;
-    (!out.is_empty()).then_some(out)
-}
-
 fn lb_service(name: &str, class: Option<&str>) -> Service {
     let mut spec = json!({
         "type": "LoadBalancer",
@@ -218,11 +125,11 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     let node = env.unique_name("lb-node");
     let cloud = Cloud::start("127.0.120.0/24", &[&node]);
     let nodes: Api<Node> = Api::all(env.client());
-    create_tainted_node(&nodes, &node).await;
+    create_tainted(&nodes, &node).await;
     // Ready, as its kubelet would report it (no node-lifecycle runs here anyway).
     set_ready(&nodes, &node, true).await;
 
-    let ccm = start_ccm(
+    let _ccm = start_ccm(
         &cloud.dir,
         env.control_plane().kubeconfig(),
         &cloud.conf,
@@ -230,19 +137,12 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     );
 
     // The Node is initialised from the cloud.
-    let initialised = eventually(
+    let initialised = nodes::wait_for(
+        &nodes,
+        &node,
         "the Node to be initialised",
         Duration::from_secs(60),
-        &ccm,
-        || {
-            let nodes = nodes.clone();
-            let node = node.clone();
-            async move {
-                let n = nodes.get(&node).await.ok()?;
-                let id = n.spec.as_ref()?.provider_id.clone()?;
-                (!has_taint(&n, UNINITIALIZED) && !id.is_empty()).then_some(n)
-            }
-        },
+        |n| !has_taint(n, TAINT_UNINITIALIZED) && provider_id(n).is_some_and(|id| !id.is_empty()),
     )
     .await;
     let labels = initialised.metadata.labels.clone().unwrap_or_default();
@@ -292,14 +192,14 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         .node_port
         .expect("a nodePort");
     let reply = format!("HTTP/1.0 200 OK\r\n\r\nhello from {node}\n");
-    let _backend = backend(
+    let _backend = Backend::start(
         format!("{node_ip}:{node_port}").parse().unwrap(),
         reply.clone(),
     )
     .await;
 
     // The Service gets an ingress VIP and the cleanup finalizer.
-    let vip = eventually("an ingress IP", Duration::from_secs(60), &ccm, || {
+    let vip = eventually("an ingress IP", Duration::from_secs(60), || {
         let services = services.clone();
         async move {
             let s = services.get("web").await.ok()?;
@@ -326,7 +226,6 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     let answer = eventually(
         "an answer through the load balancer",
         Duration::from_secs(30),
-        &ccm,
         || async move { request(vip_addr).await.filter(|a| a.contains("hello from")) },
     )
     .await;
@@ -369,15 +268,10 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually(
-        "the Service to be gone",
-        Duration::from_secs(60),
-        &ccm,
-        || {
-            let services = services.clone();
-            async move { services.get_opt("web").await.ok()?.is_none().then_some(()) }
-        },
-    )
+    eventually("the Service to be gone", Duration::from_secs(60), || {
+        let services = services.clone();
+        async move { services.get_opt("web").await.ok()?.is_none().then_some(()) }
+    })
     .await;
     assert!(cloud.serve.load_balancers(&suffix).is_empty());
     assert_eq!(request(vip_addr).await, None, "the VIP no longer answers");
@@ -396,23 +290,18 @@ async fn stopped_instance_is_tainted_and_deleted_instance_loses_its_node() {
     let cloud = Cloud::start("127.0.121.0/24", &[&stopped, &gone]);
     let nodes: Api<Node> = Api::all(env.client());
     for n in [&stopped, &gone] {
-        create_tainted_node(&nodes, n).await;
+        create_tainted(&nodes, n).await;
         set_ready(&nodes, n, true).await;
     }
-    let ccm = start_ccm(
+    let _ccm = start_ccm(
         &cloud.dir,
         env.control_plane().kubeconfig(),
         &cloud.conf,
         "cloud-node,cloud-node-lifecycle",
     );
     for n in [&stopped, &gone] {
-        eventually("initialisation", Duration::from_secs(60), &ccm, || {
-            let nodes = nodes.clone();
-            let n = n.clone();
-            async move {
-                let node = nodes.get(&n).await.ok()?;
-                (!has_taint(&node, UNINITIALIZED)).then_some(())
-            }
+        nodes::wait_for(&nodes, n, "initialisation", Duration::from_secs(60), |n| {
+            !has_taint(n, TAINT_UNINITIALIZED)
         })
         .await;
     }
@@ -420,24 +309,23 @@ async fn stopped_instance_is_tainted_and_deleted_instance_loses_its_node() {
     // The instance stops; its kubelet stops posting Ready.
     local_cloud(&cloud, &["instance", "stop", &stopped]);
     set_ready(&nodes, &stopped, false).await;
-    eventually("the shutdown taint", Duration::from_secs(30), &ccm, || {
-        let nodes = nodes.clone();
-        let n = stopped.clone();
-        async move { has_taint(&nodes.get(&n).await.ok()?, SHUTDOWN).then_some(()) }
-    })
+    nodes::wait_for(
+        &nodes,
+        &stopped,
+        "the shutdown taint",
+        Duration::from_secs(30),
+        |n| has_taint(n, SHUTDOWN),
+    )
     .await;
     // Ready again: the taint comes off.
     local_cloud(&cloud, &["instance", "start", &stopped]);
     set_ready(&nodes, &stopped, true).await;
-    eventually(
+    nodes::wait_for(
+        &nodes,
+        &stopped,
         "the shutdown taint removed",
         Duration::from_secs(30),
-        &ccm,
-        || {
-            let nodes = nodes.clone();
-            let n = stopped.clone();
-            async move { (!has_taint(&nodes.get(&n).await.ok()?, SHUTDOWN)).then_some(()) }
-        },
+        |n| !has_taint(n, SHUTDOWN),
     )
     .await;
 
@@ -447,7 +335,6 @@ async fn stopped_instance_is_tainted_and_deleted_instance_loses_its_node() {
     eventually(
         "the Node of the deleted instance to be deleted",
         Duration::from_secs(30),
-        &ccm,
         || {
             let nodes = nodes.clone();
             let n = gone.clone();

@@ -8,11 +8,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hypercloud_testenv::leases::LeaseRef;
+use hypercloud_testenv::nodes;
 use hypercloud_testenv::process::{
     admin_token, free_port, personality as personality_command, Proc, Stdout,
 };
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Node, NodeSpec, ServiceAccount, Taint};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
 
@@ -233,55 +234,19 @@ impl Setup {
     /// Creates a Node with the uninitialized taint, as a kubelet with
     /// `--cloud-provider=external` registers it.
     async fn tainted_node(&self, name: &str) {
-        let nodes: Api<Node> = Api::all(self.env.client());
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: Some(vec![Taint {
-                    key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
-                    value: Some("true".into()),
-                    effect: "NoSchedule".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        nodes
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
+        nodes::create_tainted(&Api::all(self.env.client()), name).await;
     }
 
     /// Waits until a cloud-node controller has initialised `name` (taint gone, providerID set).
-    async fn wait_initialised(&self, name: &str, leader: &Cm) {
-        let nodes: Api<Node> = Api::all(self.env.client());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let spec = nodes
-                .get(name)
-                .await
-                .expect("get node")
-                .spec
-                .unwrap_or_default();
-            let tainted = spec
-                .taints
-                .unwrap_or_default()
-                .iter()
-                .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized");
-            if !tainted && spec.provider_id.is_some() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} not initialised; leader log:\n{}",
-                leader.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+    async fn wait_initialised(&self, name: &str) {
+        nodes::wait_for(
+            &Api::all(self.env.client()),
+            name,
+            &format!("{name} to be initialised"),
+            Duration::from_secs(30),
+            |n| !nodes::has_taint(n, nodes::TAINT_UNINITIALIZED) && nodes::provider_id(n).is_some(),
+        )
+        .await;
     }
 
     async fn delete_nodes(&self, names: &[String]) {
@@ -324,7 +289,7 @@ async fn one_leader_kill9_takeover_and_sigterm_release() {
     assert_eq!(statuses, [1.0, 0.0, 0.0], "a got the lease first");
     // Only the leader's controllers act: it asks the cloud about the new Node, the standbys
     // never ask the cloud anything.
-    s.wait_initialised(&n1, &a).await;
+    s.wait_initialised(&n1).await;
     assert!(cloud_calls(&a, &s).await >= 1.0);
     assert_eq!(cloud_calls(&b, &s).await, 0.0, "{}", b.log());
     assert_eq!(cloud_calls(&c, &s).await, 0.0, "{}", c.log());

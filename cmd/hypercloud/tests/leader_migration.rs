@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use hypercloud_testenv::leases::LeaseRef;
 use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
+use hypercloud_testenv::nodes;
 use hypercloud_testenv::process::{personality as personality_command, Proc, Stdout};
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec, Taint};
+use hypercloud_testenv::wait::eventually;
+use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::Api;
 use serde_json::Value;
@@ -184,9 +186,9 @@ impl Setup {
     /// Waits until Service `name` has a load-balancer ingress and the cloud has its load
     /// balancer; returns the load balancer's id.
     async fn wait_lb(&self, name: &str) -> String {
-        let api: Api<Service> = Api::namespaced(self.env.client(), self.ns());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
+        let api = &Api::<Service>::namespaced(self.env.client(), self.ns());
+        let what = format!("a load balancer for {name}");
+        eventually(&what, Duration::from_secs(60), move || async move {
             let svc = api.get(name).await.expect("get service");
             let ingress = svc
                 .status
@@ -194,12 +196,10 @@ impl Setup {
                 .and_then(|l| l.ingress)
                 .unwrap_or_default();
             let lbs = self.lbs_named(&self.lb_name(name));
-            if !ingress.is_empty() && !lbs.is_empty() {
-                return lbs[0]["id"].as_str().expect("id").to_string();
-            }
-            assert!(Instant::now() < deadline, "no load balancer for {name}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            (!ingress.is_empty() && !lbs.is_empty())
+                .then(|| lbs[0]["id"].as_str().expect("id").to_string())
+        })
+        .await
     }
 }
 
@@ -268,45 +268,15 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
         .await;
     assert_ne!(ccm_id, kcm_id);
     let nodes: Api<Node> = Api::all(s.env.client());
-    nodes
-        .create(
-            &PostParams::default(),
-            &Node {
-                metadata: ObjectMeta {
-                    name: Some(node.clone()),
-                    ..Default::default()
-                },
-                spec: Some(NodeSpec {
-                    taints: Some(vec![Taint {
-                        key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
-                        value: Some("true".into()),
-                        effect: "NoSchedule".into(),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("create node");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let spec = nodes
-            .get(&node)
-            .await
-            .expect("node")
-            .spec
-            .unwrap_or_default();
-        if spec.provider_id.is_some() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "cloud-node did not initialise {node}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    nodes::create_tainted(&nodes, &node).await;
+    nodes::wait_for(
+        &nodes,
+        &node,
+        &format!("cloud-node to initialise {node}"),
+        Duration::from_secs(30),
+        |n| nodes::provider_id(n).is_some(),
+    )
+    .await;
     // Several retry periods of contending: the migration Lease stays with the controller-
     // manager, and the cloud-controller-manager makes no load-balancer call at all.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -410,15 +380,19 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
             .await
             .expect("delete service");
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(s.lbs_named(&s.lb_name("svc-a")).is_empty()
-        && s.lbs_named(&s.lb_name("svc-b")).is_empty()
-        && services.get_opt("svc-a").await.unwrap().is_none()
-        && services.get_opt("svc-b").await.unwrap().is_none())
-    {
-        assert!(Instant::now() < deadline, "services not cleaned up");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let (setup, svcs) = (&s, &services);
+    eventually(
+        "the services and their load balancers to be cleaned up",
+        Duration::from_secs(60),
+        move || async move {
+            (setup.lbs_named(&setup.lb_name("svc-a")).is_empty()
+                && setup.lbs_named(&setup.lb_name("svc-b")).is_empty()
+                && svcs.get_opt("svc-a").await.unwrap().is_none()
+                && svcs.get_opt("svc-b").await.unwrap().is_none())
+            .then_some(())
+        },
+    )
+    .await;
 
     // 5. SIGTERM releases both of the cloud-controller-manager's Leases.
     let mut ccm = ccm;

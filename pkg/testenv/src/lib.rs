@@ -17,7 +17,10 @@
 
 pub mod leases;
 pub mod localcloud;
+pub mod net;
+pub mod nodes;
 pub mod process;
+pub mod wait;
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
