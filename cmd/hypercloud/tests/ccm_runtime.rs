@@ -334,8 +334,7 @@ async fn one_leader_kill9_takeover_and_sigterm_release() {
     // takes over at its next retry, long before the 4s lease would have expired.
     let start = Instant::now();
     leader.sigterm();
-    let code = leader.wait_exit(Duration::from_secs(10));
-    assert_eq!(code, Some(0), "{}", leader.log());
+    leader.assert_exits(0, Duration::from_secs(10));
     assert!(leader.log().contains("released lease"), "{}", leader.log());
     let (third, _) = s
         .wait_holder(Duration::from_secs(10), |h| h.is_some() && *h != second)
@@ -419,7 +418,7 @@ async fn admin_server_delegates_auth_to_the_apiserver() {
     // Shutdown: exits 0.
     let mut p = p;
     p.sigterm();
-    assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(0), "{}", p.log());
+    p.assert_exits(0, Duration::from_secs(10));
     s.env.cleanup().await.expect("cleanup");
 }
 
@@ -436,7 +435,7 @@ async fn controller_manager_external_holds_its_lease_and_serves() {
         p.log()
     );
     p.sigterm();
-    assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(0), "{}", p.log());
+    p.assert_exits(0, Duration::from_secs(10));
     assert_eq!(s.holder().await, None, "released");
     s.env.cleanup().await.expect("cleanup");
 }
@@ -470,8 +469,7 @@ async fn lost_leadership_stops_the_process_non_zero() {
     // Someone else takes the Lease over (as after a long partition): the leader's renewals
     // fail until the renew deadline (3s), then it must stop and exit non-zero.
     s.lease().take_over("intruder", 600).await;
-    let code = p.wait_exit(Duration::from_secs(15));
-    assert_eq!(code, Some(1), "{}", p.log());
+    p.assert_exits(1, Duration::from_secs(15));
     assert!(p.log().contains("leaderelection lost"), "{}", p.log());
     assert_eq!(s.holder().await.as_deref(), Some("intruder"));
     s.env.cleanup().await.expect("cleanup");

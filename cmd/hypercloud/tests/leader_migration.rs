@@ -308,12 +308,7 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
         .await;
     s.create_lb_service("svc-b").await;
     let free_when_b_created = after.is_none();
-    assert_eq!(
-        kcm.wait_exit(Duration::from_secs(10)),
-        Some(0),
-        "{}",
-        kcm.log()
-    );
+    kcm.assert_exits(0, Duration::from_secs(10));
     let kcm_log = kcm.log();
     for lease in [&mig, &kcm_lease] {
         assert!(
@@ -397,12 +392,7 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
     // 5. SIGTERM releases both of the cloud-controller-manager's Leases.
     let mut ccm = ccm;
     ccm.sigterm();
-    assert_eq!(
-        ccm.wait_exit(Duration::from_secs(10)),
-        Some(0),
-        "{}",
-        ccm.log()
-    );
+    ccm.assert_exits(0, Duration::from_secs(10));
     assert_eq!(s.holder(&ccm_lease).await, None);
     assert_eq!(s.holder(&mig).await, None);
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
@@ -419,12 +409,7 @@ async fn losing_the_migration_lease_stops_the_process_non_zero() {
     // Someone else takes the migration Lease (as after a partition): renewals fail for the
     // renew deadline (3s), then the process must stop its controllers and exit 1.
     s.lease(&mig).take_over("intruder", 600).await;
-    assert_eq!(
-        ccm.wait_exit(Duration::from_secs(15)),
-        Some(1),
-        "{}",
-        ccm.log()
-    );
+    ccm.assert_exits(1, Duration::from_secs(15));
     let log = ccm.log();
     assert!(log.contains("migration leaderelection lost"), "{log}");
     assert_eq!(s.holder(&mig).await.as_deref(), Some("intruder"));

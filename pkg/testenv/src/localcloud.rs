@@ -273,3 +273,49 @@ pub fn token(api_url: &str) -> String {
         })
         .expect("an X-Subject-Token header")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_reports_status_zero_when_nothing_answers() {
+        let port = crate::process::free_port();
+        let (status, head, body) = http("GET", &format!("http://127.0.0.1:{port}/x"), &[], None);
+        assert_eq!((status, head.as_str(), body.as_str()), (0, "", ""));
+    }
+
+    #[test]
+    fn http_sends_the_request_and_splits_the_answer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("accept");
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !String::from_utf8_lossy(&req).contains("{\"a\": 1}") {
+                let n = conn.read(&mut buf).expect("read");
+                req.extend_from_slice(&buf[..n]);
+            }
+            conn.write_all(b"HTTP/1.1 201 Created\r\nX-Subject-Token: t1\r\n\r\n{}")
+                .expect("write");
+            String::from_utf8_lossy(&req).into_owned()
+        });
+        let (status, head, body) = http(
+            "POST",
+            &format!("http://{addr}/identity/v3/auth/tokens"),
+            &[("X-Test", "yes")],
+            Some("{\"a\": 1}"),
+        );
+        assert_eq!(status, 201);
+        assert!(head.contains("X-Subject-Token: t1"), "{head}");
+        assert_eq!(body, "{}");
+        let req = server.join().expect("server");
+        assert!(
+            req.starts_with("POST /identity/v3/auth/tokens HTTP/1.1\r\n"),
+            "{req}"
+        );
+        assert!(req.contains("Content-Type: application/json\r\n"), "{req}");
+        assert!(req.contains("X-Test: yes\r\n"), "{req}");
+    }
+}

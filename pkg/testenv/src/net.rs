@@ -53,3 +53,20 @@ pub async fn request(addr: SocketAddr) -> Option<String> {
         .ok()?;
     (!out.is_empty()).then_some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::free_port;
+
+    #[tokio::test]
+    async fn a_request_gets_the_backends_reply() {
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let reply = "HTTP/1.0 200 OK\r\n\r\nhello\n".to_owned();
+        let _backend = Backend::start(addr, reply.clone()).await;
+        assert_eq!(request(addr).await, Some(reply));
+        // Nothing listens on another free port.
+        let closed: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        assert_eq!(request(closed).await, None);
+    }
+}

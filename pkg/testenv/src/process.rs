@@ -155,6 +155,18 @@ impl Proc {
         None
     }
 
+    /// Asserts that it exits with `code` within `limit` (its log follows, as for every
+    /// failure while it is alive).
+    pub fn assert_exits(&mut self, code: i32, limit: Duration) {
+        let got = self.wait_exit(limit);
+        assert_eq!(
+            got,
+            Some(code),
+            "{} exit code within {limit:?} (None: still running or killed)",
+            self.name
+        );
+    }
+
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
         self.try_wait().is_none()
@@ -225,4 +237,63 @@ pub fn admin_token(kubeconfig: &Path) -> String {
         .expect("kubeconfig has a token user")
         .trim()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]);
+        cmd
+    }
+
+    #[test]
+    fn stdout_kept_apart_from_the_log_and_exit_code_reported() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut p = Proc::spawn_with(
+            "sh",
+            sh("echo out; echo err >&2; exit 3"),
+            dir.path().join("sh.log"),
+            Stdout::File(dir.path().join("sh.out")),
+        );
+        assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(3));
+        assert_eq!(p.log(), "err\n");
+        assert_eq!(p.stdout(), "out\n");
+        assert!(!p.running());
+    }
+
+    #[test]
+    fn sigterm_stops_a_running_process() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut p = Proc::spawn(
+            "sleep",
+            sh("echo started; exec sleep 30"),
+            dir.path().join("l"),
+        );
+        assert_eq!(
+            p.wait_for_output("started", Duration::from_secs(10)),
+            "started\n"
+        );
+        assert!(p.running());
+        p.sigterm();
+        // Killed by a signal: no exit code.
+        assert_eq!(p.wait_exit(Duration::from_secs(10)), None);
+        assert!(!p.running());
+    }
+
+    #[test]
+    #[should_panic(expected = "exit code within")]
+    fn assert_exits_fails_on_another_code() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut p = Proc::spawn("sh", sh("exit 1"), dir.path().join("l"));
+        p.assert_exits(0, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn free_ports_can_be_bound() {
+        let port = free_port();
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind the free port");
+    }
 }

@@ -24,3 +24,29 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn returns_the_first_some() {
+        let mut calls = 0;
+        let v = eventually("the third call", Duration::from_secs(5), || {
+            calls += 1;
+            let n = calls;
+            async move { (n == 3).then_some(n) }
+        })
+        .await;
+        assert_eq!(v, 3);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "timed out after 300ms waiting for nothing")]
+    async fn fails_after_the_limit() {
+        eventually("nothing", Duration::from_millis(300), || async {
+            None::<()>
+        })
+        .await;
+    }
+}
