@@ -426,12 +426,32 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     format!("--leader-migration-config={}", p.display())
 }
 
+/// An empty configuration of the fake provider in `dir`, as a `--cloud-config` flag.
+fn fake_cloud_config(dir: &Path) -> String {
+    let fake = dir.join("fake.yaml");
+    std::fs::write(&fake, "instances: []\n").expect("write");
+    format!("--cloud-config={}", fake.display())
+}
+
+/// `PERSONALITY --cloud-provider=fake FAKE --enable-leader-migration [CFG]
+/// --kubeconfig=/nonexistent/kubeconfig`: prints the start-up plan, then stops at the
+/// kubeconfig.
+fn plan(personality: &str, fake: &str, cfg: Option<&str>) -> (i32, String, String) {
+    let mut args = vec![
+        personality,
+        "--cloud-provider=fake",
+        fake,
+        "--enable-leader-migration",
+    ];
+    args.extend(cfg);
+    args.push("--kubeconfig=/nonexistent/kubeconfig");
+    run(&args)
+}
+
 #[test]
 fn configuration_errors_are_usage_errors_naming_the_field() {
     let dir = tempfile::tempdir().expect("tmp");
-    let fake = dir.path().join("fake.yaml");
-    std::fs::write(&fake, "instances: []\n").expect("write");
-    let fake = format!("--cloud-config={}", fake.display());
+    let fake = fake_cloud_config(dir.path());
     for personality in ["controller-manager", "cloud-controller-manager"] {
         let base = [
             personality,
@@ -476,22 +496,13 @@ fn configuration_errors_are_usage_errors_naming_the_field() {
 #[test]
 fn start_up_plan_shows_the_lease_of_each_controller() {
     let dir = tempfile::tempdir().expect("tmp");
-    let fake = dir.path().join("fake.yaml");
-    std::fs::write(&fake, "instances: []\n").expect("write");
-    let fake = format!("--cloud-config={}", fake.display());
+    let fake = fake_cloud_config(dir.path());
     let cfg = write(
         dir.path(),
         "lm.yaml",
         "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: lm\ncontrollerLeaders:\n  - {name: service, component: cloud-controller-manager}\n  - {name: cloud-node-lifecycle, component: kube-controller-manager}\n",
     );
-    let (code, out, err) = run(&[
-        "cloud-controller-manager",
-        "--cloud-provider=fake",
-        &fake,
-        "--enable-leader-migration",
-        &cfg,
-        "--kubeconfig=/nonexistent/kubeconfig",
-    ]);
+    let (code, out, err) = plan("cloud-controller-manager", &fake, Some(&cfg));
     assert_eq!(code, 2, "{err}");
     for line in [
         "  cloud-node-controller            enabled\n",
@@ -504,14 +515,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
     }
     // The same file read by the controller-manager: service is not its to run; it runs
     // cloud-node-lifecycle under the migration Lease.
-    let (code, out, _) = run(&[
-        "controller-manager",
-        "--cloud-provider=fake",
-        &fake,
-        "--enable-leader-migration",
-        &cfg,
-        "--kubeconfig=/nonexistent/kubeconfig",
-    ]);
+    let (code, out, _) = plan("controller-manager", &fake, Some(&cfg));
     assert_eq!(code, 2);
     assert!(
         out.contains("  service-lb-controller            not run here: leader migration assigns it to cloud-controller-manager\n"),
@@ -522,13 +526,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
         "{out}"
     );
     // Without a file: upstream's default configuration.
-    let (_, out, _) = run(&[
-        "cloud-controller-manager",
-        "--cloud-provider=fake",
-        &fake,
-        "--enable-leader-migration",
-        "--kubeconfig=/nonexistent/kubeconfig",
-    ]);
+    let (_, out, _) = plan("cloud-controller-manager", &fake, None);
     assert!(
         out.contains("leader migration: enabled (configuration: default), migration lease kube-system/cloud-provider-extraction-migration"),
         "{out}"
@@ -539,9 +537,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
 fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/leader-migration");
     let dir = tempfile::tempdir().expect("tmp");
-    let fake = dir.path().join("fake.yaml");
-    std::fs::write(&fake, "instances: []\n").expect("write");
-    let fake = format!("--cloud-config={}", fake.display());
+    let fake = fake_cloud_config(dir.path());
     let migrated = "  under lease kube-system/cloud-provider-extraction-migration (only while holding it): cloud-node-lifecycle-controller, service-lb-controller, node-route-controller\n";
     for (personality, file, main) in [
         (
@@ -556,14 +552,7 @@ fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
         ),
     ] {
         let cfg = format!("--leader-migration-config={}", deploy.join(file).display());
-        let (code, out, err) = run(&[
-            personality,
-            "--cloud-provider=fake",
-            &fake,
-            "--enable-leader-migration",
-            &cfg,
-            "--kubeconfig=/nonexistent/kubeconfig",
-        ]);
+        let (code, out, err) = plan(personality, &fake, Some(&cfg));
         assert_eq!(code, 2, "{err}");
         assert!(
             err.contains("--kubeconfig: cannot load"),

@@ -243,21 +243,18 @@ pub fn admin_token(kubeconfig: &Path) -> String {
 mod tests {
     use super::*;
 
-    fn sh(script: &str) -> Command {
+    /// `sh -c SCRIPT`, its log in `dir`.
+    fn sh(dir: &tempfile::TempDir, script: &str, stdout: Stdout) -> Proc {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", script]);
-        cmd
+        Proc::spawn_with("sh", cmd, dir.path().join("sh.log"), stdout)
     }
 
     #[test]
     fn stdout_kept_apart_from_the_log_and_exit_code_reported() {
         let dir = tempfile::tempdir().expect("tmp");
-        let mut p = Proc::spawn_with(
-            "sh",
-            sh("echo out; echo err >&2; exit 3"),
-            dir.path().join("sh.log"),
-            Stdout::File(dir.path().join("sh.out")),
-        );
+        let out = Stdout::File(dir.path().join("sh.out"));
+        let mut p = sh(&dir, "echo out; echo err >&2; exit 3", out);
         assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(3));
         assert_eq!(p.log(), "err\n");
         assert_eq!(p.stdout(), "out\n");
@@ -267,15 +264,9 @@ mod tests {
     #[test]
     fn sigterm_stops_a_running_process() {
         let dir = tempfile::tempdir().expect("tmp");
-        let mut p = Proc::spawn(
-            "sleep",
-            sh("echo started; exec sleep 30"),
-            dir.path().join("l"),
-        );
-        assert_eq!(
-            p.wait_for_output("started", Duration::from_secs(10)),
-            "started\n"
-        );
+        let mut p = sh(&dir, "echo started; exec sleep 30", Stdout::Log);
+        let log = p.wait_for_output("started", Duration::from_secs(10));
+        assert_eq!(log, "started\n");
         assert!(p.running());
         p.sigterm();
         // Killed by a signal: no exit code.
@@ -287,8 +278,7 @@ mod tests {
     #[should_panic(expected = "exit code within")]
     fn assert_exits_fails_on_another_code() {
         let dir = tempfile::tempdir().expect("tmp");
-        let mut p = Proc::spawn("sh", sh("exit 1"), dir.path().join("l"));
-        p.assert_exits(0, Duration::from_secs(10));
+        sh(&dir, "exit 1", Stdout::Null).assert_exits(0, Duration::from_secs(10));
     }
 
     #[test]
