@@ -17,17 +17,20 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hypercloud_testenv::leases::LeaseRef;
+use hypercloud_testenv::nodes::{self, has_taint, provider_id, set_ready, TAINT_UNINITIALIZED};
+use hypercloud_testenv::process::Proc;
+use hypercloud_testenv::wait::eventually;
 use hypercloud_testenv::TestEnv;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use support::cloud::LocalCloud;
 use support::cluster::{
-    assert_node_from_cloud, assert_pv_labelled, cinder_pv, eventually, has_taint,
-    load_balancer_round_trip, provider_id, set_ready, Leftovers, E2E_LABEL, TAINT_UNINITIALIZED,
+    assert_node_from_cloud, assert_pv_labelled, cinder_pv, load_balancer_round_trip, Leftovers,
+    E2E_LABEL,
 };
-use support::process::{run, Bin, Proc};
+use support::process::{run, Bin};
 
 const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 
@@ -41,15 +44,6 @@ fn traced_methods(path: &std::path::Path) -> Vec<String> {
             r["method"].as_str().unwrap().to_owned()
         })
         .collect()
-}
-
-/// Who holds the Lease `name` in `namespace`.
-async fn lease_holder(env: &TestEnv, name: &str) -> Option<String> {
-    let lease = Api::<Lease>::namespaced(env.client(), env.namespace())
-        .get_opt(name)
-        .await
-        .unwrap()?;
-    lease.spec?.holder_identity.filter(|h| !h.is_empty())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,7 +109,7 @@ async fn external_layout() {
         "{:?}",
         registered.labels()
     );
-    set_ready(&nodes, &node_name).await;
+    set_ready(&nodes, &node_name, true).await;
 
     // The cloud-controller-manager: node initialisation, load balancers, PV labels.
     let ccm_trace = dir.join("cloud-controller-manager.jsonl");
@@ -129,21 +123,18 @@ async fn external_layout() {
         ])
         .arg(format!("--trace-cloud-calls={}", ccm_trace.display()));
     let mut ccm = Proc::spawn("cloud-controller-manager", cmd, dir.join("ccm.log"));
-    let initialised = eventually(
+    let initialised = nodes::wait_for(
+        &nodes,
+        &node_name,
         "the Node to be initialised by the cloud-controller-manager",
         Duration::from_secs(60),
-        || {
-            let nodes = nodes.clone();
-            let name = node_name.clone();
-            async move {
-                let n = nodes.get(&name).await.ok()?;
-                let addressed = n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.addresses.as_ref())
-                    .is_some_and(|a| !a.is_empty());
-                (!has_taint(&n, TAINT_UNINITIALIZED) && addressed).then_some(n)
-            }
+        |n| {
+            let addressed = n
+                .status
+                .as_ref()
+                .and_then(|s| s.addresses.as_ref())
+                .is_some_and(|a| !a.is_empty());
+            !has_taint(n, TAINT_UNINITIALIZED) && addressed
         },
     )
     .await;
@@ -205,7 +196,10 @@ async fn external_layout() {
     assert!(kcm_log.contains("cloud controllers: none"), "{kcm_log}");
     for lease in ["kube-controller-manager", "cloud-controller-manager"] {
         assert!(
-            lease_holder(&env, lease).await.is_some(),
+            LeaseRef::new(env.client(), env.namespace(), lease)
+                .holder()
+                .await
+                .is_some(),
             "nobody holds the {lease} Lease"
         );
     }

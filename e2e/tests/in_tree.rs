@@ -16,6 +16,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hypercloud_testenv::nodes::set_ready;
+use hypercloud_testenv::process::{free_port, Proc};
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -27,10 +29,10 @@ use kube::Api;
 use serde_json::json;
 use support::cloud::LocalCloud;
 use support::cluster::{
-    assert_node_from_cloud, assert_pv_labelled, cinder_pv, load_balancer_round_trip, set_ready,
-    Leftovers, E2E_LABEL,
+    assert_node_from_cloud, assert_pv_labelled, cinder_pv, load_balancer_round_trip, Leftovers,
+    E2E_LABEL,
 };
-use support::process::{free_port, run, Bin, Proc};
+use support::process::{run, Bin};
 use support::webhooks;
 
 /// The cloud calls of a `--trace-cloud-calls` file, one JSON record a line.
@@ -183,7 +185,7 @@ async fn in_tree_layout() {
             "the webhook never checked {n}: {admitted:?}"
         );
     }
-    set_ready(&nodes, &node_name).await;
+    set_ready(&nodes, &node_name, true).await;
 
     // The controller-manager's duties: only the service controller (node lifecycle would
     // judge every Node of the shared apiserver against this cloud), its Lease in our

@@ -6,16 +6,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use hypercloud_testenv::process::free_port;
 use hypercloud_testenv::TestEnv;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 #[tokio::test]
 async fn webhook_binary_serves_admission_reviews() {

@@ -14,69 +14,47 @@
 #![cfg(feature = "openstack")]
 #![allow(clippy::unwrap_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod process;
-
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use hypercloud_testenv::localcloud::{cli, cli_json, state_dir, Serve};
+use hypercloud_testenv::net::{request, Backend};
+use hypercloud_testenv::nodes::{
+    self, create_tainted, has_taint, internal_ip, provider_id, set_ready, TAINT_UNINITIALIZED,
+};
+use hypercloud_testenv::process::{personality, Proc, Stdout};
+use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
-use process::{cli_json, http, state_dir, token, Serve, BIN};
-use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use serde_json::json;
 
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 
-/// A cloud-controller-manager process; killed when dropped, its log printed on failure.
-struct Ccm {
-    child: Child,
-    log: std::path::PathBuf,
-}
-
-impl Ccm {
-    fn start(dir: &Path, kubeconfig: &Path, cloud_conf: &Path, controllers: &str) -> Ccm {
-        let log = dir.join("ccm.log");
-        let child = Command::new(BIN)
-            .arg("cloud-controller-manager")
-            .arg("--cloud-provider=local")
-            .arg(format!("--cloud-config={}", cloud_conf.display()))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--leader-elect=false")
-            .arg("--secure-port=0")
-            .arg(format!("--controllers={controllers}"))
-            .arg("--node-monitor-period=1s")
-            .arg(format!(
-                "--trace-cloud-calls={}",
-                dir.join("trace.jsonl").display()
-            ))
-            .arg("--v=2")
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Ccm { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Ccm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- cloud-controller-manager log ---\n{}", self.log());
-        }
-    }
+/// Starts a cloud-controller-manager process (killed when dropped, its log printed when the
+/// test fails).
+fn start_ccm(dir: &Path, kubeconfig: &Path, cloud_conf: &Path, controllers: &str) -> Proc {
+    let mut cmd = personality(BIN, "cloud-controller-manager");
+    cmd.arg("--cloud-provider=local")
+        .arg(format!("--cloud-config={}", cloud_conf.display()))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--leader-elect=false")
+        .arg("--secure-port=0")
+        .arg(format!("--controllers={controllers}"))
+        .arg("--node-monitor-period=1s")
+        .arg(format!(
+            "--trace-cloud-calls={}",
+            dir.join("trace.jsonl").display()
+        ))
+        .arg("--v=2");
+    Proc::spawn_with(
+        "cloud-controller-manager",
+        cmd,
+        dir.join("ccm.log"),
+        Stdout::Null,
+    )
 }
 
 /// A local cloud with one instance per name, and a cloud.conf for the `local` provider.
@@ -91,9 +69,10 @@ impl Cloud {
     fn start(vip_pool: &str, instances: &[&str]) -> Cloud {
         let tmp = tempfile::tempdir().unwrap();
         let state = state_dir(&tmp);
-        let serve = Serve::start(&state, &["--lb-vip-pool", vip_pool]);
+        let serve = Serve::start(BIN, &state, &["--lb-vip-pool", vip_pool]);
         for name in instances {
             cli_json(
+                BIN,
                 &state,
                 &[
                     "instance", "create", name, "--zone", "nova", "--flavor", "m1.small", "-o",
@@ -102,11 +81,7 @@ impl Cloud {
             );
         }
         let conf = tmp.path().join("cloud.conf");
-        std::fs::write(
-            &conf,
-            format!("[Global]\nauth-url = {}/identity/v3\n", serve.api_url),
-        )
-        .unwrap();
+        std::fs::write(&conf, serve.cloud_conf()).unwrap();
         Cloud {
             dir: tmp.path().to_path_buf(),
             _tmp: tmp,
@@ -119,135 +94,16 @@ impl Cloud {
     fn state(&self) -> std::path::PathBuf {
         self.dir.join("state")
     }
-
-    /// Octavia's load balancers whose name ends with `suffix`.
-    fn load_balancers(&self, suffix: &str) -> Vec<Value> {
-        let t = token(&self.serve.api_url);
-        let (status, _, body) = http(
-            "GET",
-            &format!(
-                "{}/load-balancer/v2/lbaas/loadbalancers",
-                self.serve.api_url
-            ),
-            &[("X-Auth-Token", &t)],
-            None,
-        );
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        v["loadbalancers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|lb| lb["name"].as_str().is_some_and(|n| n.ends_with(suffix)))
-            .cloned()
-            .collect()
-    }
 }
 
 /// Runs `hypercloud local-cloud ARGS` on the cloud's state directory, asserting success.
 fn local_cloud(cloud: &Cloud, args: &[&str]) {
-    let out = process::cli(&cloud.state(), args);
+    let out = cli(BIN, &cloud.state(), args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Polls `f` every 200 ms until it returns `Some`, at most `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, ccm: &Ccm, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}; log:\n{}",
-            ccm.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
-}
-
-/// A Node as `kubelet --cloud-provider=external` registers it: tainted, no provider ID.
-async fn create_tainted_node(nodes: &Api<Node>, name: &str) {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]}
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-}
-
-/// Sets the Node's Ready condition, as its kubelet would.
-async fn set_ready(nodes: &Api<Node>, name: &str, ready: bool) {
-    let status = if ready { "True" } else { "False" };
-    let patch = json!({"status": {"conditions": [{
-        "type": "Ready", "status": status, "reason": "KubeletReady",
-        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"
-    }]}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await
-        .unwrap();
-}
-
-fn internal_ip(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .addresses
-        .as_ref()?
-        .iter()
-        .find(|a| a.type_ == "InternalIP")
-        .map(|a| a.address.clone())
-}
-
-/// Serves `reply` to every TCP connection on `addr` (what kube-proxy's NodePort plus a pod
-/// would answer on a real node).
-async fn backend(addr: std::net::SocketAddr, reply: String) -> tokio::task::JoinHandle<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut conn, _)) = listener.accept().await else {
-                return;
-            };
-            let reply = reply.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                let _ = conn.read(&mut buf).await;
-                let _ = conn.write_all(reply.as_bytes()).await;
-                let _ = conn.shutdown().await;
-            });
-        }
-    })
-}
-
-/// One request through `addr`; the answer, or `None` when the connection fails or is empty.
-async fn request(addr: std::net::SocketAddr) -> Option<String> {
-    let connect = tokio::net::TcpStream::connect(addr);
-    let mut conn = tokio::time::timeout(Duration::from_secs(2), connect)
-        .await
-        .ok()?
-        .ok()?;
-    conn.write_all(b"GET / HTTP/1.0\r\n\r\n").await.ok()?;
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(2), conn.read_to_string(&mut out))
-        .await
-        .ok()?
-        .ok()?;
-    (!out.is_empty()).then_some(out)
 }
 
 fn lb_service(name: &str, class: Option<&str>) -> Service {
@@ -269,11 +125,11 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     let node = env.unique_name("lb-node");
     let cloud = Cloud::start("127.0.120.0/24", &[&node]);
     let nodes: Api<Node> = Api::all(env.client());
-    create_tainted_node(&nodes, &node).await;
+    create_tainted(&nodes, &node).await;
     // Ready, as its kubelet would report it (no node-lifecycle runs here anyway).
     set_ready(&nodes, &node, true).await;
 
-    let ccm = Ccm::start(
+    let _ccm = start_ccm(
         &cloud.dir,
         env.control_plane().kubeconfig(),
         &cloud.conf,
@@ -281,19 +137,12 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     );
 
     // The Node is initialised from the cloud.
-    let initialised = eventually(
+    let initialised = nodes::wait_for(
+        &nodes,
+        &node,
         "the Node to be initialised",
         Duration::from_secs(60),
-        &ccm,
-        || {
-            let nodes = nodes.clone();
-            let node = node.clone();
-            async move {
-                let n = nodes.get(&node).await.ok()?;
-                let id = n.spec.as_ref()?.provider_id.clone()?;
-                (!has_taint(&n, UNINITIALIZED) && !id.is_empty()).then_some(n)
-            }
-        },
+        |n| !has_taint(n, TAINT_UNINITIALIZED) && provider_id(n).is_some_and(|id| !id.is_empty()),
     )
     .await;
     let labels = initialised.metadata.labels.clone().unwrap_or_default();
@@ -343,14 +192,14 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         .node_port
         .expect("a nodePort");
     let reply = format!("HTTP/1.0 200 OK\r\n\r\nhello from {node}\n");
-    let _backend = backend(
+    let _backend = Backend::start(
         format!("{node_ip}:{node_port}").parse().unwrap(),
         reply.clone(),
     )
     .await;
 
     // The Service gets an ingress VIP and the cleanup finalizer.
-    let vip = eventually("an ingress IP", Duration::from_secs(60), &ccm, || {
+    let vip = eventually("an ingress IP", Duration::from_secs(60), || {
         let services = services.clone();
         async move {
             let s = services.get("web").await.ok()?;
@@ -370,14 +219,13 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     );
     assert!(vip.starts_with("127.0.120."), "{vip}");
     let suffix = format!("_{}_web", env.namespace());
-    assert_eq!(cloud.load_balancers(&suffix).len(), 1);
+    assert_eq!(cloud.serve.load_balancers(&suffix).len(), 1);
 
     // Traffic to the VIP reaches the backend on the Node's address through the data plane.
     let vip_addr: std::net::SocketAddr = format!("{vip}:8080").parse().unwrap();
     let answer = eventually(
         "an answer through the load balancer",
         Duration::from_secs(30),
-        &ccm,
         || async move { request(vip_addr).await.filter(|a| a.contains("hello from")) },
     )
     .await;
@@ -411,6 +259,7 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         .unwrap_or_default()
         .is_empty());
     assert!(cloud
+        .serve
         .load_balancers(&format!("_{}_foreign", env.namespace()))
         .is_empty());
 
@@ -419,17 +268,12 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually(
-        "the Service to be gone",
-        Duration::from_secs(60),
-        &ccm,
-        || {
-            let services = services.clone();
-            async move { services.get_opt("web").await.ok()?.is_none().then_some(()) }
-        },
-    )
+    eventually("the Service to be gone", Duration::from_secs(60), || {
+        let services = services.clone();
+        async move { services.get_opt("web").await.ok()?.is_none().then_some(()) }
+    })
     .await;
-    assert!(cloud.load_balancers(&suffix).is_empty());
+    assert!(cloud.serve.load_balancers(&suffix).is_empty());
     assert_eq!(request(vip_addr).await, None, "the VIP no longer answers");
 
     nodes.delete(&node, &DeleteParams::default()).await.unwrap();
@@ -446,23 +290,18 @@ async fn stopped_instance_is_tainted_and_deleted_instance_loses_its_node() {
     let cloud = Cloud::start("127.0.121.0/24", &[&stopped, &gone]);
     let nodes: Api<Node> = Api::all(env.client());
     for n in [&stopped, &gone] {
-        create_tainted_node(&nodes, n).await;
+        create_tainted(&nodes, n).await;
         set_ready(&nodes, n, true).await;
     }
-    let ccm = Ccm::start(
+    let _ccm = start_ccm(
         &cloud.dir,
         env.control_plane().kubeconfig(),
         &cloud.conf,
         "cloud-node,cloud-node-lifecycle",
     );
     for n in [&stopped, &gone] {
-        eventually("initialisation", Duration::from_secs(60), &ccm, || {
-            let nodes = nodes.clone();
-            let n = n.clone();
-            async move {
-                let node = nodes.get(&n).await.ok()?;
-                (!has_taint(&node, UNINITIALIZED)).then_some(())
-            }
+        nodes::wait_for(&nodes, n, "initialisation", Duration::from_secs(60), |n| {
+            !has_taint(n, TAINT_UNINITIALIZED)
         })
         .await;
     }
@@ -470,24 +309,23 @@ async fn stopped_instance_is_tainted_and_deleted_instance_loses_its_node() {
     // The instance stops; its kubelet stops posting Ready.
     local_cloud(&cloud, &["instance", "stop", &stopped]);
     set_ready(&nodes, &stopped, false).await;
-    eventually("the shutdown taint", Duration::from_secs(30), &ccm, || {
-        let nodes = nodes.clone();
-        let n = stopped.clone();
-        async move { has_taint(&nodes.get(&n).await.ok()?, SHUTDOWN).then_some(()) }
-    })
+    nodes::wait_for(
+        &nodes,
+        &stopped,
+        "the shutdown taint",
+        Duration::from_secs(30),
+        |n| has_taint(n, SHUTDOWN),
+    )
     .await;
     // Ready again: the taint comes off.
     local_cloud(&cloud, &["instance", "start", &stopped]);
     set_ready(&nodes, &stopped, true).await;
-    eventually(
+    nodes::wait_for(
+        &nodes,
+        &stopped,
         "the shutdown taint removed",
         Duration::from_secs(30),
-        &ccm,
-        || {
-            let nodes = nodes.clone();
-            let n = stopped.clone();
-            async move { (!has_taint(&nodes.get(&n).await.ok()?, SHUTDOWN)).then_some(()) }
-        },
+        |n| !has_taint(n, SHUTDOWN),
     )
     .await;
 
@@ -497,7 +335,6 @@ async fn stopped_instance_is_tainted_and_deleted_instance_loses_its_node() {
     eventually(
         "the Node of the deleted instance to be deleted",
         Duration::from_secs(30),
-        &ccm,
         || {
             let nodes = nodes.clone();
             let n = gone.clone();

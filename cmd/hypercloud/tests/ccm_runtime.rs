@@ -4,13 +4,16 @@
 //! standby takes over at once), and the admin server (`/healthz` open, `/metrics` needs a
 //! token the apiserver accepts and authorises, and parses as Prometheus text).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use hypercloud_testenv::leases::LeaseRef;
+use hypercloud_testenv::nodes;
+use hypercloud_testenv::process::{
+    admin_token, free_port, personality as personality_command, Proc, Stdout,
+};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, ServiceAccount, Taint};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
 
@@ -25,52 +28,25 @@ instances:
     addresses: [{type: InternalIP, address: 10.0.0.11}]
 ";
 
-/// A controller manager process; killed when dropped.
-struct Proc {
-    child: Child,
+/// A controller manager process (killed when dropped, its log printed when the test fails)
+/// and the port of its admin server.
+struct Cm {
+    proc: Proc,
     port: u16,
-    stderr: PathBuf,
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+impl std::ops::Deref for Cm {
+    type Target = Proc;
 
-impl Proc {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn sigterm(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-    }
-
-    /// Waits for the process to exit, at most `limit`.
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                return s.code();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
+    fn deref(&self) -> &Proc {
+        &self.proc
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+impl std::ops::DerefMut for Cm {
+    fn deref_mut(&mut self) -> &mut Proc {
+        &mut self.proc
+    }
 }
 
 struct Setup {
@@ -78,16 +54,6 @@ struct Setup {
     dir: tempfile::TempDir,
     lease: String,
     token: String,
-}
-
-/// The admin token of the envtest kubeconfig (user `envtest-admin-token`, system:masters).
-fn admin_token(kubeconfig: &Path) -> String {
-    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("token: "))
-        .expect("kubeconfig has a token user")
-        .trim()
-        .to_string()
 }
 
 async fn setup(name: &str) -> Setup {
@@ -111,15 +77,14 @@ async fn setup(name: &str) -> Setup {
 }
 
 impl Setup {
-    fn spawn(&self, personality: &str, tag: &str, extra: &[&str]) -> Proc {
+    fn spawn(&self, personality: &str, tag: &str, extra: &[&str]) -> Cm {
         let port = free_port();
-        let stderr = self.dir.path().join(format!("{tag}.log"));
+        let log = self.dir.path().join(format!("{tag}.log"));
         let cloud_config = format!(
             "--cloud-config={}",
             self.dir.path().join("fake.yaml").display()
         );
         let mut args = vec![
-            personality.to_string(),
             format!(
                 "--kubeconfig={}",
                 self.env.control_plane().kubeconfig().display()
@@ -137,50 +102,31 @@ impl Setup {
             args.push(cloud_config);
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(BIN)
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).expect("log file"))
-            .spawn()
-            .expect("spawn hypercloud");
-        Proc {
-            child,
+        let mut cmd = personality_command(BIN, personality);
+        cmd.args(&args);
+        Cm {
+            proc: Proc::spawn_with(&format!("{personality} {tag}"), cmd, log, Stdout::Null),
             port,
-            stderr,
         }
     }
 
-    async fn holder(&self) -> Option<String> {
-        let leases: Api<Lease> = Api::namespaced(self.env.client(), self.env.namespace());
-        leases
-            .get_opt(&self.lease)
-            .await
-            .expect("get lease")
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty())
+    fn lease(&self) -> LeaseRef {
+        LeaseRef::new(self.env.client(), self.env.namespace(), &self.lease)
     }
 
-    /// Polls until the holder satisfies `pred`; returns it and how long it took.
+    async fn holder(&self) -> Option<String> {
+        self.lease().holder().await
+    }
+
+    /// Polls every 100ms until the holder satisfies `pred`; returns it and how long it took.
     async fn wait_holder(
         &self,
         limit: Duration,
         pred: impl Fn(&Option<String>) -> bool,
     ) -> (Option<String>, Duration) {
-        let start = Instant::now();
-        loop {
-            let h = self.holder().await;
-            if pred(&h) {
-                return (h, start.elapsed());
-            }
-            assert!(
-                start.elapsed() < limit,
-                "lease holder still {h:?} after {limit:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.lease()
+            .wait_holder("lease holder", limit, Duration::from_millis(100), pred)
+            .await
     }
 }
 
@@ -192,7 +138,7 @@ fn http() -> reqwest::Client {
         .expect("http client")
 }
 
-async fn get(p: &Proc, path: &str, token: Option<&str>) -> (u16, String) {
+async fn get(p: &Cm, path: &str, token: Option<&str>) -> (u16, String) {
     let url = format!("https://127.0.0.1:{}{path}", p.port);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -271,7 +217,7 @@ fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
 }
 
 /// Cloud calls other than `initialize`: only a process whose controllers run makes them.
-async fn cloud_calls(p: &Proc, s: &Setup) -> f64 {
+async fn cloud_calls(p: &Cm, s: &Setup) -> f64 {
     let (code, body) = get(p, "/metrics", Some(&s.token)).await;
     assert_eq!(code, 200, "{body}");
     parse_metrics(&body)
@@ -288,55 +234,19 @@ impl Setup {
     /// Creates a Node with the uninitialized taint, as a kubelet with
     /// `--cloud-provider=external` registers it.
     async fn tainted_node(&self, name: &str) {
-        let nodes: Api<Node> = Api::all(self.env.client());
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: Some(vec![Taint {
-                    key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
-                    value: Some("true".into()),
-                    effect: "NoSchedule".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        nodes
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
+        nodes::create_tainted(&Api::all(self.env.client()), name).await;
     }
 
     /// Waits until a cloud-node controller has initialised `name` (taint gone, providerID set).
-    async fn wait_initialised(&self, name: &str, leader: &Proc) {
-        let nodes: Api<Node> = Api::all(self.env.client());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let spec = nodes
-                .get(name)
-                .await
-                .expect("get node")
-                .spec
-                .unwrap_or_default();
-            let tainted = spec
-                .taints
-                .unwrap_or_default()
-                .iter()
-                .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized");
-            if !tainted && spec.provider_id.is_some() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} not initialised; leader log:\n{}",
-                leader.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+    async fn wait_initialised(&self, name: &str) {
+        nodes::wait_for(
+            &Api::all(self.env.client()),
+            name,
+            &format!("{name} to be initialised"),
+            Duration::from_secs(30),
+            |n| !nodes::has_taint(n, nodes::TAINT_UNINITIALIZED) && nodes::provider_id(n).is_some(),
+        )
+        .await;
     }
 
     async fn delete_nodes(&self, names: &[String]) {
@@ -347,7 +257,7 @@ impl Setup {
     }
 }
 
-async fn master_status(p: &Proc, s: &Setup) -> f64 {
+async fn master_status(p: &Cm, s: &Setup) -> f64 {
     let (code, body) = get(p, "/metrics", Some(&s.token)).await;
     assert_eq!(code, 200, "{body}");
     let samples = parse_metrics(&body);
@@ -379,7 +289,7 @@ async fn one_leader_kill9_takeover_and_sigterm_release() {
     assert_eq!(statuses, [1.0, 0.0, 0.0], "a got the lease first");
     // Only the leader's controllers act: it asks the cloud about the new Node, the standbys
     // never ask the cloud anything.
-    s.wait_initialised(&n1, &a).await;
+    s.wait_initialised(&n1).await;
     assert!(cloud_calls(&a, &s).await >= 1.0);
     assert_eq!(cloud_calls(&b, &s).await, 0.0, "{}", b.log());
     assert_eq!(cloud_calls(&c, &s).await, 0.0, "{}", c.log());
@@ -424,8 +334,7 @@ async fn one_leader_kill9_takeover_and_sigterm_release() {
     // takes over at its next retry, long before the 4s lease would have expired.
     let start = Instant::now();
     leader.sigterm();
-    let code = leader.wait_exit(Duration::from_secs(10));
-    assert_eq!(code, Some(0), "{}", leader.log());
+    leader.assert_exits(0, Duration::from_secs(10));
     assert!(leader.log().contains("released lease"), "{}", leader.log());
     let (third, _) = s
         .wait_holder(Duration::from_secs(10), |h| h.is_some() && *h != second)
@@ -509,7 +418,7 @@ async fn admin_server_delegates_auth_to_the_apiserver() {
     // Shutdown: exits 0.
     let mut p = p;
     p.sigterm();
-    assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(0), "{}", p.log());
+    p.assert_exits(0, Duration::from_secs(10));
     s.env.cleanup().await.expect("cleanup");
 }
 
@@ -526,7 +435,7 @@ async fn controller_manager_external_holds_its_lease_and_serves() {
         p.log()
     );
     p.sigterm();
-    assert_eq!(p.wait_exit(Duration::from_secs(10)), Some(0), "{}", p.log());
+    p.assert_exits(0, Duration::from_secs(10));
     assert_eq!(s.holder().await, None, "released");
     s.env.cleanup().await.expect("cleanup");
 }
@@ -559,20 +468,8 @@ async fn lost_leadership_stops_the_process_non_zero() {
         .await;
     // Someone else takes the Lease over (as after a long partition): the leader's renewals
     // fail until the renew deadline (3s), then it must stop and exit non-zero.
-    let leases: Api<Lease> = Api::namespaced(s.env.client(), s.env.namespace());
-    loop {
-        let mut l = leases.get(&s.lease).await.expect("lease");
-        let spec = l.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = Some("intruder".into());
-        spec.lease_duration_seconds = Some(600);
-        match leases.replace(&s.lease, &PostParams::default(), &l).await {
-            Ok(_) => break,
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => panic!("replace lease: {e}"),
-        }
-    }
-    let code = p.wait_exit(Duration::from_secs(15));
-    assert_eq!(code, Some(1), "{}", p.log());
+    s.lease().take_over("intruder", 600).await;
+    p.assert_exits(1, Duration::from_secs(15));
     assert!(p.log().contains("leaderelection lost"), "{}", p.log());
     assert_eq!(s.holder().await.as_deref(), Some("intruder"));
     s.env.cleanup().await.expect("cleanup");

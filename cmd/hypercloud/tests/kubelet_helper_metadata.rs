@@ -3,12 +3,9 @@
 //! failing, the error names each attempt.
 #![allow(clippy::unwrap_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod support;
-
 use std::process::Command;
 
-use support::{cli_json, state_dir, Serve};
+use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 
@@ -34,8 +31,9 @@ fn metadata(conf: &std::path::Path) -> (i32, String, String) {
 fn metadata_prints_this_instance_and_names_every_failed_source() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
-    let serve = Serve::start(&dir, &[]);
+    let serve = Serve::start(BIN, &dir, &[]);
     let server = cli_json(
+        BIN,
         &dir,
         &[
             "instance", "create", "md-node", "--zone", "nova", "-o", "json",

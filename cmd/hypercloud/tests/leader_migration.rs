@@ -7,74 +7,36 @@
 #![cfg(feature = "openstack")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod process;
-
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec, Taint};
+use hypercloud_testenv::leases::LeaseRef;
+use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
+use hypercloud_testenv::nodes;
+use hypercloud_testenv::process::{personality as personality_command, Proc, Stdout};
+use hypercloud_testenv::wait::eventually;
+use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::Api;
-use process::{cli_json, http, state_dir, token, Serve, BIN};
 use serde_json::Value;
 
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const KCM: &str = "kube-controller-manager";
 const CCM: &str = "cloud-controller-manager";
 
-/// A controller manager process; killed when dropped.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-    trace: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn sigterm(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-    }
-
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                return s.code();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-
-    /// The load-balancer calls in this process's `--trace-cloud-calls` file.
-    fn lb_calls(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.trace)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).expect("trace line is JSON"))
-            .filter(|r| {
-                r["method"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("load_balancer"))
-            })
-            .collect()
-    }
+/// The load-balancer calls in the `--trace-cloud-calls` file of a controller manager started
+/// by [`Setup::spawn`] (beside its log).
+fn lb_calls(p: &Proc) -> Vec<Value> {
+    std::fs::read_to_string(p.log_path().with_extension("jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("trace line is JSON"))
+        .filter(|r| {
+            r["method"]
+                .as_str()
+                .is_some_and(|m| m.contains("load_balancer"))
+        })
+        .collect()
 }
 
 /// `method` calls for Service `ns/name` in `calls`.
@@ -114,10 +76,9 @@ impl Setup {
 
     fn spawn(&self, personality: &str, lease: &str, controllers: &str, component: &str) -> Proc {
         let log = self.tmp.path().join(format!("{personality}.log"));
-        let trace = self.tmp.path().join(format!("{personality}.jsonl"));
-        let args = vec![
-            personality.to_string(),
-            "--cloud-provider=local".into(),
+        let trace = log.with_extension("jsonl");
+        let args = [
+            "--cloud-provider=local".to_string(),
             format!("--cloud-config={}", self.cloud_conf.display()),
             format!(
                 "--kubeconfig={}",
@@ -137,26 +98,18 @@ impl Setup {
             ),
             format!("--trace-cloud-calls={}", trace.display()),
         ];
-        let child = Command::new(BIN)
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(std::fs::File::create(log.with_extension("out")).expect("out file"))
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("spawn hypercloud");
-        Proc { child, log, trace }
+        let mut cmd = personality_command(BIN, personality);
+        cmd.args(&args);
+        let stdout = Stdout::File(log.with_extension("out"));
+        Proc::spawn_with(personality, cmd, log, stdout)
+    }
+
+    fn lease(&self, name: &str) -> LeaseRef {
+        LeaseRef::new(self.env.client(), self.ns(), name)
     }
 
     async fn holder(&self, lease: &str) -> Option<String> {
-        let leases: Api<Lease> = Api::namespaced(self.env.client(), self.ns());
-        leases
-            .get_opt(lease)
-            .await
-            .expect("get lease")
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty())
+        self.lease(lease).holder().await
     }
 
     /// Polls every 50ms until the holder of `lease` satisfies `pred`.
@@ -165,39 +118,40 @@ impl Setup {
         lease: &str,
         limit: Duration,
         what: &str,
-        procs: &[&Proc],
         pred: impl Fn(&Option<String>) -> bool,
     ) -> Option<String> {
-        let start = Instant::now();
-        loop {
-            let h = self.holder(lease).await;
-            if pred(&h) {
-                return h;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{what}: lease {lease} still held by {h:?} after {limit:?}; logs:\n{}",
-                logs(procs)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.lease(lease)
+            .wait_holder(what, limit, Duration::from_millis(50), pred)
+            .await
+            .0
+    }
+
+    /// Waits (30s each) until `lease` has a holder, then until the migration Lease has the
+    /// same one: a controller manager whose configuration assigns it the service controller
+    /// leads with one identity. That identity.
+    async fn wait_leads_migration(&self, lease: &str, who: &str) -> Option<String> {
+        let id = self
+            .wait_holder(
+                lease,
+                Duration::from_secs(30),
+                &format!("{who} main"),
+                |h| h.is_some(),
+            )
+            .await;
+        let migration = self.migration_lease.clone();
+        self.wait_holder(
+            &migration,
+            Duration::from_secs(30),
+            &format!("{who} migration"),
+            |h| *h == id,
+        )
+        .await;
+        id
     }
 
     /// The local cloud's load balancers named `name` (Octavia list by name).
     fn lbs_named(&self, name: &str) -> Vec<Value> {
-        let t = token(&self.cloud.api_url);
-        let (status, _, body) = http(
-            "GET",
-            &format!(
-                "{}/load-balancer/v2/lbaas/loadbalancers?name={name}",
-                self.cloud.api_url
-            ),
-            &[("X-Auth-Token", &t)],
-            None,
-        );
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).expect("json");
-        v["loadbalancers"].as_array().expect("list").clone()
+        self.cloud.load_balancers_named(name)
     }
 
     fn lb_name(&self, service: &str) -> String {
@@ -231,10 +185,10 @@ impl Setup {
 
     /// Waits until Service `name` has a load-balancer ingress and the cloud has its load
     /// balancer; returns the load balancer's id.
-    async fn wait_lb(&self, name: &str, procs: &[&Proc]) -> String {
-        let api: Api<Service> = Api::namespaced(self.env.client(), self.ns());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
+    async fn wait_lb(&self, name: &str) -> String {
+        let api = &Api::<Service>::namespaced(self.env.client(), self.ns());
+        let what = format!("a load balancer for {name}");
+        eventually(&what, Duration::from_secs(60), move || async move {
             let svc = api.get(name).await.expect("get service");
             let ingress = svc
                 .status
@@ -242,25 +196,11 @@ impl Setup {
                 .and_then(|l| l.ingress)
                 .unwrap_or_default();
             let lbs = self.lbs_named(&self.lb_name(name));
-            if !ingress.is_empty() && !lbs.is_empty() {
-                return lbs[0]["id"].as_str().expect("id").to_string();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no load balancer for {name}; logs:\n{}",
-                logs(procs)
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            (!ingress.is_empty() && !lbs.is_empty())
+                .then(|| lbs[0]["id"].as_str().expect("id").to_string())
+        })
+        .await
     }
-}
-
-fn logs(procs: &[&Proc]) -> String {
-    procs
-        .iter()
-        .map(|p| format!("--- {}\n{}", p.log.display(), p.log()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 async fn setup() -> Setup {
@@ -268,13 +208,9 @@ async fn setup() -> Setup {
         .await
         .expect("testenv");
     let tmp = tempfile::tempdir().expect("tmp");
-    let cloud = Serve::start(&state_dir(&tmp), &[]);
+    let cloud = Serve::start(BIN, &state_dir(&tmp), &[]);
     let cloud_conf = tmp.path().join("cloud.conf");
-    std::fs::write(
-        &cloud_conf,
-        format!("[Global]\nauth-url = {}/identity/v3\n", cloud.api_url),
-    )
-    .expect("cloud.conf");
+    std::fs::write(&cloud_conf, cloud.cloud_conf()).expect("cloud.conf");
     let migration_lease = env.unique_name("migration");
     Setup {
         env,
@@ -296,31 +232,15 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
     //    its own Lease, then the migration Lease (same identity, as upstream), and runs the
     //    service controller under the latter.
     let mut kcm = s.spawn("controller-manager", &kcm_lease, "service", KCM);
-    let kcm_id = s
-        .wait_holder(
-            &kcm_lease,
-            Duration::from_secs(30),
-            "kcm main",
-            &[&kcm],
-            |h| h.is_some(),
-        )
-        .await;
-    s.wait_holder(
-        &mig,
-        Duration::from_secs(30),
-        "kcm migration",
-        &[&kcm],
-        |h| *h == kcm_id,
-    )
-    .await;
+    let kcm_id = s.wait_leads_migration(&kcm_lease, "kcm").await;
     s.create_lb_service("svc-a").await;
-    let a_id = s.wait_lb("svc-a", &[&kcm]).await;
+    let a_id = s.wait_lb("svc-a").await;
     let a_key = format!("{ns}/svc-a");
     assert!(
-        !calls_for(&kcm.lb_calls(), "ensure_load_balancer", &a_key).is_empty(),
+        !calls_for(&lb_calls(&kcm), "ensure_load_balancer", &a_key).is_empty(),
         "the controller-manager ensured A"
     );
-    let kcm_out = std::fs::read_to_string(kcm.log.with_extension("out")).unwrap();
+    let kcm_out = kcm.stdout();
     assert!(
         kcm_out.contains("service-lb-controller            enabled, under the migration lease"),
         "{kcm_out}"
@@ -331,6 +251,7 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
     //    cloud), but waits for the migration Lease and does not touch Services meanwhile.
     let node = s.env.unique_name("lm-node");
     cli_json(
+        BIN,
         &state_dir(&s.tmp),
         &["instance", "create", &node, "-o", "json"],
     );
@@ -341,61 +262,26 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
         CCM,
     );
     let ccm_id = s
-        .wait_holder(
-            &ccm_lease,
-            Duration::from_secs(30),
-            "ccm main",
-            &[&ccm],
-            |h| h.is_some(),
-        )
+        .wait_holder(&ccm_lease, Duration::from_secs(30), "ccm main", |h| {
+            h.is_some()
+        })
         .await;
     assert_ne!(ccm_id, kcm_id);
     let nodes: Api<Node> = Api::all(s.env.client());
-    nodes
-        .create(
-            &PostParams::default(),
-            &Node {
-                metadata: ObjectMeta {
-                    name: Some(node.clone()),
-                    ..Default::default()
-                },
-                spec: Some(NodeSpec {
-                    taints: Some(vec![Taint {
-                        key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
-                        value: Some("true".into()),
-                        effect: "NoSchedule".into(),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("create node");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let spec = nodes
-            .get(&node)
-            .await
-            .expect("node")
-            .spec
-            .unwrap_or_default();
-        if spec.provider_id.is_some() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "cloud-node did not initialise {node}:\n{}",
-            logs(&[&ccm])
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    nodes::create_tainted(&nodes, &node).await;
+    nodes::wait_for(
+        &nodes,
+        &node,
+        &format!("cloud-node to initialise {node}"),
+        Duration::from_secs(30),
+        |n| nodes::provider_id(n).is_some(),
+    )
+    .await;
     // Several retry periods of contending: the migration Lease stays with the controller-
     // manager, and the cloud-controller-manager makes no load-balancer call at all.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(s.holder(&mig).await, kcm_id, "{}", logs(&[&kcm, &ccm]));
-    assert!(ccm.lb_calls().is_empty(), "{:?}", ccm.lb_calls());
+    assert_eq!(s.holder(&mig).await, kcm_id);
+    assert!(lb_calls(&ccm).is_empty(), "{:?}", lb_calls(&ccm));
     let ccm_log = ccm.log();
     assert!(
         ccm_log.contains("attempting to acquire leader lease")
@@ -418,22 +304,11 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
     let stopped = Instant::now();
     kcm.sigterm();
     let after = s
-        .wait_holder(
-            &mig,
-            Duration::from_secs(10),
-            "release",
-            &[&kcm, &ccm],
-            |h| *h != kcm_id,
-        )
+        .wait_holder(&mig, Duration::from_secs(10), "release", |h| *h != kcm_id)
         .await;
     s.create_lb_service("svc-b").await;
     let free_when_b_created = after.is_none();
-    assert_eq!(
-        kcm.wait_exit(Duration::from_secs(10)),
-        Some(0),
-        "{}",
-        kcm.log()
-    );
+    kcm.assert_exits(0, Duration::from_secs(10));
     let kcm_log = kcm.log();
     for lease in [&mig, &kcm_lease] {
         assert!(
@@ -443,12 +318,10 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
             "{lease} not released:\n{kcm_log}"
         );
     }
-    s.wait_holder(&mig, Duration::from_secs(10), "takeover", &[&ccm], |h| {
-        *h == ccm_id
-    })
-    .await;
+    s.wait_holder(&mig, Duration::from_secs(10), "takeover", |h| *h == ccm_id)
+        .await;
     let handover = stopped.elapsed();
-    let b_id = s.wait_lb("svc-b", &[&ccm]).await;
+    let b_id = s.wait_lb("svc-b").await;
     eprintln!(
         "leader migration hand-over: SIGTERM to migration lease held by the cloud-controller-manager in {handover:?}; Service B created while the lease was {}",
         if free_when_b_created { "free" } else { "already taken over" }
@@ -467,7 +340,7 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
     assert_eq!(a_lbs.len(), 1, "{a_lbs:?}");
     assert_eq!(a_lbs[0]["id"], a_id.as_str(), "A was not re-created");
     let b_key = format!("{ns}/svc-b");
-    let (kcm_calls, ccm_calls) = (kcm.lb_calls(), ccm.lb_calls());
+    let (kcm_calls, ccm_calls) = (lb_calls(&kcm), lb_calls(&ccm));
     assert!(
         calls_for(&kcm_calls, "ensure_load_balancer", &b_key).is_empty(),
         "{kcm_calls:?}"
@@ -502,29 +375,24 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
             .await
             .expect("delete service");
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(s.lbs_named(&s.lb_name("svc-a")).is_empty()
-        && s.lbs_named(&s.lb_name("svc-b")).is_empty()
-        && services.get_opt("svc-a").await.unwrap().is_none()
-        && services.get_opt("svc-b").await.unwrap().is_none())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "services not cleaned up:\n{}",
-            logs(&[&ccm])
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let (setup, svcs) = (&s, &services);
+    eventually(
+        "the services and their load balancers to be cleaned up",
+        Duration::from_secs(60),
+        move || async move {
+            (setup.lbs_named(&setup.lb_name("svc-a")).is_empty()
+                && setup.lbs_named(&setup.lb_name("svc-b")).is_empty()
+                && svcs.get_opt("svc-a").await.unwrap().is_none()
+                && svcs.get_opt("svc-b").await.unwrap().is_none())
+            .then_some(())
+        },
+    )
+    .await;
 
     // 5. SIGTERM releases both of the cloud-controller-manager's Leases.
     let mut ccm = ccm;
     ccm.sigterm();
-    assert_eq!(
-        ccm.wait_exit(Duration::from_secs(10)),
-        Some(0),
-        "{}",
-        ccm.log()
-    );
+    ccm.assert_exits(0, Duration::from_secs(10));
     assert_eq!(s.holder(&ccm_lease).await, None);
     assert_eq!(s.holder(&mig).await, None);
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
@@ -537,43 +405,11 @@ async fn losing_the_migration_lease_stops_the_process_non_zero() {
     let ccm_lease = s.env.unique_name("ccm");
     let mig = s.migration_lease.clone();
     let mut ccm = s.spawn("cloud-controller-manager", &ccm_lease, "service", CCM);
-    let id = s
-        .wait_holder(
-            &ccm_lease,
-            Duration::from_secs(30),
-            "ccm main",
-            &[&ccm],
-            |h| h.is_some(),
-        )
-        .await;
-    s.wait_holder(
-        &mig,
-        Duration::from_secs(30),
-        "ccm migration",
-        &[&ccm],
-        |h| *h == id,
-    )
-    .await;
+    s.wait_leads_migration(&ccm_lease, "ccm").await;
     // Someone else takes the migration Lease (as after a partition): renewals fail for the
     // renew deadline (3s), then the process must stop its controllers and exit 1.
-    let leases: Api<Lease> = Api::namespaced(s.env.client(), s.ns());
-    loop {
-        let mut l = leases.get(&mig).await.expect("lease");
-        let spec = l.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = Some("intruder".into());
-        spec.lease_duration_seconds = Some(600);
-        match leases.replace(&mig, &PostParams::default(), &l).await {
-            Ok(_) => break,
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => panic!("replace lease: {e}"),
-        }
-    }
-    assert_eq!(
-        ccm.wait_exit(Duration::from_secs(15)),
-        Some(1),
-        "{}",
-        ccm.log()
-    );
+    s.lease(&mig).take_over("intruder", 600).await;
+    ccm.assert_exits(1, Duration::from_secs(15));
     let log = ccm.log();
     assert!(log.contains("migration leaderelection lost"), "{log}");
     assert_eq!(s.holder(&mig).await.as_deref(), Some("intruder"));
@@ -581,16 +417,7 @@ async fn losing_the_migration_lease_stops_the_process_non_zero() {
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    hypercloud_testenv::process::run(BIN, args)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -599,12 +426,32 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     format!("--leader-migration-config={}", p.display())
 }
 
+/// An empty configuration of the fake provider in `dir`, as a `--cloud-config` flag.
+fn fake_cloud_config(dir: &Path) -> String {
+    let fake = dir.join("fake.yaml");
+    std::fs::write(&fake, "instances: []\n").expect("write");
+    format!("--cloud-config={}", fake.display())
+}
+
+/// `PERSONALITY --cloud-provider=fake FAKE --enable-leader-migration [CFG]
+/// --kubeconfig=/nonexistent/kubeconfig`: prints the start-up plan, then stops at the
+/// kubeconfig.
+fn plan(personality: &str, fake: &str, cfg: Option<&str>) -> (i32, String, String) {
+    let mut args = vec![
+        personality,
+        "--cloud-provider=fake",
+        fake,
+        "--enable-leader-migration",
+    ];
+    args.extend(cfg);
+    args.push("--kubeconfig=/nonexistent/kubeconfig");
+    run(&args)
+}
+
 #[test]
 fn configuration_errors_are_usage_errors_naming_the_field() {
     let dir = tempfile::tempdir().expect("tmp");
-    let fake = dir.path().join("fake.yaml");
-    std::fs::write(&fake, "instances: []\n").expect("write");
-    let fake = format!("--cloud-config={}", fake.display());
+    let fake = fake_cloud_config(dir.path());
     for personality in ["controller-manager", "cloud-controller-manager"] {
         let base = [
             personality,
@@ -649,22 +496,13 @@ fn configuration_errors_are_usage_errors_naming_the_field() {
 #[test]
 fn start_up_plan_shows_the_lease_of_each_controller() {
     let dir = tempfile::tempdir().expect("tmp");
-    let fake = dir.path().join("fake.yaml");
-    std::fs::write(&fake, "instances: []\n").expect("write");
-    let fake = format!("--cloud-config={}", fake.display());
+    let fake = fake_cloud_config(dir.path());
     let cfg = write(
         dir.path(),
         "lm.yaml",
         "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: lm\ncontrollerLeaders:\n  - {name: service, component: cloud-controller-manager}\n  - {name: cloud-node-lifecycle, component: kube-controller-manager}\n",
     );
-    let (code, out, err) = run(&[
-        "cloud-controller-manager",
-        "--cloud-provider=fake",
-        &fake,
-        "--enable-leader-migration",
-        &cfg,
-        "--kubeconfig=/nonexistent/kubeconfig",
-    ]);
+    let (code, out, err) = plan("cloud-controller-manager", &fake, Some(&cfg));
     assert_eq!(code, 2, "{err}");
     for line in [
         "  cloud-node-controller            enabled\n",
@@ -677,14 +515,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
     }
     // The same file read by the controller-manager: service is not its to run; it runs
     // cloud-node-lifecycle under the migration Lease.
-    let (code, out, _) = run(&[
-        "controller-manager",
-        "--cloud-provider=fake",
-        &fake,
-        "--enable-leader-migration",
-        &cfg,
-        "--kubeconfig=/nonexistent/kubeconfig",
-    ]);
+    let (code, out, _) = plan("controller-manager", &fake, Some(&cfg));
     assert_eq!(code, 2);
     assert!(
         out.contains("  service-lb-controller            not run here: leader migration assigns it to cloud-controller-manager\n"),
@@ -695,13 +526,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
         "{out}"
     );
     // Without a file: upstream's default configuration.
-    let (_, out, _) = run(&[
-        "cloud-controller-manager",
-        "--cloud-provider=fake",
-        &fake,
-        "--enable-leader-migration",
-        "--kubeconfig=/nonexistent/kubeconfig",
-    ]);
+    let (_, out, _) = plan("cloud-controller-manager", &fake, None);
     assert!(
         out.contains("leader migration: enabled (configuration: default), migration lease kube-system/cloud-provider-extraction-migration"),
         "{out}"
@@ -712,9 +537,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
 fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/leader-migration");
     let dir = tempfile::tempdir().expect("tmp");
-    let fake = dir.path().join("fake.yaml");
-    std::fs::write(&fake, "instances: []\n").expect("write");
-    let fake = format!("--cloud-config={}", fake.display());
+    let fake = fake_cloud_config(dir.path());
     let migrated = "  under lease kube-system/cloud-provider-extraction-migration (only while holding it): cloud-node-lifecycle-controller, service-lb-controller, node-route-controller\n";
     for (personality, file, main) in [
         (
@@ -729,14 +552,7 @@ fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
         ),
     ] {
         let cfg = format!("--leader-migration-config={}", deploy.join(file).display());
-        let (code, out, err) = run(&[
-            personality,
-            "--cloud-provider=fake",
-            &fake,
-            "--enable-leader-migration",
-            &cfg,
-            "--kubeconfig=/nonexistent/kubeconfig",
-        ]);
+        let (code, out, err) = plan(personality, &fake, Some(&cfg));
         assert_eq!(code, 2, "{err}");
         assert!(
             err.contains("--kubeconfig: cannot load"),

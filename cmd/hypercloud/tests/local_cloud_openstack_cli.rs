@@ -3,14 +3,13 @@
 //! read as JSON (`-f json`) and asserted.
 #![allow(clippy::unwrap_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use hypercloud_testenv::localcloud::{cli, cli_json, state_dir, Serve};
 use serde_json::Value;
-use support::{cli, cli_json, state_dir, Serve};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 
 fn openstack_cli() -> PathBuf {
     let cache = std::env::var_os("HYPERCLOUD_CACHE")
@@ -74,9 +73,10 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     let os = openstack_cli();
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
-    let serve = Serve::start(&dir, &[]);
+    let serve = Serve::start(BIN, &dir, &[]);
 
     let web1 = cli_json(
+        BIN,
         &dir,
         &[
             "instance",
@@ -88,9 +88,12 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
             "json",
         ],
     );
-    cli_json(&dir, &["instance", "create", "web-2", "-o", "json"]);
-    assert!(cli(&dir, &["instance", "stop", "web-2"]).status.success());
+    cli_json(BIN, &dir, &["instance", "create", "web-2", "-o", "json"]);
+    assert!(cli(BIN, &dir, &["instance", "stop", "web-2"])
+        .status
+        .success());
     let vol = cli_json(
+        BIN,
         &dir,
         &["volume", "create", "data", "--size", "3", "-o", "json"],
     );
@@ -181,7 +184,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
     let os = openstack_cli();
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
-    let _serve = Serve::start(&dir, &[]);
+    let _serve = Serve::start(BIN, &dir, &[]);
 
     // No listener: nothing binds, so parallel servers on the default VIP pool cannot collide.
     let lb = openstack(

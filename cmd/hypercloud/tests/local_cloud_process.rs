@@ -2,20 +2,19 @@
 //! kill -9 in the middle of writes and restart with state intact, one server per state dir.
 #![allow(clippy::unwrap_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::{cli, cli_json, http, serve_log, state_dir, token, Serve};
+use hypercloud_testenv::localcloud::{cli, cli_json, http, serve_log, state_dir, token, Serve};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 
 #[test]
 fn serve_prints_where_it_listens_and_how_to_use_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
-    let serve = Serve::start(&dir, &[]);
+    let serve = Serve::start(BIN, &dir, &[]);
     // The server answers as soon as it is bound; the banner follows a moment later.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut log = serve_log(&dir);
@@ -59,6 +58,7 @@ fn operator_cli_works_with_and_without_a_running_server() {
 
     // Offline: no server holds the state dir, so the CLI runs the cloud in-process.
     let created = cli_json(
+        BIN,
         &dir,
         &[
             "instance",
@@ -73,13 +73,15 @@ fn operator_cli_works_with_and_without_a_running_server() {
     assert_eq!(created["name"], "offline-1");
     assert_eq!(created["addresses"]["private"][0]["addr"], "127.1.0.40");
     let vol = cli_json(
+        BIN,
         &dir,
         &["volume", "create", "disk-1", "--size", "4", "-o", "json"],
     );
     assert_eq!(vol["size"], 4);
 
-    let serve = Serve::start(&dir, &["--availability-zones", "nova,zone-b"]);
+    let serve = Serve::start(BIN, &dir, &["--availability-zones", "nova,zone-b"]);
     let created = cli_json(
+        BIN,
         &dir,
         &[
             "instance", "create", "online-1", "--zone", "zone-b", "--flavor", "m1.tiny", "-o",
@@ -88,10 +90,10 @@ fn operator_cli_works_with_and_without_a_running_server() {
     );
     assert_eq!(created["OS-EXT-AZ:availability_zone"], "zone-b");
     assert_eq!(created["flavor"]["original_name"], "m1.tiny");
-    assert!(cli(&dir, &["instance", "stop", "online-1"])
+    assert!(cli(BIN, &dir, &["instance", "stop", "online-1"])
         .status
         .success());
-    let list = cli_json(&dir, &["instance", "list", "-o", "json"]);
+    let list = cli_json(BIN, &dir, &["instance", "list", "-o", "json"]);
     let status_of = |name: &str| {
         list.as_array()
             .unwrap()
@@ -102,24 +104,24 @@ fn operator_cli_works_with_and_without_a_running_server() {
     };
     assert_eq!(status_of("online-1"), "SHUTOFF");
     assert_eq!(status_of("offline-1"), "ACTIVE");
-    let stop_again = cli(&dir, &["instance", "stop", "online-1"]);
+    let stop_again = cli(BIN, &dir, &["instance", "stop", "online-1"]);
     assert!(!stop_again.status.success());
     assert!(
         String::from_utf8_lossy(&stop_again.stderr).contains("409"),
         "{}",
         String::from_utf8_lossy(&stop_again.stderr)
     );
-    assert!(cli(&dir, &["instance", "start", "online-1"])
+    assert!(cli(BIN, &dir, &["instance", "start", "online-1"])
         .status
         .success());
-    let bad_zone = cli(&dir, &["instance", "create", "x", "--zone", "mars"]);
+    let bad_zone = cli(BIN, &dir, &["instance", "create", "x", "--zone", "mars"]);
     assert!(!bad_zone.status.success());
-    let status = cli_json(&dir, &["status", "-o", "json"]);
+    let status = cli_json(BIN, &dir, &["status", "-o", "json"]);
     assert_eq!(status["running"], true);
     assert_eq!(status["api_url"], serve.api_url.as_str());
     assert_eq!(status["instances"], 2);
     assert_eq!(status["volumes"], 1);
-    let text = cli(&dir, &["instance", "list"]);
+    let text = cli(BIN, &dir, &["instance", "list"]);
     let table = String::from_utf8_lossy(&text.stdout);
     assert!(table.lines().next().unwrap().starts_with("ID"), "{table}");
     assert!(
@@ -129,15 +131,17 @@ fn operator_cli_works_with_and_without_a_running_server() {
     serve.terminate();
 
     // Offline again: the zones and everything else were kept.
-    assert!(cli(&dir, &["instance", "delete", "offline-1"])
+    assert!(cli(BIN, &dir, &["instance", "delete", "offline-1"])
         .status
         .success());
-    assert!(cli(&dir, &["volume", "delete", "disk-1"]).status.success());
-    let status = cli_json(&dir, &["status", "-o", "json"]);
+    assert!(cli(BIN, &dir, &["volume", "delete", "disk-1"])
+        .status
+        .success());
+    let status = cli_json(BIN, &dir, &["status", "-o", "json"]);
     assert_eq!(status["running"], false);
     assert_eq!(status["instances"], 1);
     assert_eq!(status["volumes"], 0);
-    let missing = cli(&dir, &["instance", "delete", "no-such"]);
+    let missing = cli(BIN, &dir, &["instance", "delete", "no-such"]);
     assert!(!missing.status.success());
 }
 
@@ -145,7 +149,7 @@ fn operator_cli_works_with_and_without_a_running_server() {
 fn kill_9_mid_run_loses_no_acknowledged_write() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
-    let serve = Serve::start(&dir, &[]);
+    let serve = Serve::start(BIN, &dir, &[]);
     let api = serve.api_url.clone();
     let tok = token(&api);
     let auth = [("X-Auth-Token", tok.as_str())];
@@ -203,13 +207,13 @@ fn kill_9_mid_run_loses_no_acknowledged_write() {
     writer.join().unwrap();
     let acked = acked.lock().unwrap().clone();
 
-    let serve = Serve::start(&dir, &[]);
+    let serve = Serve::start(BIN, &dir, &[]);
     eprintln!(
         "restart after kill -9 ({} instances acknowledged): {:?} to first answer",
         acked.len(),
         serve.startup
     );
-    let list = cli_json(&dir, &["instance", "list", "-o", "json"]);
+    let list = cli_json(BIN, &dir, &["instance", "list", "-o", "json"]);
     let names: Vec<String> = list
         .as_array()
         .unwrap()
@@ -261,8 +265,8 @@ fn kill_9_mid_run_loses_no_acknowledged_write() {
 fn a_second_server_on_the_same_state_dir_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
-    let serve = Serve::start(&dir, &[]);
-    let out = std::process::Command::new(support::BIN)
+    let serve = Serve::start(BIN, &dir, &[]);
+    let out = std::process::Command::new(BIN)
         .args([
             "local-cloud",
             "serve",

@@ -4,20 +4,12 @@
 #![cfg(feature = "openstack")]
 #![allow(clippy::unwrap_used)]
 
-#[path = "local_cloud_support/process.rs"]
-mod process;
+use hypercloud_testenv::localcloud::{cli_json, http, state_dir, token, Serve};
 
-use std::process::Command;
-
-use process::{cli_json, http, state_dir, token, Serve, BIN};
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    hypercloud_testenv::process::run(BIN, args)
 }
 
 #[test]
@@ -33,8 +25,8 @@ fn providers_lists_openstack_and_local() {
 fn controller_manager_starts_openstack_and_local_against_a_local_cloud_process() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
-    let serve = Serve::start(&dir, &[]);
-    cli_json(&dir, &["instance", "create", "node-1", "-o", "json"]);
+    let serve = Serve::start(BIN, &dir, &[]);
+    cli_json(BIN, &dir, &["instance", "create", "node-1", "-o", "json"]);
     let t = token(&serve.api_url);
     let (status, _, body) = http(
         "GET",

@@ -1,12 +1,15 @@
-//! The Kubernetes side of the scenarios: waiting, what a Node initialised from the cloud
+//! The Kubernetes side of the scenarios: what a Node initialised from the cloud
 //! must look like (the same in both layouts), the load balancer round trip, labelled
 //! PersistentVolumes, and the clean-up of cluster-scoped objects even when a test fails.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use hypercloud_testenv::net::{request, Backend};
+use hypercloud_testenv::nodes::{has_taint, provider_id, TAINT_UNINITIALIZED};
+use hypercloud_testenv::wait::eventually;
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -17,65 +20,10 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{json, Value};
 
 use super::cloud::{Instance, LocalCloud, REGION};
-use super::net::{request, Backend};
 
 /// The label that scopes this run's webhook configurations to its own objects.
 pub const E2E_LABEL: &str = "hypercloud.io/e2e";
-pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const FINALIZER_LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
-
-/// Polls `f` every 200 ms until it returns `Some`; fails after `limit`.
-pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-pub fn has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
-}
-
-pub fn provider_id(node: &Node) -> Option<&str> {
-    node.spec.as_ref()?.provider_id.as_deref()
-}
-
-pub fn internal_ip(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .addresses
-        .as_ref()?
-        .iter()
-        .find(|a| a.type_ == "InternalIP")
-        .map(|a| a.address.clone())
-}
-
-/// Posts the Ready condition, as the kubelet would (the kubelet-helper only registers).
-pub async fn set_ready(nodes: &Api<Node>, name: &str) {
-    let patch = json!({"status": {"conditions": [{
-        "type": "Ready", "status": "True", "reason": "KubeletReady",
-        "message": "kubelet is posting ready status",
-        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"
-    }]}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await
-        .unwrap();
-}
 
 /// What a Node of `instance` looks like once the cloud has had its say, in either layout:
 /// provider ID, the instance's address plus the Hostname, the zone/region/instance-type

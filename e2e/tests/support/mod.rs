@@ -1,10 +1,11 @@
-//! What the scenarios share: the binary and its processes, the local cloud, the cluster
-//! helpers, the webhook configurations and the stand-in for kube-proxy. (`support/mod.rs`
-//! rather than `support.rs`, which cargo would build as a test of its own.)
+//! What the scenarios share beyond `hypercloud_testenv`'s process-level helpers (processes,
+//! the local cloud's server, Nodes, waiting, the stand-in for kube-proxy): the binary under
+//! its personality names, the local cloud of a scenario, the cluster checks and the webhook
+//! configurations. (`support/mod.rs` rather than `support.rs`, which cargo would build as a
+//! test of its own.)
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod cloud;
 pub mod cluster;
-pub mod net;
 pub mod process;
 pub mod webhooks;

@@ -1,10 +1,9 @@
-//! The `hypercloud` binary under its personality names, and the processes started from it:
-//! each writes stdout and stderr to a log file, is killed when dropped, and prints that log
-//! when the test is failing.
+//! The `hypercloud` binary under its personality names. The processes started from it are
+//! `hypercloud_testenv::process::Proc`s: each writes stdout and stderr to a log file, is killed
+//! when dropped, and prints that log when the test is failing.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 /// The `hypercloud` binary cargo built beside this test: the test executable is
 /// `target/<profile>/deps/<test>-<hash>`, the binary `target/<profile>/hypercloud`.
@@ -85,91 +84,4 @@ pub fn run(mut cmd: Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// A running process of the binary.
-pub struct Proc {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    /// Starts `cmd`, its output going to `log`.
-    pub fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Proc {
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Proc {
-            name: name.into(),
-            child,
-            log,
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Everything it printed so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until its output contains `needle`; the output then. Fails when the process
-    /// exits first or after `limit`.
-    pub fn wait_for_output(&mut self, needle: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            let log = self.log();
-            if log.contains(needle) {
-                return log;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "{} exited with {status} before printing {needle:?}",
-                    self.name
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not print {needle:?} within {limit:?}",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Whether it is still running.
-    pub fn running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- {} log ({}) ---\n{}--- end of {} log ---",
-                self.name,
-                self.log.display(),
-                self.log(),
-                self.name
-            );
-        }
-    }
-}
-
-/// A port free on 127.0.0.1 right now, for a server that cannot be told to pick one.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
 }

@@ -7,6 +7,20 @@
 //! suffix (deleted at the end) and [`TestEnv::unique_name`] for cluster-scoped objects. When no
 //! control plane can be had, every call fails with an error naming the step that failed, so tests
 //! fail instead of being skipped.
+//!
+//! Beside it, the helpers the process-level tests of the `hypercloud` binary and the e2e
+//! scenarios share, each taking the path of the binary (`env!("CARGO_BIN_EXE_hypercloud")` in
+//! the binary's tests): [`process`] (a personality as a process, its log kept), [`localcloud`]
+//! (a `local-cloud serve` process, its CLI and API), [`leases`], [`nodes`], [`net`] (a backend
+//! and a request through a load balancer) and [`wait`]. Unlike the control plane above, these
+//! panic with a message saying what failed, as the tests calling them would.
+
+pub mod leases;
+pub mod localcloud;
+pub mod net;
+pub mod nodes;
+pub mod process;
+pub mod wait;
 
 use std::collections::hash_map::RandomState;
 use std::fmt;

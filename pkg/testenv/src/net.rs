@@ -1,5 +1,5 @@
-//! The data plane around a load balancer: a backend on the Node's InternalIP:nodePort (what
-//! kube-proxy plus a pod answer on a real node) and a client request through the VIP.
+//! The data plane around a load balancer in tests: a backend on a Node's InternalIP:nodePort
+//! (what kube-proxy plus a pod answer on a real node) and one client request through the VIP.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -37,8 +37,8 @@ impl Drop for Backend {
     }
 }
 
-/// One HTTP/1.0 request to `addr`; the answer, or `None` when the connection fails or the
-/// answer is empty.
+/// One HTTP/1.0 request to `addr` (2 s to connect, 2 s to answer); the answer, or `None` when
+/// the connection fails or the answer is empty.
 pub async fn request(addr: SocketAddr) -> Option<String> {
     let connect = tokio::net::TcpStream::connect(addr);
     let mut conn = tokio::time::timeout(Duration::from_secs(2), connect)
@@ -52,4 +52,21 @@ pub async fn request(addr: SocketAddr) -> Option<String> {
         .ok()?
         .ok()?;
     (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::free_port;
+
+    #[tokio::test]
+    async fn a_request_gets_the_backends_reply() {
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let reply = "HTTP/1.0 200 OK\r\n\r\nhello\n".to_owned();
+        let _backend = Backend::start(addr, reply.clone()).await;
+        assert_eq!(request(addr).await, Some(reply));
+        // Nothing listens on another free port.
+        let closed: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        assert_eq!(request(closed).await, None);
+    }
 }
