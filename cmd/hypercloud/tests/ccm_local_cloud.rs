@@ -142,7 +142,13 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
         &node,
         "the Node to be initialised",
         Duration::from_secs(60),
-        |n| !has_taint(n, TAINT_UNINITIALIZED) && provider_id(n).is_some_and(|id| !id.is_empty()),
+        // As upstream, the taint goes (with labels and provider ID) before the status patch
+        // with the cloud's addresses: wait for both.
+        |n| {
+            !has_taint(n, TAINT_UNINITIALIZED)
+                && provider_id(n).is_some_and(|id| !id.is_empty())
+                && internal_ip(n).is_some()
+        },
     )
     .await;
     let labels = initialised.metadata.labels.clone().unwrap_or_default();

@@ -221,8 +221,14 @@ async fn setup() -> Setup {
     }
 }
 
+/// A service controller acts on every LoadBalancer Service of the cluster, so the two tests
+/// that run one (each in its own namespace, on the one shared apiserver) take turns: otherwise
+/// one test's cloud-controller-manager would ensure the other's Services.
+static SERVICE_CONTROLLERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() {
+    let _turn = SERVICE_CONTROLLERS.lock().await;
     let s = setup().await;
     let ns = s.ns().to_string();
     let (kcm_lease, ccm_lease) = (s.env.unique_name("kcm"), s.env.unique_name("ccm"));
@@ -401,6 +407,7 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
 
 #[tokio::test]
 async fn losing_the_migration_lease_stops_the_process_non_zero() {
+    let _turn = SERVICE_CONTROLLERS.lock().await;
     let s = setup().await;
     let ccm_lease = s.env.unique_name("ccm");
     let mig = s.migration_lease.clone();
