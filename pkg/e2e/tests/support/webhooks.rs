@@ -23,7 +23,7 @@ pub fn shipped(
     selector: (&str, &str),
 ) -> (MutatingWebhookConfiguration, ValidatingWebhookConfiguration) {
     let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/apiserver-plugin/webhooks.yaml");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/apiserver-plugin/webhooks.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut mutating: Option<MutatingWebhookConfiguration> = None;
     let mut validating: Option<ValidatingWebhookConfiguration> = None;
