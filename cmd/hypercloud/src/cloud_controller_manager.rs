@@ -3,14 +3,12 @@
 //! leader election. It starts the provider, prints which controllers it runs and why any are
 //! off, then runs them while it leads (see [`crate::runtime`]) until SIGTERM.
 
-use std::sync::Arc;
-
 use hypercloud_cloudprovider::Interface;
 use hypercloud_controllers::names;
 use hypercloud_leaderelection::migration::Placement;
 use hypercloud_options::ControllerOptions;
 
-use crate::cloud::{self, Common, UsageError};
+use crate::cloud::{Common, UsageError};
 use crate::leader_migration;
 
 /// The component name: events, certificates, leader migration's `component`.
@@ -43,37 +41,13 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         )
         .into());
     }
-    controllers.validate()?;
-    let enabled = names::resolve(
-        names::CLOUD_CONTROLLER_MANAGER,
-        &controllers.generic.controllers,
-    )?;
-    let migration = leader_migration::plan(
+    crate::runtime::start_and_run(
         COMPONENT,
         names::CLOUD_CONTROLLER_MANAGER,
-        &enabled,
-        &controllers.generic.leader_migration,
-    )?;
-    let metrics = prometheus::Registry::new();
-    let cloud = cloud::start(invoked_as, &common, &metrics).await?;
-    print!(
-        "{}",
-        cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
-    );
-    if let Some(c) = &cloud {
-        print_plan(c.as_ref(), &enabled, &controllers, migration.as_ref());
-    }
-    let (enabled, migration) =
-        leader_migration::apply(migration.as_ref(), enabled, cloud.is_some());
-    crate::runtime::run(crate::runtime::Component {
-        name: COMPONENT,
-        kube: common.kube,
-        options: controllers,
-        enabled,
-        migration,
-        cloud: cloud.map(|c| c as Arc<dyn Interface>),
-        metrics,
-    })
+        common,
+        controllers,
+        invoked_as,
+    )
     .await
 }
 

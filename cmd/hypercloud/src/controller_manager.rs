@@ -7,14 +7,11 @@
 //! controllers; this one has none), so it can stand in for kube-controller-manager in a
 //! cluster and in leader-migration tests.
 
-use std::sync::Arc;
-
 use clap::Command;
 use hypercloud_controllers::names;
 use hypercloud_options::ControllerOptions;
 
-use crate::cloud::{self, Common};
-use crate::leader_migration;
+use crate::cloud::Common;
 
 /// The component name: events, certificates, leader migration's `component`.
 pub const COMPONENT: &str = "kube-controller-manager";
@@ -42,47 +39,12 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         common,
         controllers,
     } = args;
-    controllers.validate()?;
-    let enabled = names::resolve(
-        names::KUBE_CONTROLLER_MANAGER,
-        &controllers.generic.controllers,
-    )?;
-    let migration = leader_migration::plan(
+    crate::runtime::start_and_run(
         COMPONENT,
         names::KUBE_CONTROLLER_MANAGER,
-        &enabled,
-        &controllers.generic.leader_migration,
-    )?;
-    let metrics = prometheus::Registry::new();
-    let cloud = cloud::start(invoked_as, &common, &metrics).await?;
-    print!(
-        "{}",
-        cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
-    );
-    match &cloud {
-        None => {
-            println!("cloud controllers: none (no in-tree cloud provider; with --cloud-provider=external the cloud-controller-manager runs them)");
-            if let Some(plan) = &migration {
-                print!("{}", leader_migration::report(plan, &controllers, false));
-            }
-        }
-        Some(c) => crate::cloud_controller_manager::print_plan(
-            c.as_ref(),
-            &enabled,
-            &controllers,
-            migration.as_ref(),
-        ),
-    }
-    let (enabled, migration) =
-        leader_migration::apply(migration.as_ref(), enabled, cloud.is_some());
-    crate::runtime::run(crate::runtime::Component {
-        name: COMPONENT,
-        kube: common.kube,
-        options: controllers,
-        enabled,
-        migration,
-        cloud: cloud.map(|c| c as Arc<dyn hypercloud_cloudprovider::Interface>),
-        metrics,
-    })
+        common,
+        controllers,
+        invoked_as,
+    )
     .await
 }

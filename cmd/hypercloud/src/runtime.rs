@@ -21,12 +21,15 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use hypercloud_cloudprovider::Interface;
-use hypercloud_controllers::{run_controllers_with, ControllerConfig, ControllerMetrics};
+use hypercloud_controllers::{names, run_controllers_with, ControllerConfig, ControllerMetrics};
 use hypercloud_leaderelection::{self as le, LeaderElector, Outcome};
 use hypercloud_metrics::tls::TlsSource;
 use hypercloud_metrics::{Authorizer, Checks};
 use hypercloud_options::{ControllerOptions, KubeClientOptions};
 use tokio::sync::watch;
+
+use crate::cloud::{self, Common};
+use crate::leader_migration;
 
 /// What one controller manager runs.
 pub struct Component {
@@ -121,6 +124,60 @@ async fn delegated_client(
             Ok(opts.client().await?)
         }
     }
+}
+
+/// What both controller managers do once their own flag checks passed: resolve `--controllers`
+/// against `table`, plan leader migration, start the provider, print the start-up report and
+/// which controller runs under which Lease, then [`run`]. Without a provider (only
+/// `controller-manager --cloud-provider=external` gets here without one) it runs no cloud
+/// controller and says so.
+pub async fn start_and_run(
+    component: &'static str,
+    table: &'static [names::ControllerName],
+    common: Common,
+    controllers: ControllerOptions,
+    invoked_as: &str,
+) -> anyhow::Result<()> {
+    controllers.validate()?;
+    let enabled = names::resolve(table, &controllers.generic.controllers)?;
+    let migration = leader_migration::plan(
+        component,
+        table,
+        &enabled,
+        &controllers.generic.leader_migration,
+    )?;
+    let metrics = prometheus::Registry::new();
+    let cloud = cloud::start(invoked_as, &common, &metrics).await?;
+    print!(
+        "{}",
+        cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
+    );
+    match &cloud {
+        None => {
+            println!("cloud controllers: none (no in-tree cloud provider; with --cloud-provider=external the cloud-controller-manager runs them)");
+            if let Some(plan) = &migration {
+                print!("{}", leader_migration::report(plan, &controllers, false));
+            }
+        }
+        Some(c) => crate::cloud_controller_manager::print_plan(
+            c.as_ref(),
+            &enabled,
+            &controllers,
+            migration.as_ref(),
+        ),
+    }
+    let (enabled, migration) =
+        leader_migration::apply(migration.as_ref(), enabled, cloud.is_some());
+    run(Component {
+        name: component,
+        kube: common.kube,
+        options: controllers,
+        enabled,
+        migration,
+        cloud: cloud.map(|c| c as Arc<dyn Interface>),
+        metrics,
+    })
+    .await
 }
 
 /// Runs `c` until shutdown or lost leadership.
