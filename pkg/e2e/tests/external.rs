@@ -31,20 +31,9 @@ use support::cluster::{
     E2E_LABEL,
 };
 use support::process::{run, Bin};
+use support::trace::{methods, traced};
 
 const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
-
-/// The methods of a `--trace-cloud-calls` file, one JSON record a line.
-fn traced_methods(path: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let r: serde_json::Value = serde_json::from_str(l).unwrap();
-            r["method"].as_str().unwrap().to_owned()
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_layout() {
@@ -90,7 +79,7 @@ async fn external_layout() {
         stdout.contains(&format!("kubelet-helper: registered node {node_name}")),
         "{stdout}"
     );
-    assert_eq!(traced_methods(&kubelet_trace), Vec::<String>::new());
+    assert_eq!(methods(&traced(&kubelet_trace)), Vec::<&str>::new());
     let nodes: Api<Node> = Api::all(env.client());
     let registered = nodes.get(&node_name).await.unwrap();
     assert!(
@@ -173,7 +162,8 @@ async fn external_layout() {
     assert_pv_labelled(&labelled, "az-2");
 
     // The cloud work was the cloud-controller-manager's alone.
-    let ccm_methods = traced_methods(&ccm_trace);
+    let ccm_calls = traced(&ccm_trace);
+    let ccm_methods = methods(&ccm_calls);
     for m in [
         "instance_metadata",
         "ensure_load_balancer",
@@ -181,15 +171,15 @@ async fn external_layout() {
         "get_labels_for_volume",
     ] {
         assert!(
-            ccm_methods.iter().any(|c| c == m),
+            ccm_methods.contains(&m),
             "the cloud-controller-manager never called {m}: {ccm_methods:?}"
         );
     }
     assert!(kcm.running(), "kube-controller-manager exited");
     assert!(ccm.running(), "cloud-controller-manager exited");
     assert_eq!(
-        traced_methods(&kcm_trace),
-        Vec::<String>::new(),
+        methods(&traced(&kcm_trace)),
+        Vec::<&str>::new(),
         "kube-controller-manager --cloud-provider=external called the cloud"
     );
     let kcm_log = kcm.log();

@@ -33,23 +33,8 @@ use support::cluster::{
     E2E_LABEL,
 };
 use support::process::{run, Bin};
+use support::trace::{methods, traced};
 use support::webhooks;
-
-/// The cloud calls of a `--trace-cloud-calls` file, one JSON record a line.
-fn traced(path: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn methods(records: &[serde_json::Value]) -> Vec<&str> {
-    records
-        .iter()
-        .map(|r| r["method"].as_str().unwrap())
-        .collect()
-}
 
 /// Whether some `method` call of `records` had `name` among its arguments.
 fn called_for(records: &[serde_json::Value], method: &str, name: &str) -> bool {

@@ -8,4 +8,5 @@
 pub mod cloud;
 pub mod cluster;
 pub mod process;
+pub mod trace;
 pub mod webhooks;
