@@ -9,6 +9,10 @@
 #   hack/envtest.sh env     print that env again for a running control plane
 #   hack/envtest.sh stop    stop the processes `start` started (by their recorded pids)
 #   hack/envtest.sh pin     regenerate hack/tools/envtest/go.mod + go.sum from hack/versions.env
+#   hack/envtest.sh build-kubectl
+#                           build kubectl (same version and module graph as kube-apiserver) into
+#                           $HYPERCLOUD_CACHE/kubectl/<version>/ when missing; print its path on stdout:
+#                           KUBECTL="$(hack/envtest.sh build-kubectl)"
 #
 # Environment:
 #   HYPERCLOUD_CACHE          cache root (default $HOME/.cache/hypercloud)
@@ -34,25 +38,11 @@ BUILT_BIN="$CACHE/envtest/bin/kubernetes-$KUBERNETES_VERSION-etcd-$ETCD_VERSION"
 BIN="${HYPERCLOUD_ENVTEST_BIN:-$BUILT_BIN}"
 READY_TIMEOUT="${HYPERCLOUD_ENVTEST_READY_TIMEOUT:-90}"
 
-STEP="setup"
-log() { printf 'envtest: %s\n' "$*" >&2; }
-step() { STEP="$1"; log "$1"; }
-# fail MESSAGE: name the current step and stop.
-fail() { printf 'envtest: step "%s" failed: %s\n' "$STEP" "$*" >&2; exit 1; }
-# Anything that fails without an explicit `fail` still names its step.
-on_err() { printf 'envtest: step "%s" failed (exit %s at line %s)\n' "$STEP" "$1" "$2" >&2; exit "$1"; }
-trap 'on_err $? $LINENO' ERR
+TAG=envtest
+# shellcheck source=hack/lib/go-build.sh
+source "$ROOT/hack/lib/go-build.sh"
 
 # ---------------------------------------------------------------- build
-
-go_env() {
-	command -v go >/dev/null || fail "no go toolchain on PATH (install Go >= 1.24, see README 'Testing: prerequisites')"
-	# The module under hack/tools is self-contained; ignore any go.work around the clone.
-	export GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly -modcacherw"
-	# Downloaded modules live in the cache too (the build cache is $HOME/.cache/go-build by
-	# default), so a CI that keeps $HOME/.cache rebuilds nothing.
-	export GOMODCACHE="${GOMODCACHE:-$CACHE/go/mod}"
-}
 
 check_pins() {
 	step "check hack/tools/envtest pins against hack/versions.env"
@@ -75,17 +65,11 @@ cmd_build() {
 	step "find go toolchain"
 	go_env
 	check_pins
-	local tmp minor ldflags start
+	local tmp ldflags start
 	tmp="$BUILT_BIN.tmp.$$"
 	rm -rf "$BUILT_BIN".tmp.*
 	mkdir -p "$tmp"
-	minor="${KUBERNETES_VERSION#v1.}"
-	minor="${minor%%.*}"
-	# What `kube-apiserver --version` and /version report (upstream sets these in hack/lib/version.sh).
-	ldflags="-s -w"
-	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-	done
+	ldflags="$(kube_ldflags)"
 
 	step "build kube-apiserver $KUBERNETES_VERSION"
 	start=$SECONDS
@@ -111,6 +95,37 @@ cmd_build() {
 	rm -rf "$BUILT_BIN"
 	mv "$tmp" "$BUILT_BIN"
 	log "kube-apiserver and etcd are in $BUILT_BIN"
+}
+
+# kubectl lives in a directory of its own (not BUILT_BIN), so adding it did not invalidate the
+# cached kube-apiserver + etcd, and scripts that need only kubectl do not build the apiserver.
+KUBECTL_BIN="$CACHE/kubectl/$KUBERNETES_VERSION/kubectl"
+
+cmd_build_kubectl() {
+	if [[ -x "$KUBECTL_BIN" && -f "$KUBECTL_BIN.complete" ]]; then
+		log "kubectl $KUBERNETES_VERSION already built: $KUBECTL_BIN"
+		echo "$KUBECTL_BIN"
+		return
+	fi
+	step "find go toolchain"
+	go_env
+	check_pins
+	local tmp start version
+	mkdir -p "$(dirname "$KUBECTL_BIN")"
+	tmp="$KUBECTL_BIN.tmp.$$"
+	step "build kubectl $KUBERNETES_VERSION"
+	start=$SECONDS
+	(cd "$TOOLS" && go build -trimpath -ldflags "$(kube_ldflags)" -o "$tmp" k8s.io/kubernetes/cmd/kubectl) ||
+		fail "go build k8s.io/kubernetes/cmd/kubectl"
+	log "built kubectl in $((SECONDS - start))s"
+	step "verify kubectl"
+	version="$("$tmp" version --client 2>&1)" || true
+	[[ "$version" == *"Client Version: $KUBERNETES_VERSION"* ]] ||
+		fail "kubectl version --client says '$version', not $KUBERNETES_VERSION"
+	mv "$tmp" "$KUBECTL_BIN"
+	touch "$KUBECTL_BIN.complete"
+	log "kubectl is $KUBECTL_BIN"
+	echo "$KUBECTL_BIN"
 }
 
 cmd_pin() {
@@ -411,8 +426,9 @@ start) cmd_start ;;
 stop) cmd_stop ;;
 env) cmd_env ;;
 pin) cmd_pin ;;
+build-kubectl) cmd_build_kubectl ;;
 *)
-	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+	sed -n '2,/^set -E/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -1,32 +1,49 @@
 #!/usr/bin/env bash
-# hypercloud on one machine: a real kube-apiserver + etcd, the local cloud, and every
-# personality started through its symlink name against the same --cloud-provider=local.
+# hypercloud on one machine, in a real cluster: a real kube-apiserver + etcd, the upstream
+# kube-controller-manager (--cloud-provider=external) and kube-scheduler, kwok playing the
+# kubelets, the local cloud, and every personality started through its symlink name against
+# the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--mode external|in-tree] [--nodes N] [--smoke] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere] [--mode external|in-tree] [--nodes N] [--smoke] [--dir DIR] [--dump FILE]
 #
-#   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call and
-#                              the cloud-controller-manager initialises them from the cloud and
-#                              labels volumes' PVs.
-#   --mode in-tree:            kubelet-helpers ask the cloud themselves (the old layout), the
-#                              controller-manager runs the in-tree cloud controllers and the
-#                              apiserver-plugin webhook labels PVs and admits Nodes.
+#   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
+#   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
+#                              instead of the local cloud, --cloud-provider=aws (steps in
+#                              hack/lib/cloud-aws.sh). moto's ELBs carry no traffic: the load
+#                              balancer is checked with `aws elb describe-load-balancers`.
+#   --cloud vsphere:           vcsim, VMware's vCenter simulator, --cloud-provider=vsphere
+#                              (steps in hack/lib/cloud-vsphere.sh); vSphere has no load
+#                              balancers, so the load balancer step is skipped and says so.
+#   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call; the
+#                              scheduler leaves the demo's pods Pending until the
+#                              cloud-controller-manager initialises the Nodes from the cloud
+#                              (and labels volumes' PVs).
+#   --mode in-tree:            kubelet-helpers ask the cloud themselves (the old layout),
+#                              hypercloud's controller-manager runs the in-tree cloud controllers
+#                              (the cloud part the upstream kube-controller-manager no longer
+#                              has) and the apiserver-plugin webhook labels PVs and admits Nodes.
 #   --smoke:                   check the result, stop everything and exit (CI); otherwise it
 #                              keeps running until Ctrl-C, which stops everything it started.
-#   --dump FILE:               write what the cloud put into the cluster (Nodes, Services, PVs;
-#                              normalised, see hack/lib/cluster-view.py) to FILE, for
-#                              hack/compare-modes.sh.
+#   HYPERCLOUD_BIN=PATH:       use this hypercloud binary instead of building one.
+#   --dump FILE:               write what the cloud put into the cluster (Nodes with their
+#                              conditions, Services, PVs, scheduling results; normalised, see
+#                              hack/lib/cluster-view.py) to FILE, for hack/compare-modes.sh.
 #
-# Then it creates a LoadBalancer Service backed by a tiny HTTP server on every Node's
-# InternalIP:nodePort (standing in for kube-proxy and a pod) and curls through the load balancer.
+# kwok keeps a Node alive (Lease, Ready) only while its instance runs (hack/lib/kubelet-power.py).
+# The demo runs a Deployment default/hello, creates a LoadBalancer Service for it (Endpoints
+# from the upstream controller manager) with a tiny HTTP server on every Node's
+# InternalIP:nodePort standing in for kube-proxy and the pods, curls through the load balancer,
+# and finally stops one instance: its Node turns NotReady and gets the shutdown taint.
 #
 # Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses and
 # the load balancers' 127.0.100.x VIPs); state and logs live in DIR
-# (default $HOME/.cache/hypercloud/local-up).
+# (default $HOME/.cache/hypercloud/local-up). The cloud-specific steps are the cloud_*
+# functions below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
 
-mode=external nodes=3 smoke=false dump=""
+mode=external nodes=3 smoke=false dump="" cloud=local
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 dir="$HYPERCLOUD_CACHE/local-up"
@@ -40,12 +57,15 @@ while [ $# -gt 0 ]; do
     --dir=*) dir="${1#--dir=}"; shift ;;
     --dump) dump="${2:-}"; shift 2 ;;
     --dump=*) dump="${1#--dump=}"; shift ;;
+    --cloud) cloud="${2:-}"; shift 2 ;;
+    --cloud=*) cloud="${1#--cloud=}"; shift ;;
     --smoke) smoke=true; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "local-up: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere) ;; *) echo "local-up: --cloud must be local, aws or vsphere, got '$cloud'" >&2; exit 2 ;; esac
 case "$nodes" in ''|*[!0-9]*) echo "local-up: --nodes must be a number, got '$nodes'" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 50 ] || { echo "local-up: --nodes must be between 1 and 50" >&2; exit 2; }
 
@@ -74,7 +94,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
   local deadline=$((SECONDS + $1)) what="$2"; shift 2
   until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -lt "$deadline" ] || fail "timed out waiting for $what"
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      [ -z "${diagnose:-}" ] || "$diagnose" >&2 || true
+      fail "timed out waiting for $what"
+    fi
     sleep 0.5
   done
 }
@@ -82,11 +105,24 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
 rm -rf "$dir/logs" "$dir/cloud" "$dir/bin" "$dir"/*.jsonl
 mkdir -p "$dir/logs" "$dir/bin"
 
-step "build hypercloud (cargo build; cached in $CARGO_TARGET_DIR)"
-cargo build -p hypercloud --quiet
-HYPERCLOUD_BIN="$CARGO_TARGET_DIR/debug/hypercloud" hack/install-symlinks.sh "$dir/bin" >/dev/null
+if [ -n "${HYPERCLOUD_BIN:-}" ]; then
+  # hack/test.sh passes the binary its `cargo test --workspace` built: a `cargo build -p
+  # hypercloud` resolves other dependency features and would compile the AWS SDK once more.
+  step "use the hypercloud binary $HYPERCLOUD_BIN (HYPERCLOUD_BIN)"
+  [ -x "$HYPERCLOUD_BIN" ] || fail "HYPERCLOUD_BIN=$HYPERCLOUD_BIN is not an executable"
+else
+  step "build hypercloud (cargo build; cached in $CARGO_TARGET_DIR)"
+  cargo build -p hypercloud --quiet
+  HYPERCLOUD_BIN="$CARGO_TARGET_DIR/debug/hypercloud"
+fi
+HYPERCLOUD_BIN="$HYPERCLOUD_BIN" hack/install-symlinks.sh "$dir/bin" >/dev/null
 echo "symlinks: $(ls "$dir/bin" | tr '\n' ' ')"
 bin="$dir/bin"
+
+step "build the upstream kube-controller-manager, kube-scheduler and kwok (hack/cluster.sh; built once, cached)"
+# shellcheck source=hack/lib/cluster.sh
+source hack/lib/cluster.sh
+cluster_bin
 
 step "start a real kube-apiserver + etcd (hack/envtest.sh; built once, cached)"
 hack/envtest.sh build
@@ -105,50 +141,176 @@ kcreate() { # kcreate PATH JSON: POST, printing the apiserver's answer; fails on
     -H 'Content-Type: application/json' -X POST --data "$2" "$api_url$1"
 }
 
-step "start the local cloud (OpenStack APIs on 127.0.0.1)"
-api_port=$(free_port) md_port=$(free_port)
-"$bin/local-cloud" --state-dir "$dir/cloud" serve --listen "127.0.0.1:$api_port" --metadata-listen "127.0.0.1:$md_port" \
-  >"$dir/logs/local-cloud.log" 2>&1 &
-pids+=($!)
-wait_for 30 "the local cloud" curl -fsS "http://127.0.0.1:$api_port/identity/v3"
-cat >"$dir/cloud.conf" <<EOF
+# ---------------------------------------------------------------- the cloud
+# Everything that depends on which cloud plays the machines is in these cloud_* functions, so
+# another cloud (a --cloud option) replaces them and the rest of the flow stays.
+
+# cloud_start: start the cloud and write the provider's config; sets cloud_flags.
+cloud_start() {
+  step "start the local cloud (OpenStack APIs on 127.0.0.1)"
+  api_port=$(free_port) md_port=$(free_port)
+  "$bin/local-cloud" --state-dir "$dir/cloud" serve --listen "127.0.0.1:$api_port" --metadata-listen "127.0.0.1:$md_port" \
+    >"$dir/logs/local-cloud.log" 2>&1 &
+  pids+=($!)
+  wait_for 30 "the local cloud" curl -fsS "http://127.0.0.1:$api_port/identity/v3"
+  cat >"$dir/cloud.conf" <<EOF
 [Global]
 auth-url = http://127.0.0.1:$api_port/identity/v3
 [Metadata]
 search-order = metadataService
 metadata-url = http://127.0.0.1:$md_port
 EOF
-echo "local cloud: http://127.0.0.1:$api_port (metadata service 127.0.0.1:$md_port), state in $dir/cloud"
+  echo "local cloud: http://127.0.0.1:$api_port (metadata service 127.0.0.1:$md_port), state in $dir/cloud"
+  provider=local
+  cloud_flags=(--cloud-provider=local "--cloud-config=$dir/cloud.conf")
+}
 
-step "create $nodes instances in the local cloud"
-for i in $(seq 1 "$nodes"); do
-  "$bin/local-cloud" --state-dir "$dir/cloud" instance create "node-$i" --zone nova --flavor m1.small -o json \
-    | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("id") or d["server"]["id"])' >"$dir/node-$i.id"
-  # What the node itself would find in its metadata: which instance it is. On one machine every
-  # kubelet-helper calls from 127.0.0.1, so each gets a cloud.conf naming its instance.
-  { cat "$dir/cloud.conf"; echo "instance-id = $(cat "$dir/node-$i.id")"; } >"$dir/cloud-node-$i.conf"
-done
-"$bin/local-cloud" --state-dir "$dir/cloud" instance list
+# cloud_create_instances N: instances node-1..node-N; each one's id in $dir/node-I.id.
+cloud_create_instances() {
+  step "create $1 instances in the local cloud"
+  local i
+  for i in $(seq 1 "$1"); do
+    "$bin/local-cloud" --state-dir "$dir/cloud" instance create "node-$i" --zone nova --flavor m1.small -o json \
+      | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("id") or d["server"]["id"])' >"$dir/node-$i.id"
+    # What the node itself would find in its metadata: which instance it is. On one machine every
+    # kubelet-helper calls from 127.0.0.1, so each gets a cloud.conf naming its instance.
+    { cat "$dir/cloud.conf"; echo "instance-id = $(cat "$dir/node-$i.id")"; } >"$dir/cloud-node-$i.conf"
+  done
+  "$bin/local-cloud" --state-dir "$dir/cloud" instance list
+}
 
-cloud_flags=(--cloud-provider=local "--cloud-config=$dir/cloud.conf")
+# cloud_instances_command: the command (words on stdout, one a line) that prints the cloud's
+# instances as JSON (name, id, status), for the kubelets' power switch.
+cloud_instances_command() {
+  printf '%s\n' "$bin/local-cloud" --state-dir "$dir/cloud" instance list -o json
+}
+
+# cloud_stop_instance I: power the instance of Node I off, as an operator would.
+cloud_stop_instance() {
+  "$bin/local-cloud" --state-dir "$dir/cloud" instance stop "node-$1"
+}
+
+# cloud_ids: "ID NAME" lines that let hack/lib/cluster-view.py name the cloud's IDs.
+cloud_ids() {
+  local f name
+  for f in "$dir"/node-*.id "$dir"/volume-*.id; do
+    [ -e "$f" ] || continue
+    name=$(basename "$f" .id)
+    echo "$(cat "$f") ${name#volume-}"
+  done
+}
+
+# node_name I: the name of Node I (as the cloud's provider names it; node-I here);
+# node_prefix: what every demo Node's name starts with.
+node_name() { echo "node-$1"; }
+node_prefix=node-
+
+# cloud_node_flags I: the in-tree kubelet-helper's flags for node-I (which instance it is).
+cloud_node_flags() {
+  node_flags=("--cloud-config=$dir/cloud-node-$1.conf")
+}
+
+# cloud_volume: a volume in the cloud and its PersistentVolume data-1, labelled by hypercloud.
+cloud_volume() {
 if [ "$mode" = external ]; then
-  step "start the cloud-controller-manager (--cloud-provider=local)"
-  # The default controllers plus the PV-label controller (pvl; off by default, as upstream).
-  "$bin/cloud-controller-manager" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" --controllers='*,pvl' \
-    --secure-port "$(free_port)" --bind-address 127.0.0.1 \
-    --trace-cloud-calls "$dir/trace-cloud-controller-manager.jsonl" --v=2 \
-    >"$dir/logs/cloud-controller-manager.log" 2>&1 &
-  pids+=($!)
-  step "register $nodes Nodes with kubelet-helper --cloud-provider=external (no cloud calls; tainted)"
-  kubelet_flags=(--cloud-provider=external)
+  step "create a volume in the local cloud and its PersistentVolume (the cloud-controller-manager's PV-label controller labels it)"
 else
-  step "start the controller-manager with the in-tree cloud controllers (--cloud-provider=local)"
-  "$bin/kube-controller-manager" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" \
-    --secure-port "$(free_port)" --bind-address 127.0.0.1 \
-    --trace-cloud-calls "$dir/trace-kube-controller-manager.jsonl" --v=2 \
-    >"$dir/logs/kube-controller-manager.log" 2>&1 &
-  pids+=($!)
-  step "start the apiserver-plugin webhook (--cloud-provider=local) and register it with the apiserver"
+  step "create a volume in the local cloud and its PersistentVolume (the apiserver-plugin webhook labels it on creation)"
+fi
+"$bin/local-cloud" --state-dir "$dir/cloud" volume create data-1 --size 1 --zone nova -o json \
+  | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("id") or d["volume"]["id"])' >"$dir/volume-data-1.id"
+kcreate /api/v1/persistentvolumes "$(printf '{"metadata":{"name":"data-1"},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain","csi":{"driver":"cinder.csi.openstack.org","volumeHandle":"%s","fsType":"ext4"}}}' "$(cat "$dir/volume-data-1.id")")" >/dev/null
+pv_labelled() { kget /api/v1/persistentvolumes/data-1 | grep -q '"topology.kubernetes.io/zone"'; }
+wait_for 60 "PersistentVolume data-1 to get zone labels (see $dir/logs)" pv_labelled
+kget /api/v1/persistentvolumes/data-1 | python3 -c '
+import json, sys
+pv = json.load(sys.stdin)
+labels = pv["metadata"].get("labels", {})
+print("pv/data-1 (volume %s): %s" % (pv["spec"]["csi"]["volumeHandle"],
+      ", ".join("%s=%s" % kv for kv in sorted(labels.items()))))'
+
+}
+
+# cloud_load_balancer: a LoadBalancer Service default/hello for the pods, reached through the cloud.
+cloud_load_balancer() {
+step "create a LoadBalancer Service, with a tiny HTTP server on every Node's InternalIP:nodePort"
+svc_json=$(kcreate /api/v1/namespaces/default/services '{"metadata":{"name":"hello"},"spec":{"type":"LoadBalancer","selector":{"app":"hello"},"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":8080}]}}')
+node_port=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["spec"]["ports"][0]["nodePort"])' "$svc_json")
+# kube-proxy would listen on every Node's nodePort and forward to a pod; on one machine every Node's
+# InternalIP (127.1.0.x) is a local address, so one small server listens on all of them.
+listeners=$(kget /api/v1/nodes | python3 -c '
+import json, sys
+for n in json.load(sys.stdin)["items"]:
+    name = n["metadata"]["name"]
+    ips = [a["address"] for a in n.get("status", {}).get("addresses", []) if a["type"] == "InternalIP"]
+    if name.startswith(sys.argv[2]) and ips:
+        print("%s:%s:%s" % (ips[0], sys.argv[1], name))' "$node_port" "$node_prefix")
+# shellcheck disable=SC2086 # one ADDRESS:PORT:NAME word per Node
+python3 hack/lib/hello-backend.py $listeners >"$dir/logs/hello-backend.log" 2>&1 &
+pids+=($!)
+echo "service default/hello: port 8080 -> nodePort $node_port on $(echo $listeners | wc -w) Nodes"
+ingress() { kget /api/v1/namespaces/default/services/hello | python3 -c '
+import json, sys
+ing = json.load(sys.stdin).get("status", {}).get("loadBalancer", {}).get("ingress", [])
+if not ing or not ing[0].get("ip"):
+    sys.exit(1)
+print(ing[0]["ip"])'; }
+wait_for 90 "the load balancer's ingress IP (see $dir/logs)" ingress
+vip=$(ingress)
+echo "load balancer ready: $vip:8080 (Octavia in the local cloud; members = the Nodes' InternalIP:$node_port)"
+answer=""
+through_lb() { answer=$(curl -fsS --max-time 2 "http://$vip:8080/"); }
+deadline=$((SECONDS + 60))
+until through_lb; do
+  [ "$SECONDS" -lt "$deadline" ] || fail "no answer from http://$vip:8080/ (see $dir/logs/hello-backend.log and $dir/logs/local-cloud.log)"
+  sleep 0.5
+done
+echo "$ curl http://$vip:8080/"
+echo "$answer"
+echo "local-up: curl through the load balancer succeeded"
+}
+
+# cloud_banner: what runs, and how to look at the cloud.
+cloud_banner() {
+cat <<EOF
+
+Running (logs in $dir/logs, cloud call traces in $dir/*.jsonl):
+  load balancer    http://$vip:8080/   curl http://$vip:8080/   (Service default/hello)
+  kube-apiserver   $api_url            export KUBECONFIG=$kubeconfig
+  local cloud      http://127.0.0.1:$api_port   $bin/local-cloud --state-dir $dir/cloud instance list
+  symlinks         $bin
+The official OpenStack CLI (hack/python-tools.sh installs it into $HYPERCLOUD_CACHE/venv):
+  OS_AUTH_URL=http://127.0.0.1:$api_port/identity/v3 OS_USERNAME=admin OS_PASSWORD=hypercloud \\
+  OS_PROJECT_NAME=demo OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default \\
+  $HYPERCLOUD_CACHE/venv/bin/openstack server list
+Press Ctrl-C to stop everything.
+EOF
+}
+
+# Another cloud: hack/lib/cloud-NAME.sh redefines the cloud_* functions above.
+if [ "$cloud" != local ]; then
+  # shellcheck source=/dev/null
+  source "hack/lib/cloud-$cloud.sh"
+fi
+
+# ---------------------------------------------------------------- the cluster
+
+cloud_start
+cloud_create_instances "$nodes"
+
+step "start the upstream kube-controller-manager (--cloud-provider=external) and kube-scheduler, kwok as the kubelets"
+# The real controller manager runs its non-cloud controllers in both layouts (node lifecycle
+# and NotReady taints, endpoints, EndpointSlices, ReplicaSets, garbage collector, ...): upstream
+# removed its cloud controllers; hypercloud's controller-manager (in-tree) or
+# cloud-controller-manager (external) supplies them.
+cluster_start_upstream
+mapfile -t instances_cmd < <(cloud_instances_command)
+cluster_start_kubelets running "${instances_cmd[@]}"
+echo "kube-controller-manager, kube-scheduler $(sed -n 's/^KUBERNETES_VERSION=//p' hack/versions.env), kwok $(sed -n 's/^KWOK_VERSION=//p' hack/versions.env) (binaries in $cluster_bin)"
+echo "kwok plays the kubelet of each Node whose instance runs (hack/lib/kubelet-power.py sets hypercloud.io/kubelet=running)"
+
+if [ "$mode" = in-tree ]; then
+  step "start the apiserver-plugin webhook (--cloud-provider=$provider) and register it with the apiserver"
   plugin_port=$(free_port)
   "$bin/apiserver-plugin" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" \
     --secure-port "$plugin_port" --bind-address 127.0.0.1 --cert-dir "$dir/apiserver-plugin" \
@@ -182,119 +344,164 @@ else
   echo "the apiserver refuses a Node for an instance the cloud does not have:"
   python3 -c 'import json,sys; print("  " + json.load(open(sys.argv[1]))["message"])' "$dir/ghost-node.txt"
 
-  step "register $nodes Nodes with kubelet-helper --cloud-provider=local (facts from the cloud)"
-  kubelet_flags=(--cloud-provider=local --trace-cloud-calls "$dir/trace-kubelet-helper.jsonl")
+  step "register $nodes Nodes with kubelet-helper --cloud-provider=$provider (facts from the cloud)"
+  kubelet_flags=("--cloud-provider=$provider" --trace-cloud-calls "$dir/trace-kubelet-helper.jsonl")
+else
+  step "register $nodes Nodes with kubelet-helper --cloud-provider=external (no cloud calls; tainted)"
+  kubelet_flags=(--cloud-provider=external)
 fi
 for i in $(seq 1 "$nodes"); do
   node_flags=()
-  [ "$mode" = external ] || node_flags=("--cloud-config=$dir/cloud-node-$i.conf")
-  "$bin/kubelet-helper" "${kubelet_flags[@]}" "${node_flags[@]}" --kubeconfig "$kubeconfig" --hostname-override "node-$i" --once \
-    >>"$dir/logs/kubelet-helper.log" 2>&1 || fail "kubelet-helper for node-$i (see $dir/logs/kubelet-helper.log)"
+  [ "$mode" = external ] || cloud_node_flags "$i"
+  "$bin/kubelet-helper" "${kubelet_flags[@]}" "${node_flags[@]}" --kubeconfig "$kubeconfig" --hostname-override "$(node_name "$i")" --once \
+    >>"$dir/logs/kubelet-helper.log" 2>&1 || fail "kubelet-helper for $(node_name "$i") (see $dir/logs/kubelet-helper.log)"
 done
 tail -n "$nodes" "$dir/logs/kubelet-helper.log" | grep 'node' || true
 
-
-nodes_ready() { # all our Nodes have a providerID and no uninitialized taint
+# nodes_where CONDITION: at least $nodes of our Nodes satisfy the Python expression CONDITION
+# (n = the Node, ready = its Ready condition's status, taints = its taint keys).
+nodes_where() {
   kget /api/v1/nodes | python3 -c '
 import json, sys
-want = int(sys.argv[1])
-items = [n for n in json.load(sys.stdin)["items"] if n["metadata"]["name"].startswith("node-")]
-ok = [n for n in items if n["spec"].get("providerID") and not any(
-    t["key"] == "node.cloudprovider.kubernetes.io/uninitialized" for t in n["spec"].get("taints", []))]
-sys.exit(0 if len(ok) >= want else 1)' "$nodes"
-}
-
-step "wait until every Node is initialised from the cloud"
-wait_for 90 "Nodes to be initialised (see $dir/logs)" nodes_ready
-# The node-lifecycle controller's first pass races with the checks above; wait for it so
-# the traces (docs/diagrams, hack/update-diagrams.sh) hold the same calls in every run.
-lifecycle_checked() { # the controller manager asked the cloud about every (never Ready) Node:
-  # instance_exists, then instance_shutdown, the last call of its check
-  python3 -c '
-import json, sys
-seen = set()
-for path in sys.argv[2:]:
-    for line in open(path):
-        r = json.loads(line)
-        if r["method"] in ("instance_shutdown", "instance_shutdown_by_provider_id"):
-            seen.add(json.dumps(r["args"], sort_keys=True))
-sys.exit(0 if len(seen) >= int(sys.argv[1]) else 1)' "$nodes" "$dir"/trace-*controller-manager.jsonl
-}
-wait_for 30 "the node-lifecycle controller to check every Node (see $dir/logs)" lifecycle_checked
-kget /api/v1/nodes | python3 -c '
-import json, sys
-print("%-8s %-48s %-6s %-10s %s" % ("NODE", "PROVIDER-ID", "ZONE", "TYPE", "ADDRESSES"))
+want, cond = int(sys.argv[1]), sys.argv[2]
+ok = 0
 for n in json.load(sys.stdin)["items"]:
-    l = n["metadata"].get("labels", {})
-    if not n["metadata"]["name"].startswith("node-"):
+    if not n["metadata"]["name"].startswith(sys.argv[3]):
         continue
-    addrs = ",".join(a["address"] for a in n.get("status", {}).get("addresses", []))
-    print("%-8s %-48s %-6s %-10s %s" % (n["metadata"]["name"], n["spec"].get("providerID", ""),
-          l.get("topology.kubernetes.io/zone", ""), l.get("node.kubernetes.io/instance-type", ""), addrs))'
-echo "local-up: nodes initialised from the local cloud ($mode mode)"
+    ready = next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
+    taints = [t["key"] for t in n["spec"].get("taints", [])]
+    ok += bool(eval(cond))
+sys.exit(0 if ok >= want else 1)' "$nodes" "$1" "$node_prefix"
+}
+step "wait until kwok reports every Node Ready (its instance runs)"
+# Before the cloud controllers start, so their node-lifecycle passes find no NotReady Node and
+# the traces hold the same calls in every run.
+wait_for 60 "Nodes to be Ready (see $dir/logs/kwok.log and kubelet-power.log)" nodes_where 'ready == "True"'
+grep 'kubelet on' "$dir/logs/kubelet-power.log" | sed 's/^/  /' || true
+
+step "create Deployment default/hello ($nodes pods, app=hello)"
+kcreate /apis/apps/v1/namespaces/default/deployments "$(printf '{"metadata":{"name":"hello"},"spec":{"replicas":%d,"selector":{"matchLabels":{"app":"hello"}},"template":{"metadata":{"labels":{"app":"hello"}},"spec":{"containers":[{"name":"hello","image":"registry.k8s.io/pause:3.10","ports":[{"containerPort":8080}]}]}}}}' "$nodes")" >/dev/null
+# pods_summary: one line per pod of app=hello: name, phase, node, and why it is not scheduled.
+pods_summary() {
+  kget '/api/v1/namespaces/default/pods?labelSelector=app%3Dhello' | python3 -c '
+import json, sys
+for p in sorted(json.load(sys.stdin)["items"], key=lambda p: p["metadata"]["name"]):
+    why = next((c.get("message", "") for c in p.get("status", {}).get("conditions", [])
+                if c["type"] == "PodScheduled" and c["status"] == "False"), "")
+    print("  %-28s %-8s %-8s %s" % (p["metadata"]["name"], p.get("status", {}).get("phase", ""),
+                                   p["spec"].get("nodeName", "-"), why))'
+}
+# pods_where CONDITION: $nodes pods of app=hello satisfy CONDITION (p = the pod).
+pods_where() {
+  kget '/api/v1/namespaces/default/pods?labelSelector=app%3Dhello' | python3 -c '
+import json, sys
+want, cond = int(sys.argv[1]), sys.argv[2]
+pods = json.load(sys.stdin)["items"]
+def scheduled(p, status):
+    return any(c["type"] == "PodScheduled" and c["status"] == status for c in p.get("status", {}).get("conditions", []))
+sys.exit(0 if sum(bool(eval(cond)) for p in pods) >= want else 1)' "$nodes" "$1"
+}
 
 if [ "$mode" = external ]; then
-  step "create a volume in the local cloud and its PersistentVolume (the cloud-controller-manager's PV-label controller labels it)"
-else
-  step "create a volume in the local cloud and its PersistentVolume (the apiserver-plugin webhook labels it on creation)"
-fi
-"$bin/local-cloud" --state-dir "$dir/cloud" volume create data-1 --size 1 --zone nova -o json \
-  | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("id") or d["volume"]["id"])' >"$dir/volume-data-1.id"
-kcreate /api/v1/persistentvolumes "$(printf '{"metadata":{"name":"data-1"},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain","csi":{"driver":"cinder.csi.openstack.org","volumeHandle":"%s","fsType":"ext4"}}}' "$(cat "$dir/volume-data-1.id")")" >/dev/null
-pv_labelled() { kget /api/v1/persistentvolumes/data-1 | grep -q '"topology.kubernetes.io/zone"'; }
-wait_for 60 "PersistentVolume data-1 to get zone labels (see $dir/logs)" pv_labelled
-kget /api/v1/persistentvolumes/data-1 | python3 -c '
-import json, sys
-pv = json.load(sys.stdin)
-labels = pv["metadata"].get("labels", {})
-print("pv/data-1 (volume %s): %s" % (pv["spec"]["csi"]["volumeHandle"],
-      ", ".join("%s=%s" % kv for kv in sorted(labels.items()))))'
+  step "the scheduler keeps the pods off the Nodes while they carry the uninitialized taint"
+  diagnose=pods_summary wait_for 60 "the scheduler to find the pods unschedulable (see $dir/logs/upstream-kube-scheduler.log)" \
+    pods_where 'scheduled(p, "False") and "untolerated taint" in json.dumps(p["status"])'
+  pods_summary | tee "$dir/pods-before-ccm.txt"
+  # The scheduler's message names no taint (v1.34); the Nodes' only taint is the cloud's.
+  nodes_where 'ready == "True" and taints == ["node.cloudprovider.kubernetes.io/uninitialized"]' ||
+    fail "the Nodes carry other taints than node.cloudprovider.kubernetes.io/uninitialized"
+  echo "local-up: pods Pending: every Node is Ready but still tainted node.cloudprovider.kubernetes.io/uninitialized"
 
-step "create a LoadBalancer Service, with a tiny HTTP server on every Node's InternalIP:nodePort"
-svc_json=$(kcreate /api/v1/namespaces/default/services '{"metadata":{"name":"hello"},"spec":{"type":"LoadBalancer","ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":8080}]}}')
-node_port=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["spec"]["ports"][0]["nodePort"])' "$svc_json")
-# kube-proxy would listen on every Node's nodePort and forward to a pod; on one machine every Node's
-# InternalIP (127.1.0.x) is a local address, so one small server listens on all of them.
-listeners=$(kget /api/v1/nodes | python3 -c '
+  step "start the cloud-controller-manager (--cloud-provider=$provider)"
+  # The default controllers plus the PV-label controller (pvl; off by default, as upstream).
+  "$bin/cloud-controller-manager" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" --controllers='*,pvl' \
+    --secure-port "$(free_port)" --bind-address 127.0.0.1 \
+    --trace-cloud-calls "$dir/trace-cloud-controller-manager.jsonl" --v=2 \
+    >"$dir/logs/cloud-controller-manager.log" 2>&1 &
+  pids+=($!)
+else
+  step "start hypercloud's controller-manager with the in-tree cloud controllers (--cloud-provider=$provider)"
+  # The cloud part of the in-tree kube-controller-manager, beside the upstream one (which has
+  # no cloud part left): a Lease of its own, since the upstream one holds kube-controller-manager.
+  "$bin/kube-controller-manager" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" \
+    --leader-elect-resource-name=hypercloud-controller-manager \
+    --secure-port "$(free_port)" --bind-address 127.0.0.1 \
+    --trace-cloud-calls "$dir/trace-kube-controller-manager.jsonl" --v=2 \
+    >"$dir/logs/kube-controller-manager.log" 2>&1 &
+  pids+=($!)
+fi
+
+step "wait until every Node is initialised from the cloud"
+wait_for 90 "Nodes to be initialised (see $dir/logs)" \
+  nodes_where 'n["spec"].get("providerID") and "node.cloudprovider.kubernetes.io/uninitialized" not in taints'
+kget /api/v1/nodes | python3 -c '
 import json, sys
+print("%-8s %-6s %-48s %-6s %-10s %s" % ("NODE", "READY", "PROVIDER-ID", "ZONE", "TYPE", "ADDRESSES"))
 for n in json.load(sys.stdin)["items"]:
-    name = n["metadata"]["name"]
-    ips = [a["address"] for a in n.get("status", {}).get("addresses", []) if a["type"] == "InternalIP"]
-    if name.startswith("node-") and ips:
-        print("%s:%s:%s" % (ips[0], sys.argv[1], name))' "$node_port")
-# shellcheck disable=SC2086 # one ADDRESS:PORT:NAME word per Node
-python3 hack/lib/hello-backend.py $listeners >"$dir/logs/hello-backend.log" 2>&1 &
-pids+=($!)
-echo "service default/hello: port 8080 -> nodePort $node_port on $(echo $listeners | wc -w) Nodes"
-ingress() { kget /api/v1/namespaces/default/services/hello | python3 -c '
+    l = n["metadata"].get("labels", {})
+    if not n["metadata"]["name"].startswith(sys.argv[1]):
+        continue
+    ready = next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "")
+    addrs = ",".join(a["address"] for a in n.get("status", {}).get("addresses", []))
+    print("%-8s %-6s %-48s %-6s %-10s %s" % (n["metadata"]["name"], ready, n["spec"].get("providerID", ""),
+          l.get("topology.kubernetes.io/zone", ""), l.get("node.kubernetes.io/instance-type", ""), addrs))' "$node_prefix"
+echo "local-up: nodes initialised from the $cloud cloud ($mode mode)"
+
+step "wait until the scheduler has placed every pod and kwok runs them"
+diagnose=pods_summary wait_for 60 "the pods of default/hello to run (see $dir/logs/upstream-kube-scheduler.log, kwok.log)" \
+  pods_where 'p.get("status", {}).get("phase") == "Running" and p["spec"].get("nodeName")'
+pods_summary
+echo "local-up: pods scheduled and Running"
+
+cloud_volume
+
+cloud_load_balancer
+
+step "the Service's Endpoints and EndpointSlices (the upstream controller manager's, from the Running pods)"
+endpoints_ready() { # every pod of app=hello is a ready endpoint in both APIs
+  kget /api/v1/namespaces/default/endpoints/hello | python3 -c '
 import json, sys
-ing = json.load(sys.stdin).get("status", {}).get("loadBalancer", {}).get("ingress", [])
-if not ing or not ing[0].get("ip"):
-    sys.exit(1)
-print(ing[0]["ip"])'; }
-wait_for 90 "the load balancer's ingress IP (see $dir/logs)" ingress
-vip=$(ingress)
-echo "load balancer ready: $vip:8080 (Octavia in the local cloud; members = the Nodes' InternalIP:$node_port)"
-answer=""
-through_lb() { answer=$(curl -fsS --max-time 2 "http://$vip:8080/"); }
-deadline=$((SECONDS + 60))
-until through_lb; do
-  [ "$SECONDS" -lt "$deadline" ] || fail "no answer from http://$vip:8080/ (see $dir/logs/hello-backend.log and $dir/logs/local-cloud.log)"
-  sleep 0.5
-done
-echo "$ curl http://$vip:8080/"
-echo "$answer"
-echo "local-up: curl through the load balancer succeeded"
+subsets = json.load(sys.stdin).get("subsets", [])
+sys.exit(0 if sum(len(s.get("addresses", [])) for s in subsets) >= int(sys.argv[1]) else 1)' "$nodes" &&
+  kget '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dhello' | python3 -c '
+import json, sys
+eps = [e for s in json.load(sys.stdin)["items"] for e in s.get("endpoints", []) if e.get("conditions", {}).get("ready")]
+sys.exit(0 if len(eps) >= int(sys.argv[1]) else 1)' "$nodes"
+}
+wait_for 60 "Endpoints of default/hello (see $dir/logs/upstream-kube-controller-manager.log)" endpoints_ready
+kget '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dhello' | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["items"]:
+    for e in s.get("endpoints", []):
+        print("  endpointslice/%s  %s  node %s  ready=%s" % (s["metadata"]["name"], ",".join(e["addresses"]),
+              e.get("nodeName", "-"), e.get("conditions", {}).get("ready")))'
+echo "local-up: the Service has an endpoint for every pod"
+
+last_node=$(node_name "$nodes")
+step "stop the instance of $last_node in the cloud: its kubelet stops, the Node turns NotReady and gets the shutdown taint"
+cloud_stop_instance "$nodes"
+wait_for 90 "$last_node to be NotReady with the shutdown taint (see $dir/logs)" \
+  nodes_where 'n["metadata"]["name"] != "'"$last_node"'" or (ready != "True" and "node.cloudprovider.kubernetes.io/shutdown" in taints)'
+kget "/api/v1/nodes/$last_node" | python3 -c '
+import json, sys
+n = json.load(sys.stdin)
+for c in n["status"]["conditions"]:
+    if c["type"] == "Ready":
+        print("  %s Ready=%s (%s)" % (sys.argv[1], c["status"], c.get("reason", "")))
+for t in n["spec"].get("taints", []):
+    print("  taint %s:%s" % (t["key"], t["effect"]))' "$last_node"
+echo "local-up: a stopped instance's Node is NotReady and tainted shutdown"
 
 if [ -n "$dump" ]; then
   kget /api/v1/nodes >"$dir/nodes.json"
   kget /api/v1/services >"$dir/services.json"
   kget /api/v1/persistentvolumes >"$dir/pvs.json"
-  for f in "$dir"/node-*.id "$dir"/volume-*.id; do
-    name=$(basename "$f" .id)
-    echo "$(cat "$f") ${name#volume-}"
-  done >"$dir/ids.txt"
-  python3 hack/lib/cluster-view.py "$dir/nodes.json" "$dir/services.json" "$dir/pvs.json" "$dir/ids.txt" >"$dump"
+  kget '/api/v1/namespaces/default/pods?labelSelector=app%3Dhello' >"$dir/pods.json"
+  kget /apis/discovery.k8s.io/v1/namespaces/default/endpointslices >"$dir/endpointslices.json"
+  cloud_ids >"$dir/ids.txt"
+  [ "$mode" = external ] && cp "$dir/pods-before-ccm.txt" "$dir/pods-pending.txt" || : >"$dir/pods-pending.txt"
+  python3 hack/lib/cluster-view.py "$dir/nodes.json" "$dir/services.json" "$dir/pvs.json" "$dir/ids.txt" \
+    "$dir/pods.json" "$dir/endpointslices.json" "$dir/pods-pending.txt" >"$dump"
   echo "local-up: cluster view written to $dump"
 fi
 
@@ -303,17 +510,5 @@ if $smoke; then
   exit 0
 fi
 
-cat <<EOF
-
-Running (logs in $dir/logs, cloud call traces in $dir/*.jsonl):
-  load balancer    http://$vip:8080/   curl http://$vip:8080/   (Service default/hello)
-  kube-apiserver   $api_url            export KUBECONFIG=$kubeconfig
-  local cloud      http://127.0.0.1:$api_port   $bin/local-cloud --state-dir $dir/cloud instance list
-  symlinks         $bin
-The official OpenStack CLI (hack/python-tools.sh installs it into $HYPERCLOUD_CACHE/venv):
-  OS_AUTH_URL=http://127.0.0.1:$api_port/identity/v3 OS_USERNAME=admin OS_PASSWORD=hypercloud \\
-  OS_PROJECT_NAME=demo OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default \\
-  $HYPERCLOUD_CACHE/venv/bin/openstack server list
-Press Ctrl-C to stop everything.
-EOF
+cloud_banner
 wait "${pids[@]}"

@@ -1,31 +1,73 @@
 #!/usr/bin/env bash
-# Installs the Python tools the integration tests drive (the official OpenStack CLI) into a venv
-# under the cache dir, pinned, so the tests see exactly the client real users run.
-# Idempotent: a venv that already holds the pinned version is left alone.
+# Installs the Python tools the integration tests drive into a venv under the cache dir, pinned,
+# so the tests see exactly the clients real users run: the official OpenStack CLI (with its
+# Octavia plugin) and openstacksdk (the library the CLI, Ansible and many tools are built on,
+# driven directly by hack/conformance/openstacksdk_conformance.py).
+# Idempotent: each tool has its own stamp, and a venv that already holds a pinned version is left
+# alone.
+#
+#   hack/python-tools.sh        the OpenStack CLI and openstacksdk (venv $HYPERCLOUD_CACHE/venv)
+#   hack/python-tools.sh aws    moto server and the aws CLI (venv $HYPERCLOUD_CACHE/venv-aws; a venv
+#                               of their own, as moto and awscli pin botocore between them)
 set -euo pipefail
+
+# The AWS simulator and the official AWS CLI (the aws provider's tests; hack/aws-tools.sh).
+MOTO_VERSION="5.2.5"
+AWSCLI_VERSION="1.46.2"
 
 OPENSTACKCLIENT_VERSION="10.5.0"
 # `openstack loadbalancer ...` (Octavia) is a plugin of the CLI.
 OCTAVIACLIENT_VERSION="3.15.0"
+OPENSTACKSDK_VERSION="4.22.0"
 
 HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 VENV="$HYPERCLOUD_CACHE/venv"
-STAMP="$VENV/.python-openstackclient-$OPENSTACKCLIENT_VERSION-octaviaclient-$OCTAVIACLIENT_VERSION"
+CLI_STAMP="$VENV/.python-openstackclient-$OPENSTACKCLIENT_VERSION-octaviaclient-$OCTAVIACLIENT_VERSION"
+SDK_STAMP="$VENV/.openstacksdk-$OPENSTACKSDK_VERSION"
 
-if [[ -f "$STAMP" && -x "$VENV/bin/openstack" ]]; then
-    echo "python-openstackclient $OPENSTACKCLIENT_VERSION, python-octaviaclient $OCTAVIACLIENT_VERSION already in $VENV"
+PYTHON="${PYTHON:-python3}"
+pip_install() {
+    command -v "$PYTHON" >/dev/null || { echo "error: $PYTHON not found (needed for $*)" >&2; exit 1; }
+    mkdir -p "$HYPERCLOUD_CACHE"
+    [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+}
+
+if [[ "${1:-}" == aws ]]; then
+    VENV="$HYPERCLOUD_CACHE/venv-aws"
+    STAMP="$VENV/.moto-$MOTO_VERSION-awscli-$AWSCLI_VERSION"
+    if [[ -f "$STAMP" && -x "$VENV/bin/moto_server" && -x "$VENV/bin/aws" ]]; then
+        echo "moto $MOTO_VERSION, awscli $AWSCLI_VERSION already in $VENV"
+        exit 0
+    fi
+    pip_install "moto[server]==$MOTO_VERSION" "awscli==$AWSCLI_VERSION"
+    "$VENV/bin/aws" --version
+    rm -f "$VENV"/.moto-*
+    touch "$STAMP"
+    echo "moto $MOTO_VERSION, awscli $AWSCLI_VERSION installed in $VENV"
     exit 0
 fi
 
-PYTHON="${PYTHON:-python3}"
-command -v "$PYTHON" >/dev/null || { echo "error: $PYTHON not found (needed for python-openstackclient)" >&2; exit 1; }
+if [[ -f "$CLI_STAMP" && -x "$VENV/bin/openstack" ]]; then
+    echo "python-openstackclient $OPENSTACKCLIENT_VERSION, python-octaviaclient $OCTAVIACLIENT_VERSION already in $VENV"
+else
+    # The CLI pulls in openstacksdk; pin it in the same resolve so the two agree.
+    pip_install "python-openstackclient==$OPENSTACKCLIENT_VERSION" \
+        "python-octaviaclient==$OCTAVIACLIENT_VERSION" \
+        "openstacksdk==$OPENSTACKSDK_VERSION"
+    "$VENV/bin/openstack" --version
+    rm -f "$VENV"/.python-openstackclient-*
+    touch "$CLI_STAMP"
+    echo "python-openstackclient $OPENSTACKCLIENT_VERSION, python-octaviaclient $OCTAVIACLIENT_VERSION installed in $VENV"
+fi
 
-mkdir -p "$HYPERCLOUD_CACHE"
-[[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "python-openstackclient==$OPENSTACKCLIENT_VERSION" \
-    "python-octaviaclient==$OCTAVIACLIENT_VERSION"
-"$VENV/bin/openstack" --version
-rm -f "$VENV"/.python-openstackclient-*
-touch "$STAMP"
-echo "python-openstackclient $OPENSTACKCLIENT_VERSION, python-octaviaclient $OCTAVIACLIENT_VERSION installed in $VENV"
+if [[ -f "$SDK_STAMP" ]] && "$VENV/bin/python" -c 'import openstack' 2>/dev/null; then
+    echo "openstacksdk $OPENSTACKSDK_VERSION already in $VENV"
+else
+    pip_install "openstacksdk==$OPENSTACKSDK_VERSION"
+    got="$("$VENV/bin/python" -c 'import openstack.version as v; print(v.__version__)')"
+    [[ "$got" == "$OPENSTACKSDK_VERSION" ]] || { echo "error: openstacksdk $got in $VENV, want $OPENSTACKSDK_VERSION" >&2; exit 1; }
+    rm -f "$VENV"/.openstacksdk-*
+    touch "$SDK_STAMP"
+    echo "openstacksdk $OPENSTACKSDK_VERSION installed in $VENV"
+fi

@@ -13,7 +13,11 @@ trap 'rm -rf "$tmp"' EXIT
 hack/update-diagrams.sh --root "$tmp" "$@"
 
 stale=false
-diff -ruN docs/diagrams "$tmp/docs/diagrams" || stale=true
+# Only the diagrams update-diagrams.sh writes (the local cloud's demo); the per-cloud pages'
+# diagrams (vsphere-*, aws-*) are rendered by hand from their compare-modes traces.
+for f in in-tree.mmd in-tree.svg external.mmd external.svg; do
+  diff -uN "docs/diagrams/$f" "$tmp/docs/diagrams/$f" || stale=true
+done
 diff -u docs/cloud-call-traces.md "$tmp/docs/cloud-call-traces.md" || stale=true
 if $stale; then
   echo "verify-diagrams: the committed diagrams are stale (diff above: committed -> now)." >&2

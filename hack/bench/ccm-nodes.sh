@@ -6,9 +6,16 @@
 # the CCM's peak RSS and, with the local cloud, the HTTP requests it answered per Node and its
 # peak RSS (cmd/hypercloud/examples/bench_ccm_nodes.rs does the work).
 #
-#   hack/bench/ccm-nodes.sh [N] [--provider=fake|local] [extra cloud-controller-manager flags...]
+# With --kwok the Nodes live in a real cluster (kwok plays their kubelets with the kubelet's 40 s
+# Lease, the upstream kube-controller-manager runs; hack/cluster.sh builds both) and, once they
+# are initialised, it reports the CCM's steady state over a fixed window (--window=SECONDS,
+# default 300): CPU, RSS, the apiserver requests the CCM made and the cloud requests, per
+# Node-hour.
+#
+#   hack/bench/ccm-nodes.sh [N] [--provider=fake|local] [--kwok [--window=S]] [extra cloud-controller-manager flags...]
 #   hack/bench/ccm-nodes.sh 1000 --kube-api-qps=200 --kube-api-burst=300 --concurrent-node-syncs=8
 #   hack/bench/ccm-nodes.sh 1000 --provider=local
+#   hack/bench/ccm-nodes.sh 1000 --provider=local --kwok --kube-api-qps=200 --kube-api-burst=300
 #
 # Uses the control plane in HYPERCLOUD_TEST_KUBECONFIG if set, else starts (and stops) its own.
 # HYPERCLOUD_BENCH_PROFILE=dev builds without optimisations (faster to build, slower to run).

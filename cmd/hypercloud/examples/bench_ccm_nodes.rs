@@ -14,7 +14,19 @@
 //!   and the local cloud's peak RSS. This is where the provider's batching shows: many provider
 //!   calls, few cloud requests.
 //!
-//! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local] [extra CCM flags...]
+//! With `--kwok`, the Nodes live in a real cluster: kwok (`hypercloud_testenv::cluster`, the
+//! Stages of hack/lib/kwok-stages.yaml, the kubelet's 40 s Lease) plays their kubelets, so they
+//! turn Ready and keep heartbeating, and the upstream kube-controller-manager runs beside the
+//! CCM. After initialisation (and `--settle` seconds) it then measures the CCM's steady state
+//! over a fixed window (`--window=SECONDS`, default 300, one cloud-node address-sync period):
+//! CPU (utime+stime from /proc), RSS, the apiserver requests the CCM made (the CCM runs as a
+//! ServiceAccount of its own, so the apiserver's priority-and-fairness metrics
+//! `apiserver_flowcontrol_dispatched_requests_total{flow_schema="service-accounts"}` count it
+//! apart from kwok and the KCM, which run as admin) and the cloud requests (provider calls,
+//! and with `--provider=local` the requests the cloud answered), each per Node-hour.
+//!
+//! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local] [--kwok]
+//!        [--window=SECONDS] [extra CCM flags...]
 //! Needs HYPERCLOUD_TEST_KUBECONFIG (a running envtest, `eval "$(hack/envtest.sh start)"`).
 
 use std::collections::BTreeMap;
@@ -22,6 +34,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
+use hypercloud_testenv::cluster::{self as real_cluster, KUBELET_LABEL};
+use hypercloud_testenv::process::Proc;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::Api;
@@ -135,6 +149,183 @@ fn cloud_requests(before: &str, after: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// kwok (the kubelets of the Nodes labelled for this run, with the kubelet's own 40 s Lease)
+/// and the upstream kube-controller-manager (its default 50 s grace period), logs in `dir`.
+fn start_cluster(kubeconfig: &str, dir: &std::path::Path, run: &str) -> Res<(Proc, Proc)> {
+    let bin = real_cluster::bin_dir();
+    let stages =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/lib/kwok-stages.yaml");
+    let mut cmd = Command::new(bin.join("kwok"));
+    cmd.arg(format!("--kubeconfig={kubeconfig}"))
+        .arg(format!("--config={}", stages.display()))
+        .arg(format!(
+            "--manage-nodes-with-label-selector={KUBELET_LABEL}={run}"
+        ))
+        .arg("--node-lease-duration-seconds=40")
+        .arg(format!(
+            "--cidr={}",
+            real_cluster::setting("CLUSTER_POD_CIDR")
+        ));
+    let kwok = Proc::spawn("kwok", cmd, dir.join("kwok.log"));
+    let kcm = real_cluster::kube_controller_manager(
+        std::path::Path::new(kubeconfig),
+        dir,
+        &["--node-monitor-grace-period=50s".to_string()],
+    );
+    Ok((kwok, kcm))
+}
+
+fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// A kubeconfig for a ServiceAccount of this run bound to cluster-admin, so the apiserver's
+/// priority-and-fairness metrics count the CCM's requests under the flow schema
+/// `service-accounts`, apart from the admin clients (kwok, the KCM: flow schema `exempt`).
+async fn service_account_kubeconfig(
+    client: &kube::Client,
+    admin_kubeconfig: &str,
+    dir: &std::path::Path,
+    run: &str,
+) -> Res<String> {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let name = format!("bench-ccm-{run}");
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": name}}))?,
+    )
+    .await?;
+    let crbs: Api<ClusterRoleBinding> = Api::all(client.clone());
+    crbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]
+        }))?,
+    )
+    .await?;
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 7200}}))?;
+    let token = sas
+        .create_token_request(&name, &PostParams::default(), &request)
+        .await?
+        .status
+        .ok_or("TokenRequest without status")?
+        .token;
+    // The admin kubeconfig with the token user first (hack/envtest.sh writes both users).
+    let text = std::fs::read_to_string(admin_kubeconfig)?;
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .ok_or("kubeconfig without server")?;
+    let ca = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+        .ok_or("kubeconfig without certificate-authority-data")?;
+    let path = dir.join("ccm.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n"
+        ),
+    )?;
+    Ok(path.display().to_string())
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+fn vm_rss_kb(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The CCM's steady state over `window`: CPU, RSS, its apiserver requests and the cloud
+/// requests, per Node-hour.
+async fn steady_state(
+    http: &reqwest::Client,
+    admin: &str,
+    pid: u32,
+    [apiserver_url, ccm_url]: [&str; 2],
+    cloud_url: Option<&str>,
+    n: usize,
+    window: Duration,
+) -> Res<String> {
+    let ccm_requests = |text: &str| {
+        sum(
+            text,
+            "apiserver_flowcontrol_dispatched_requests_total",
+            &[("flow_schema", "service-accounts")],
+            &[],
+        )
+    };
+    let provider_calls = |text: &str| {
+        sum(
+            text,
+            "cloudprovider_api_request_duration_seconds_count",
+            &[],
+            &[("request", "initialize")],
+        )
+    };
+    let cloud_total = |text: &str| -> f64 { cloud_requests("", text).values().sum() };
+    let scrape = || async {
+        let api = get_text(http, apiserver_url, admin).await?;
+        let ccm = get_text(http, ccm_url, admin).await?;
+        let cloud = match cloud_url {
+            Some(url) => get_text(http, url, "").await?,
+            None => String::new(),
+        };
+        Res::Ok((api, ccm, cloud))
+    };
+    let ticks0 = cpu_ticks(pid).ok_or("no /proc stat for the CCM")?;
+    let (api0, ccm0, cloud0) = scrape().await?;
+    let t = Instant::now();
+    tokio::time::sleep(window).await;
+    let ticks1 = cpu_ticks(pid).ok_or("no /proc stat for the CCM")?;
+    let (api1, ccm1, cloud1) = scrape().await?;
+    let secs = t.elapsed().as_secs_f64();
+    // USER_HZ is 100 on Linux.
+    let cpu_secs = (ticks1 - ticks0) as f64 / 100.0;
+    let node_hours = n as f64 * secs / 3600.0;
+    let requests = ccm_requests(&api1) - ccm_requests(&api0);
+    let calls = provider_calls(&ccm1) - provider_calls(&ccm0);
+    let mut out = format!(
+        "steady state over {secs:.0}s after initialisation (kwok Nodes Ready and heartbeating):\n\
+         \x20 ccm CPU:                 {:.2}% of a core ({cpu_secs:.2} CPU-s)\n\
+         \x20 ccm RSS:                 {:.1} MiB (peak {:.1} MiB)\n\
+         \x20 apiserver requests:      {requests} in all, {:.3} per Node-hour (flow schema service-accounts)\n\
+         \x20 provider calls:          {calls} in all, {:.3} per Node-hour",
+        100.0 * cpu_secs / secs,
+        vm_rss_kb(pid).unwrap_or(0) as f64 / 1024.0,
+        vm_hwm_kb(pid).unwrap_or(0) as f64 / 1024.0,
+        requests / node_hours,
+        calls / node_hours,
+    );
+    if cloud_url.is_some() {
+        let cloud = cloud_total(&cloud1) - cloud_total(&cloud0);
+        out.push_str(&format!(
+            "\n  cloud API requests:      {cloud} in all, {:.3} per Node-hour",
+            cloud / node_hours
+        ));
+    }
+    Ok(out)
+}
+
 /// A running `hypercloud local-cloud serve` with N servers.
 struct LocalCloud {
     child: std::process::Child,
@@ -231,9 +422,13 @@ impl LocalCloud {
         Ok(())
     }
 
+    fn metrics_url(&self) -> String {
+        format!("{}/metrics", self.api_url)
+    }
+
     async fn metrics(&self, http: &reqwest::Client) -> Res<String> {
         Ok(http
-            .get(format!("{}/metrics", self.api_url))
+            .get(self.metrics_url())
             .send()
             .await?
             .error_for_status()?
@@ -268,7 +463,20 @@ async fn main() -> Res<()> {
     let n: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1000);
     let mut provider = "fake".to_string();
     let mut extra: Vec<String> = Vec::new();
+    let mut kwok = false;
+    let mut window_secs: u64 = 300;
     while let Some(a) = args.next() {
+        if a == "--kwok" {
+            kwok = true;
+            continue;
+        }
+        if let Some(v) = a.strip_prefix("--window=") {
+            window_secs = v.parse().map_err(|e| format!("--window={v}: {e}"))?;
+            if !(10..=7200).contains(&window_secs) {
+                return Err(format!("--window={v}: want 10 to 7200 seconds").into());
+            }
+            continue;
+        }
         match a.strip_prefix("--provider") {
             Some(v) if v.starts_with('=') => provider = v[1..].to_string(),
             Some("") => provider = args.next().ok_or("--provider needs a value")?,
@@ -335,10 +543,15 @@ async fn main() -> Res<()> {
             let nodes = nodes.clone();
             let run = run.clone();
             async move {
+                let mut labels = BTreeMap::from([("hypercloud.io/bench".to_string(), run.clone())]);
+                if kwok {
+                    // The power switch's label: every instance of the bench runs.
+                    labels.insert(KUBELET_LABEL.to_string(), run);
+                }
                 let node = Node {
                     metadata: ObjectMeta {
                         name: Some(name),
-                        labels: Some([("hypercloud.io/bench".to_string(), run)].into()),
+                        labels: Some(labels),
                         ..Default::default()
                     },
                     spec: Some(NodeSpec {
@@ -363,6 +576,33 @@ async fn main() -> Res<()> {
         .await?;
     eprintln!("created in {:.1}s", t.elapsed().as_secs_f64());
 
+    let mut cluster = None;
+    let mut ccm_kubeconfig = kubeconfig.clone();
+    if kwok {
+        cluster = Some(start_cluster(&kubeconfig, dir.path(), &run)?);
+        eprintln!("waiting for kwok to report the {n} Nodes Ready ...");
+        let t = Instant::now();
+        let lp = ListParams::default().labels(&label);
+        loop {
+            let ready = nodes
+                .list(&lp)
+                .await?
+                .items
+                .iter()
+                .filter(|n| node_ready(n))
+                .count();
+            if ready == n {
+                break;
+            }
+            if t.elapsed() > Duration::from_secs(900) {
+                return Err(format!("only {ready} of {n} Nodes Ready after 900s").into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        eprintln!("Ready in {:.1}s", t.elapsed().as_secs_f64());
+        ccm_kubeconfig = service_account_kubeconfig(&client, &kubeconfig, dir.path(), &run).await?;
+    }
+
     let metrics_url = format!("{}metrics", apiserver);
     let before = get_text(&http, &metrics_url, &admin).await?;
     let cloud_before = match &local {
@@ -378,7 +618,7 @@ async fn main() -> Res<()> {
         .arg("cloud-controller-manager")
         .arg(format!("--cloud-provider={provider}"))
         .arg(format!("--cloud-config={}", cloud_config.display()))
-        .arg(format!("--kubeconfig={kubeconfig}"))
+        .arg(format!("--kubeconfig={ccm_kubeconfig}"))
         .arg(format!("--secure-port={port}"))
         .arg("--bind-address=127.0.0.1")
         .arg("--leader-elect=false")
@@ -420,9 +660,31 @@ async fn main() -> Res<()> {
     };
     // Let trailing writes (events) land before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let ccm_metrics = get_text(&http, &format!("https://127.0.0.1:{port}/metrics"), &admin).await?;
+    let ccm_metrics_url = format!("https://127.0.0.1:{port}/metrics");
+    let ccm_metrics = get_text(&http, &ccm_metrics_url, &admin).await?;
     let after = get_text(&http, &metrics_url, &admin).await?;
     peak_kb = peak_kb.max(vm_hwm_kb(pid).unwrap_or(0));
+    let steady = if kwok {
+        eprintln!("settling 30s, then measuring the steady state over {window_secs}s ...");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let cloud_url = local.as_ref().map(|c| c.metrics_url());
+        let report = steady_state(
+            &http,
+            &admin,
+            pid,
+            [&metrics_url, &ccm_metrics_url],
+            cloud_url.as_deref(),
+            n,
+            Duration::from_secs(window_secs),
+        )
+        .await?;
+        if let Some(status) = ccm.try_wait()? {
+            return Err(format!("CCM exited during the window: {status}").into());
+        }
+        Some(report)
+    } else {
+        None
+    };
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
@@ -511,6 +773,11 @@ async fn main() -> Res<()> {
             *hwm as f64 / 1024.0
         );
     }
+
+    if let Some(report) = steady {
+        println!("{report}");
+    }
+    drop(cluster);
 
     eprintln!("deleting the Nodes ...");
     nodes

@@ -55,6 +55,21 @@ enum Cmd {
     },
 }
 
+impl Cmd {
+    /// The personalities that serve and keep working until stopped, where a panicked task
+    /// must end the process ([`exit_on_panic`]). The local cloud is left out: a request that
+    /// panics there fails alone (its own supervision is its module's concern).
+    fn is_long_running(&self) -> bool {
+        matches!(
+            self,
+            Cmd::KubeletHelper(_)
+                | Cmd::ApiserverPlugin(_)
+                | Cmd::ControllerManager(_)
+                | Cmd::CloudControllerManager(_)
+        )
+    }
+}
+
 /// The full command, with per-personality default adjustments.
 fn command() -> Command {
     Cli::command()
@@ -159,6 +174,9 @@ fn run(cmd: Cmd, name: &str) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    if cmd.is_long_running() {
+        exit_on_panic(name);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -201,6 +219,28 @@ fn run(cmd: Cmd, name: &str) -> ExitCode {
     }
 }
 
+/// Exit code of a process whose task panicked (Rust's own for a panicking main thread).
+pub const PANIC_EXIT_CODE: i32 = 101;
+
+/// A panic anywhere (a controller worker, the kube client's rate-limit layer, leader-election
+/// renewal, the admin server) ends the process: logged, then exit 101. Without this a tokio
+/// task that panics dies alone, and the process stays up with `/healthz` answering 200 and
+/// no work done, which no liveness probe would ever restart. Debug builds (the tests) get
+/// this too, unlike `panic = "abort"`.
+fn exit_on_panic(name: &str) {
+    let name = name.to_string();
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        hypercloud_metrics::mark_panicked();
+        default(info);
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("unnamed");
+        tracing::error!(component = %name, %thread, panic = %info, "a task panicked; exiting");
+        eprintln!("{name}: fatal: a task panicked ({info}); exiting with code {PANIC_EXIT_CODE}");
+        std::process::exit(PANIC_EXIT_CODE);
+    }));
+}
+
 fn providers() {
     for p in cloud::registry().list() {
         match p.deprecation {
@@ -223,21 +263,10 @@ fn version() {
     println!("providers: {}", cloud::registry().names().join(", "));
 }
 
-/// The error and its causes on one line, leaving out a cause whose text the line already
-/// holds (our error messages often include their source).
+/// The error and its causes on one line, as every component prints errors
+/// ([`hypercloud_cloudprovider::Chain`]).
 fn render(err: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
+    hypercloud_cloudprovider::Chain(err.as_ref()).to_string()
 }
 
 /// 2 for errors in what the user gave (flags, config files, trace files, names), 1 otherwise.

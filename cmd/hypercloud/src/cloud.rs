@@ -36,6 +36,10 @@ pub fn registry() -> Registry {
     );
     #[cfg(feature = "openstack")]
     hypercloud_providers_openstack::register(&mut r);
+    #[cfg(feature = "aws")]
+    hypercloud_providers_aws::register(&mut r);
+    #[cfg(feature = "vsphere")]
+    hypercloud_providers_vsphere::register(&mut r);
     r
 }
 
@@ -132,11 +136,17 @@ mod tests {
 
     #[test]
     fn registry_has_compiled_in_providers() {
-        let expected: &[&str] = if cfg!(feature = "openstack") {
-            &["fake", "local", "openstack"]
-        } else {
-            &["fake"]
-        };
+        let mut expected = vec!["fake"];
+        if cfg!(feature = "openstack") {
+            expected.extend(["local", "openstack"]);
+        }
+        if cfg!(feature = "aws") {
+            expected.push("aws");
+        }
+        if cfg!(feature = "vsphere") {
+            expected.push("vsphere");
+        }
+        expected.sort();
         assert_eq!(registry().names(), expected);
     }
 }

@@ -3,8 +3,10 @@
 //! leader election. It starts the provider, prints which controllers it runs and why any are
 //! off, then runs them while it leads (see [`crate::runtime`]) until SIGTERM.
 
-use hypercloud_cloudprovider::Interface;
+use std::fmt::Write as _;
+
 use hypercloud_controllers::names;
+use hypercloud_controllers::Plan as ControllerPlan;
 use hypercloud_leaderelection::migration::Placement;
 use hypercloud_options::ControllerOptions;
 
@@ -51,51 +53,96 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     .await
 }
 
-/// Prints each enabled controller and, as upstream logs at start-up, why one cannot run;
-/// with leader migration, under which Lease each runs (or that it does not run here).
+/// Prints each enabled controller of `plan` and, as upstream logs at start-up, why one cannot
+/// run; with leader migration, under which Lease each runs (or that it does not run here).
 pub fn print_plan(
-    cloud: &dyn Interface,
-    enabled: &[&str],
+    plan: &ControllerPlan,
     opts: &ControllerOptions,
     migration: Option<&leader_migration::Plan>,
 ) {
-    println!("controllers:");
-    for name in enabled {
-        let blocked = match *name {
-            // Both need to look instances up.
-            n if n == names::CLOUD_NODE.name || n == names::CLOUD_NODE_LIFECYCLE.name => {
-                (cloud.instances().is_none() && cloud.instances_v2().is_none())
-                    .then_some("cloud provider does not support instances")
-            }
-            n if n == names::SERVICE_LB.name => cloud
-                .load_balancer()
-                .is_none()
-                .then_some("cloud provider does not support load balancers"),
-            n if n == names::NODE_ROUTE.name => {
-                let shared = &opts.kube_cloud_shared;
-                if !shared.allocate_node_cidrs || !shared.configure_cloud_routes {
-                    Some("needs --allocate-node-cidrs=true and --configure-cloud-routes=true")
-                } else if cloud.routes().is_none() {
-                    Some("cloud provider does not support routes")
-                } else {
-                    None
-                }
-            }
-            _ => None,
-        };
-        match (blocked, leader_migration::placement(migration, name)) {
-            (Some(why), _) => println!("  {name:<32} disabled: {why}"),
-            (None, Placement::Main) => println!("  {name:<32} enabled"),
-            (None, Placement::Migration) => println!(
-                "  {name:<32} enabled, under the migration lease {}",
+    print!("{}", plan_report(plan, opts, migration));
+}
+
+/// The text [`print_plan`] prints.
+fn plan_report(
+    plan: &ControllerPlan,
+    opts: &ControllerOptions,
+    migration: Option<&leader_migration::Plan>,
+) -> String {
+    let mut out = String::from("controllers:\n");
+    for entry in plan.entries() {
+        let name = entry.controller.name();
+        let line = match (&entry.blocked, leader_migration::placement(migration, name)) {
+            (Some(why), _) => format!("disabled: {}", why.reason()),
+            (None, Placement::Main) => "enabled".to_string(),
+            (None, Placement::Migration) => format!(
+                "enabled, under the migration lease {}",
                 migration.map_or("", |m| m.lease.as_str())
             ),
             (None, Placement::Elsewhere(c)) => {
-                println!("  {name:<32} not run here: leader migration assigns it to {c}")
+                format!("not run here: leader migration assigns it to {c}")
             }
-        }
+        };
+        let _ = writeln!(out, "  {name:<32} {line}");
     }
-    if let Some(plan) = migration {
-        print!("{}", leader_migration::report(plan, opts, true));
+    if let Some(m) = migration {
+        out.push_str(&leader_migration::report(m, opts, true));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig};
+    use hypercloud_controllers::Controller;
+
+    use crate::leader_migration::tests::opts as options;
+
+    /// The report and the runner read one plan: what the report calls disabled is exactly
+    /// what the runner does not start.
+    #[test]
+    fn report_and_runner_agree() {
+        let cloud = FakeCloud::new(FakeConfig {
+            disabled: vec!["pv-labeler".into(), "routes".into()],
+            ..Default::default()
+        });
+        let opts = options(&[
+            "--controllers=*,pvl",
+            "--allocate-node-cidrs=true",
+            "--configure-cloud-routes=true",
+            "--cluster-cidr=10.244.0.0/16",
+        ]);
+        let enabled = names::resolve(names::CLOUD_CONTROLLER_MANAGER, &opts.generic.controllers)
+            .expect("resolve");
+        let plan = hypercloud_controllers::plan(&cloud, &opts, &enabled);
+        let text = plan_report(&plan, &opts, None);
+        assert!(
+            text.contains(
+                "  persistentvolume-label-controller disabled: cloud provider does not label volumes\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  node-route-controller            disabled: cloud provider does not support routes\n"),
+            "{text}"
+        );
+        assert_eq!(
+            plan.running(),
+            [
+                Controller::CloudNode,
+                Controller::CloudNodeLifecycle,
+                Controller::ServiceLb
+            ]
+        );
+        for entry in plan.entries() {
+            let reported_enabled =
+                text.contains(&format!("  {:<32} enabled", entry.controller.name()));
+            assert_eq!(
+                reported_enabled,
+                plan.running().contains(&entry.controller),
+                "{text}"
+            );
+        }
     }
 }

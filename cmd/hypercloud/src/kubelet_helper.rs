@@ -153,7 +153,9 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         match synced.await {
             Ok(true) => tracing::info!(node = %node_name, "node addresses updated from the cloud"),
             Ok(false) => tracing::debug!(node = %node_name, "node addresses unchanged"),
-            Err(e) => tracing::warn!(node = %node_name, error = %e, "syncing node addresses"),
+            Err(e) => {
+                tracing::warn!(node = %node_name, error = %hypercloud_cloudprovider::Chain(&e), "syncing node addresses")
+            }
         }
     }
 }
@@ -186,7 +188,7 @@ async fn register_with_retry(
         match registration::register(client.clone(), node, input).await {
             Ok(r) => return Ok(r),
             Err(e) if retryable(&e) => {
-                tracing::warn!(node = %input.node_name, error = %e, "unable to register node with API server; retrying");
+                tracing::warn!(node = %input.node_name, error = %hypercloud_cloudprovider::Chain(&e), "unable to register node with API server; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(7));
             }
@@ -218,7 +220,7 @@ async fn metadata(args: MetadataArgs) -> anyhow::Result<()> {
     let file = opts
         .cloud_config_path()
         .map(|p| {
-            std::fs::read_to_string(p)
+            hypercloud_cloudprovider::input::read_input_text(p)
                 .map(|text| (text, p.display().to_string()))
                 .with_context(|| format!("--cloud-config: cannot read {}", p.display()))
         })

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use hypercloud_controllers::names::{self, ControllerName};
+use hypercloud_controllers::{Controller, Plan as ControllerPlan};
 use hypercloud_leaderelection::migration::{LeaderMigrationConfiguration, Migrator, Placement};
 use hypercloud_options::{ControllerOptions, LeaderMigrationOptions};
 
@@ -56,7 +57,8 @@ pub fn plan(
             "default".to_string(),
         ),
         Some(path) => (
-            LeaderMigrationConfiguration::read(path).map_err(|e| UsageError(e.to_string()))?,
+            LeaderMigrationConfiguration::read(path)
+                .map_err(|e| UsageError(hypercloud_cloudprovider::Chain(&e).to_string()))?,
             path.display().to_string(),
         ),
     };
@@ -86,20 +88,27 @@ pub fn plan(
     }))
 }
 
-/// The controllers to run under the component's own Lease and, when it contends for the
-/// migration Lease, what runs under that one.
+/// The parts of the controller plan to run under the component's own Lease and, when it
+/// contends for the migration Lease, under that one.
 pub fn apply(
     plan: Option<&Plan>,
-    enabled: Vec<&'static str>,
+    controllers: &ControllerPlan,
     has_cloud: bool,
-) -> (Vec<&'static str>, Option<crate::runtime::Migration>) {
+) -> (ControllerPlan, Option<crate::runtime::Migration>) {
+    let part = |names: &[&str]| {
+        let ids: Vec<Controller> = names
+            .iter()
+            .filter_map(|n| Controller::from_name(n))
+            .collect();
+        controllers.only(&ids)
+    };
     match plan {
-        None => (enabled, None),
+        None => (controllers.clone(), None),
         Some(p) => (
-            p.main.clone(),
+            part(&p.main),
             p.contends(has_cloud).then(|| crate::runtime::Migration {
                 lease: p.lease.clone(),
-                controllers: p.migration.clone(),
+                plan: part(&p.migration),
             }),
         ),
     }
@@ -169,7 +178,7 @@ pub fn report(plan: &Plan, opts: &ControllerOptions, has_cloud: bool) -> String 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -179,7 +188,8 @@ mod tests {
         c: ControllerOptions,
     }
 
-    fn opts(args: &[&str]) -> ControllerOptions {
+    /// Controller flags as parsed from `args` (also used by the start-up report's tests).
+    pub(crate) fn opts(args: &[&str]) -> ControllerOptions {
         Flags::parse_from(std::iter::once("t").chain(args.iter().copied())).c
     }
 

@@ -21,7 +21,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use hypercloud_cloudprovider::Interface;
-use hypercloud_controllers::{names, run_controllers_with, ControllerConfig, ControllerMetrics};
+use hypercloud_controllers::credentials::ServiceAccountClients;
+use hypercloud_controllers::{
+    names, run_plan, ControllerConfig, ControllerMetrics, Credentials, Plan,
+};
 use hypercloud_leaderelection::{self as le, LeaderElector, Outcome};
 use hypercloud_metrics::tls::TlsSource;
 use hypercloud_metrics::{Authorizer, Checks};
@@ -39,9 +42,9 @@ pub struct Component {
     pub kube: KubeClientOptions,
     /// The controller-manager flags.
     pub options: ControllerOptions,
-    /// Canonical names of the controllers to run under the component's own Lease (all of
-    /// them without leader migration).
-    pub enabled: Vec<&'static str>,
+    /// The controllers to run under the component's own Lease (all of them without leader
+    /// migration), with why any cannot run.
+    pub plan: Plan,
     /// With leader migration: the controllers to run only while also holding the migration
     /// Lease. `None` when migration is off or nothing here runs under that Lease.
     pub migration: Option<Migration>,
@@ -55,8 +58,8 @@ pub struct Component {
 pub struct Migration {
     /// The Lease name (`leaderName`), in `--leader-elect-resource-namespace`.
     pub lease: String,
-    /// Canonical names of the migrated controllers this component runs.
-    pub controllers: Vec<&'static str>,
+    /// The part of the controller plan migrated to this Lease.
+    pub plan: Plan,
 }
 
 /// Fires on SIGTERM or SIGINT.
@@ -139,11 +142,22 @@ pub async fn start_and_run(
     invoked_as: &str,
 ) -> anyhow::Result<()> {
     controllers.validate()?;
+    // Every CIDR flag is checked here, before anything starts, not when a controller does.
+    if let Some(cidrs) = controllers
+        .kube_cloud_shared
+        .cluster_cidr
+        .as_deref()
+        .filter(|c| !c.is_empty())
+    {
+        hypercloud_controllers::route::cluster_cidrs(cidrs)
+            .map_err(|e| cloud::UsageError(format!("--cluster-cidr: {e}")))?;
+    }
     let enabled = names::resolve(table, &controllers.generic.controllers)?;
+    let enabled_names: Vec<&'static str> = enabled.iter().map(|c| c.name()).collect();
     let migration = leader_migration::plan(
         component,
         table,
-        &enabled,
+        &enabled_names,
         &controllers.generic.leader_migration,
     )?;
     let metrics = prometheus::Registry::new();
@@ -152,27 +166,27 @@ pub async fn start_and_run(
         "{}",
         cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))
     );
-    match &cloud {
+    // The one decision of what runs, which the report and the runner both read.
+    let plan = match &cloud {
         None => {
             println!("cloud controllers: none (no in-tree cloud provider; with --cloud-provider=external the cloud-controller-manager runs them)");
             if let Some(plan) = &migration {
                 print!("{}", leader_migration::report(plan, &controllers, false));
             }
+            Plan::default()
         }
-        Some(c) => crate::cloud_controller_manager::print_plan(
-            c.as_ref(),
-            &enabled,
-            &controllers,
-            migration.as_ref(),
-        ),
-    }
-    let (enabled, migration) =
-        leader_migration::apply(migration.as_ref(), enabled, cloud.is_some());
+        Some(c) => {
+            let plan = hypercloud_controllers::plan(c.as_ref(), &controllers, &enabled);
+            crate::cloud_controller_manager::print_plan(&plan, &controllers, migration.as_ref());
+            plan
+        }
+    };
+    let (plan, migration) = leader_migration::apply(migration.as_ref(), &plan, cloud.is_some());
     run(Component {
         name: component,
         kube: common.kube,
         options: controllers,
-        enabled,
+        plan,
         migration,
         cloud: cloud.map(|c| c as Arc<dyn Interface>),
         metrics,
@@ -183,6 +197,18 @@ pub async fn start_and_run(
 /// Runs `c` until shutdown or lost leadership.
 pub async fn run(c: Component) -> anyhow::Result<()> {
     let client = c.kube.client().await?;
+    // --use-service-account-credentials: each controller acts as its own ServiceAccount
+    // (tokens requested with the process's client, on the process's server and CA).
+    let credentials = if c.options.kube_cloud_shared.use_service_account_credentials {
+        Credentials::ServiceAccounts(std::sync::Arc::new(ServiceAccountClients::new(
+            client.clone(),
+            c.kube.config().await?,
+            c.kube.kube_api_qps,
+            c.kube.kube_api_burst,
+        )))
+    } else {
+        Credentials::Shared
+    };
     let shutdown = shutdown_signal();
     let checks = Checks::new();
     let started = checks.add_ready_flag("started");
@@ -226,7 +252,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
                 let e = LeaderElector::new(client.clone(), config, Some(metrics.clone()))?;
                 let health = e.health();
                 checks.add_live("leaderMigration", Arc::new(move || health.check()));
-                Some((e, m.controllers.clone()))
+                Some((e, m.plan.clone()))
             }
             None => None,
         };
@@ -267,7 +293,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
     let Component {
         name,
         options,
-        mut enabled,
+        mut plan,
         migration,
         cloud,
         metrics,
@@ -276,7 +302,9 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
     if elector.is_none() {
         // Without leader election there is no migration Lease (upstream `leadermigration.Enabled`
         // needs both): everything runs at once.
-        enabled.extend(migration.iter().flat_map(|m| m.controllers.iter().copied()));
+        if let Some(m) = &migration {
+            plan = plan.with(&m.plan);
+        }
     }
     let main_lease = options.leader_election.resource_name.clone();
     let lead = move |stop: le::StopSignal| async move {
@@ -291,6 +319,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             ControllerMetrics::register(&metrics).context("starting controllers")?;
         let config = move || ControllerConfig {
             client: client.clone(),
+            credentials: credentials.clone(),
             cloud: cloud.clone(),
             component: name.to_string(),
             options: options.clone(),
@@ -298,17 +327,17 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
         };
         match migration_elector {
             None => {
-                tracing::info!(controllers = ?enabled, "starting controllers");
-                run_controllers_with(config(), controller_metrics, &enabled, stop.stopped())
+                tracing::info!(controllers = %plan, "starting controllers");
+                run_plan(config(), controller_metrics, &plan, stop.stopped())
                     .await
                     .context("running controllers")
             }
             Some((migration_elector, migrated)) => {
-                tracing::info!(lease = %main_lease, controllers = ?enabled, "leader migration: starting main controllers");
+                tracing::info!(lease = %main_lease, controllers = %plan, "leader migration: starting main controllers");
                 lead_with_migration(
                     config,
                     controller_metrics,
-                    &enabled,
+                    &plan,
                     migration_elector,
                     migrated,
                     stop,
@@ -353,24 +382,18 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
 async fn lead_with_migration(
     config: impl Fn() -> ControllerConfig,
     metrics: ControllerMetrics,
-    main: &[&'static str],
+    main: &Plan,
     elector: LeaderElector,
-    migrated: Vec<&'static str>,
+    migrated: Plan,
     stop: le::StopSignal,
 ) -> anyhow::Result<()> {
     let (halt_tx, halt_rx) = watch::channel(false);
-    let main_work = run_controllers_with(config(), metrics.clone(), main, wait(halt_rx.clone()));
+    let main_work = run_plan(config(), metrics.clone(), main, wait(halt_rx.clone()));
     let migrated_config = config();
     let lease = elector.config().name.clone();
     let migration_work = elector.run(wait(halt_rx), move |migration_stop| async move {
-        tracing::info!(%lease, controllers = ?migrated, "leader migration: starting migrated controllers");
-        run_controllers_with(
-            migrated_config,
-            metrics,
-            &migrated,
-            migration_stop.stopped(),
-        )
-        .await
+        tracing::info!(%lease, controllers = %migrated, "leader migration: starting migrated controllers");
+        run_plan(migrated_config, metrics, &migrated, migration_stop.stopped()).await
     });
     let outer = stop.stopped();
     tokio::pin!(outer, main_work, migration_work);
@@ -389,7 +412,7 @@ async fn lead_with_migration(
         Some(Ok(Outcome::Shutdown)) | None => Ok(()),
         Some(Ok(Outcome::Finished(r))) => r.context("running migrated controllers"),
         Some(Err(e)) => {
-            tracing::error!(error = %e, "migration leaderelection lost");
+            tracing::error!(error = %hypercloud_cloudprovider::Chain(&e), "migration leaderelection lost");
             Err(anyhow::Error::new(e).context("leader migration"))
         }
     };

@@ -474,3 +474,130 @@ async fn lost_leadership_stops_the_process_non_zero() {
     assert_eq!(s.holder().await.as_deref(), Some("intruder"));
     s.env.cleanup().await.expect("cleanup");
 }
+
+/// A provider call that panics (the fake's `panicOn` fault hook) inside a controller worker:
+/// the process must not stay up as a zombie with `/healthz` green. It exits 101 within a few
+/// seconds, and from the moment the panic is logged `/healthz` never answers 200.
+#[tokio::test]
+async fn a_panicking_provider_call_ends_the_process_non_zero() {
+    let s = setup("ccm-panic").await;
+    let path = s.dir.path().join("fake.yaml");
+    let mut config = std::fs::read_to_string(&path).expect("config");
+    config.push_str("panicOn: [instance_metadata]\n");
+    std::fs::write(&path, config).expect("config");
+    let mut p = s.spawn("cloud-controller-manager", "panic", &[]);
+    let (code, body) = get(&p, "/healthz", None).await;
+    assert_eq!(code, 200, "{body}");
+    s.wait_holder(Duration::from_secs(30), |h| h.is_some())
+        .await;
+
+    let node = format!("{}-n1", s.lease);
+    s.tainted_node(&node).await;
+    let created = Instant::now();
+    let url = format!("https://127.0.0.1:{}/healthz", p.port);
+    let mut probes_after_panic = 0;
+    while p.running() {
+        assert!(
+            created.elapsed() < Duration::from_secs(10),
+            "still running 10s after the Node that makes a provider call panic was created"
+        );
+        if p.log().contains("injected panic") {
+            if let Ok(r) = http().get(&url).send().await {
+                let status = r.status().as_u16();
+                assert_ne!(status, 200, "/healthz answered 200 after a task panicked");
+            }
+            probes_after_panic += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    p.assert_exits(101, Duration::from_secs(1));
+    let log = p.log();
+    assert!(log.contains("a task panicked"), "{log}");
+    assert!(log.contains("injected panic in instance_metadata"), "{log}");
+    eprintln!("exited {:?} after the Node was created; {probes_after_panic} /healthz probes after the panic", created.elapsed());
+    s.delete_nodes(&[node]).await;
+    s.env.cleanup().await.expect("cleanup");
+}
+
+/// `--use-service-account-credentials=true` through the process: the cloud-node controller
+/// initialises this test's Node as `kube-system/cloud-node-controller`, with only the RBAC of
+/// deploy/components/service-account-credentials. A ValidatingAdmissionPolicy on that one
+/// Node admits writes only from that ServiceAccount: the apiserver checks the identity.
+#[tokio::test]
+async fn service_account_credentials_reach_the_apiserver() {
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    use serde_json::json;
+
+    let s = setup("ccm-sa-credentials").await;
+    let client = s.env.client();
+    // deploy/'s per-controller roles, applied as a user would.
+    hypercloud_testenv::rbac::apply_file(
+        &client,
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/components/service-account-credentials/controller-roles.yaml"
+        ),
+    )
+    .await;
+    let node_name = format!("{}-n1", s.lease);
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    // Excluded from lifecycle management: the other tests' controller managers (whose fake
+    // clouds do not know it) leave it alone.
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": node_name, "labels": {"node.kubernetes.io/exclude-from-lifecycle-management": ""}},
+        "spec": {"taints": [{"key": nodes::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+    }))
+    .expect("node");
+    nodes_api
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
+
+    let policy_name = s.env.unique_name("node-writer");
+    hypercloud_testenv::rbac::admit_only(
+        &client,
+        &policy_name,
+        "nodes",
+        &format!("object.metadata.name == '{node_name}'"),
+        "system:serviceaccount:kube-system:cloud-node-controller",
+    )
+    .await;
+    // In force once the admin's own write is refused.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let patch = json!({"metadata": {"labels": {"hypercloud.io/probe": "x"}}});
+        match nodes_api
+            .patch(&node_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.message.contains("nodes written by") => break,
+            _ => {
+                assert!(Instant::now() < deadline, "policy not in force");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+
+    let ccm = s.spawn(
+        "cloud-controller-manager",
+        "sa",
+        // Only cloud-node: this process's lifecycle controller would delete the other
+        // tests' Nodes, which its fake cloud does not know.
+        &[
+            "--use-service-account-credentials=true",
+            "--controllers=cloud-node",
+        ],
+    );
+    nodes::wait_for(
+        &nodes_api,
+        &node_name,
+        "node initialised as cloud-node-controller",
+        Duration::from_secs(60),
+        |n| !nodes::has_taint(n, nodes::TAINT_UNINITIALIZED),
+    )
+    .await;
+    drop(ccm);
+    hypercloud_testenv::rbac::remove_policy(&client, &policy_name).await;
+    let _ = nodes_api.delete(&node_name, &DeleteParams::default()).await;
+    s.env.cleanup().await.expect("cleanup");
+}

@@ -294,10 +294,11 @@ fn unknown_provider_lists_compiled_in_providers_and_exits_2() {
     assert_eq!(r.code, 2);
     assert!(
         r.stderr
-            .contains("unknown cloud provider \"nope\"; compiled-in providers: fake"),
+            .contains("unknown cloud provider \"nope\"; compiled-in providers: "),
         "{}",
         r.stderr
     );
+    assert!(r.stderr.contains("fake"), "{}", r.stderr);
     assert!(!r.stderr.contains("panicked"));
 }
 
@@ -390,6 +391,125 @@ fn unknown_personality_name_lists_names() {
         r.stderr
     );
     assert!(r.stderr.contains("kube-controller-manager"), "{}", r.stderr);
+}
+
+/// Numbers that do not fit, bad CIDRs and oversized or wrong files: exit 2 before anything
+/// starts, naming the flag (or file, or key) and the allowed range; never a panic.
+#[test]
+fn out_of_range_inputs_are_usage_errors_naming_flag_and_range() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ccm = |extra: &[&str]| {
+        let mut args = vec![
+            "cloud-controller-manager",
+            "--cloud-provider=fake",
+            NO_KUBECONFIG,
+        ];
+        args.extend_from_slice(extra);
+        hc(&args)
+    };
+    for (args, named, range) in [
+        (
+            &["--kube-api-qps=1e-30"][..],
+            "--kube-api-qps",
+            "0.01 to 1000000",
+        ),
+        (&["--kube-api-qps=inf"], "--kube-api-qps", "0.01 to 1000000"),
+        (&["--kube-api-qps=NaN"], "--kube-api-qps", "0.01 to 1000000"),
+        (
+            &["--kube-api-burst=4000000000"],
+            "--kube-api-burst",
+            "1 to 1000000",
+        ),
+        (
+            &["--leader-elect-lease-duration=9999999999h"],
+            "--leader-elect-lease-duration",
+            "2562047h47m16.854775807s",
+        ),
+        (
+            &["--node-monitor-period=99999999999999999999999999999s"],
+            "--node-monitor-period",
+            "out of range",
+        ),
+        (
+            &["--route-reconciliation-period=-5s"],
+            "--route-reconciliation-period",
+            "negative",
+        ),
+        (
+            &["--cluster-cidr=10.0.0.0/33"],
+            "--cluster-cidr",
+            "10.0.0.0/33",
+        ),
+        (
+            &["--cluster-cidr=10.244.0.0/16,banana"],
+            "--cluster-cidr",
+            "banana",
+        ),
+    ] {
+        let r = ccm(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(named),
+            "{args:?} should name {named}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(range),
+            "{args:?} should give {range}: {}",
+            r.stderr
+        );
+        // Before anything starts: no start-up report.
+        assert!(
+            !r.stdout.contains("capabilities:"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    let r = hc(&["kubelet-helper", "--kube-api-qps=1e-30"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--kube-api-qps"), "{}", r.stderr);
+
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, format!("region: r\n#{}\n", "x".repeat(1 << 20))).expect("write");
+    let unknown = config_file(dir.path(), "hook.yaml", "panicOn: [teleport]\n");
+    let migration = config_file(
+        dir.path(),
+        "migration.yaml",
+        "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: Bad_Name\ncontrollerLeaders:\n  - {name: service, component: kcm}\n  - {name: service, component: '*'}\n",
+    );
+    for (args, wants) in [
+        (
+            vec![format!("--cloud-config={}", big.display())],
+            vec![big.display().to_string(), "1 MiB".into()],
+        ),
+        (
+            vec![format!("--cloud-config={}", unknown.display())],
+            vec!["panicOn: unknown method \"teleport\"".to_string()],
+        ),
+        (
+            vec![
+                "--enable-leader-migration".into(),
+                format!("--leader-migration-config={}", migration.display()),
+            ],
+            vec![
+                "leaderName: Invalid value: \"Bad_Name\"".to_string(),
+                "controllerLeaders[0].component: Unsupported value: \"kcm\"".into(),
+                "controllerLeaders[1].name: Duplicate value: \"service\"".into(),
+            ],
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = ccm(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        for want in wants {
+            assert!(
+                r.stderr.contains(&want),
+                "{args:?} should say {want}: {}",
+                r.stderr
+            );
+        }
+    }
 }
 
 #[test]

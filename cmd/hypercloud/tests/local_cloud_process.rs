@@ -292,3 +292,40 @@ fn a_second_server_on_the_same_state_dir_is_refused() {
     );
     serve.terminate();
 }
+
+#[test]
+fn absurd_serve_flags_exit_2_naming_the_flag_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    for (flag, value, range) in [
+        ("--token-ttl", "1e300h", "1s to 8760h"),
+        ("--token-ttl", "0s", "1s to 8760h"),
+        ("--token-ttl", "NaN", "1s to 8760h"),
+        ("--inject-latency", "1e300s", "0 to 600s"),
+        ("--inject-latency", "compute=11m", "0 to 600s"),
+        ("--inject-error-rate", "NaN", "0 to 1"),
+        ("--inject-throttle-rate", "network=-0.5", "0 to 1"),
+        ("--lb-vip-pool", "0.0.0.0/8", "127.0.0.0/8"),
+        ("--lb-vip-pool", "10.0.0.0/24", "127.0.0.0/8"),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["local-cloud", "serve", "--state-dir"])
+            .arg(&dir)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--metadata-listen",
+                "127.0.0.1:0",
+            ])
+            .args([flag, value])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(range), "{flag} {value}: {stderr}");
+        // Nothing started: no state was written.
+        assert!(!dir.join("server.json").exists(), "{flag} {value}");
+        assert!(!dir.join("wal.jsonl").exists(), "{flag} {value}");
+    }
+}

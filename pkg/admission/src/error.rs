@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The object in the review is not the kind the check expects.
-    #[error("decoding {kind}: {source}")]
+    #[error("decoding {kind}")]
     DecodeObject {
         /// Expected kind.
         kind: &'static str,
@@ -12,7 +12,7 @@ pub enum Error {
         source: Box<serde_json::Error>,
     },
     /// The cloud could not label the volume.
-    #[error("querying the cloud for the volume of PersistentVolume {pv}: {source}")]
+    #[error("querying the cloud for the volume of PersistentVolume {pv}")]
     LabelVolume {
         /// The PV.
         pv: String,
@@ -23,7 +23,7 @@ pub enum Error {
     #[error("building the patch: {0}")]
     BuildPatch(String),
     /// The cloud could not say whether the instance exists.
-    #[error("checking the cloud for the instance of node {node}: {source}")]
+    #[error("checking the cloud for the instance of node {node}")]
     CheckInstance {
         /// The node.
         node: String,
@@ -31,7 +31,7 @@ pub enum Error {
         source: Box<hypercloud_cloudprovider::Error>,
     },
     /// Reading a StorageClass or PV failed.
-    #[error("reading {what}: {source}")]
+    #[error("reading {what}")]
     Read {
         /// What was read.
         what: String,

@@ -12,6 +12,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::DynamicObject;
 
+use hypercloud_cloudprovider::Chain;
+
 use crate::review::{self, Verdict};
 use crate::{Error, Webhook};
 
@@ -35,7 +37,7 @@ pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> 
     };
     let node: Node = match review::object("Node", obj) {
         Ok(n) => n,
-        Err(e) => return Verdict::Deny(format!("{CHECK}: {e}")),
+        Err(e) => return Verdict::Deny(format!("{CHECK}: {}", Chain(&e))),
     };
     let name = node.metadata.name.clone().unwrap_or_default();
     match instance_exists(webhook.cloud.as_ref(), &node).await {
@@ -44,7 +46,13 @@ pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> 
             "node {name:?} has no instance in cloud provider {:?}: only cloud instances may register as Nodes",
             webhook.cloud.provider_name()
         )),
-        Err(source) => Verdict::Deny(format!("{CHECK}: {}", Error::CheckInstance { node: name, source: Box::new(source) })),
+        Err(source) => Verdict::Deny(format!(
+            "{CHECK}: {}",
+            Chain(&Error::CheckInstance {
+                node: name,
+                source: Box::new(source)
+            })
+        )),
     }
 }
 

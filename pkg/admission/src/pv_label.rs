@@ -17,6 +17,8 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::DynamicObject;
 use serde_json::{json, Value};
 
+use hypercloud_cloudprovider::Chain;
+
 use crate::review::{self, Verdict};
 use crate::{Error, Webhook};
 
@@ -40,7 +42,7 @@ pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> 
     };
     let pv: PersistentVolume = match review::object("PersistentVolume", obj) {
         Ok(pv) => pv,
-        Err(e) => return Verdict::Deny(format!("{CHECK}: {e}")),
+        Err(e) => return Verdict::Deny(format!("{CHECK}: {}", Chain(&e))),
     };
     let Some(labeler) = webhook.cloud.pv_labeler() else {
         return Verdict::Allow;
@@ -51,10 +53,10 @@ pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> 
             let pv = pv.metadata.name.clone().unwrap_or_default();
             return Verdict::Deny(format!(
                 "{CHECK}: {}",
-                Error::LabelVolume {
+                Chain(&Error::LabelVolume {
                     pv,
                     source: Box::new(source)
-                }
+                })
             ));
         }
     };
@@ -63,7 +65,7 @@ pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> 
     }
     match patch(&pv, &labels) {
         Ok(p) => Verdict::Patch(p),
-        Err(e) => Verdict::Deny(format!("{CHECK}: {e}")),
+        Err(e) => Verdict::Deny(format!("{CHECK}: {}", Chain(&e))),
     }
 }
 

@@ -14,6 +14,8 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::DynamicObject;
 use kube::Api;
 
+use hypercloud_cloudprovider::Chain;
+
 use crate::review::{self, Verdict};
 use crate::{Error, Webhook};
 
@@ -47,7 +49,7 @@ pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> 
         });
     let (new, old) = match decoded {
         Ok(pair) => pair,
-        Err(e) => return Verdict::Deny(format!("{CHECK}: {e}")),
+        Err(e) => return Verdict::Deny(format!("{CHECK}: {}", Chain(&e))),
     };
     if !grows(&old, &new) {
         return Verdict::Allow;
@@ -55,7 +57,7 @@ pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> 
     match allowed(webhook, &new).await {
         Ok(None) => Verdict::Allow,
         Ok(Some(reason)) => Verdict::Deny(reason),
-        Err(e) => Verdict::Deny(format!("{CHECK}: {e}")),
+        Err(e) => Verdict::Deny(format!("{CHECK}: {}", Chain(&e))),
     }
 }
 

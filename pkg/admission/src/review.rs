@@ -36,10 +36,26 @@ pub async fn answer(
     }
 }
 
-/// Decodes the body; `Err` says what is wrong, for [`bad_request`].
+/// The only `apiVersion` served (the webhook configurations ask for `admissionReviewVersions:
+/// ["v1"]`, and the answer is always v1).
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+/// The `kind` of the exchange.
+pub const KIND: &str = "AdmissionReview";
+
+/// Decodes the body; `Err` says what is wrong, for [`bad_request`]. A review of another
+/// `apiVersion` or `kind` is refused rather than answered as if it were one.
 pub fn decode(body: &Bytes) -> Result<AdmissionRequest<DynamicObject>, String> {
     let review: AdmissionReview<DynamicObject> =
         serde_json::from_slice(body).map_err(|e| format!("malformed AdmissionReview: {e}"))?;
+    if review.types.api_version != API_VERSION {
+        return Err(format!(
+            "apiVersion: {:?} is not supported; use {API_VERSION:?}",
+            review.types.api_version
+        ));
+    }
+    if review.types.kind != KIND {
+        return Err(format!("kind: {:?} is not {KIND:?}", review.types.kind));
+    }
     review
         .try_into()
         .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {

@@ -54,7 +54,7 @@ pub enum Error {
     },
 
     /// The `--cloud-config` file could not be read.
-    #[error("--cloud-config: cannot read {}: {source}", path.display())]
+    #[error("--cloud-config: cannot read {}", path.display())]
     ReadCloudConfig {
         /// The file.
         path: PathBuf,
@@ -90,7 +90,7 @@ pub enum Error {
     },
 
     /// Writing a `--trace-cloud-calls` record failed.
-    #[error("--trace-cloud-calls: cannot open {}: {source}", path.display())]
+    #[error("--trace-cloud-calls: cannot open {}", path.display())]
     OpenTraceFile {
         /// The file.
         path: PathBuf,
@@ -99,7 +99,7 @@ pub enum Error {
     },
 
     /// Registering the call metrics failed (a name clash in the Prometheus registry).
-    #[error("registering cloud provider metrics: {0}")]
+    #[error("registering cloud provider metrics")]
     RegisterMetrics(#[from] prometheus::Error),
 }
 
@@ -155,5 +155,56 @@ mod tests {
         dedup.sort();
         dedup.dedup();
         assert_eq!(dedup.len(), kinds.len());
+    }
+}
+
+/// An error and its causes on one line, `outer: cause: root` (anyhow's `{:#}`): how the
+/// project prints an error for a person (logs, events, admission answers, the CLI). Error
+/// messages of this workspace name the failed operation and leave the cause to `source()`, so
+/// this is where causes are joined. A cause whose text its parent's message already holds is
+/// left out: some foreign errors (kube-client's `HyperError: {0}`) print their source too.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut shown = self.0.to_string();
+        f.write_str(&shown)?;
+        let mut next = self.0.source();
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            if !shown.contains(&text) {
+                write!(f, ": {text}")?;
+            }
+            shown = text;
+            next = cause.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("foreign: {0}")]
+    struct Repeats(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the thing")]
+    struct Ours(#[source] Repeats);
+
+    #[test]
+    fn causes_follow_once_each() {
+        let io = std::io::Error::other("disk on fire");
+        let err = Ours(Repeats(io));
+        assert_eq!(
+            Chain(&err).to_string(),
+            "reading the thing: foreign: disk on fire"
+        );
+        assert_eq!(
+            Chain(&Error::InstanceNotFound).to_string(),
+            "instance not found"
+        );
     }
 }

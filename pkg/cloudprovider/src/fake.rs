@@ -17,6 +17,7 @@
 //! clusters: {kubernetes: 10.0.0.1}
 //! volumes: [{id: vol-1, zone: nova}]   # PVs with csi.volumeHandle or cinder.volumeID vol-1
 //! disabled: [clusters]       # capabilities to report as unsupported
+//! panicOn: [ensure_load_balancer]  # fault hook: these calls panic (tests of supervision)
 //! ```
 
 use std::collections::BTreeMap;
@@ -64,7 +65,40 @@ pub struct FakeConfig {
     /// `zones`, `routes`, `clusters`, `pv-labeler`.
     #[serde(default)]
     pub disabled: Vec<String>,
+    /// Fault hook for tests of process supervision: every call of these methods (names as in
+    /// [`METHODS`]) panics, as a bug in a provider would.
+    #[serde(default)]
+    pub panic_on: Vec<String>,
 }
+
+/// The provider methods the fake records, by the names [`Call::method`] and `panicOn` use.
+pub const METHODS: [&str; 25] = [
+    "add_ssh_key_to_all_instances",
+    "create_route",
+    "current_node_name",
+    "delete_route",
+    "ensure_load_balancer",
+    "ensure_load_balancer_deleted",
+    "get_labels_for_volume",
+    "get_load_balancer",
+    "get_zone",
+    "get_zone_by_node_name",
+    "get_zone_by_provider_id",
+    "instance_exists",
+    "instance_exists_by_provider_id",
+    "instance_id",
+    "instance_metadata",
+    "instance_shutdown",
+    "instance_shutdown_by_provider_id",
+    "instance_type",
+    "instance_type_by_provider_id",
+    "list_clusters",
+    "list_routes",
+    "master",
+    "node_addresses",
+    "node_addresses_by_provider_id",
+    "update_load_balancer",
+];
 
 /// One instance of the fake cloud.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -207,6 +241,20 @@ impl FakeCloud {
                 });
             }
         }
+        if let Some(m) = config
+            .panic_on
+            .iter()
+            .find(|m| !METHODS.contains(&m.as_str()))
+        {
+            return Err(Error::InvalidCloudConfig {
+                provider: PROVIDER.into(),
+                origin: origin.into(),
+                message: format!(
+                    "panicOn: unknown method {m:?} (known: {})",
+                    METHODS.join(", ")
+                ),
+            });
+        }
         Ok(Self::new(config))
     }
 
@@ -227,6 +275,10 @@ impl FakeCloud {
     fn record(&self, method: &'static str, args: Vec<String>) -> Result<MutexGuard<'_, State>> {
         let mut st = self.lock();
         st.calls.push(Call { method, args });
+        if st.config.panic_on.iter().any(|m| m == method) {
+            drop(st);
+            panic!("fake cloud: injected panic in {method} (panicOn)");
+        }
         if let Some(status) = st.failures.get(method).copied() {
             return Err(Error::Cloud {
                 provider: PROVIDER.into(),
@@ -1105,5 +1157,115 @@ clusters: {kubernetes: 10.0.0.1}
         let e = FakeCloud::from_config_bytes(b"  \n", "empty").expect("empty ok");
         assert_eq!(e.lock().config, FakeConfig::default());
         assert!(e.has_cluster_id());
+    }
+
+    #[test]
+    fn panic_on_names_known_methods_and_panics_there() {
+        let err = FakeCloud::from_config_bytes(b"panicOn: [no_such_call]\n", "f.yaml")
+            .err()
+            .expect("unknown method")
+            .to_string();
+        assert!(
+            err.contains("panicOn: unknown method \"no_such_call\""),
+            "{err}"
+        );
+        let cloud =
+            FakeCloud::from_config_bytes(b"panicOn: [list_clusters]\n", "f.yaml").expect("config");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(async { cloud.list_clusters().await })
+        }));
+        assert!(panicked.is_err(), "list_clusters should have panicked");
+        // The lock is not poisoned for the next caller.
+        assert_eq!(cloud.call_count("list_clusters"), 1);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_yaml::Value;
+
+        /// Any YAML value with extreme numbers: what a field is mutated to.
+        fn any_yaml() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                "[ -~]{0,16}".prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                any::<f64>().prop_map(Value::from),
+                Just(Value::from(f64::NAN)),
+                Just(Value::from(f64::NEG_INFINITY)),
+                any::<bool>().prop_map(Value::from),
+                Just(Value::Null),
+                Just(Value::Sequence(vec![Value::from(-1)])),
+            ]
+        }
+
+        const FIELDS: &[&[&str]] = &[
+            &["region"],
+            &["zone"],
+            &["hasClusterID"],
+            &["instances"],
+            &["instances", "0", "name"],
+            &["instances", "0", "instanceType"],
+            &["instances", "0", "shutdown"],
+            &["instances", "0", "addresses"],
+            &["instances", "0", "labels"],
+            &["routes"],
+            &["clusters"],
+            &["volumes", "0", "id"],
+            &["volumes", "0", "zone"],
+            &["disabled"],
+            &["panicOn"],
+            &["unknownKey"],
+        ];
+
+        fn set(doc: &mut Value, path: &[&str], value: Value) {
+            let mut cur = doc;
+            for (i, key) in path.iter().enumerate() {
+                let last = i + 1 == path.len();
+                let next = match cur {
+                    Value::Mapping(m) if last => {
+                        m.insert(Value::from(*key), value);
+                        return;
+                    }
+                    Value::Mapping(m) => m.get_mut(*key),
+                    Value::Sequence(s) => key.parse::<usize>().ok().and_then(|n| s.get_mut(n)),
+                    _ => None,
+                };
+                match next {
+                    Some(n) => cur = n,
+                    None => return,
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// The fake's config with fields mutated to any type: accepted, or refused with
+            /// the origin and a mutated key named; never a panic.
+            #[test]
+            fn mutated_config_is_accepted_or_names_the_key(
+                mutations in prop::collection::vec((prop::sample::select(FIELDS), any_yaml()), 1..4),
+            ) {
+                let mut doc: Value = serde_yaml::from_str(
+                    "region: r\nzone: z\ninstances: [{name: n, instanceType: t, addresses: [{type: InternalIP, address: 10.0.0.1}]}]\nvolumes: [{id: v}]\n",
+                ).expect("yaml");
+                for (path, value) in &mutations {
+                    set(&mut doc, path, value.clone());
+                }
+                let text = serde_yaml::to_string(&doc).expect("yaml");
+                if let Err(e) = FakeCloud::from_config_bytes(text.as_bytes(), "f.yaml") {
+                    let msg = e.to_string();
+                    prop_assert!(msg.contains("f.yaml"), "{msg}");
+                    prop_assert!(
+                        mutations.iter().any(|(path, _)| path.iter().any(|k| msg.contains(k))),
+                        "names none of the mutated keys: {msg}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -18,6 +18,8 @@
 mod cloud;
 mod error;
 pub mod fake;
+pub mod gcfg;
+pub mod input;
 mod instrumented;
 pub mod node;
 mod registry;
@@ -28,7 +30,7 @@ pub use cloud::{
     capabilities, default_load_balancer_name, Capability, Clusters, InstanceMetadata, Instances,
     InstancesV2, Interface, LoadBalancer, PvLabeler, Route, Routes, Zone, Zones,
 };
-pub use error::{Error, Result};
+pub use error::{Chain, Error, Result};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};
 pub use registry::{is_external, CloudConfig, Factory, ProviderInfo, Registry, EXTERNAL};
 

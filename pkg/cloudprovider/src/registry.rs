@@ -31,10 +31,11 @@ pub struct CloudConfig {
 impl CloudConfig {
     /// Reads a config file; the error names the file.
     pub fn read(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|source| Error::ReadCloudConfig {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes =
+            crate::input::read_input_file(path).map_err(|source| Error::ReadCloudConfig {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(Self {
             origin: path.display().to_string(),
             bytes,

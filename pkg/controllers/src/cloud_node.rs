@@ -20,7 +20,7 @@ use hypercloud_cloudprovider::wellknown::{
     LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
     TAINT_UNINITIALIZED,
 };
-use hypercloud_cloudprovider::{Error as CloudError, InstanceMetadata, Interface};
+use hypercloud_cloudprovider::{Chain, Error as CloudError, InstanceMetadata, Interface};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -114,7 +114,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
 /// Counts the failure and requeues the Node after its backoff.
 pub(crate) fn error_policy(node: Arc<Node>, error: &Error, queue: &Queue) -> Action {
     let delay = queue.backoff(&node.name_any());
-    tracing::warn!(node = %node.name_any(), %error, ?delay, "error syncing node, requeuing");
+    tracing::warn!(node = %node.name_any(), error = %Chain(error), ?delay, "error syncing node, requeuing");
     Action::Requeue(delay)
 }
 
@@ -161,6 +161,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
             node: name.clone(),
             source,
         })?;
+    if let Some(age) = seconds_since_creation(&node) {
+        ctx.metrics.taint_removal_delay.observe(age);
+    }
     // Addresses right away, so users do not wait for the periodic sync (as upstream).
     if let Some(addresses) = desired_addresses(&patched, &meta.node_addresses) {
         patch_addresses(&ctx, &name, addresses).await?;
@@ -174,7 +177,17 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
         "Node synced successfully".into(),
     )
     .await;
+    if let Some(age) = seconds_since_creation(&node) {
+        ctx.metrics.initial_node_sync_delay.observe(age);
+    }
     Ok(Action::AwaitChange)
+}
+
+/// Seconds since the Node was created (upstream's delay metrics), when it says when.
+fn seconds_since_creation(node: &Node) -> Option<f64> {
+    let created = node.metadata.creation_timestamp.as_ref()?;
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
+    Some(age.as_secs_f64().max(0.0))
 }
 
 async fn patch_addresses(ctx: &Context, name: &str, addresses: Vec<NodeAddress>) -> Result<()> {
@@ -201,13 +214,13 @@ async fn update_node_status(ctx: &Arc<Context>, nodes: &Informer<Node>, workers:
             let addresses = match instance_addresses(ctx.cloud.as_ref(), &node).await {
                 Ok(a) => a,
                 Err(e) => {
-                    tracing::error!(node = %name, error = %e, "getting instance metadata for node addresses");
+                    tracing::error!(node = %name, error = %Chain(&e), "getting instance metadata for node addresses");
                     return;
                 }
             };
             if let Some(addresses) = desired_addresses(&node, &addresses) {
                 if let Err(e) = patch_addresses(ctx, &name, addresses).await {
-                    tracing::error!(node = %name, error = %e, "patching node with cloud addresses");
+                    tracing::error!(node = %name, error = %Chain(&e), "patching node with cloud addresses");
                 }
             }
         })
@@ -747,5 +760,118 @@ mod tests {
         assert_eq!(cloud.call_count("node_addresses"), 1);
         assert_eq!(cloud.call_count("instance_type"), 1);
         assert_eq!(cloud.call_count("get_zone_by_node_name"), 1);
+    }
+}
+
+/// What a reconcile sends, checked against a mocked apiserver.
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::fixtures::{cloud, context, exchange};
+    use serde_json::json;
+
+    const CLOUD: &str = "region: r1\nzone: az1\ninstances:\n  - name: n1\n    instanceType: m1.small\n    addresses: [{type: InternalIP, address: 10.0.0.1}]\n";
+
+    fn node(tainted: bool) -> Node {
+        let mut taints = vec![json!({"key": "other", "effect": "NoExecute"})];
+        if tainted {
+            taints.insert(
+                0,
+                json!({"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"}),
+            );
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1", "resourceVersion": "42"},
+            "spec": {"taints": taints},
+            "status": {"addresses": [{"type": "Hostname", "address": "host-1"}]},
+        }))
+        .expect("node")
+    }
+
+    #[tokio::test]
+    async fn initialisation_is_one_merge_patch_then_one_status_patch() {
+        let (ctx, api) = context(cloud(CLOUD), &[]);
+        let untainted = serde_json::to_value(node(false)).expect("json");
+        let mut tainted = node(true);
+        // Created a minute ago: both delay metrics observe about 60s.
+        tainted.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now()
+                    - k8s_openapi::jiff::SignedDuration::from_secs(60),
+            ));
+        let metrics = ctx.metrics.clone();
+        let action = exchange(reconcile(Arc::new(tainted), ctx), api, |mut api| {
+            Box::pin(async move {
+                let patch = api
+                    .expect("PATCH", "/api/v1/nodes/n1?", untainted.clone())
+                    .await;
+                assert_eq!(patch.content_type, "application/merge-patch+json");
+                assert_eq!(
+                    patch.body,
+                    json!({
+                        "metadata": {
+                            "resourceVersion": "42",
+                            "labels": {
+                                LABEL_INSTANCE_TYPE: "m1.small",
+                                LABEL_INSTANCE_TYPE_BETA: "m1.small",
+                                LABEL_TOPOLOGY_ZONE: "az1",
+                                LABEL_FAILURE_DOMAIN_ZONE: "az1",
+                                LABEL_TOPOLOGY_REGION: "r1",
+                                LABEL_FAILURE_DOMAIN_REGION: "r1",
+                            },
+                        },
+                        "spec": {
+                            "providerID": "fake:///n1",
+                            "taints": [{"key": "other", "effect": "NoExecute"}],
+                        },
+                    })
+                );
+                let status = api
+                    .expect("PATCH", "/api/v1/nodes/n1/status?", untainted)
+                    .await;
+                assert_eq!(status.content_type, "application/merge-patch+json");
+                assert_eq!(
+                    status.body,
+                    json!({"status": {"addresses": [
+                        {"type": "InternalIP", "address": "10.0.0.1"},
+                        {"type": "Hostname", "address": "host-1"},
+                    ]}})
+                );
+                api.expect_event("default", "Synced").await;
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+        assert_eq!(action, Action::AwaitChange);
+        for h in [
+            &metrics.taint_removal_delay,
+            &metrics.initial_node_sync_delay,
+        ] {
+            assert_eq!(h.get_sample_count(), 1);
+            assert!(
+                (60.0..70.0).contains(&h.get_sample_sum()),
+                "{}",
+                h.get_sample_sum()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_initialised_node_with_its_labels_costs_no_request() {
+        let mut n = node(false);
+        n.metadata.labels = Some(
+            [
+                (LABEL_INSTANCE_TYPE.to_string(), "m1.small".to_string()),
+                (LABEL_TOPOLOGY_ZONE.to_string(), "az1".to_string()),
+            ]
+            .into(),
+        );
+        let (ctx, api) = context(cloud(CLOUD), &[]);
+        exchange(reconcile(Arc::new(n), ctx), api, |api| {
+            Box::pin(async move { api })
+        })
+        .await
+        .expect("reconcile");
     }
 }

@@ -41,6 +41,41 @@ impl<K> Clone for Notice<K> {
     }
 }
 
+/// Periodic resync (`--min-resync-period`): every subscriber is told to look at everything
+/// again, upstream's informer resync. As upstream's `ResyncPeriod`, the period is random
+/// between the minimum and twice it, chosen once per informer, so the caches of one process
+/// do not all resync at once; a zero minimum turns resync off.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Resync {
+    min: std::time::Duration,
+}
+
+impl Resync {
+    pub(crate) fn new(min: std::time::Duration) -> Self {
+        Self { min }
+    }
+
+    /// A period in `[min, 2 x min)`, or `None` for no resync.
+    pub(crate) fn period(&self) -> Option<std::time::Duration> {
+        if self.min.is_zero() {
+            return None;
+        }
+        let factor = 1.0 + fastrand::f64();
+        Some(
+            std::time::Duration::try_from_secs_f64(self.min.as_secs_f64() * factor)
+                .unwrap_or(self.min),
+        )
+    }
+}
+
+/// Completes at `at`, never when `None`.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A cache and its change feed.
 pub(crate) struct Informer<K: Resource<DynamicType = ()> + 'static> {
     /// Read side of the cache.
@@ -58,11 +93,13 @@ where
 {
     /// Starts watching `api` with `config` in a background task, which ends when the returned
     /// informer and all its subscribers are dropped... or with the runtime; callers abort it.
-    /// `strip` removes fields no controller reads before caching.
+    /// `strip` removes fields no controller reads before caching; `resync` says how often
+    /// subscribers get a [`Notice::Resync`] besides the changes.
     pub fn start(
         api: Api<K>,
         config: watcher::Config,
         strip: fn(&mut K),
+        resync: Resync,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         let (store, mut writer) = reflector::store::<K>();
         // Large enough for bursts of node registrations; a subscriber that lags resyncs.
@@ -82,7 +119,22 @@ where
                     strip(o);
                 })
                 .boxed();
-            while let Some(event) = stream.next().await {
+            let period = resync.period();
+            let next_resync = || period.map(|p| tokio::time::Instant::now() + p);
+            let mut resync_at = next_resync();
+            loop {
+                let event = tokio::select! {
+                    e = stream.next() => match e {
+                        Some(e) => e,
+                        None => break,
+                    },
+                    () = sleep_until(resync_at) => {
+                        resync_at = next_resync();
+                        tracing::debug!(kind = %K::kind(&()), "resync");
+                        let _ = tx.send(Notice::Resync);
+                        continue;
+                    }
+                };
                 let event = match event {
                     Ok(e) => e,
                     Err(e) => {
@@ -110,6 +162,20 @@ where
             }
         });
         (informer, task)
+    }
+
+    /// A ready cache holding `objects`, with no watch behind it (reconcile-level tests).
+    #[cfg(test)]
+    pub fn fixed(objects: Vec<K>) -> Arc<Self> {
+        let (store, mut writer) = reflector::store::<K>();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for o in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(o));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let (tx, _) = broadcast::channel(16);
+        let (_, ready) = watch::channel(true);
+        Arc::new(Self { store, tx, ready })
     }
 
     /// A feed of changes from now on.
@@ -155,4 +221,59 @@ where
         None => ObjectRef::new(key),
     };
     store.get(&r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use std::time::Duration;
+
+    #[test]
+    fn resync_periods_are_between_min_and_twice_min() {
+        let r = Resync::new(Duration::from_secs(10));
+        let periods: Vec<Duration> = (0..200).filter_map(|_| r.period()).collect();
+        assert_eq!(periods.len(), 200);
+        assert!(periods
+            .iter()
+            .all(|p| *p >= Duration::from_secs(10) && *p < Duration::from_secs(20)));
+        // Random, not one fixed value.
+        assert!(periods.iter().any(|p| *p != periods[0]));
+        assert_eq!(Resync::new(Duration::ZERO).period(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn subscribers_are_told_to_resync_each_period() {
+        // Never contacted successfully: the watch keeps failing and retrying; resync is
+        // independent of it.
+        let client = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:9".parse().expect("url"),
+        ))
+        .expect("client");
+        let (informer, task) = Informer::<Node>::start(
+            Api::all(client),
+            watcher::Config::default(),
+            |_| {},
+            Resync::new(Duration::from_secs(3600)),
+        );
+        let mut rx = informer.subscribe();
+        let start = tokio::time::Instant::now();
+        let mut resyncs = Vec::new();
+        while resyncs.len() < 3 {
+            if let Some(Notice::Resync) = next_notice(&mut rx).await {
+                resyncs.push(start.elapsed());
+            }
+        }
+        task.abort();
+        // One period, chosen once: the gaps are equal and within [1h, 2h).
+        let first = resyncs[0];
+        assert!(
+            first >= Duration::from_secs(3600) && first < Duration::from_secs(7200),
+            "{resyncs:?}"
+        );
+        for w in resyncs.windows(2) {
+            let gap = w[1] - w[0];
+            assert!(gap.abs_diff(first) < Duration::from_secs(1), "{resyncs:?}");
+        }
+    }
 }

@@ -3,9 +3,11 @@
 //! the cloud-dependent controllers of kube-controller-manager.
 //!
 //! [`names`] holds the stable controller names and their aliases and resolves a
-//! `--controllers` list into the set to run. [`run_controllers`] is the one entry point the
-//! personalities call: it starts one shared Node cache (and one Service cache) for all the
-//! controllers of the process, then each controller:
+//! `--controllers` list into the [`Controller`]s to run; [`plan()`] decides which of them can
+//! run with the provider and flags (the one decision both the runner and the start-up report
+//! read). [`run_plan`] is the one entry point the personalities call: it starts one shared
+//! Node cache (and one Service cache) for all the controllers of the process, then each
+//! controller:
 //!
 //! - [`cloud_node`]: initialises Nodes tainted `node.cloudprovider.kubernetes.io/uninitialized`
 //!   in one metadata patch and at most one status patch, and refreshes addresses periodically;
@@ -23,10 +25,15 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cloud_node;
+pub mod credentials;
+mod error;
+#[cfg(test)]
+mod fixtures;
 mod informer;
 mod metrics;
 pub mod names;
 pub mod node_lifecycle;
+pub mod plan;
 pub mod pv_label;
 mod queue;
 pub mod route;
@@ -40,12 +47,19 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::Api;
 
+pub use credentials::Credentials;
+pub use error::{Error, Result};
+pub use names::Controller;
+pub use plan::{plan, Plan};
 pub use queue::Action;
 
 /// Everything the controllers need from the process that runs them.
 pub struct ControllerConfig {
-    /// Client for the apiserver.
+    /// Client for the apiserver: the caches' and, with [`Credentials::Shared`], the
+    /// controllers'.
     pub client: kube::Client,
+    /// Which identity each controller's writes carry (`--use-service-account-credentials`).
+    pub credentials: Credentials,
     /// The cloud provider.
     pub cloud: Arc<dyn hypercloud_cloudprovider::Interface>,
     /// `cloud-controller-manager` or `kube-controller-manager`; events' reportingController.
@@ -58,7 +72,7 @@ pub struct ControllerConfig {
 
 /// The controllers' metrics, registered once in a registry. A process that starts its
 /// controllers in more than one set (leader migration runs the migrated ones under a second
-/// Lease) passes the same value to every [`run_controllers_with`] call, so every set's
+/// Lease) passes the same value to every [`run_plan`] call, so every set's
 /// workqueue and controller metrics are served.
 #[derive(Clone)]
 pub struct ControllerMetrics(metrics::Metrics);
@@ -81,149 +95,6 @@ pub struct Scope {
     pub service_namespace: Option<String>,
 }
 
-/// Errors of the controllers; each variant names the operation that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A controller cannot start with this provider or these options.
-    #[error("cannot start {controller}: {reason}")]
-    StartController {
-        /// Canonical controller name.
-        controller: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// The controllers' metrics could not be registered.
-    #[error("registering controller metrics: {0}")]
-    RegisterMetrics(#[from] prometheus::Error),
-    /// A controller task ended unexpectedly.
-    #[error("{controller} stopped unexpectedly: {reason}")]
-    ControllerStopped {
-        /// Canonical controller name.
-        controller: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// Asking the cloud about a Node's instance failed.
-    #[error("getting instance metadata of node {node}: {source}")]
-    InstanceMetadata {
-        /// Node name.
-        node: String,
-        /// The cloud's error.
-        source: hypercloud_cloudprovider::Error,
-    },
-    /// The cloud gave no provider ID for a Node that has none.
-    #[error("cloud provider does not set node provider ID for node {node}")]
-    MissingProviderId {
-        /// Node name.
-        node: String,
-    },
-    /// The kubelet's `alpha.kubernetes.io/provided-node-ip` matches no cloud address.
-    #[error("provided node ip for node {node:?} is not valid: {message}")]
-    ProvidedNodeIp {
-        /// Node name.
-        node: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// Patching a Node's metadata or spec failed.
-    #[error("patching node {node}: {source}")]
-    PatchNode {
-        /// Node name.
-        node: String,
-        /// The apiserver's error.
-        source: kube::Error,
-    },
-    /// Patching a Node's status failed.
-    #[error("patching status of node {node}: {source}")]
-    PatchNodeStatus {
-        /// Node name.
-        node: String,
-        /// The apiserver's error.
-        source: kube::Error,
-    },
-    /// Deleting a Node failed.
-    #[error("deleting node {node}: {source}")]
-    DeleteNode {
-        /// Node name.
-        node: String,
-        /// The apiserver's error.
-        source: kube::Error,
-    },
-    /// Asking the cloud whether an instance exists or is shut down failed.
-    #[error("checking instance of node {node}: {source}")]
-    CheckInstance {
-        /// Node name.
-        node: String,
-        /// The cloud's error.
-        source: hypercloud_cloudprovider::Error,
-    },
-    /// A load balancer call failed.
-    #[error("{operation} for service {service}: {source}")]
-    LoadBalancer {
-        /// `ensure load balancer`, `delete load balancer`, ...
-        operation: &'static str,
-        /// `namespace/name`.
-        service: String,
-        /// The cloud's error.
-        source: hypercloud_cloudprovider::Error,
-    },
-    /// The cloud returned no status for a load balancer.
-    #[error("service status returned by EnsureLoadBalancer is nil for service {service}")]
-    NilLoadBalancerStatus {
-        /// `namespace/name`.
-        service: String,
-    },
-    /// Patching a Service's finalizers failed.
-    #[error("patching finalizers of service {service}: {source}")]
-    PatchServiceFinalizers {
-        /// `namespace/name`.
-        service: String,
-        /// The apiserver's error.
-        source: kube::Error,
-    },
-    /// Patching a Service's status failed.
-    #[error("patching status of service {service}: {source}")]
-    PatchServiceStatus {
-        /// `namespace/name`.
-        service: String,
-        /// The apiserver's error.
-        source: kube::Error,
-    },
-    /// A route call failed.
-    #[error("{operation}: {source}")]
-    Route {
-        /// `list routes`, `create route 10.244.1.0/24 for node-1`, ...
-        operation: String,
-        /// The cloud's error.
-        source: hypercloud_cloudprovider::Error,
-    },
-    /// Asking the cloud for a volume's labels failed.
-    #[error("getting labels of the volume of persistent volume {pv}: {source}")]
-    GetVolumeLabels {
-        /// PV name.
-        pv: String,
-        /// The cloud's error.
-        source: hypercloud_cloudprovider::Error,
-    },
-    /// Patching a PersistentVolume failed.
-    #[error("patching persistent volume {pv}: {source}")]
-    PatchPersistentVolume {
-        /// PV name.
-        pv: String,
-        /// The apiserver's error.
-        source: kube::Error,
-    },
-    /// `--cluster-cidr` or a node podCIDR is not a CIDR.
-    #[error("invalid CIDR {cidr:?}")]
-    ParseCidr {
-        /// The text.
-        cidr: String,
-    },
-}
-
-/// Result with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
 /// What every controller of one process shares (the long-lived state controller-rs keeps).
 pub struct Context {
     /// Client for the apiserver.
@@ -238,6 +109,36 @@ pub struct Context {
 }
 
 impl Context {
+    /// The shared state of one process's controllers: one event recorder per controller,
+    /// reporting as `component`.
+    pub(crate) fn new(
+        client: kube::Client,
+        cloud: Arc<dyn Interface>,
+        component: &str,
+        options: hypercloud_options::ControllerOptions,
+        metrics: metrics::Metrics,
+    ) -> Self {
+        // reportingController is the component (cloud- or kube-controller-manager); the
+        // controller name, upstream's event source, goes in reportingInstance.
+        let recorders = names::CLOUD_CONTROLLER_MANAGER
+            .iter()
+            .map(|c| {
+                let reporter = Reporter {
+                    controller: component.to_string(),
+                    instance: Some(c.name.to_string()),
+                };
+                (c.name, Recorder::new(client.clone(), reporter))
+            })
+            .collect();
+        Context {
+            client,
+            cloud,
+            options,
+            metrics,
+            recorders,
+        }
+    }
+
     /// Publishes an event about `reference` as `controller`; a failure is only logged, as
     /// upstream's event broadcaster does.
     pub(crate) async fn event(
@@ -275,142 +176,101 @@ fn strip_node(node: &mut Node) {
     }
 }
 
-/// Runs the named controllers (canonical names from [`names`]) until `shutdown` completes;
-/// returns an error naming the controller if one cannot start (e.g. cloud-node without
-/// instances support, as upstream). Controllers a provider cannot serve (service without load
-/// balancers, route without routes or with allocate-node-cidrs=false) are skipped with a
-/// warning log, as upstream.
+/// Runs the named controllers (canonical names or aliases from [`names`]) until `shutdown`
+/// completes; returns an error naming the controller if one cannot start (e.g. cloud-node
+/// without instances support, as upstream) or a name is unknown. Controllers a provider cannot
+/// serve (service without load balancers, route without routes or with
+/// allocate-node-cidrs=false) are skipped with a warning log, as upstream: see [`plan`].
 pub async fn run_controllers(
     config: ControllerConfig,
-    enabled: &[&'static str],
+    enabled: &[&str],
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     run_controllers_scoped(config, enabled, Scope::default(), shutdown).await
 }
 
-/// [`run_controllers`] with metrics registered beforehand (`config.metrics` is not used):
-/// for processes that start more than one set of controllers.
-pub async fn run_controllers_with(
+/// Runs the controllers `plan` lets run until `shutdown` completes, with metrics registered
+/// beforehand (`config.metrics` is not used): for processes that print the plan at start-up
+/// and start their controllers in more than one set (leader migration).
+pub async fn run_plan(
     config: ControllerConfig,
     metrics: ControllerMetrics,
-    enabled: &[&'static str],
+    plan: &Plan,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), Error> {
-    run(config, metrics, enabled, Scope::default(), shutdown).await
+    run(config, metrics, plan, Scope::default(), shutdown).await
 }
 
 /// [`run_controllers`] over only the Nodes and Services `scope` selects.
 pub async fn run_controllers_scoped(
     config: ControllerConfig,
-    enabled: &[&'static str],
+    enabled: &[&str],
     scope: Scope,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), Error> {
+    let enabled = enabled
+        .iter()
+        .map(|n| {
+            names::Controller::from_name(n).ok_or_else(|| Error::UnknownController {
+                name: n.to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let plan = plan::plan(config.cloud.as_ref(), &config.options, &enabled);
     let metrics = ControllerMetrics::register(&config.metrics)?;
-    run(config, metrics, enabled, scope, shutdown).await
+    run(config, metrics, &plan, scope, shutdown).await
 }
 
 async fn run(
     config: ControllerConfig,
     ControllerMetrics(metrics): ControllerMetrics,
-    enabled: &[&'static str],
+    plan: &Plan,
     scope: Scope,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), Error> {
+    if let Some(e) = plan.refusal() {
+        return Err(e);
+    }
+    plan.log_skipped();
+    let run = plan.running();
     let ControllerConfig {
         client,
+        credentials,
         cloud,
         component,
         options,
         metrics: _,
     } = config;
-    let has_instances = cloud.instances().is_some() || cloud.instances_v2().is_some();
-    let mut run = Vec::new();
-    for &name in enabled {
-        match name {
-            n if n == names::CLOUD_NODE.name || n == names::CLOUD_NODE_LIFECYCLE.name => {
-                if !has_instances {
-                    return Err(Error::StartController {
-                        controller: n,
-                        reason: "cloud provider does not support instances".into(),
-                    });
-                }
-                run.push(n);
-            }
-            n if n == names::SERVICE_LB.name => {
-                if cloud.load_balancer().is_none() {
-                    tracing::warn!(
-                        controller = n,
-                        "cloud provider does not support load balancers; not starting it"
-                    );
-                    continue;
-                }
-                run.push(n);
-            }
-            n if n == names::NODE_ROUTE.name => {
-                let shared = &options.kube_cloud_shared;
-                if !shared.allocate_node_cidrs || !shared.configure_cloud_routes {
-                    tracing::info!(
-                        controller = n,
-                        allocate_node_cidrs = shared.allocate_node_cidrs,
-                        configure_cloud_routes = shared.configure_cloud_routes,
-                        "will not configure cloud provider routes"
-                    );
-                    continue;
-                }
-                if cloud.routes().is_none() {
-                    tracing::warn!(
-                        controller = n,
-                        "cloud provider does not support routes; not starting it"
-                    );
-                    continue;
-                }
-                route::cluster_cidrs(shared.cluster_cidr.as_deref().unwrap_or(""))?;
-                run.push(n);
-            }
-            n if n == names::PV_LABEL.name => {
-                if cloud.pv_labeler().is_none() {
-                    tracing::warn!(
-                        controller = n,
-                        "cloud provider does not label volumes; not starting it"
-                    );
-                    continue;
-                }
-                run.push(n);
-            }
-            n => {
-                tracing::warn!(
-                    controller = n,
-                    "not a cloud controller of this crate; skipping"
-                );
-            }
-        }
-    }
     if !cloud.has_cluster_id() {
         tracing::warn!("cloud provider has no cluster ID; running anyway, as upstream's --allow-untagged-cloud");
     }
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        cloud,
-        options,
-        metrics,
-        // reportingController is the component (cloud- or kube-controller-manager); the
-        // controller name, upstream's event source, goes in reportingInstance.
-        recorders: names::CLOUD_CONTROLLER_MANAGER
-            .iter()
-            .map(|c| {
-                let reporter = Reporter {
-                    controller: component.clone(),
-                    instance: Some(c.name.to_string()),
-                };
-                (c.name, Recorder::new(client.clone(), reporter))
-            })
-            .collect(),
-    });
     if run.is_empty() {
         shutdown.await;
         return Ok(());
     }
+    // Each controller's context: the process's client, or one acting as the controller's
+    // ServiceAccount (whose token refresh lives as long as `_refreshers`).
+    let mut contexts = std::collections::HashMap::new();
+    let mut _refreshers = Vec::new();
+    for &controller in &run {
+        let controller_client = match &credentials {
+            Credentials::Shared => client.clone(),
+            Credentials::ServiceAccounts(accounts) => {
+                let (c, guard) = accounts.client(controller.service_account()).await?;
+                _refreshers.push(guard);
+                c
+            }
+        };
+        let ctx = Context::new(
+            controller_client,
+            cloud.clone(),
+            &component,
+            options.clone(),
+            metrics.clone(),
+        );
+        contexts.insert(controller, Arc::new(ctx));
+    }
+    let resync = informer::Resync::new(options.generic.min_resync_period.get());
 
     let mut tasks = tokio::task::JoinSet::new();
     let mut node_cfg = watcher::Config::default();
@@ -418,26 +278,27 @@ async fn run(
         node_cfg = node_cfg.labels(sel);
     }
     let (nodes, node_task) =
-        informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg, strip_node);
+        informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg, strip_node, resync);
     let mut background = vec![node_task];
-    let services = if run.contains(&names::SERVICE_LB.name) {
+    let services = if run.contains(&Controller::ServiceLb) {
         let api: Api<Service> = match &scope.service_namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
         let (services, task) =
-            informer::Informer::<Service>::start(api, watcher::Config::default(), |_| {});
+            informer::Informer::<Service>::start(api, watcher::Config::default(), |_| {}, resync);
         background.push(task);
         Some(services)
     } else {
         None
     };
 
-    let pvs = if run.contains(&names::PV_LABEL.name) {
+    let pvs = if run.contains(&Controller::PvLabel) {
         let (pvs, task) = informer::Informer::<PersistentVolume>::start(
             Api::all(client.clone()),
             watcher::Config::default(),
             |_| {},
+            resync,
         );
         background.push(task);
         Some(pvs)
@@ -445,28 +306,31 @@ async fn run(
         None
     };
 
-    for name in run {
-        let ctx = ctx.clone();
+    for controller in run {
+        let Some(ctx) = contexts.get(&controller).cloned() else {
+            continue;
+        };
         let nodes = nodes.clone();
-        match name {
-            n if n == names::CLOUD_NODE.name => {
-                tasks.spawn(async move { (n, cloud_node::run(ctx, nodes).await) });
+        let name = controller.name();
+        match controller {
+            Controller::CloudNode => {
+                tasks.spawn(async move { (name, cloud_node::run(ctx, nodes).await) });
             }
-            n if n == names::CLOUD_NODE_LIFECYCLE.name => {
-                tasks.spawn(async move { (n, node_lifecycle::run(ctx, nodes).await) });
+            Controller::CloudNodeLifecycle => {
+                tasks.spawn(async move { (name, node_lifecycle::run(ctx, nodes).await) });
             }
-            n if n == names::SERVICE_LB.name => {
+            Controller::ServiceLb => {
                 if let Some(services) = services.clone() {
-                    tasks.spawn(async move { (n, service::run(ctx, nodes, services).await) });
+                    tasks.spawn(async move { (name, service::run(ctx, nodes, services).await) });
                 }
             }
-            n if n == names::PV_LABEL.name => {
+            Controller::NodeRoute => {
+                tasks.spawn(async move { (name, route::run(ctx, nodes).await) });
+            }
+            Controller::PvLabel => {
                 if let Some(pvs) = pvs.clone() {
-                    tasks.spawn(async move { (n, pv_label::run(ctx, pvs).await) });
+                    tasks.spawn(async move { (name, pv_label::run(ctx, pvs).await) });
                 }
-            }
-            n => {
-                tasks.spawn(async move { (n, route::run(ctx, nodes).await) });
             }
         }
     }
@@ -475,7 +339,7 @@ async fn run(
         () = shutdown => Ok(()),
         Some(joined) = tasks.join_next() => match joined {
             Ok((controller, Ok(()))) => Err(Error::ControllerStopped { controller, reason: "returned".into() }),
-            Ok((controller, Err(e))) => Err(Error::ControllerStopped { controller, reason: e.to_string() }),
+            Ok((controller, Err(e))) => Err(Error::ControllerStopped { controller, reason: hypercloud_cloudprovider::Chain(&e).to_string() }),
             Err(e) => Err(Error::ControllerStopped { controller: "controller", reason: e.to_string() }),
         },
     };
@@ -502,6 +366,7 @@ mod tests {
         let kube_config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
         ControllerConfig {
             client: kube::Client::try_from(kube_config).expect("client"),
+            credentials: Credentials::Shared,
             cloud: Arc::new(FakeCloud::new(FakeConfig {
                 disabled: disabled.iter().map(|s| s.to_string()).collect(),
                 ..Default::default()

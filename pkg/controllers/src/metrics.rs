@@ -37,6 +37,12 @@ pub(crate) struct Metrics {
     pub lifecycle_actions: IntCounterVec,
     /// `route_controller_route_sync_total`.
     pub route_sync: IntCounter,
+    /// `node_controller_cloud_provider_taint_removal_delay_seconds`: from a Node's creation to
+    /// the cloud-node controller removing its uninitialized taint.
+    pub taint_removal_delay: Histogram,
+    /// `node_controller_initial_node_sync_delay_seconds`: from a Node's creation to the end
+    /// of its initialisation (addresses written, event sent).
+    pub initial_node_sync_delay: Histogram,
 }
 
 impl Metrics {
@@ -119,6 +125,21 @@ impl Metrics {
                 "route_controller_route_sync_total",
                 "A metric counting the amount of times routes have been synced with the cloud provider.",
             )?,
+            // Upstream's buckets: 1s to about 17 minutes.
+            taint_removal_delay: Histogram::with_opts(
+                HistogramOpts::new(
+                    "node_controller_cloud_provider_taint_removal_delay_seconds",
+                    "Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node.",
+                )
+                .buckets(exponential_buckets(1.0, 4.0, 6)?),
+            )?,
+            initial_node_sync_delay: Histogram::with_opts(
+                HistogramOpts::new(
+                    "node_controller_initial_node_sync_delay_seconds",
+                    "Number of seconds after node creation when NodeController finished the initial synchronization of a single node.",
+                )
+                .buckets(exponential_buckets(1.0, 4.0, 6)?),
+            )?,
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(m.depth.clone()),
@@ -134,6 +155,8 @@ impl Metrics {
             Box::new(m.nodesync_errors.clone()),
             Box::new(m.lifecycle_actions.clone()),
             Box::new(m.route_sync.clone()),
+            Box::new(m.taint_removal_delay.clone()),
+            Box::new(m.initial_node_sync_delay.clone()),
         ];
         for c in collectors {
             match registry.register(c) {

@@ -6,9 +6,77 @@
 
 use std::collections::BTreeSet;
 
+/// The cloud controllers this crate runs. The runner and the start-up report dispatch on
+/// this, never on names; [`ControllerName`] gives each its stable name and aliases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Controller {
+    /// [`CLOUD_NODE`].
+    CloudNode,
+    /// [`CLOUD_NODE_LIFECYCLE`].
+    CloudNodeLifecycle,
+    /// [`SERVICE_LB`].
+    ServiceLb,
+    /// [`NODE_ROUTE`].
+    NodeRoute,
+    /// [`PV_LABEL`].
+    PvLabel,
+}
+
+impl Controller {
+    /// Its names and default.
+    pub const fn info(self) -> ControllerName {
+        match self {
+            Controller::CloudNode => CLOUD_NODE,
+            Controller::CloudNodeLifecycle => CLOUD_NODE_LIFECYCLE,
+            Controller::ServiceLb => SERVICE_LB,
+            Controller::NodeRoute => NODE_ROUTE,
+            Controller::PvLabel => PV_LABEL,
+        }
+    }
+
+    /// Canonical name.
+    pub const fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// The ServiceAccount (in kube-system) it acts as with
+    /// `--use-service-account-credentials=true`: upstream's client names, which the
+    /// apiserver's bootstrap RBAC (node-, service-, route-controller) and the
+    /// cloud-controller-manager's RBAC (cloud-node-, pvl-controller) bind roles to.
+    pub const fn service_account(self) -> &'static str {
+        match self {
+            Controller::CloudNode => "cloud-node-controller",
+            Controller::CloudNodeLifecycle => "node-controller",
+            Controller::ServiceLb => "service-controller",
+            Controller::NodeRoute => "route-controller",
+            Controller::PvLabel => "pvl-controller",
+        }
+    }
+
+    /// The controller with this canonical name or alias, of any component.
+    pub fn from_name(name: &str) -> Option<Controller> {
+        lookup(CLOUD_CONTROLLER_MANAGER, name).map(|c| c.id)
+    }
+}
+
+impl std::fmt::Display for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Compares with a canonical name, so lists of controllers read like lists of names.
+impl PartialEq<&str> for Controller {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
 /// One controller: canonical name, aliases, and whether `*` enables it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControllerName {
+    /// Which controller.
+    pub id: Controller,
     /// Canonical name.
     pub name: &'static str,
     /// Older names accepted in `--controllers` and in leader migration configs.
@@ -19,18 +87,21 @@ pub struct ControllerName {
 
 /// Initialises Nodes from the cloud (cloud-controller-manager only).
 pub const CLOUD_NODE: ControllerName = ControllerName {
+    id: Controller::CloudNode,
     name: "cloud-node-controller",
     aliases: &["cloud-node"],
     on_by_default: true,
 };
 /// Taints shut-down Nodes and deletes Nodes whose instance is gone.
 pub const CLOUD_NODE_LIFECYCLE: ControllerName = ControllerName {
+    id: Controller::CloudNodeLifecycle,
     name: "cloud-node-lifecycle-controller",
     aliases: &["cloud-node-lifecycle"],
     on_by_default: true,
 };
 /// Load balancers for `type: LoadBalancer` Services.
 pub const SERVICE_LB: ControllerName = ControllerName {
+    id: Controller::ServiceLb,
     name: "service-lb-controller",
     // `service-controller`: the name upstream's default LeaderMigrationConfiguration uses.
     aliases: &["service", "service-controller"],
@@ -38,6 +109,7 @@ pub const SERVICE_LB: ControllerName = ControllerName {
 };
 /// Cloud routes for node pod CIDRs.
 pub const NODE_ROUTE: ControllerName = ControllerName {
+    id: Controller::NodeRoute,
     name: "node-route-controller",
     // `route-controller`: the name upstream's default LeaderMigrationConfiguration uses.
     aliases: &["route", "route-controller"],
@@ -48,6 +120,7 @@ pub const NODE_ROUTE: ControllerName = ControllerName {
 /// cloud-controller-manager's counterpart of the PersistentVolumeLabel admission plugin. Off
 /// by default: with CSI, volumes carry their topology themselves.
 pub const PV_LABEL: ControllerName = ControllerName {
+    id: Controller::PvLabel,
     name: "persistentvolume-label-controller",
     aliases: &["pvl"],
     on_by_default: false,
@@ -90,7 +163,7 @@ pub fn lookup(table: &[ControllerName], name: &str) -> Option<ControllerName> {
 pub fn resolve(
     table: &[ControllerName],
     flags: &[String],
-) -> Result<Vec<&'static str>, UnknownController> {
+) -> Result<Vec<Controller>, UnknownController> {
     let mut star = false;
     let mut enabled = BTreeSet::new();
     let mut disabled = BTreeSet::new();
@@ -122,7 +195,7 @@ pub fn resolve(
         .filter(|c| {
             !disabled.contains(c.name) && (enabled.contains(c.name) || (star && c.on_by_default))
         })
-        .map(|c| c.name)
+        .map(|c| c.id)
         .collect())
 }
 
@@ -130,7 +203,7 @@ pub fn resolve(
 mod tests {
     use super::*;
 
-    fn r(flags: &[&str]) -> Result<Vec<&'static str>, UnknownController> {
+    fn r(flags: &[&str]) -> Result<Vec<Controller>, UnknownController> {
         let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
         resolve(CLOUD_CONTROLLER_MANAGER, &flags)
     }

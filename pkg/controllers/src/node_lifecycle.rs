@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hypercloud_cloudprovider::wellknown::TAINT_SHUTDOWN;
-use hypercloud_cloudprovider::{Error as CloudError, Interface};
+use hypercloud_cloudprovider::{Chain, Error as CloudError, Interface};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -63,7 +63,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
 /// Counts and logs the failure; the next period retries (upstream has no per-node queue
 /// here).
 pub(crate) fn error_policy(node: Arc<Node>, error: &Error, _ctx: &Context) -> Action {
-    tracing::error!(node = %node.name_any(), %error, "cloud node lifecycle");
+    tracing::error!(node = %node.name_any(), error = %Chain(error), "cloud node lifecycle");
     Action::AwaitChange
 }
 
@@ -319,5 +319,103 @@ mod tests {
         assert!(verdict(&c, &node("up", Some("False"), false))
             .await
             .is_err());
+    }
+}
+
+/// What a reconcile sends, checked against a mocked apiserver.
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::fixtures::{cloud, context, exchange};
+
+    const CLOUD: &str = "instances:\n  - {name: up}\n  - {name: down, shutdown: true}\n";
+
+    fn node(name: &str, ready: &str, shutdown_taint: bool) -> Node {
+        let taints: Vec<serde_json::Value> = shutdown_taint
+            .then(|| json!({"key": TAINT_SHUTDOWN, "effect": "NoSchedule"}))
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "resourceVersion": "7"},
+            "spec": {
+                "providerID": format!("fake:///{name}"),
+                "taints": taints,
+            },
+            "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        }))
+        .expect("node")
+    }
+
+    #[tokio::test]
+    async fn a_shut_down_node_gets_the_taint_in_one_guarded_patch() {
+        let (ctx, api) = context(cloud(CLOUD), &[]);
+        let n = node("down", "Unknown", false);
+        let answer = serde_json::to_value(&n).expect("json");
+        exchange(reconcile(Arc::new(n), ctx), api, |mut api| {
+            Box::pin(async move {
+                let p = api.expect("PATCH", "/api/v1/nodes/down?", answer).await;
+                assert_eq!(p.content_type, "application/merge-patch+json");
+                assert_eq!(
+                    p.body,
+                    json!({
+                        "metadata": {"resourceVersion": "7"},
+                        "spec": {"taints": [{"key": TAINT_SHUTDOWN, "effect": "NoSchedule"}]},
+                    })
+                );
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+    }
+
+    #[tokio::test]
+    async fn a_ready_node_loses_the_taint() {
+        let (ctx, api) = context(cloud(CLOUD), &[]);
+        let n = node("down", "True", true);
+        let answer = serde_json::to_value(&n).expect("json");
+        exchange(reconcile(Arc::new(n), ctx), api, |mut api| {
+            Box::pin(async move {
+                let p = api.expect("PATCH", "/api/v1/nodes/down?", answer).await;
+                assert_eq!(
+                    p.body,
+                    json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": []}})
+                );
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+    }
+
+    #[tokio::test]
+    async fn a_node_without_instance_is_deleted_after_an_event() {
+        let (ctx, api) = context(cloud(CLOUD), &[]);
+        let n = node("gone", "False", false);
+        let answer = serde_json::to_value(&n).expect("json");
+        exchange(reconcile(Arc::new(n), ctx), api, |mut api| {
+            Box::pin(async move {
+                let e = api.expect_event("default", "DeletingNode").await;
+                assert_eq!(e.body["regarding"]["name"], "gone");
+                let d = api.expect("DELETE", "/api/v1/nodes/gone?", answer).await;
+                // A plain delete: no preconditions, default propagation.
+                assert_eq!(d.body, json!({}));
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+    }
+
+    #[tokio::test]
+    async fn a_running_unready_node_is_left_alone() {
+        let (ctx, api) = context(cloud(CLOUD), &[]);
+        exchange(
+            reconcile(Arc::new(node("up", "False", false)), ctx),
+            api,
+            |api| Box::pin(async move { api }),
+        )
+        .await
+        .expect("reconcile");
     }
 }

@@ -80,7 +80,7 @@ pub(crate) async fn run(ctx: Arc<Context>, pvs: Arc<Informer<PersistentVolume>>)
                     }
                     Err(e) => {
                         let delay = queue.backoff(&key);
-                        tracing::warn!(pv = %key, error = %e, ?delay, "labelling persistent volume, retrying");
+                        tracing::warn!(pv = %key, error = %hypercloud_cloudprovider::Chain(&e), ?delay, "labelling persistent volume, retrying");
                         Some(delay)
                     }
                 }
@@ -210,5 +210,50 @@ mod tests {
         );
         assert!(label_patch(&done, &cloud_labels()).is_none());
         assert!(label_patch(&pv(&[], false), &BTreeMap::new()).is_none());
+    }
+}
+
+/// What a reconcile sends, checked against a mocked apiserver.
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::fixtures::{cloud, context, exchange};
+    use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
+
+    #[tokio::test]
+    async fn a_cloud_volume_gets_its_labels_and_affinity_in_one_guarded_patch() {
+        let (ctx, api) = context(cloud("region: r1\nvolumes: [{id: vol-1, zone: z1}]\n"), &[]);
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": "pv1", "resourceVersion": "9"},
+            "spec": {"csi": {"driver": "cinder.csi.openstack.org", "volumeHandle": "vol-1"}},
+        }))
+        .expect("pv");
+        let answer = serde_json::to_value(&pv).expect("json");
+        exchange(reconcile(Arc::new(pv), ctx), api, |mut api| {
+            Box::pin(async move {
+                let p = api
+                    .expect("PATCH", "/api/v1/persistentvolumes/pv1?", answer)
+                    .await;
+                assert_eq!(p.content_type, "application/merge-patch+json");
+                assert_eq!(
+                    p.body,
+                    json!({
+                        "metadata": {
+                            "labels": {LABEL_TOPOLOGY_REGION: "r1", LABEL_TOPOLOGY_ZONE: "z1"},
+                            "resourceVersion": "9",
+                        },
+                        "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+                            {"matchExpressions": [
+                                {"key": LABEL_TOPOLOGY_REGION, "operator": "In", "values": ["r1"]},
+                                {"key": LABEL_TOPOLOGY_ZONE, "operator": "In", "values": ["z1"]},
+                            ]}
+                        ]}}},
+                    })
+                );
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use hypercloud_cloudprovider::Route;
+use hypercloud_cloudprovider::{Chain, Route};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -206,7 +206,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
     loop {
         tick.tick().await;
         if let Err(e) = reconcile(&ctx, &cluster, &nodes.store.state()).await {
-            tracing::error!(error = %e, "reconciling node routes");
+            tracing::error!(error = %Chain(&e), "reconciling node routes");
         }
     }
 }
@@ -275,7 +275,7 @@ pub(crate) async fn reconcile(ctx: &Context, cluster: &[Cidr], nodes: &[Arc<Node
                     .all(|c| !failed.contains(&(name.clone(), c.clone())));
             async move {
                 if let Err(e) = update_network_condition(ctx, node, created).await {
-                    tracing::error!(node = %name, error = %e, "failed to update networking condition");
+                    tracing::error!(node = %name, error = %Chain(&e), "failed to update networking condition");
                 }
             }
         })
@@ -417,5 +417,59 @@ mod tests {
                 ("a", "10.244.1.0/24", true),
             ]
         );
+    }
+}
+
+/// What a reconcile sends, checked against a mocked apiserver.
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::fixtures::{cloud, context, exchange};
+
+    fn node(name: &str, cidr: &str, network_unavailable: Option<&str>) -> Arc<Node> {
+        let mut n = json!({
+            "metadata": {"name": name},
+            "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
+        });
+        if let Some(status) = network_unavailable {
+            n["status"] = json!({"conditions": [{"type": "NetworkUnavailable", "status": status}]});
+        }
+        Arc::new(serde_json::from_value(n).expect("node"))
+    }
+
+    #[tokio::test]
+    async fn a_created_route_clears_network_unavailable_with_one_status_patch() {
+        let fake = cloud("instances: [{name: n1}, {name: n2}]\n");
+        let (ctx, api) = context(fake.clone(), &[]);
+        let cluster = cluster_cidrs("10.244.0.0/16").expect("cidr");
+        // n2's condition already says so: no write for it.
+        let nodes = vec![
+            node("n1", "10.244.1.0/24", None),
+            node("n2", "10.244.2.0/24", Some("False")),
+        ];
+        let answer = serde_json::to_value(nodes[0].as_ref()).expect("json");
+        exchange(reconcile(&ctx, &cluster, &nodes), api, |mut api| {
+            Box::pin(async move {
+                let p = api
+                    .expect("PATCH", "/api/v1/nodes/n1/status?", answer)
+                    .await;
+                assert_eq!(p.content_type, "application/strategic-merge-patch+json");
+                let conditions = p.body["status"]["conditions"]
+                    .as_array()
+                    .expect("conditions");
+                assert_eq!(conditions.len(), 1, "{p:?}");
+                let c = &conditions[0];
+                assert_eq!(c["type"], "NetworkUnavailable");
+                assert_eq!(c["status"], "False");
+                assert_eq!(c["reason"], "RouteCreated");
+                assert_eq!(c["message"], "RouteController created a route");
+                assert!(c["lastTransitionTime"].is_string(), "{c}");
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+        // Both nodes' routes were created in the cloud.
+        assert_eq!(fake.call_count("create_route"), 2);
     }
 }

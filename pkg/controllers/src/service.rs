@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hypercloud_cloudprovider::wellknown::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_EXTERNAL_LB};
-use hypercloud_cloudprovider::Error as CloudError;
+use hypercloud_cloudprovider::{Chain, Error as CloudError};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -176,7 +176,7 @@ pub(crate) async fn run(
 /// Counts the failure and requeues the Service after its backoff.
 pub(crate) fn error_policy(svc: Arc<Service>, error: &Error, state: &ServiceState) -> Action {
     let delay = state.queue.backoff(&key_of(svc.as_ref()));
-    tracing::warn!(service = %key_of(svc.as_ref()), %error, ?delay, "error processing service, retrying");
+    tracing::warn!(service = %key_of(svc.as_ref()), error = %Chain(error), ?delay, "error processing service, retrying");
     Action::Requeue(delay)
 }
 
@@ -193,138 +193,225 @@ pub(crate) async fn reconcile(svc: Arc<Service>, state: Arc<ServiceState>) -> Re
             &svc.object_ref(&()),
             EventType::Warning,
             "SyncLoadBalancerFailed",
-            format!("Error syncing load balancer: {e}"),
+            format!("Error syncing load balancer: {}", Chain(e)),
         )
         .await;
     }
     result
 }
 
+/// One pass of the finalizer protocol: [`ensure`] or [`cleanup`], wrapped by [`finalizer`],
+/// then the status patch.
 async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> {
     let ctx = &state.ctx;
-    let Some(lb) = ctx.cloud.load_balancer() else {
+    let Some(event) = FinalizerEvent::of(svc).filter(|_| ctx.cloud.load_balancer().is_some())
+    else {
         return Ok(Action::AwaitChange);
+    };
+    let reference = svc.object_ref(&());
+    let previous = current_status(svc);
+    let new_status = match event {
+        FinalizerEvent::Cleanup => {
+            finalizer(ctx, svc, event, cleanup(svc, state, key)).await?;
+            ctx.event(
+                CONTROLLER,
+                &reference,
+                EventType::Normal,
+                "DeletedLoadBalancer",
+                "Deleted load balancer".into(),
+            )
+            .await;
+            LoadBalancerStatus::default()
+        }
+        FinalizerEvent::Apply => {
+            tracing::info!("ensuring load balancer");
+            ctx.event(
+                CONTROLLER,
+                &reference,
+                EventType::Normal,
+                "EnsuringLoadBalancer",
+                "Ensuring load balancer".into(),
+            )
+            .await;
+            match finalizer(ctx, svc, event, ensure(svc, state, key)).await? {
+                Some(status) => status,
+                // Another controller owns this load balancer: nothing to report.
+                None => return Ok(Action::AwaitChange),
+            }
+        }
+    };
+    if previous != new_status {
+        patch_status(ctx, svc, key, &new_status).await?;
+    }
+    Ok(Action::AwaitChange)
+}
+
+/// Which side of the finalizer protocol a Service is on (kube-runtime `finalizer::Event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FinalizerEvent {
+    /// It wants a load balancer: [`ensure`].
+    Apply,
+    /// Our finalizer is on and it is being deleted or no longer wants one: [`cleanup`].
+    Cleanup,
+}
+
+impl FinalizerEvent {
+    fn of(svc: &Service) -> Option<Self> {
+        if needs_cleanup(svc) {
+            Some(FinalizerEvent::Cleanup)
+        } else if wants_load_balancer(svc) {
+            Some(FinalizerEvent::Apply)
+        } else {
+            None
+        }
+    }
+}
+
+/// The one owner of the finalizer `service.kubernetes.io/load-balancer-cleanup` (kube-runtime's
+/// `finalizer()`): before `work` applies, the finalizer goes on, so the Service cannot
+/// disappear with its load balancer left behind; after `work` cleaned up, it always comes off,
+/// so the Service can go.
+async fn finalizer<T>(
+    ctx: &Context,
+    svc: &Service,
+    event: FinalizerEvent,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match event {
+        FinalizerEvent::Apply => {
+            if !has_finalizer(svc) {
+                patch_finalizers(ctx, svc, true).await?;
+            }
+            work.await
+        }
+        FinalizerEvent::Cleanup => {
+            let done = work.await?;
+            patch_finalizers(ctx, svc, false).await?;
+            Ok(done)
+        }
+    }
+}
+
+/// Creates or updates the load balancer (upstream `ensureLoadBalancer`); `None` when another
+/// controller implements it.
+async fn ensure(
+    svc: &Service,
+    state: &ServiceState,
+    key: &str,
+) -> Result<Option<LoadBalancerStatus>> {
+    let ctx = &state.ctx;
+    let Some(lb) = ctx.cloud.load_balancer() else {
+        return Ok(None);
     };
     let cluster = &ctx.options.kube_cloud_shared.cluster_name;
     let reference = svc.object_ref(&());
+    let nodes = backend_nodes(&state.nodes);
+    if nodes.is_empty() {
+        ctx.event(
+            CONTROLLER,
+            &reference,
+            EventType::Warning,
+            "UnAvailableLoadBalancer",
+            "There are no available nodes for LoadBalancer".into(),
+        )
+        .await;
+    }
+    ctx.metrics.lb_sync.inc();
+    let status = match lb.ensure_load_balancer(cluster, svc, &nodes).await {
+        Ok(s) => s,
+        Err(CloudError::ImplementedElsewhere) => return Ok(None),
+        Err(source) => {
+            return Err(Error::LoadBalancer {
+                operation: "ensure load balancer",
+                service: key.to_string(),
+                source,
+            })
+        }
+    };
+    state
+        .last_synced()
+        .insert(key.to_string(), node_names(&nodes));
+    ctx.event(
+        CONTROLLER,
+        &reference,
+        EventType::Normal,
+        "EnsuredLoadBalancer",
+        "Ensured load balancer".into(),
+    )
+    .await;
+    Ok(Some(status))
+}
+
+/// Deletes the load balancer if the cloud still has one (upstream `processLoadBalancerDelete`
+/// as called from `syncLoadBalancerIfNeeded`).
+async fn cleanup(svc: &Service, state: &ServiceState, key: &str) -> Result<()> {
+    let ctx = &state.ctx;
+    let Some(lb) = ctx.cloud.load_balancer() else {
+        return Ok(());
+    };
+    let cluster = &ctx.options.kube_cloud_shared.cluster_name;
     let lb_err = |operation, source| Error::LoadBalancer {
         operation,
         service: key.to_string(),
         source,
     };
-    let previous = current_status(svc);
-    let new_status = if needs_cleanup(svc) {
-        let exists = lb
-            .get_load_balancer(cluster, svc)
-            .await
-            .map_err(|e| lb_err("check if load balancer exists before cleanup", e))?
-            .is_some();
-        if exists {
-            tracing::info!("deleting existing load balancer");
-            ctx.event(
-                CONTROLLER,
-                &reference,
-                EventType::Normal,
-                "DeletingLoadBalancer",
-                "Deleting load balancer".into(),
-            )
-            .await;
-            match lb.ensure_load_balancer_deleted(cluster, svc).await {
-                Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
-                Err(e) => return Err(lb_err("delete load balancer", e)),
-            }
-        }
-        state.last_synced().remove(key);
-        // Always drop the finalizer once the load balancer is gone, so the Service can go.
-        patch_finalizers(ctx, svc, false).await?;
+    let exists = lb
+        .get_load_balancer(cluster, svc)
+        .await
+        .map_err(|e| lb_err("check if load balancer exists before cleanup", e))?
+        .is_some();
+    if exists {
+        tracing::info!("deleting existing load balancer");
         ctx.event(
             CONTROLLER,
-            &reference,
+            &svc.object_ref(&()),
             EventType::Normal,
-            "DeletedLoadBalancer",
-            "Deleted load balancer".into(),
+            "DeletingLoadBalancer",
+            "Deleting load balancer".into(),
         )
         .await;
-        LoadBalancerStatus::default()
-    } else if wants_load_balancer(svc) {
-        tracing::info!("ensuring load balancer");
-        ctx.event(
-            CONTROLLER,
-            &reference,
-            EventType::Normal,
-            "EnsuringLoadBalancer",
-            "Ensuring load balancer".into(),
-        )
-        .await;
-        // The finalizer goes on first, so the Service cannot disappear with its load balancer
-        // left behind.
-        if !has_finalizer(svc) {
-            patch_finalizers(ctx, svc, true).await?;
-        }
-        let nodes = backend_nodes(&state.nodes);
-        if nodes.is_empty() {
-            ctx.event(
-                CONTROLLER,
-                &reference,
-                EventType::Warning,
-                "UnAvailableLoadBalancer",
-                "There are no available nodes for LoadBalancer".into(),
-            )
-            .await;
-        }
-        ctx.metrics.lb_sync.inc();
-        let status = match lb.ensure_load_balancer(cluster, svc, &nodes).await {
-            Ok(s) => s,
-            // Another controller owns this load balancer: nothing to do, nothing to report.
-            Err(CloudError::ImplementedElsewhere) => return Ok(Action::AwaitChange),
-            Err(e) => return Err(lb_err("ensure load balancer", e)),
-        };
-        state
-            .last_synced()
-            .insert(key.to_string(), node_names(&nodes));
-        ctx.event(
-            CONTROLLER,
-            &reference,
-            EventType::Normal,
-            "EnsuredLoadBalancer",
-            "Ensured load balancer".into(),
-        )
-        .await;
-        status
-    } else {
-        return Ok(Action::AwaitChange);
-    };
-    if previous != new_status {
-        let api: Api<Service> = Api::namespaced(
-            ctx.client.clone(),
-            svc.namespace().as_deref().unwrap_or("default"),
-        );
-        let mut lb_json = serde_json::to_value(&new_status).unwrap_or_else(|_| json!({}));
-        // A merge patch only clears what it names.
-        if new_status.ingress.is_none() {
-            lb_json["ingress"] = serde_json::Value::Null;
-        }
-        let patch = json!({"status": {"loadBalancer": lb_json}});
-        match api
-            .patch_status(
-                &svc.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            // The Service went away right after its finalizer did.
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(source) => {
-                return Err(Error::PatchServiceStatus {
-                    service: key.to_string(),
-                    source,
-                })
-            }
+        match lb.ensure_load_balancer_deleted(cluster, svc).await {
+            Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
+            Err(e) => return Err(lb_err("delete load balancer", e)),
         }
     }
-    Ok(Action::AwaitChange)
+    state.last_synced().remove(key);
+    Ok(())
+}
+
+/// Writes `status.loadBalancer` with one merge patch.
+async fn patch_status(
+    ctx: &Context,
+    svc: &Service,
+    key: &str,
+    status: &LoadBalancerStatus,
+) -> Result<()> {
+    let api: Api<Service> = Api::namespaced(
+        ctx.client.clone(),
+        svc.namespace().as_deref().unwrap_or("default"),
+    );
+    let mut lb_json = serde_json::to_value(status).unwrap_or_else(|_| json!({}));
+    // A merge patch only clears what it names.
+    if status.ingress.is_none() {
+        lb_json["ingress"] = serde_json::Value::Null;
+    }
+    let patch = json!({"status": {"loadBalancer": lb_json}});
+    match api
+        .patch_status(
+            &svc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // The Service went away right after its finalizer did.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => Err(Error::PatchServiceStatus {
+            service: key.to_string(),
+            source,
+        }),
+    }
 }
 
 /// Deletes the load balancer of a Service that is already gone (one attempt: the object,
@@ -658,5 +745,154 @@ mod tests {
         // Readiness does not matter.
         assert!(should_sync_updated_node(&node("a"), &excluded));
         assert!(!should_sync_updated_node(&node("a"), &node("a")));
+    }
+}
+
+/// What a reconcile sends, checked against a mocked apiserver.
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::fixtures::{cloud, context, exchange};
+    use hypercloud_cloudprovider::fake::FakeCloud;
+    use hypercloud_cloudprovider::Interface as _;
+
+    fn state(cloud: FakeCloud) -> (Arc<ServiceState>, crate::fixtures::ApiServerVerifier) {
+        let (ctx, api) = context(cloud, &[]);
+        let node: Node =
+            serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {}})).expect("node");
+        let queue = Queue::new(
+            "service",
+            Duration::from_secs(5),
+            Duration::from_secs(300),
+            ctx.metrics.clone(),
+        );
+        let state = ServiceState {
+            ctx,
+            nodes: Informer::fixed(vec![node]),
+            queue,
+            last_synced: Mutex::new(HashMap::new()),
+        };
+        (Arc::new(state), api)
+    }
+
+    fn service(finalizer: bool, deleting: bool, ingress: Option<&str>) -> Service {
+        let mut svc = json!({
+            "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "5", "uid": "u1"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]},
+        });
+        if finalizer {
+            svc["metadata"]["finalizers"] = json!(["example.com/other", FINALIZER_LB_CLEANUP]);
+        }
+        if deleting {
+            svc["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        if let Some(ip) = ingress {
+            svc["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
+        }
+        serde_json::from_value(svc).expect("service")
+    }
+
+    #[tokio::test]
+    async fn ensure_adds_the_finalizer_first_then_patches_the_status() {
+        let fake = cloud("{}");
+        let (state, api) = state(fake.clone());
+        let svc = service(false, false, None);
+        let answer = serde_json::to_value(&svc).expect("json");
+        exchange(reconcile(Arc::new(svc), state.clone()), api, |mut api| {
+            Box::pin(async move {
+                api.expect_event("ns", "EnsuringLoadBalancer").await;
+                let f = api
+                    .expect("PATCH", "/api/v1/namespaces/ns/services/s?", answer.clone())
+                    .await;
+                assert_eq!(f.content_type, "application/merge-patch+json");
+                assert_eq!(
+                    f.body,
+                    json!({"metadata": {
+                        "finalizers": [FINALIZER_LB_CLEANUP],
+                        "resourceVersion": "5",
+                    }})
+                );
+                api.expect_event("ns", "EnsuredLoadBalancer").await;
+                let s = api
+                    .expect("PATCH", "/api/v1/namespaces/ns/services/s/status?", answer)
+                    .await;
+                assert_eq!(s.content_type, "application/merge-patch+json");
+                assert_eq!(
+                    s.body,
+                    json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}})
+                );
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+        assert_eq!(fake.call_count("ensure_load_balancer"), 1);
+        assert_eq!(
+            state.last_synced().get("ns/s"),
+            Some(&vec!["n1".to_string()])
+        );
+    }
+
+    #[tokio::test]
+    async fn cleanup_deletes_then_removes_only_our_finalizer_and_clears_the_status() {
+        let fake = cloud("{}");
+        let svc = service(true, true, Some("192.0.2.1"));
+        fake.load_balancer()
+            .expect("lb")
+            .ensure_load_balancer("kubernetes", &svc, &[])
+            .await
+            .expect("existing load balancer");
+        let (state, api) = state(fake.clone());
+        let answer = serde_json::to_value(&svc).expect("json");
+        exchange(reconcile(Arc::new(svc), state), api, |mut api| {
+            Box::pin(async move {
+                api.expect_event("ns", "DeletingLoadBalancer").await;
+                let f = api
+                    .expect("PATCH", "/api/v1/namespaces/ns/services/s?", answer.clone())
+                    .await;
+                assert_eq!(
+                    f.body,
+                    json!({"metadata": {
+                        "finalizers": ["example.com/other"],
+                        "resourceVersion": "5",
+                    }})
+                );
+                api.expect_event("ns", "DeletedLoadBalancer").await;
+                let s = api
+                    .expect("PATCH", "/api/v1/namespaces/ns/services/s/status?", answer)
+                    .await;
+                assert_eq!(
+                    s.body,
+                    json!({"status": {"loadBalancer": {"ingress": null}}})
+                );
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+        assert_eq!(fake.call_count("ensure_load_balancer_deleted"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_cloud_failure_keeps_the_finalizer_and_is_reported() {
+        let fake = cloud("{}");
+        fake.set_failure("get_load_balancer", Some(503));
+        let (state, api) = state(fake);
+        let svc = service(true, true, None);
+        let err = exchange(reconcile(Arc::new(svc), state), api, |mut api| {
+            Box::pin(async move {
+                let e = api.expect_event("ns", "SyncLoadBalancerFailed").await;
+                assert!(
+                    e.body["note"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("Error syncing load balancer: ")),
+                    "{e:?}"
+                );
+                api
+            })
+        })
+        .await
+        .expect_err("cloud failure");
+        assert!(matches!(err, Error::LoadBalancer { .. }), "{err}");
     }
 }

@@ -15,6 +15,19 @@
 //!   cloud call, and the `cloud-controller-manager` initialises the Node, creates the load
 //!   balancer and labels the PersistentVolume.
 //!
+//! - `tests/instance_power.rs`: a Node follows its instance. Stopping it makes the Node
+//!   NotReady with the unreachable and shutdown taints, starting it makes it Ready again, and
+//!   deleting it deletes the Node.
+//! - `tests/leader_migration_upstream.rs`: the upstream kube-controller-manager and the
+//!   cloud-controller-manager hand the migrated controllers over through the migration Lease,
+//!   both ways, with one load balancer in the cloud.
+//!
+//! All of them run in a real cluster around the apiserver (`hypercloud_testenv::cluster`): the
+//! upstream kube-controller-manager (`--cloud-provider=external`) runs its non-cloud
+//! controllers, and kwok plays the kubelet of each Node while its instance runs, so Nodes are
+//! Ready, heartbeat, and turn NotReady as in production. The bare-apiserver tests of each
+//! crate's `tests/` stay the fast integration tests.
+//!
 //! The tests look for the binary beside their own executable (`target/debug/hypercloud`):
 //! `cargo test --workspace` builds it; with `cargo test -p hypercloud-e2e` run
 //! `cargo build -p hypercloud` first. The service load-balancer controller of a scenario

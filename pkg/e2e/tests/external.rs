@@ -6,6 +6,9 @@
 //!   annotation and nothing from the cloud, and makes no cloud call.
 //! - `kube-controller-manager` runs no cloud controller and makes no cloud call (its
 //!   `--trace-cloud-calls` file stays absent or empty) while holding its Lease.
+//! - All of it in a real cluster: the upstream kube-controller-manager runs its non-cloud
+//!   controllers and kwok plays the kubelet while the instance runs
+//!   (`hypercloud_testenv::cluster`), so the Node is Ready because a kubelet said so.
 //! - `cloud-controller-manager` initialises the Node from the cloud (the same Node the
 //!   in-tree layout registers, see `in_tree.rs`), creates a load balancer that forwards a
 //!   request to the Node's InternalIP:nodePort, and its PV-label controller labels the
@@ -18,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hypercloud_testenv::leases::LeaseRef;
-use hypercloud_testenv::nodes::{self, has_taint, provider_id, set_ready, TAINT_UNINITIALIZED};
+use hypercloud_testenv::nodes::{self, has_taint, provider_id, TAINT_UNINITIALIZED};
 use hypercloud_testenv::process::Proc;
 use hypercloud_testenv::wait::eventually;
 use hypercloud_testenv::TestEnv;
@@ -28,7 +31,7 @@ use kube::{Api, ResourceExt};
 use support::cloud::LocalCloud;
 use support::cluster::{
     assert_node_from_cloud, assert_pv_labelled, cinder_pv, load_balancer_round_trip, Leftovers,
-    E2E_LABEL,
+    RealCluster, E2E_LABEL,
 };
 use support::process::{run, Bin};
 use support::trace::{methods, traced};
@@ -54,6 +57,10 @@ async fn external_layout() {
     let instance = cloud.create_instance(&node_name, "az-1", "m1.medium");
     let volume = cloud.create_volume(&format!("vol-{node_name}"), "az-2");
     let conf = cloud.cloud_conf("cloud.conf", None);
+
+    // The rest of the cluster (hypercloud's controller-manager below holds this namespace's
+    // kube-controller-manager Lease).
+    let _cluster = RealCluster::start(&env, dir, &cloud);
 
     // kube-controller-manager, external: every controller it has, which is none.
     let kcm_trace = dir.join("kube-controller-manager.jsonl");
@@ -98,7 +105,7 @@ async fn external_layout() {
         "{:?}",
         registered.labels()
     );
-    set_ready(&nodes, &node_name, true).await;
+    RealCluster::wait_ready(&nodes, &node_name).await;
 
     // The cloud-controller-manager: node initialisation, load balancers, PV labels.
     let ccm_trace = dir.join("cloud-controller-manager.jsonl");

@@ -16,7 +16,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hypercloud_testenv::nodes::set_ready;
 use hypercloud_testenv::process::{free_port, Proc};
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -30,7 +29,7 @@ use serde_json::json;
 use support::cloud::LocalCloud;
 use support::cluster::{
     assert_node_from_cloud, assert_pv_labelled, cinder_pv, load_balancer_round_trip, Leftovers,
-    E2E_LABEL,
+    RealCluster, E2E_LABEL,
 };
 use support::process::{run, Bin};
 use support::trace::{methods, traced};
@@ -170,7 +169,10 @@ async fn in_tree_layout() {
             "the webhook never checked {n}: {admitted:?}"
         );
     }
-    set_ready(&nodes, &node_name, true).await;
+    // The rest of the cluster: the upstream controller manager has no cloud part, hypercloud's
+    // below supplies it; kwok is the kubelet while the instance runs.
+    let _cluster = RealCluster::start(&env, dir, &cloud);
+    RealCluster::wait_ready(&nodes, &node_name).await;
 
     // The controller-manager's duties: only the service controller (node lifecycle would
     // judge every Node of the shared apiserver against this cloud), its Lease in our

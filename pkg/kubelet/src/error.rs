@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The provider could not name this node.
-    #[error("asking the cloud for the node name of host {hostname:?}: {source}")]
+    #[error("asking the cloud for the node name of host {hostname:?}")]
     CurrentNodeName {
         /// The hostname asked about.
         hostname: String,
@@ -15,7 +15,7 @@ pub enum Error {
     #[error("cloud provider {0:?} does not support instances, which the kubelet needs")]
     NoInstances(String),
     /// A provider call about this node failed.
-    #[error("asking the cloud for {what} of node {node}: {source}")]
+    #[error("asking the cloud for {what} of node {node}")]
     CloudLookup {
         /// What was asked (addresses, instance ID, zone, ...).
         what: &'static str,
@@ -25,15 +25,16 @@ pub enum Error {
         source: hypercloud_cloudprovider::Error,
     },
     /// `--node-ip` does not match the cloud's addresses.
-    #[error("node {node}: {source}")]
+    #[error("node {node}: {mismatch}")]
     NodeIp {
         /// The node.
         node: String,
-        /// Why.
-        source: hypercloud_cloudprovider::node::NodeIpError,
+        /// What does not match: the message itself, so it is part of this one rather than a
+        /// separate cause.
+        mismatch: hypercloud_cloudprovider::node::NodeIpError,
     },
     /// Creating the Node failed.
-    #[error("registering node {node} with the API server: {source}")]
+    #[error("registering node {node} with the API server")]
     CreateNode {
         /// The node.
         node: String,
@@ -41,7 +42,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// Reading the existing Node failed.
-    #[error("reading existing node {node}: {source}")]
+    #[error("reading existing node {node}")]
     GetNode {
         /// The node.
         node: String,
@@ -49,7 +50,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// Updating the existing Node's labels failed.
-    #[error("updating labels of existing node {node}: {source}")]
+    #[error("updating labels of existing node {node}")]
     PatchNode {
         /// The node.
         node: String,
@@ -57,7 +58,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// Updating the Node's addresses failed.
-    #[error("updating addresses of node {node}: {source}")]
+    #[error("updating addresses of node {node}")]
     PatchNodeStatus {
         /// The node.
         node: String,

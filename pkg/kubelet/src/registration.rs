@@ -167,13 +167,12 @@ pub async fn cloud_facts(
                 .map_err(lookup("zone"))?,
         );
     }
-    let addresses =
-        node_addresses_from_node_ip(node_ip.unwrap_or(""), &cloud_addresses).map_err(|source| {
-            Error::NodeIp {
-                node: node_name.into(),
-                source,
-            }
-        })?;
+    let addresses = node_addresses_from_node_ip(node_ip.unwrap_or(""), &cloud_addresses).map_err(
+        |mismatch| Error::NodeIp {
+            node: node_name.into(),
+            mismatch,
+        },
+    )?;
     Ok(CloudFacts {
         provider_id,
         addresses: with_hostname_address(addresses, node_name),

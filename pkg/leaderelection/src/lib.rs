@@ -26,6 +26,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hypercloud_cloudprovider::Chain;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -55,7 +56,7 @@ pub enum Error {
         renew_deadline: Duration,
     },
     /// Reading the Lease failed.
-    #[error("getting lease {namespace}/{name}: {source}")]
+    #[error("getting lease {namespace}/{name}")]
     GetLease {
         /// Lease namespace.
         namespace: String,
@@ -65,7 +66,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// Creating the Lease failed (other than someone else creating it first).
-    #[error("creating lease {namespace}/{name}: {source}")]
+    #[error("creating lease {namespace}/{name}")]
     CreateLease {
         /// Lease namespace.
         namespace: String,
@@ -75,7 +76,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// Updating the Lease failed (other than a resourceVersion conflict).
-    #[error("updating lease {namespace}/{name}: {source}")]
+    #[error("updating lease {namespace}/{name}")]
     UpdateLease {
         /// Lease namespace.
         namespace: String,
@@ -85,13 +86,13 @@ pub enum Error {
         source: kube::Error,
     },
     /// The metric could not be registered.
-    #[error("registering leader election metrics: {0}")]
+    #[error("registering leader election metrics")]
     RegisterMetrics(#[from] prometheus::Error),
     /// The durations are inconsistent (upstream `NewLeaderElector` checks).
     #[error("invalid leader election config: {0}")]
     InvalidConfig(String),
     /// The `--leader-migration-config` file could not be read.
-    #[error("--leader-migration-config: cannot read {}: {source}", path.display())]
+    #[error("--leader-migration-config: cannot read {}", path.display())]
     ReadMigrationConfig {
         /// The file.
         path: std::path::PathBuf,
@@ -341,7 +342,7 @@ impl LeaderElector {
             match acquired {
                 Ok(true) => break,
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "error retrieving resource lock"),
+                Err(e) => tracing::warn!(error = %Chain(&e), "error retrieving resource lock"),
             }
             let jitter = cfg
                 .retry_period
@@ -416,7 +417,7 @@ impl LeaderElector {
                 }
                 Ok(Ok(false)) => {}
                 Ok(Err(e)) => {
-                    tracing::warn!(lease = %cfg.name, error = %e, "failed to renew lease")
+                    tracing::warn!(lease = %cfg.name, error = %Chain(&e), "failed to renew lease")
                 }
                 Err(_) => tracing::warn!(lease = %cfg.name, "renewing lease timed out"),
             }
@@ -570,7 +571,7 @@ impl LeaderElector {
             Ok(true) => tracing::info!(lease = %self.config.name, "released lease"),
             Ok(false) => {}
             Err(e) => {
-                tracing::warn!(lease = %self.config.name, error = %e, "failed to release lease")
+                tracing::warn!(lease = %self.config.name, error = %Chain(&e), "failed to release lease")
             }
         }
     }

@@ -37,6 +37,12 @@ pub const DEFAULT_LEADER_NAME: &str = "cloud-provider-extraction-migration";
 pub const RESOURCE_LOCK_LEASES: &str = "leases";
 /// A `component` meaning "whichever component reads this configuration".
 pub const ANY_COMPONENT: &str = "*";
+/// The values `component` may take.
+pub const COMPONENTS: &[&str] = &[
+    "kube-controller-manager",
+    "cloud-controller-manager",
+    ANY_COMPONENT,
+];
 
 /// One controller's assignment.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -126,9 +132,11 @@ impl Default for LeaderMigrationConfiguration {
 impl LeaderMigrationConfiguration {
     /// Reads, decodes and validates the file at `path`.
     pub fn read(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadMigrationConfig {
-            path: path.to_path_buf(),
-            source,
+        let text = hypercloud_cloudprovider::input::read_input_text(path).map_err(|source| {
+            Error::ReadMigrationConfig {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
         let config = Self::decode(&text).map_err(|message| Error::DecodeMigrationConfig {
             path: path.to_path_buf(),
@@ -207,6 +215,11 @@ impl LeaderMigrationConfiguration {
                 "leaderName: Required value: leaderName must be set for LeaderMigrationConfiguration"
                     .to_string(),
             );
+        } else if let Err(why) = dns1123_subdomain(&self.leader_name) {
+            errors.push(format!(
+                "leaderName: Invalid value: {:?}: {why}",
+                self.leader_name
+            ));
         }
         if self.resource_lock != RESOURCE_LOCK_LEASES {
             errors.push(format!(
@@ -217,9 +230,23 @@ impl LeaderMigrationConfiguration {
         for (i, leader) in self.controller_leaders.iter().enumerate() {
             if leader.component.is_empty() {
                 errors.push(format!("controllerLeaders[{i}].component: Required value"));
+            } else if !COMPONENTS.contains(&leader.component.as_str()) {
+                errors.push(format!(
+                    "controllerLeaders[{i}].component: Unsupported value: {:?}: supported values: {}",
+                    leader.component,
+                    COMPONENTS.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", ")
+                ));
             }
             if leader.name.is_empty() {
                 errors.push(format!("controllerLeaders[{i}].name: Required value"));
+            } else if self.controller_leaders[..i]
+                .iter()
+                .any(|l| l.name == leader.name)
+            {
+                errors.push(format!(
+                    "controllerLeaders[{i}].name: Duplicate value: {:?}",
+                    leader.name
+                ));
             }
         }
         if errors.is_empty() {
@@ -227,6 +254,27 @@ impl LeaderMigrationConfiguration {
         } else {
             Err(errors)
         }
+    }
+}
+
+/// A DNS-1123 subdomain, as a Lease name must be: at most 253 characters, lower-case
+/// alphanumeric labels separated by `.`, `-` inside labels.
+fn dns1123_subdomain(name: &str) -> Result<(), String> {
+    const WHY: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+    if name.len() > 253 {
+        return Err("must be no more than 253 characters".into());
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if name.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(WHY.into())
     }
 }
 
@@ -611,5 +659,119 @@ mod tests {
         ]);
         let ccm = Migrator::new(cfg, "cloud-controller-manager");
         assert_eq!(ccm.place(&[SERVICE.0, SERVICE.1[0]]), Placement::Migration);
+    }
+
+    #[test]
+    fn upstream_checks_on_names_and_components() {
+        let mut c = config(&[
+            ("service", "cloud-controller-manager"),
+            ("route", "kcm"),
+            ("service", "*"),
+        ]);
+        c.leader_name = "Not_A.DNS-name".into();
+        let errs = c.validate().expect_err("invalid");
+        assert_eq!(errs.len(), 3, "{errs:?}");
+        assert!(
+            errs[0].starts_with("leaderName: Invalid value: \"Not_A.DNS-name\""),
+            "{errs:?}"
+        );
+        assert!(
+            errs[1].starts_with("controllerLeaders[1].component: Unsupported value: \"kcm\""),
+            "{errs:?}"
+        );
+        assert_eq!(
+            errs[2],
+            "controllerLeaders[2].name: Duplicate value: \"service\""
+        );
+        for good in ["m", "cloud-provider-extraction-migration", "a.b-c.d9"] {
+            assert_eq!(dns1123_subdomain(good), Ok(()), "{good}");
+        }
+        for bad in ["", "-a", "a-", "a..b", "A", "a_b", &"a".repeat(254)] {
+            assert!(dns1123_subdomain(bad).is_err(), "{bad}");
+        }
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_yaml::Value;
+
+        /// A field's value: usually a string (valid or not), sometimes an extreme number or
+        /// a wrong type holding one (the structure-preserving mutation). `true` = wrong type.
+        fn field(valid: &'static [&'static str]) -> impl Strategy<Value = (Value, bool)> {
+            prop_oneof![
+                4 => prop::sample::select(valid).prop_map(|s| (Value::from(s), false)),
+                2 => "[a-zA-Z0-9*._-]{0,20}".prop_map(|s| (Value::from(s), false)),
+                // YAML scalars read as strings (then fail validation); collections do not.
+                1 => prop_oneof![
+                    any::<i64>().prop_map(Value::from),
+                    any::<u64>().prop_map(Value::from),
+                    any::<f64>().prop_map(Value::from),
+                    Just(Value::from(f64::NAN)),
+                    Just(Value::from(f64::INFINITY)),
+                    Just(Value::from(-1e308)),
+                    any::<bool>().prop_map(Value::from),
+                ].prop_map(|v| (v, false)),
+                1 => prop_oneof![
+                    any::<i64>().prop_map(|n| Value::Sequence(vec![Value::from(n)])),
+                    any::<f64>().prop_map(|f| {
+                        let mut m = serde_yaml::Mapping::new();
+                        m.insert("n".into(), f.into());
+                        Value::Mapping(m)
+                    }),
+                ].prop_map(|v| (v, true)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// Decoding and validating never panic; every problem names its field.
+            #[test]
+            fn decode_and_validate_name_the_field(
+                version in prop::sample::select(&["v1", "v1beta1", "v1alpha1", "v2"][..]),
+                leader in field(&["m", "cloud-provider-extraction-migration", "Bad_Name", ""]),
+                leaders in prop::collection::vec(
+                    (field(&["service", "route", "cloud-node-lifecycle", ""]),
+                     field(&["kube-controller-manager", "cloud-controller-manager", "*", "kcm", ""])),
+                    0..5,
+                ),
+            ) {
+                let mut doc = serde_yaml::Mapping::new();
+                doc.insert("apiVersion".into(), format!("{API_GROUP}/{version}").into());
+                doc.insert("kind".into(), KIND.into());
+                doc.insert("leaderName".into(), leader.0);
+                let mut wrong = Vec::new();
+                if leader.1 { wrong.push("leaderName"); }
+                let list = leaders.into_iter().map(|((name, bad_name), (component, bad_component))| {
+                    if bad_name { wrong.push("name"); }
+                    if bad_component { wrong.push("component"); }
+                    let mut m = serde_yaml::Mapping::new();
+                    m.insert("name".into(), name);
+                    m.insert("component".into(), component);
+                    Value::Mapping(m)
+                }).collect();
+                doc.insert("controllerLeaders".into(), Value::Sequence(list));
+                let text = serde_yaml::to_string(&doc).expect("yaml");
+                match LeaderMigrationConfiguration::decode(&text) {
+                    Err(e) if version == "v2" => prop_assert!(e.starts_with("apiVersion:"), "{e}"),
+                    Err(e) => prop_assert!(
+                        wrong.iter().any(|k| e.contains(k)),
+                        "error names none of the mistyped keys {wrong:?}: {e}"
+                    ),
+                    Ok(c) => {
+                        prop_assert!(wrong.is_empty() || version == "v2", "{wrong:?} accepted: {c:?}");
+                        if let Err(errs) = c.validate() {
+                            for e in errs {
+                                prop_assert!(
+                                    ["leaderName", "resourceLock", "controllerLeaders["].iter().any(|f| e.starts_with(f)),
+                                    "{e}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

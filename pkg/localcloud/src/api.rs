@@ -9,6 +9,8 @@ pub(crate) mod identity;
 pub(crate) mod image;
 pub(crate) mod loadbalancer;
 pub(crate) mod network;
+#[cfg(test)]
+mod proptests;
 pub(crate) mod requests;
 pub(crate) mod volume;
 
@@ -76,7 +78,7 @@ pub(crate) struct Cloud {
     pub base_url: String,
     pub faults: Faults,
     /// The load-balancer data plane (listeners, health monitors, metrics).
-    pub dataplane: Arc<crate::lb::DataPlane>,
+    pub dataplane: Arc<crate::dataplane::DataPlane>,
     /// Requests answered, for `/metrics`.
     pub requests: requests::RequestCounter,
 }
@@ -101,6 +103,7 @@ impl Cloud {
 #[derive(Debug, Clone)]
 pub(crate) struct Caller {
     pub user_id: String,
+    /// Empty for an unscoped token.
     pub project_id: String,
 }
 
@@ -129,6 +132,9 @@ impl ApiError {
     }
     pub fn conflict(kind: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, kind, message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "Forbidden", message)
     }
     pub fn unauthorized() -> Self {
         Self::new(
@@ -245,21 +251,40 @@ pub(crate) async fn format_errors(service: Service, req: Request, next: Next) ->
 
 /// Middleware: rejects requests without a valid, unexpired token with 401.
 pub(crate) async fn require_token(State(cloud): Ctx, mut req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get("x-auth-token")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let Some(token) = token else {
-        return ApiError::unauthorized().into_response();
-    };
-    match identity::check_token(&cloud, &token) {
+    match authenticate(&cloud, &req) {
         Some(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await
         }
         None => ApiError::unauthorized().into_response(),
     }
+}
+
+/// Middleware of the project-scoped services (Nova, Neutron, Cinder, Glance, Octavia): as
+/// [`require_token`], and an unscoped token is refused with 403, as their policies refuse a
+/// token without a project.
+pub(crate) async fn require_scoped_token(
+    State(cloud): Ctx,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match authenticate(&cloud, &req) {
+        Some(caller) if caller.project_id.is_empty() => ApiError::forbidden(
+            "You are not authorized to perform the requested action: an unscoped token cannot be used here; authenticate with a project scope.",
+        )
+        .into_response(),
+        Some(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        None => ApiError::unauthorized().into_response(),
+    }
+}
+
+/// The caller of a request, from its `X-Auth-Token`.
+fn authenticate(cloud: &Cloud, req: &Request) -> Option<Caller> {
+    let token = req.headers().get("x-auth-token")?.to_str().ok()?;
+    identity::check_token(cloud, token)
 }
 
 /// A negotiated microversion (`2.1` is `Microversion(2, 1)`).
@@ -361,13 +386,21 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError
             "The request body is empty; a JSON object is required.",
         ));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        let kind = if e.is_syntax() || e.is_eof() {
-            "Malformed request body"
-        } else {
-            "Invalid input for the request"
-        };
-        ApiError::bad_request(format!("{kind}: {e}"))
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("Malformed request body: {e}")))?;
+    from_value(value).map_err(|(path, e)| {
+        ApiError::bad_request(format!("Invalid input for field/attribute {path}: {e}"))
+    })
+}
+
+/// Decodes `value`, telling which field failed (`server.networks[0].uuid`) as the services'
+/// schema errors do.
+pub(crate) fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // An unknown or missing field is named by serde itself, one level down.
+        (path, inner)
     })
 }
 

@@ -36,7 +36,7 @@ pub const SUBNET_CIDR: &str = "127.1.0.0/16";
 /// The external network floating IPs come from (DevStack's `public`).
 pub const PUBLIC_NETWORK: &str = "public";
 pub const PUBLIC_SUBNET: &str = "public-subnet";
-pub const PUBLIC_SUBNET_CIDR: &str = "172.24.4.0/24";
+pub const PUBLIC_SUBNET_CIDR: &str = "127.24.4.0/24";
 /// The router joining `private` to `public`.
 pub const ROUTER: &str = "router1";
 

@@ -75,6 +75,8 @@ pub enum Error {
     },
     #[error("server task failed: {0}")]
     Serve(String),
+    #[error("invalid server configuration: {field}: {reason}")]
+    InvalidConfig { field: &'static str, reason: String },
     #[error("invalid value {value:?} for {flag}: {reason}")]
     ParseFlag {
         flag: &'static str,

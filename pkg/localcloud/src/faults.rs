@@ -77,12 +77,15 @@ fn parse_per_service<T>(
     Ok(out)
 }
 
+/// The largest injected latency: 10 minutes.
+pub const MAX_LATENCY: Duration = Duration::from_secs(600);
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     let rate: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
     if (0.0..=1.0).contains(&rate) {
         Ok(rate)
     } else {
-        Err(format!("{rate} is not a rate between 0 and 1"))
+        Err(format!("{s:?} is outside the allowed range 0 to 1"))
     }
 }
 
@@ -104,7 +107,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !n.is_finite() || n < 0.0 {
         return Err(format!("{s:?} is not a non-negative duration"));
     }
-    Ok(Duration::from_secs_f64(n * scale))
+    Duration::try_from_secs_f64(n * scale).map_err(|_| format!("{s:?} is too long a duration"))
+}
+
+/// A latency: a duration of at most [`MAX_LATENCY`].
+fn parse_latency(s: &str) -> Result<Duration, String> {
+    match parse_duration(s) {
+        Ok(d) if d <= MAX_LATENCY => Ok(d),
+        _ => Err(format!(
+            "{s:?} is not a duration in the allowed range 0 to {}s",
+            MAX_LATENCY.as_secs()
+        )),
+    }
 }
 
 /// Per-service latency, e.g. `50ms,compute=2s`.
@@ -113,7 +127,7 @@ pub struct Latency(pub PerService<Duration>);
 impl FromStr for Latency {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        parse_per_service("--inject-latency", s, parse_duration).map(Latency)
+        parse_per_service("--inject-latency", s, parse_latency).map(Latency)
     }
 }
 
@@ -200,5 +214,12 @@ mod tests {
         assert!("dns=0.1".parse::<Rate>().is_err());
         assert!("fast".parse::<Latency>().is_err());
         assert!("-1s".parse::<Latency>().is_err());
+        for absurd in ["1e300s", "1e20", "11m", "inf", "NaN", "1e19m"] {
+            assert!(absurd.parse::<Latency>().is_err(), "{absurd}");
+        }
+        for absurd in ["NaN", "inf", "-0.1", "1e300", "-inf"] {
+            assert!(absurd.parse::<Rate>().is_err(), "{absurd}");
+        }
+        assert!(parse_duration("1e300s").is_err());
     }
 }

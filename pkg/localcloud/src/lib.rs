@@ -4,7 +4,7 @@
 //! a real cloud API without a real cloud. Instances, networks and volumes are durable records
 //! (see [`store`]), not VMs: nothing is booted and no traffic is sent to the simulated addresses.
 //! Load balancers (Load Balancer v2, Octavia) are the exception: their listeners really bind a
-//! loopback VIP and proxy to the members (see [`lb`]). It is what `hypercloud local-cloud` runs.
+//! loopback VIP and proxy to the members (see [`dataplane`]). It is what `hypercloud local-cloud` runs.
 //! Upstream equivalent: DevStack, i.e. Keystone, Nova, Neutron, Cinder, Octavia and
 //! nova-api-metadata on one machine.
 //!
@@ -19,11 +19,12 @@
 
 pub(crate) mod api;
 mod cli;
+pub mod dataplane;
 pub mod defaults;
 mod error;
 pub mod faults;
-pub mod lb;
 pub(crate) mod metadata;
+pub(crate) mod model;
 mod server;
 pub mod store;
 mod tls;

@@ -28,14 +28,14 @@ use crate::Error;
 
 /// `meta_data.json` of a server.
 pub(crate) fn meta_data(r: &impl Read, s: &Server) -> Value {
-    let devices: Vec<Value> = attached_to(r, &s.id)
+    let devices: Vec<Value> = attached_to(r, &s.meta.id)
         .iter()
         .enumerate()
-        .map(|(i, v)| json!({"type": "disk", "bus": "virtio", "serial": v.id, "address": format!("0000:00:{:02x}.0", i + 6), "tags": []}))
+        .map(|(i, v)| json!({"type": "disk", "bus": "virtio", "serial": v.meta.id, "address": format!("0000:00:{:02x}.0", i + 6), "tags": []}))
         .collect();
     json!({
-        "uuid": s.id, "name": s.name, "hostname": s.hostname(), "launch_index": 0,
-        "availability_zone": s.availability_zone, "project_id": s.project_id, "meta": s.metadata,
+        "uuid": s.meta.id, "name": s.name, "hostname": s.hostname(), "launch_index": 0,
+        "availability_zone": s.availability_zone, "project_id": s.meta.project_id, "meta": s.metadata,
         "public_keys": {}, "keys": [], "devices": devices, "dedicated_cpus": [], "random_seed": "",
     })
 }
@@ -57,9 +57,9 @@ fn netmask(cidr: &str) -> String {
 pub(crate) fn network_data(r: &impl Read, s: &Server) -> Value {
     let mut links = Vec::new();
     let mut networks = Vec::new();
-    for port in server_ports(r, &s.id) {
-        let link = format!("tap{}", &port.id[..port.id.len().min(11)]);
-        links.push(json!({"id": link, "vif_id": port.id, "type": "ovs", "mtu": 1450, "ethernet_mac_address": port.mac_address}));
+    for port in server_ports(r, &s.meta.id) {
+        let link = format!("tap{}", &port.meta.id[..port.meta.id.len().min(11)]);
+        links.push(json!({"id": link, "vif_id": port.meta.id, "type": "ovs", "mtu": 1450, "ethernet_mac_address": port.mac_address}));
         for ip in &port.fixed_ips {
             let subnet = r.get::<Subnet>(SUBNETS, &ip.subnet_id);
             let routes: Vec<Value> = subnet
@@ -81,7 +81,7 @@ pub(crate) fn network_data(r: &impl Read, s: &Server) -> Value {
 /// derived from the store, so they are not `fsync`ed: [`repair_config_drives`] rewrites any that
 /// a crash lost when the server starts again.
 pub(crate) fn write_config_drive(dir: &Path, r: &impl Read, s: &Server) -> Result<(), ApiError> {
-    let base = dir.join(&s.id).join("openstack").join("latest");
+    let base = dir.join(&s.meta.id).join("openstack").join("latest");
     let files = [
         ("meta_data.json", meta_data(r, s)),
         ("network_data.json", network_data(r, s)),
@@ -106,7 +106,7 @@ pub(crate) fn write_config_drive(dir: &Path, r: &impl Read, s: &Server) -> Resul
 pub(crate) fn repair_config_drives(dir: &Path, r: &impl Read) -> Result<usize, ApiError> {
     let mut written = 0;
     for s in r.list::<Server>(SERVERS) {
-        let meta = dir.join(&s.id).join("openstack/latest/meta_data.json");
+        let meta = dir.join(&s.meta.id).join("openstack/latest/meta_data.json");
         if !meta.exists() {
             write_config_drive(dir, r, &s)?;
             written += 1;
@@ -169,7 +169,7 @@ fn caller(cloud: &Cloud, headers: &HeaderMap, peer: SocketAddr) -> Result<Server
     cloud.store.read(|r| {
         let servers = r.list::<Server>(SERVERS);
         if let Some(id) = header("x-instance-id") {
-            let mut found: Vec<&Server> = servers.iter().filter(|s| s.id == id).collect();
+            let mut found: Vec<&Server> = servers.iter().filter(|s| s.meta.id == id).collect();
             if found.is_empty() {
                 found = servers.iter().filter(|s| s.name == id).collect();
             }
@@ -190,10 +190,10 @@ fn caller(cloud: &Cloud, headers: &HeaderMap, peer: SocketAddr) -> Result<Server
         servers
             .into_iter()
             .find(|s| {
-                rel.ports(&s.id).iter().any(|p| {
+                rel.ports(&s.meta.id).iter().any(|p| {
                     p.fixed_ips.iter().any(|f| f.ip_address == ip)
                         || fips.iter().any(|f| {
-                            f.port_id.as_deref() == Some(p.id.as_str())
+                            f.port_id.as_deref() == Some(p.meta.id.as_str())
                                 && f.floating_ip_address == ip
                         })
                 })
@@ -255,7 +255,7 @@ async fn ec2_key(
 ) -> Result<String, ApiError> {
     let s = caller(&cloud, &headers, peer)?;
     let (fixed, floating) = cloud.store.read(|r| {
-        let ports = server_ports(r, &s.id);
+        let ports = server_ports(r, &s.meta.id);
         let fixed = ports
             .iter()
             .flat_map(|p| &p.fixed_ips)
@@ -267,7 +267,7 @@ async fn ec2_key(
             .find(|f| {
                 ports
                     .iter()
-                    .any(|p| f.port_id.as_deref() == Some(p.id.as_str()))
+                    .any(|p| f.port_id.as_deref() == Some(p.meta.id.as_str()))
             })
             .map(|f| f.floating_ip_address);
         (fixed, floating)

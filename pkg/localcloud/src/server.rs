@@ -40,7 +40,7 @@ pub struct ServerConfig {
     /// Serve the API over TLS with these files.
     pub tls: Option<TlsFiles>,
     /// Where load balancer VIPs come from (default 127.0.100.0/24, loopback on Linux).
-    pub lb_vip_pool: crate::lb::VipPool,
+    pub lb_vip_pool: crate::dataplane::VipPool,
 }
 
 impl ServerConfig {
@@ -60,7 +60,7 @@ impl ServerConfig {
             token_ttl: Duration::from_secs(defaults::TOKEN_TTL_SECS),
             faults: Faults::default(),
             tls: None,
-            lb_vip_pool: crate::lb::VipPool::default(),
+            lb_vip_pool: crate::dataplane::VipPool::default(),
         }
     }
 
@@ -71,6 +71,45 @@ impl ServerConfig {
             metadata_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             ..ServerConfig::new(state_dir)
         }
+    }
+
+    /// Checks what flags check, for configurations built in code: the VIP pool inside
+    /// 127.0.0.0/8, the token lifetime within 1s..=365 days, latencies within
+    /// [`crate::faults::MAX_LATENCY`] and rates within 0..=1.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |field: &'static str, reason: String| Error::InvalidConfig { field, reason };
+        self.lb_vip_pool
+            .check()
+            .map_err(|r| invalid("lb_vip_pool", r))?;
+        if self.token_ttl < Duration::from_secs(1) || self.token_ttl > crate::cli::MAX_TOKEN_TTL {
+            return Err(invalid(
+                "token_ttl",
+                format!("{:?} is outside 1s..=365 days", self.token_ttl),
+            ));
+        }
+        let latencies = self
+            .faults
+            .latency
+            .0
+            .global
+            .iter()
+            .chain(self.faults.latency.0.services.values());
+        if let Some(d) = latencies
+            .into_iter()
+            .find(|d| **d > crate::faults::MAX_LATENCY)
+        {
+            return Err(invalid("faults.latency", format!("{d:?} is above 10m")));
+        }
+        for (field, rate) in [
+            ("faults.error_rate", &self.faults.error_rate),
+            ("faults.throttle_rate", &self.faults.throttle_rate),
+        ] {
+            let mut all = rate.0.global.iter().chain(rate.0.services.values());
+            if let Some(r) = all.find(|r| !(0.0..=1.0).contains(*r)) {
+                return Err(invalid(field, format!("{r} is outside 0..=1")));
+            }
+        }
+        Ok(())
     }
 
     /// The config drive directory in effect.
@@ -92,7 +131,7 @@ pub struct ServerHandle {
     metadata_addr: Option<SocketAddr>,
     base_url: String,
     store: Arc<Store>,
-    dataplane: Arc<crate::lb::DataPlane>,
+    dataplane: Arc<crate::dataplane::DataPlane>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<std::io::Result<()>>>,
 }
@@ -104,6 +143,7 @@ impl Server {
     /// Opens the state directory (refusing one another server holds), seeds it on first start,
     /// binds the listeners and starts serving in the background.
     pub async fn bind(config: ServerConfig) -> Result<ServerHandle> {
+        config.validate()?;
         let dir = config.state_dir.clone();
         let store = tokio::task::spawn_blocking(move || Store::open(&dir))
             .await
@@ -147,7 +187,7 @@ impl Server {
             .clone()
             .map(|u| u.trim_end_matches('/').to_owned())
             .unwrap_or_else(|| format!("{scheme}://{api_addr}"));
-        let dataplane = crate::lb::DataPlane::new(store.clone());
+        let dataplane = crate::dataplane::DataPlane::new(store.clone());
         let cloud = Arc::new(Cloud {
             dataplane: dataplane.clone(),
             store: store.clone(),
@@ -275,7 +315,7 @@ impl ServerHandle {
     }
 }
 
-async fn seed(cloud: &Arc<Cloud>) -> Result<()> {
+pub(crate) async fn seed(cloud: &Arc<Cloud>) -> Result<()> {
     let config = cloud.config.clone();
     let result = cloud
         .write(move |tx| {

@@ -10,6 +10,16 @@ use std::sync::{Arc, RwLock};
 /// One check: `Ok(())` healthy, `Err(reason)` not.
 pub type HealthCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
+/// Set once a task of this process panicked; from then on every check set fails (the
+/// process is about to exit, and must not look healthy meanwhile).
+static PANICKED: AtomicBool = AtomicBool::new(false);
+
+/// Marks the process as broken: `ping`, hence `/healthz`, `/livez` and `/readyz`, fail from
+/// now on. Called by the binary's panic hook before it exits.
+pub fn mark_panicked() {
+    PANICKED.store(true, Ordering::SeqCst);
+}
+
 /// The liveness and readiness checks of a component.
 #[derive(Clone, Default)]
 pub struct Checks {
@@ -18,10 +28,20 @@ pub struct Checks {
 }
 
 impl Checks {
-    /// Checks with upstream's `ping` in both sets.
+    /// Checks with upstream's `ping` in both sets; `ping` fails once a task panicked
+    /// ([`mark_panicked`]).
     pub fn new() -> Self {
         let c = Self::default();
-        c.add_live("ping", Arc::new(|| Ok(())));
+        c.add_live(
+            "ping",
+            Arc::new(|| {
+                if PANICKED.load(Ordering::SeqCst) {
+                    Err("a task of this process panicked".into())
+                } else {
+                    Ok(())
+                }
+            }),
+        );
         c
     }
 

@@ -23,7 +23,7 @@ pub mod server;
 pub mod tls;
 
 pub use auth::Authorizer;
-pub use health::{Checks, HealthCheck};
+pub use health::{mark_panicked, Checks, HealthCheck};
 pub use server::{router, serve, AdminServer, ServeConfig};
 
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The TLS certificate or key file could not be read.
-    #[error("reading {}: {source}", path.display())]
+    #[error("reading {}", path.display())]
     ReadTlsFile {
         /// The file.
         path: PathBuf,
@@ -48,7 +48,7 @@ pub enum Error {
         message: String,
     },
     /// Writing the self-signed certificate into `--cert-dir` failed.
-    #[error("writing self-signed certificate to {}: {source}", path.display())]
+    #[error("writing self-signed certificate to {}", path.display())]
     WriteCertificate {
         /// The file.
         path: PathBuf,
@@ -56,13 +56,13 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Generating the self-signed certificate failed.
-    #[error("generating self-signed certificate: {0}")]
+    #[error("generating self-signed certificate")]
     GenerateCertificate(#[from] rcgen::Error),
     /// The certificate and key do not make a TLS configuration.
-    #[error("building TLS configuration: {0}")]
+    #[error("building TLS configuration")]
     BuildTlsConfig(#[from] rustls::Error),
     /// The secure port could not be bound.
-    #[error("binding {addr}: {source}")]
+    #[error("binding {addr}")]
     Bind {
         /// The address.
         addr: std::net::SocketAddr,
@@ -70,7 +70,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A metric could not be registered.
-    #[error("registering metrics: {0}")]
+    #[error("registering metrics")]
     RegisterMetrics(#[from] prometheus::Error),
 }
 

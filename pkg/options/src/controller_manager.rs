@@ -98,7 +98,8 @@ pub struct LeaderElectionOptions {
 }
 
 impl LeaderElectionOptions {
-    /// Upstream's checks: renew deadline < lease duration, retry period > 0.
+    /// Upstream's checks: renew deadline < lease duration, retry period > 0, renew deadline >
+    /// 1.2 x retry period (client-go's `NewLeaderElector`), so the flag is named at start.
     pub fn validate(&self) -> crate::Result<()> {
         if self.renew_deadline >= self.lease_duration {
             return Err(crate::Error::InvalidFlag {
@@ -113,6 +114,16 @@ impl LeaderElectionOptions {
             return Err(crate::Error::InvalidFlag {
                 flag: "--leader-elect-retry-period",
                 message: "must be greater than zero".into(),
+            });
+        }
+        // client-go's JitterFactor (1.2): renewals must fit in the deadline.
+        if self.renew_deadline.get().as_secs_f64() <= 1.2 * self.retry_period.get().as_secs_f64() {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--leader-elect-renew-deadline",
+                message: format!(
+                    "must be greater than 1.2 x --leader-elect-retry-period ({} <= 1.2 x {})",
+                    self.renew_deadline, self.retry_period
+                ),
             });
         }
         Ok(())

@@ -5,6 +5,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The longest duration a flag takes: Go's (`time.Duration` is an int64 of nanoseconds, so
+/// `time.ParseDuration` refuses anything longer).
+pub const MAX_DURATION: Duration = Duration::new(9_223_372_036, 854_775_807);
+
 /// A duration written the Go way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct GoDuration(pub Duration);
@@ -62,8 +66,15 @@ impl FromStr for GoDuration {
             rest = &rest[unit_len..];
             total += value * scale;
         }
+        // An infinite sum (a number too long for f64) is out of range too.
+        if total.is_nan() || total > MAX_DURATION.as_secs_f64() {
+            return Err(format!(
+                "duration {s:?} is out of range (0s to {}, as Go's)",
+                GoDuration(MAX_DURATION)
+            ));
+        }
         Duration::try_from_secs_f64(total)
-            .map(Self)
+            .map(|d| Self(d.min(MAX_DURATION)))
             .map_err(|_| bad())
     }
 }
@@ -127,6 +138,56 @@ mod tests {
         for bad in ["", "10", "s", "10x", "-5s", "1h-5m", "ms10", "1..5s"] {
             let err = bad.parse::<GoDuration>().expect_err(bad);
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_beyond_go_s_range_are_refused_with_the_range() {
+        let max = GoDuration(MAX_DURATION).to_string();
+        assert_eq!(max, "2562047h47m16.854775807s");
+        assert!(p(&max) <= MAX_DURATION);
+        for huge in [
+            "2562048h",
+            "99999999999999999999999999h",
+            &"9".repeat(400).to_string(),
+            "1e30s",
+        ] {
+            let err = huge.parse::<GoDuration>().expect_err(huge);
+            assert!(
+                err.contains("out of range") || err.contains("invalid duration"),
+                "{huge}: {err}"
+            );
+        }
+        let err = "2562048h".parse::<GoDuration>().expect_err("huge");
+        assert!(err.contains("2562047h47m16.854775807s"), "{err}");
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// Any text: a duration within Go's range or an error naming the value.
+            #[test]
+            fn any_text_parses_or_is_refused(s in "[-+]?[0-9.]{0,30}(ns|us|ms|s|m|h|x)?([0-9.]{0,25}(ms|s|m|h))?") {
+                match s.parse::<GoDuration>() {
+                    Ok(d) => prop_assert!(d.get() <= MAX_DURATION),
+                    Err(e) => prop_assert!(e.contains(&format!("{s:?}")), "{e}"),
+                }
+            }
+
+            /// Numbers of any size with any unit.
+            #[test]
+            fn any_number_with_any_unit(n in any::<f64>(), unit in prop::sample::select(&["ns", "us", "ms", "s", "m", "h"][..])) {
+                let s = format!("{}{unit}", n.abs());
+                if let Ok(d) = s.parse::<GoDuration>() {
+                    prop_assert!(d.get() <= MAX_DURATION);
+                    // And it prints back as something that parses.
+                    prop_assert!(d.to_string().parse::<GoDuration>().is_ok());
+                }
+            }
         }
     }
 

@@ -15,7 +15,7 @@ pub enum Error {
     },
 
     /// The kubeconfig file could not be read or parsed.
-    #[error("--kubeconfig: cannot load {}: {source}", path.display())]
+    #[error("--kubeconfig: cannot load {}", path.display())]
     LoadKubeconfig {
         /// The file.
         path: PathBuf,
@@ -24,7 +24,7 @@ pub enum Error {
     },
 
     /// No kubeconfig was given and none could be inferred (in-cluster or `~/.kube/config`).
-    #[error("--kubeconfig not set and no in-cluster or default kubeconfig found: {0}")]
+    #[error("--kubeconfig not set and no in-cluster or default kubeconfig found")]
     InferKubeconfig(#[source] kube::config::InferConfigError),
 
     /// `--master` is not a URL.
@@ -37,7 +37,7 @@ pub enum Error {
     },
 
     /// Building the Kubernetes client failed.
-    #[error("building Kubernetes client: {0}")]
+    #[error("building Kubernetes client")]
     BuildClient(#[source] kube::Error),
 
     /// The tracing subscriber could not be installed (already installed).

@@ -51,13 +51,34 @@ impl Default for KubeClientOptions {
     }
 }
 
+/// The accepted `--kube-api-qps` values besides 0 (client-go's default): a request per 100 s
+/// at the slowest (slower would wait longer than any caller does), a million per second at
+/// the fastest.
+pub const QPS_RANGE: std::ops::RangeInclusive<f32> = 0.01..=1_000_000.0;
+/// The largest `--kube-api-burst`.
+pub const MAX_BURST: u32 = 1_000_000;
+
 impl KubeClientOptions {
-    /// Checks values clap cannot (upstream: qps must not be negative).
+    /// Checks values clap cannot: the ranges of [`QPS_RANGE`] and [`MAX_BURST`].
     pub fn validate(&self) -> Result<()> {
-        if !self.kube_api_qps.is_finite() || self.kube_api_qps < 0.0 {
+        let qps = self.kube_api_qps;
+        if qps != 0.0 && !QPS_RANGE.contains(&qps) {
             return Err(Error::InvalidFlag {
                 flag: "--kube-api-qps",
-                message: format!("must be a non-negative number, got {}", self.kube_api_qps),
+                message: format!(
+                    "{qps} is out of range (0 for the default, or {} to {})",
+                    QPS_RANGE.start(),
+                    QPS_RANGE.end()
+                ),
+            });
+        }
+        if self.kube_api_burst > MAX_BURST {
+            return Err(Error::InvalidFlag {
+                flag: "--kube-api-burst",
+                message: format!(
+                    "{} is out of range (0 for the default, or 1 to {MAX_BURST})",
+                    self.kube_api_burst
+                ),
             });
         }
         if let Some(m) = &self.master {
@@ -126,6 +147,40 @@ mod tests {
         };
         let err = o.validate().expect_err("negative");
         assert!(err.to_string().starts_with("--kube-api-qps"), "{err}");
+    }
+
+    #[test]
+    fn qps_and_burst_out_of_range_are_rejected_naming_the_flag_and_range() {
+        for qps in [
+            1e-30,
+            -1.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e7,
+            f32::MIN_POSITIVE,
+        ] {
+            let o = KubeClientOptions {
+                kube_api_qps: qps,
+                ..Default::default()
+            };
+            let err = o.validate().expect_err("out of range").to_string();
+            assert!(err.starts_with("--kube-api-qps: "), "{err}");
+            assert!(err.contains("0.01 to 1000000"), "{err}");
+        }
+        for qps in [0.0, 0.01, 20.0, 1e6] {
+            let o = KubeClientOptions {
+                kube_api_qps: qps,
+                ..Default::default()
+            };
+            o.validate().expect("in range");
+        }
+        let o = KubeClientOptions {
+            kube_api_burst: MAX_BURST + 1,
+            ..Default::default()
+        };
+        let err = o.validate().expect_err("burst").to_string();
+        assert!(err.starts_with("--kube-api-burst: "), "{err}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub use controller_manager::{
     LeaderElectionOptions, LeaderMigrationOptions, NodeControllerOptions, SecureServingOptions,
     ServiceControllerOptions,
 };
-pub use duration::GoDuration;
+pub use duration::{GoDuration, MAX_DURATION};
 pub use error::{Error, Result};
 pub use kube_client::KubeClientOptions;
 pub use logging::{LoggingFormat, LoggingOptions};

@@ -26,9 +26,15 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
-    /// A full bucket; 0 means client-go's default (5 QPS, burst 10).
+    /// A full bucket; 0 means client-go's default (5 QPS, burst 10). The flags are
+    /// range-checked ([`crate::KubeClientOptions::validate`]); here a value that is not a
+    /// positive finite number also falls back to the default, so no rate can panic below.
     pub fn new(qps: f32, burst: u32) -> Self {
-        let qps = if qps > 0.0 { qps } else { DEFAULT_QPS };
+        let qps = if qps.is_finite() && qps > 0.0 {
+            qps
+        } else {
+            DEFAULT_QPS
+        };
         let burst = if burst > 0 { burst } else { DEFAULT_BURST };
         Self {
             qps: f64::from(qps),
@@ -49,7 +55,8 @@ impl TokenBucket {
         if s.0 >= 0.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(-s.0 / self.qps)
+            // Saturates instead of panicking on a wait no Duration holds (a tiny rate).
+            Duration::try_from_secs_f64(-s.0 / self.qps).unwrap_or(Duration::MAX)
         }
     }
 }
@@ -145,6 +152,29 @@ mod tests {
         let b = TokenBucket::new(0.0, 0);
         assert_eq!(b.qps, 5.0);
         assert_eq!(b.burst, 10.0);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            /// Any rate and burst (tiny, huge, NaN, infinite, negative): reserving never
+            /// panics, and the first `burst` tokens are free.
+            #[test]
+            fn any_rate_reserves_without_panic(qps in any::<f32>(), burst in 0u32..64, n in 0usize..80) {
+                let b = TokenBucket::new(qps, burst);
+                let free = if burst == 0 { DEFAULT_BURST } else { burst } as usize;
+                for i in 0..n {
+                    let d = b.reserve();
+                    if i < free {
+                        prop_assert_eq!(d, Duration::ZERO);
+                    }
+                }
+            }
+        }
     }
 
     #[tokio::test]

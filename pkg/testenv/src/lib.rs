@@ -11,15 +11,23 @@
 //! Beside it, the helpers the process-level tests of the `hypercloud` binary and the e2e
 //! scenarios share, each taking the path of the binary (`env!("CARGO_BIN_EXE_hypercloud")` in
 //! the binary's tests): [`process`] (a personality as a process, its log kept), [`localcloud`]
-//! (a `local-cloud serve` process, its CLI and API), [`leases`], [`nodes`], [`net`] (a backend
-//! and a request through a load balancer) and [`wait`]. Unlike the control plane above, these
+//! (a `local-cloud serve` process, its CLI and API), [`cluster`] (the upstream
+//! kube-controller-manager and kube-scheduler, and kwok playing the kubelets, as
+//! `hack/lib/cluster.sh` starts them), [`leases`], [`nodes`], [`rbac`] (deploy/'s roles applied),
+//! [`net`] (a backend and a request through a load balancer), [`aws`] (moto and the EC2 metadata
+//! mock), [`vcsim`] (VMware's vCenter simulator and `govc`) and [`wait`].
+//! Unlike the control plane above, these
 //! panic with a message saying what failed, as the tests calling them would.
 
+pub mod aws;
+pub mod cluster;
 pub mod leases;
 pub mod localcloud;
 pub mod net;
 pub mod nodes;
 pub mod process;
+pub mod rbac;
+pub mod vcsim;
 pub mod wait;
 
 use std::collections::hash_map::RandomState;

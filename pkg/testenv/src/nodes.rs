@@ -37,6 +37,17 @@ pub fn internal_ip(node: &Node) -> Option<String> {
         .map(|a| a.address.clone())
 }
 
+/// The status of the Node's Ready condition (`True`, `False`, `Unknown`), if it has one.
+pub fn ready_status(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
 /// Creates Node `name` as `kubelet --cloud-provider=external` registers it: with the
 /// uninitialized taint (NoSchedule), no provider ID.
 pub async fn create_tainted(nodes: &Api<Node>, name: &str) {

@@ -33,7 +33,7 @@ pub use diagram::{build, Diagram, Options, Order};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A trace file could not be read.
-    #[error("cannot read trace file {}: {source}", path.display())]
+    #[error("cannot read trace file {}", path.display())]
     ReadTrace {
         /// The file.
         path: PathBuf,
@@ -41,14 +41,15 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A line is not a trace record.
-    #[error("{}:{line}: not a cloud-call trace record: {source}", path.display())]
+    #[error("{}:{line}: not a cloud-call trace record: {message}", path.display())]
     ParseRecord {
         /// The file.
         path: PathBuf,
         /// The line number, from 1.
         line: usize,
-        /// What serde_json said.
-        source: serde_json::Error,
+        /// What serde_json said (its position is within the line, so its text belongs to
+        /// this message rather than to a separate cause).
+        message: String,
     },
     /// Nothing to draw: no records and no declared participant.
     #[error("no cloud calls in {files} (and no --participant to show instead)")]
@@ -78,10 +79,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TraceRecord>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|source| Error::ParseRecord {
+            serde_json::from_str(l).map_err(|e| Error::ParseRecord {
                 path: path.to_path_buf(),
                 line: i + 1,
-                source,
+                message: e.to_string(),
             })
         })
         .collect()

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use hypercloud_testenv::localcloud::{cli_command_json, Serve};
 use serde_json::Value;
 
-use super::process::Bin;
+use super::process::{run, Bin};
 
 /// The region the local cloud names in its catalog.
 pub const REGION: &str = "RegionOne";
@@ -101,6 +101,27 @@ impl LocalCloud {
         let path = self.tmp.path().join(file);
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    /// `local-cloud ARGS` (an operator command without output, e.g. `instance stop NAME`).
+    pub fn cli(&self, args: &[&str]) {
+        let mut cmd = self.bin.command("local-cloud");
+        cmd.arg("--state-dir").arg(&self.state).args(args);
+        run(cmd);
+    }
+
+    /// The command that prints this cloud's instances as JSON, for the kubelets' power switch
+    /// (`hypercloud_testenv::cluster::Kubelets`).
+    pub fn instances_command(&self) -> Vec<String> {
+        vec![
+            self.bin.path("local-cloud").display().to_string(),
+            "--state-dir".into(),
+            self.state.display().to_string(),
+            "instance".into(),
+            "list".into(),
+            "-o".into(),
+            "json".into(),
+        ]
     }
 
     /// Octavia's load balancers whose name ends with `suffix`.

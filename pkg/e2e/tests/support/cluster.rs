@@ -4,11 +4,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use hypercloud_testenv::cluster::{self, Kubelets};
 use hypercloud_testenv::net::{request, Backend};
-use hypercloud_testenv::nodes::{has_taint, provider_id, TAINT_UNINITIALIZED};
+use hypercloud_testenv::nodes::{self, has_taint, provider_id, TAINT_UNINITIALIZED};
+use hypercloud_testenv::process::Proc;
 use hypercloud_testenv::wait::eventually;
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -86,6 +89,46 @@ pub fn assert_node_from_cloud(node: &Node, instance: &Instance) {
         !has_taint(node, TAINT_UNINITIALIZED),
         "{name} is still tainted"
     );
+}
+
+/// The rest of a real cluster around a scenario (`hypercloud_testenv::cluster`): the upstream
+/// kube-controller-manager (its non-cloud controllers; no leader election, so it never meets
+/// the Lease of hypercloud's controller-manager) and kwok playing the kubelet of every Node
+/// whose instance runs in `cloud`. Stopped when dropped.
+pub struct RealCluster {
+    _upstream: Proc,
+    _kubelets: Kubelets,
+}
+
+impl RealCluster {
+    pub fn start(env: &TestEnv, dir: &Path, cloud: &LocalCloud) -> RealCluster {
+        let kubeconfig = env.control_plane().kubeconfig();
+        RealCluster {
+            _upstream: cluster::kube_controller_manager(
+                kubeconfig,
+                dir,
+                &["--leader-elect=false".into()],
+            ),
+            _kubelets: Kubelets::start(
+                kubeconfig,
+                dir,
+                env.namespace(),
+                &cloud.instances_command(),
+            ),
+        }
+    }
+
+    /// Waits until kwok reports Node `name` Ready.
+    pub async fn wait_ready(nodes: &Api<Node>, name: &str) -> Node {
+        nodes::wait_for(
+            nodes,
+            name,
+            "kwok to report the Node Ready (its instance runs)",
+            Duration::from_secs(60),
+            |n| nodes::ready_status(n) == Some("True"),
+        )
+        .await
+    }
 }
 
 /// A `type: LoadBalancer` Service with one TCP port 8080.

@@ -53,6 +53,11 @@ impl Bin {
         }
     }
 
+    /// The symlink of the personality `name`.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
     /// A command for the personality `name`, run through its symlink, with an environment
     /// free of `HYPERCLOUD_*` settings (every flag is also read from one) and of `RUST_LOG`.
     pub fn command(&self, name: &str) -> Command {

@@ -19,10 +19,11 @@ use serde_json::{json, Value};
 use super::network::{self, FloatingIp, Network, Port, PortSpec, FLOATING_IPS, NETWORKS, PORTS};
 use super::volume::{self, Volume, VOLUMES};
 use super::{
-    iso, new_id, now, paginate, parse_body, reply, require_token, service_layers, ApiError, Caller,
-    Cloud, Ctx, Microversion, Microversions, Params, Service,
+    paginate, parse_body, reply, require_scoped_token, service_layers, ApiError, Caller, Cloud,
+    Ctx, Microversion, Microversions, Params, Service,
 };
 use crate::defaults::{self, Flavor, FLAVORS};
+use crate::model::Meta;
 use crate::store::{Read, Tx};
 
 pub(crate) const SERVERS: &str = "servers";
@@ -41,19 +42,17 @@ pub(crate) const SHUTOFF: &str = "SHUTOFF";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Server {
-    pub id: String,
+    #[serde(flatten)]
+    pub meta: Meta,
     pub name: String,
     pub status: String,
     pub flavor_id: String,
     pub image_id: String,
     pub availability_zone: String,
-    pub project_id: String,
     pub user_id: String,
     pub metadata: BTreeMap<String, String>,
     pub key_name: Option<String>,
     pub description: Option<String>,
-    pub created: String,
-    pub updated: String,
     /// Creation order; also the EC2-style ID (`i-0000000b`).
     pub index: u64,
 }
@@ -120,7 +119,12 @@ impl Related {
             }
         }
         for list in ports.values_mut() {
-            list.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+            list.sort_by(|a, b| {
+                a.meta
+                    .created_at
+                    .cmp(&b.meta.created_at)
+                    .then(a.meta.id.cmp(&b.meta.id))
+            });
         }
         let mut floating: HashMap<String, Vec<FloatingIp>> = HashMap::new();
         for f in r.list::<FloatingIp>(FLOATING_IPS) {
@@ -131,7 +135,7 @@ impl Related {
         let network_names = r
             .list::<Network>(NETWORKS)
             .into_iter()
-            .map(|n| (n.id, n.name))
+            .map(|n| (n.meta.id, n.name))
             .collect();
         let mut volumes: HashMap<String, Vec<Volume>> = HashMap::new();
         for v in r.list::<Volume>(VOLUMES) {
@@ -184,7 +188,7 @@ impl Related {
             for ip in &port.fixed_ips {
                 list.push(json!({"version": 4, "addr": ip.ip_address, "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
             }
-            for fip in self.floating.get(&port.id).into_iter().flatten() {
+            for fip in self.floating.get(&port.meta.id).into_iter().flatten() {
                 list.push(json!({"version": 4, "addr": fip.floating_ip_address, "OS-EXT-IPS:type": "floating", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
             }
         }
@@ -199,7 +203,12 @@ pub(crate) fn server_ports(r: &impl Read, server_id: &str) -> Vec<Port> {
         .into_iter()
         .filter(|p| p.device_id == server_id && p.device_owner.starts_with("compute:"))
         .collect();
-    ports.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+    ports.sort_by(|a, b| {
+        a.meta
+            .created_at
+            .cmp(&b.meta.created_at)
+            .then(a.meta.id.cmp(&b.meta.id))
+    });
     ports
 }
 
@@ -223,25 +232,25 @@ fn server_view(cloud: &Cloud, rel: &Related, s: &Server, mv: Microversion) -> Va
         json!({"id": s.image_id, "links": [{"rel": "bookmark", "href": format!("{}/compute/images/{}", cloud.base_url, s.image_id)}]})
     };
     let attached: Vec<Value> = rel
-        .volumes(&s.id)
+        .volumes(&s.meta.id)
         .iter()
         .map(|v| {
             if mv >= Microversion(2, 3) {
-                json!({"id": v.id, "delete_on_termination": false})
+                json!({"id": v.meta.id, "delete_on_termination": false})
             } else {
-                json!({"id": v.id})
+                json!({"id": v.meta.id})
             }
         })
         .collect();
     let stopped = s.status == SHUTOFF;
     let mut v = json!({
-        "id": s.id, "name": s.name, "status": s.status, "tenant_id": s.project_id, "user_id": s.user_id,
-        "metadata": s.metadata, "hostId": format!("{:x}", fxhash(&format!("{}local-cloud", s.project_id))),
-        "image": image, "flavor": flavor_view, "created": s.created, "updated": s.updated,
-        "addresses": rel.addresses(&s.id), "accessIPv4": "", "accessIPv6": "",
-        "links": links(cloud, "servers", &s.id), "OS-DCF:diskConfig": "MANUAL", "progress": 0,
+        "id": s.meta.id, "name": s.name, "status": s.status, "tenant_id": s.meta.project_id, "user_id": s.user_id,
+        "metadata": s.metadata, "hostId": format!("{:x}", fxhash(&format!("{}local-cloud", s.meta.project_id))),
+        "image": image, "flavor": flavor_view, "created": s.meta.created_at, "updated": s.meta.updated_at,
+        "addresses": rel.addresses(&s.meta.id), "accessIPv4": "", "accessIPv6": "",
+        "links": links(cloud, "servers", &s.meta.id), "OS-DCF:diskConfig": "MANUAL", "progress": 0,
         "OS-EXT-AZ:availability_zone": s.availability_zone, "config_drive": "True", "key_name": s.key_name,
-        "OS-SRV-USG:launched_at": s.created.replace('Z', ".000000"), "OS-SRV-USG:terminated_at": null,
+        "OS-SRV-USG:launched_at": s.meta.created_at.replace('Z', ".000000"), "OS-SRV-USG:terminated_at": null,
         "OS-EXT-STS:task_state": null, "OS-EXT-STS:vm_state": if stopped { "stopped" } else { "active" },
         "OS-EXT-STS:power_state": if stopped { 4 } else { 1 },
         "OS-EXT-SRV-ATTR:host": "local-cloud", "OS-EXT-SRV-ATTR:hypervisor_hostname": "local-cloud",
@@ -327,7 +336,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         )
         .route_layer(axum::middleware::from_fn_with_state(
             cloud.clone(),
-            require_token,
+            require_scoped_token,
         ));
     let public = Router::new()
         .route("/compute", get(versions))
@@ -376,7 +385,7 @@ fn filtered_servers(r: &impl Read, params: &Params) -> Result<Vec<Server>, ApiEr
         .filter(|s| flavor.is_none_or(|f| s.flavor_id == f))
         .filter(|s| {
             ip.as_ref().zip(rel.as_ref()).is_none_or(|(re, rel)| {
-                rel.ports(&s.id)
+                rel.ports(&s.meta.id)
                     .iter()
                     .flat_map(|p| &p.fixed_ips)
                     .any(|f| re.is_match(&f.ip_address))
@@ -401,7 +410,7 @@ async fn list_servers(
 ) -> Result<Response, ApiError> {
     let views: Vec<Value> = cloud.store.read(|r| {
         filtered_servers(r, &params).map(|ss| {
-            ss.iter().map(|s| json!({"id": s.id, "name": s.name, "links": links(&cloud, "servers", &s.id)})).collect()
+            ss.iter().map(|s| json!({"id": s.meta.id, "name": s.name, "links": links(&cloud, "servers", &s.meta.id)})).collect()
         })
     })?;
     let (page, next) = paginate(views, &params, &cloud.base_url, &uri, 1000)?;
@@ -511,7 +520,7 @@ fn requested_networks(
                     .into_iter()
                     .find(|n| !n.external)
             })
-            .map(|n| n.id)
+            .map(|n| n.meta.id)
             .ok_or_else(|| {
                 ApiError::conflict(
                     "conflictingRequest",
@@ -540,7 +549,7 @@ fn requested_networks(
                 }
                 if let Some(net) = &uuid {
                     if r.get::<Network>(NETWORKS, net).is_none() {
-                        return Err(ApiError::bad_request(format!("Network {net} could not be found.")));
+                        return Err(ApiError::bad_request(format!("Invalid input for field/attribute networks: Network {net} could not be found.")));
                     }
                 }
                 Ok((uuid, port, fixed_ip))
@@ -607,8 +616,11 @@ async fn create_server(
             )));
         }
     }
-    let flavor = find_flavor(&flavor_ref)
-        .ok_or_else(|| ApiError::bad_request(format!("Flavor {flavor_ref} could not be found.")))?;
+    let flavor = find_flavor(&flavor_ref).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "Invalid flavorRef provided: Flavor {flavor_ref} could not be found."
+        ))
+    })?;
     let config_drive_dir = cloud.config.config_drive_dir();
     let admin_pass = b
         .admin_pass
@@ -619,9 +631,8 @@ async fn create_server(
             let zone = check_zone(tx, b.availability_zone.clone())?;
             let networks = requested_networks(tx, b.networks.as_ref(), mv)?;
             let index = next_index(tx)?;
-            let ts = iso(now());
             let server = Server {
-                id: new_id(),
+                meta: Meta::new(caller.project_id.clone()),
                 name,
                 status: ACTIVE.into(),
                 flavor_id: flavor.id.into(),
@@ -631,13 +642,10 @@ async fn create_server(
                     .map(|i| i.rsplit('/').next().unwrap_or(i).to_owned())
                     .unwrap_or_default(),
                 availability_zone: zone,
-                project_id: caller.project_id.clone(),
                 user_id: caller.user_id.clone(),
                 metadata: b.metadata.clone().unwrap_or_default(),
                 key_name: b.key_name.clone(),
                 description: b.description.clone(),
-                created: ts.clone(),
-                updated: ts,
                 index,
             };
             for (net, port, fixed_ip) in networks {
@@ -649,7 +657,7 @@ async fn create_server(
                             format!("Port {port_id} is still in use."),
                         ));
                     }
-                    p.device_id = server.id.clone();
+                    p.device_id = server.meta.id.clone();
                     p.device_owner = format!("compute:{}", server.availability_zone);
                     tx.put(PORTS, &port_id, &p)?;
                 } else if let Some(net) = net {
@@ -661,7 +669,7 @@ async fn create_server(
                             fixed_ips: fixed_ip
                                 .map(|ip| vec![(None, Some(ip))])
                                 .unwrap_or_default(),
-                            device_id: server.id.clone(),
+                            device_id: server.meta.id.clone(),
                             device_owner: format!("compute:{}", server.availability_zone),
                             project_id: caller.project_id.clone(),
                         },
@@ -675,19 +683,19 @@ async fn create_server(
                     })?;
                 }
             }
-            tx.put(SERVERS, &server.id, &server)?;
+            tx.put(SERVERS, &server.meta.id, &server)?;
             crate::metadata::write_config_drive(&config_drive_dir, tx, &server)?;
             Ok(server)
         })
         .await?;
-    tracing::info!(server = %server.name, id = %server.id, "created server");
+    tracing::info!(server = %server.name, id = %server.meta.id, "created server");
     let mut response = reply(
         StatusCode::ACCEPTED,
-        json!({"server": {"id": server.id, "links": links(&cloud, "servers", &server.id), "OS-DCF:diskConfig": "MANUAL", "security_groups": [{"name": "default"}], "adminPass": admin_pass}}),
+        json!({"server": {"id": server.meta.id, "links": links(&cloud, "servers", &server.meta.id), "OS-DCF:diskConfig": "MANUAL", "security_groups": [{"name": "default"}], "adminPass": admin_pass}}),
     );
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{}/compute/v2.1/servers/{}",
-        cloud.base_url, server.id
+        cloud.base_url, server.meta.id
     )) {
         response.headers_mut().insert(header::LOCATION, v);
     }
@@ -748,7 +756,7 @@ async fn update_server(
             if let Some(d) = b.server.description {
                 s.description = d;
             }
-            s.updated = iso(now());
+            s.meta.touch();
             tx.put(SERVERS, &id2, &s)?;
             Ok(())
         })
@@ -762,10 +770,10 @@ async fn delete_server(State(cloud): Ctx, Path(id): Path<String>) -> Result<Resp
         .write(move |tx| {
             find_server(tx, &id)?;
             for port in server_ports(tx, &id) {
-                network::delete_port_cascade(tx, &port.id)?;
+                network::delete_port_cascade(tx, &port.meta.id)?;
             }
             for v in volume::attached_to(tx, &id) {
-                volume::detach(tx, &v.id, &id)?;
+                volume::detach(tx, &v.meta.id, &id)?;
             }
             tx.delete(SERVERS, &id);
             crate::metadata::remove_config_drive(&dir, &id)?;
@@ -799,7 +807,7 @@ async fn server_action(
                     "conflictingRequest",
                     format!(
                         "Cannot '{verb}' instance {} while it is in vm_state {state}",
-                        s.id
+                        s.meta.id
                     ),
                 )
             };
@@ -829,7 +837,7 @@ async fn server_action(
                     )))
                 }
             }
-            s.updated = iso(now());
+            s.meta.touch();
             tx.put(SERVERS, &id, &s)?;
             Ok(())
         })
@@ -862,7 +870,7 @@ async fn server_ips_on(
 
 fn interface_view(p: &Port) -> Value {
     json!({
-        "port_state": "ACTIVE", "port_id": p.id, "net_id": p.network_id, "mac_addr": p.mac_address,
+        "port_state": "ACTIVE", "port_id": p.meta.id, "net_id": p.network_id, "mac_addr": p.mac_address,
         "fixed_ips": p.fixed_ips.iter().map(|f| json!({"subnet_id": f.subnet_id, "ip_address": f.ip_address})).collect::<Vec<_>>(),
     })
 }
@@ -885,7 +893,7 @@ async fn get_interface(
         find_server(r, &id)?;
         server_ports(r, &id)
             .iter()
-            .find(|p| p.id == port)
+            .find(|p| p.meta.id == port)
             .map(interface_view)
             .ok_or_else(|| {
                 ApiError::not_found("itemNotFound", format!("Port {port} is not attached"))
@@ -900,7 +908,7 @@ fn attachment_view(server_id: &str, v: &Volume) -> Value {
         .iter()
         .find(|a| a.server_id == server_id)
         .map(|a| a.device.clone());
-    json!({"id": v.id, "serverId": server_id, "volumeId": v.id, "device": device})
+    json!({"id": v.meta.id, "serverId": server_id, "volumeId": v.meta.id, "device": device})
 }
 
 async fn list_attachments(State(cloud): Ctx, Path(id): Path<String>) -> Result<Response, ApiError> {
@@ -923,7 +931,7 @@ async fn get_attachment(
         find_server(r, &id)?;
         volume::attached_to(r, &id)
             .iter()
-            .find(|v| v.id == vol)
+            .find(|v| v.meta.id == vol)
             .map(|v| attachment_view(&id, v))
             .ok_or_else(|| {
                 ApiError::not_found(
@@ -989,7 +997,10 @@ async fn detach_volume(
     cloud
         .write(move |tx| {
             find_server(tx, &id)?;
-            if !volume::attached_to(tx, &id).iter().any(|v| v.id == vol) {
+            if !volume::attached_to(tx, &id)
+                .iter()
+                .any(|v| v.meta.id == vol)
+            {
                 return Err(ApiError::not_found(
                     "itemNotFound",
                     format!("Volume {vol} is not attached to {id}"),

@@ -211,12 +211,18 @@ fn token_body(cloud: &Cloud, token: &Token, with_catalog: bool) -> Result<Value,
             v.get::<Project>(PROJECTS, &token.project_id),
         )
     });
-    let (Some(user), Some(project)) = (user, project) else {
+    let Some(user) = user else {
         return Err(ApiError::not_found(
             "TokenNotFound",
             "Could not find token.",
         ));
     };
+    if project.is_none() && !token.project_id.is_empty() {
+        return Err(ApiError::not_found(
+            "TokenNotFound",
+            "Could not find token.",
+        ));
+    }
     let domain = json!({"id": defaults::DOMAIN_ID, "name": defaults::DOMAIN});
     let mut body = json!({
         "methods": token.methods,
@@ -224,14 +230,18 @@ fn token_body(cloud: &Cloud, token: &Token, with_catalog: bool) -> Result<Value,
         "audit_ids": [token.audit_id],
         "issued_at": fmt_keystone_time(token.issued_at),
         "expires_at": fmt_keystone_time(token.expires_at),
-        "project": {"id": project.id, "name": project.name, "domain": domain},
-        "is_domain": false,
-        "roles": [
-            {"id": "admin", "name": "admin"},
-            {"id": "member", "name": "member"},
-            {"id": "reader", "name": "reader"},
-        ],
     });
+    // An unscoped token has no project, roles or catalog, as in Keystone.
+    let Some(project) = project else {
+        return Ok(json!({"token": body}));
+    };
+    body["project"] = json!({"id": project.id, "name": project.name, "domain": domain});
+    body["is_domain"] = json!(false);
+    body["roles"] = json!([
+        {"id": "admin", "name": "admin"},
+        {"id": "member", "name": "member"},
+        {"id": "reader", "name": "reader"},
+    ]);
     if let Some(id) = &token.application_credential_id {
         body["application_credential"] = json!({"id": id, "restricted": true});
     }
@@ -333,7 +343,7 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
         return Err(denied());
     };
     let issued_at = now();
-    let mut expires_at = issued_at + cloud.config.token_ttl.as_secs();
+    let mut expires_at = issued_at.saturating_add(cloud.config.token_ttl.as_secs());
     if let Some(id) = &app_cred {
         let expiry = cloud
             .store
@@ -378,9 +388,14 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
     Ok(response)
 }
 
+/// The project a password authentication is scoped to: the one asked for, else the user's
+/// default project; `"scope": "unscoped"` asks for an unscoped token (empty project).
 fn scoped_project(cloud: &Cloud, scope: &Value, user: &User) -> Result<String, ApiError> {
     if scope.is_null() {
         return Ok(user.default_project_id.clone());
+    }
+    if scope.as_str() == Some("unscoped") {
+        return Ok(String::new());
     }
     let project = &scope["project"];
     if project.is_null() {
@@ -541,6 +556,11 @@ async fn create_app_cred(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     own_user(&caller, &user_id)?;
+    if caller.project_id.is_empty() {
+        return Err(ApiError::forbidden(
+            "An application credential is bound to a project: authenticate with a project-scoped token to create one.",
+        ));
+    }
     let req: CreateAppCredBody = parse_body(&body)?;
     let req = req.application_credential;
     if req.expires_at.is_some() {

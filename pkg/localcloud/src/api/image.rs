@@ -10,7 +10,7 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
-use super::{reply, require_token, service_layers, ApiError, Cloud, Ctx, Params, Service};
+use super::{reply, require_scoped_token, service_layers, ApiError, Cloud, Ctx, Params, Service};
 use crate::defaults::{Image, IMAGES};
 
 pub(crate) fn find_image(id: &str) -> Option<&'static Image> {
@@ -23,7 +23,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .route("/image/v2/images/{id}", get(get_image))
         .route_layer(axum::middleware::from_fn_with_state(
             cloud.clone(),
-            require_token,
+            require_scoped_token,
         ));
     let public = Router::new()
         .route("/image", get(versions))

@@ -16,9 +16,10 @@ use serde_json::{json, Value};
 
 use super::compute::check_zone;
 use super::{
-    iso, new_id, newest_first, now, paginate, parse_body, reply, require_token, service_layers,
-    ApiError, Caller, Cloud, Ctx, Microversion, Microversions, Params, Service,
+    iso, new_id, newest_first, now, paginate, parse_body, reply, require_scoped_token,
+    service_layers, ApiError, Caller, Cloud, Ctx, Microversion, Microversions, Params, Service,
 };
+use crate::model::Meta;
 use crate::store::{Read, Tx};
 
 pub(crate) const VOLUMES: &str = "volumes";
@@ -43,19 +44,17 @@ pub(crate) struct Attachment {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Volume {
-    pub id: String,
+    #[serde(flatten)]
+    pub meta: Meta,
     pub name: Option<String>,
     pub description: Option<String>,
     pub size: u64,
     pub status: String,
     pub availability_zone: String,
     pub volume_type: String,
-    pub project_id: String,
     pub user_id: String,
     pub metadata: BTreeMap<String, String>,
     pub attachments: Vec<Attachment>,
-    pub created_at: String,
-    pub updated_at: String,
 }
 
 const VOLUME_TYPE: &str = "lvmdriver-1";
@@ -129,7 +128,7 @@ pub(crate) fn attach(
         attached_at: iso(now()),
     });
     v.status = IN_USE.into();
-    v.updated_at = iso(now());
+    v.meta.touch();
     tx.put(VOLUMES, volume_id, &v)?;
     Ok(v)
 }
@@ -141,31 +140,31 @@ pub(crate) fn detach(tx: &mut Tx<'_>, volume_id: &str, server_id: &str) -> Resul
     if v.attachments.is_empty() {
         v.status = AVAILABLE.into();
     }
-    v.updated_at = iso(now());
+    v.meta.touch();
     tx.put(VOLUMES, volume_id, &v)?;
     Ok(())
 }
 
 fn view(cloud: &Cloud, v: &Volume, detail: bool, mv: Microversion) -> Value {
     let links = json!([
-        {"rel": "self", "href": format!("{}/volume/v3/{}/volumes/{}", cloud.base_url, v.project_id, v.id)},
-        {"rel": "bookmark", "href": format!("{}/volume/{}/volumes/{}", cloud.base_url, v.project_id, v.id)},
+        {"rel": "self", "href": format!("{}/volume/v3/{}/volumes/{}", cloud.base_url, v.meta.project_id, v.meta.id)},
+        {"rel": "bookmark", "href": format!("{}/volume/{}/volumes/{}", cloud.base_url, v.meta.project_id, v.meta.id)},
     ]);
     if !detail {
-        return json!({"id": v.id, "name": v.name, "links": links});
+        return json!({"id": v.meta.id, "name": v.name, "links": links});
     }
     let attachments: Vec<Value> = v
         .attachments
         .iter()
-        .map(|a| json!({"id": v.id, "attachment_id": a.id, "volume_id": v.id, "server_id": a.server_id, "host_name": null, "device": a.device, "attached_at": a.attached_at}))
+        .map(|a| json!({"id": v.meta.id, "attachment_id": a.id, "volume_id": v.meta.id, "server_id": a.server_id, "host_name": null, "device": a.device, "attached_at": a.attached_at}))
         .collect();
     let mut out = json!({
-        "id": v.id, "name": v.name, "description": v.description, "size": v.size, "status": v.status,
+        "id": v.meta.id, "name": v.name, "description": v.description, "size": v.size, "status": v.status,
         "availability_zone": v.availability_zone, "attachments": attachments, "bootable": "false",
-        "encrypted": false, "created_at": v.created_at.trim_end_matches('Z').to_owned() + ".000000",
-        "updated_at": v.updated_at.trim_end_matches('Z').to_owned() + ".000000",
+        "encrypted": false, "created_at": v.meta.created_at.trim_end_matches('Z').to_owned() + ".000000",
+        "updated_at": v.meta.updated_at.trim_end_matches('Z').to_owned() + ".000000",
         "volume_type": v.volume_type, "metadata": v.metadata, "user_id": v.user_id,
-        "os-vol-tenant-attr:tenant_id": v.project_id, "os-vol-host-attr:host": "local-cloud@lvm#lvm",
+        "os-vol-tenant-attr:tenant_id": v.meta.project_id, "os-vol-host-attr:host": "local-cloud@lvm#lvm",
         "multiattach": false, "links": links, "snapshot_id": null, "source_volid": null,
         "replication_status": null, "consistencygroup_id": null, "migration_status": null,
         "os-vol-mig-status-attr:migstat": null, "os-vol-mig-status-attr:name_id": null,
@@ -189,6 +188,26 @@ fn view(cloud: &Cloud, v: &Volume, detail: bool, mv: Microversion) -> Value {
     out
 }
 
+/// Middleware: the `{project}` of `/volume/v3/{project}/...` must be the token's project;
+/// another one is answered as Cinder answers it (400 `Malformed request url`), so no request
+/// reaches another project's volumes.
+async fn project_in_path(
+    axum::Extension(caller): axum::Extension<Caller>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let in_path = req
+        .uri()
+        .path()
+        .strip_prefix("/volume/v3/")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_default();
+    if in_path != caller.project_id {
+        return ApiError::bad_request("Malformed request url").into_response();
+    }
+    next.run(req).await
+}
+
 pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
     let p = "/volume/v3/{project}";
     let protected = Router::new()
@@ -204,9 +223,10 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .route(&format!("{p}/volumes/{{id}}/action"), post(volume_action))
         .route(&format!("{p}/os-availability-zone"), get(list_zones))
         .route(&format!("{p}/types"), get(list_types))
+        .route_layer(axum::middleware::from_fn(project_in_path))
         .route_layer(axum::middleware::from_fn_with_state(
             cloud.clone(),
-            require_token,
+            require_scoped_token,
         ));
     let public = Router::new()
         .route("/volume", get(versions))
@@ -323,20 +343,21 @@ struct CreateVolume {
     image_ref: Option<String>,
 }
 
-fn parse_size(v: Option<&Value>) -> Result<u64, ApiError> {
+/// A size in GiB (`size`, `new_size`), 1..=1000000, named `field` in errors.
+fn parse_size(field: &str, v: Option<&Value>) -> Result<u64, ApiError> {
     let size = match v {
         Some(Value::Number(n)) => n.as_u64(),
         Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
         None => {
-            return Err(ApiError::bad_request(
-                "Invalid input for field/attribute size: 'size' is a required property",
-            ))
+            return Err(ApiError::bad_request(format!(
+                "Invalid input for field/attribute {field}: '{field}' is a required property"
+            )))
         }
         _ => None,
     };
     match size {
         Some(n) if (1..=1_000_000).contains(&n) => Ok(n),
-        _ => Err(ApiError::bad_request(format!("Invalid input for field/attribute size. Value: {}. It must be an integer between 1 and 1000000", v.map(Value::to_string).unwrap_or_default()))),
+        _ => Err(ApiError::bad_request(format!("Invalid input for field/attribute {field}. Value: {}. It must be an integer between 1 and 1000000", v.map(Value::to_string).unwrap_or_default()))),
     }
 }
 
@@ -351,7 +372,7 @@ async fn create_volume(
     if b.snapshot_id.is_some() || b.source_volid.is_some() || b.image_ref.is_some() {
         return Err(ApiError::bad_request("Creating volumes from snapshots, volumes or images is not supported by the local cloud"));
     }
-    let size = parse_size(b.size.as_ref())?;
+    let size = parse_size("size", b.size.as_ref())?;
     if let Some(t) = &b.volume_type {
         if t != VOLUME_TYPE {
             return Err(ApiError::not_found(
@@ -368,23 +389,19 @@ async fn create_volume(
                     b.availability_zone.clone().unwrap_or_default()
                 ))
             })?;
-            let ts = iso(now());
             let v = Volume {
-                id: new_id(),
+                meta: Meta::new(caller.project_id),
                 name: b.name,
                 description: b.description,
                 size,
                 status: AVAILABLE.into(),
                 availability_zone: zone,
                 volume_type: VOLUME_TYPE.into(),
-                project_id: caller.project_id,
                 user_id: caller.user_id,
                 metadata: b.metadata.unwrap_or_default(),
                 attachments: vec![],
-                created_at: ts.clone(),
-                updated_at: ts,
             };
-            tx.put(VOLUMES, &v.id, &v)?;
+            tx.put(VOLUMES, &v.meta.id, &v)?;
             Ok(v)
         })
         .await?;
@@ -432,7 +449,7 @@ async fn update_volume(
             if let Some(m) = b.volume.metadata {
                 v.metadata = m;
             }
-            v.updated_at = iso(now());
+            v.meta.touch();
             tx.put(VOLUMES, &id, &v)?;
             Ok(v)
         })
@@ -477,7 +494,7 @@ async fn volume_action(
     };
     match action.as_str() {
         "os-extend" => {
-            let new_size = parse_size(arg.get("new_size"))?;
+            let new_size = parse_size("new_size", arg.get("new_size"))?;
             cloud
                 .write(move |tx| {
                     let mut v = find_volume(tx, &id)?;
@@ -488,7 +505,7 @@ async fn volume_action(
                         return Err(ApiError::bad_request(format!("Invalid input received: New size for extend must be greater than current size. (current: {}, extended: {new_size}).", v.size)));
                     }
                     v.size = new_size;
-                    v.updated_at = iso(now());
+                    v.meta.touch();
                     tx.put(VOLUMES, &id, &v)?;
                     Ok(())
                 })

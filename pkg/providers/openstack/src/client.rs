@@ -75,7 +75,9 @@ pub(crate) struct Client {
 /// Renew tokens this long before Keystone says they expire.
 const TOKEN_MARGIN: Duration = Duration::from_secs(60);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The longest token lifetime believed (Keystone's default is 1h); a longer `expires_at` is
+/// clamped to it, with a warning, so a wrong clock or a hostile answer cannot pin a token.
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// Nova 2.47 puts the flavor's name in the server, saving a flavor look-up per server.
 const COMPUTE_MICROVERSION: &str = "2.47";
 
@@ -89,7 +91,7 @@ impl Client {
             builder = builder.danger_accept_invalid_certs(true);
         }
         if let Some(path) = &config.global.ca_file {
-            let pem = std::fs::read(path).map_err(|e| {
+            let pem = hypercloud_cloudprovider::input::read_input_file(path).map_err(|e| {
                 crate::Error::BuildHttpClient(format!("[Global] ca-file {}: {e}", path.display()))
             })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
@@ -272,6 +274,10 @@ impl Client {
             (Some(i), Some(e)) if e > i => Duration::from_secs(e - i),
             _ => Duration::from_secs(3600),
         };
+        if lifetime > MAX_TOKEN_LIFETIME {
+            tracing::warn!(provider = %self.provider, lifetime_secs = lifetime.as_secs(), max_secs = MAX_TOKEN_LIFETIME.as_secs(), "token lifetime from Keystone clamped");
+        }
+        let lifetime = lifetime.min(MAX_TOKEN_LIFETIME);
         let lifetime = lifetime.checked_sub(TOKEN_MARGIN).unwrap_or(lifetime / 2);
         let catalog = t["catalog"].as_array().cloned().unwrap_or_default();
         let find = |service: Service| self.endpoint(&catalog, service);
@@ -339,18 +345,21 @@ impl Client {
                             operation,
                             None,
                             None,
-                            format!("{} (after {attempt} attempts)", error_chain(&e)),
+                            format!(
+                                "{} (after {attempt} attempts)",
+                                hypercloud_cloudprovider::Chain(&e)
+                            ),
                         ));
                     }
                     let delay = self.backoff(attempt);
-                    tracing::warn!(provider = %self.provider, operation, attempt, error = %error_chain(&e), ?delay, "request failed; retrying");
+                    tracing::warn!(provider = %self.provider, operation, attempt, error = %hypercloud_cloudprovider::Chain(&e), ?delay, "request failed; retrying");
                     tokio::time::sleep(delay).await;
                 }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let headers = resp.headers().clone();
                     if (status >= 500 || status == 429) && attempt < max {
-                        let delay = retry_after(&headers)
+                        let delay = retry_after(&headers, self.config.tuning.max_retry_after)
                             .filter(|_| status == 429 || status == 503)
                             .unwrap_or_else(|| self.backoff(attempt));
                         tracing::warn!(provider = %self.provider, operation, attempt, status, request_id = ?request_id(&headers), ?delay, "cloud answered with an error; retrying");
@@ -515,21 +524,53 @@ fn request_id(headers: &reqwest::header::HeaderMap) -> Option<String> {
     .map(str::to_owned)
 }
 
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+/// The `Retry-After` of an answer (RFC 9110: delay-seconds or an HTTP date), at most `max`
+/// (`[Hypercloud] max-retry-after`, itself at most [`MAX_RETRY_AFTER`]). Garbage, negative
+/// or NaN values give `None` (the caller backs off on its own); a value above the maximum
+/// (huge numbers, infinity, far-future dates) is clamped and logged.
+fn retry_after(headers: &reqwest::header::HeaderMap, max: Duration) -> Option<Duration> {
     let v = headers.get("retry-after")?.to_str().ok()?.trim();
-    let secs: f64 = v.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs).min(MAX_RETRY_AFTER))
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let secs = parse_retry_after(v, now)?;
+    if secs > max.as_secs_f64() {
+        tracing::warn!(
+            retry_after = v,
+            max_secs = max.as_secs_f64(),
+            "Retry-After clamped to the maximum honoured"
+        );
+    }
+    Some(Duration::from_secs_f64(secs.min(max.as_secs_f64())))
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
+/// Seconds to wait for a `Retry-After` value at `now` (seconds since the epoch): a finite,
+/// non-negative number, or an HTTP date (past dates wait 0). Unclamped.
+fn parse_retry_after(v: &str, now: u64) -> Option<f64> {
+    if let Ok(secs) = v.parse::<f64>() {
+        // +inf (`1e400`) is merely huge: clamped by the caller. NaN and negatives are not waits.
+        return (secs >= 0.0).then_some(secs);
     }
-    s
+    // IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`.
+    let mut parts = v.split_whitespace();
+    let (_weekday, day, month, year, time, zone) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    if zone != "GMT" || parts.next().is_some() {
+        return None;
+    }
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == month)? + 1;
+    let at = keystone_time(&format!("{year}-{month:02}-{day}T{time}Z"))?;
+    Some(at.saturating_sub(now) as f64)
 }
 
 /// The message of an OpenStack error body, whatever the service's format
@@ -562,6 +603,16 @@ fn keystone_time(s: &str) -> Option<u64> {
     let time = time.split(['.', '+']).next()?;
     let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
     let (h, min, sec) = (t.next()??, t.next()??, t.next()??);
+    // Out-of-range fields are not a time (and would overflow the arithmetic below).
+    let valid = (1..=9999).contains(&y)
+        && (1..=12).contains(&m)
+        && (1..=31).contains(&day)
+        && (0..24).contains(&h)
+        && (0..60).contains(&min)
+        && (0..=60).contains(&sec);
+    if !valid {
+        return None;
+    }
     // Howard Hinnant's days_from_civil.
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -577,6 +628,7 @@ fn keystone_time(s: &str) -> Option<u64> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::config::MAX_RETRY_AFTER;
 
     #[test]
     fn keystone_times() {
@@ -597,14 +649,116 @@ mod tests {
         h.insert("x-openstack-request-id", "req-1".parse().unwrap());
         assert_eq!(request_id(&h).as_deref(), Some("req-1"));
         h.insert("retry-after", "2".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        assert_eq!(
+            retry_after(&h, MAX_RETRY_AFTER),
+            Some(Duration::from_secs(2))
+        );
         h.insert("retry-after", "86400".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(&h, MAX_RETRY_AFTER), Some(MAX_RETRY_AFTER));
         h.insert(
             "retry-after",
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
-        assert_eq!(retry_after(&h), None);
+        assert_eq!(
+            retry_after(&h, MAX_RETRY_AFTER),
+            Some(Duration::ZERO),
+            "a past date"
+        );
+        for absurd in [
+            "1e300",
+            "1e400",
+            "inf",
+            "18446744073709551616",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+        ] {
+            h.insert("retry-after", absurd.parse().unwrap());
+            assert_eq!(
+                retry_after(&h, MAX_RETRY_AFTER),
+                Some(MAX_RETRY_AFTER),
+                "{absurd}"
+            );
+        }
+        for garbage in [
+            "-1",
+            "NaN",
+            "-inf",
+            "soon",
+            "",
+            "Wed, 99 Foo 2015 07:28:00 GMT",
+        ] {
+            h.insert("retry-after", garbage.parse().unwrap());
+            assert_eq!(retry_after(&h, MAX_RETRY_AFTER), None, "{garbage}");
+        }
+    }
+
+    #[test]
+    fn http_dates_count_from_now() {
+        let now = keystone_time("2026-11-22T22:30:00Z").unwrap();
+        assert_eq!(
+            parse_retry_after("Sun, 22 Nov 2026 22:30:30 GMT", now),
+            Some(30.0)
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 22 Nov 2026 22:29:00 GMT", now),
+            Some(0.0)
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 22 Nov 2026 22:30:30 CET", now),
+            None
+        );
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Retry-After values as a misbehaving cloud sends them: numbers of every size and
+        /// sign, specials, HTTP dates with any field, and arbitrary text.
+        fn retry_after_value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<f64>().prop_map(|f| f.to_string()),
+                any::<i64>().prop_map(|i| i.to_string()),
+                any::<u128>().prop_map(|i| i.to_string()),
+                (
+                    0u32..40,
+                    0u32..14,
+                    any::<i64>(),
+                    0i64..100,
+                    0i64..100,
+                    0i64..100
+                )
+                    .prop_map(|(d, m, y, hh, mm, ss)| format!(
+                        "Mon, {d:02} {} {y} {hh:02}:{mm:02}:{ss:02} GMT",
+                        ["Jan", "Feb", "Dec", "Foo"][(m % 4) as usize]
+                    )),
+                "[ -~]{0,40}",
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// Never panics; never waits longer than the documented maximum.
+            #[test]
+            fn retry_after_is_bounded(v in retry_after_value()) {
+                let mut h = reqwest::header::HeaderMap::new();
+                if let Ok(value) = v.parse() {
+                    h.insert("retry-after", value);
+                    if let Some(d) = retry_after(&h, MAX_RETRY_AFTER) {
+                        prop_assert!(d <= MAX_RETRY_AFTER);
+                    }
+                }
+            }
+
+            /// Keystone times with any numbers in any field: a time or `None`, no overflow.
+            #[test]
+            fn keystone_time_never_overflows(
+                y in any::<i64>(), m in any::<i64>(), d in any::<i64>(),
+                hh in any::<i64>(), mm in any::<i64>(), ss in any::<i64>(),
+            ) {
+                let _ = keystone_time(&format!("{y}-{m}-{d}T{hh}:{mm}:{ss}.000000Z"));
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hypercloud_cloudprovider::gcfg::{parse_bool, unquote};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -175,6 +176,9 @@ pub struct Tuning {
     pub retry_base_delay: Duration,
     /// Timeout of one HTTP request (default 30s).
     pub request_timeout: Duration,
+    /// The longest `Retry-After` honoured on 429/503 (default and maximum 60s); longer
+    /// values from the cloud are clamped to it.
+    pub max_retry_after: Duration,
 }
 
 impl Default for Tuning {
@@ -184,6 +188,7 @@ impl Default for Tuning {
             max_attempts: 6,
             retry_base_delay: Duration::from_millis(200),
             request_timeout: Duration::from_secs(30),
+            max_retry_after: MAX_RETRY_AFTER,
         }
     }
 }
@@ -338,7 +343,7 @@ impl Config {
                 self.block_storage.ignore_volume_az = parse_bool(value)?
             }
             ("blockstorage", "node-volume-attach-limit") => {
-                self.block_storage.node_volume_attach_limit = Some(parse_num(v)?)
+                self.block_storage.node_volume_attach_limit = Some(parse_num_in(v, 1..=256)?)
             }
             ("blockstorage", "rescan-on-resize") => {
                 self.block_storage.rescan_on_resize = parse_bool(value)?
@@ -355,7 +360,10 @@ impl Config {
             ("networking", "address-sort-order") => {}
             ("route", "router-id") => self.route.router_id = s(),
             ("metadata", "search-order") => self.metadata.search_order = parse_search_order(v)?,
-            ("metadata", "request-timeout") => self.metadata.request_timeout = parse_duration(v)?,
+            ("metadata", "request-timeout") => {
+                self.metadata.request_timeout =
+                    parse_duration_in(v, MIN_TIMEOUT, MAX_CONFIG_DURATION)?
+            }
             ("metadata", "config-drive-dir") => {
                 self.metadata.config_drive_dir = Some(PathBuf::from(v))
             }
@@ -364,15 +372,15 @@ impl Config {
             }
             ("metadata", "instance-id") => self.metadata.instance_id = s(),
             ("hypercloud", "server-cache-ttl") => self.tuning.server_cache_ttl = parse_duration(v)?,
-            ("hypercloud", "max-attempts") => {
-                let n: u32 = parse_num(v)?;
-                if n == 0 {
-                    return Err("must be at least 1".into());
-                }
-                self.tuning.max_attempts = n;
-            }
+            ("hypercloud", "max-attempts") => self.tuning.max_attempts = parse_num_in(v, 1..=100)?,
             ("hypercloud", "retry-base-delay") => self.tuning.retry_base_delay = parse_duration(v)?,
-            ("hypercloud", "request-timeout") => self.tuning.request_timeout = parse_duration(v)?,
+            ("hypercloud", "max-retry-after") => {
+                self.tuning.max_retry_after = parse_duration_in(v, Duration::ZERO, MAX_RETRY_AFTER)?
+            }
+            ("hypercloud", "request-timeout") => {
+                self.tuning.request_timeout =
+                    parse_duration_in(v, MIN_TIMEOUT, MAX_CONFIG_DURATION)?
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -389,9 +397,22 @@ impl Config {
             "lb-method" => lb.lb_method = s(),
             "lb-provider" => lb.lb_provider = s(),
             "create-monitor" => lb.create_monitor = parse_bool(value)?,
-            "monitor-delay" => lb.monitor_delay = Some(parse_duration(v)?),
-            "monitor-timeout" => lb.monitor_timeout = Some(parse_duration(v)?),
-            "monitor-max-retries" => lb.monitor_max_retries = Some(parse_num(v)?),
+            // Octavia counts health monitor times in whole seconds, retries 1 to 10.
+            "monitor-delay" => {
+                lb.monitor_delay = Some(parse_duration_in(
+                    v,
+                    Duration::from_secs(1),
+                    MAX_CONFIG_DURATION,
+                )?)
+            }
+            "monitor-timeout" => {
+                lb.monitor_timeout = Some(parse_duration_in(
+                    v,
+                    Duration::from_secs(1),
+                    MAX_CONFIG_DURATION,
+                )?)
+            }
+            "monitor-max-retries" => lb.monitor_max_retries = Some(parse_num_in(v, 1..=10)?),
             "manage-security-groups" => lb.manage_security_groups = parse_bool(value)?,
             "internal-lb" => lb.internal_lb = parse_bool(value)?,
             "enabled" => lb.enabled = Some(parse_bool(value)?),
@@ -474,9 +495,11 @@ impl Config {
             .clone()
             .or_else(|| std::env::var("OS_CLOUD").ok().filter(|s| !s.is_empty()))
             .unwrap_or_else(|| "openstack".into());
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::ReadCloudsYaml {
-            path: path.clone(),
-            message: format!("cannot read: {e}"),
+        let text = hypercloud_cloudprovider::input::read_input_text(&path).map_err(|e| {
+            Error::ReadCloudsYaml {
+                path: path.clone(),
+                message: format!("cannot read: {e}"),
+            }
         })?;
         let file: CloudsFile = serde_yaml::from_str(&text).map_err(|e| Error::ReadCloudsYaml {
             path: path.clone(),
@@ -628,77 +651,103 @@ fn section_title(lower: &str) -> &str {
 }
 
 /// gcfg values: `"quoted \"text\""` or bare text up to a `;`/`#` comment.
-fn unquote(v: &str) -> Result<String, String> {
-    let mut out = String::new();
-    let mut chars = v.chars();
-    let mut in_quotes = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => in_quotes = !in_quotes,
-            '\\' if in_quotes => match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some(c @ ('"' | '\\')) => out.push(c),
-                Some(c) => return Err(format!("unknown escape \\{c}")),
-                None => return Err("value ends in a backslash".into()),
-            },
-            ';' | '#' if !in_quotes => break,
-            c => out.push(c),
-        }
-    }
-    if in_quotes {
-        return Err("unterminated quoted value".into());
-    }
-    Ok(out.trim_end().to_owned())
-}
-
-fn parse_bool(value: Option<&str>) -> Result<bool, String> {
-    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("") | Some("true") | Some("yes") | Some("on") | Some("1") => Ok(true),
-        Some("false") | Some("no") | Some("off") | Some("0") => Ok(false),
-        Some(other) => Err(format!("{other:?} is not a boolean (true/false)")),
-    }
-}
-
 fn parse_num<T: std::str::FromStr>(v: &str) -> Result<T, String> {
     v.trim()
         .parse()
         .map_err(|_| format!("{v:?} is not a non-negative integer"))
 }
 
+/// The longest `Retry-After` ever honoured, and the default of `[Hypercloud] max-retry-after`.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The shortest request timeout (0 would fail every request).
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// The longest duration any `cloud.conf` key accepts.
+pub const MAX_CONFIG_DURATION: Duration = Duration::from_secs(24 * 3600);
+
 /// Go-style durations as upstream writes them (`5s`, `500ms`, `1m30s`); a bare number is
-/// seconds.
+/// seconds. At most [`MAX_CONFIG_DURATION`].
 pub fn parse_duration(v: &str) -> Result<Duration, String> {
+    parse_duration_in(v, Duration::ZERO, MAX_CONFIG_DURATION)
+}
+
+/// [`parse_duration`] within `min..=max`; the error gives the range. The sum is kept in
+/// `f64` seconds and checked before it becomes a `Duration`, so no value can overflow.
+fn parse_duration_in(v: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let v = v.trim();
     let bad = || format!("{v:?} is not a duration like 5s or 500ms");
-    if let Ok(n) = v.parse::<u64>() {
-        return Ok(Duration::from_secs(n));
+    let range = || {
+        format!(
+            "{v:?} is out of range ({} to {})",
+            short_duration(min),
+            short_duration(max)
+        )
+    };
+    let total = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        // Bare seconds; too many digits for u64 are still a number, just out of range.
+        v.parse::<f64>().map_err(|_| bad())?
+    } else {
+        let mut total = 0f64;
+        let mut rest = v;
+        if rest.is_empty() {
+            return Err(bad());
+        }
+        while !rest.is_empty() {
+            let num_end = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .ok_or_else(bad)?;
+            let n: f64 = rest[..num_end].parse().map_err(|_| bad())?;
+            rest = &rest[num_end..];
+            let unit_end = rest
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(rest.len());
+            let scale = match &rest[..unit_end] {
+                "ms" => 0.001,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                _ => return Err(bad()),
+            };
+            rest = &rest[unit_end..];
+            total += n * scale;
+        }
+        total
+    };
+    if total.is_nan() || total > max.as_secs_f64() {
+        return Err(range());
     }
-    let mut total = Duration::ZERO;
-    let mut rest = v;
-    if rest.is_empty() {
-        return Err(bad());
+    let d = Duration::try_from_secs_f64(total).map_err(|_| range())?;
+    if d < min {
+        return Err(range());
     }
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let n: f64 = rest[..num_end].parse().map_err(|_| bad())?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        rest = &rest[unit_end..];
-        total += Duration::from_secs_f64(n * scale);
+    Ok(d)
+}
+
+/// `24h`, `90s`, `1ms`: for range messages.
+fn short_duration(d: Duration) -> String {
+    match (d.as_secs(), d.subsec_millis()) {
+        (0, ms) => format!("{ms}ms"),
+        (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
+        (s, 0) => format!("{s}s"),
+        (s, ms) => format!("{s}.{ms:03}s"),
     }
-    Ok(total)
+}
+
+/// An integer within `range`; the error gives the range.
+fn parse_num_in(v: &str, range: std::ops::RangeInclusive<u32>) -> Result<u32, String> {
+    let n: u64 = parse_num(v)?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| {
+            format!(
+                "{} is out of range ({} to {})",
+                v.trim(),
+                range.start(),
+                range.end()
+            )
+        })
 }
 
 fn parse_search_order(v: &str) -> Result<Vec<MetadataSource>, String> {
@@ -903,7 +952,11 @@ max-attempts = 3
             ("[Metadata]\nrequest-timeout = soon\n", "line 2", "duration"),
             ("[Global]\npassword = \"open\n", "line 2", "unterminated"),
             ("[Global]\nuser name = x\n", "line 2", "key = value"),
-            ("[Hypercloud]\nmax-attempts = 0\n", "line 2", "at least 1"),
+            (
+                "[Hypercloud]\nmax-attempts = 0\n",
+                "line 2",
+                "out of range (1 to 100)",
+            ),
         ];
         for (text, line, what) in cases {
             let msg = Config::parse(text, "c.conf").unwrap_err().to_string();
@@ -978,5 +1031,133 @@ max-attempts = 3
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
         assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_refused_naming_key_and_range() {
+        for (section, key, value, range) in [
+            (
+                "Metadata",
+                "request-timeout",
+                "99999999999999999999999h",
+                "1ms to 24h",
+            ),
+            ("Metadata", "request-timeout", "0", "1ms to 24h"),
+            ("Hypercloud", "request-timeout", "25h", "1ms to 24h"),
+            ("Hypercloud", "server-cache-ttl", "1e400", ""),
+            (
+                "Hypercloud",
+                "retry-base-delay",
+                "100000000000000000000",
+                "0ms to 24h",
+            ),
+            ("Hypercloud", "max-attempts", "4294967296", "1 to 100"),
+            ("Hypercloud", "max-attempts", "0", "1 to 100"),
+            ("Hypercloud", "max-retry-after", "61s", "0ms to 60s"),
+            ("LoadBalancer", "monitor-delay", "500ms", "1s to 24h"),
+            (
+                "LoadBalancer",
+                "monitor-timeout",
+                "18446744073709551615",
+                "1s to 24h",
+            ),
+            ("LoadBalancer", "monitor-max-retries", "11", "1 to 10"),
+            ("BlockStorage", "node-volume-attach-limit", "-1", ""),
+            (
+                "BlockStorage",
+                "node-volume-attach-limit",
+                "257",
+                "1 to 256",
+            ),
+        ] {
+            let text = format!("[{section}]\n{key} = {value}\n");
+            let msg = Config::parse(&text, "c.conf").unwrap_err().to_string();
+            assert!(msg.contains(&format!("[{section}] {key}: ")), "{msg}");
+            assert!(msg.contains(range), "{key}={value}: {msg}");
+        }
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Every key that takes a number or a duration, by section.
+        const NUMERIC: &[(&str, &str)] = &[
+            ("Metadata", "request-timeout"),
+            ("Hypercloud", "request-timeout"),
+            ("Hypercloud", "server-cache-ttl"),
+            ("Hypercloud", "retry-base-delay"),
+            ("Hypercloud", "max-retry-after"),
+            ("Hypercloud", "max-attempts"),
+            ("LoadBalancer", "monitor-delay"),
+            ("LoadBalancer", "monitor-timeout"),
+            ("LoadBalancer", "monitor-max-retries"),
+            ("BlockStorage", "node-volume-attach-limit"),
+        ];
+
+        /// Numbers as a hostile or careless operator writes them: huge, tiny, negative,
+        /// NaN, infinite, with and without units, and words where a number belongs.
+        fn number() -> impl Strategy<Value = String> {
+            let unit = prop::sample::select(&["", "ms", "s", "m", "h", "x", "ns"][..]);
+            prop_oneof![
+                (any::<u64>(), unit.clone()).prop_map(|(n, u)| format!("{n}{u}")),
+                (any::<i64>(), unit.clone()).prop_map(|(n, u)| format!("{n}{u}")),
+                (any::<f64>(), unit.clone()).prop_map(|(n, u)| format!("{n}{u}")),
+                (0u32..30, unit.clone()).prop_map(|(n, u)| format!("{n}{u}")),
+                ("[0-9]{20,60}", unit).prop_map(|(n, u)| format!("{n}{u}")),
+                prop::sample::select(
+                    &[
+                        "NaN", "inf", "-inf", "1e400", "1e-30", "", "yes", "5s5", ".", "1..5s",
+                        "1h-5m"
+                    ][..]
+                )
+                .prop_map(String::from),
+            ]
+        }
+
+        fn entries() -> impl Strategy<Value = Vec<(usize, String)>> {
+            prop::collection::vec((0..NUMERIC.len(), number()), 1..6)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// A valid file with numeric keys mutated: parsing and provider construction never
+            /// panic, a parse error names a mutated key, and whatever is accepted is in range.
+            #[test]
+            fn mutated_numbers_never_panic_and_errors_name_the_key(entries in entries()) {
+                let mut text = String::from(FULL);
+                for (i, value) in &entries {
+                    let (section, key) = NUMERIC[*i];
+                    text.push_str(&format!("[{section}]\n{key} = {value}\n"));
+                }
+                match Config::parse(&text, "c.conf") {
+                    Err(e) => {
+                        let msg = e.to_string();
+                        prop_assert!(
+                            entries.iter().any(|(i, _)| msg.contains(&format!("[{}] {}: ", NUMERIC[*i].0, NUMERIC[*i].1))),
+                            "{msg}"
+                        );
+                    }
+                    Ok(c) => {
+                        prop_assert!(c.tuning.request_timeout <= MAX_CONFIG_DURATION);
+                        prop_assert!(!c.tuning.request_timeout.is_zero());
+                        prop_assert!(c.metadata.request_timeout <= MAX_CONFIG_DURATION);
+                        prop_assert!(c.tuning.server_cache_ttl <= MAX_CONFIG_DURATION);
+                        prop_assert!((1..=100).contains(&c.tuning.max_attempts));
+                        prop_assert!(c.tuning.max_retry_after <= MAX_RETRY_AFTER);
+                        let cc = hypercloud_cloudprovider::CloudConfig { origin: "c.conf".into(), bytes: text.into_bytes() };
+                        // Construction (HTTP client with these timeouts) must not panic either.
+                        let _ = crate::OpenStack::from_cloud_config(Some(&cc));
+                    }
+                }
+            }
+
+            /// Arbitrary lines (section headers, keys, quotes, escapes): never a panic.
+            #[test]
+            fn arbitrary_text_never_panics(lines in prop::collection::vec("(\\[[A-Za-z]{0,12}\\]?|[a-z-]{0,20} ?=? ?[ -~]{0,30})", 0..12)) {
+                let _ = Config::parse(&lines.join("\n"), "c.conf");
+            }
+        }
     }
 }

@@ -115,7 +115,13 @@ impl MetadataReader {
         let mut tried = Vec::new();
         for version in VERSIONS {
             let path = root.join("openstack").join(version).join("meta_data.json");
-            match tokio::fs::read(&path).await {
+            let read = path.clone();
+            let bytes = tokio::task::spawn_blocking(move || {
+                hypercloud_cloudprovider::input::read_input_file(&read)
+            })
+            .await
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+            match bytes {
                 Ok(bytes) => {
                     return parse(&bytes).map_err(|e| format!("{}: {e}", path.display()));
                 }
@@ -172,9 +178,19 @@ impl MetadataReader {
         if let Some(id) = &self.config.instance_id {
             req = req.header("x-instance-id", id);
         }
-        let resp = req.send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        let mut resp = req.send().await.map_err(|e| format!("GET {url}: {e}"))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| format!("GET {url}: {e}"))?;
+        // As for a config drive's file: at most 1 MiB, however much the service sends.
+        let limit = hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| format!("GET {url}: {e}"))? {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > limit {
+                return Err(format!(
+                    "GET {url}: the answer is larger than the {limit}-byte (1 MiB) limit"
+                ));
+            }
+        }
         if !status.is_success() {
             let body = String::from_utf8_lossy(&bytes);
             return Err(format!(
@@ -243,5 +259,63 @@ mod tests {
             msg.contains("metadataService: GET http://127.0.0.1:1/openstack/latest/meta_data.json"),
             "{msg}"
         );
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        /// A JSON value of any type, with extreme numbers: what a field may be mutated to.
+        fn any_json() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                "[ -~]{0,20}".prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                any::<f64>().prop_map(|f| json!(f)),
+                Just(json!(1e308)),
+                any::<bool>().prop_map(Value::from),
+                Just(Value::Null),
+                Just(json!([1, "a"])),
+                Just(json!({"k": -1})),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// meta_data.json with any field replaced by any type: parsed or refused with
+            /// a message naming the document, never a panic; a mistyped field of ours is
+            /// named in the error.
+            #[test]
+            fn mutated_meta_data_never_panics(
+                field in prop::sample::select(&["uuid", "name", "hostname", "availability_zone", "devices", "launch_index", "meta"][..]),
+                value in any_json(),
+                device_field in prop::sample::select(&["type", "bus", "serial", "address", "tags"][..]),
+                device_value in any_json(),
+            ) {
+                let mut md = json!({"uuid": "u-1", "name": "n", "hostname": "n.novalocal", "availability_zone": "az1",
+                    "launch_index": 0, "devices": [{"type": "disk", "bus": "virtio", "serial": "vol-1", "address": "0000:00:06.0", "tags": []}]});
+                md["devices"][0][device_field] = device_value.clone();
+                md[field] = value.clone();
+                let bytes = serde_json::to_vec(&md).expect("json");
+                match parse(&bytes) {
+                    Ok(m) => prop_assert!(!m.uuid.is_empty()),
+                    Err(e) => {
+                        prop_assert!(e.contains("meta_data.json"), "{e}");
+                        if e.contains("invalid type") && !["launch_index", "meta"].contains(&field) {
+                            // serde_json names the position, not the key; our wrapper names the document.
+                            prop_assert!(e.starts_with("invalid meta_data.json"), "{e}");
+                        }
+                    }
+                }
+            }
+
+            /// Arbitrary bytes: never a panic.
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+                let _ = parse(&bytes);
+            }
+        }
     }
 }

@@ -1,0 +1,394 @@
+//! `/loadbalancers`: create (VIP from the pool, or a requested one inside it, with its Neutron
+//! port; listeners, pools, members and monitors in the same call when given), update, delete
+//! (`?cascade=true`, taking the VIP port with it) and the status tree.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::Extension;
+use serde_json::{json, Map, Value};
+
+use super::body::{invalid, Body};
+use super::{
+    conflict, find, healthmonitors, listeners, lock_lb, members, one, pools, put, ApiResult, View,
+};
+use crate::api::network::{create_vip_port, delete_vip_port, in_cidr, Subnet, SUBNETS};
+use crate::api::{new_id, ApiError, Caller, Ctx, Params};
+use crate::model::octavia::{
+    self as m, Common, HealthMonitor, Listener, LoadBalancer, Pool, Record, StatusTree,
+    LOADBALANCERS, MEMBERS, MONITORS,
+};
+use crate::store::{Read, Tx};
+
+const CREATE_FIELDS: &[&str] = &[
+    "vip_address",
+    "vip_subnet_id",
+    "vip_network_id",
+    "vip_port_id",
+    "vip_qos_policy_id",
+    "project_id",
+    "tenant_id",
+    "provider",
+    "flavor_id",
+    "availability_zone",
+    "listeners",
+    "pools",
+];
+
+const UPDATE_FIELDS: &[&str] = &[
+    "vip_qos_policy_id",
+    "vip_address",
+    "vip_subnet_id",
+    "vip_network_id",
+    "vip_port_id",
+    "provider",
+];
+
+/// Why `vip` cannot be this load balancer's VIP (400), checked as Octavia checks a requested
+/// `vip_address` against the VIP subnet, plus the local cloud's rule that VIPs are loopback
+/// host addresses of `--lb-vip-pool`.
+fn check_vip(
+    r: &impl Read,
+    pool: &crate::dataplane::VipPool,
+    vip: std::net::IpAddr,
+    subnet_id: Option<&str>,
+) -> Result<(), ApiError> {
+    if let Some(reason) = pool.refuse(vip) {
+        return Err(ApiError::bad_request(format!(
+            "Validation failure: vip_address {vip} {reason}."
+        )));
+    }
+    // A subnet this cloud knows: the VIP must be on it too. (Unknown subnet IDs are taken as
+    // given: the VIP pool is what places VIPs here.)
+    if let (Some(id), std::net::IpAddr::V4(v4)) = (subnet_id, vip) {
+        if let Some(subnet) = r.get::<Subnet>(SUBNETS, id) {
+            if !in_cidr(v4, &subnet.cidr) {
+                return Err(ApiError::bad_request(format!(
+                    "Validation failure: vip_address {vip} is not a valid IP for the specified subnet {id} ({}).",
+                    subnet.cidr
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The subnet a new VIP port goes on: `subnet_id` if this cloud knows it, else the first
+/// subnet of `network_id`.
+fn vip_subnet(r: &impl Read, subnet_id: Option<&str>, network_id: Option<&str>) -> Option<Subnet> {
+    if let Some(s) = subnet_id.and_then(|id| r.get::<Subnet>(SUBNETS, id)) {
+        return Some(s);
+    }
+    let network_id = network_id?;
+    r.list::<Subnet>(SUBNETS)
+        .into_iter()
+        .find(|s| s.network_id == network_id)
+}
+
+pub(super) async fn create(
+    State(cloud): Ctx,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult {
+    let b = Body::parse_common(&body, "loadbalancer", CREATE_FIELDS)?;
+    let subnet = b.opt_str("vip_subnet_id")?;
+    let network = b.opt_str("vip_network_id")?;
+    let port = b.opt_str("vip_port_id")?;
+    if subnet.is_none() && network.is_none() && port.is_none() {
+        return Err(invalid(
+            "loadbalancer. VIP must contain one of: vip_port_id, vip_network_id, vip_subnet_id.",
+        ));
+    }
+    let wanted_vip = b.opt_ip("vip_address")?;
+    let mut common = Common::new(&caller.project_id);
+    b.apply_common(&mut common)?;
+    let tree = Tree::parse(&b, &caller, &common.meta.id)?;
+    let provider = b.opt_str("provider")?.unwrap_or_else(|| "amphora".into());
+    let availability_zone = b.opt_str("availability_zone")?;
+    b.opt_str("flavor_id")?;
+    b.opt_str("vip_qos_policy_id")?;
+    let vip_pool = cloud.config.lb_vip_pool;
+    let v = cloud
+        .write(move |tx| {
+            let used: Vec<String> = tx
+                .list::<LoadBalancer>(LOADBALANCERS)
+                .into_iter()
+                .map(|l| l.vip_address)
+                .collect();
+            let vip = match wanted_vip {
+                Some(a) => {
+                    check_vip(tx, &vip_pool, a, subnet.as_deref())?;
+                    if used.contains(&a.to_string()) {
+                        return Err(conflict(format!(
+                            "IP address {a} already allocated in subnet"
+                        )));
+                    }
+                    a.to_string()
+                }
+                None => vip_pool
+                    .allocate(&used)
+                    .ok_or_else(|| {
+                        conflict(format!(
+                            "No more IP addresses available in the VIP pool {vip_pool}"
+                        ))
+                    })?
+                    .to_string(),
+            };
+            // The VIP's Neutron port, unless the caller brought one: on the given subnet, or
+            // the first subnet of the given network.
+            let mut network = network;
+            let mut subnet = subnet;
+            let vip_port_id = match port {
+                Some(p) => p,
+                None => match vip_subnet(tx, subnet.as_deref(), network.as_deref()) {
+                    Some(s) => {
+                        let p = create_vip_port(
+                            tx,
+                            &common.meta.id,
+                            &common.meta.project_id,
+                            &s,
+                            &vip,
+                        )?;
+                        network = Some(s.network_id.clone());
+                        subnet = Some(s.meta.id);
+                        p.meta.id
+                    }
+                    None => new_id(),
+                },
+            };
+            let lb = LoadBalancer {
+                common,
+                vip_address: vip,
+                vip_port_id,
+                vip_subnet_id: subnet,
+                vip_network_id: network,
+                vip_qos_policy_id: None,
+                provider,
+                flavor_id: None,
+                availability_zone,
+            };
+            put(tx, &lb)?;
+            if tree.is_empty() {
+                return Ok(one(tx, StatusCode::CREATED, &lb));
+            }
+            tree.insert(tx, &caller)?;
+            Ok(crate::api::reply(
+                StatusCode::CREATED,
+                json!({"loadbalancer": full_view(tx, &lb)}),
+            ))
+        })
+        .await?;
+    Ok(v)
+}
+
+/// A pool given in a single-call create, with its health monitor and members.
+struct PoolTree {
+    pool: Pool,
+    monitor: Option<HealthMonitor>,
+    members: Vec<Body>,
+}
+
+/// The listeners (each with its default pool) and pools of a single-call create
+/// (`{"loadbalancer": {"listeners": [{"default_pool": {"members": [...], "healthmonitor":
+/// {...}}}], "pools": [...]}}`), read and validated before anything is stored.
+struct Tree {
+    listeners: Vec<(Listener, Option<PoolTree>)>,
+    pools: Vec<PoolTree>,
+}
+
+/// The objects of list `key` in `b` (absent or `null` is none).
+fn objects(b: &Body, key: &str) -> Result<Vec<Map<String, Value>>, ApiError> {
+    match b.raw(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| match i {
+                Value::Object(o) => Ok(o.clone()),
+                other => Err(invalid(format!(
+                    "{key}. Value: '{other}'. Value should be a list of objects"
+                ))),
+            })
+            .collect(),
+        Some(v) => Err(invalid(format!(
+            "{key}. Value: '{v}'. Value should be a list"
+        ))),
+    }
+}
+
+impl PoolTree {
+    fn parse(
+        o: Map<String, Value>,
+        key: &str,
+        caller: &Caller,
+        lb_id: &str,
+    ) -> Result<Self, ApiError> {
+        let b = Body::of(o, key, pools::CREATE_FIELDS)?;
+        let pool = pools::build(&b, caller, lb_id)?;
+        let monitor = match b.opt_object("healthmonitor")? {
+            Some(o) => {
+                let hb = Body::of(o, "healthmonitor", healthmonitors::FIELDS)?;
+                Some(healthmonitors::build(&hb, caller, pool.id())?)
+            }
+            None => None,
+        };
+        let members = objects(&b, "members")?
+            .into_iter()
+            .map(|o| Body::of(o, "members", members::FIELDS))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PoolTree {
+            pool,
+            monitor,
+            members,
+        })
+    }
+
+    /// Stores the pool, then its monitor, then its members (so they start monitored).
+    fn insert(&self, tx: &mut Tx<'_>, caller: &Caller) -> Result<(), ApiError> {
+        put(tx, &self.pool)?;
+        if let Some(hm) = &self.monitor {
+            put(tx, hm)?;
+        }
+        for b in &self.members {
+            let member = members::new_member(tx, caller, self.pool.id(), b)?;
+            put(tx, &member)?;
+        }
+        Ok(())
+    }
+}
+
+impl Tree {
+    fn parse(b: &Body, caller: &Caller, lb_id: &str) -> Result<Self, ApiError> {
+        let mut listeners = Vec::new();
+        for o in objects(b, "listeners")? {
+            let lb = Body::of(o, "listeners", &listeners::create_fields())?;
+            let mut listener = listeners::build(&lb, caller, lb_id)?;
+            let pool = match lb.opt_object("default_pool")? {
+                Some(o) => {
+                    let p = PoolTree::parse(o, "default_pool", caller, lb_id)?;
+                    listener.default_pool_id = Some(p.pool.id().to_owned());
+                    Some(p)
+                }
+                None => None,
+            };
+            listeners.push((listener, pool));
+        }
+        let pools = objects(b, "pools")?
+            .into_iter()
+            .map(|o| PoolTree::parse(o, "pools", caller, lb_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Tree { listeners, pools })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.listeners.is_empty() && self.pools.is_empty()
+    }
+
+    fn insert(&self, tx: &mut Tx<'_>, caller: &Caller) -> Result<(), ApiError> {
+        for p in &self.pools {
+            p.insert(tx, caller)?;
+        }
+        for (l, pool) in &self.listeners {
+            if let Some(p) = pool {
+                p.insert(tx, caller)?;
+            }
+            listeners::insert(tx, l)?;
+        }
+        Ok(())
+    }
+}
+
+/// A load balancer with its listeners and pools shown in full (pools with their members and
+/// health monitor), as Octavia answers a single-call create.
+fn full_view(r: &impl Read, lb: &LoadBalancer) -> Value {
+    let mut v = lb.view(r);
+    v["listeners"] = m::listeners_of(r, lb.id())
+        .iter()
+        .map(|l| l.view(r))
+        .collect();
+    v["pools"] = m::pools_of(r, lb.id())
+        .iter()
+        .map(|p| {
+            let mut pv = p.view(r);
+            pv["members"] = m::members_of(r, p.id()).iter().map(|x| x.view(r)).collect();
+            pv["healthmonitor"] = m::monitors_of(r, p.id())
+                .first()
+                .map_or(Value::Null, |hm| hm.view(r));
+            pv
+        })
+        .collect();
+    v
+}
+
+pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Bytes) -> ApiResult {
+    let b = Body::parse_common(&body, "loadbalancer", UPDATE_FIELDS)?;
+    cloud
+        .write(move |tx| {
+            let current: LoadBalancer = find(tx, &id)?;
+            b.immutable(
+                &current,
+                &[
+                    "vip_address",
+                    "vip_subnet_id",
+                    "vip_network_id",
+                    "vip_port_id",
+                    "provider",
+                ],
+            )?;
+            let mut lb = lock_lb(tx, &id)?;
+            b.apply_common(&mut lb.common)?;
+            put(tx, &lb)?;
+            Ok(one(tx, StatusCode::OK, &lb))
+        })
+        .await
+}
+
+pub(super) async fn delete(
+    State(cloud): Ctx,
+    Path(id): Path<String>,
+    Query(params): Query<Params>,
+) -> ApiResult {
+    let cascade = params
+        .get("cascade")
+        .is_some_and(|c| c.eq_ignore_ascii_case("true") || c == "1");
+    cloud
+        .write(move |tx| {
+            lock_lb(tx, &id)?;
+            let listeners = m::listeners_of(tx, &id);
+            let pools = m::pools_of(tx, &id);
+            if !cascade && (!listeners.is_empty() || !pools.is_empty()) {
+                return Err(ApiError::bad_request(format!(
+                    "Validation failure: Cannot delete Load Balancer {id} - it has children"
+                )));
+            }
+            for p in &pools {
+                for member in m::members_of(tx, p.id()) {
+                    tx.delete(MEMBERS, member.id());
+                }
+                for hm in m::monitors_of(tx, p.id()) {
+                    tx.delete(MONITORS, hm.id());
+                }
+                tx.delete(m::POOLS, p.id());
+            }
+            for l in &listeners {
+                tx.delete(m::LISTENERS, l.id());
+            }
+            if let Some(lb) = tx.get::<LoadBalancer>(LOADBALANCERS, &id) {
+                delete_vip_port(tx, &id, &lb.vip_port_id)?;
+            }
+            tx.delete(LOADBALANCERS, &id);
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(super) async fn status_tree(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
+    cloud.store.read(|r| {
+        let lb: LoadBalancer = find(r, &id)?;
+        Ok(crate::api::reply(
+            StatusCode::OK,
+            json!({"statuses": StatusTree::of(r, &lb)}),
+        ))
+    })
+}

@@ -1,0 +1,213 @@
+//! Neutron floating IPs and their association with ports through a router.
+
+use super::*;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FloatingIp {
+    #[serde(flatten)]
+    pub meta: Meta,
+    pub floating_ip_address: String,
+    pub floating_network_id: String,
+    pub port_id: Option<String>,
+    pub fixed_ip_address: Option<String>,
+    pub router_id: Option<String>,
+    pub description: String,
+}
+
+impl Resource for FloatingIp {
+    const KIND: &'static str = FLOATING_IPS;
+    const SINGULAR: &'static str = "floatingip";
+    const NOT_FOUND: &'static str = "FloatingIPNotFound";
+    const TITLE: &'static str = "Floating IP";
+    fn view(&self, _: &impl Read) -> Value {
+        let status = if self.port_id.is_some() {
+            "ACTIVE"
+        } else {
+            "DOWN"
+        };
+        self.meta.neutron_view(json!({
+            "id": self.meta.id, "floating_ip_address": self.floating_ip_address,
+            "floating_network_id": self.floating_network_id, "port_id": self.port_id,
+            "fixed_ip_address": self.fixed_ip_address, "router_id": self.router_id,
+            "status": status, "description": self.description, "port_details": null,
+            "dns_name": "", "dns_domain": "", "qos_policy_id": null, "port_forwardings": [],
+        }))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+// Some fields are accepted because OpenStack accepts them, but not modelled.
+#[allow(dead_code)]
+pub(super) struct FloatingIpBody {
+    floating_network_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::api::nullable")]
+    port_id: Option<Option<String>>,
+    #[serde(default, deserialize_with = "crate::api::nullable")]
+    fixed_ip_address: Option<Option<String>>,
+    floating_ip_address: Option<String>,
+    subnet_id: Option<String>,
+    description: Option<String>,
+    tenant_id: Option<String>,
+    project_id: Option<String>,
+    dns_name: Option<Value>,
+    dns_domain: Option<Value>,
+    qos_policy_id: Option<Value>,
+}
+
+/// Points `fip` at `port_id` (or nowhere), finding the router that connects them.
+pub(super) fn associate(
+    tx: &Tx<'_>,
+    fip: &mut FloatingIp,
+    port_id: Option<String>,
+    fixed_ip: Option<String>,
+) -> Result<(), ApiError> {
+    let Some(port_id) = port_id else {
+        fip.port_id = None;
+        fip.fixed_ip_address = None;
+        fip.router_id = None;
+        return Ok(());
+    };
+    let port = find::<Port>(tx, &port_id)?;
+    let fixed = match fixed_ip {
+        Some(ip) => port
+            .fixed_ips
+            .iter()
+            .find(|f| f.ip_address == ip)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("Port {port_id} does not have fixed ip {ip}"))
+            })?,
+        None => port.fixed_ips.first().cloned().ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "Bad floatingip request: Port {port_id} does not have any IPv4 address"
+            ))
+        })?,
+    };
+    if let Some(other) = tx.list::<FloatingIp>(FLOATING_IPS).into_iter().find(|f| {
+        f.meta.id != fip.meta.id
+            && f.port_id.as_deref() == Some(port_id.as_str())
+            && f.fixed_ip_address.as_deref() == Some(fixed.ip_address.as_str())
+    }) {
+        return Err(ApiError::conflict(
+            "FloatingIPPortAlreadyAssociated",
+            format!("Cannot associate floating IP {} with port {port_id} using fixed IP {}, as that fixed IP already has a floating IP {}.", fip.floating_ip_address, fixed.ip_address, other.floating_ip_address),
+        ));
+    }
+    let router = tx.list::<Router_>(ROUTERS).into_iter().find(|r| {
+        r.gateway_network_id.as_deref() == Some(fip.floating_network_id.as_str())
+            && router_subnets(tx, &r.meta.id)
+                .iter()
+                .any(|s| s.meta.id == fixed.subnet_id)
+    });
+    let Some(router) = router else {
+        return Err(ApiError::not_found(
+            "ExternalGatewayForFloatingIPNotFound",
+            format!(
+                "External network {} is not reachable from subnet {}.",
+                fip.floating_network_id, fixed.subnet_id
+            ),
+        ));
+    };
+    fip.port_id = Some(port_id);
+    fip.fixed_ip_address = Some(fixed.ip_address);
+    fip.router_id = Some(router.meta.id);
+    Ok(())
+}
+
+pub(super) async fn create_floating_ip(
+    State(cloud): Ctx,
+    axum::Extension(caller): CallerExt,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: FloatingIpBody = parse_wrapped(&body, "floatingip")?;
+    let net_id = b.floating_network_id.clone().ok_or_else(|| {
+        ApiError::bad_request(
+            "Failed to parse request. Required attribute 'floating_network_id' not specified",
+        )
+    })?;
+    let project_id = b.project_id.clone().or(b.tenant_id.clone());
+    let fip = cloud
+        .write(move |tx| {
+            let net = find::<Network>(tx, &net_id)?;
+            if !net.external {
+                return Err(ApiError::bad_request(format!(
+                    "Bad floatingip request: Network {net_id} is not a valid external network."
+                )));
+            }
+            let subnet = tx
+                .list::<Subnet>(SUBNETS)
+                .into_iter()
+                .find(|s| {
+                    s.network_id == net_id && b.subnet_id.as_ref().is_none_or(|id| id == &s.meta.id)
+                })
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "Bad floatingip request: Network {net_id} has no subnet to allocate from."
+                    ))
+                })?;
+            let address = allocate_ip(tx, &subnet, b.floating_ip_address.as_deref(), false)?;
+            let mut fip = FloatingIp {
+                meta: Meta::new(project_of(&caller, &project_id)),
+                floating_ip_address: address,
+                floating_network_id: net_id,
+                port_id: None,
+                fixed_ip_address: None,
+                router_id: None,
+                description: b.description.unwrap_or_default(),
+            };
+            associate(
+                tx,
+                &mut fip,
+                b.port_id.flatten(),
+                b.fixed_ip_address.flatten(),
+            )?;
+            tx.put(FLOATING_IPS, &fip.meta.id.clone(), &fip)?;
+            Ok(fip)
+        })
+        .await?;
+    Ok(created(&cloud, &fip))
+}
+
+pub(super) async fn update_floating_ip(
+    State(cloud): Ctx,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: FloatingIpBody = parse_wrapped(&body, "floatingip")?;
+    if b.floating_network_id.is_some() || b.floating_ip_address.is_some() {
+        return Err(ApiError::bad_request(
+            "Cannot update read-only attribute floating_network_id or floating_ip_address",
+        ));
+    }
+    let id2 = id.clone();
+    cloud
+        .write(move |tx| {
+            let mut fip = find::<FloatingIp>(tx, &id2)?;
+            if let Some(port) = b.port_id {
+                associate(tx, &mut fip, port, b.fixed_ip_address.flatten())?;
+            }
+            if let Some(d) = b.description {
+                fip.description = d;
+            }
+            fip.meta.touch();
+            tx.put(FLOATING_IPS, &id2, &fip)?;
+            Ok(())
+        })
+        .await?;
+    updated::<FloatingIp>(&cloud, &id)
+}
+
+pub(super) async fn delete_floating_ip(
+    State(cloud): Ctx,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    cloud
+        .write(move |tx| {
+            find::<FloatingIp>(tx, &id)?;
+            tx.delete(FLOATING_IPS, &id);
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

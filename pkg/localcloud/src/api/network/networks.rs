@@ -1,0 +1,174 @@
+//! Neutron networks: records, their view and the create/update/delete handlers.
+
+use super::*;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Network {
+    #[serde(flatten)]
+    pub meta: Meta,
+    pub name: String,
+    pub admin_state_up: bool,
+    pub shared: bool,
+    pub external: bool,
+    pub mtu: u32,
+    pub description: String,
+}
+
+impl Resource for Network {
+    const KIND: &'static str = NETWORKS;
+    const SINGULAR: &'static str = "network";
+    const NOT_FOUND: &'static str = "NetworkNotFound";
+    const TITLE: &'static str = "Network";
+    fn view(&self, r: &impl Read) -> Value {
+        let mut subnets: Vec<String> = r
+            .list::<Subnet>(SUBNETS)
+            .into_iter()
+            .filter(|s| s.network_id == self.meta.id)
+            .map(|s| s.meta.id)
+            .collect();
+        subnets.sort();
+        self.meta.neutron_view(
+            json!({
+                "id": self.meta.id, "name": self.name, "status": "ACTIVE", "admin_state_up": self.admin_state_up,
+                "shared": self.shared, "router:external": self.external, "mtu": self.mtu,
+                "description": self.description, "subnets": subnets, "availability_zones": ["nova"],
+                "availability_zone_hints": [], "port_security_enabled": true, "is_default": false,
+                "ipv4_address_scope": null, "ipv6_address_scope": null, "l2_adjacency": true,
+            }),
+        )
+    }
+}
+
+pub(super) fn new_network(
+    tx: &mut Tx<'_>,
+    name: &str,
+    project_id: &str,
+    external: bool,
+) -> Result<Network, ApiError> {
+    let n = Network {
+        meta: Meta::new(project_id),
+        name: name.into(),
+        admin_state_up: true,
+        shared: false,
+        external,
+        mtu: 1450,
+        description: String::new(),
+    };
+    tx.put(NETWORKS, &n.meta.id, &n)?;
+    Ok(n)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+// Some fields are accepted because OpenStack accepts them, but not modelled.
+#[allow(dead_code)]
+pub(super) struct NetworkBody {
+    name: Option<String>,
+    admin_state_up: Option<bool>,
+    shared: Option<bool>,
+    #[serde(rename = "router:external")]
+    external: Option<bool>,
+    mtu: Option<u32>,
+    description: Option<String>,
+    tenant_id: Option<String>,
+    project_id: Option<String>,
+    port_security_enabled: Option<bool>,
+    availability_zone_hints: Option<Value>,
+    #[serde(rename = "provider:network_type")]
+    _network_type: Option<Value>,
+    #[serde(rename = "provider:physical_network")]
+    _physical_network: Option<Value>,
+    #[serde(rename = "provider:segmentation_id")]
+    _segmentation_id: Option<Value>,
+    dns_domain: Option<Value>,
+    qos_policy_id: Option<Value>,
+    is_default: Option<bool>,
+}
+
+pub(super) async fn create_network(
+    State(cloud): Ctx,
+    axum::Extension(caller): CallerExt,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: NetworkBody = parse_wrapped(&body, "network")?;
+    let project_id = b.project_id.clone().or(b.tenant_id.clone());
+    let net = cloud
+        .write(move |tx| {
+            let mut n = new_network(
+                tx,
+                b.name.as_deref().unwrap_or(""),
+                &project_of(&caller, &project_id),
+                b.external.unwrap_or(false),
+            )?;
+            n.admin_state_up = b.admin_state_up.unwrap_or(true);
+            n.shared = b.shared.unwrap_or(false);
+            n.mtu = b.mtu.unwrap_or(1450);
+            n.description = b.description.unwrap_or_default();
+            tx.put(NETWORKS, &n.meta.id.clone(), &n)?;
+            Ok(n)
+        })
+        .await?;
+    Ok(created(&cloud, &net))
+}
+
+pub(super) async fn update_network(
+    State(cloud): Ctx,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: NetworkBody = parse_wrapped(&body, "network")?;
+    let id2 = id.clone();
+    cloud
+        .write(move |tx| {
+            let mut n = find::<Network>(tx, &id2)?;
+            if let Some(v) = b.name {
+                n.name = v;
+            }
+            if let Some(v) = b.admin_state_up {
+                n.admin_state_up = v;
+            }
+            if let Some(v) = b.shared {
+                n.shared = v;
+            }
+            if let Some(v) = b.external {
+                n.external = v;
+            }
+            if let Some(v) = b.mtu {
+                n.mtu = v;
+            }
+            if let Some(v) = b.description {
+                n.description = v;
+            }
+            n.meta.touch();
+            tx.put(NETWORKS, &id2, &n)?;
+            Ok(())
+        })
+        .await?;
+    updated::<Network>(&cloud, &id)
+}
+
+pub(super) async fn delete_network(
+    State(cloud): Ctx,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    cloud
+        .write(move |tx| {
+            find::<Network>(tx, &id)?;
+            let ports: Vec<Port> = tx.list::<Port>(PORTS).into_iter().filter(|p| p.network_id == id).collect();
+            if !ports.is_empty() {
+                return Err(ApiError::conflict(
+                    "NetworkInUse",
+                    format!("Unable to complete operation on network {id}. There are one or more ports still in use on the network."),
+                ));
+            }
+            for s in tx.list::<Subnet>(SUBNETS) {
+                if s.network_id == id {
+                    tx.delete(SUBNETS, &s.meta.id);
+                }
+            }
+            tx.delete(NETWORKS, &id);
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

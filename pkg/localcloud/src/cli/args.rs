@@ -1,0 +1,269 @@
+//! The flags of `hypercloud local-cloud` and its subcommands (clap derive).
+
+use super::*;
+
+/// `hypercloud local-cloud`: a one-machine OpenStack-compatible cloud.
+#[derive(Debug, clap::Args)]
+pub struct LocalCloudArgs {
+    /// State directory: the durable state, lock file and config drives
+    /// (default: $HOME/.local/share/hypercloud/local-cloud).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = "HYPERCLOUD_LOCAL_CLOUD_STATE_DIR",
+        help_heading = "Local cloud flags"
+    )]
+    pub state_dir: Option<PathBuf>,
+
+    /// Password of the admin user (the server's --password).
+    #[arg(long, global = true, value_name = "PASSWORD", env = "HYPERCLOUD_LOCAL_CLOUD_PASSWORD", default_value = defaults::PASSWORD, hide_default_value = true, help_heading = "Local cloud flags")]
+    pub password: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What `hypercloud local-cloud` does.
+#[derive(Debug, clap::Subcommand)]
+// Parsed once at start-up; boxing the big variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Command {
+    /// Run the cloud (API and metadata service) in the foreground until interrupted.
+    Serve(ServeArgs),
+    /// Manage instances (Nova servers) through the API of the server running on the state
+    /// directory, or of an in-process one when none is running.
+    #[command(subcommand)]
+    Instance(InstanceCommand),
+    /// Manage volumes (Cinder volumes), like `instance`.
+    #[command(subcommand)]
+    Volume(VolumeCommand),
+    /// Show whether the cloud is running, where, and what it holds.
+    Status(OutputArgs),
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// API listen address (all services, DevStack-style path prefixes).
+    #[arg(long, default_value = defaults::API_LISTEN, env = "HYPERCLOUD_LOCAL_CLOUD_LISTEN")]
+    pub listen: SocketAddr,
+    /// Metadata service listen address (the role of 169.254.169.254).
+    #[arg(long, default_value = defaults::METADATA_LISTEN)]
+    pub metadata_listen: SocketAddr,
+    /// Do not run the metadata service.
+    #[arg(long)]
+    pub no_metadata: bool,
+    /// Where config drives are written (default: <state-dir>/config-drive).
+    #[arg(long, value_name = "DIR")]
+    pub config_drive_dir: Option<PathBuf>,
+    /// URL clients use to reach the API, if not http://<listen> (e.g. behind a proxy).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
+    /// Region name in the service catalog.
+    #[arg(long, default_value = defaults::REGION)]
+    pub region: String,
+    /// Availability zones, comma-separated (replaces the stored set; kept across restarts).
+    #[arg(long, value_delimiter = ',', value_name = "ZONES")]
+    pub availability_zones: Option<Vec<String>>,
+    /// Token lifetime (e.g. 1h is Keystone's default; 90s, 5m), 1s to 8760h.
+    #[arg(long, default_value = "3600s", value_parser = parse_ttl)]
+    pub token_ttl: Duration,
+    /// Added latency, globally and/or per service: `200ms` or `compute=2s,network=50ms`; at
+    /// most 10m each.
+    #[arg(long, value_name = "[SERVICE=]DURATION,...")]
+    pub inject_latency: Option<Latency>,
+    /// Share of requests answered 500, globally and/or per service: `0.1` or `volume=0.5`.
+    #[arg(long, value_name = "[SERVICE=]RATE,...")]
+    pub inject_error_rate: Option<Rate>,
+    /// Share of requests answered 429 with Retry-After, globally and/or per service.
+    #[arg(long, value_name = "[SERVICE=]RATE,...")]
+    pub inject_throttle_rate: Option<Rate>,
+    /// PEM certificate (chain): serve the API over HTTPS.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Loopback addresses load balancer VIPs are allocated from (listeners bind there); must
+    /// lie inside 127.0.0.0/8, prefix /8 to /30.
+    #[arg(long, value_name = "CIDR", default_value = "127.0.100.0/24")]
+    pub lb_vip_pool: crate::dataplane::VipPool,
+}
+
+/// The longest token lifetime `--token-ttl` accepts: 365 days.
+pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(365 * 86_400);
+
+pub(super) fn parse_ttl(s: &str) -> std::result::Result<Duration, String> {
+    let range = || {
+        format!(
+            "{s:?} is not a duration in the allowed range 1s to {}h",
+            MAX_TOKEN_TTL.as_secs() / 3600
+        )
+    };
+    let d = match s.strip_suffix('h') {
+        Some(h) => faults::parse_duration(&format!("{h}s"))
+            .map_err(|_| range())?
+            .checked_mul(3600)
+            .ok_or_else(range)?,
+        None => faults::parse_duration(s).map_err(|_| range())?,
+    };
+    if d < Duration::from_secs(1) || d > MAX_TOKEN_TTL {
+        return Err(range());
+    }
+    Ok(d)
+}
+
+/// Instance commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum InstanceCommand {
+    /// Create an instance (ACTIVE at once, with a port on the network and a config drive).
+    Create {
+        /// Instance name.
+        name: String,
+        /// Availability zone.
+        #[arg(long, default_value = defaults::AVAILABILITY_ZONE)]
+        zone: String,
+        /// Flavor name or ID.
+        #[arg(long, default_value = defaults::FLAVOR)]
+        flavor: String,
+        /// Fixed IP on the network (default: the next free one).
+        #[arg(long)]
+        address: Option<String>,
+        /// Network name or ID.
+        #[arg(long, default_value = defaults::NETWORK)]
+        network: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Delete an instance (its ports go, its volumes are detached).
+    Delete {
+        /// Instance name or ID.
+        name: String,
+    },
+    /// Stop an instance (status SHUTOFF).
+    Stop {
+        /// Instance name or ID.
+        name: String,
+    },
+    /// Start a stopped instance (status ACTIVE).
+    Start {
+        /// Instance name or ID.
+        name: String,
+    },
+    /// List instances.
+    List(OutputArgs),
+}
+
+/// Volume commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum VolumeCommand {
+    /// Create a volume.
+    Create {
+        /// Volume name.
+        name: String,
+        /// Size in GiB.
+        #[arg(long, default_value_t = 1)]
+        size: u64,
+        /// Availability zone.
+        #[arg(long, default_value = defaults::AVAILABILITY_ZONE)]
+        zone: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Delete a volume (it must not be attached).
+    Delete {
+        /// Volume name or ID.
+        name: String,
+    },
+    /// List volumes.
+    List(OutputArgs),
+}
+
+/// `--output table|json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Debug, Parser)]
+    struct Top {
+        #[command(flatten)]
+        args: LocalCloudArgs,
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        Top::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_serve_flags_and_global_state_dir() {
+        let top = Top::try_parse_from([
+            "local-cloud",
+            "serve",
+            "--state-dir",
+            "/tmp/x",
+            "--listen",
+            "127.0.0.1:9000",
+            "--inject-error-rate",
+            "compute=0.5",
+            "--availability-zones",
+            "nova,az2",
+            "--token-ttl",
+            "2h",
+        ])
+        .unwrap();
+        assert_eq!(top.args.state_dir, Some(PathBuf::from("/tmp/x")));
+        let Command::Serve(serve) = top.args.command else {
+            panic!("not serve")
+        };
+        assert_eq!(serve.listen, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(
+            serve.availability_zones,
+            Some(vec!["nova".into(), "az2".into()])
+        );
+        assert_eq!(serve.token_ttl, Duration::from_secs(7200));
+        assert_eq!(
+            serve
+                .inject_error_rate
+                .unwrap()
+                .0
+                .for_service(crate::Service::Compute),
+            Some(0.5)
+        );
+        assert!(Top::try_parse_from(["local-cloud", "serve", "--inject-error-rate", "2"]).is_err());
+        for (flag, value) in [
+            ("--token-ttl", "0s"),
+            ("--token-ttl", "1e300h"),
+            ("--token-ttl", "1e17h"),
+            ("--token-ttl", "9000h"),
+            ("--token-ttl", "NaN"),
+            ("--inject-latency", "1e300s"),
+            ("--inject-latency", "compute=11m"),
+            ("--inject-throttle-rate", "NaN"),
+            ("--lb-vip-pool", "10.0.0.0/24"),
+            ("--lb-vip-pool", "0.0.0.0/8"),
+        ] {
+            let e = Top::try_parse_from(["local-cloud", "serve", flag, value])
+                .expect_err(value)
+                .to_string();
+            assert!(e.contains(flag), "{flag} {value}: {e}");
+        }
+    }
+}

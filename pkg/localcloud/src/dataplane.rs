@@ -1,0 +1,484 @@
+//! The load-balancer data plane: what Octavia's amphorae (haproxy, driven by the amphora agent
+//! and the health manager) do, in this process. Every Octavia listener in the store binds
+//! `VIP:protocol_port` (a loopback address from the VIP pool, 127.0.100.0/24 by default) and
+//! proxies TCP connections (bidirectional copy with half-close, like haproxy in `mode tcp`) to
+//! the healthy members of its default pool, chosen by the pool's algorithm (ROUND_ROBIN,
+//! LEAST_CONNECTIONS, SOURCE_IP); UDP listeners keep one session per client address (its own
+//! socket to the member picked at the first datagram) until it is idle for the listener's
+//! `timeout_client_data` ([`proxy`]). Health monitors (TCP connect, HTTP GET with
+//! `expected_codes`, UDP-CONNECT) really probe the members every `delay` seconds: after
+//! `max_retries_down` failures a member leaves rotation (operating_status ERROR), after
+//! `max_retries` successes it comes back (ONLINE) ([`health`]). The data plane follows the store
+//! ([`crate::store::Store::subscribe`]): after every committed change to the load-balancer
+//! tables it reconciles the running listeners with the stored ones, moves `PENDING_*` objects to
+//! `ACTIVE` (or `ERROR` when a port cannot be bound), and so re-opens every listener after a
+//! restart. Member and pool changes apply to new connections only: established connections keep
+//! running. A floating IP associated with a load balancer's VIP port gets every listener of that
+//! load balancer too (the floating IP forwards to the VIP). It binds nothing but loopback
+//! addresses ([`vip`]).
+
+mod health;
+mod metrics;
+mod proxy;
+mod vip;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::api::network::{FloatingIp, FLOATING_IPS};
+use crate::model::octavia::{
+    HealthMonitor, Listener, LoadBalancer, Member, Operating, Pool, Provisioning, Record,
+    ALL_TABLES, LISTENERS, LOADBALANCERS, MEMBERS, MONITORS, POOLS,
+};
+use crate::store::{Read, Store, Tx};
+use health::MonitorSpec;
+use proxy::{AllowedSlot, ListenerStats, MemberRt, PoolRt, PoolSlot};
+pub use vip::VipPool;
+
+struct RunningListener {
+    bind: SocketAddr,
+    listener_id: String,
+    lb_id: String,
+    pool: PoolSlot,
+    allowed: AllowedSlot,
+    stats: Arc<ListenerStats>,
+    task: JoinHandle<()>,
+}
+
+struct RunningMonitor {
+    spec: MonitorSpec,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Running {
+    listeners: HashMap<String, RunningListener>,
+    pools: HashMap<String, Arc<PoolRt>>,
+    members: HashMap<String, Arc<MemberRt>>,
+    monitors: HashMap<String, RunningMonitor>,
+}
+
+/// The load-balancer tables, read at once.
+struct Snapshot {
+    lbs: Vec<LoadBalancer>,
+    listeners: Vec<Listener>,
+    pools: Vec<Pool>,
+    members: Vec<Member>,
+    monitors: Vec<HealthMonitor>,
+    /// Floating IP addresses by the port they are associated with.
+    floating: HashMap<String, Vec<IpAddr>>,
+}
+
+impl Snapshot {
+    fn read(r: &impl Read) -> Snapshot {
+        Snapshot {
+            lbs: r.list(LOADBALANCERS),
+            listeners: r.list(LISTENERS),
+            pools: r.list(POOLS),
+            members: r.list(MEMBERS),
+            monitors: r.list(MONITORS),
+            floating: floating_by_port(r),
+        }
+    }
+
+    fn any_pending(&self) -> bool {
+        fn pending<T: Record>(items: &[T]) -> bool {
+            items
+                .iter()
+                .any(|i| i.common().provisioning_status.is_pending())
+        }
+        pending(&self.lbs)
+            || pending(&self.listeners)
+            || pending(&self.pools)
+            || pending(&self.members)
+            || pending(&self.monitors)
+    }
+}
+
+/// The addresses of the associated floating IPs, by port.
+fn floating_by_port(r: &impl Read) -> HashMap<String, Vec<IpAddr>> {
+    let mut out: HashMap<String, Vec<IpAddr>> = HashMap::new();
+    for f in r.list::<FloatingIp>(FLOATING_IPS) {
+        if let (Some(port), Ok(ip)) = (f.port_id, f.floating_ip_address.parse::<IpAddr>()) {
+            out.entry(port).or_default().push(ip);
+        }
+    }
+    out
+}
+
+/// The data plane of one server. See the module docs.
+pub(crate) struct DataPlane {
+    store: Arc<Store>,
+    running: Mutex<Running>,
+    follower: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for DataPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataPlane").finish_non_exhaustive()
+    }
+}
+
+/// The idle time that ends a UDP session: the listener's `timeout_client_data` (milliseconds,
+/// range-checked by the API; clamped here for records written before that).
+fn udp_idle(l: &Listener) -> Duration {
+    let ms = u64::try_from(l.timeout_client_data).unwrap_or(50_000);
+    Duration::from_millis(ms.clamp(100, crate::api::loadbalancer::MAX_TIMEOUT_MS as u64))
+}
+
+impl DataPlane {
+    pub(crate) fn new(store: Arc<Store>) -> Arc<Self> {
+        Arc::new(DataPlane {
+            store,
+            running: Mutex::new(Running::default()),
+            follower: Mutex::new(None),
+        })
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reconciles now and then after every change to the load-balancer tables.
+    pub(crate) async fn start(self: &Arc<Self>) {
+        let mut changes = self.store.subscribe();
+        self.reconcile().await;
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match changes.recv().await {
+                    Ok(c) if !ALL_TABLES.contains(&c.kind.as_str()) && c.kind != FLOATING_IPS => {
+                        continue
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+                // Coalesce a burst of changes into one reconcile.
+                while changes.try_recv().is_ok() {}
+                me.reconcile().await;
+            }
+        });
+        *self.follower.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    }
+
+    /// Closes every listener and stops every health monitor.
+    pub(crate) fn stop(&self) {
+        if let Some(t) = self
+            .follower
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            t.abort();
+        }
+        let mut running = self.running();
+        for (_, l) in running.listeners.drain() {
+            l.task.abort();
+        }
+        for (_, m) in running.monitors.drain() {
+            m.task.abort();
+        }
+    }
+
+    /// Makes the running listeners, pools and monitors match the store, then settles
+    /// `PENDING_*` provisioning statuses.
+    pub(crate) async fn reconcile(self: &Arc<Self>) {
+        let snap = self.store.read(|r| Snapshot::read(r));
+        let failed_listeners = {
+            let mut running = self.running();
+            sync_pools(&mut running, &snap);
+            let failed = sync_listeners(&mut running, &snap);
+            self.sync_monitors(&mut running, &snap);
+            failed
+        };
+        if !snap.any_pending() && failed_listeners.is_empty() {
+            return;
+        }
+        let store = self.store.clone();
+        let settled =
+            tokio::task::spawn_blocking(move || store.write(|tx| settle(tx, &failed_listeners)))
+                .await;
+        match settled {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "settling load balancer statuses failed"),
+            Err(error) => tracing::warn!(%error, "settling load balancer statuses failed"),
+        }
+    }
+
+    fn sync_monitors(&self, running: &mut Running, snap: &Snapshot) {
+        let mut wanted = Vec::new();
+        for hm in &snap.monitors {
+            let Some(pool) = running.pools.get(hm.pool_id()).cloned() else {
+                continue;
+            };
+            if !hm.common.admin_state_up {
+                continue;
+            }
+            let id = hm.id();
+            let spec = MonitorSpec::of(hm);
+            wanted.push(id.to_owned());
+            if running
+                .monitors
+                .get(id)
+                .is_some_and(|r| r.spec == spec && !r.task.is_finished())
+            {
+                continue;
+            }
+            if let Some(old) = running.monitors.remove(id) {
+                old.task.abort();
+            }
+            let task = tokio::spawn(health::monitor(self.store.clone(), pool, spec.clone()));
+            running
+                .monitors
+                .insert(id.to_owned(), RunningMonitor { spec, task });
+        }
+        running.monitors.retain(|id, m| {
+            let keep = wanted.contains(id);
+            if !keep {
+                m.task.abort();
+            }
+            keep
+        });
+    }
+}
+
+/// Pools and members: the proxy's view of each pool, keeping members' health and counters.
+fn sync_pools(running: &mut Running, snap: &Snapshot) {
+    for p in &snap.pools {
+        let id = p.id();
+        let rt = running
+            .pools
+            .entry(id.to_owned())
+            .or_insert_with(|| {
+                Arc::new(PoolRt {
+                    algorithm: RwLock::new(String::new()),
+                    members: RwLock::new(Vec::new()),
+                    next: AtomicUsize::new(0),
+                })
+            })
+            .clone();
+        *rt.algorithm.write().unwrap_or_else(|e| e.into_inner()) = p.lb_algorithm.clone();
+        let monitored = snap
+            .monitors
+            .iter()
+            .any(|hm| hm.pool_id() == id && hm.common.admin_state_up);
+        let mut members = Vec::new();
+        for m in snap.members.iter().filter(|m| m.pool_id == id) {
+            let Ok(ip) = m.address.parse::<IpAddr>() else {
+                continue;
+            };
+            let addr = SocketAddr::new(ip, m.protocol_port);
+            let monitor = SocketAddr::new(
+                m.monitor_address
+                    .as_deref()
+                    .and_then(|a| a.parse::<IpAddr>().ok())
+                    .unwrap_or(ip),
+                m.monitor_port.unwrap_or(m.protocol_port),
+            );
+            let existing = running
+                .members
+                .get(m.id())
+                .filter(|x| x.addr == addr && x.monitor == monitor && x.pool_id == id)
+                .cloned();
+            let member = existing.unwrap_or_else(|| {
+                Arc::new(MemberRt {
+                    id: m.id().to_owned(),
+                    pool_id: id.to_owned(),
+                    addr,
+                    monitor,
+                    admin_up: AtomicBool::new(true),
+                    weight: AtomicU64::new(1),
+                    healthy: AtomicBool::new(m.common.operating_status != Operating::Error),
+                    active: AtomicU64::new(0),
+                    connections: AtomicU64::new(0),
+                    bytes_in: AtomicU64::new(0),
+                    bytes_out: AtomicU64::new(0),
+                })
+            });
+            member.admin_up.store(
+                m.common.admin_state_up && p.common.admin_state_up,
+                Ordering::Relaxed,
+            );
+            member.weight.store(u64::from(m.weight), Ordering::Relaxed);
+            if !monitored {
+                member.healthy.store(true, Ordering::Relaxed);
+            }
+            running.members.insert(m.id().to_owned(), member.clone());
+            members.push(member);
+        }
+        *rt.members.write().unwrap_or_else(|e| e.into_inner()) = members;
+    }
+    running
+        .pools
+        .retain(|id, _| snap.pools.iter().any(|p| p.id() == id));
+    running
+        .members
+        .retain(|id, _| snap.members.iter().any(|m| m.id() == id));
+}
+
+/// Listeners: opens, re-points or closes sockets. Returns the listeners that could not open.
+fn sync_listeners(running: &mut Running, snap: &Snapshot) -> Vec<String> {
+    let lbs: HashMap<&str, &LoadBalancer> = snap.lbs.iter().map(|l| (l.id(), l)).collect();
+    let mut failed = Vec::new();
+    let mut wanted: Vec<String> = Vec::new();
+    for l in &snap.listeners {
+        let id = l.id();
+        let Some(lb) = lbs.get(l.lb_id()) else {
+            continue;
+        };
+        let up = l.common.admin_state_up && lb.common.admin_state_up;
+        let protocol = l.protocol.as_str();
+        if !up || protocol == "SCTP" {
+            continue;
+        }
+        let Ok(vip) = lb.vip_address.parse::<IpAddr>() else {
+            continue;
+        };
+        let pool = l
+            .default_pool_id
+            .as_deref()
+            .and_then(|p| running.pools.get(p).cloned());
+        // The VIP, then each floating IP associated with the VIP's port (the floating IP
+        // forwards to the VIP: here, the same proxy listens on both).
+        let floating = snap
+            .floating
+            .get(&lb.vip_port_id)
+            .cloned()
+            .unwrap_or_default();
+        let binds = std::iter::once((id.to_owned(), vip))
+            .chain(floating.into_iter().map(|f| (format!("{id}@{f}"), f)));
+        for (key, ip) in binds {
+            let is_vip = key == id;
+            let bind = SocketAddr::new(ip, l.protocol_port);
+            if !ip.is_loopback() {
+                // The API refuses such VIPs; a record from elsewhere must not open a socket off
+                // loopback either.
+                tracing::warn!(listener = id, %bind, "refusing to open a load balancer listener on a non-loopback address");
+                if is_vip {
+                    failed.push(id.to_owned());
+                }
+                continue;
+            }
+            if let Err(error) = open_listener(running, l, lb, &key, bind, pool.clone()) {
+                tracing::warn!(listener = id, %bind, %error, "cannot open load balancer listener");
+                if is_vip {
+                    failed.push(id.to_owned());
+                }
+                continue;
+            }
+            wanted.push(key);
+        }
+    }
+    running.listeners.retain(|id, l| {
+        let keep = wanted.contains(id);
+        if !keep {
+            tracing::info!(listener = id, bind = %l.bind, "load balancer listener closed");
+            l.task.abort();
+        }
+        keep
+    });
+    failed
+}
+
+/// Opens (or re-points) the socket `key` of listener `l` on `bind`.
+fn open_listener(
+    running: &mut Running,
+    l: &Listener,
+    lb: &LoadBalancer,
+    key: &str,
+    bind: SocketAddr,
+    pool: Option<Arc<PoolRt>>,
+) -> std::io::Result<()> {
+    let protocol = l.protocol.as_str();
+    let cidrs = l.allowed_cidrs.as_deref().map(proxy::parse_cidrs);
+    if let Some(r) = running.listeners.get(key) {
+        if r.bind == bind && !r.task.is_finished() {
+            *r.pool.write().unwrap_or_else(|e| e.into_inner()) = pool;
+            *r.allowed.write().unwrap_or_else(|e| e.into_inner()) = cidrs;
+            return Ok(());
+        }
+    }
+    if let Some(old) = running.listeners.remove(key) {
+        old.task.abort();
+    }
+    let slot: PoolSlot = Arc::new(RwLock::new(pool));
+    let allowed: AllowedSlot = Arc::new(RwLock::new(cidrs));
+    let stats = Arc::new(ListenerStats::default());
+    let started = if protocol == "UDP" {
+        proxy::bind_udp(bind).map(|socket| {
+            tokio::spawn(proxy::serve_udp(
+                socket,
+                slot.clone(),
+                stats.clone(),
+                udp_idle(l),
+            ))
+        })
+    } else {
+        proxy::bind_tcp(bind).map(|listener| {
+            tokio::spawn(proxy::serve_tcp(
+                listener,
+                slot.clone(),
+                allowed.clone(),
+                stats.clone(),
+            ))
+        })
+    };
+    let task = started?;
+    tracing::info!(listener = l.id(), %bind, protocol, "load balancer listener open");
+    running.listeners.insert(
+        key.to_owned(),
+        RunningListener {
+            bind,
+            listener_id: l.id().to_owned(),
+            lb_id: lb.id().to_owned(),
+            pool: slot,
+            allowed,
+            stats,
+            task,
+        },
+    );
+    Ok(())
+}
+
+/// Moves `PENDING_*` objects to `ACTIVE`, and listeners that could not open (and their load
+/// balancers) to `ERROR`.
+pub(crate) fn settle(tx: &mut Tx<'_>, failed_listeners: &[String]) -> crate::Result<()> {
+    let mut failed_lbs = Vec::new();
+    for id in failed_listeners {
+        if let Some(mut l) = tx.get::<Listener>(LISTENERS, id) {
+            if l.common.provisioning_status != Provisioning::Error {
+                l.common.provisioning_status = Provisioning::Error;
+                l.common.operating_status = Operating::Error;
+                tx.put(LISTENERS, id, &l)?;
+            }
+            failed_lbs.push(l.lb_id().to_owned());
+        }
+    }
+    settle_table::<LoadBalancer>(tx, &failed_lbs)?;
+    settle_table::<Listener>(tx, &[])?;
+    settle_table::<Pool>(tx, &[])?;
+    settle_table::<Member>(tx, &[])?;
+    settle_table::<HealthMonitor>(tx, &[])
+}
+
+fn settle_table<T: Record>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<()> {
+    for mut v in tx.list::<T>(T::KIND.table) {
+        let status = v.common().provisioning_status;
+        if !status.is_pending() || status == Provisioning::PendingDelete {
+            continue;
+        }
+        let id = v.id().to_owned();
+        v.common_mut().provisioning_status = if failed.contains(&id) {
+            Provisioning::Error
+        } else {
+            Provisioning::Active
+        };
+        tx.put(T::KIND.table, &id, &v)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! Typed records of the local cloud, shared by the API handlers and the data plane. [`Meta`] is
+//! what every stored OpenStack resource has in common (ID, owning project, timestamps,
+//! revision) and is flattened into each record, so a record is stamped when created
+//! ([`Meta::new`]) and on every change ([`Meta::touch`]) in one way for every service.
+//! [`octavia`] holds the Load Balancer v2 records. Upstream equivalent: the SQLAlchemy models
+//! of each service (`neutron.db.models_v2`, `octavia.db.models`) with their `standard_attr`
+//! mix-in (`created_at`, `updated_at`, `revision_number`).
+
+pub(crate) mod octavia;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::api::{iso, new_id, now};
+
+/// The fields every stored resource has. Flattened into records, so the stored and shown JSON
+/// keeps them at the top level.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub id: String,
+    pub project_id: String,
+    /// `created`/`updated` are how Nova records were stored before this type existed.
+    #[serde(alias = "created")]
+    pub created_at: String,
+    #[serde(alias = "updated")]
+    pub updated_at: String,
+    /// Neutron shows it; Octavia and Cinder keep it unseen. Records written before it existed
+    /// read as 0.
+    #[serde(default)]
+    pub revision_number: u64,
+}
+
+impl Meta {
+    /// A new resource of `project_id`: fresh UUID, created and updated now, revision 1.
+    pub fn new(project_id: impl Into<String>) -> Self {
+        let t = iso(now());
+        Meta {
+            id: new_id(),
+            project_id: project_id.into(),
+            created_at: t.clone(),
+            updated_at: t,
+            revision_number: 1,
+        }
+    }
+
+    /// Records a change: updated now, next revision.
+    pub fn touch(&mut self) {
+        self.updated_at = iso(now());
+        self.revision_number += 1;
+    }
+
+    /// Adds Neutron's standard attributes (`tenant_id`, `project_id`, timestamps,
+    /// `revision_number`, `tags`) to a resource's view.
+    pub fn neutron_view(&self, mut view: Value) -> Value {
+        if let Some(o) = view.as_object_mut() {
+            o.insert("tenant_id".into(), json!(self.project_id));
+            o.insert("project_id".into(), json!(self.project_id));
+            o.insert("created_at".into(), json!(self.created_at));
+            o.insert("updated_at".into(), json!(self.updated_at));
+            o.insert("revision_number".into(), json!(self.revision_number));
+            o.insert("tags".into(), json!([]));
+        }
+        view
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn touch_moves_revision_and_time_only() {
+        let mut m = Meta::new("p");
+        m.updated_at = "2000-01-01T00:00:00Z".into();
+        let before = m.clone();
+        m.touch();
+        assert_eq!(m.revision_number, 2);
+        assert_ne!(m.updated_at, before.updated_at);
+        assert_eq!((m.id, m.created_at), (before.id, before.created_at));
+    }
+
+    #[test]
+    fn old_records_without_revision_read_as_zero() {
+        let m: Meta = serde_json::from_value(json!({"id": "a", "project_id": "p",
+            "created_at": "t", "updated_at": "t"}))
+        .expect("decode");
+        assert_eq!(m.revision_number, 0);
+    }
+
+    #[test]
+    fn nova_records_of_earlier_versions_still_read() {
+        let s: crate::api::compute::Server = serde_json::from_value(json!({"id": "i",
+            "name": "n", "status": "ACTIVE", "flavor_id": "1", "image_id": "", "availability_zone": "nova",
+            "project_id": "p", "user_id": "u", "metadata": {}, "key_name": null, "description": null,
+            "created": "2026-01-01T00:00:00Z", "updated": "2026-01-02T00:00:00Z", "index": 3}))
+        .expect("decode");
+        assert_eq!(s.meta.created_at, "2026-01-01T00:00:00Z");
+        assert_eq!(s.meta.updated_at, "2026-01-02T00:00:00Z");
+        assert_eq!((s.meta.id.as_str(), s.meta.project_id.as_str()), ("i", "p"));
+    }
+}

@@ -1,0 +1,936 @@
+//! Load Balancer v2 (Octavia) API and the data plane behind it, with real sockets on 127.0.0.x:
+//! traffic through the VIP, round robin, health monitors taking a dead member out, cascade
+//! delete closing the port, restart re-opening listeners, and Octavia's 400/404/409.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use support::TestCloud;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+const LBAAS: &str = "/load-balancer/v2/lbaas";
+
+async fn cloud(pool: &str) -> TestCloud {
+    let pool = pool.parse().unwrap();
+    TestCloud::start_with(|c| hypercloud_localcloud::ServerConfig {
+        lb_vip_pool: pool,
+        ..c
+    })
+    .await
+}
+
+/// A TCP server that answers every connection with its name and closes.
+async fn backend(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let _ = s.write_all(name.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// Connects to `addr` and reads what the backend says.
+async fn ask(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
+        .await
+        .map_err(|_| std::io::Error::other("connect timed out"))??;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .map_err(|_| std::io::Error::other("read timed out"))??;
+    Ok(out)
+}
+
+/// A port free on `ip` right now.
+async fn free_port(ip: &str) -> u16 {
+    let l = TcpListener::bind((ip, 0)).await.unwrap();
+    l.local_addr().unwrap().port()
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+async fn wait_lb_active(c: &TestCloud, lb: &str) {
+    wait_for("ACTIVE", Duration::from_secs(10), async || {
+        let r = c.get(&format!("{LBAAS}/loadbalancers/{lb}")).await;
+        assert_ne!(r.body["loadbalancer"]["provisioning_status"], "ERROR");
+        r.body["loadbalancer"]["provisioning_status"] == "ACTIVE"
+    })
+    .await;
+}
+
+fn id(r: &support::Reply, key: &str) -> String {
+    r.body[key]["id"].as_str().unwrap().to_owned()
+}
+
+struct Lb {
+    lb: String,
+    vip: SocketAddr,
+    listener: String,
+    pool: String,
+}
+
+/// The ID of the seeded `private-subnet`.
+async fn private_subnet(c: &TestCloud) -> String {
+    c.get("/network/v2.0/subnets?name=private-subnet")
+        .await
+        .body["subnets"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A load balancer with one TCP listener and a ROUND_ROBIN pool of `members`.
+async fn make_lb(c: &TestCloud, members: &[SocketAddr]) -> Lb {
+    let subnet = private_subnet(c).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "web", "vip_subnet_id": subnet}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(
+        r.body["loadbalancer"]["provisioning_status"],
+        "PENDING_CREATE"
+    );
+    let lb = id(&r, "loadbalancer");
+    let vip = r.body["loadbalancer"]["vip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_lb_active(c, &lb).await;
+    let port = free_port(&vip).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/listeners"),
+            json!({"listener": {"name": "http", "loadbalancer_id": lb, "protocol": "TCP", "protocol_port": port}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let listener = id(&r, "listener");
+    wait_lb_active(c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"name": "web", "listener_id": listener, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let pool = id(&r, "pool");
+    wait_lb_active(c, &lb).await;
+    for m in members {
+        let r = c
+            .post(
+                &format!("{LBAAS}/pools/{pool}/members"),
+                json!({"member": {"address": m.ip().to_string(), "protocol_port": m.port(), "subnet_id": subnet}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        assert_eq!(r.body["member"]["operating_status"], "NO_MONITOR");
+        wait_lb_active(c, &lb).await;
+    }
+    Lb {
+        lb,
+        vip: format!("{vip}:{port}").parse().unwrap(),
+        listener,
+        pool,
+    }
+}
+
+async fn member_status(c: &TestCloud, pool: &str) -> Vec<(u16, String)> {
+    let r = c.get(&format!("{LBAAS}/pools/{pool}/members")).await;
+    let mut out: Vec<(u16, String)> = r.body["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["protocol_port"].as_u64().unwrap() as u16,
+                m["operating_status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn traffic_round_robins_health_monitor_ejects_and_cascade_delete_closes() {
+    let c = cloud("127.0.101.0/24").await;
+    let (a, _a_task) = backend("alpha").await;
+    let (b, b_task) = backend("bravo").await;
+    let lb = make_lb(&c, &[a, b]).await;
+    assert_eq!(lb.vip.ip().to_string(), "127.0.101.1");
+
+    // Round robin: strictly alternating.
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        seen.push(ask(lb.vip).await.unwrap());
+    }
+    assert_eq!(seen.iter().filter(|s| *s == "alpha").count(), 5, "{seen:?}");
+    assert_eq!(seen.iter().filter(|s| *s == "bravo").count(), 5, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] != w[1]), "{seen:?}");
+
+    // The API shapes.
+    let r = c.get(&format!("{LBAAS}/loadbalancers")).await;
+    assert_eq!(r.body["loadbalancers"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r.body["loadbalancers"][0]["listeners"][0]["id"],
+        lb.listener
+    );
+    assert_eq!(r.body["loadbalancers"][0]["pools"][0]["id"], lb.pool);
+    assert_eq!(r.body["loadbalancers"][0]["operating_status"], "ONLINE");
+    assert_eq!(r.body["loadbalancers"][0]["provider"], "amphora");
+    let r = c.get(&format!("{LBAAS}/listeners/{}", lb.listener)).await;
+    assert_eq!(r.body["listener"]["default_pool_id"], lb.pool);
+    assert_eq!(r.body["listener"]["loadbalancers"][0]["id"], lb.lb);
+
+    // A health monitor: both members come ONLINE.
+    let r = c
+        .post(
+            &format!("{LBAAS}/healthmonitors"),
+            json!({"healthmonitor": {"pool_id": lb.pool, "type": "TCP", "delay": 1, "timeout": 1,
+                "max_retries": 2, "max_retries_down": 2}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    wait_lb_active(&c, &lb.lb).await;
+    wait_for("members ONLINE", Duration::from_secs(5), async || {
+        member_status(&c, &lb.pool)
+            .await
+            .iter()
+            .all(|(_, s)| s == "ONLINE")
+    })
+    .await;
+
+    // Stop bravo: within delay × max_retries_down (+ margin) it is ERROR, all traffic to alpha.
+    b_task.abort();
+    let _ = b_task.await;
+    let stopped = Instant::now();
+    wait_for("bravo ERROR", Duration::from_secs(2 + 3), async || {
+        member_status(&c, &lb.pool)
+            .await
+            .contains(&(b.port(), "ERROR".to_owned()))
+    })
+    .await;
+    eprintln!("bravo marked ERROR after {:?}", stopped.elapsed());
+    for _ in 0..6 {
+        assert_eq!(ask(lb.vip).await.unwrap(), "alpha");
+    }
+    let r = c
+        .get(&format!("{LBAAS}/loadbalancers/{}/status", lb.lb))
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let tree = &r.body["statuses"]["loadbalancer"];
+    assert_eq!(tree["operating_status"], "DEGRADED", "{tree}");
+    assert_eq!(
+        tree["listeners"][0]["pools"][0]["operating_status"],
+        "DEGRADED"
+    );
+    assert_eq!(
+        tree["listeners"][0]["pools"][0]["health_monitor"]["type"],
+        "TCP"
+    );
+    let members = tree["listeners"][0]["pools"][0]["members"]
+        .as_array()
+        .unwrap();
+    assert!(members
+        .iter()
+        .any(|m| m["protocol_port"] == b.port() && m["operating_status"] == "ERROR"));
+
+    // Metrics.
+    let text = c
+        .http
+        .get(format!("{}/metrics", c.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains(&format!("address=\"{b}\"}} 0")), "{text}");
+    assert!(text.contains(&format!("address=\"{a}\"}} 1")), "{text}");
+    assert!(
+        text.contains("localcloud_lb_listener_connections_total{"),
+        "{text}"
+    );
+
+    // Bravo back: ONLINE again and back in rotation.
+    let l = TcpListener::bind(b).await.unwrap();
+    let _b2 = tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let _ = s.write_all(b"bravo").await;
+            let _ = s.shutdown().await;
+        }
+    });
+    wait_for("bravo ONLINE", Duration::from_secs(2 + 3), async || {
+        member_status(&c, &lb.pool)
+            .await
+            .iter()
+            .all(|(_, s)| s == "ONLINE")
+    })
+    .await;
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(ask(lb.vip).await.unwrap());
+    }
+    assert!(seen.contains(&"bravo".to_owned()), "{seen:?}");
+
+    // Delete without cascade: 400 (it has children); with cascade: gone and the port closed.
+    let r = c.delete(&format!("{LBAAS}/loadbalancers/{}", lb.lb)).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.body["faultcode"], "Client");
+    let r = c
+        .delete(&format!("{LBAAS}/loadbalancers/{}?cascade=true", lb.lb))
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    wait_for("port closed", Duration::from_secs(5), async || {
+        TcpStream::connect(lb.vip).await.is_err()
+    })
+    .await;
+    assert_eq!(
+        c.get(&format!("{LBAAS}/loadbalancers/{}", lb.lb))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        c.get(&format!("{LBAAS}/pools/{}", lb.pool)).await.status,
+        StatusCode::NOT_FOUND
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn listeners_reopen_after_a_restart() {
+    let mut c = cloud("127.0.102.0/24").await;
+    let (a, _a_task) = backend("alpha").await;
+    let lb = make_lb(&c, &[a]).await;
+    assert_eq!(ask(lb.vip).await.unwrap(), "alpha");
+    c.restart().await;
+    c.login().await;
+    wait_for("listener re-opened", Duration::from_secs(5), async || {
+        ask(lb.vip).await.is_ok_and(|s| s == "alpha")
+    })
+    .await;
+    let r = c.get(&format!("{LBAAS}/loadbalancers/{}", lb.lb)).await;
+    assert_eq!(r.body["loadbalancer"]["provisioning_status"], "ACTIVE");
+
+    // Deleting the listener alone closes its port; the load balancer stays.
+    let r = c
+        .delete(&format!("{LBAAS}/listeners/{}", lb.listener))
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    wait_for("port closed", Duration::from_secs(5), async || {
+        TcpStream::connect(lb.vip).await.is_err()
+    })
+    .await;
+    wait_lb_active(&c, &lb.lb).await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn member_changes_keep_established_connections() {
+    let c = cloud("127.0.103.0/24").await;
+    // An echo backend: the connection stays open while the client writes.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let (other, _o) = backend("other").await;
+    let lb = make_lb(&c, &[echo]).await;
+    let mut s = TcpStream::connect(lb.vip).await.unwrap();
+    s.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    s.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"ping");
+
+    // Replace the members (batch update as the OpenStack CCM does): echo goes, other comes.
+    let r = c
+        .put(
+            &format!("{LBAAS}/pools/{}/members", lb.pool),
+            json!({"members": [{"address": "127.0.0.1", "protocol_port": other.port()}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    wait_lb_active(&c, &lb.lb).await;
+    assert_eq!(ask(lb.vip).await.unwrap(), "other");
+    // The established connection still works, and half-close passes through.
+    s.write_all(b"pong").await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(rest, b"pong");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_octavias_errors() {
+    let c = cloud("127.0.104.0/24").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.body["faultcode"], "Client");
+    assert!(r.body["faultstring"].as_str().unwrap().contains("VIP"));
+    assert!(r.body.get("debuginfo").is_some());
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"vip_network_id": "n", "bogus": 1}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+
+    let r = c.get(&format!("{LBAAS}/loadbalancers/nope")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.body["faultstring"], "Load Balancer nope not found.");
+    let r = c.get(&format!("{LBAAS}/pools/nope/members")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = c.get(&format!("{LBAAS}/nothing-here")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.body["faultcode"], "Client");
+    let r = c
+        .raw(
+            reqwest::Method::GET,
+            &format!("{LBAAS}/loadbalancers"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+
+    let (a, _a) = backend("alpha").await;
+    let lb = make_lb(&c, &[a]).await;
+    let port = lb.vip.port();
+    for (body, status) in [
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "FOO", "protocol_port": 80}}),
+            400,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "TCP", "protocol_port": 70000}}),
+            400,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "TCP"}}),
+            400,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": "nope", "protocol": "TCP", "protocol_port": 80}}),
+            404,
+        ),
+        (
+            json!({"listener": {"loadbalancer_id": lb.lb, "protocol": "TCP", "protocol_port": port}}),
+            409,
+        ),
+    ] {
+        let r = c.post(&format!("{LBAAS}/listeners"), body.clone()).await;
+        assert_eq!(r.status.as_u16(), status, "{body} → {}", r.body);
+        assert!(r.body["faultstring"].is_string(), "{}", r.body);
+    }
+    // Immutable attributes: 409.
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{}", lb.listener),
+            json!({"listener": {"protocol_port": port.wrapping_add(1)}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = c
+        .put(
+            &format!("{LBAAS}/loadbalancers/{}", lb.lb),
+            json!({"loadbalancer": {"vip_address": "127.0.104.77"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    // A second default pool for the listener, a duplicate member: 409.
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"listener_id": lb.listener, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools/{}/members", lb.pool),
+            json!({"member": {"address": "127.0.0.1", "protocol_port": a.port()}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"loadbalancer_id": lb.lb, "protocol": "TCP", "lb_algorithm": "RANDOM"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+
+    // While PENDING_UPDATE, further changes are refused with 409.
+    let rename = |n: &str| json!({"loadbalancer": {"name": n}});
+    let path = format!("{LBAAS}/loadbalancers/{}", lb.lb);
+    let (r1, r2) = tokio::join!(c.put(&path, rename("a")), c.put(&path, rename("b")),);
+    let mut statuses = [r1.status.as_u16(), r2.status.as_u16()];
+    statuses.sort();
+    assert!(
+        statuses == [200, 409] || statuses == [200, 200],
+        "{statuses:?}"
+    );
+    let r = c
+        .put(&format!("{LBAAS}/loadbalancers/{}", lb.lb), rename("c"))
+        .await;
+    if r.status == StatusCode::CONFLICT {
+        assert!(r.body["faultstring"]
+            .as_str()
+            .unwrap()
+            .contains("is immutable and cannot be updated"));
+    }
+    wait_lb_active(&c, &lb.lb).await;
+
+    // The catalog lists the service.
+    let r = c.get("/identity/v3/auth/catalog").await;
+    let lbs = r.body["catalog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["type"] == "load-balancer")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(lbs["endpoints"][0]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/load-balancer"));
+    c.shutdown().await;
+}
+
+/// A UDP server that answers every datagram with its name.
+async fn udp_backend(name: &'static str) -> SocketAddr {
+    let s = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = s.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        while let Ok((_, from)) = s.recv_from(&mut buf).await {
+            let _ = s.send_to(name.as_bytes(), from).await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn udp_listener_keeps_a_session_per_client() {
+    let c = cloud("127.1.205.0/24").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "dns", "vip_network_id": "net"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let lb = id(&r, "loadbalancer");
+    let vip = r.body["loadbalancer"]["vip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_lb_active(&c, &lb).await;
+    let port = {
+        let s = std::net::UdpSocket::bind((vip.as_str(), 0)).unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let r = c
+        .post(
+            &format!("{LBAAS}/listeners"),
+            json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"loadbalancer_id": lb, "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    let pool = id(&r, "pool");
+    wait_lb_active(&c, &lb).await;
+    let listener = c
+        .get(&format!("{LBAAS}/listeners?loadbalancer_id={lb}"))
+        .await
+        .body["listeners"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{listener}"),
+            json!({"listener": {"default_pool_id": pool}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+    for name in ["uno", "dos"] {
+        let a = udp_backend(name).await;
+        let r = c
+            .post(
+                &format!("{LBAAS}/pools/{pool}/members"),
+                json!({"member": {"address": "127.0.0.1", "protocol_port": a.port()}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        wait_lb_active(&c, &lb).await;
+    }
+    let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        client.connect(vip).await.unwrap();
+        let mut buf = [0u8; 64];
+        let mut first = String::new();
+        // The same client stays on its member for the whole session.
+        for _ in 0..3 {
+            client.send(b"hello").await.unwrap();
+            let n = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            let got = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if first.is_empty() {
+                first = got.clone();
+            }
+            assert_eq!(got, first);
+        }
+        names.push(first);
+    }
+    names.sort();
+    assert_eq!(names, ["dos", "uno"]);
+    c.shutdown().await;
+}
+
+/// `2018-08-23T20:05:21`: Octavia's timestamps carry no zone suffix and no fraction.
+fn assert_octavia_time(v: &Value, what: &str) {
+    for k in ["created_at", "updated_at"] {
+        let t = v[k].as_str().unwrap_or_else(|| panic!("{what} {k}: {v}"));
+        let b = t.as_bytes();
+        let shape_ok = t.len() == 19
+            && b.iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                10 => *c == b'T',
+                13 | 16 => *c == b':',
+                _ => c.is_ascii_digit(),
+            });
+        assert!(
+            shape_ok,
+            "{what} {k} is {t:?}, not like 2018-08-23T20:05:21"
+        );
+    }
+}
+
+#[tokio::test]
+async fn single_call_create_builds_the_whole_tree_and_carries_traffic() {
+    let c = cloud("127.1.205.0/24").await;
+    let (a, _a_task) = backend("alpha").await;
+    let (b, _b_task) = backend("bravo").await;
+    let vip = "127.1.205.7";
+    let port = free_port(vip).await;
+    let other_port = free_port(vip).await;
+    let subnet = private_subnet(&c).await;
+    let member = |s: SocketAddr| json!({"address": s.ip().to_string(), "protocol_port": s.port()});
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {
+                "name": "tree", "vip_subnet_id": subnet, "vip_address": vip,
+                "listeners": [{
+                    "name": "tcp", "protocol": "TCP", "protocol_port": port,
+                    "default_pool": {
+                        "name": "web", "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                        "members": [member(a), member(b)],
+                        "healthmonitor": {"type": "TCP", "delay": 1, "timeout": 1, "max_retries": 1}
+                    }
+                }],
+                "pools": [{"name": "spare", "protocol": "TCP", "lb_algorithm": "LEAST_CONNECTIONS",
+                           "members": [member(a)]}]
+            }}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let body = &r.body["loadbalancer"];
+    assert_eq!(body["provisioning_status"], "PENDING_CREATE");
+    assert_eq!(body["listeners"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["pools"].as_array().unwrap().len(), 2, "{body}");
+    let lb = body["id"].as_str().unwrap().to_owned();
+    let listener = body["listeners"][0]["id"].as_str().unwrap().to_owned();
+    let web = body["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "web")
+        .unwrap();
+    assert_eq!(body["listeners"][0]["default_pool_id"], web["id"]);
+    assert_eq!(web["members"].as_array().unwrap().len(), 2, "{web}");
+    assert_eq!(web["healthmonitor"]["type"], "TCP", "{web}");
+    let pool = web["id"].as_str().unwrap().to_owned();
+    wait_lb_active(&c, &lb).await;
+
+    // Every object of the tree is ACTIVE and listed where the separate calls would put it.
+    let r = c
+        .get(&format!("{LBAAS}/listeners?loadbalancer_id={lb}"))
+        .await;
+    assert_eq!(r.body["listeners"][0]["id"], listener);
+    assert_eq!(r.body["listeners"][0]["provisioning_status"], "ACTIVE");
+    let r = c.get(&format!("{LBAAS}/pools?loadbalancer_id={lb}")).await;
+    assert_eq!(r.body["pools"].as_array().unwrap().len(), 2, "{}", r.body);
+    let r = c.get(&format!("{LBAAS}/healthmonitors")).await;
+    assert_eq!(r.body["healthmonitors"][0]["pools"][0]["id"], pool);
+    wait_for("members ONLINE", Duration::from_secs(5), async || {
+        member_status(&c, &pool)
+            .await
+            .iter()
+            .all(|(_, s)| s == "ONLINE")
+    })
+    .await;
+
+    // Traffic through the VIP reaches both members.
+    let addr: SocketAddr = format!("{vip}:{port}").parse().unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(ask(addr).await.unwrap());
+    }
+    assert!(
+        seen.contains(&"alpha".to_owned()) && seen.contains(&"bravo".to_owned()),
+        "{seen:?}"
+    );
+
+    // A bad nested object refuses the whole create, naming the field, and stores nothing.
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"vip_subnet_id": subnet, "listeners": [{
+                "protocol": "TCP", "protocol_port": other_port,
+                "default_pool": {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                                 "members": [{"address": "127.0.0.1", "protocol_port": 0}]}}]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(
+        r.body["faultstring"]
+            .as_str()
+            .unwrap()
+            .contains("protocol_port"),
+        "{}",
+        r.body
+    );
+    let r = c.get(&format!("{LBAAS}/loadbalancers")).await;
+    assert_eq!(
+        r.body["loadbalancers"].as_array().unwrap().len(),
+        1,
+        "{}",
+        r.body
+    );
+
+    // Octavia's timestamp form on every kind.
+    for (path, key) in [
+        ("loadbalancers", "loadbalancers"),
+        ("listeners", "listeners"),
+        ("pools", "pools"),
+        ("healthmonitors", "healthmonitors"),
+        (&format!("pools/{pool}/members") as &str, "members"),
+    ] {
+        let r = c.get(&format!("{LBAAS}/{path}")).await;
+        let items = r.body[key].as_array().unwrap();
+        assert!(!items.is_empty(), "{path}: {}", r.body);
+        for item in items {
+            assert_octavia_time(item, path);
+        }
+    }
+
+    // Cascade delete removes the tree.
+    let r = c
+        .delete(&format!("{LBAAS}/loadbalancers/{lb}?cascade=true"))
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let r = c.get(&format!("{LBAAS}/pools")).await;
+    assert_eq!(r.body["pools"].as_array().unwrap().len(), 0, "{}", r.body);
+}
+
+#[tokio::test]
+async fn the_vip_is_a_neutron_port_and_a_floating_ip_on_it_carries_traffic() {
+    let c = cloud("127.1.206.0/24").await;
+    let (a, _a_task) = backend("alpha").await;
+    let vip = "127.1.206.9";
+    let port = free_port(vip).await;
+    let subnet = private_subnet(&c).await;
+    let private = c.network_id("private").await;
+    let public = c.network_id("public").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "fip", "vip_subnet_id": subnet, "vip_address": vip,
+                "listeners": [{"protocol": "TCP", "protocol_port": port, "default_pool": {
+                    "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                    "members": [{"address": a.ip().to_string(), "protocol_port": a.port()}]}}]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let lb = r.body["loadbalancer"]["id"].as_str().unwrap().to_owned();
+    let vip_port = r.body["loadbalancer"]["vip_port_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(r.body["loadbalancer"]["vip_network_id"], private.as_str());
+    wait_lb_active(&c, &lb).await;
+
+    // The VIP port exists in Neutron, owned by Octavia, with the VIP as its fixed IP.
+    let p = c.get(&format!("/network/v2.0/ports/{vip_port}")).await;
+    assert_eq!(p.status, StatusCode::OK, "{}", p.body);
+    assert_eq!(p.body["port"]["device_owner"], "Octavia");
+    assert_eq!(p.body["port"]["device_id"], format!("lb-{lb}"));
+    assert_eq!(p.body["port"]["network_id"], private.as_str());
+    assert_eq!(p.body["port"]["fixed_ips"][0]["ip_address"], vip);
+    assert_eq!(p.body["port"]["fixed_ips"][0]["subnet_id"], subnet.as_str());
+    let r = c.get("/network/v2.0/ports?device_owner=Octavia").await;
+    assert_eq!(r.body["ports"].as_array().unwrap().len(), 1, "{}", r.body);
+
+    // A floating IP on the public network, associated with the VIP port at creation.
+    let r = c
+        .post(
+            "/network/v2.0/floatingips",
+            json!({"floatingip": {"floating_network_id": public, "port_id": vip_port}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let fip_id = r.body["floatingip"]["id"].as_str().unwrap().to_owned();
+    let fip = r.body["floatingip"]["floating_ip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(r.body["floatingip"]["fixed_ip_address"], vip);
+    assert!(fip.starts_with("127.24.4."), "{fip}");
+    let through: SocketAddr = format!("{fip}:{port}").parse().unwrap();
+    wait_for(
+        "traffic through the floating IP",
+        Duration::from_secs(5),
+        async || ask(through).await.is_ok_and(|s| s == "alpha"),
+    )
+    .await;
+
+    // Disassociated (PUT port_id null): the floating IP stops answering; re-associated, again.
+    let serving = async |port: Value, answers: bool| {
+        let r = c
+            .put(
+                &format!("/network/v2.0/floatingips/{fip_id}"),
+                json!({"floatingip": {"port_id": port}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        wait_for(
+            "the floating IP to follow",
+            Duration::from_secs(5),
+            async || ask(through).await.is_ok_and(|s| s == "alpha") == answers,
+        )
+        .await;
+    };
+    serving(Value::Null, false).await;
+    serving(json!(vip_port), true).await;
+    // The VIP itself still answers.
+    assert_eq!(
+        ask(format!("{vip}:{port}").parse().unwrap()).await.unwrap(),
+        "alpha"
+    );
+
+    // Deleting the load balancer deletes its VIP port and leaves the floating IP unassociated.
+    let r = c
+        .delete(&format!("{LBAAS}/loadbalancers/{lb}?cascade=true"))
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let p = c.get(&format!("/network/v2.0/ports/{vip_port}")).await;
+    assert_eq!(p.status, StatusCode::NOT_FOUND, "{}", p.body);
+    let r = c.get(&format!("/network/v2.0/floatingips/{fip_id}")).await;
+    assert_eq!(r.body["floatingip"]["port_id"], Value::Null, "{}", r.body);
+    wait_for(
+        "floating IP closed after delete",
+        Duration::from_secs(5),
+        async || ask(through).await.is_err(),
+    )
+    .await;
+}
+
+/// Like [`ask`], from source address `src`.
+async fn ask_from(src: &str, addr: SocketAddr) -> std::io::Result<String> {
+    let sock = tokio::net::TcpSocket::new_v4()?;
+    sock.bind(format!("{src}:0").parse().unwrap())?;
+    let mut s = tokio::time::timeout(Duration::from_secs(5), sock.connect(addr))
+        .await
+        .map_err(|_| std::io::Error::other("connect timed out"))??;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .map_err(|_| std::io::Error::other("read timed out"))??;
+    Ok(out)
+}
+
+#[tokio::test]
+async fn allowed_cidrs_refuse_other_sources() {
+    let c = cloud("127.0.107.0/24").await;
+    let (a, _a_task) = backend("alpha").await;
+    let lb = make_lb(&c, &[a]).await;
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{}", lb.listener),
+            json!({"listener": {"allowed_cidrs": ["127.0.0.3/32"]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(&c, &lb.lb).await;
+    assert_eq!(ask_from("127.0.0.3", lb.vip).await.unwrap(), "alpha");
+    // Refused: closed before the backend says anything.
+    let refused = ask_from("127.0.0.4", lb.vip).await;
+    assert!(
+        refused.as_deref().map_or(true, str::is_empty),
+        "{refused:?}"
+    );
+
+    // Lifted: everyone again.
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{}", lb.listener),
+            json!({"listener": {"allowed_cidrs": null}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(&c, &lb.lb).await;
+    assert_eq!(ask_from("127.0.0.4", lb.vip).await.unwrap(), "alpha");
+}

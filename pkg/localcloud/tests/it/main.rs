@@ -1,0 +1,16 @@
+//! Integration tests of the local cloud over HTTP, one test binary with a module per service
+//! (one link instead of one per file).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod compute;
+mod durability;
+mod faults;
+mod hardening;
+mod identity;
+mod loadbalancer;
+mod metadata;
+mod network;
+mod security_groups;
+mod support;
+mod timestamps;
+mod volume;

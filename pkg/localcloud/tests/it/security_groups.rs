@@ -1,0 +1,190 @@
+//! Neutron security groups and rules: CRUD, the two default egress rules, filtering by name,
+//! Neutron's 400/404/409 answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support::TestCloud;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const SG: &str = "/network/v2.0/security-groups";
+const RULES: &str = "/network/v2.0/security-group-rules";
+
+#[tokio::test]
+async fn security_groups_and_rules_crud_and_filter_by_name() {
+    let c = TestCloud::start().await;
+    let r = c
+        .post(
+            SG,
+            json!({"security_group": {"name": "web", "description": "front"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let sg = r.body["security_group"].clone();
+    let id = sg["id"].as_str().unwrap().to_owned();
+    assert_eq!(sg["stateful"], true);
+    let defaults = sg["security_group_rules"].as_array().unwrap();
+    assert_eq!(defaults.len(), 2, "{sg}");
+    assert!(defaults.iter().all(|x| x["direction"] == "egress"));
+    let r = c.post(SG, json!({"security_group": {"name": "db"}})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let db = r.body["security_group"]["id"].as_str().unwrap().to_owned();
+
+    // Filter by name.
+    let r = c.get(&format!("{SG}?name=web")).await;
+    let found: Vec<&Value> = r.body["security_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert_eq!(found.len(), 1, "{}", r.body);
+    assert_eq!(found[0]["id"], id.as_str());
+    let r = c.get(&format!("{SG}?name=nothing")).await;
+    assert_eq!(r.body["security_groups"].as_array().unwrap().len(), 0);
+
+    // Rules: create, duplicate 409, show in the group, filter by group, delete.
+    let rule = json!({"security_group_rule": {"security_group_id": id, "direction": "ingress",
+        "protocol": "tcp", "port_range_min": 80, "port_range_max": 443,
+        "remote_ip_prefix": "127.0.0.0/8"}});
+    let r = c.post(RULES, rule.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let rule_id = r.body["security_group_rule"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(r.body["security_group_rule"]["ethertype"], "IPv4");
+    let r = c.post(RULES, rule).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(
+        r.body["NeutronError"]["type"], "SecurityGroupRuleExists",
+        "{}",
+        r.body
+    );
+    let r = c
+        .post(
+            RULES,
+            json!({"security_group_rule": {"security_group_id": id, "direction": "ingress",
+            "remote_group_id": db}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = c.get(&format!("{SG}/{id}")).await;
+    assert_eq!(
+        r.body["security_group"]["security_group_rules"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    let r = c
+        .get(&format!("{RULES}?security_group_id={id}&direction=ingress"))
+        .await;
+    assert_eq!(
+        r.body["security_group_rules"].as_array().unwrap().len(),
+        2,
+        "{}",
+        r.body
+    );
+
+    // Neutron's refusals.
+    for (bad, why) in [
+        (
+            json!({"security_group_id": id, "direction": "sideways"}),
+            "direction",
+        ),
+        (
+            json!({"security_group_id": id, "direction": "ingress", "port_range_min": 80}),
+            "ports without protocol",
+        ),
+        (
+            json!({"security_group_id": id, "direction": "ingress", "protocol": "tcp",
+                "port_range_min": 90, "port_range_max": 80}),
+            "min > max",
+        ),
+        (
+            json!({"security_group_id": id, "direction": "ingress", "protocol": "bogus"}),
+            "protocol",
+        ),
+        (
+            json!({"security_group_id": id, "direction": "ingress", "remote_ip_prefix": "10.0.0.0/33"}),
+            "prefix",
+        ),
+        (
+            json!({"security_group_id": id, "direction": "ingress", "remote_ip_prefix": "10.0.0.0/8",
+                "remote_group_id": db}),
+            "prefix and group",
+        ),
+        (
+            json!({"security_group_id": id, "direction": "ingress", "colour": "red"}),
+            "unknown attribute",
+        ),
+    ] {
+        let r = c.post(RULES, json!({"security_group_rule": bad})).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{why}: {}", r.body);
+    }
+    let r = c
+        .post(
+            RULES,
+            json!({"security_group_rule": {"security_group_id": "nope", "direction": "ingress"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+
+    // Update, rule delete, a group in use by a port cannot go, then it can.
+    let r = c
+        .put(
+            &format!("{SG}/{id}"),
+            json!({"security_group": {"name": "web-2"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["security_group"]["name"], "web-2");
+    assert_eq!(
+        c.delete(&format!("{RULES}/{rule_id}")).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        c.get(&format!("{RULES}/{rule_id}")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let net = c.network_id("private").await;
+    let r = c
+        .post(
+            "/network/v2.0/ports",
+            json!({"port": {"network_id": net, "security_groups": ["no-such-group"]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    assert_eq!(r.body["NeutronError"]["type"], "SecurityGroupNotFound");
+    let r = c
+        .post(
+            "/network/v2.0/ports",
+            json!({"port": {"network_id": net, "security_groups": [id]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let port = r.body["port"]["id"].as_str().unwrap().to_owned();
+    let r = c.delete(&format!("{SG}/{id}")).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(r.body["NeutronError"]["type"], "SecurityGroupInUse");
+    assert_eq!(
+        c.delete(&format!("/network/v2.0/ports/{port}"))
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        c.delete(&format!("{SG}/{id}")).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        c.get(&format!("{SG}/{id}")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let r = c.get(&format!("{RULES}?security_group_id={id}")).await;
+    assert_eq!(
+        r.body["security_group_rules"].as_array().unwrap().len(),
+        0,
+        "{}",
+        r.body
+    );
+}

@@ -1,0 +1,155 @@
+//! The crate's own errors (config and instance metadata), and the conversion of AWS SDK errors
+//! into the provider contract's [`hypercloud_cloudprovider::Error::Cloud`], which keeps the AWS
+//! error code, the HTTP status and the request ID.
+
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use aws_types::request_id::RequestId;
+
+use crate::PROVIDER_NAME;
+
+/// Errors of configuration and metadata reading.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The cloud config is not valid.
+    #[error("invalid cloud config {origin}: {message}")]
+    ParseCloudConfig {
+        /// The file, or where the bytes came from.
+        origin: String,
+        /// What is wrong, naming the line and key.
+        message: String,
+    },
+
+    /// A request to the instance metadata service failed.
+    #[error("reading instance metadata {path} from {endpoint}: {message}")]
+    ReadMetadata {
+        /// The metadata service.
+        endpoint: String,
+        /// The path asked for.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl Error {
+    /// As the provider contract's start-up error.
+    pub fn into_cloud_config_error(self) -> hypercloud_cloudprovider::Error {
+        match self {
+            Error::ParseCloudConfig { origin, message } => {
+                hypercloud_cloudprovider::Error::InvalidCloudConfig {
+                    provider: PROVIDER_NAME.into(),
+                    origin,
+                    message,
+                }
+            }
+            other => hypercloud_cloudprovider::Error::Initialize {
+                provider: PROVIDER_NAME.into(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<Error> for hypercloud_cloudprovider::Error {
+    fn from(e: Error) -> Self {
+        hypercloud_cloudprovider::Error::Cloud {
+            provider: PROVIDER_NAME.into(),
+            operation: "read instance metadata".into(),
+            status: None,
+            request_id: None,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An SDK error as the contract's `Cloud` error: `operation` is the AWS action
+/// (`DescribeInstances`); the message starts with the AWS error code.
+pub(crate) fn sdk<E>(
+    operation: &str,
+    e: SdkError<E, HttpResponse>,
+) -> hypercloud_cloudprovider::Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let status = e.raw_response().map(|r| r.status().as_u16());
+    // EC2 sends it as a header and in the error body (`<RequestID>`); ELB in the body
+    // (`<RequestId>`). The SDK reads the header; the body is the fallback.
+    let request_id = e.request_id().map(str::to_owned).or_else(|| {
+        let body = e.raw_response()?.body().bytes()?;
+        body_request_id(&String::from_utf8_lossy(body))
+    });
+    let message = match (e.code(), e.message()) {
+        (Some(code), Some(msg)) => format!("{code}: {msg}"),
+        (Some(code), None) => code.to_owned(),
+        _ => DisplayErrorContext(&e).to_string(),
+    };
+    hypercloud_cloudprovider::Error::Cloud {
+        provider: PROVIDER_NAME.into(),
+        operation: operation.into(),
+        status,
+        request_id,
+        message,
+    }
+}
+
+fn body_request_id(body: &str) -> Option<String> {
+    ["<RequestID>", "<RequestId>"].iter().find_map(|open| {
+        let start = body.find(open)? + open.len();
+        let end = body[start..].find('<')? + start;
+        Some(body[start..end].trim().to_owned()).filter(|r| !r.is_empty())
+    })
+}
+
+/// The AWS error code of a contract error made by [`sdk`], if any.
+pub(crate) fn code(e: &hypercloud_cloudprovider::Error) -> Option<&str> {
+    match e {
+        hypercloud_cloudprovider::Error::Cloud { message, .. } => {
+            message.split(':').next().filter(|c| !c.contains(' '))
+        }
+        _ => None,
+    }
+}
+
+/// `Ok(None)` for an error whose AWS code is one of `codes` (a resource that does not exist).
+pub(crate) fn absent<T>(
+    r: hypercloud_cloudprovider::Result<T>,
+    codes: &[&str],
+) -> hypercloud_cloudprovider::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if code(&e).is_some_and(|c| codes.contains(&c)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Any other failure of an AWS call (a response that lacks a field the provider needs).
+pub(crate) fn cloud(
+    operation: &str,
+    message: impl Into<String>,
+) -> hypercloud_cloudprovider::Error {
+    hypercloud_cloudprovider::Error::Cloud {
+        provider: PROVIDER_NAME.into(),
+        operation: operation.into(),
+        status: None,
+        request_id: None,
+        message: message.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn request_ids_from_error_bodies() {
+        let ec2 = "<Response><Errors><Error><Code>X</Code></Error></Errors><RequestID>r-1</RequestID></Response>";
+        assert_eq!(super::body_request_id(ec2).as_deref(), Some("r-1"));
+        let elb = "<ErrorResponse><Error/><RequestId>r-2</RequestId></ErrorResponse>";
+        assert_eq!(super::body_request_id(elb).as_deref(), Some("r-2"));
+        assert_eq!(super::body_request_id("<RequestId></RequestId>"), None);
+    }
+}

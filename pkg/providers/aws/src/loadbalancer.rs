@@ -1,0 +1,1446 @@
+//! Load balancers for `type: LoadBalancer` Services: a classic ELB by default, an NLB (ELBv2,
+//! type network) with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`. Both are named
+//! `a` + the Service UID without dashes (32 characters), tagged with the cluster tag and
+//! `kubernetes.io/service-name`, placed in the cluster's subnets (tagged
+//! `kubernetes.io/cluster/<ID>`, one per zone; else the nodes' subnets), internal with
+//! `service.beta.kubernetes.io/aws-load-balancer-internal`, and report their DNS name as the
+//! ingress hostname.
+//!
+//! Classic ELB: one TCP listener per port (port → NodePort), a TCP health check on the first
+//! NodePort (HTTP `/healthz` on the health-check NodePort with `externalTrafficPolicy: Local`),
+//! the node instances registered, a security group `k8s-elb-<name>` admitting each port (and
+//! ICMP fragmentation-needed) from `loadBalancerSourceRanges` (default `0.0.0.0/0`), unless
+//! `[Global] ElbSecurityGroup` names a shared one, and the nodes' security groups admitting
+//! the ELB's group unless `DisableSecurityGroupIngress`. NLB: one listener and target group
+//! (`k8s-<hash>`, instance targets on the NodePort) per port, and node security group rules for
+//! the source ranges (`kubernetes.io/rule/nlb/client=<name>`) and for health checks from the
+//! VPC (`kubernetes.io/rule/nlb/health=<name>`). Every ensure converges what exists to what
+//! the Service asks; delete removes every resource it made, security groups and rules
+//! included. Upstream equivalent: legacy `aws.go` `EnsureLoadBalancer` and
+//! `aws_loadbalancer.go`; cloud-provider-aws keeps the same names and tags.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{Filter, IpPermission, IpRange, UserIdGroupPair};
+use aws_sdk_elasticloadbalancing::types as elb;
+use aws_sdk_elasticloadbalancingv2::types as elbv2;
+use hypercloud_cloudprovider::{default_load_balancer_name, Error, LoadBalancer, Result};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+
+use crate::error::{absent, cloud, code, sdk};
+use crate::instances::{parse_provider_id, InstanceInfo};
+use crate::{Aws, CLUSTER_TAG_PREFIX};
+
+/// `nlb` for an NLB; `external`/`nlb-ip` belong to the AWS Load Balancer Controller.
+pub const ANNOTATION_TYPE: &str = "service.beta.kubernetes.io/aws-load-balancer-type";
+/// Any value but `false`: an internal load balancer.
+pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/aws-load-balancer-internal";
+/// Comma-separated CIDRs, used when `spec.loadBalancerSourceRanges` is empty.
+pub const ANNOTATION_SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+/// The tag naming the Service a load balancer (or target group, security group) belongs to.
+pub const TAG_SERVICE_NAME: &str = "kubernetes.io/service-name";
+
+// Classic ELB health check, as upstream's defaults.
+const HC_HEALTHY: i32 = 2;
+const HC_UNHEALTHY: i32 = 6;
+const HC_TIMEOUT: i32 = 5;
+const HC_INTERVAL: i32 = 10;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Classic,
+    Nlb,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Port {
+    port: i32,
+    node_port: i32,
+    protocol: String,
+}
+
+/// What a Service asks for.
+#[derive(Clone, Debug)]
+struct Spec {
+    kind: Kind,
+    name: String,
+    service: String,
+    internal: bool,
+    ports: Vec<Port>,
+    source_ranges: Vec<String>,
+    health_check_node_port: Option<i32>,
+}
+
+fn annotation<'a>(svc: &'a Service, key: &str) -> Option<&'a str> {
+    svc.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn spec_of(svc: &Service) -> Result<Spec> {
+    let kind = match annotation(svc, ANNOTATION_TYPE).unwrap_or_default() {
+        "nlb" => Kind::Nlb,
+        "external" | "nlb-ip" => return Err(Error::ImplementedElsewhere),
+        _ => Kind::Classic,
+    };
+    let service = format!(
+        "{}/{}",
+        svc.metadata.namespace.as_deref().unwrap_or("default"),
+        svc.metadata.name.as_deref().unwrap_or_default()
+    );
+    let s = svc.spec.clone().unwrap_or_default();
+    let mut ports = Vec::new();
+    for p in s.ports.unwrap_or_default() {
+        let protocol = p
+            .protocol
+            .unwrap_or_else(|| "TCP".into())
+            .to_ascii_uppercase();
+        if kind == Kind::Classic && protocol != "TCP" {
+            return Err(cloud(
+                "EnsureLoadBalancer",
+                format!("{service}: protocol {protocol} is not supported by classic ELBs (only TCP); use an NLB"),
+            ));
+        }
+        if !matches!(protocol.as_str(), "TCP" | "UDP") {
+            return Err(cloud(
+                "EnsureLoadBalancer",
+                format!("{service}: protocol {protocol} is not supported"),
+            ));
+        }
+        let node_port = p.node_port.filter(|n| *n > 0).ok_or_else(|| {
+            cloud(
+                "EnsureLoadBalancer",
+                format!("{service}: port {} has no nodePort yet", p.port),
+            )
+        })?;
+        ports.push(Port {
+            port: p.port,
+            node_port,
+            protocol,
+        });
+    }
+    if ports.is_empty() {
+        return Err(cloud("EnsureLoadBalancer", format!("{service}: no ports")));
+    }
+    ports.sort();
+    let mut source_ranges: Vec<String> = s.load_balancer_source_ranges.unwrap_or_default();
+    if source_ranges.is_empty() {
+        source_ranges = annotation(svc, ANNOTATION_SOURCE_RANGES)
+            .unwrap_or_default()
+            .split(',')
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty())
+            .collect();
+    }
+    for r in &source_ranges {
+        if !valid_cidr(r) {
+            return Err(cloud(
+                "EnsureLoadBalancer",
+                format!("{service}: source range {r:?} is not a CIDR"),
+            ));
+        }
+    }
+    if source_ranges.is_empty() {
+        source_ranges.push("0.0.0.0/0".into());
+    }
+    source_ranges.sort();
+    source_ranges.dedup();
+    let internal = annotation(svc, ANNOTATION_INTERNAL).is_some_and(|v| v != "false");
+    let health_check_node_port = (s.external_traffic_policy.as_deref() == Some("Local"))
+        .then_some(s.health_check_node_port)
+        .flatten()
+        .filter(|p| *p > 0);
+    Ok(Spec {
+        kind,
+        name: default_load_balancer_name(svc),
+        service,
+        internal,
+        ports,
+        source_ranges,
+        health_check_node_port,
+    })
+}
+
+fn valid_cidr(s: &str) -> bool {
+    let Some((ip, len)) = s.split_once('/') else {
+        return false;
+    };
+    match (ip.parse::<std::net::IpAddr>(), len.parse::<u8>()) {
+        (Ok(std::net::IpAddr::V4(_)), Ok(l)) => l <= 32,
+        (Ok(std::net::IpAddr::V6(_)), Ok(l)) => l <= 128,
+        _ => false,
+    }
+}
+
+fn status(dns: Option<&str>) -> LoadBalancerStatus {
+    LoadBalancerStatus {
+        ingress: dns.filter(|d| !d.is_empty()).map(|d| {
+            vec![LoadBalancerIngress {
+                hostname: Some(d.to_owned()),
+                ..Default::default()
+            }]
+        }),
+    }
+}
+
+/// A security group rule flattened: (protocol, from, to, CIDR or source group).
+type Rule = (String, i32, i32, String);
+
+fn rules_of(perms: &[IpPermission]) -> BTreeSet<Rule> {
+    let mut out = BTreeSet::new();
+    for p in perms {
+        let proto = p.ip_protocol().unwrap_or_default().to_owned();
+        let (from, to) = (p.from_port().unwrap_or(-1), p.to_port().unwrap_or(-1));
+        for r in p.ip_ranges() {
+            out.insert((
+                proto.clone(),
+                from,
+                to,
+                r.cidr_ip().unwrap_or_default().to_owned(),
+            ));
+        }
+        for g in p.user_id_group_pairs() {
+            out.insert((
+                proto.clone(),
+                from,
+                to,
+                g.group_id().unwrap_or_default().to_owned(),
+            ));
+        }
+    }
+    out
+}
+
+fn permission(rule: &Rule, description: Option<&str>) -> IpPermission {
+    let (proto, from, to, source) = rule;
+    let mut b = IpPermission::builder().ip_protocol(proto);
+    if proto != "-1" {
+        b = b.from_port(*from).to_port(*to);
+    }
+    if source.starts_with("sg-") {
+        b.user_id_group_pairs(
+            UserIdGroupPair::builder()
+                .group_id(source)
+                .set_description(description.map(str::to_owned))
+                .build(),
+        )
+        .build()
+    } else {
+        b.ip_ranges(
+            IpRange::builder()
+                .cidr_ip(source)
+                .set_description(description.map(str::to_owned))
+                .build(),
+        )
+        .build()
+    }
+}
+
+/// Target group name: `k8s-` + a hash of the Service, port, protocol and NodePort (a port
+/// change makes a new group, as upstream), 32 characters at most.
+fn target_group_name(spec: &Spec, p: &Port) -> String {
+    let key = format!(
+        "{}|{}|{}|{}|{}",
+        spec.name, spec.service, p.port, p.protocol, p.node_port
+    );
+    // FNV-1a: stable across builds and platforms.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("k8s-{}-{:016x}", p.port, h)
+}
+
+impl Aws {
+    async fn cluster_tag(&self) -> Result<Option<(String, String)>> {
+        Ok(self
+            .session()
+            .await?
+            .cluster
+            .as_ref()
+            .map(|c| (format!("{CLUSTER_TAG_PREFIX}{}", c.id), "owned".to_owned())))
+    }
+
+    /// The instances behind `nodes` (by provider ID, else by name), live ones only.
+    async fn node_instances(&self, nodes: &[Node]) -> Result<Vec<InstanceInfo>> {
+        let mut out: Vec<InstanceInfo> = Vec::new();
+        for n in nodes {
+            let found = match n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+                Some(id) if !id.is_empty() => {
+                    parse_provider_id(id)?;
+                    self.instance_by_provider_id(id).await
+                }
+                _ => {
+                    self.instance_by_node_name(n.metadata.name.as_deref().unwrap_or_default())
+                        .await
+                }
+            };
+            match found {
+                Ok(i) if !i.terminated() => {
+                    if !out.iter().any(|o| o.id == i.id) {
+                        out.push(i)
+                    }
+                }
+                Ok(_) | Err(Error::InstanceNotFound) => {
+                    tracing::warn!(node = ?n.metadata.name, "no running instance for node; not a load balancer backend")
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn vpc_of(&self, instances: &[InstanceInfo]) -> Result<String> {
+        if let Some(v) = &self.config.global.vpc {
+            return Ok(v.clone());
+        }
+        if let Some(i) = instances.iter().find(|i| !i.vpc_id.is_empty()) {
+            return Ok(i.vpc_id.clone());
+        }
+        let all = self.all_instances().await?;
+        all.iter()
+            .find(|i| !i.vpc_id.is_empty())
+            .map(|i| i.vpc_id.clone())
+            .ok_or_else(|| {
+                cloud(
+                    "EnsureLoadBalancer",
+                    "cannot tell the cluster's VPC: set [Global] VPC",
+                )
+            })
+    }
+
+    /// One subnet per zone: the cluster-tagged subnets of the VPC (preferring the role tag
+    /// for the scheme), else the nodes' subnets.
+    async fn lb_subnets(
+        &self,
+        vpc: &str,
+        internal: bool,
+        instances: &[InstanceInfo],
+    ) -> Result<Vec<String>> {
+        let s = self.session().await?;
+        let mut filters = vec![Filter::builder().name("vpc-id").values(vpc).build()];
+        filters.extend(Self::cluster_filters(s.cluster.as_ref()));
+        let reply = s
+            .ec2
+            .describe_subnets()
+            .set_filters(Some(filters))
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeSubnets", e))?;
+        let role = if internal {
+            "kubernetes.io/role/internal-elb"
+        } else {
+            "kubernetes.io/role/elb"
+        };
+        let mut by_zone: BTreeMap<String, (bool, String)> = BTreeMap::new();
+        for sn in reply.subnets() {
+            let (Some(id), Some(zone)) = (sn.subnet_id(), sn.availability_zone()) else {
+                continue;
+            };
+            let has_role = sn.tags().iter().any(|t| t.key() == Some(role));
+            let better = match by_zone.get(zone) {
+                None => true,
+                Some((r, cur)) => {
+                    (has_role, std::cmp::Reverse(id)) > (*r, std::cmp::Reverse(cur.as_str()))
+                }
+            };
+            if better {
+                by_zone.insert(zone.to_owned(), (has_role, id.to_owned()));
+            }
+        }
+        let mut subnets: Vec<String> = by_zone.into_values().map(|(_, id)| id).collect();
+        if subnets.is_empty() {
+            subnets = instances
+                .iter()
+                .map(|i| i.subnet_id.clone())
+                .filter(|s| !s.is_empty())
+                .collect();
+            subnets.sort();
+            subnets.dedup();
+        }
+        if subnets.is_empty() {
+            return Err(cloud("EnsureLoadBalancer", "could not find any suitable subnets for the load balancer (tag them kubernetes.io/cluster/<ID>)"));
+        }
+        subnets.sort();
+        Ok(subnets)
+    }
+
+    // ------------------------------------------------------------ security groups
+
+    async fn find_group(
+        &self,
+        name: &str,
+        vpc: Option<&str>,
+    ) -> Result<Option<aws_sdk_ec2::types::SecurityGroup>> {
+        let s = self.session().await?;
+        let mut filters = vec![Filter::builder().name("group-name").values(name).build()];
+        if let Some(v) = vpc {
+            filters.push(Filter::builder().name("vpc-id").values(v).build());
+        }
+        let reply = s
+            .ec2
+            .describe_security_groups()
+            .set_filters(Some(filters))
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeSecurityGroups", e))?;
+        Ok(reply.security_groups().first().cloned())
+    }
+
+    async fn group_by_id(&self, id: &str) -> Result<Option<aws_sdk_ec2::types::SecurityGroup>> {
+        let s = self.session().await?;
+        match s
+            .ec2
+            .describe_security_groups()
+            .group_ids(id)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeSecurityGroups", e))
+        {
+            Ok(r) => Ok(r.security_groups().first().cloned()),
+            Err(e) if code(&e) == Some("InvalidGroup.NotFound") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes the group's ingress exactly `want` (rules this provider manages).
+    async fn sync_ingress(
+        &self,
+        group: &str,
+        have: BTreeSet<Rule>,
+        want: BTreeSet<Rule>,
+        description: Option<&str>,
+    ) -> Result<()> {
+        let s = self.session().await?;
+        let add: Vec<IpPermission> = want
+            .difference(&have)
+            .map(|r| permission(r, description))
+            .collect();
+        let remove: Vec<IpPermission> = have
+            .difference(&want)
+            .map(|r| permission(r, None))
+            .collect();
+        if !add.is_empty() {
+            s.ec2
+                .authorize_security_group_ingress()
+                .group_id(group)
+                .set_ip_permissions(Some(add))
+                .send()
+                .await
+                .map_err(|e| sdk("AuthorizeSecurityGroupIngress", e))?;
+        }
+        if !remove.is_empty() {
+            s.ec2
+                .revoke_security_group_ingress()
+                .group_id(group)
+                .set_ip_permissions(Some(remove))
+                .send()
+                .await
+                .map_err(|e| sdk("RevokeSecurityGroupIngress", e))?;
+        }
+        Ok(())
+    }
+
+    /// The classic ELB's own group, created when missing, its ingress converged.
+    async fn ensure_elb_group(&self, spec: &Spec, vpc: &str) -> Result<String> {
+        if let Some(shared) = &self.config.global.elb_security_group {
+            return Ok(shared.clone());
+        }
+        let s = self.session().await?;
+        let name = format!("k8s-elb-{}", spec.name);
+        let group = match self.find_group(&name, Some(vpc)).await? {
+            Some(g) => g,
+            None => {
+                let id = s
+                    .ec2
+                    .create_security_group()
+                    .group_name(&name)
+                    .description(format!(
+                        "Security group for Kubernetes ELB {} ({})",
+                        spec.name, spec.service
+                    ))
+                    .vpc_id(vpc)
+                    .send()
+                    .await
+                    .map_err(|e| sdk("CreateSecurityGroup", e))?
+                    .group_id()
+                    .map(str::to_owned)
+                    .ok_or_else(|| cloud("CreateSecurityGroup", "no group ID in the answer"))?;
+                let mut tags = vec![aws_sdk_ec2::types::Tag::builder()
+                    .key(TAG_SERVICE_NAME)
+                    .value(&spec.service)
+                    .build()];
+                if let Some((k, v)) = self.cluster_tag().await? {
+                    tags.push(aws_sdk_ec2::types::Tag::builder().key(k).value(v).build());
+                }
+                s.ec2
+                    .create_tags()
+                    .resources(&id)
+                    .set_tags(Some(tags))
+                    .send()
+                    .await
+                    .map_err(|e| sdk("CreateTags", e))?;
+                self.group_by_id(&id)
+                    .await?
+                    .ok_or_else(|| cloud("DescribeSecurityGroups", format!("{id} vanished")))?
+            }
+        };
+        let id = group.group_id().unwrap_or_default().to_owned();
+        let mut want = BTreeSet::new();
+        for cidr in &spec.source_ranges {
+            for p in &spec.ports {
+                want.insert(("tcp".to_owned(), p.port, p.port, cidr.clone()));
+            }
+            // Path MTU discovery (ICMP type 3, code 4), as upstream.
+            if !cidr.contains(':') {
+                want.insert(("icmp".to_owned(), 3, 4, cidr.clone()));
+            }
+        }
+        self.sync_ingress(&id, rules_of(group.ip_permissions()), want, None)
+            .await?;
+        Ok(id)
+    }
+
+    /// The group of each instance that load balancer rules go to: its only group, or the one
+    /// tagged for the cluster.
+    async fn node_groups(&self, instances: &[InstanceInfo]) -> Result<BTreeSet<String>> {
+        let mut out = BTreeSet::new();
+        let cluster_tag = self.cluster_tag().await?.map(|(k, _)| k);
+        for i in instances {
+            match i.security_groups.as_slice() {
+                [] => tracing::warn!(instance = %i.id, "instance has no security group"),
+                [(id, _)] => {
+                    out.insert(id.clone());
+                }
+                many => {
+                    let mut tagged = Vec::new();
+                    for (id, _) in many {
+                        if let Some(g) = self.group_by_id(id).await? {
+                            if g.tags().iter().any(|t| t.key() == cluster_tag.as_deref()) {
+                                tagged.push(id.clone());
+                            }
+                        }
+                    }
+                    match tagged.as_slice() {
+                        [one] => {
+                            out.insert(one.clone());
+                        }
+                        _ => {
+                            tracing::warn!(instance = %i.id, tagged = tagged.len(), "instance has several security groups and not exactly one tagged for the cluster; no load balancer rule added")
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rules from `source` (a group, or CIDRs with `description`) on the groups of `members`,
+    /// and none on the other cluster instances' groups.
+    async fn sync_node_rules(
+        &self,
+        members: &[InstanceInfo],
+        want_for: impl Fn() -> BTreeSet<Rule>,
+        owns: impl Fn(&Rule, Option<&str>) -> bool,
+        description: Option<&str>,
+    ) -> Result<()> {
+        if self.config.global.disable_security_group_ingress {
+            return Ok(());
+        }
+        let all = self.all_instances().await?;
+        let live: Vec<InstanceInfo> = all.iter().filter(|i| !i.terminated()).cloned().collect();
+        let member_groups = self.node_groups(members).await?;
+        let mut all_groups = self.node_groups(&live).await?;
+        all_groups.extend(member_groups.iter().cloned());
+        for g in all_groups {
+            let Some(group) = self.group_by_id(&g).await? else {
+                continue;
+            };
+            let mut have = BTreeSet::new();
+            for p in group.ip_permissions() {
+                for r in rules_of(std::slice::from_ref(p)) {
+                    let desc = p
+                        .ip_ranges()
+                        .iter()
+                        .find(|x| x.cidr_ip() == Some(r.3.as_str()))
+                        .and_then(|x| x.description())
+                        .or_else(|| {
+                            p.user_id_group_pairs()
+                                .iter()
+                                .find(|x| x.group_id() == Some(r.3.as_str()))
+                                .and_then(|x| x.description())
+                        });
+                    if owns(&r, desc) {
+                        have.insert(r);
+                    }
+                }
+            }
+            let want = if member_groups.contains(&g) {
+                want_for()
+            } else {
+                BTreeSet::new()
+            };
+            self.sync_ingress(&g, have, want, description).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_group(&self, id: &str) -> Result<()> {
+        let s = self.session().await?;
+        for attempt in 0..10 {
+            match s
+                .ec2
+                .delete_security_group()
+                .group_id(id)
+                .send()
+                .await
+                .map_err(|e| sdk("DeleteSecurityGroup", e))
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if code(&e) == Some("InvalidGroup.NotFound") => return Ok(()),
+                // The load balancer's interfaces may still hold it for a while.
+                Err(e) if code(&e) == Some("DependencyViolation") && attempt < 9 => {
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ classic ELB
+
+    async fn describe_elb(&self, name: &str) -> Result<Option<elb::LoadBalancerDescription>> {
+        let s = self.session().await?;
+        let r = s
+            .elb
+            .describe_load_balancers()
+            .load_balancer_names(name)
+            .send()
+            .await;
+        let r = absent(
+            r.map_err(|e| sdk("DescribeLoadBalancers", e)),
+            &["LoadBalancerNotFound"],
+        )?;
+        Ok(r.and_then(|r| r.load_balancer_descriptions().first().cloned()))
+    }
+
+    async fn ensure_classic(&self, spec: &Spec, nodes: &[Node]) -> Result<LoadBalancerStatus> {
+        let s = self.session().await?;
+        let instances = self.node_instances(nodes).await?;
+        let vpc = self.vpc_of(&instances).await?;
+        let subnets = self.lb_subnets(&vpc, spec.internal, &instances).await?;
+        let group = self.ensure_elb_group(spec, &vpc).await?;
+        let scheme = if spec.internal {
+            "internal"
+        } else {
+            "internet-facing"
+        };
+        let listeners: Vec<elb::Listener> = spec
+            .ports
+            .iter()
+            .map(|p| {
+                elb::Listener::builder()
+                    .protocol("TCP")
+                    .load_balancer_port(p.port)
+                    .instance_protocol("TCP")
+                    .instance_port(p.node_port)
+                    .build()
+                    .map_err(|e| cloud("CreateLoadBalancer", e.to_string()))
+            })
+            .collect::<Result<_>>()?;
+        let mut existing = self.describe_elb(&spec.name).await?;
+        if let Some(lb) = &existing {
+            if lb.scheme().unwrap_or("internet-facing") != scheme {
+                tracing::info!(lb = %spec.name, "scheme changed; recreating the ELB");
+                s.elb
+                    .delete_load_balancer()
+                    .load_balancer_name(&spec.name)
+                    .send()
+                    .await
+                    .map_err(|e| sdk("DeleteLoadBalancer", e))?;
+                existing = None;
+            }
+        }
+        let lb = match existing {
+            None => {
+                let mut tags = vec![elb::Tag::builder()
+                    .key(TAG_SERVICE_NAME)
+                    .value(&spec.service)
+                    .build()
+                    .map_err(|e| cloud("CreateLoadBalancer", e.to_string()))?];
+                if let Some((k, v)) = self.cluster_tag().await? {
+                    tags.push(
+                        elb::Tag::builder()
+                            .key(k)
+                            .value(v)
+                            .build()
+                            .map_err(|e| cloud("CreateLoadBalancer", e.to_string()))?,
+                    );
+                }
+                let mut req = s
+                    .elb
+                    .create_load_balancer()
+                    .load_balancer_name(&spec.name)
+                    .set_listeners(Some(listeners.clone()))
+                    .set_subnets(Some(subnets.clone()))
+                    .security_groups(&group)
+                    .set_tags(Some(tags));
+                if spec.internal {
+                    req = req.scheme("internal");
+                }
+                req.send().await.map_err(|e| sdk("CreateLoadBalancer", e))?;
+                tracing::info!(lb = %spec.name, service = %spec.service, "created classic ELB");
+                self.describe_elb(&spec.name).await?.ok_or_else(|| {
+                    cloud(
+                        "DescribeLoadBalancers",
+                        format!("ELB {} vanished after creation", spec.name),
+                    )
+                })?
+            }
+            Some(lb) => {
+                self.converge_classic(spec, &lb, &listeners, &subnets, &group)
+                    .await?;
+                lb
+            }
+        };
+        // Health check.
+        let target = match spec.health_check_node_port {
+            Some(p) => format!("HTTP:{p}/healthz"),
+            None => format!("TCP:{}", spec.ports[0].node_port),
+        };
+        let hc_ok = lb.health_check().is_some_and(|h| {
+            h.target() == target
+                && h.interval() == HC_INTERVAL
+                && h.timeout() == HC_TIMEOUT
+                && h.healthy_threshold() == HC_HEALTHY
+                && h.unhealthy_threshold() == HC_UNHEALTHY
+        });
+        if !hc_ok {
+            let hc = elb::HealthCheck::builder()
+                .target(&target)
+                .interval(HC_INTERVAL)
+                .timeout(HC_TIMEOUT)
+                .healthy_threshold(HC_HEALTHY)
+                .unhealthy_threshold(HC_UNHEALTHY)
+                .build()
+                .map_err(|e| cloud("ConfigureHealthCheck", e.to_string()))?;
+            s.elb
+                .configure_health_check()
+                .load_balancer_name(&spec.name)
+                .health_check(hc)
+                .send()
+                .await
+                .map_err(|e| sdk("ConfigureHealthCheck", e))?;
+        }
+        // Instances.
+        let have: BTreeSet<String> = lb
+            .instances()
+            .iter()
+            .filter_map(|i| i.instance_id().map(str::to_owned))
+            .collect();
+        let want: BTreeSet<String> = instances.iter().map(|i| i.id.clone()).collect();
+        let add: Vec<elb::Instance> = want
+            .difference(&have)
+            .map(|id| elb::Instance::builder().instance_id(id).build())
+            .collect();
+        let remove: Vec<elb::Instance> = have
+            .difference(&want)
+            .map(|id| elb::Instance::builder().instance_id(id).build())
+            .collect();
+        if !add.is_empty() {
+            s.elb
+                .register_instances_with_load_balancer()
+                .load_balancer_name(&spec.name)
+                .set_instances(Some(add))
+                .send()
+                .await
+                .map_err(|e| sdk("RegisterInstancesWithLoadBalancer", e))?;
+        }
+        if !remove.is_empty() {
+            s.elb
+                .deregister_instances_from_load_balancer()
+                .load_balancer_name(&spec.name)
+                .set_instances(Some(remove))
+                .send()
+                .await
+                .map_err(|e| sdk("DeregisterInstancesFromLoadBalancer", e))?;
+        }
+        // The nodes admit the ELB's group.
+        let g = group.clone();
+        self.sync_node_rules(
+            &instances,
+            || BTreeSet::from([("-1".to_owned(), -1, -1, g.clone())]),
+            |r, _| r.3 == group,
+            None,
+        )
+        .await?;
+        Ok(status(lb.dns_name()))
+    }
+
+    async fn converge_classic(
+        &self,
+        spec: &Spec,
+        lb: &elb::LoadBalancerDescription,
+        listeners: &[elb::Listener],
+        subnets: &[String],
+        group: &str,
+    ) -> Result<()> {
+        let s = self.session().await?;
+        let key = |l: &elb::Listener| {
+            (
+                l.load_balancer_port(),
+                l.protocol().to_ascii_uppercase(),
+                l.instance_port(),
+                l.instance_protocol().unwrap_or("TCP").to_ascii_uppercase(),
+            )
+        };
+        let have: Vec<elb::Listener> = lb
+            .listener_descriptions()
+            .iter()
+            .filter_map(|d| d.listener().cloned())
+            .collect();
+        let want_keys: BTreeSet<_> = listeners.iter().map(key).collect();
+        let have_keys: BTreeSet<_> = have.iter().map(key).collect();
+        let stale: Vec<i32> = have
+            .iter()
+            .filter(|l| !want_keys.contains(&key(l)))
+            .map(|l| l.load_balancer_port())
+            .collect();
+        let missing: Vec<elb::Listener> = listeners
+            .iter()
+            .filter(|l| !have_keys.contains(&key(l)))
+            .cloned()
+            .collect();
+        if !stale.is_empty() {
+            s.elb
+                .delete_load_balancer_listeners()
+                .load_balancer_name(&spec.name)
+                .set_load_balancer_ports(Some(stale))
+                .send()
+                .await
+                .map_err(|e| sdk("DeleteLoadBalancerListeners", e))?;
+        }
+        if !missing.is_empty() {
+            s.elb
+                .create_load_balancer_listeners()
+                .load_balancer_name(&spec.name)
+                .set_listeners(Some(missing))
+                .send()
+                .await
+                .map_err(|e| sdk("CreateLoadBalancerListeners", e))?;
+        }
+        let have: BTreeSet<String> = lb.subnets().iter().cloned().collect();
+        let want: BTreeSet<String> = subnets.iter().cloned().collect();
+        let attach: Vec<String> = want.difference(&have).cloned().collect();
+        let detach: Vec<String> = have.difference(&want).cloned().collect();
+        if !attach.is_empty() {
+            s.elb
+                .attach_load_balancer_to_subnets()
+                .load_balancer_name(&spec.name)
+                .set_subnets(Some(attach))
+                .send()
+                .await
+                .map_err(|e| sdk("AttachLoadBalancerToSubnets", e))?;
+        }
+        if !detach.is_empty() {
+            s.elb
+                .detach_load_balancer_from_subnets()
+                .load_balancer_name(&spec.name)
+                .set_subnets(Some(detach))
+                .send()
+                .await
+                .map_err(|e| sdk("DetachLoadBalancerFromSubnets", e))?;
+        }
+        if lb.security_groups().iter().map(String::as_str).ne([group]) {
+            s.elb
+                .apply_security_groups_to_load_balancer()
+                .load_balancer_name(&spec.name)
+                .security_groups(group)
+                .send()
+                .await
+                .map_err(|e| sdk("ApplySecurityGroupsToLoadBalancer", e))?;
+        }
+        Ok(())
+    }
+
+    async fn delete_classic(&self, spec: &Spec) -> Result<()> {
+        let s = self.session().await?;
+        let lb = self.describe_elb(&spec.name).await?;
+        let own_group = match &self.config.global.elb_security_group {
+            Some(_) => None,
+            None => {
+                self.find_group(&format!("k8s-elb-{}", spec.name), None)
+                    .await?
+            }
+        };
+        let group_ids: BTreeSet<String> = lb
+            .as_ref()
+            .map(|l| l.security_groups().iter().cloned().collect())
+            .unwrap_or_default();
+        if let Some(g) = own_group.as_ref().and_then(|g| g.group_id()) {
+            // No node admits the ELB's group any more.
+            let g = g.to_owned();
+            self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == g, None)
+                .await?;
+        } else if self.config.global.elb_security_group.is_none() {
+            for g in &group_ids {
+                let g = g.clone();
+                self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == g, None)
+                    .await?;
+            }
+        }
+        if lb.is_some() {
+            s.elb
+                .delete_load_balancer()
+                .load_balancer_name(&spec.name)
+                .send()
+                .await
+                .map_err(|e| sdk("DeleteLoadBalancer", e))?;
+            tracing::info!(lb = %spec.name, "deleted classic ELB");
+        }
+        if let Some(id) = own_group.as_ref().and_then(|g| g.group_id()) {
+            self.delete_group(id).await?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ NLB
+
+    async fn describe_nlb(&self, name: &str) -> Result<Option<elbv2::LoadBalancer>> {
+        let s = self.session().await?;
+        let r = s.elbv2.describe_load_balancers().names(name).send().await;
+        let r = absent(
+            r.map_err(|e| sdk("DescribeLoadBalancers", e)),
+            &["LoadBalancerNotFound"],
+        )?;
+        Ok(r.and_then(|r| r.load_balancers().first().cloned()))
+    }
+
+    /// The ARNs of a load balancer's target groups: those the API lists for it, and those
+    /// its listeners forward to (some implementations do not list a group that a modified
+    /// listener points at; none listed at all may answer `TargetGroupNotFound`).
+    async fn lb_target_groups(&self, arn: &str) -> Result<BTreeSet<String>> {
+        let s = self.session().await?;
+        let mut out = BTreeSet::new();
+        match s
+            .elbv2
+            .describe_target_groups()
+            .load_balancer_arn(arn)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeTargetGroups", e))
+        {
+            Ok(r) => out.extend(
+                r.target_groups()
+                    .iter()
+                    .filter_map(|g| g.target_group_arn().map(str::to_owned)),
+            ),
+            Err(e) if code(&e) == Some("TargetGroupNotFound") => {}
+            Err(e) => return Err(e),
+        }
+        let listeners = s
+            .elbv2
+            .describe_listeners()
+            .load_balancer_arn(arn)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeListeners", e))?;
+        for l in listeners.listeners() {
+            out.extend(
+                l.default_actions()
+                    .iter()
+                    .filter_map(|a| a.target_group_arn().map(str::to_owned)),
+            );
+        }
+        Ok(out)
+    }
+
+    fn v2_tags(&self, spec: &Spec, cluster: Option<(String, String)>) -> Vec<elbv2::Tag> {
+        let mut tags = vec![elbv2::Tag::builder()
+            .key(TAG_SERVICE_NAME)
+            .value(&spec.service)
+            .build()];
+        if let Some((k, v)) = cluster {
+            tags.push(elbv2::Tag::builder().key(k).value(v).build());
+        }
+        tags
+    }
+
+    async fn ensure_nlb(&self, spec: &Spec, nodes: &[Node]) -> Result<LoadBalancerStatus> {
+        let s = self.session().await?;
+        let instances = self.node_instances(nodes).await?;
+        let vpc = self.vpc_of(&instances).await?;
+        let subnets = self.lb_subnets(&vpc, spec.internal, &instances).await?;
+        let scheme = if spec.internal {
+            elbv2::LoadBalancerSchemeEnum::Internal
+        } else {
+            elbv2::LoadBalancerSchemeEnum::InternetFacing
+        };
+        let cluster = self.cluster_tag().await?;
+        let mut existing = self.describe_nlb(&spec.name).await?;
+        if let Some(lb) = &existing {
+            if lb.scheme() != Some(&scheme) {
+                tracing::info!(lb = %spec.name, "scheme changed; recreating the NLB");
+                self.delete_nlb(spec).await?;
+                existing = None;
+            }
+        }
+        let lb =
+            match existing {
+                Some(lb) => lb,
+                None => {
+                    let reply = s
+                        .elbv2
+                        .create_load_balancer()
+                        .name(&spec.name)
+                        .r#type(elbv2::LoadBalancerTypeEnum::Network)
+                        .scheme(scheme)
+                        .set_subnets(Some(subnets.clone()))
+                        .set_tags(Some(self.v2_tags(spec, cluster.clone())))
+                        .send()
+                        .await
+                        .map_err(|e| sdk("CreateLoadBalancer", e))?;
+                    tracing::info!(lb = %spec.name, service = %spec.service, "created NLB");
+                    reply.load_balancers().first().cloned().ok_or_else(|| {
+                        cloud("CreateLoadBalancer", "no load balancer in the answer")
+                    })?
+                }
+            };
+        let arn = lb.load_balancer_arn().unwrap_or_default().to_owned();
+        let have_subnets: BTreeSet<String> = lb
+            .availability_zones()
+            .iter()
+            .filter_map(|z| z.subnet_id().map(str::to_owned))
+            .collect();
+        if !have_subnets.is_empty() && have_subnets != subnets.iter().cloned().collect() {
+            s.elbv2
+                .set_subnets()
+                .load_balancer_arn(&arn)
+                .set_subnets(Some(subnets.clone()))
+                .send()
+                .await
+                .map_err(|e| sdk("SetSubnets", e))?;
+        }
+        let listeners = s
+            .elbv2
+            .describe_listeners()
+            .load_balancer_arn(&arn)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeListeners", e))?;
+        let groups = self.lb_target_groups(&arn).await?;
+        let mut keep_groups = BTreeSet::new();
+        for p in &spec.ports {
+            let tg_name = target_group_name(spec, p);
+            let protocol = elbv2::ProtocolEnum::from(p.protocol.as_str());
+            let tg_arn = {
+                {
+                    let found = match s
+                        .elbv2
+                        .describe_target_groups()
+                        .names(&tg_name)
+                        .send()
+                        .await
+                        .map_err(|e| sdk("DescribeTargetGroups", e))
+                    {
+                        Ok(r) => r
+                            .target_groups()
+                            .first()
+                            .and_then(|g| g.target_group_arn())
+                            .map(str::to_owned),
+                        Err(e) if code(&e) == Some("TargetGroupNotFound") => None,
+                        Err(e) => return Err(e),
+                    };
+                    match found {
+                        Some(a) => a,
+                        None => s
+                            .elbv2
+                            .create_target_group()
+                            .name(&tg_name)
+                            .protocol(protocol.clone())
+                            .port(p.node_port)
+                            .vpc_id(&vpc)
+                            .target_type(elbv2::TargetTypeEnum::Instance)
+                            .health_check_protocol(elbv2::ProtocolEnum::Tcp)
+                            .health_check_port("traffic-port")
+                            .set_tags(Some(self.v2_tags(spec, cluster.clone())))
+                            .send()
+                            .await
+                            .map_err(|e| sdk("CreateTargetGroup", e))?
+                            .target_groups()
+                            .first()
+                            .and_then(|g| g.target_group_arn())
+                            .map(str::to_owned)
+                            .ok_or_else(|| {
+                                cloud("CreateTargetGroup", "no target group in the answer")
+                            })?,
+                    }
+                }
+            };
+            keep_groups.insert(tg_arn.clone());
+            let action = elbv2::Action::builder()
+                .r#type(elbv2::ActionTypeEnum::Forward)
+                .target_group_arn(&tg_arn)
+                .build();
+            match listeners
+                .listeners()
+                .iter()
+                .find(|l| l.port() == Some(p.port))
+            {
+                None => {
+                    s.elbv2
+                        .create_listener()
+                        .load_balancer_arn(&arn)
+                        .protocol(protocol)
+                        .port(p.port)
+                        .default_actions(action)
+                        .send()
+                        .await
+                        .map_err(|e| sdk("CreateListener", e))?;
+                }
+                Some(l) => {
+                    let same = l.protocol() == Some(&protocol)
+                        && l.default_actions()
+                            .iter()
+                            .any(|a| a.target_group_arn() == Some(tg_arn.as_str()));
+                    if !same {
+                        s.elbv2
+                            .modify_listener()
+                            .listener_arn(l.listener_arn().unwrap_or_default())
+                            .protocol(protocol)
+                            .port(p.port)
+                            .default_actions(action)
+                            .send()
+                            .await
+                            .map_err(|e| sdk("ModifyListener", e))?;
+                    }
+                }
+            }
+            // Targets.
+            let health = s
+                .elbv2
+                .describe_target_health()
+                .target_group_arn(&tg_arn)
+                .send()
+                .await
+                .map_err(|e| sdk("DescribeTargetHealth", e))?;
+            let have: BTreeSet<String> = health
+                .target_health_descriptions()
+                .iter()
+                .filter_map(|d| d.target().and_then(|t| t.id().map(str::to_owned)))
+                .collect();
+            let want: BTreeSet<String> = instances.iter().map(|i| i.id.clone()).collect();
+            let add: Vec<elbv2::TargetDescription> = want
+                .difference(&have)
+                .map(|id| {
+                    elbv2::TargetDescription::builder()
+                        .id(id)
+                        .port(p.node_port)
+                        .build()
+                })
+                .collect();
+            let remove: Vec<elbv2::TargetDescription> = have
+                .difference(&want)
+                .map(|id| {
+                    elbv2::TargetDescription::builder()
+                        .id(id)
+                        .port(p.node_port)
+                        .build()
+                })
+                .collect();
+            if !add.is_empty() {
+                s.elbv2
+                    .register_targets()
+                    .target_group_arn(&tg_arn)
+                    .set_targets(Some(add))
+                    .send()
+                    .await
+                    .map_err(|e| sdk("RegisterTargets", e))?;
+            }
+            if !remove.is_empty() {
+                s.elbv2
+                    .deregister_targets()
+                    .target_group_arn(&tg_arn)
+                    .set_targets(Some(remove))
+                    .send()
+                    .await
+                    .map_err(|e| sdk("DeregisterTargets", e))?;
+            }
+        }
+        // Listeners and target groups of ports the Service no longer has.
+        let want_ports: BTreeSet<i32> = spec.ports.iter().map(|p| p.port).collect();
+        for l in listeners.listeners() {
+            if l.port().is_some_and(|p| !want_ports.contains(&p)) {
+                s.elbv2
+                    .delete_listener()
+                    .listener_arn(l.listener_arn().unwrap_or_default())
+                    .send()
+                    .await
+                    .map_err(|e| sdk("DeleteListener", e))?;
+            }
+        }
+        for a in &groups {
+            if !keep_groups.contains(a) {
+                s.elbv2
+                    .delete_target_group()
+                    .target_group_arn(a)
+                    .send()
+                    .await
+                    .map_err(|e| sdk("DeleteTargetGroup", e))?;
+            }
+        }
+        // Node security groups: clients on the NodePorts, health checks from the VPC.
+        let vpc_cidr = s
+            .ec2
+            .describe_vpcs()
+            .vpc_ids(&vpc)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeVpcs", e))?
+            .vpcs()
+            .first()
+            .and_then(|v| v.cidr_block())
+            .map(str::to_owned);
+        let client = format!("kubernetes.io/rule/nlb/client={}", spec.name);
+        let health = format!("kubernetes.io/rule/nlb/health={}", spec.name);
+        let client_rules: BTreeSet<Rule> = spec
+            .ports
+            .iter()
+            .flat_map(|p| {
+                spec.source_ranges.iter().map(move |c| {
+                    (
+                        p.protocol.to_ascii_lowercase(),
+                        p.node_port,
+                        p.node_port,
+                        c.clone(),
+                    )
+                })
+            })
+            .collect();
+        self.sync_node_rules(
+            &instances,
+            || client_rules.clone(),
+            |_, d| d == Some(client.as_str()),
+            Some(&client),
+        )
+        .await?;
+        let health_rules: BTreeSet<Rule> = match &vpc_cidr {
+            Some(c) => spec
+                .ports
+                .iter()
+                .map(|p| ("tcp".to_owned(), p.node_port, p.node_port, c.clone()))
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        self.sync_node_rules(
+            &instances,
+            || health_rules.clone(),
+            |_, d| d == Some(health.as_str()),
+            Some(&health),
+        )
+        .await?;
+        Ok(status(lb.dns_name()))
+    }
+
+    async fn delete_nlb(&self, spec: &Spec) -> Result<()> {
+        let s = self.session().await?;
+        let client = format!("kubernetes.io/rule/nlb/client={}", spec.name);
+        let health = format!("kubernetes.io/rule/nlb/health={}", spec.name);
+        self.sync_node_rules(&[], BTreeSet::new, |_, d| d == Some(client.as_str()), None)
+            .await?;
+        self.sync_node_rules(&[], BTreeSet::new, |_, d| d == Some(health.as_str()), None)
+            .await?;
+        let Some(lb) = self.describe_nlb(&spec.name).await? else {
+            return Ok(());
+        };
+        let arn = lb.load_balancer_arn().unwrap_or_default().to_owned();
+        let groups = self.lb_target_groups(&arn).await?;
+        s.elbv2
+            .delete_load_balancer()
+            .load_balancer_arn(&arn)
+            .send()
+            .await
+            .map_err(|e| sdk("DeleteLoadBalancer", e))?;
+        for a in &groups {
+            {
+                match s
+                    .elbv2
+                    .delete_target_group()
+                    .target_group_arn(a)
+                    .send()
+                    .await
+                    .map_err(|e| sdk("DeleteTargetGroup", e))
+                {
+                    Ok(_) => {}
+                    Err(e) if code(&e) == Some("TargetGroupNotFound") => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        tracing::info!(lb = %spec.name, "deleted NLB");
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for Aws {
+    async fn get_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>> {
+        let spec = match spec_of(service) {
+            Ok(s) => s,
+            Err(Error::ImplementedElsewhere) => return Err(Error::ImplementedElsewhere),
+            // A Service whose ports are not ready yet still may have a load balancer by name.
+            Err(_) => Spec {
+                kind: if annotation(service, ANNOTATION_TYPE) == Some("nlb") {
+                    Kind::Nlb
+                } else {
+                    Kind::Classic
+                },
+                name: default_load_balancer_name(service),
+                service: String::new(),
+                internal: false,
+                ports: Vec::new(),
+                source_ranges: Vec::new(),
+                health_check_node_port: None,
+            },
+        };
+        Ok(match spec.kind {
+            Kind::Classic => self
+                .describe_elb(&spec.name)
+                .await?
+                .map(|lb| status(lb.dns_name())),
+            Kind::Nlb => self
+                .describe_nlb(&spec.name)
+                .await?
+                .map(|lb| status(lb.dns_name())),
+        })
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus> {
+        let spec = spec_of(service)?;
+        match spec.kind {
+            Kind::Classic => self.ensure_classic(&spec, nodes).await,
+            Kind::Nlb => self.ensure_nlb(&spec, nodes).await,
+        }
+    }
+
+    /// The same convergence as ensure: the node set, and whatever else drifted.
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<()> {
+        self.ensure_load_balancer(cluster_name, service, nodes)
+            .await
+            .map(|_| ())
+    }
+
+    /// Deletes whichever kind exists under the name (the annotation may have changed).
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<()> {
+        if matches!(spec_of(service), Err(Error::ImplementedElsewhere)) {
+            return Err(Error::ImplementedElsewhere);
+        }
+        let spec = Spec {
+            kind: Kind::Classic,
+            name: default_load_balancer_name(service),
+            service: String::new(),
+            internal: false,
+            ports: Vec::new(),
+            source_ranges: Vec::new(),
+            health_check_node_port: None,
+        };
+        self.delete_classic(&spec).await?;
+        self.delete_nlb(&spec).await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svc(annotations: serde_json::Value, spec: serde_json::Value) -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "3f2a1b4c-5d6e-7f80-91a2-b3c4d5e6f708", "annotations": annotations},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn spec_as_upstream() {
+        let s = spec_of(&svc(
+            json!({ANNOTATION_INTERNAL: "true"}),
+            json!({"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}], "loadBalancerSourceRanges": ["10.0.0.0/8"]}),
+        ))
+        .unwrap();
+        assert_eq!(s.kind, Kind::Classic);
+        assert_eq!(s.name, "a3f2a1b4c5d6e7f8091a2b3c4d5e6f70");
+        assert!(s.internal);
+        assert_eq!(s.source_ranges, vec!["10.0.0.0/8"]);
+        assert_eq!(s.service, "ns/web");
+        let s = spec_of(&svc(
+            json!({ANNOTATION_TYPE: "nlb", ANNOTATION_SOURCE_RANGES: "1.2.3.0/24, 5.6.7.8/32"}),
+            json!({"ports": [{"port": 53, "nodePort": 30053, "protocol": "UDP"}]}),
+        ))
+        .unwrap();
+        assert_eq!(s.kind, Kind::Nlb);
+        assert!(!s.internal);
+        assert_eq!(s.source_ranges, vec!["1.2.3.0/24", "5.6.7.8/32"]);
+        let s = spec_of(&svc(
+            json!({}),
+            json!({"ports": [{"port": 80, "nodePort": 30080}]}),
+        ))
+        .unwrap();
+        assert_eq!(s.source_ranges, vec!["0.0.0.0/0"]);
+        assert!(matches!(
+            spec_of(&svc(json!({ANNOTATION_TYPE: "external"}), json!({}))),
+            Err(Error::ImplementedElsewhere)
+        ));
+        for bad in [
+            json!({"ports": [{"port": 53, "nodePort": 30053, "protocol": "UDP"}]}),
+            json!({"ports": [{"port": 80}]}),
+            json!({"ports": []}),
+            json!({"ports": [{"port": 80, "nodePort": 30080}], "loadBalancerSourceRanges": ["nope"]}),
+        ] {
+            assert!(spec_of(&svc(json!({}), bad.clone())).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn target_group_names_fit_and_follow_ports() {
+        let s = spec_of(&svc(
+            json!({ANNOTATION_TYPE: "nlb"}),
+            json!({"ports": [{"port": 80, "nodePort": 30080}]}),
+        ))
+        .unwrap();
+        let a = target_group_name(&s, &s.ports[0]);
+        assert!(a.len() <= 32, "{a}");
+        let moved = Port {
+            node_port: 30081,
+            ..s.ports[0].clone()
+        };
+        assert_ne!(a, target_group_name(&s, &moved));
+        assert_eq!(a, target_group_name(&s, &s.ports[0]));
+    }
+}

@@ -1,0 +1,254 @@
+//! Region, credentials and the SDK clients, resolved once per provider.
+//!
+//! Region: `[Global] Zone` (its region), else `AWS_REGION`/`AWS_DEFAULT_REGION`, else the zone
+//! in instance metadata, as the legacy provider (which knew only the first and the last).
+//! Credentials: the SDK's default chain, with its instance-role step pointed at
+//! `[Hypercloud] metadata-endpoint`. Endpoints: `[ServiceOverride "N"]` for the region, signed
+//! for its `SigningRegion`. The HTTPS client is rustls on ring (the workspace's TLS stack).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use aws_config::provider_config::ProviderConfig;
+use aws_config::retry::RetryConfig;
+use aws_config::{BehaviorVersion, Region};
+use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+
+use crate::config::{zone_to_region, SERVICE_EC2, SERVICE_ELB};
+use crate::error::sdk;
+use crate::{Aws, CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
+
+/// Requests sent to AWS (every attempt, retries included), per API.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    ec2: AtomicU64,
+    elb: AtomicU64,
+    elbv2: AtomicU64,
+}
+
+impl RequestCounts {
+    /// EC2 requests.
+    pub fn ec2(&self) -> u64 {
+        self.ec2.load(Ordering::Relaxed)
+    }
+    /// Classic ELB requests.
+    pub fn elb(&self) -> u64 {
+        self.elb.load(Ordering::Relaxed)
+    }
+    /// ELBv2 requests.
+    pub fn elbv2(&self) -> u64 {
+        self.elbv2.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Api {
+    Ec2,
+    Elb,
+    Elbv2,
+}
+
+/// Counts each attempt the SDK sends.
+#[derive(Debug)]
+struct Counter(Arc<RequestCounts>, Api);
+
+impl Intercept for Counter {
+    fn name(&self) -> &'static str {
+        "hypercloud-request-counter"
+    }
+
+    fn read_before_attempt(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let c = match self.1 {
+            Api::Ec2 => &self.0.ec2,
+            Api::Elb => &self.0.elb,
+            Api::Elbv2 => &self.0.elbv2,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The cluster's tag: `kubernetes.io/cluster/<id>`, or the legacy `KubernetesCluster=<id>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ClusterTag {
+    pub id: String,
+    pub legacy: bool,
+}
+
+/// What every call needs.
+pub(crate) struct Session {
+    pub region: String,
+    pub cluster: Option<ClusterTag>,
+    pub ec2: aws_sdk_ec2::Client,
+    pub elb: aws_sdk_elasticloadbalancing::Client,
+    pub elbv2: aws_sdk_elasticloadbalancingv2::Client,
+}
+
+impl Aws {
+    async fn resolve_region(&self) -> hypercloud_cloudprovider::Result<String> {
+        if let Some(zone) = &self.config.global.zone {
+            return zone_to_region(zone).ok_or_else(|| {
+                hypercloud_cloudprovider::Error::InvalidCloudConfig {
+                    provider: crate::PROVIDER_NAME.into(),
+                    origin: self.config.origin.clone(),
+                    message: format!(
+                        "[Global] Zone {zone:?} is not an availability zone name (e.g. us-east-1a)"
+                    ),
+                }
+            });
+        }
+        for var in ["AWS_REGION", "AWS_DEFAULT_REGION"] {
+            if let Some(r) = std::env::var(var).ok().filter(|r| !r.trim().is_empty()) {
+                return Ok(r.trim().to_owned());
+            }
+        }
+        let id = self.local_identity().await.map_err(|e| {
+            hypercloud_cloudprovider::Error::Initialize {
+                provider: crate::PROVIDER_NAME.into(),
+                message: format!(
+                    "no region: [Global] Zone is not set, nor AWS_REGION, and instance metadata could not be read: {e}"
+                ),
+            }
+        })?;
+        zone_to_region(&id.availability_zone).ok_or_else(|| {
+            hypercloud_cloudprovider::Error::Initialize {
+                provider: crate::PROVIDER_NAME.into(),
+                message: format!(
+                    "instance metadata gave availability zone {:?}, which names no region",
+                    id.availability_zone
+                ),
+            }
+        })
+    }
+
+    pub(crate) async fn connect(&self) -> hypercloud_cloudprovider::Result<Session> {
+        let region = self.resolve_region().await?;
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(Provider::Rustls(CryptoMode::Ring))
+            .build_https();
+        let provider_config = ProviderConfig::without_region()
+            .with_http_client(http.clone())
+            .with_region(Some(Region::new(region.clone())));
+        let imds = aws_config::imds::Client::builder()
+            .configure(&provider_config)
+            .endpoint(&self.config.tuning.metadata_endpoint)
+            .map_err(|e| hypercloud_cloudprovider::Error::Initialize {
+                provider: crate::PROVIDER_NAME.into(),
+                message: format!("metadata endpoint: {e}"),
+            })?
+            .build();
+        let credentials = aws_config::default_provider::credentials::Builder::default()
+            .configure(provider_config)
+            .imds_client(imds)
+            .region(Region::new(region.clone()))
+            .build()
+            .await;
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http)
+            .region(Region::new(region.clone()))
+            .credentials_provider(credentials);
+        if let Some(n) = self.config.tuning.max_attempts {
+            loader = loader.retry_config(RetryConfig::standard().with_max_attempts(n));
+        }
+        let sdk = loader.load().await;
+
+        let endpoint = |service: &str| {
+            self.config.override_for(service, &region).map(|o| {
+                let signing = o.signing_region.clone().unwrap_or_else(|| region.clone());
+                (o.url.clone(), Region::new(signing))
+            })
+        };
+        let mut ec2 = aws_sdk_ec2::config::Builder::from(&sdk)
+            .interceptor(Counter(self.counts.clone(), Api::Ec2));
+        if let Some((url, signing)) = endpoint(SERVICE_EC2) {
+            ec2 = ec2.endpoint_url(url).region(signing);
+        }
+        let mut elb = aws_sdk_elasticloadbalancing::config::Builder::from(&sdk)
+            .interceptor(Counter(self.counts.clone(), Api::Elb));
+        let mut elbv2 = aws_sdk_elasticloadbalancingv2::config::Builder::from(&sdk)
+            .interceptor(Counter(self.counts.clone(), Api::Elbv2));
+        if let Some((url, signing)) = endpoint(SERVICE_ELB) {
+            elb = elb.endpoint_url(url.clone()).region(signing.clone());
+            elbv2 = elbv2.endpoint_url(url).region(signing);
+        }
+        let ec2 = aws_sdk_ec2::Client::from_conf(ec2.build());
+        let g = &self.config.global;
+        let cluster = match (&g.kubernetes_cluster_id, &g.kubernetes_cluster_tag) {
+            (Some(id), _) => Some(ClusterTag {
+                id: id.clone(),
+                legacy: false,
+            }),
+            (None, Some(id)) => Some(ClusterTag {
+                id: id.clone(),
+                legacy: true,
+            }),
+            (None, None) => self.discover_cluster_tag(&ec2).await,
+        };
+        if cluster.is_none() {
+            tracing::warn!("aws: no cluster ID ([Global] KubernetesClusterID, nor a kubernetes.io/cluster/<ID> tag on this instance): instances and load balancers of other clusters in this account are not told apart");
+        }
+        Ok(Session {
+            region,
+            cluster,
+            ec2,
+            elb: aws_sdk_elasticloadbalancing::Client::from_conf(elb.build()),
+            elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(elbv2.build()),
+        })
+    }
+
+    /// As upstream without a configured ID: the cluster tag on the instance this runs on.
+    /// Best effort: off an instance (no metadata) there is none.
+    async fn discover_cluster_tag(&self, ec2: &aws_sdk_ec2::Client) -> Option<ClusterTag> {
+        let id = match self.local_identity().await {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::info!(error = %e, "aws: no instance metadata, so no cluster tag to discover");
+                return None;
+            }
+        };
+        let reply = ec2
+            .describe_instances()
+            .instance_ids(&id.instance_id)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeInstances", e));
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "aws: cannot read this instance's tags for the cluster ID");
+                return None;
+            }
+        };
+        let tags = reply
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .flat_map(|i| i.tags())
+            .filter_map(|t| Some((t.key()?, t.value().unwrap_or_default())))
+            .collect::<Vec<_>>();
+        tags.iter()
+            .find_map(|(k, _)| k.strip_prefix(CLUSTER_TAG_PREFIX))
+            .map(|id| ClusterTag {
+                id: id.to_owned(),
+                legacy: false,
+            })
+            .or_else(|| {
+                tags.iter()
+                    .find(|(k, _)| *k == LEGACY_CLUSTER_TAG)
+                    .map(|(_, v)| ClusterTag {
+                        id: v.to_string(),
+                        legacy: true,
+                    })
+            })
+    }
+}

@@ -1,0 +1,402 @@
+//! One authenticated connection to vCenter: the SOAP endpoint (`/sdk`, session cookie
+//! `vmware_soap_session`) and the vAPI REST endpoint (`/rest`, header
+//! `vmware-api-session-id`).
+//!
+//! Sessions are created lazily and again when vCenter says they are gone (the SOAP fault
+//! `NotAuthenticated`, HTTP 401 from vAPI): the failed call is then repeated once. Concurrent
+//! callers that hit an expired session log in once between them (a generation counter).
+//! Upstream equivalent: govmomi's `session.KeepAlive`/`session.Manager` as the vSphere
+//! providers use it through `vclib.VSphereConnection` (which re-logs in on `NotAuthenticated`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Mutex, OnceCell, RwLock};
+
+use crate::config::VCenter;
+use crate::soap::{self, Method, Moref, ServiceContent};
+use crate::{Error, Result};
+
+const SOAP_ACTION: &str = "urn:vim25/6.5";
+const SESSION_COOKIE: &str = "vmware_soap_session";
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Shown in vCenter's session list.
+pub(crate) const USER_AGENT: &str = concat!("hypercloud-vsphere/", env!("CARGO_PKG_VERSION"));
+
+#[derive(Default)]
+struct Session {
+    /// `vmware_soap_session="..."`, as sent back in `Cookie`.
+    cookie: Option<String>,
+    /// Bumped by every login.
+    generation: u64,
+}
+
+/// The connection.
+pub(crate) struct Client {
+    http: reqwest::Client,
+    vc: VCenter,
+    content: OnceCell<ServiceContent>,
+    soap: RwLock<Session>,
+    soap_login: Mutex<()>,
+    vapi: RwLock<Option<String>>,
+    calls: AtomicU64,
+    logins: AtomicU64,
+}
+
+impl Client {
+    pub fn new(vc: VCenter) -> Result<Self> {
+        let mut b = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(USER_AGENT)
+            .danger_accept_invalid_certs(vc.insecure);
+        if let Some(path) = &vc.ca_file {
+            let pem = std::fs::read(path)
+                .map_err(|e| Error::BuildHttpClient(format!("ca-file {}: {e}", path.display())))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| Error::BuildHttpClient(format!("ca-file {}: {e}", path.display())))?
+            {
+                b = b.add_root_certificate(cert);
+            }
+        }
+        let http = b
+            .build()
+            .map_err(|e| Error::BuildHttpClient(e.to_string()))?;
+        Ok(Client {
+            http,
+            vc,
+            content: OnceCell::new(),
+            soap: RwLock::new(Session::default()),
+            soap_login: Mutex::new(()),
+            vapi: RwLock::new(None),
+            calls: AtomicU64::new(0),
+            logins: AtomicU64::new(0),
+        })
+    }
+
+    /// HTTP requests sent so far (SOAP and REST, logins included).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// SOAP logins so far (the first and every re-login).
+    pub fn logins(&self) -> u64 {
+        self.logins.load(Ordering::Relaxed)
+    }
+
+    pub fn vcenter(&self) -> &VCenter {
+        &self.vc
+    }
+
+    /// `RetrieveServiceContent`, once (it needs no session).
+    pub async fn service_content(&self) -> Result<&ServiceContent> {
+        self.content
+            .get_or_try_init(|| async {
+                let sc = self
+                    .post(&soap::RetrieveServiceContent::new(Moref::new(
+                        "ServiceInstance",
+                        "ServiceInstance",
+                    )))
+                    .await?;
+                tracing::info!(server = %self.vc.address(), product = %sc.about.full_name, api = %sc.about.api_version, "connected to vSphere");
+                Ok(sc)
+            })
+            .await
+    }
+
+    /// Calls a SOAP method built from the service content, logging in first when there is
+    /// no session and again (once) when vCenter says the session is gone.
+    pub async fn call<M: Method>(
+        &self,
+        build: impl Fn(&ServiceContent) -> Result<M>,
+    ) -> Result<M::Return> {
+        let sc = self.service_content().await?;
+        let generation = self.ensure_session().await?;
+        match self.post(&build(sc)?).await {
+            Err(e) if e.is_not_authenticated() => {
+                tracing::info!(
+                    method = M::NAME,
+                    "vCenter session expired; logging in again"
+                );
+                self.relogin(generation).await?;
+                self.post(&build(sc)?).await
+            }
+            other => other,
+        }
+    }
+
+    /// The generation of the current session, after logging in if there is none.
+    pub async fn ensure_session(&self) -> Result<u64> {
+        {
+            let s = self.soap.read().await;
+            if s.cookie.is_some() {
+                return Ok(s.generation);
+            }
+        }
+        self.relogin(0).await
+    }
+
+    /// The current session generation (0 before the first login).
+    pub async fn generation(&self) -> u64 {
+        self.soap.read().await.generation
+    }
+
+    /// Logs in unless another caller already did since `seen` was current.
+    async fn relogin(&self, seen: u64) -> Result<u64> {
+        let _one = self.soap_login.lock().await;
+        {
+            let s = self.soap.read().await;
+            if s.cookie.is_some() && s.generation != seen {
+                return Ok(s.generation);
+            }
+        }
+        self.soap.write().await.cookie = None;
+        let sc = self.service_content().await?;
+        let sm = sc.session_manager.clone().ok_or_else(|| Error::Decode {
+            operation: "RetrieveServiceContent".into(),
+            status: 200,
+            message: "no sessionManager in the service content".into(),
+        })?;
+        let login = soap::Login::new(
+            sm,
+            self.vc.user.clone(),
+            self.vc.password.expose().to_owned(),
+        );
+        self.logins.fetch_add(1, Ordering::Relaxed);
+        let cookie = match self.post_raw(&login).await {
+            Ok((session, cookie)) => {
+                tracing::debug!(user = %session.user_name, "vCenter session created");
+                cookie.ok_or_else(|| Error::Decode {
+                    operation: "Login".into(),
+                    status: 200,
+                    message: format!("no {SESSION_COOKIE} cookie in the answer"),
+                })?
+            }
+            Err(Error::Fault { fault, message, .. }) if fault == "InvalidLogin" => {
+                return Err(Error::InvalidLogin {
+                    server: self.vc.address(),
+                    user: self.vc.user.clone(),
+                    fault: message,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        let mut s = self.soap.write().await;
+        s.cookie = Some(cookie);
+        s.generation += 1;
+        tracing::debug!(generation = s.generation, "logged in to vCenter");
+        Ok(s.generation)
+    }
+
+    /// `SessionManager.Logout` and `DELETE /rest/com/vmware/cis/session`, if logged in.
+    pub async fn logout(&self) -> Result<()> {
+        if let Some(token) = self.vapi.write().await.take() {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let _ = self
+                .http
+                .delete(format!(
+                    "{}/rest/com/vmware/cis/session",
+                    self.vc.base_url()
+                ))
+                .header("vmware-api-session-id", token)
+                .send()
+                .await;
+        }
+        if self.soap.read().await.cookie.is_none() {
+            return Ok(());
+        }
+        let sc = self.service_content().await?;
+        if let Some(sm) = sc.session_manager.clone() {
+            self.post(&soap::Logout::new(sm)).await?;
+        }
+        self.soap.write().await.cookie = None;
+        Ok(())
+    }
+
+    async fn post<M: Method>(&self, m: &M) -> Result<M::Return> {
+        self.post_raw(m).await.map(|(r, _)| r)
+    }
+
+    /// One SOAP round trip, repeated on connection errors up to `soap-roundtrip-count` times.
+    async fn post_raw<M: Method>(&self, m: &M) -> Result<(M::Return, Option<String>)> {
+        let body = m.to_xml().map_err(|e| Error::Decode {
+            operation: M::NAME.into(),
+            status: 0,
+            message: format!("encoding the request: {e}"),
+        })?;
+        let url = format!("{}/sdk", self.vc.base_url());
+        let mut attempt = 0;
+        let resp = loop {
+            attempt += 1;
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let mut req = self
+                .http
+                .post(&url)
+                .header("Content-Type", "text/xml; charset=utf-8")
+                .header("SOAPAction", SOAP_ACTION)
+                .body(body.clone());
+            if let Some(c) = &self.soap.read().await.cookie {
+                req = req.header("Cookie", c);
+            }
+            match req.send().await {
+                Ok(r) => break r,
+                Err(e)
+                    if attempt < self.vc.roundtrip_count && (e.is_connect() || e.is_timeout()) =>
+                {
+                    tracing::debug!(method = M::NAME, attempt, error = %e, "retrying SOAP call");
+                }
+                Err(e) => {
+                    return Err(Error::Transport {
+                        operation: M::NAME.into(),
+                        message: format!("POST {url}: {e}"),
+                    })
+                }
+            }
+        };
+        let status = resp.status().as_u16();
+        let cookie = resp
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| v.starts_with(SESSION_COOKIE))
+            .and_then(|v| v.split(';').next())
+            .map(str::to_owned);
+        let text = resp.text().await.map_err(|e| Error::Transport {
+            operation: M::NAME.into(),
+            message: format!("reading the answer: {e}"),
+        })?;
+        if status == 200 {
+            let r: soap::Response<M::Return> =
+                quick_xml::de::from_str(&text).map_err(|e| Error::Decode {
+                    operation: M::NAME.into(),
+                    status,
+                    message: format!("{e}: {}", shorten(&text)),
+                })?;
+            return Ok((r.into_inner(), cookie));
+        }
+        match quick_xml::de::from_str::<soap::FaultEnvelope>(&text) {
+            Ok(f) => {
+                let (fault, message) = f.fault();
+                Err(Error::Fault {
+                    operation: M::NAME.into(),
+                    fault,
+                    message,
+                })
+            }
+            Err(_) => Err(Error::Decode {
+                operation: M::NAME.into(),
+                status,
+                message: shorten(&text),
+            }),
+        }
+    }
+
+    // ------------------------------------------------------------ vAPI REST
+
+    async fn vapi_token(&self, stale: Option<&str>) -> Result<String> {
+        let mut slot = self.vapi.write().await;
+        if let Some(t) = slot.as_deref() {
+            if Some(t) != stale {
+                return Ok(t.to_owned());
+            }
+        }
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let op = "POST /rest/com/vmware/cis/session";
+        let resp = self
+            .http
+            .post(format!(
+                "{}/rest/com/vmware/cis/session",
+                self.vc.base_url()
+            ))
+            .basic_auth(&self.vc.user, Some(self.vc.password.expose()))
+            .send()
+            .await
+            .map_err(|e| Error::Transport {
+                operation: op.into(),
+                message: e.to_string(),
+            })?;
+        let status = resp.status().as_u16();
+        if status == 401 || status == 403 {
+            return Err(Error::InvalidLogin {
+                server: self.vc.address(),
+                user: self.vc.user.clone(),
+                fault: format!("vAPI session: HTTP {status}"),
+            });
+        }
+        let token: Wrapped<String> = read_json(op, resp).await?;
+        *slot = Some(token.value.clone());
+        Ok(token.value)
+    }
+
+    /// A vAPI call answering `{"value": T}`; `body` makes it a POST.
+    pub async fn rest<T: DeserializeOwned, B: Serialize>(
+        &self,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T> {
+        let mut token = self.vapi_token(None).await?;
+        for attempt in 0..2 {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let url = format!("{}{path}", self.vc.base_url());
+            let req = match body {
+                Some(b) => self.http.post(&url).json(b),
+                None => self.http.get(&url),
+            };
+            let resp = req
+                .header("vmware-api-session-id", &token)
+                .send()
+                .await
+                .map_err(|e| Error::Transport {
+                    operation: path.into(),
+                    message: e.to_string(),
+                })?;
+            if resp.status().as_u16() == 401 && attempt == 0 {
+                tracing::info!(path, "vAPI session expired; creating a new one");
+                token = self.vapi_token(Some(&token)).await?;
+                continue;
+            }
+            let w: Wrapped<T> = read_json(path, resp).await?;
+            return Ok(w.value);
+        }
+        Err(Error::Rest {
+            operation: path.into(),
+            status: 401,
+            message: "still unauthenticated after a new session".into(),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct Wrapped<T> {
+    value: T,
+}
+
+async fn read_json<T: DeserializeOwned>(op: &str, resp: reqwest::Response) -> Result<T> {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.map_err(|e| Error::Transport {
+        operation: op.into(),
+        message: e.to_string(),
+    })?;
+    if !(200..300).contains(&status) {
+        return Err(Error::Rest {
+            operation: op.into(),
+            status,
+            message: shorten(&text),
+        });
+    }
+    serde_json::from_str(&text).map_err(|e| Error::Decode {
+        operation: op.into(),
+        status,
+        message: format!("{e}: {}", shorten(&text)),
+    })
+}
+
+fn shorten(text: &str) -> String {
+    let t = text.trim();
+    match t.char_indices().nth(300) {
+        Some((i, _)) => format!("{}...", &t[..i]),
+        None => t.to_owned(),
+    }
+}

@@ -1,0 +1,921 @@
+//! `vsphere.conf`: the legacy in-tree INI format (gcfg: `[Global]`, `[VirtualCenter "host"]`,
+//! `[Workspace]`, `[Labels]`, ...) and the YAML format of cloud-provider-vsphere (`global:`,
+//! `vcenter:`, `labels:`, `nodes:`), both read into one [`Config`].
+//!
+//! Both formats are first flattened into the same list of `(section, subsection, key, value)`
+//! entries (the YAML keys are the INI key names, as upstream's YAML tags are), so one function
+//! decides what every key means. Keys hypercloud cannot honour are refused or warned about by
+//! name; unknown keys are warned about by name ([`Config::warnings`]).
+//! Upstream equivalents: legacy-cloud-providers/vsphere `VSphereConfig`, cloud-provider-vsphere
+//! `pkg/common/config` (`ReadConfig` tries YAML first, then INI).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hypercloud_cloudprovider::gcfg;
+use ipnet::IpNet;
+
+use crate::{Error, Result};
+
+/// Where the kubelet side reads this machine's SMBIOS UUID by default.
+pub const DEFAULT_PRODUCT_UUID_FILE: &str = "/sys/class/dmi/id/product_uuid";
+/// How long one listing of every VM answers look-ups, unless `[Hypercloud] cache-ttl` says.
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(5);
+const MAX_CACHE_TTL: Duration = Duration::from_secs(600);
+
+/// A password, never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The clear text, for the login call only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// IP families in priority order (upstream `ip-family`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpFamily {
+    /// `ipv4`
+    V4,
+    /// `ipv6`
+    V6,
+}
+
+impl IpFamily {
+    /// Whether `ip` is of this family.
+    pub fn matches(self, ip: &IpAddr) -> bool {
+        match self {
+            IpFamily::V4 => ip.is_ipv4(),
+            IpFamily::V6 => ip.is_ipv6(),
+        }
+    }
+}
+
+/// The vCenter to talk to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VCenter {
+    /// Host name or IP (the `[VirtualCenter "..."]` name unless `server` is set).
+    pub server: String,
+    /// HTTPS port (`port`, default 443).
+    pub port: u16,
+    /// `user`.
+    pub user: String,
+    /// `password`.
+    pub password: Secret,
+    /// `insecure-flag`: do not verify vCenter's certificate.
+    pub insecure: bool,
+    /// `ca-file`: PEM bundle to verify vCenter's certificate with.
+    pub ca_file: Option<PathBuf>,
+    /// `datacenters`; empty means every datacenter.
+    pub datacenters: Vec<String>,
+    /// `ip-family`, default `ipv4`.
+    pub ip_families: Vec<IpFamily>,
+    /// `soap-roundtrip-count`: attempts per SOAP call on connection errors (default 3).
+    pub roundtrip_count: u32,
+    /// Plain HTTP instead of HTTPS (`[Hypercloud] plain-http`, for simulators started with
+    /// `-tls=false`).
+    pub plain_http: bool,
+}
+
+impl VCenter {
+    /// `host:port` as shown in messages.
+    pub fn address(&self) -> String {
+        if self.server.contains(':') {
+            format!("[{}]:{}", self.server, self.port)
+        } else {
+            format!("{}:{}", self.server, self.port)
+        }
+    }
+
+    /// Base URL of the SOAP and REST endpoints.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.plain_http { "http" } else { "https" };
+        format!("{scheme}://{}", self.address())
+    }
+}
+
+/// `[Labels]`: the tag categories whose tags name zones and regions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels {
+    /// Category of zone tags.
+    pub zone: Option<String>,
+    /// Category of region tags.
+    pub region: Option<String>,
+}
+
+/// `[Nodes]`: which guest addresses become InternalIP and ExternalIP.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Nodes {
+    /// `internal-network-subnet-cidr`.
+    pub internal_subnet: Option<IpNet>,
+    /// `external-network-subnet-cidr`.
+    pub external_subnet: Option<IpNet>,
+    /// `internal-vm-network-name`.
+    pub internal_network: Option<String>,
+    /// `external-vm-network-name` (also the legacy `[Network] public-network`).
+    pub external_network: Option<String>,
+    /// `exclude-internal-network-subnet-cidr` (comma-separated).
+    pub exclude_internal: Vec<IpNet>,
+    /// `exclude-external-network-subnet-cidr` (comma-separated).
+    pub exclude_external: Vec<IpNet>,
+}
+
+/// `[Workspace]` of the legacy format: where the in-tree volume plugin provisioned disks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workspace {
+    /// `server`: must name the configured vCenter.
+    pub server: Option<String>,
+    /// `datacenter`: must be one of the configured datacenters.
+    pub datacenter: Option<String>,
+    /// `folder`.
+    pub folder: Option<String>,
+    /// `default-datastore`.
+    pub default_datastore: Option<String>,
+    /// `resourcepool-path`.
+    pub resourcepool_path: Option<String>,
+}
+
+/// The configuration in effect, whichever format it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Where it was read from.
+    pub origin: String,
+    /// Which format it was (`ini` or `yaml`).
+    pub format: &'static str,
+    /// The one vCenter.
+    pub vcenter: VCenter,
+    /// Tag categories.
+    pub labels: Labels,
+    /// Address selection.
+    pub nodes: Nodes,
+    /// Legacy workspace.
+    pub workspace: Workspace,
+    /// `[Global] vm-uuid`: this machine's VM UUID, instead of reading `product_uuid_file`.
+    pub vm_uuid: Option<String>,
+    /// `[Hypercloud] product-uuid-file`: where the kubelet side reads its SMBIOS UUID.
+    pub product_uuid_file: PathBuf,
+    /// `[Hypercloud] cache-ttl`: how long one listing of every VM answers look-ups.
+    pub cache_ttl: Duration,
+    /// Keys that were accepted but change nothing, or are unknown: one line each, by name.
+    pub warnings: Vec<String>,
+}
+
+/// One `key = value` of either format, after flattening.
+#[derive(Clone, Debug)]
+struct Entry {
+    section: String,
+    subsection: Option<String>,
+    key: String,
+    value: String,
+    /// `line N` (INI) or the YAML path, for messages.
+    at: String,
+}
+
+impl Config {
+    /// Reads either format: a file whose first meaningful line is a `[Section]` header is
+    /// INI, anything else YAML (upstream tries YAML first, then INI).
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
+        let err = |message: String| Error::ParseCloudConfig {
+            origin: origin.into(),
+            message,
+        };
+        let first = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'));
+        let (format, entries) = match first {
+            Some(l) if l.starts_with('[') => ("ini", ini_entries(text).map_err(err)?),
+            Some(_) => ("yaml", yaml_entries(text).map_err(err)?),
+            None => return Err(err("is empty".into())),
+        };
+        Self::from_entries(format, entries, origin).map_err(err)
+    }
+
+    fn from_entries(
+        format: &'static str,
+        entries: Vec<Entry>,
+        origin: &str,
+    ) -> std::result::Result<Self, String> {
+        let mut b = Builder::default();
+        for e in &entries {
+            b.apply(e)
+                .map_err(|m| format!("{} {}: {m}", e.at, e.display_key()))?;
+        }
+        b.finish(format, origin)
+    }
+}
+
+impl Entry {
+    fn display_key(&self) -> String {
+        match &self.subsection {
+            Some(s) => format!("[{} {s:?}] {}", self.section, self.key),
+            None => format!("[{}] {}", self.section, self.key),
+        }
+    }
+}
+
+/// Values of one vCenter section before defaults.
+#[derive(Default)]
+struct VcRaw {
+    server: Option<String>,
+    port: Option<u16>,
+    user: Option<String>,
+    password: Option<String>,
+    insecure: Option<bool>,
+    ca_file: Option<PathBuf>,
+    datacenters: Option<Vec<String>>,
+    ip_families: Option<Vec<IpFamily>>,
+    roundtrip_count: Option<u32>,
+}
+
+#[derive(Default)]
+struct Builder {
+    global: VcRaw,
+    vcenters: BTreeMap<String, VcRaw>,
+    labels: Labels,
+    nodes: Nodes,
+    workspace: Workspace,
+    vm_uuid: Option<String>,
+    product_uuid_file: Option<PathBuf>,
+    cache_ttl: Option<Duration>,
+    plain_http: bool,
+    warnings: Vec<String>,
+}
+
+const NO_SECRETS: &str = "hypercloud's vsphere provider does not read credentials from Kubernetes Secrets or a secrets directory; put user and password in the config file";
+
+impl Builder {
+    fn apply(&mut self, e: &Entry) -> std::result::Result<(), String> {
+        let v = e.value.trim();
+        let key = e.key.as_str();
+        if key.is_empty() {
+            // A section header: it exists even without keys.
+            return self.header(e);
+        }
+        match e.section.as_str() {
+            "global" if !vc_key(&mut self.global, key, v)? => self.global_key(e, key, v)?,
+            "global" => {}
+            "virtualcenter" => {
+                let name = e
+                    .subsection
+                    .clone()
+                    .filter(|s| !s.trim().is_empty())
+                    .ok_or(
+                        "a VirtualCenter section needs the server name: [VirtualCenter \"host\"]",
+                    )?;
+                let vc = self.vcenters.entry(name).or_default();
+                if !vc_key(vc, key, v)? {
+                    match key {
+                        "secret-name" | "secret-namespace" => return Err(NO_SECRETS.into()),
+                        "thumbprint" => return Err(THUMBPRINT.into()),
+                        _ => self.unknown(e),
+                    }
+                }
+            }
+            "labels" => match key {
+                "zone" => self.labels.zone = non_empty(v),
+                "region" => self.labels.region = non_empty(v),
+                _ => self.unknown(e),
+            },
+            "nodes" => self.nodes_key(e, key, v)?,
+            "network" => match key {
+                "public-network" => self.nodes.external_network = non_empty(v),
+                _ => self.unknown(e),
+            },
+            "workspace" => match key {
+                "server" => self.workspace.server = non_empty(v),
+                "datacenter" => self.workspace.datacenter = non_empty(v),
+                "folder" => self.workspace.folder = non_empty(v),
+                "default-datastore" => self.workspace.default_datastore = non_empty(v),
+                "resourcepool-path" => self.workspace.resourcepool_path = non_empty(v),
+                _ => self.unknown(e),
+            },
+            "disk" => match key {
+                "scsicontrollertype" => self.no_effect(e, "hypercloud attaches no disks"),
+                _ => self.unknown(e),
+            },
+            "hypercloud" => match key {
+                "product-uuid-file" => self.product_uuid_file = Some(PathBuf::from(v)),
+                "cache-ttl" => {
+                    let d = parse_duration(v)?;
+                    if d > MAX_CACHE_TTL {
+                        return Err(format!("{v:?} is longer than the maximum of 10m"));
+                    }
+                    self.cache_ttl = Some(d);
+                }
+                "plain-http" => self.plain_http = parse_bool(v)?,
+                _ => self.unknown(e),
+            },
+            // Warned about at its header.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn header(&mut self, e: &Entry) -> std::result::Result<(), String> {
+        match e.section.as_str() {
+            "virtualcenter" => {
+                let name = e
+                    .subsection
+                    .clone()
+                    .filter(|s| !s.trim().is_empty())
+                    .ok_or(
+                        "a VirtualCenter section needs the server name: [VirtualCenter \"host\"]",
+                    )?;
+                self.vcenters.entry(name).or_default();
+            }
+            "global" | "labels" | "nodes" | "network" | "workspace" | "disk" | "hypercloud" => {}
+            other => self
+                .warnings
+                .push(format!("{}: unknown section [{other}] ignored", e.at)),
+        }
+        Ok(())
+    }
+
+    fn global_key(&mut self, e: &Entry, key: &str, v: &str) -> std::result::Result<(), String> {
+        match key {
+            "secret-name" | "secret-namespace" | "secrets-directory" => {
+                return Err(NO_SECRETS.into())
+            }
+            "thumbprint" => return Err(THUMBPRINT.into()),
+            "vm-uuid" => self.vm_uuid = non_empty(v).map(|u| u.to_lowercase()),
+            "datacenter" => {
+                self.warnings.push(format!(
+                    "{} {}: deprecated, use datacenters",
+                    e.at,
+                    e.display_key()
+                ));
+                self.global.datacenters = Some(split_list(v));
+            }
+            "working-dir" | "vm-name" => self.no_effect(
+                e,
+                "deprecated upstream; nodes are found by name, IP or UUID",
+            ),
+            "api-disable" | "api-binding" => self.no_effect(
+                e,
+                "hypercloud has no vSphere CCM gRPC API; its admin server is --secure-port",
+            ),
+            _ => self.unknown(e),
+        }
+        Ok(())
+    }
+
+    fn nodes_key(&mut self, e: &Entry, key: &str, v: &str) -> std::result::Result<(), String> {
+        let n = &mut self.nodes;
+        match key {
+            "internal-network-subnet-cidr" | "internalnetworksubnetcidr" => {
+                n.internal_subnet = parse_cidr_opt(v)?
+            }
+            "external-network-subnet-cidr" | "externalnetworksubnetcidr" => {
+                n.external_subnet = parse_cidr_opt(v)?
+            }
+            "internal-vm-network-name" | "internalvmnetworkname" => {
+                n.internal_network = non_empty(v)
+            }
+            "external-vm-network-name" | "externalvmnetworkname" => {
+                n.external_network = non_empty(v)
+            }
+            "exclude-internal-network-subnet-cidr" | "excludeinternalnetworksubnetcidr" => {
+                n.exclude_internal = parse_cidr_list(v)?
+            }
+            "exclude-external-network-subnet-cidr" | "excludeexternalnetworksubnetcidr" => {
+                n.exclude_external = parse_cidr_list(v)?
+            }
+            _ => self.unknown(e),
+        }
+        Ok(())
+    }
+
+    fn unknown(&mut self, e: &Entry) {
+        self.warnings
+            .push(format!("{} {}: unknown key ignored", e.at, e.display_key()));
+    }
+
+    fn no_effect(&mut self, e: &Entry, why: &str) {
+        self.warnings.push(format!(
+            "{} {}: accepted but has no effect: {why}",
+            e.at,
+            e.display_key()
+        ));
+    }
+
+    fn finish(mut self, format: &'static str, origin: &str) -> std::result::Result<Config, String> {
+        if self.vcenters.len() > 1 {
+            return Err(format!(
+                "{} VirtualCenter sections ({}); hypercloud's vsphere provider talks to one vCenter",
+                self.vcenters.len(),
+                self.vcenters.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let g = std::mem::take(&mut self.global);
+        let (name, vc) = match self.vcenters.pop_first() {
+            Some((name, vc)) => (Some(name), vc),
+            None => (None, VcRaw::default()),
+        };
+        // A section's own server wins over its name (cloud-provider-vsphere's tenant form);
+        // [Global] server is the legacy single-vCenter form.
+        let server = vc.server.or(name).or(g.server).ok_or(
+            "no vCenter configured: add a [VirtualCenter \"host\"] section (YAML: vcenter:)",
+        )?;
+        let user = vc.user.or(g.user).filter(|u| !u.is_empty()).ok_or(format!(
+            "no user for vCenter {server:?}: set user in [Global] or the VirtualCenter section"
+        ))?;
+        let password = vc.password.or(g.password).ok_or(format!(
+            "no password for vCenter {server:?}: set password in [Global] or the VirtualCenter section"
+        ))?;
+        let datacenters = vc.datacenters.or(g.datacenters).unwrap_or_default();
+        if let Some(ws) = &self.workspace.server {
+            if ws != &server {
+                return Err(format!(
+                    "[Workspace] server {ws:?} is not the configured vCenter {server:?}"
+                ));
+            }
+        }
+        if let Some(dc) = &self.workspace.datacenter {
+            if !datacenters.is_empty() && !datacenters.contains(dc) {
+                return Err(format!(
+                    "[Workspace] datacenter {dc:?} is not one of datacenters ({})",
+                    datacenters.join(", ")
+                ));
+            }
+        }
+        for (key, set) in [
+            ("folder", self.workspace.folder.is_some()),
+            (
+                "default-datastore",
+                self.workspace.default_datastore.is_some(),
+            ),
+            (
+                "resourcepool-path",
+                self.workspace.resourcepool_path.is_some(),
+            ),
+        ] {
+            if set {
+                self.warnings.push(format!(
+                    "[Workspace] {key}: accepted but has no effect: it places volumes the in-tree volume plugin created; hypercloud creates no volumes"
+                ));
+            }
+        }
+        let vcenter = VCenter {
+            server,
+            port: vc.port.or(g.port).unwrap_or(443),
+            user,
+            password: Secret(password),
+            insecure: vc.insecure.or(g.insecure).unwrap_or(false),
+            ca_file: vc.ca_file.or(g.ca_file),
+            datacenters,
+            ip_families: vc
+                .ip_families
+                .or(g.ip_families)
+                .unwrap_or_else(|| vec![IpFamily::V4]),
+            roundtrip_count: vc.roundtrip_count.or(g.roundtrip_count).unwrap_or(3),
+            plain_http: self.plain_http,
+        };
+        Ok(Config {
+            origin: origin.into(),
+            format,
+            vcenter,
+            labels: self.labels,
+            nodes: self.nodes,
+            workspace: self.workspace,
+            vm_uuid: self.vm_uuid,
+            product_uuid_file: self
+                .product_uuid_file
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_PRODUCT_UUID_FILE)),
+            cache_ttl: self.cache_ttl.unwrap_or(DEFAULT_CACHE_TTL),
+            warnings: self.warnings,
+        })
+    }
+}
+
+const THUMBPRINT: &str =
+    "certificate thumbprints are not supported; use ca-file (or insecure-flag for a test vCenter)";
+
+/// Keys a `[Global]` and a `[VirtualCenter]` section share; `Ok(false)` when `key` is not one.
+fn vc_key(vc: &mut VcRaw, key: &str, v: &str) -> std::result::Result<bool, String> {
+    match key {
+        "server" => vc.server = non_empty(v),
+        "user" => vc.user = Some(v.to_owned()),
+        "password" => vc.password = Some(v.to_owned()),
+        "port" => {
+            let port: u32 = v
+                .parse()
+                .map_err(|_| format!("{v:?} is not a port number"))?;
+            if !(1..=65535).contains(&port) {
+                return Err(format!("{port} is not a port number (1-65535)"));
+            }
+            vc.port = Some(port as u16);
+        }
+        "insecure-flag" => vc.insecure = Some(parse_bool(v)?),
+        "ca-file" => vc.ca_file = non_empty(v).map(PathBuf::from),
+        "datacenters" => vc.datacenters = Some(split_list(v)),
+        "ip-family" => {
+            let mut fams = Vec::new();
+            for f in split_list(v) {
+                let fam = match f.to_ascii_lowercase().as_str() {
+                    "ipv4" => IpFamily::V4,
+                    "ipv6" => IpFamily::V6,
+                    _ => return Err(format!("{f:?} is not an IP family (ipv4, ipv6)")),
+                };
+                if fams.contains(&fam) {
+                    return Err(format!("{f} is listed twice"));
+                }
+                fams.push(fam);
+            }
+            if fams.is_empty() {
+                return Err("is empty; use ipv4, ipv6 or both".into());
+            }
+            vc.ip_families = Some(fams);
+        }
+        "soap-roundtrip-count" => {
+            let n: u32 = v.parse().map_err(|_| format!("{v:?} is not a number"))?;
+            if n > 10 {
+                return Err(format!("{n} is out of range (0-10)"));
+            }
+            // As upstream: 0 means the default.
+            vc.roundtrip_count = Some(if n == 0 { 3 } else { n });
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn non_empty(v: &str) -> Option<String> {
+    Some(v.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+fn split_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A boolean of either format, as gcfg reads one (an empty value is `true`).
+fn parse_bool(v: &str) -> std::result::Result<bool, String> {
+    gcfg::parse_bool(Some(v))
+}
+
+fn parse_cidr(v: &str) -> std::result::Result<IpNet, String> {
+    v.trim()
+        .parse::<IpNet>()
+        .map(|n| n.trunc())
+        .map_err(|_| format!("{v:?} is not a CIDR like 10.0.0.0/24"))
+}
+
+fn parse_cidr_opt(v: &str) -> std::result::Result<Option<IpNet>, String> {
+    non_empty(v).as_deref().map(parse_cidr).transpose()
+}
+
+fn parse_cidr_list(v: &str) -> std::result::Result<Vec<IpNet>, String> {
+    split_list(v).iter().map(|s| parse_cidr(s)).collect()
+}
+
+/// `5s`, `500ms`, `1m`; a bare number is seconds.
+fn parse_duration(v: &str) -> std::result::Result<Duration, String> {
+    let v = v.trim();
+    let bad = || format!("{v:?} is not a duration like 5s or 500ms");
+    let (num, scale) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (v, 1.0)
+    };
+    let n: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !n.is_finite() || !(0.0..=1e6).contains(&n) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(n * scale))
+}
+
+// ------------------------------------------------------------------ INI (gcfg)
+
+/// The legacy INI through the shared gcfg reader ([`hypercloud_cloudprovider::gcfg`], as the
+/// aws and openstack providers read theirs): section headers become key-less entries (an empty
+/// `[VirtualCenter "host"]` still names a vCenter), a bare key is `true`, names lower-cased.
+fn ini_entries(text: &str) -> std::result::Result<Vec<Entry>, String> {
+    let file = gcfg::parse(text)?;
+    let headers = file.sections.into_iter().map(|h| {
+        (
+            h.line,
+            Entry {
+                section: h.name.to_ascii_lowercase(),
+                subsection: h.subsection,
+                key: String::new(),
+                value: String::new(),
+                at: format!("line {}", h.line),
+            },
+        )
+    });
+    let keys = file.entries.into_iter().map(|e| {
+        (
+            e.line,
+            Entry {
+                key: e.key_lower(),
+                section: e.section,
+                subsection: e.subsection,
+                value: e.value.unwrap_or_else(|| "true".to_owned()),
+                at: format!("line {}", e.line),
+            },
+        )
+    });
+    let mut all: Vec<(usize, Entry)> = headers.chain(keys).collect();
+    // File order: a header before the keys below it.
+    all.sort_by_key(|(line, _)| *line);
+    Ok(all.into_iter().map(|(_, e)| e).collect())
+}
+
+// ------------------------------------------------------------------ YAML
+
+/// The YAML format flattened to INI entries: `global:` → `[Global]`, `vcenter: {name: ...}` →
+/// `[VirtualCenter "name"]`, `labels:`, `nodes:` (camelCase keys lower-cased); lists become
+/// comma-separated values.
+fn yaml_entries(text: &str) -> std::result::Result<Vec<Entry>, String> {
+    use serde_yaml::Value;
+    let doc: Value =
+        serde_yaml::from_str(text).map_err(|e| format!("neither INI nor valid YAML: {e}"))?;
+    let Value::Mapping(top) = doc else {
+        return Err("YAML config must be a mapping with global:, vcenter:, labels:".into());
+    };
+    let scalar = |v: &Value, at: &str| -> std::result::Result<String, String> {
+        match v {
+            Value::String(s) => Ok(s.clone()),
+            Value::Bool(b) => Ok(b.to_string()),
+            Value::Number(n) => Ok(n.to_string()),
+            Value::Null => Ok(String::new()),
+            Value::Sequence(items) => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
+                    _ => Err(format!("{at}: list items must be strings")),
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map(|v| v.join(",")),
+            _ => Err(format!("{at}: expected a value, found a mapping")),
+        }
+    };
+    let mut out = Vec::new();
+    let section = |sec: &str,
+                   sub: Option<String>,
+                   map: &Value,
+                   at: &str,
+                   out: &mut Vec<Entry>|
+     -> std::result::Result<(), String> {
+        out.push(Entry {
+            section: sec.into(),
+            subsection: sub.clone(),
+            key: String::new(),
+            value: String::new(),
+            at: at.into(),
+        });
+        let m = match map {
+            Value::Mapping(m) => m.clone(),
+            Value::Null => Default::default(),
+            _ => return Err(format!("{at}: expected a mapping")),
+        };
+        for (k, v) in &m {
+            let k = k.as_str().ok_or(format!("{at}: keys must be strings"))?;
+            let path = format!("{at}.{k}");
+            out.push(Entry {
+                section: sec.into(),
+                subsection: sub.clone(),
+                key: k.to_ascii_lowercase(),
+                value: scalar(v, &path)?,
+                at: path,
+            });
+        }
+        Ok(())
+    };
+    for (k, v) in &top {
+        let k = k.as_str().ok_or("top-level keys must be strings")?;
+        match k.to_ascii_lowercase().as_str() {
+            "global" => section("global", None, v, "global", &mut out)?,
+            "labels" => section("labels", None, v, "labels", &mut out)?,
+            "nodes" => section("nodes", None, v, "nodes", &mut out)?,
+            "vcenter" | "virtualcenter" => {
+                let Value::Mapping(m) = v else {
+                    return Err(format!("{k}: expected a mapping of vCenter names"));
+                };
+                for (name, vc) in m {
+                    let name = name.as_str().ok_or(format!("{k}: names must be strings"))?;
+                    section(
+                        "virtualcenter",
+                        Some(name.into()),
+                        vc,
+                        &format!("{k}.{name}"),
+                        &mut out,
+                    )?;
+                }
+            }
+            other => out.push(Entry {
+                section: other.into(),
+                subsection: None,
+                key: String::new(),
+                value: String::new(),
+                at: k.into(),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INI: &str = r#"
+[Global]
+user = "administrator@vsphere.local"
+password = "s3cr\"et"
+port = "8989"
+insecure-flag = "1"
+datacenters = "DC0, DC1"
+
+[VirtualCenter "127.0.0.1"]
+
+[Workspace]
+server = "127.0.0.1"
+datacenter = "DC0"
+default-datastore = "LocalDS_0"
+
+[Labels]
+region = k8s-region
+zone = k8s-zone
+colour = blue
+"#;
+
+    const YAML: &str = r#"
+global:
+  user: administrator@vsphere.local
+  password: 's3cr"et'
+  port: 8989
+  insecure-flag: true
+  datacenters:
+    - DC0
+    - DC1
+vcenter:
+  127.0.0.1:
+    server: 127.0.0.1
+labels:
+  region: k8s-region
+  zone: k8s-zone
+  colour: blue
+"#;
+
+    #[test]
+    fn ini_and_yaml_give_the_same_config() {
+        let ini = Config::parse(INI, "a.conf").expect("ini");
+        let yaml = Config::parse(YAML, "a.yaml").expect("yaml");
+        assert_eq!(ini.format, "ini");
+        assert_eq!(yaml.format, "yaml");
+        assert_eq!(ini.vcenter, yaml.vcenter);
+        assert_eq!(ini.labels, yaml.labels);
+        assert_eq!(ini.vcenter.port, 8989);
+        assert_eq!(ini.vcenter.password.expose(), "s3cr\"et");
+        assert_eq!(ini.vcenter.datacenters, vec!["DC0", "DC1"]);
+        assert!(ini.vcenter.insecure);
+        assert_eq!(ini.labels.zone.as_deref(), Some("k8s-zone"));
+        assert_eq!(ini.vcenter.ip_families, vec![IpFamily::V4]);
+        // Unknown keys are warned about by name in both.
+        assert!(
+            ini.warnings.iter().any(|w| w.contains("[labels] colour")),
+            "{:?}",
+            ini.warnings
+        );
+        assert!(
+            yaml.warnings.iter().any(|w| w.contains("[labels] colour")),
+            "{:?}",
+            yaml.warnings
+        );
+        assert!(ini.warnings.iter().any(|w| w.contains("default-datastore")));
+        assert!(!format!("{:?}", ini.vcenter).contains("s3cr"));
+    }
+
+    #[test]
+    fn numbers_are_range_checked() {
+        for (bad, want) in [
+            ("port = 70000", "70000 is not a port number"),
+            ("port = -1", "is not a port number"),
+            ("soap-roundtrip-count = 99", "out of range"),
+        ] {
+            let text = format!("[Global]\nuser=u\npassword=p\n{bad}\n[VirtualCenter \"vc\"]\n");
+            let err = Config::parse(&text, "x.conf").expect_err(bad).to_string();
+            assert!(err.contains(want), "{bad}: {err}");
+            assert!(err.contains("line 4 [global]"), "{err}");
+        }
+        let err = Config::parse(
+            "[Global]\nuser=u\npassword=p\n[VirtualCenter \"vc\"]\n[Hypercloud]\ncache-ttl = 1h\n",
+            "x",
+        )
+        .expect_err("ttl")
+        .to_string();
+        assert!(err.contains("cache-ttl"), "{err}");
+    }
+
+    #[test]
+    fn secrets_and_thumbprints_are_refused_by_name() {
+        let err = Config::parse(
+            "[Global]\nsecret-name = vcreds\nsecret-namespace = kube-system\n",
+            "x",
+        )
+        .expect_err("secret")
+        .to_string();
+        assert!(
+            err.contains("secret-name") && err.contains("Secrets"),
+            "{err}"
+        );
+        let err = Config::parse("global:\n  thumbprint: AB:CD\n", "x")
+            .expect_err("thumb")
+            .to_string();
+        assert!(err.contains("thumbprint"), "{err}");
+    }
+
+    #[test]
+    fn missing_vcenter_user_or_password_is_named() {
+        let err = Config::parse("[Global]\nuser = u\n", "x")
+            .expect_err("no vc")
+            .to_string();
+        assert!(err.contains("VirtualCenter"), "{err}");
+        let err = Config::parse("[VirtualCenter \"h\"]\nuser = u\n", "x")
+            .expect_err("no pw")
+            .to_string();
+        assert!(err.contains("no password"), "{err}");
+        let err = Config::parse(
+            "[Global]\nuser=u\npassword=p\n[VirtualCenter \"a\"]\n[VirtualCenter \"b\"]\n",
+            "x",
+        )
+        .expect_err("two")
+        .to_string();
+        assert!(err.contains("one vCenter"), "{err}");
+    }
+
+    #[test]
+    fn section_values_override_global_and_nodes_parse() {
+        let c = Config::parse(
+            r#"
+[Global]
+user = g
+password = gp
+port = 443
+[VirtualCenter "vc.example"]
+user = v
+port = 8443
+ip-family = ipv6, ipv4
+[Nodes]
+internal-network-subnet-cidr = 10.1.0.0/16
+exclude-external-network-subnet-cidr = 10.2.0.0/16,10.3.0.0/16
+[Network]
+public-network = "VM Network"
+[Hypercloud]
+product-uuid-file = /tmp/uuid
+cache-ttl = 500ms
+"#,
+            "x",
+        )
+        .expect("valid");
+        assert_eq!(c.vcenter.user, "v");
+        assert_eq!(c.vcenter.password.expose(), "gp");
+        assert_eq!(c.vcenter.port, 8443);
+        assert_eq!(c.vcenter.ip_families, vec![IpFamily::V6, IpFamily::V4]);
+        assert_eq!(
+            c.nodes.internal_subnet,
+            Some("10.1.0.0/16".parse().expect("cidr"))
+        );
+        assert_eq!(c.nodes.exclude_external.len(), 2);
+        assert_eq!(c.nodes.external_network.as_deref(), Some("VM Network"));
+        assert_eq!(c.product_uuid_file, PathBuf::from("/tmp/uuid"));
+        assert_eq!(c.cache_ttl, Duration::from_millis(500));
+        assert_eq!(c.vcenter.base_url(), "https://vc.example:8443");
+    }
+
+    #[test]
+    fn bad_syntax_names_the_line() {
+        let err = Config::parse("[Global\nuser = u\n", "f.conf")
+            .expect_err("bad")
+            .to_string();
+        assert!(err.contains("line 1") && err.contains("f.conf"), "{err}");
+        let err = Config::parse("[Global]\nuser = \"open\n", "f.conf")
+            .expect_err("bad")
+            .to_string();
+        assert!(err.contains("unterminated"), "{err}");
+        let err = Config::parse("[Nodes]\ninternal-network-subnet-cidr = nope\n", "f")
+            .expect_err("cidr")
+            .to_string();
+        assert!(err.contains("not a CIDR"), "{err}");
+    }
+}

@@ -1,0 +1,151 @@
+//! The crate's own errors. Provider trait methods return [`hypercloud_cloudprovider::Error`];
+//! these convert into it where they cross that boundary ([`Error::into_provider_error`]).
+
+/// Errors of configuration and of the vSphere APIs.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `vsphere.conf` (INI or YAML) is not valid.
+    #[error("invalid cloud config {origin}: {message}")]
+    ParseCloudConfig {
+        /// The file, or where the bytes came from.
+        origin: String,
+        /// What is wrong, naming the section and key.
+        message: String,
+    },
+
+    /// Building the HTTP client failed (a bad CA file, for instance).
+    #[error("building the HTTP client: {0}")]
+    BuildHttpClient(String),
+
+    /// The request did not reach vCenter or no answer came back.
+    #[error("{operation}: {message}")]
+    Transport {
+        /// The SOAP method or REST call.
+        operation: String,
+        /// Why.
+        message: String,
+    },
+
+    /// vCenter answered a SOAP call with a fault.
+    #[error("{operation}: vCenter fault {fault}: {message}")]
+    Fault {
+        /// The SOAP method.
+        operation: String,
+        /// The fault type (`InvalidLogin`, `NotAuthenticated`, `ManagedObjectNotFound`, ...).
+        fault: String,
+        /// The fault string.
+        message: String,
+    },
+
+    /// vCenter answered with something this client cannot read.
+    #[error("{operation}: unexpected answer (HTTP {status}): {message}")]
+    Decode {
+        /// The SOAP method or REST call.
+        operation: String,
+        /// HTTP status.
+        status: u16,
+        /// What could not be read.
+        message: String,
+    },
+
+    /// A vAPI (REST) call failed.
+    #[error("{operation}: vAPI answered HTTP {status}: {message}")]
+    Rest {
+        /// The REST call.
+        operation: String,
+        /// HTTP status.
+        status: u16,
+        /// The body, shortened.
+        message: String,
+    },
+
+    /// The user name or password was refused.
+    #[error("logging in to vCenter {server} as {user:?}: the user name or password is not valid ({fault})")]
+    InvalidLogin {
+        /// `host:port`.
+        server: String,
+        /// The configured user.
+        user: String,
+        /// vCenter's fault string.
+        fault: String,
+    },
+
+    /// A configured datacenter is not in the inventory.
+    #[error("datacenter {name:?} (configured in datacenters) does not exist in vCenter {server}; it has: {known}")]
+    UnknownDatacenter {
+        /// The configured name.
+        name: String,
+        /// `host:port`.
+        server: String,
+        /// Comma-separated datacenters vCenter has.
+        known: String,
+    },
+
+    /// The local SMBIOS UUID could not be read.
+    #[error("reading this machine's VM UUID from {path}: {message}")]
+    ReadProductUuid {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Whether vCenter says the session is gone (expired or logged out): log in again.
+    pub fn is_not_authenticated(&self) -> bool {
+        matches!(self, Error::Fault { fault, .. } if fault == "NotAuthenticated")
+            || matches!(self, Error::Rest { status: 401, .. })
+    }
+
+    /// As the provider contract's error.
+    pub fn into_provider_error(self) -> hypercloud_cloudprovider::Error {
+        let status = match &self {
+            Error::Decode { status, .. } | Error::Rest { status, .. } => Some(*status),
+            Error::Fault { .. } => Some(500),
+            _ => None,
+        };
+        let operation = match &self {
+            Error::Transport { operation, .. }
+            | Error::Fault { operation, .. }
+            | Error::Decode { operation, .. }
+            | Error::Rest { operation, .. } => operation.clone(),
+            Error::InvalidLogin { .. } => "Login".into(),
+            Error::UnknownDatacenter { .. } => "FindByInventoryPath".into(),
+            _ => "configure".into(),
+        };
+        hypercloud_cloudprovider::Error::Cloud {
+            provider: crate::PROVIDER_NAME.into(),
+            operation,
+            status,
+            request_id: None,
+            message: self.to_string(),
+        }
+    }
+
+    /// As the provider contract's start-up error.
+    pub fn into_cloud_config_error(self) -> hypercloud_cloudprovider::Error {
+        match self {
+            Error::ParseCloudConfig { origin, message } => {
+                hypercloud_cloudprovider::Error::InvalidCloudConfig {
+                    provider: crate::PROVIDER_NAME.into(),
+                    origin,
+                    message,
+                }
+            }
+            other => hypercloud_cloudprovider::Error::Initialize {
+                provider: crate::PROVIDER_NAME.into(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<Error> for hypercloud_cloudprovider::Error {
+    fn from(e: Error) -> Self {
+        e.into_provider_error()
+    }
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

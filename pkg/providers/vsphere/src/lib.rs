@@ -1,0 +1,243 @@
+//! hypercloud-providers-vsphere: the `vsphere` cloud provider.
+//!
+//! Upstream equivalents: the legacy in-tree provider (`legacy-cloud-providers/vsphere`) and
+//! kubernetes/cloud-provider-vsphere's CPI (`pkg/cloudprovider/vsphere`). Configuration is
+//! either's `vsphere.conf` ([`config`]: the legacy INI or the CPI YAML, one internal
+//! [`Config`]). vCenter is reached over the vim25 SOAP API (`soap`: typed requests and
+//! responses with quick-xml) for the inventory, and the vAPI REST tagging endpoints for zones.
+//!
+//! Capabilities: Instances, InstancesV2 and Zones (VMs found by provider ID
+//! `vsphere://<uuid>`, SMBIOS UUID, name, guest DNS name or IP; answered from one short-lived
+//! listing of every VM; zones and regions from tags), PvLabeler (`vsphereVolume` PVs: the
+//! datastore's zone and region from tags). Not supported, as upstream: LoadBalancer, Routes,
+//! Clusters.
+//!
+//! ```no_run
+//! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
+//! use hypercloud_cloudprovider::{CloudConfig, Interface};
+//! let conf = CloudConfig {
+//!     origin: "inline".into(),
+//!     bytes: b"[Global]\nuser = u\npassword = p\ninsecure-flag = 1\n[VirtualCenter \"127.0.0.1\"]\nport = 8989\n".to_vec(),
+//! };
+//! let cloud = hypercloud_providers_vsphere::VSphere::from_cloud_config(Some(&conf))?;
+//! cloud.initialize(None).await?;
+//! let zone = cloud.zones().expect("zones").get_zone_by_node_name("node-1").await?;
+//! # Ok(()) }
+//! ```
+
+mod client;
+pub mod config;
+mod error;
+mod instances;
+mod inventory;
+mod soap;
+mod volumes;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hypercloud_cloudprovider::{
+    CloudConfig, Instances, InstancesV2, Interface, PvLabeler, Registry, Zones,
+};
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use instances::{parse_provider_id, provider_id, PROVIDER_ID_PREFIX};
+pub use volumes::parse_volume_path;
+
+/// The name the provider is registered under.
+pub const PROVIDER_NAME: &str = "vsphere";
+
+/// A provider error of this cloud that no vCenter status code explains.
+pub(crate) fn cloud_error(
+    operation: impl Into<String>,
+    message: impl Into<String>,
+) -> hypercloud_cloudprovider::Error {
+    hypercloud_cloudprovider::Error::Cloud {
+        provider: PROVIDER_NAME.into(),
+        operation: operation.into(),
+        status: None,
+        request_id: None,
+        message: message.into(),
+    }
+}
+
+/// How long tag associations and host ancestry are cached: they change far less often than
+/// VMs come and go.
+const TAG_CACHE_TTL: Duration = Duration::from_secs(300);
+
+/// Registers `vsphere` in the binary's registry.
+pub fn register(registry: &mut Registry) {
+    registry.register(
+        PROVIDER_NAME,
+        "VMware vSphere (vim25 SOAP + vAPI tagging); configured by a legacy INI or cloud-provider-vsphere YAML vsphere.conf --cloud-config",
+        |config| Ok(Arc::new(VSphere::from_cloud_config(config)?) as Arc<dyn Interface>),
+    );
+}
+
+/// The node the kubelet registers as, and its VM's SMBIOS UUID.
+#[derive(Debug, Clone)]
+struct LocalNode {
+    node_name: String,
+    uuid: String,
+    source: String,
+}
+
+/// The vSphere cloud provider.
+pub struct VSphere {
+    config: Arc<Config>,
+    inventory: inventory::Inventory,
+    local: OnceLock<LocalNode>,
+}
+
+impl std::fmt::Debug for VSphere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VSphere")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VSphere {
+    /// A provider for a parsed config; its warnings are logged here, once.
+    pub fn new(config: Config) -> Result<Self> {
+        for w in &config.warnings {
+            tracing::warn!(origin = %config.origin, "vsphere cloud config: {w}");
+        }
+        let client = client::Client::new(config.vcenter.clone())?;
+        Ok(VSphere {
+            inventory: inventory::Inventory::new(client, config.cache_ttl, TAG_CACHE_TTL),
+            config: Arc::new(config),
+            local: OnceLock::new(),
+        })
+    }
+
+    /// The registry's factory: a `vsphere.conf` is required.
+    pub fn from_cloud_config(
+        config: Option<&CloudConfig>,
+    ) -> hypercloud_cloudprovider::Result<Self> {
+        let Some(cc) = config else {
+            return Err(hypercloud_cloudprovider::Error::MissingCloudConfig {
+                provider: PROVIDER_NAME.into(),
+            });
+        };
+        Config::parse(cc.text(PROVIDER_NAME)?, &cc.origin)
+            .and_then(VSphere::new)
+            .map_err(Error::into_cloud_config_error)
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// HTTP requests sent to vCenter so far (SOAP and vAPI, logins included).
+    pub fn api_calls(&self) -> u64 {
+        self.inventory.client.calls()
+    }
+
+    /// SOAP logins so far: 1 after start-up, one more per expired session.
+    pub fn logins(&self) -> u64 {
+        self.inventory.client.logins()
+    }
+
+    /// Forgets cached listings and tags, so the next look-up asks vCenter.
+    pub async fn invalidate_cache(&self) {
+        self.inventory.invalidate().await;
+    }
+
+    /// Ends the SOAP and vAPI sessions (`SessionManager.Logout`).
+    pub async fn logout(&self) -> Result<()> {
+        self.inventory.client.logout().await
+    }
+
+    /// This machine's VM UUID: `[Global] vm-uuid`, else the product UUID file
+    /// (`/sys/class/dmi/id/product_uuid`, `[Hypercloud] product-uuid-file`).
+    pub fn local_uuid(&self) -> Result<String> {
+        if let Some(u) = &self.config.vm_uuid {
+            return Ok(u.clone());
+        }
+        let path = &self.config.product_uuid_file;
+        let err = |message: String| Error::ReadProductUuid {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let uuid = text.trim().to_lowercase();
+        let shape_ok = uuid.len() == 36
+            && uuid.chars().enumerate().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            });
+        if !shape_ok {
+            return Err(err(format!("{:?} is not a UUID", text.trim())));
+        }
+        Ok(uuid)
+    }
+
+    fn remember_local_node(&self, node_name: &str) -> Result<()> {
+        let uuid = self.local_uuid()?;
+        let source = if self.config.vm_uuid.is_some() {
+            "[Global] vm-uuid".to_owned()
+        } else {
+            self.config.product_uuid_file.display().to_string()
+        };
+        let _ = self.local.set(LocalNode {
+            node_name: node_name.into(),
+            uuid,
+            source,
+        });
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Interface for VSphere {
+    /// Logs in and checks the configured datacenters, so that bad credentials or an unknown
+    /// datacenter stop start-up with a clear error instead of failing every later call.
+    async fn initialize(
+        &self,
+        _client: Option<kube::Client>,
+    ) -> hypercloud_cloudprovider::Result<()> {
+        let init = async {
+            self.inventory.client.ensure_session().await?;
+            self.inventory
+                .resolve_datacenters(&self.config.vcenter.datacenters)
+                .await
+        };
+        init.await
+            .map_err(|e| hypercloud_cloudprovider::Error::Initialize {
+                provider: PROVIDER_NAME.into(),
+                message: e.to_string(),
+            })
+    }
+
+    fn provider_name(&self) -> &str {
+        PROVIDER_NAME
+    }
+
+    /// As upstream's vSphere providers.
+    fn has_cluster_id(&self) -> bool {
+        true
+    }
+
+    fn instances(&self) -> Option<&dyn Instances> {
+        Some(self)
+    }
+
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        Some(self)
+    }
+
+    fn zones(&self) -> Option<&dyn Zones> {
+        Some(self)
+    }
+
+    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
+        Some(self)
+    }
+}

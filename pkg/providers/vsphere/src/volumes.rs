@@ -1,0 +1,175 @@
+//! Zone and region labels of `vsphereVolume` PersistentVolumes (upstream legacy
+//! `GetVolumeLabels`): the volume path names a datastore (`[datastore1] kubevols/disk.vmdk`);
+//! its zone and region are the tags of the configured categories on the datastore itself, else
+//! on the hosts that mount it and their ancestry. A datastore mounted in several zones gets
+//! every zone (joined with `__`, as upstream multi-zone labels).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_trait::async_trait;
+use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
+use hypercloud_cloudprovider::{
+    volume::MULTI_ZONE_DELIMITER, Error as CloudError, PvLabeler, Result,
+};
+use k8s_openapi::api::core::v1::PersistentVolume;
+
+use crate::soap::{self, Moref, ObjectSpec, PropertyFilterSpec, PropertySpec};
+use crate::VSphere;
+
+/// `[datastore] path/to/disk.vmdk` → (`datastore`, `path/to/disk.vmdk`); `None` when the
+/// path has no `[datastore]` prefix.
+pub fn parse_volume_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path.trim().strip_prefix('[')?;
+    let (ds, file) = rest.split_once(']')?;
+    let ds = ds.trim();
+    (!ds.is_empty()).then_some((ds, file.trim()))
+}
+
+impl VSphere {
+    /// The datastore named `name` in a datacenter in scope.
+    async fn datastore(&self, name: &str) -> Result<Option<Moref>> {
+        let dcs = if self.config.vcenter.datacenters.is_empty() {
+            self.inventory.all_datacenter_names().await?
+        } else {
+            self.config.vcenter.datacenters.clone()
+        };
+        for dc in dcs {
+            if let Some(m) = self
+                .inventory
+                .find_by_path(&format!("{dc}/datastore/{name}"))
+                .await?
+                .filter(|m| m.kind == "Datastore")
+            {
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl PvLabeler for VSphere {
+    async fn get_labels_for_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<BTreeMap<String, String>> {
+        let Some(source) = pv.spec.as_ref().and_then(|s| s.vsphere_volume.as_ref()) else {
+            return Ok(BTreeMap::new());
+        };
+        let labels = &self.config.labels;
+        if labels.zone.is_none() && labels.region.is_none() {
+            return Ok(BTreeMap::new());
+        }
+        let (ds_name, _) = parse_volume_path(&source.volume_path).ok_or_else(|| {
+            crate::cloud_error(
+                "parse volume path",
+                format!(
+                    "{:?} is not a vSphere volume path ([datastore] path/disk.vmdk)",
+                    source.volume_path
+                ),
+            )
+        })?;
+        let ds = self
+            .datastore(ds_name)
+            .await?
+            .ok_or(CloudError::DiskNotFound)?;
+        // The datastore's own tags win; else each mounting host's ancestry.
+        if let Ok(zone) = self
+            .zone_of_objects(std::slice::from_ref(&ds), ds_name)
+            .await
+        {
+            return Ok(to_labels(
+                BTreeSet::from([zone.failure_domain]),
+                BTreeSet::from([zone.region]),
+            ));
+        }
+        let objs = self
+            .inventory
+            .retrieve_objects(PropertyFilterSpec {
+                prop_set: vec![PropertySpec {
+                    kind: "Datastore".into(),
+                    path_set: vec!["host".into()],
+                }],
+                object_set: vec![ObjectSpec {
+                    obj: ds.clone(),
+                    skip: false,
+                    select_set: Vec::new(),
+                }],
+            })
+            .await?;
+        let hosts: Vec<Moref> = objs
+            .iter()
+            .flat_map(|o| {
+                o.get("host")
+                    .map(|v| v.host_mounts.clone())
+                    .unwrap_or_default()
+            })
+            .map(|m: soap::DatastoreHostMount| m.key)
+            .collect();
+        let (mut zones, mut regions) = (BTreeSet::new(), BTreeSet::new());
+        for host in hosts {
+            let mut chain = vec![ds.clone()];
+            chain.extend(self.inventory.ancestry(&host.value).await?);
+            let z = self.zone_of_objects(&chain, ds_name).await?;
+            zones.insert(z.failure_domain);
+            regions.insert(z.region);
+        }
+        if zones.is_empty() && regions.is_empty() {
+            return Err(crate::cloud_error(
+                "get volume labels",
+                format!("datastore {ds_name:?} has no zone tags and no host mounts it"),
+            ));
+        }
+        if regions.len() > 1 {
+            return Err(crate::cloud_error(
+                "get volume labels",
+                format!(
+                    "datastore {ds_name:?} is mounted in several regions: {}",
+                    regions.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        Ok(to_labels(zones, regions))
+    }
+}
+
+fn to_labels(zones: BTreeSet<String>, regions: BTreeSet<String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let zones: Vec<String> = zones.into_iter().filter(|z| !z.is_empty()).collect();
+    if !zones.is_empty() {
+        out.insert(
+            LABEL_TOPOLOGY_ZONE.to_owned(),
+            zones.join(MULTI_ZONE_DELIMITER),
+        );
+    }
+    if let Some(r) = regions.into_iter().find(|r| !r.is_empty()) {
+        out.insert(LABEL_TOPOLOGY_REGION.to_owned(), r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_paths_name_their_datastore() {
+        assert_eq!(
+            parse_volume_path("[LocalDS_0] kubevols/a.vmdk"),
+            Some(("LocalDS_0", "kubevols/a.vmdk"))
+        );
+        assert_eq!(parse_volume_path("[ds 1]x.vmdk"), Some(("ds 1", "x.vmdk")));
+        assert_eq!(parse_volume_path("kubevols/a.vmdk"), None);
+        assert_eq!(parse_volume_path("[] a"), None);
+    }
+
+    #[test]
+    fn labels_join_zones() {
+        let l = to_labels(
+            BTreeSet::from(["b".into(), "a".into()]),
+            BTreeSet::from(["r".into()]),
+        );
+        assert_eq!(l.get(LABEL_TOPOLOGY_ZONE).map(String::as_str), Some("a__b"));
+        assert_eq!(l.get(LABEL_TOPOLOGY_REGION).map(String::as_str), Some("r"));
+    }
+}
