@@ -215,6 +215,48 @@ fn every_overlay_and_base_renders() {
     assert_eq!(bundles, 3);
 }
 
+/// The objects of `file` the apiserver holds, as `kind/namespace/name` → resourceVersion.
+fn stored(kubeconfig: &Path, file: &Path) -> std::collections::BTreeMap<String, String> {
+    let out = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "--ignore-not-found", "-o", "json", "-f"])
+        .arg(file)
+        .output()
+        .expect("run kubectl get");
+    assert!(
+        out.status.success(),
+        "kubectl get -f {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut found = std::collections::BTreeMap::new();
+    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return found;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kubectl get json");
+    let items = match v["kind"].as_str() {
+        Some("List") => v["items"].as_array().cloned().unwrap_or_default(),
+        _ => vec![v],
+    };
+    for o in items {
+        let m = &o["metadata"];
+        found.insert(
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap_or_default(),
+                m["namespace"].as_str().unwrap_or_default(),
+                m["name"].as_str().unwrap_or_default()
+            ),
+            m["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    found
+}
+
 #[tokio::test]
 async fn every_rendering_passes_kubectl_apply_dry_run_server() {
     let env = hypercloud_testenv::TestEnv::new("deploy-dry-run")
@@ -227,6 +269,10 @@ async fn every_rendering_passes_kubectl_apply_dry_run_server() {
             .path()
             .join(format!("{}.yaml", r.name.replace('/', "_")));
         std::fs::write(&file, &r.yaml).expect("write");
+        // Cluster-scoped objects of the shared apiserver may already exist (other tests apply
+        // deploy/components/service-account-credentials for real): the dry run must leave
+        // every object as it found it, none created and none changed.
+        let before = stored(&kubeconfig, &file);
         // --validate=strict (kubectl's default, spelt out): a misspelt field fails instead of
         // being dropped with a warning.
         let out = Command::new(kubectl())
@@ -248,23 +294,10 @@ async fn every_rendering_passes_kubectl_apply_dry_run_server() {
             .filter(|l| l.ends_with("(server dry run)"))
             .count();
         assert_eq!(applied, r.docs.len(), "deploy/{}: {stdout}", r.name);
-        // Nothing was stored.
-        let out = Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["get", "--ignore-not-found", "-o", "name", "-f"])
-            .arg(&file)
-            .output()
-            .expect("run kubectl get");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "",
-            "deploy/{}: a dry run stored objects",
+            stored(&kubeconfig, &file),
+            before,
+            "deploy/{}: a dry run stored or changed objects",
             r.name
         );
     }

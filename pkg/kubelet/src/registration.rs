@@ -43,7 +43,9 @@ pub struct CloudFacts {
     pub zone: Option<Zone>,
     /// Instance type, when known.
     pub instance_type: Option<String>,
-    /// Whether the provider manages routes (then the Node starts NetworkUnavailable).
+    /// Whether the Node starts `NetworkUnavailable` until the route controller clears it:
+    /// upstream's kubelet does this for the `gce` provider with routes only
+    /// (`providerRequiresNetworkingConfiguration`), see [`requires_network_configuration`].
     pub has_routes: bool,
 }
 
@@ -178,8 +180,15 @@ pub async fn cloud_facts(
         addresses: with_hostname_address(addresses, node_name),
         zone,
         instance_type: Some(instance_type).filter(|t| !t.is_empty()),
-        has_routes: cloud.routes().is_some(),
+        has_routes: requires_network_configuration(cloud),
     })
+}
+
+/// Upstream's kubelet starts a Node `NetworkUnavailable` only when its provider is `gce` and
+/// has routes (`providerRequiresNetworkingConfiguration`); with any other provider the Node is
+/// schedulable without a route, whether or not the cloud has routes (aws and openstack do).
+pub fn requires_network_configuration(cloud: &dyn Interface) -> bool {
+    cloud.provider_name() == "gce" && cloud.routes().is_some()
 }
 
 /// The addresses the kubelet reports itself when no in-tree provider gives them (upstream's
@@ -487,7 +496,8 @@ instances:
                 ("Hostname", "node-1")
             ]
         );
-        assert!(facts.has_routes);
+        // The fake provider has routes, but only gce's start a Node NetworkUnavailable.
+        assert!(!facts.has_routes);
         let calls: Vec<_> = cloud.calls().iter().map(|c| c.method).collect();
         assert_eq!(
             calls,
@@ -499,6 +509,34 @@ instances:
                 "get_zone_by_node_name"
             ]
         );
+    }
+
+    /// A provider under another name, with or without the fake provider's routes.
+    struct Named(&'static str, FakeCloud, bool);
+    impl Interface for Named {
+        fn provider_name(&self) -> &str {
+            self.0
+        }
+        fn routes(&self) -> Option<&dyn hypercloud_cloudprovider::Routes> {
+            self.1.routes().filter(|_| self.2)
+        }
+    }
+
+    #[test]
+    fn only_gce_with_routes_starts_nodes_network_unavailable() {
+        let fake = || FakeCloud::from_config_bytes(CLOUD.as_bytes(), "t").expect("config");
+        assert!(requires_network_configuration(&Named("gce", fake(), true)));
+        assert!(!requires_network_configuration(&Named(
+            "gce",
+            fake(),
+            false
+        )));
+        for other in ["aws", "openstack", "local", "vsphere", "fake"] {
+            assert!(
+                !requires_network_configuration(&Named(other, fake(), true)),
+                "{other}"
+            );
+        }
     }
 
     #[tokio::test]

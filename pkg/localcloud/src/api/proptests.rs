@@ -617,11 +617,37 @@ fn message(body: &Value) -> String {
     found.map_or_else(|| body.to_string(), str::to_owned)
 }
 
-/// Whether `message` names `field` (`new_size` also as "new size", any case).
+/// Whether `message` names `field` (`new_size` also as "new size", a list field also in the
+/// singular as Neutron says it, "The allocation pool ... spans beyond ..."; any case).
 fn names(message: &str, field: &str) -> bool {
     let m = message.to_lowercase();
     let f = field.to_lowercase();
-    m.contains(&f) || m.contains(&f.replace('_', " "))
+    let singular = f.strip_suffix('s').unwrap_or(&f);
+    [f.as_str(), singular]
+        .iter()
+        .any(|f| m.contains(f) || m.contains(&f.replace('_', " ")))
+}
+
+/// The runner of one target: `CASES` cases from a seed fixed per target, so that a CI run
+/// is repeatable; `PROPTEST_CASES` and `PROPTEST_RNG_SEED` (proptest's own variables)
+/// override both to explore further (`PROPTEST_RNG_SEED=random` for a new seed each run).
+fn runner(target: &str) -> TestRunner {
+    use proptest::test_runner::RngSeed;
+    let from_env = Config::default();
+    let cases = std::env::var_os("PROPTEST_CASES").map_or(CASES, |_| from_env.cases);
+    let rng_seed = match std::env::var("PROPTEST_RNG_SEED").as_deref() {
+        Ok("random") => RngSeed::Random,
+        Ok(_) => from_env.rng_seed,
+        Err(_) => RngSeed::Fixed(target.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })),
+    };
+    TestRunner::new(Config {
+        cases,
+        rng_seed,
+        failure_persistence: None,
+        ..Config::default()
+    })
 }
 
 #[test]
@@ -639,11 +665,7 @@ fn every_service_survives_hostile_bodies_and_names_the_bad_field() {
             target.name
         );
         h.clean_up(&target, status, &reply);
-        let mut runner = TestRunner::new(Config {
-            cases: CASES,
-            failure_persistence: None,
-            ..Config::default()
-        });
+        let mut runner = runner(target.name);
         let result = runner.run(&mutation(), |m| {
             let (bytes, field) = apply(&target.body, &m);
             let (status, reply, _) = h.send_bytes(target.method.clone(), &target.path, bytes);
@@ -668,7 +690,7 @@ fn every_service_survives_hostile_bodies_and_names_the_bad_field() {
         if let Err(e) = result {
             failures.push(format!("{}: {e}", target.name));
         }
-        total += CASES;
+        total += runner.config().cases;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     eprintln!(
