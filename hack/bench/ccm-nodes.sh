@@ -2,7 +2,9 @@
 # Benchmark: the cloud-controller-manager initialising N Nodes (default 1000) that carry the
 # uninitialized taint, on the envtest apiserver, against the fake provider (default) or, with
 # --provider=local, a real `hypercloud local-cloud serve` holding N servers created through the
-# Nova API. Reports time to all initialised, apiserver writes per Node, provider calls per Node,
+# Nova API, or with --provider=aws, moto holding N instances behind a proxy that counts the EC2
+# requests (and Amazon's metadata mock; hack/aws-tools.sh installs both).
+# Reports time to all initialised, apiserver writes per Node, provider calls per Node,
 # the CCM's peak RSS and, with the local cloud, the HTTP requests it answered per Node and its
 # peak RSS (cmd/hypercloud/examples/bench_ccm_nodes.rs does the work).
 #
@@ -12,10 +14,11 @@
 # default 300): CPU, RSS, the apiserver requests the CCM made and the cloud requests, per
 # Node-hour.
 #
-#   hack/bench/ccm-nodes.sh [N] [--provider=fake|local] [--kwok [--window=S]] [extra cloud-controller-manager flags...]
+#   hack/bench/ccm-nodes.sh [N] [--provider=fake|local|aws] [--kwok [--window=S]] [extra cloud-controller-manager flags...]
 #   hack/bench/ccm-nodes.sh 1000 --kube-api-qps=200 --kube-api-burst=300 --concurrent-node-syncs=8
 #   hack/bench/ccm-nodes.sh 1000 --provider=local
 #   hack/bench/ccm-nodes.sh 1000 --provider=local --kwok --kube-api-qps=200 --kube-api-burst=300
+#   hack/bench/ccm-nodes.sh 500 --provider=aws --kwok
 #
 # Uses the control plane in HYPERCLOUD_TEST_KUBECONFIG if set, else starts (and stops) its own.
 # HYPERCLOUD_BENCH_PROFILE=dev builds without optimisations (faster to build, slower to run).

@@ -13,6 +13,11 @@
 //!   the CCM ran (its `localcloud_api_requests_total`) per Node, by service, method and route,
 //!   and the local cloud's peak RSS. This is where the provider's batching shows: many provider
 //!   calls, few cloud requests.
+//! - `aws`: moto (the tagged VPC of `hypercloud_testenv::aws`, a /20 subnet holding N
+//!   `m5.large` instances, Nodes named by their private DNS names as the aws provider names
+//!   them) behind a recording proxy, and Amazon's EC2 metadata mock playing the first instance
+//!   (its instance role gives the SDK credentials); the CCM on `--cloud-provider=aws`. Reports
+//!   the EC2 requests (by action) that reached moto while the CCM ran, per Node.
 //!
 //! With `--kwok`, the Nodes live in a real cluster: kwok (`hypercloud_testenv::cluster`, the
 //! Stages of hack/lib/kwok-stages.yaml, the kubelet's 40 s Lease) plays their kubelets, so they
@@ -23,9 +28,9 @@
 //! ServiceAccount of its own, so the apiserver's priority-and-fairness metrics
 //! `apiserver_flowcontrol_dispatched_requests_total{flow_schema="service-accounts"}` count it
 //! apart from kwok and the KCM, which run as admin) and the cloud requests (provider calls,
-//! and with `--provider=local` the requests the cloud answered), each per Node-hour.
+//! and with `--provider=local|aws` the requests the cloud answered), each per Node-hour.
 //!
-//! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local] [--kwok]
+//! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local|aws] [--kwok]
 //!        [--window=SECONDS] [extra CCM flags...]
 //! Needs HYPERCLOUD_TEST_KUBECONFIG (a running envtest, `eval "$(hack/envtest.sh start)"`).
 
@@ -262,7 +267,7 @@ async fn steady_state(
     admin: &str,
     pid: u32,
     [apiserver_url, ccm_url]: [&str; 2],
-    cloud_url: Option<&str>,
+    cloud: Option<&CloudCounter<'_>>,
     n: usize,
     window: Duration,
 ) -> Res<String> {
@@ -282,13 +287,12 @@ async fn steady_state(
             &[("request", "initialize")],
         )
     };
-    let cloud_total = |text: &str| -> f64 { cloud_requests("", text).values().sum() };
     let scrape = || async {
         let api = get_text(http, apiserver_url, admin).await?;
         let ccm = get_text(http, ccm_url, admin).await?;
-        let cloud = match cloud_url {
-            Some(url) => get_text(http, url, "").await?,
-            None => String::new(),
+        let cloud = match cloud {
+            Some(c) => c.total(http).await?,
+            None => 0.0,
         };
         Res::Ok((api, ccm, cloud))
     };
@@ -316,14 +320,100 @@ async fn steady_state(
         requests / node_hours,
         calls / node_hours,
     );
-    if cloud_url.is_some() {
-        let cloud = cloud_total(&cloud1) - cloud_total(&cloud0);
+    if cloud.is_some() {
+        let cloud = cloud1 - cloud0;
         out.push_str(&format!(
             "\n  cloud API requests:      {cloud} in all, {:.3} per Node-hour",
             cloud / node_hours
         ));
     }
     Ok(out)
+}
+
+/// Where the cloud requests are counted: the local cloud's own metrics, or the actions the
+/// proxy in front of moto recorded.
+enum CloudCounter<'a> {
+    Local(String),
+    Aws(&'a hypercloud_testenv::aws::FaultProxy),
+}
+
+impl CloudCounter<'_> {
+    /// Requests so far, by kind.
+    async fn by_kind(&self, http: &reqwest::Client) -> Res<BTreeMap<String, f64>> {
+        match self {
+            CloudCounter::Local(url) => Ok(cloud_requests("", &get_text(http, url, "").await?)),
+            CloudCounter::Aws(proxy) => {
+                let mut m = BTreeMap::new();
+                for a in proxy.actions() {
+                    *m.entry(a).or_insert(0.0) += 1.0;
+                }
+                Ok(m)
+            }
+        }
+    }
+
+    async fn total(&self, http: &reqwest::Client) -> Res<f64> {
+        Ok(self.by_kind(http).await?.values().sum())
+    }
+}
+
+/// moto with N cluster instances behind a recording proxy, and the metadata mock.
+struct Aws {
+    _moto: hypercloud_testenv::aws::Moto,
+    _mock: hypercloud_testenv::aws::MetadataMock,
+    proxy: hypercloud_testenv::aws::FaultProxy,
+    /// The Node names: the instances' private DNS names.
+    names: Vec<String>,
+    conf: String,
+}
+
+impl Aws {
+    async fn start(n: usize) -> Res<Aws> {
+        use hypercloud_testenv::aws as t;
+        let moto = t::Moto::start();
+        let (vpc, _) = moto.create_network(t::CLUSTER);
+        let described = moto.cli(&["ec2", "describe-vpcs", "--vpc-ids", &vpc]);
+        let cidr = described["Vpcs"][0]["CidrBlock"]
+            .as_str()
+            .ok_or("moto's VPC has no CidrBlock")?
+            .replace(".0.0/16", ".16.0/20");
+        let subnet = moto.cli(&[
+            "ec2",
+            "create-subnet",
+            "--vpc-id",
+            &vpc,
+            "--cidr-block",
+            &cidr,
+            "--availability-zone",
+            t::ZONE,
+        ]);
+        let subnet = subnet["Subnet"]["SubnetId"]
+            .as_str()
+            .ok_or("no SubnetId")?
+            .to_owned();
+        let instances = moto.run_instances(&subnet, n, Some(t::CLUSTER), "m5.large");
+        let names = instances
+            .iter()
+            .map(|i| {
+                i["PrivateDnsName"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or("an instance without PrivateDnsName")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut me = t::MockInstance::from_moto(&instances[0]);
+        me.role = Some(t::role("AKIDFROMIMDSROLE"));
+        let mock = t::MetadataMock::start(&me, false);
+        let proxy = t::FaultProxy::start(moto.url()).await;
+        let conf = t::cloud_conf(proxy.url(), mock.url(), "");
+        Ok(Aws {
+            _moto: moto,
+            _mock: mock,
+            proxy,
+            names,
+            conf,
+        })
+    }
 }
 
 /// A running `hypercloud local-cloud serve` with N servers.
@@ -426,16 +516,6 @@ impl LocalCloud {
         format!("{}/metrics", self.api_url)
     }
 
-    async fn metrics(&self, http: &reqwest::Client) -> Res<String> {
-        Ok(http
-            .get(self.metrics_url())
-            .send()
-            .await?
-            .error_for_status()?
-            .text()
-            .await?)
-    }
-
     fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -483,8 +563,8 @@ async fn main() -> Res<()> {
             _ => extra.push(a),
         }
     }
-    if provider != "fake" && provider != "local" {
-        return Err(format!("--provider={provider}: want fake or local").into());
+    if !["fake", "local", "aws"].contains(&provider.as_str()) {
+        return Err(format!("--provider={provider}: want fake, local or aws").into());
     }
     let kubeconfig = std::env::var("HYPERCLOUD_TEST_KUBECONFIG")
         .map_err(|_| "HYPERCLOUD_TEST_KUBECONFIG not set (eval \"$(hack/envtest.sh start)\")")?;
@@ -504,8 +584,9 @@ async fn main() -> Res<()> {
     let run = format!("b{}", std::process::id());
     let label = format!("hypercloud.io/bench={run}");
     let dir = tempfile::tempdir()?;
-    let names: Vec<String> = (0..n).map(|i| format!("{run}-{i:04}")).collect();
+    let mut names: Vec<String> = (0..n).map(|i| format!("{run}-{i:04}")).collect();
     let mut local = None;
+    let mut aws = None;
     let mut create_secs = 0.0;
     let cloud_config = if provider == "local" {
         eprintln!("starting the local cloud and creating {n} servers ...");
@@ -520,6 +601,17 @@ async fn main() -> Res<()> {
             format!("[Global]\nauth-url = {}/identity/v3\n", cloud.api_url),
         )?;
         local = Some(cloud);
+        path
+    } else if provider == "aws" {
+        eprintln!("starting moto and the metadata mock, running {n} instances ...");
+        let t = Instant::now();
+        let cloud = Aws::start(n).await?;
+        create_secs = t.elapsed().as_secs_f64();
+        eprintln!("created in {create_secs:.1}s");
+        names.clone_from(&cloud.names);
+        let path = dir.path().join("cloud.conf");
+        std::fs::write(&path, &cloud.conf)?;
+        aws = Some(cloud);
         path
     } else {
         let mut cfg = String::from("region: RegionOne\nzone: nova\ninstances:\n");
@@ -605,9 +697,14 @@ async fn main() -> Res<()> {
 
     let metrics_url = format!("{}metrics", apiserver);
     let before = get_text(&http, &metrics_url, &admin).await?;
-    let cloud_before = match &local {
-        Some(c) => c.metrics(&http).await?,
-        None => String::new(),
+    let counter = match (&local, &aws) {
+        (Some(c), _) => Some(CloudCounter::Local(c.metrics_url())),
+        (_, Some(a)) => Some(CloudCounter::Aws(&a.proxy)),
+        _ => None,
+    };
+    let cloud_before = match &counter {
+        Some(c) => c.by_kind(&http).await?,
+        None => BTreeMap::new(),
     };
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -667,13 +764,12 @@ async fn main() -> Res<()> {
     let steady = if kwok {
         eprintln!("settling 30s, then measuring the steady state over {window_secs}s ...");
         tokio::time::sleep(Duration::from_secs(30)).await;
-        let cloud_url = local.as_ref().map(|c| c.metrics_url());
         let report = steady_state(
             &http,
             &admin,
             pid,
             [&metrics_url, &ccm_metrics_url],
-            cloud_url.as_deref(),
+            counter.as_ref(),
             n,
             Duration::from_secs(window_secs),
         )
@@ -689,15 +785,25 @@ async fn main() -> Res<()> {
         .args(["-TERM", &pid.to_string()])
         .status();
     let _ = ccm.wait();
-    let cloud_side = match local.take() {
+    let requests = match &counter {
         Some(c) => {
-            let requests = cloud_requests(&cloud_before, &c.metrics(&http).await?);
-            let hwm = vm_hwm_kb(c.child.id()).unwrap_or(0);
-            c.stop();
-            Some((requests, hwm))
+            let mut after = c.by_kind(&http).await?;
+            for (k, v) in &cloud_before {
+                if let Some(a) = after.get_mut(k) {
+                    *a -= v;
+                }
+            }
+            after.retain(|_, v| *v > 0.0);
+            Some(after)
         }
         None => None,
     };
+    drop(counter);
+    let cloud_hwm = local.take().map(|c| {
+        let hwm = vm_hwm_kb(c.child.id()).unwrap_or(0);
+        c.stop();
+        hwm
+    });
 
     let (wb, wa) = (writes(&before, "nodes"), writes(&after, "nodes"));
     let node_writes: f64 = wa.iter().map(|(k, v)| v - wb.get(k).unwrap_or(&0.0)).sum();
@@ -734,6 +840,9 @@ async fn main() -> Res<()> {
     if provider == "local" {
         println!("servers created in:      {create_secs:.1}s (POST /servers, 32 at a time)");
     }
+    if provider == "aws" {
+        println!("instances created in:    {create_secs:.1}s (moto, one run-instances)");
+    }
     println!(
         "ccm flags:               {}",
         if extra.is_empty() {
@@ -754,7 +863,7 @@ async fn main() -> Res<()> {
         cloud_calls / n as f64,
         by_request.join(" ")
     );
-    if let Some((requests, _)) = &cloud_side {
+    if let Some(requests) = &requests {
         let total: f64 = requests.values().sum();
         let detail: Vec<String> = requests.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!(
@@ -767,7 +876,7 @@ async fn main() -> Res<()> {
         "ccm peak RSS:            {:.1} MiB",
         peak_kb as f64 / 1024.0
     );
-    if let Some((_, hwm)) = &cloud_side {
+    if let Some(hwm) = &cloud_hwm {
         println!(
             "local cloud peak RSS:    {:.1} MiB (including creating the servers)",
             *hwm as f64 / 1024.0
