@@ -31,6 +31,7 @@ use serde_json::json;
 
 use crate::cidr::Cidr;
 use crate::informer::{next_notice, Informer, Notice};
+use crate::metrics::Metrics;
 use crate::queue::{run_workers, Action, Queue};
 use crate::route::pod_cidrs;
 use crate::{names, Context, Error, Result};
@@ -231,7 +232,7 @@ fn node_mask_sizes(o: &NodeIpamOptions, cluster: &[Cidr]) -> Result<Vec<(u8, &'s
 /// indexed by node CIDR number, grown only as far as the highest one used. Allocation goes
 /// round-robin from after the last one handed out, as upstream's `nextCandidate`, so a freed
 /// CIDR is not reused at once.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CidrSet {
     cluster: Cidr,
     node_prefix: u8,
@@ -240,6 +241,19 @@ pub struct CidrSet {
     allocated: u64,
     next_candidate: u64,
     used: Vec<u64>,
+    metrics: Option<Metrics>,
+}
+
+impl std::fmt::Debug for CidrSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CidrSet")
+            .field("cluster", &self.cluster)
+            .field("node_prefix", &self.node_prefix)
+            .field("allocated", &self.allocated)
+            .field("max", &self.max)
+            .field("next_candidate", &self.next_candidate)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CidrSet {
@@ -258,7 +272,35 @@ impl CidrSet {
             allocated: 0,
             next_candidate: 0,
             used: Vec::new(),
+            metrics: None,
         })
+    }
+
+    /// Reports allocations, releases and usage under the cluster CIDR's label, as upstream's
+    /// cidrset metrics.
+    pub(crate) fn with_metrics(mut self, metrics: Metrics) -> CidrSet {
+        self.metrics = Some(metrics);
+        self.observe(0, 0, None);
+        self
+    }
+
+    fn observe(&self, allocations: u64, releases: u64, tries: Option<u64>) {
+        let Some(m) = &self.metrics else {
+            return;
+        };
+        let label = [self.cluster.to_string()];
+        m.cidrset_allocations
+            .with_label_values(&label)
+            .inc_by(allocations);
+        m.cidrset_releases
+            .with_label_values(&label)
+            .inc_by(releases);
+        if let Some(t) = tries {
+            m.cidrset_tries.with_label_values(&label).observe(t as f64);
+        }
+        m.cidrset_usage
+            .with_label_values(&label)
+            .set(self.allocated as f64 / self.max as f64);
     }
 
     /// The cluster CIDR.
@@ -343,13 +385,16 @@ impl CidrSet {
             return None;
         }
         let mut candidate = self.next_candidate;
+        let mut tries = 0;
         // A free one exists (allocated < max), so this ends within max steps.
         while self.is_used(candidate) {
             candidate = (candidate + 1) % self.max;
+            tries += 1;
         }
         self.set_range(candidate, candidate, true);
         self.allocated += 1;
         self.next_candidate = (candidate + 1) % self.max;
+        self.observe(1, 0, Some(tries));
         Some(self.cidr_at(candidate))
     }
 
@@ -359,7 +404,9 @@ impl CidrSet {
         let Some((begin, end)) = self.range_of(cidr) else {
             return false;
         };
-        self.allocated += self.set_range(begin, end, true);
+        let taken = self.set_range(begin, end, true);
+        self.allocated += taken;
+        self.observe(taken, 0, None);
         true
     }
 
@@ -369,7 +416,9 @@ impl CidrSet {
         let Some((begin, end)) = self.range_of(cidr) else {
             return false;
         };
-        self.allocated -= self.set_range(begin, end, false);
+        let freed = self.set_range(begin, end, false);
+        self.allocated -= freed;
+        self.observe(0, freed, None);
         true
     }
 }
@@ -386,16 +435,29 @@ impl RangeAllocator {
     /// Empty sets for `config`'s cluster CIDRs, with the service CIDRs inside them marked used
     /// (upstream `filterOutServiceRange`).
     pub fn new(config: &IpamConfig) -> Result<RangeAllocator> {
+        Self::build(config, None)
+    }
+
+    /// [`RangeAllocator::new`] reporting upstream's cidrset metrics.
+    pub(crate) fn with_metrics(config: &IpamConfig, metrics: Metrics) -> Result<RangeAllocator> {
+        Self::build(config, Some(metrics))
+    }
+
+    fn build(config: &IpamConfig, metrics: Option<Metrics>) -> Result<RangeAllocator> {
         let mut sets = config
             .cluster_cidrs
             .iter()
             .zip(&config.node_mask_sizes)
             .map(|(&cidr, &mask)| {
-                CidrSet::new(cidr, mask).ok_or_else(|| {
+                let set = CidrSet::new(cidr, mask).ok_or_else(|| {
                     invalid(
                         "--cluster-cidr",
                         format!("{cidr} cannot be cut into /{mask} node CIDRs"),
                     )
+                })?;
+                Ok(match &metrics {
+                    Some(m) => set.with_metrics(m.clone()),
+                    None => set,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -533,7 +595,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
         controller: CONTROLLER,
         reason: "needs --allocate-node-cidrs=true".into(),
     })?;
-    let mut allocator = RangeAllocator::new(&config)?;
+    let mut allocator = RangeAllocator::with_metrics(&config, ctx.metrics.clone())?;
     let mut feed = nodes.subscribe();
     nodes.ready().await;
     // Before any allocation, what Nodes already have is taken (upstream lists Nodes first).
@@ -741,6 +803,26 @@ mod tests {
         assert!(s.release(&c("10.0.0.1/32")));
         assert_eq!(next(&mut s), "10.0.0.1/32");
         assert_eq!(s.allocate_next(), None);
+    }
+
+    #[test]
+    fn upstream_cidrset_metrics() {
+        let registry = prometheus::Registry::new();
+        let m = Metrics::new(&registry).expect("metrics");
+        let mut s = set("10.244.0.0/16", 24).with_metrics(m.clone());
+        next(&mut s);
+        next(&mut s);
+        assert!(s.release(&c("10.244.0.0/24")));
+        assert!(s.occupy(&c("10.244.8.0/23")));
+        let label = ["10.244.0.0/16"];
+        assert_eq!(m.cidrset_allocations.with_label_values(&label).get(), 4);
+        assert_eq!(m.cidrset_releases.with_label_values(&label).get(), 1);
+        assert_eq!(
+            m.cidrset_tries.with_label_values(&label).get_sample_count(),
+            2
+        );
+        let usage = m.cidrset_usage.with_label_values(&label).get();
+        assert!((usage - 3.0 / 256.0).abs() < 1e-9, "{usage}");
     }
 
     #[test]
