@@ -503,8 +503,15 @@ impl RangeAllocator {
     /// Marks a Node's podCIDRs used, each in the set of its position (upstream
     /// `occupyCIDRs`).
     pub fn occupy(&mut self, node: &str, cidrs: &[String]) -> Result<()> {
-        self.pending.remove(node);
-        for (i, cidr) in self.parse(node, cidrs)? {
+        let observed = self.parse(node, cidrs)?;
+        if let Some(pending) = self.pending.remove(node) {
+            // Someone else set other CIDRs first (our patch then failed or came second):
+            // ours go back.
+            if !observed.iter().map(|(_, c)| *c).eq(pending.iter().copied()) {
+                self.release(&pending);
+            }
+        }
+        for (i, cidr) in observed {
             if !self.sets[i].occupy(&cidr) {
                 return Err(Error::ForeignPodCidr {
                     node: node.into(),
@@ -891,6 +898,17 @@ mod tests {
         assert_eq!(strings(&a.allocate("n4").expect("free")), n0);
         a.abandon("n4", false);
         assert!(a.allocate("n5").is_err(), "kept after a timeout");
+    }
+
+    #[test]
+    fn cidrs_someone_else_set_first_win_and_ours_go_back() {
+        let mut a = allocator(&["--cluster-cidr=10.244.0.0/23"]);
+        let ours = strings(&a.allocate("n").expect("free"));
+        assert_eq!(ours, ["10.244.0.0/24"]);
+        a.occupy("n", &["10.244.1.0/24".into()]).expect("in range");
+        assert!(!a.is_pending("n"));
+        assert_eq!(a.sets()[0].usage().0, 1);
+        assert_eq!(strings(&a.allocate("m").expect("free")), ours);
     }
 
     #[test]
