@@ -132,7 +132,9 @@ mod tests {
             [
                 Controller::CloudNode,
                 Controller::CloudNodeLifecycle,
-                Controller::ServiceLb
+                Controller::ServiceLb,
+                // Node IPAM needs no cloud capability.
+                Controller::NodeIpam
             ]
         );
         for entry in plan.entries() {

@@ -268,7 +268,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let flag = write(
             &dir,
-            "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: lm\ncontrollerLeaders:\n  - {name: service, component: kube-controller-manager}\n  - {name: route, component: cloud-controller-manager}\n  - {name: node-ipam-controller, component: kube-controller-manager}\n",
+            "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: lm\ncontrollerLeaders:\n  - {name: service, component: kube-controller-manager}\n  - {name: route, component: cloud-controller-manager}\n  - {name: persistentvolume-attach-detach-controller, component: kube-controller-manager}\n",
         );
         let o = opts(&["--enable-leader-migration", &flag]);
         let ccm = plan(
@@ -292,7 +292,7 @@ pub(crate) mod tests {
                 "kube-controller-manager".to_string()
             )]
         );
-        assert_eq!(ccm.unmatched, ["node-ipam-controller"]);
+        assert_eq!(ccm.unmatched, ["persistentvolume-attach-detach-controller"]);
         let text = report(&ccm, &o, true);
         assert!(
             text.contains(
@@ -300,7 +300,10 @@ pub(crate) mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("(ignored): node-ipam-controller"), "{text}");
+        assert!(
+            text.contains("(ignored): persistentvolume-attach-detach-controller"),
+            "{text}"
+        );
         // Nothing migrated to this component: it stays out of the migration Lease.
         let only_node = plan(
             "cloud-controller-manager",

@@ -152,6 +152,10 @@ pub async fn start_and_run(
         hypercloud_controllers::route::cluster_cidrs(cidrs)
             .map_err(|e| cloud::UsageError(format!("--cluster-cidr: {e}")))?;
     }
+    // Node IPAM's flags together (dual-stack, mask sizes, service range), with
+    // --allocate-node-cidrs=true: a usage error naming the flag.
+    hypercloud_controllers::node_ipam::IpamConfig::from_options(&controllers)
+        .map_err(|e| cloud::UsageError(e.to_string()))?;
     let enabled = names::resolve(table, &controllers.generic.controllers)?;
     let enabled_names: Vec<&'static str> = enabled.iter().map(|c| c.name()).collect();
     let migration = leader_migration::plan(

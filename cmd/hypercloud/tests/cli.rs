@@ -535,6 +535,32 @@ fn bad_flags_are_usage_errors() {
             "--cloud-provider=fake",
             "--allocate-node-cidrs",
         ],
+        // Node IPAM: only the range allocator; upstream's checks of the CIDR flags.
+        &[
+            "cloud-controller-manager",
+            "--cloud-provider=fake",
+            "--cidr-allocator-type=CloudAllocator",
+        ],
+        &[
+            "controller-manager",
+            "--cloud-provider=fake",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.0.0.0/8,10.1.0.0/16",
+        ],
+        &[
+            "cloud-controller-manager",
+            "--cloud-provider=fake",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=fd00::/32",
+            "--node-cidr-mask-size-ipv6=64",
+        ],
+        &[
+            "cloud-controller-manager",
+            "--cloud-provider=fake",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.244.0.0/16",
+            "--node-cidr-mask-size-ipv4=33",
+        ],
         &["kubelet-helper", "--kube-api-qps=-1"],
         &["kubelet-helper", "--logging-format=xml"],
     ] {

@@ -515,7 +515,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
         "  cloud-node-controller            enabled\n",
         "  service-lb-controller            enabled, under the migration lease lm\n",
         "  cloud-node-lifecycle-controller  not run here: leader migration assigns it to kube-controller-manager\n",
-        "  under lease kube-system/cloud-controller-manager: cloud-node-controller, node-route-controller\n",
+        "  under lease kube-system/cloud-controller-manager: cloud-node-controller, node-ipam-controller, node-route-controller\n",
         "  under lease kube-system/lm (only while holding it): service-lb-controller\n",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
@@ -551,12 +551,13 @@ fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
         (
             "controller-manager",
             "kube-controller-manager.conf",
-            "  under lease kube-system/kube-controller-manager: none\n",
+            // Node IPAM is not in the configuration (nor upstream's default): it stays.
+            "  under lease kube-system/kube-controller-manager: node-ipam-controller\n",
         ),
         (
             "cloud-controller-manager",
             "cloud-controller-manager.conf",
-            "  under lease kube-system/cloud-controller-manager: cloud-node-controller\n",
+            "  under lease kube-system/cloud-controller-manager: cloud-node-controller, node-ipam-controller\n",
         ),
     ] {
         let cfg = format!("--leader-migration-config={}", deploy.join(file).display());

@@ -162,6 +162,32 @@ pub enum Error {
         /// The apiserver's error.
         source: kube::Error,
     },
+    /// A flag node IPAM reads is invalid on its own or with the others (upstream's checks
+    /// when it starts the node-ipam-controller).
+    #[error("{flag}: {message}")]
+    InvalidFlag {
+        /// The flag, with its dashes.
+        flag: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// No node CIDR is left in a cluster CIDR.
+    #[error("failed to allocate cidr from cluster cidr {cluster_cidr}: no remaining CIDRs left to allocate in the accepted range")]
+    CidrExhausted {
+        /// The exhausted cluster CIDR.
+        cluster_cidr: String,
+    },
+    /// A CIDR does not fit the allocator's cluster CIDRs (a Node's podCIDR outside
+    /// `--cluster-cidr`, or more podCIDRs than cluster CIDRs).
+    #[error("node {node}: pod CIDR {cidr}: {message}")]
+    ForeignPodCidr {
+        /// Node name.
+        node: String,
+        /// The CIDR.
+        cidr: String,
+        /// Why it does not fit.
+        message: String,
+    },
     /// `--cluster-cidr` or a node podCIDR is not a CIDR.
     #[error("invalid CIDR {cidr:?}")]
     ParseCidr {

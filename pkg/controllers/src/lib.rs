@@ -13,6 +13,7 @@
 //!   in one metadata patch and at most one status patch, and refreshes addresses periodically;
 //! - [`node_lifecycle`]: taints shut-down Nodes and deletes Nodes whose instance is gone;
 //! - [`service`]: load balancers for `type: LoadBalancer` Services;
+//! - [`node_ipam`]: pod CIDRs for Nodes from `--cluster-cidr` (with `--allocate-node-cidrs`);
 //! - [`route`]: cloud routes for node pod CIDRs;
 //! - [`pv_label`]: zone/region labels on PersistentVolumes of cloud volumes (off by default).
 //!
@@ -24,6 +25,7 @@
 // size does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod cidr;
 pub mod cloud_node;
 pub mod credentials;
 mod error;
@@ -32,6 +34,7 @@ mod fixtures;
 mod informer;
 mod metrics;
 pub mod names;
+pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod plan;
 pub mod pv_label;
@@ -324,6 +327,9 @@ async fn run(
                     tasks.spawn(async move { (name, service::run(ctx, nodes, services).await) });
                 }
             }
+            Controller::NodeIpam => {
+                tasks.spawn(async move { (name, node_ipam::run(ctx, nodes).await) });
+            }
             Controller::NodeRoute => {
                 tasks.spawn(async move { (name, route::run(ctx, nodes).await) });
             }
@@ -391,11 +397,13 @@ mod tests {
 
     #[tokio::test]
     async fn unservable_controllers_are_skipped() {
-        // No load balancers, routes off by flag, no volume labels: nothing runs, no error.
+        // No load balancers, IPAM and routes off by flag, no volume labels: nothing runs, no
+        // error.
         run_controllers(
             config(&["load-balancer", "pv-labeler"]),
             &[
                 names::SERVICE_LB.name,
+                names::NODE_IPAM.name,
                 names::NODE_ROUTE.name,
                 names::PV_LABEL.name,
             ],

@@ -1,6 +1,7 @@
 //! Metrics shared by the controllers, under the names upstream dashboards expect
 //! (`k8s.io/component-base/metrics/prometheus/workqueue`, the service controller's
-//! `service_controller_*`, and the node controllers' counters).
+//! `service_controller_*`, the node controllers' counters, node IPAM's
+//! `node_ipam_controller_cidrset_*`).
 
 use prometheus::{
     exponential_buckets, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
@@ -43,6 +44,14 @@ pub(crate) struct Metrics {
     /// `node_controller_initial_node_sync_delay_seconds`: from a Node's creation to the end
     /// of its initialisation (addresses written, event sent).
     pub initial_node_sync_delay: Histogram,
+    /// `node_ipam_controller_cidrset_cidrs_allocations_total{clusterCIDR}`.
+    pub cidrset_allocations: IntCounterVec,
+    /// `node_ipam_controller_cidrset_cidrs_releases_total{clusterCIDR}`.
+    pub cidrset_releases: IntCounterVec,
+    /// `node_ipam_controller_cidrset_usage_cidrs{clusterCIDR}`: the fraction in use.
+    pub cidrset_usage: GaugeVec,
+    /// `node_ipam_controller_cidrset_allocation_tries_per_request{clusterCIDR}`.
+    pub cidrset_tries: HistogramVec,
 }
 
 impl Metrics {
@@ -51,6 +60,7 @@ impl Metrics {
     /// failing the start.
     pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
         let name = &["name"];
+        let cluster_cidr = &["clusterCIDR"];
         let buckets = exponential_buckets(1e-8, 10.0, 10)?;
         let m = Self {
             depth: IntGaugeVec::new(Opts::new("workqueue_depth", "Current depth of workqueue"), name)?,
@@ -140,6 +150,36 @@ impl Metrics {
                 )
                 .buckets(exponential_buckets(1.0, 4.0, 6)?),
             )?,
+            cidrset_allocations: IntCounterVec::new(
+                Opts::new(
+                    "node_ipam_controller_cidrset_cidrs_allocations_total",
+                    "Counter measuring total number of CIDR allocations.",
+                ),
+                cluster_cidr,
+            )?,
+            cidrset_releases: IntCounterVec::new(
+                Opts::new(
+                    "node_ipam_controller_cidrset_cidrs_releases_total",
+                    "Counter measuring total number of CIDR releases.",
+                ),
+                cluster_cidr,
+            )?,
+            cidrset_usage: GaugeVec::new(
+                Opts::new(
+                    "node_ipam_controller_cidrset_usage_cidrs",
+                    "Gauge measuring percentage of allocated CIDRs.",
+                ),
+                cluster_cidr,
+            )?,
+            // Upstream's help text, a copy-paste slip, kept: dashboards show it.
+            cidrset_tries: HistogramVec::new(
+                HistogramOpts::new(
+                    "node_ipam_controller_cidrset_allocation_tries_per_request",
+                    "Number of endpoints added on each Service sync",
+                )
+                .buckets(exponential_buckets(1.0, 5.0, 5)?),
+                cluster_cidr,
+            )?,
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(m.depth.clone()),
@@ -157,6 +197,10 @@ impl Metrics {
             Box::new(m.route_sync.clone()),
             Box::new(m.taint_removal_delay.clone()),
             Box::new(m.initial_node_sync_delay.clone()),
+            Box::new(m.cidrset_allocations.clone()),
+            Box::new(m.cidrset_releases.clone()),
+            Box::new(m.cidrset_usage.clone()),
+            Box::new(m.cidrset_tries.clone()),
         ];
         for c in collectors {
             match registry.register(c) {

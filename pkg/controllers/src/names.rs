@@ -16,6 +16,8 @@ pub enum Controller {
     CloudNodeLifecycle,
     /// [`SERVICE_LB`].
     ServiceLb,
+    /// [`NODE_IPAM`].
+    NodeIpam,
     /// [`NODE_ROUTE`].
     NodeRoute,
     /// [`PV_LABEL`].
@@ -29,6 +31,7 @@ impl Controller {
             Controller::CloudNode => CLOUD_NODE,
             Controller::CloudNodeLifecycle => CLOUD_NODE_LIFECYCLE,
             Controller::ServiceLb => SERVICE_LB,
+            Controller::NodeIpam => NODE_IPAM,
             Controller::NodeRoute => NODE_ROUTE,
             Controller::PvLabel => PV_LABEL,
         }
@@ -41,13 +44,15 @@ impl Controller {
 
     /// The ServiceAccount (in kube-system) it acts as with
     /// `--use-service-account-credentials=true`: upstream's client names, which the
-    /// apiserver's bootstrap RBAC (node-, service-, route-controller) and the
+    /// apiserver's bootstrap RBAC (node-, service-, route-controller; node IPAM shares
+    /// `node-controller`, as upstream's) and the
     /// cloud-controller-manager's RBAC (cloud-node-, pvl-controller) bind roles to.
     pub const fn service_account(self) -> &'static str {
         match self {
             Controller::CloudNode => "cloud-node-controller",
             Controller::CloudNodeLifecycle => "node-controller",
             Controller::ServiceLb => "service-controller",
+            Controller::NodeIpam => "node-controller",
             Controller::NodeRoute => "route-controller",
             Controller::PvLabel => "pvl-controller",
         }
@@ -107,6 +112,17 @@ pub const SERVICE_LB: ControllerName = ControllerName {
     aliases: &["service", "service-controller"],
     on_by_default: true,
 };
+/// Pod CIDRs for Nodes (`spec.podCIDRs`) from `--cluster-cidr`: upstream's node IPAM
+/// controller with the range allocator, which kube-controller-manager runs and the upstream
+/// cloud-controller-manager example adds. Runs only with `--allocate-node-cidrs=true`.
+pub const NODE_IPAM: ControllerName = ControllerName {
+    id: Controller::NodeIpam,
+    name: "node-ipam-controller",
+    // `nodeipam`: kube-controller-manager's alias, and the one the upstream
+    // cloud-controller-manager example registers.
+    aliases: &["nodeipam"],
+    on_by_default: true,
+};
 /// Cloud routes for node pod CIDRs.
 pub const NODE_ROUTE: ControllerName = ControllerName {
     id: Controller::NodeRoute,
@@ -131,14 +147,16 @@ pub const CLOUD_CONTROLLER_MANAGER: &[ControllerName] = &[
     CLOUD_NODE,
     CLOUD_NODE_LIFECYCLE,
     SERVICE_LB,
+    NODE_IPAM,
     NODE_ROUTE,
     PV_LABEL,
 ];
 
 /// The cloud-dependent controllers kube-controller-manager runs in-tree (there the node
-/// initialisation is the kubelet's, so no cloud-node controller).
+/// initialisation is the kubelet's, so no cloud-node controller), and node IPAM, which the
+/// route controller needs.
 pub const KUBE_CONTROLLER_MANAGER: &[ControllerName] =
-    &[CLOUD_NODE_LIFECYCLE, SERVICE_LB, NODE_ROUTE];
+    &[CLOUD_NODE_LIFECYCLE, SERVICE_LB, NODE_IPAM, NODE_ROUTE];
 
 /// A `--controllers` entry names no known controller.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -210,16 +228,16 @@ mod tests {
 
     #[test]
     fn star_enables_all_and_minus_disables() {
-        assert_eq!(r(&["*"]).expect("ok").len(), 4);
+        assert_eq!(r(&["*"]).expect("ok").len(), 5);
         assert_eq!(
-            r(&["*", "-route"]).expect("ok"),
+            r(&["*", "-route", "-nodeipam"]).expect("ok"),
             vec![
                 "cloud-node-controller",
                 "cloud-node-lifecycle-controller",
                 "service-lb-controller"
             ]
         );
-        assert_eq!(r(&["-service-lb-controller", "*"]).expect("ok").len(), 3);
+        assert_eq!(r(&["-service-lb-controller", "*"]).expect("ok").len(), 4);
     }
 
     #[test]
@@ -235,11 +253,16 @@ mod tests {
         );
         assert!(r(&[]).expect("ok").is_empty());
         assert_eq!(
+            r(&["nodeipam", "route"]).expect("ok"),
+            vec!["node-ipam-controller", "node-route-controller"]
+        );
+        assert_eq!(
             r(&["*", "pvl"]).expect("ok"),
             vec![
                 "cloud-node-controller",
                 "cloud-node-lifecycle-controller",
                 "service-lb-controller",
+                "node-ipam-controller",
                 "node-route-controller",
                 "persistentvolume-label-controller"
             ]

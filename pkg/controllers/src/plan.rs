@@ -7,7 +7,7 @@ use hypercloud_cloudprovider::Interface;
 use hypercloud_options::ControllerOptions;
 
 use crate::names::Controller;
-use crate::{route, Error};
+use crate::{node_ipam, route, Error};
 
 /// Why an enabled controller does not run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +26,8 @@ pub enum Refusal {
     NoInstances,
     /// `--cluster-cidr` does not parse.
     InvalidClusterCidr(String),
+    /// Node IPAM's flags are inconsistent: the flag and what is wrong.
+    InvalidNodeIpam(&'static str, String),
 }
 
 impl Blocked {
@@ -38,6 +40,9 @@ impl Blocked {
             }
             Blocked::Refused(Refusal::InvalidClusterCidr(cidr)) => {
                 format!("invalid --cluster-cidr {cidr:?}")
+            }
+            Blocked::Refused(Refusal::InvalidNodeIpam(flag, message)) => {
+                format!("{flag}: {message}")
             }
         }
     }
@@ -74,6 +79,17 @@ pub fn plan(cloud: &dyn Interface, options: &ControllerOptions, enabled: &[Contr
                 Controller::ServiceLb => cloud.load_balancer().is_none().then_some(
                     Blocked::Skipped("cloud provider does not support load balancers"),
                 ),
+                Controller::NodeIpam => match node_ipam::IpamConfig::from_options(options) {
+                    Ok(Some(_)) => None,
+                    Ok(None) => Some(Blocked::Skipped("needs --allocate-node-cidrs=true")),
+                    Err(Error::InvalidFlag { flag, message }) => {
+                        Some(Blocked::Refused(Refusal::InvalidNodeIpam(flag, message)))
+                    }
+                    Err(e) => Some(Blocked::Refused(Refusal::InvalidNodeIpam(
+                        "--cluster-cidr",
+                        e.to_string(),
+                    ))),
+                },
                 Controller::NodeRoute => {
                     let cidr = shared.cluster_cidr.as_deref().unwrap_or("");
                     if !shared.allocate_node_cidrs || !shared.configure_cloud_routes {
@@ -146,6 +162,12 @@ impl Plan {
             Some(Blocked::Refused(Refusal::InvalidClusterCidr(cidr))) => {
                 Some(Error::ParseCidr { cidr: cidr.clone() })
             }
+            Some(Blocked::Refused(Refusal::InvalidNodeIpam(flag, message))) => {
+                Some(Error::InvalidFlag {
+                    flag,
+                    message: message.clone(),
+                })
+            }
             _ => None,
         })
     }
@@ -181,10 +203,11 @@ mod tests {
         })
     }
 
-    const ALL: [Controller; 5] = [
+    const ALL: [Controller; 6] = [
         Controller::CloudNode,
         Controller::CloudNodeLifecycle,
         Controller::ServiceLb,
+        Controller::NodeIpam,
         Controller::NodeRoute,
         Controller::PvLabel,
     ];
@@ -231,6 +254,10 @@ mod tests {
             reason(Controller::NodeRoute).as_deref(),
             Some("needs --allocate-node-cidrs=true and --configure-cloud-routes=true")
         );
+        assert_eq!(
+            reason(Controller::NodeIpam).as_deref(),
+            Some("needs --allocate-node-cidrs=true")
+        );
         // Skipped controllers do not fail start-up.
         assert!(p.refusal().is_none());
     }
@@ -258,8 +285,44 @@ mod tests {
             ]),
             &ALL,
         );
-        assert!(matches!(p.refusal(), Some(Error::ParseCidr { .. })));
+        // Node IPAM, first in start order, says it naming the flag.
+        assert_eq!(
+            p.refusal().expect("refused").to_string(),
+            "--cluster-cidr: invalid CIDR \"10.244.0.0\""
+        );
+        assert!(matches!(
+            p.only(&[Controller::NodeRoute]).refusal(),
+            Some(Error::ParseCidr { .. })
+        ));
         // Only the part leader migration hands to one Lease.
         assert!(p.only(&[Controller::ServiceLb]).refusal().is_none());
+        let p = plan(
+            &cloud(&[]),
+            &options(&[
+                "--allocate-node-cidrs=true",
+                "--cluster-cidr=10.244.0.0/16,10.245.0.0/16",
+            ]),
+            &[Controller::NodeIpam],
+        );
+        assert_eq!(
+            p.refusal().expect("refused").to_string(),
+            "--cluster-cidr: two CIDRs must be dual-stack: one IPv4 and one IPv6"
+        );
+    }
+
+    #[test]
+    fn node_ipam_runs_without_routes_and_with_routes_off() {
+        // Node IPAM needs no cloud capability and not --configure-cloud-routes.
+        let p = plan(
+            &cloud(&["routes"]),
+            &options(&[
+                "--allocate-node-cidrs=true",
+                "--configure-cloud-routes=false",
+                "--cluster-cidr=10.244.0.0/16",
+            ]),
+            &ALL,
+        );
+        assert!(p.running().contains(&Controller::NodeIpam));
+        assert!(!p.running().contains(&Controller::NodeRoute));
     }
 }

@@ -7,7 +7,6 @@
 //! the condition only when it changes.
 
 use std::collections::HashSet;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,85 +19,13 @@ use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+pub use crate::cidr::Cidr;
 use crate::informer::Informer;
 use crate::{names, Context, Error, Result};
 
 const CONTROLLER: &str = names::NODE_ROUTE.name;
 /// Upstream `maxConcurrentRouteCreations`.
 const MAX_CONCURRENT_ROUTE_CALLS: usize = 200;
-
-/// An IP network.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-impl Cidr {
-    /// Parses `10.244.0.0/16` or `fd00::/64` (host bits are ignored, as Go's ParseCIDR).
-    pub fn parse(s: &str) -> Result<Cidr> {
-        let bad = || Error::ParseCidr { cidr: s.into() };
-        let (ip, prefix) = s.trim().split_once('/').ok_or_else(bad)?;
-        let addr: IpAddr = ip.parse().map_err(|_| bad())?;
-        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        if prefix > max {
-            return Err(bad());
-        }
-        Ok(Cidr { addr, prefix })
-    }
-
-    fn bits(ip: IpAddr) -> (u128, u8) {
-        match ip {
-            IpAddr::V4(v4) => (u128::from(u32::from(v4)), 32),
-            IpAddr::V6(v6) => (u128::from(v6), 128),
-        }
-    }
-
-    fn mask(prefix: u8, width: u8) -> u128 {
-        let all = if width == 32 {
-            u128::from(u32::MAX)
-        } else {
-            u128::MAX
-        };
-        if prefix == 0 {
-            0
-        } else {
-            all & !((1u128 << (width - prefix)) - 1).min(all)
-        }
-    }
-
-    /// Whether `ip` is inside.
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let (net, width) = Self::bits(self.addr);
-        let (x, w) = Self::bits(ip);
-        if w != width {
-            return false;
-        }
-        let m = Self::mask(self.prefix, width);
-        net & m == x & m
-    }
-
-    fn first_and_last(&self) -> (IpAddr, IpAddr) {
-        let (net, width) = Self::bits(self.addr);
-        let m = Self::mask(self.prefix, width);
-        let first = net & m;
-        let host = if width == 32 {
-            u128::from(u32::MAX) & !m
-        } else {
-            !m
-        };
-        let last = first | host;
-        let to_ip = |v: u128| -> IpAddr {
-            if width == 32 {
-                IpAddr::from((v as u32).to_be_bytes())
-            } else {
-                IpAddr::from(v.to_be_bytes())
-            }
-        };
-        (to_ip(first), to_ip(last))
-    }
-}
 
 /// Parses `--cluster-cidr` (comma-separated, as upstream for dual stack); at least one.
 pub fn cluster_cidrs(s: &str) -> Result<Vec<Cidr>> {

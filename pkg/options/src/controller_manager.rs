@@ -178,6 +178,14 @@ pub struct KubeCloudSharedOptions {
     #[arg(long = "allocate-node-cidrs", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub allocate_node_cidrs: bool,
 
+    /// Type of CIDR allocator to use. Only RangeAllocator is implemented.
+    #[arg(
+        long = "cidr-allocator-type",
+        value_name = "TYPE",
+        default_value = RANGE_ALLOCATOR
+    )]
+    pub cidr_allocator_type: String,
+
     /// Should CIDRs allocated by allocate-node-cidrs be configured on the cloud provider.
     #[arg(long = "configure-cloud-routes", value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub configure_cloud_routes: bool,
@@ -201,6 +209,53 @@ pub struct KubeCloudSharedOptions {
     /// If true, use individual service account credentials for each controller.
     #[arg(long = "use-service-account-credentials", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub use_service_account_credentials: bool,
+}
+
+/// The only `--cidr-allocator-type` implemented: upstream's range allocator, which cuts
+/// `--cluster-cidr` into node CIDRs itself.
+pub const RANGE_ALLOCATOR: &str = "RangeAllocator";
+
+/// Node IPAM (upstream kube-controller-manager's `NodeIPAMControllerOptions`, which the
+/// upstream cloud-controller-manager example registers with its node-ipam-controller). A mask
+/// size of 0 means unset: the effective size then depends on the cluster CIDRs' families
+/// (24 for IPv4, 64 for IPv6), as upstream.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Node IPAM controller flags")]
+pub struct NodeIpamOptions {
+    /// CIDR Range for Services in cluster. Only used when --allocate-node-cidrs=true; if false,
+    /// this option will be ignored.
+    #[arg(long = "service-cluster-ip-range", value_name = "CIDRS")]
+    pub service_cluster_ip_range: Option<String>,
+
+    /// Mask size for node cidr in cluster. Default is 24 for IPv4 and 64 for IPv6.
+    #[arg(long = "node-cidr-mask-size", value_name = "BITS", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=128))]
+    pub node_cidr_mask_size: u8,
+
+    /// Mask size for IPv4 node cidr in dual-stack cluster. Default is 24.
+    #[arg(long = "node-cidr-mask-size-ipv4", value_name = "BITS", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=32))]
+    pub node_cidr_mask_size_ipv4: u8,
+
+    /// Mask size for IPv6 node cidr in dual-stack cluster. Default is 64.
+    #[arg(long = "node-cidr-mask-size-ipv6", value_name = "BITS", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=128))]
+    pub node_cidr_mask_size_ipv6: u8,
+}
+
+impl NodeIpamOptions {
+    /// `--service-cluster-ip-range` split: at most two entries (upstream `Validate`), empty
+    /// ones dropped.
+    pub fn service_cidrs(&self) -> crate::Result<Vec<&str>> {
+        let Some(list) = self.service_cluster_ip_range.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let entries: Vec<&str> = list.split(',').map(str::trim).collect();
+        if entries.len() > 2 {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--service-cluster-ip-range",
+                message: "can not contain more than two entries".into(),
+            });
+        }
+        Ok(entries.into_iter().filter(|e| !e.is_empty()).collect())
+    }
 }
 
 /// The cloud-node controller's tuning.
@@ -311,6 +366,9 @@ pub struct ControllerOptions {
     pub service_controller: ServiceControllerOptions,
     #[command(flatten)]
     #[allow(missing_docs)]
+    pub node_ipam: NodeIpamOptions,
+    #[command(flatten)]
+    #[allow(missing_docs)]
     pub secure_serving: SecureServingOptions,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -328,6 +386,19 @@ impl ControllerOptions {
                 message: "must be set when --allocate-node-cidrs=true".into(),
             });
         }
+        // Upstream fails on the other types only when it starts node IPAM, and runs
+        // CloudAllocator there; here no other type exists, so any is refused at once rather
+        // than accepted and ignored.
+        if shared.cidr_allocator_type != RANGE_ALLOCATOR {
+            return Err(crate::Error::InvalidFlag {
+                flag: "--cidr-allocator-type",
+                message: format!(
+                    "{:?} is not supported: only {RANGE_ALLOCATOR} is implemented (CloudAllocator, IPAMFromCluster and IPAMFromCloud would take node CIDRs from the cloud, which no hypercloud provider offers)",
+                    shared.cidr_allocator_type
+                ),
+            });
+        }
+        self.node_ipam.service_cidrs()?;
         let migration = &self.generic.leader_migration;
         if migration.enable_leader_migration && !self.leader_election.leader_elect {
             return Err(crate::Error::InvalidFlag {
@@ -385,6 +456,17 @@ mod tests {
         assert_eq!(c.kube_cloud_shared.cluster_name, "kubernetes");
         assert!(c.kube_cloud_shared.configure_cloud_routes);
         assert!(!c.kube_cloud_shared.allocate_node_cidrs);
+        assert_eq!(c.kube_cloud_shared.cidr_allocator_type, "RangeAllocator");
+        assert_eq!(c.node_ipam.service_cluster_ip_range, None);
+        assert_eq!(
+            (
+                c.node_ipam.node_cidr_mask_size,
+                c.node_ipam.node_cidr_mask_size_ipv4,
+                c.node_ipam.node_cidr_mask_size_ipv6
+            ),
+            (0, 0, 0),
+            "unset: the family decides (24 or 64)"
+        );
         assert_eq!(
             c.kube_cloud_shared.node_monitor_period.get(),
             Duration::from_secs(5)
@@ -478,6 +560,30 @@ mod tests {
                 .to_string(),
             "--leader-migration-config: requires --enable-leader-migration=true"
         );
+        let t = T::try_parse_from(["t", "--cidr-allocator-type=CloudAllocator"]).expect("parse");
+        let err = t.c.validate().expect_err("cloud allocator").to_string();
+        assert!(
+            err.starts_with("--cidr-allocator-type: \"CloudAllocator\" is not supported"),
+            "{err}"
+        );
+        let t = T::try_parse_from([
+            "t",
+            "--service-cluster-ip-range=10.96.0.0/12,fd00::/108,10.0.0.0/24",
+        ])
+        .expect("parse");
+        assert_eq!(
+            t.c.validate().expect_err("three").to_string(),
+            "--service-cluster-ip-range: can not contain more than two entries"
+        );
+        let t = T::try_parse_from(["t", "--service-cluster-ip-range=10.96.0.0/12,fd00::/108"])
+            .expect("parse");
+        assert_eq!(
+            t.c.node_ipam.service_cidrs().expect("two"),
+            ["10.96.0.0/12", "fd00::/108"]
+        );
+        assert!(T::try_parse_from(["t", "--node-cidr-mask-size-ipv4=33"]).is_err());
+        assert!(T::try_parse_from(["t", "--node-cidr-mask-size-ipv6=129"]).is_err());
+        assert!(T::try_parse_from(["t", "--node-cidr-mask-size=-1"]).is_err());
         assert!(T::try_parse_from(["t", "--concurrent-service-syncs=0"]).is_err());
         assert!(T::try_parse_from(["t", "--leader-elect-resource-lock=endpoints"]).is_err());
         assert!(T::try_parse_from(["t", "--node-monitor-period=5"]).is_err());

@@ -18,8 +18,8 @@ pub mod rate_limit;
 pub use cloud::CloudProviderOptions;
 pub use controller_manager::{
     AuthOptions, ControllerOptions, GenericControllerManagerOptions, KubeCloudSharedOptions,
-    LeaderElectionOptions, LeaderMigrationOptions, NodeControllerOptions, SecureServingOptions,
-    ServiceControllerOptions,
+    LeaderElectionOptions, LeaderMigrationOptions, NodeControllerOptions, NodeIpamOptions,
+    SecureServingOptions, ServiceControllerOptions, RANGE_ALLOCATOR,
 };
 pub use duration::{GoDuration, MAX_DURATION};
 pub use error::{Error, Result};

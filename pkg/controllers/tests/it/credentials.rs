@@ -56,6 +56,7 @@ async fn each_controller_authenticates_as_its_service_account_created_when_missi
         Controller::CloudNode,
         Controller::CloudNodeLifecycle,
         Controller::ServiceLb,
+        Controller::NodeIpam,
         Controller::NodeRoute,
         Controller::PvLabel,
     ] {
@@ -179,6 +180,45 @@ async fn the_apiserver_sees_the_service_controllers_identity() {
             &Patch::Merge(json!({"metadata": {"finalizers": null}})),
         )
         .await;
+    delete_nodes(&nodes, &[node_name]).await;
+    env.cleanup().await.expect("cleanup");
+}
+
+/// Node IPAM acts as `node-controller`, as upstream's: the apiserver's bootstrap role for it
+/// is enough to patch a Node's pod CIDRs.
+#[tokio::test]
+async fn node_ipam_writes_pod_cidrs_as_node_controller() {
+    let env = TestEnv::new("sa-ipam").await.expect("testenv");
+    let label = env.unique_name("sa-ipam");
+    let node_name = env.unique_name("sa-ipam-node");
+    let nodes: Api<Node> = Api::all(env.client());
+    nodes
+        .create(&PostParams::default(), &node(&node_name, &label, vec![]))
+        .await
+        .expect("node");
+    let cloud = FakeCloud::new(FakeConfig::default());
+    let running = start_as(
+        env.client(),
+        Credentials::ServiceAccounts(Arc::new(accounts(&env))),
+        &cloud,
+        &[names::NODE_IPAM.name],
+        &[
+            "--use-service-account-credentials=true",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.251.0.0/16",
+        ],
+        Scope {
+            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
+            service_namespace: None,
+        },
+    );
+    let cidrs = eventually("pod CIDRs written as node-controller", || async {
+        let n = nodes.get(&node_name).await.ok()?;
+        n.spec.and_then(|s| s.pod_cidrs).filter(|c| !c.is_empty())
+    })
+    .await;
+    assert_eq!(cidrs, ["10.251.0.0/24"]);
+    running.stop().await;
     delete_nodes(&nodes, &[node_name]).await;
     env.cleanup().await.expect("cleanup");
 }

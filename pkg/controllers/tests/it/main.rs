@@ -7,6 +7,7 @@
 
 mod cloud_node;
 mod credentials;
+mod node_ipam;
 mod node_lifecycle;
 mod pv_label;
 mod route;
