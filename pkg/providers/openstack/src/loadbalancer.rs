@@ -1,31 +1,142 @@
 //! Service load balancers on Octavia (Load Balancer v2), as upstream cloud-provider-openstack
-//! `pkg/openstack/loadbalancer.go` does it (behaviour only):
+//! `pkg/openstack/loadbalancer.go` (OCCM, the external layout) and the legacy in-tree
+//! `openstack_loadbalancer.go` (kubernetes v1.20) do it (behaviour only):
 //!
-//! * one Octavia load balancer per Service, named `kube_service_<cluster>_<namespace>_<name>`
-//!   and found by that name; its VIP is on `[LoadBalancer] subnet-id`, else `network-id`, else
-//!   the subnet named `private` (the local cloud's), else the first subnet;
-//! * one listener per Service port (`listener_<index>_<lbname>`, TCP or UDP on the port), one
-//!   pool per listener (`pool_<index>_<lbname>`, `lb-method`, default `ROUND_ROBIN`) whose
-//!   members are every node's first InternalIP at the port's `nodePort`, and with
-//!   `create-monitor` a health monitor per pool (`monitor-delay`/`-timeout`/`-max-retries`);
+//! * one Octavia load balancer per Service. Its name depends on the [`Layout`]: in-tree it is
+//!   upstream's default name (`a` + the Service UID without dashes, cut to 32), external it is
+//!   OCCM's `kube_service_<cluster>_<namespace>_<name>`. External, the load balancer is found
+//!   by the Service's `loadbalancer.openstack.org/load-balancer-id` annotation when present,
+//!   else by name, else by the legacy in-tree name, so a load balancer the in-tree provider
+//!   created is adopted (tagged with the new name, as OCCM v1.34 does; not renamed) instead
+//!   of a second one being created. External, the provider writes the id and the address back
+//!   to the Service's annotations (`load-balancer-id`, `load-balancer-address`) with its
+//!   Kubernetes client, as OCCM's service patcher; the in-tree provider wrote none;
+//! * its VIP is on `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
+//!   `private` (the local cloud's), else the first subnet;
+//! * one listener per Service port (TCP or UDP on the port), one pool per listener
+//!   (`lb-method`, default `ROUND_ROBIN`) whose members are every node's first InternalIP at
+//!   the port's `nodePort`, and with `create-monitor` a health monitor per pool
+//!   (`monitor-delay`/`-timeout`/`-max-retries`). Children are named as each layout's
+//!   upstream names them: `listener_<lbname>_<index>` in-tree, `listener_<index>_<lbname>`
+//!   external (likewise `pool_`, `monitor_`);
+//! * a floating IP on the VIP's Neutron port when the Service is not internal and a floating
+//!   network is configured (`floating-network-id`, the annotation of the same name) or
+//!   `spec.loadBalancerIP` names one; see [`OpenStack::ensure_floating_ip`]. It is the ingress
+//!   IP reported; otherwise the VIP is;
 //! * Octavia refuses changes while the load balancer is `PENDING_*`, so every mutation is
 //!   followed by a bounded wait for `ACTIVE`;
 //! * ensuring again converges (listeners, pools, members, monitors added or removed) without
-//!   recreating; deleting is a cascade delete and succeeds when the load balancer is gone.
-//!
-//! The ingress IP reported is the VIP (floating IPs are not attached).
+//!   recreating; deleting releases the floating IP (unless `keep-floatingip`), is a cascade
+//!   delete and succeeds when the load balancer is gone.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{Error, LoadBalancer, Result};
+use hypercloud_cloudprovider::{default_load_balancer_name, Error, Layout, LoadBalancer, Result};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::client::{is_not_found, Service as Api};
 use crate::OpenStack;
+
+/// The load balancer's Octavia id, written by the external provider and read back first.
+pub const ANNOTATION_LOAD_BALANCER_ID: &str = "loadbalancer.openstack.org/load-balancer-id";
+/// The ingress address, written beside the id (OCCM).
+pub const ANNOTATION_LOAD_BALANCER_ADDRESS: &str =
+    "loadbalancer.openstack.org/load-balancer-address";
+/// `"true"`: no floating IP (and one attached earlier is released).
+pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
+/// The external network floating IPs come from, over `[LoadBalancer] floating-network-id`.
+pub const ANNOTATION_FLOATING_NETWORK_ID: &str = "loadbalancer.openstack.org/floating-network-id";
+/// The subnet of that network, over `[LoadBalancer] floating-subnet-id`.
+pub const ANNOTATION_FLOATING_SUBNET_ID: &str = "loadbalancer.openstack.org/floating-subnet-id";
+/// `"true"`: deleting the load balancer (or turning it internal) leaves the floating IP.
+pub const ANNOTATION_KEEP_FLOATING_IP: &str = "loadbalancer.openstack.org/keep-floatingip";
+
+/// OCCM's name prefix; a load balancer named so was created by an external provider.
+const SERVICE_PREFIX: &str = "kube_service_";
+/// OCCM's floating IP description prefix: only such floating IPs are OCCM's to delete.
+const FIP_DESCRIPTION: &str = "Floating IP for Kubernetes external service";
+
+/// How a Service's load balancer and its children are named in this provider's layout:
+/// the one place that knows the in-tree and external naming.
+struct Naming {
+    layout: Layout,
+    /// The load balancer's name in this layout.
+    lb: String,
+    /// External only: the in-tree name, looked up when no load balancer has `lb`.
+    legacy: Option<String>,
+}
+
+impl Naming {
+    fn new(layout: Layout, cluster_name: &str, service: &Service) -> Self {
+        match layout {
+            Layout::InTree => Naming {
+                layout,
+                lb: default_load_balancer_name(service),
+                legacy: None,
+            },
+            Layout::External => Naming {
+                layout,
+                lb: cut_255(format!(
+                    "{SERVICE_PREFIX}{cluster_name}_{}_{}",
+                    service.metadata.namespace.as_deref().unwrap_or("default"),
+                    service.metadata.name.as_deref().unwrap_or_default()
+                )),
+                legacy: Some(default_load_balancer_name(service)),
+            },
+        }
+    }
+
+    /// `listener`, `pool` or `monitor` number `index`.
+    fn child(&self, kind: &str, index: usize) -> String {
+        match self.layout {
+            Layout::InTree => format!("{kind}_{}_{index}", self.lb),
+            Layout::External => cut_255(format!("{kind}_{index}_{}", self.lb)),
+        }
+    }
+
+    /// Whether a load balancer of this name is this Service's to delete: its own name, or
+    /// (external) the legacy name, which carries the Service's UID.
+    fn owns(&self, name: &str) -> bool {
+        name == self.lb || self.legacy.as_deref() == Some(name)
+    }
+}
+
+/// At most 255 bytes, on a character boundary (Octavia's name limit, OCCM's `CutString255`).
+fn cut_255(mut s: String) -> String {
+    if s.len() > 255 {
+        let mut cut = 255;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// The Service's annotation `key`, if set.
+fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
+    service
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// What the Service's annotations and spec ask of its floating IP, over `[LoadBalancer]`.
+#[derive(Debug, Default, PartialEq)]
+struct FloatingIpWish {
+    internal: bool,
+    network_id: Option<String>,
+    subnet_id: Option<String>,
+    /// `spec.loadBalancerIP`: the floating IP address wanted (or, internal, the VIP).
+    address: Option<String>,
+    keep: bool,
+}
 
 /// How long to wait for the load balancer to leave `PENDING_*`.
 const ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -79,20 +190,336 @@ impl OpenStack {
     }
 
     async fn find_lb(&self, name: &str) -> Result<Option<Value>> {
-        let found = self
+        let found: Vec<Value> = self
             .lb_list(
                 &format!("/loadbalancers?name={}", encode(name)),
                 "loadbalancers",
                 "find load balancer",
             )
-            .await?;
+            .await?
+            .into_iter()
+            .filter(|l| l["name"] == name)
+            .collect();
         if found.len() > 1 {
             return Err(self.lb_error(
                 "find load balancer",
                 format!("{} load balancers are named {name}", found.len()),
             ));
         }
-        Ok(found.into_iter().find(|l| l["name"] == name))
+        Ok(found.into_iter().next())
+    }
+
+    fn naming(&self, cluster_name: &str, service: &Service) -> Naming {
+        Naming::new(self.layout, cluster_name, service)
+    }
+
+    /// The Service's load balancer: external, by its id annotation when set (`None` when
+    /// that id is gone), else by name, else by the legacy in-tree name; in-tree, by name.
+    async fn lookup(&self, naming: &Naming, service: &Service) -> Result<Option<Value>> {
+        if naming.layout == Layout::External {
+            if let Some(id) = annotation(service, ANNOTATION_LOAD_BALANCER_ID) {
+                return match self
+                    .lb_call(
+                        Method::GET,
+                        &format!("/loadbalancers/{}", encode(id)),
+                        None,
+                        "get load balancer",
+                    )
+                    .await
+                {
+                    Ok(v) => Ok(Some(v["loadbalancer"].clone())),
+                    Err(e) if is_not_found(&e) => Ok(None),
+                    Err(e) => Err(e),
+                };
+            }
+        }
+        if let Some(lb) = self.find_lb(&naming.lb).await? {
+            return Ok(Some(lb));
+        }
+        match &naming.legacy {
+            Some(legacy) => {
+                let found = self.find_lb(legacy).await?;
+                if let Some(lb) = &found {
+                    tracing::info!(lb = %legacy, id = ?lb["id"].as_str(), adopted_as = %naming.lb, "found the load balancer under its legacy in-tree name; adopting it");
+                }
+                Ok(found)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The floating IP on `port_id`, if any.
+    async fn floating_ip_of_port(&self, port_id: &str) -> Result<Option<Value>> {
+        let found = self
+            .client
+            .list(
+                Api::Network,
+                &format!("/floatingips?port_id={}", encode(port_id)),
+                "floatingips",
+                "list floating IPs",
+            )
+            .await?;
+        Ok(found.into_iter().find(|f| f["port_id"] == port_id))
+    }
+
+    /// The ingress address of `lb`: its floating IP when one is on the VIP port, else the VIP.
+    async fn ingress_address(&self, lb: &Value) -> Result<Option<String>> {
+        if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
+            if let Some(fip) = self.floating_ip_of_port(port).await? {
+                if let Some(ip) = fip["floating_ip_address"].as_str() {
+                    return Ok(Some(ip.to_owned()));
+                }
+            }
+        }
+        Ok(lb["vip_address"].as_str().map(str::to_owned))
+    }
+
+    /// What the Service asks of its floating IP; a bad boolean annotation is an error naming it.
+    fn floating_ip_wish(&self, service: &Service) -> Result<FloatingIpWish> {
+        let c = &self.config.load_balancer;
+        let flag = |key: &str| -> Result<bool> {
+            match annotation(service, key) {
+                None => Ok(false),
+                Some(v) => parse_go_bool(v).ok_or_else(|| {
+                    self.lb_error(
+                        "read Service annotations",
+                        format!("annotation {key}: {v:?} is not true or false"),
+                    )
+                }),
+            }
+        };
+        let non_empty = |v: Option<&str>| v.filter(|s| !s.is_empty()).map(str::to_owned);
+        Ok(FloatingIpWish {
+            // `internal-lb = true` in cloud.conf forces every Service internal (OCCM).
+            internal: c.internal_lb || flag(ANNOTATION_INTERNAL)?,
+            network_id: non_empty(annotation(service, ANNOTATION_FLOATING_NETWORK_ID))
+                .or_else(|| c.floating_network_id.clone()),
+            subnet_id: non_empty(annotation(service, ANNOTATION_FLOATING_SUBNET_ID))
+                .or_else(|| c.floating_subnet_id.clone()),
+            address: non_empty(
+                service
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.load_balancer_ip.as_deref()),
+            ),
+            keep: flag(ANNOTATION_KEEP_FLOATING_IP)?,
+        })
+    }
+
+    /// Whether this provider may delete `fip` when it is done with it: in-tree, any floating
+    /// IP on the VIP port (as the legacy provider); external, the ones OCCM describes as its
+    /// own, and those on a load balancer adopted under its legacy name (the in-tree
+    /// provider created them without a description).
+    fn may_delete_floating_ip(&self, fip: &Value, lb_name: &str, naming: &Naming) -> bool {
+        naming.layout == Layout::InTree
+            || fip["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(FIP_DESCRIPTION))
+            || naming.legacy.as_deref() == Some(lb_name)
+    }
+
+    /// Releases `fip` when this provider may delete it, else detaches it from the port.
+    async fn release_floating_ip(&self, fip: &Value, delete: bool) -> Result<()> {
+        let Some(id) = fip["id"].as_str() else {
+            return Ok(());
+        };
+        let path = format!("/floatingips/{}", encode(id));
+        let result = if delete {
+            self.client
+                .request(
+                    Api::Network,
+                    Method::DELETE,
+                    &path,
+                    None,
+                    "delete floating IP",
+                )
+                .await
+        } else {
+            self.client
+                .request(
+                    Api::Network,
+                    Method::PUT,
+                    &path,
+                    Some(&json!({"floatingip": {"port_id": null}})),
+                    "detach floating IP",
+                )
+                .await
+        };
+        match result {
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => {
+                tracing::info!(floating_ip = ?fip["floating_ip_address"].as_str(), deleted = delete, "floating IP released");
+                Ok(())
+            }
+        }
+    }
+
+    /// The floating IP of a Service's load balancer, as OCCM's `ensureFloatingIP` (the
+    /// legacy provider did the same, less the internal switch-over):
+    ///
+    /// 1. internal: a floating IP on the VIP port is released (deleted when ours and not
+    ///    `keep-floatingip`, else detached) and the VIP is the address;
+    /// 2. a floating IP already on the VIP port is kept;
+    /// 3. `spec.loadBalancerIP` naming an existing, unattached floating IP: it is attached;
+    ///    attached elsewhere: an error;
+    /// 4. with a floating network: a new floating IP on the VIP port (at
+    ///    `spec.loadBalancerIP` when set, in `floating-subnet-id` when set);
+    /// 5. otherwise the VIP (OCCM: "forcing to ensure an internal load balancer service").
+    async fn ensure_floating_ip(
+        &self,
+        lb: &Value,
+        wish: &FloatingIpWish,
+        naming: &Naming,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<String> {
+        let vip = lb["vip_address"].as_str().unwrap_or_default().to_owned();
+        let Some(port_id) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) else {
+            return Ok(vip);
+        };
+        let current = self.floating_ip_of_port(port_id).await?;
+        let lb_name = lb["name"].as_str().unwrap_or_default();
+        if wish.internal {
+            if let Some(fip) = current {
+                let delete = !wish.keep && self.may_delete_floating_ip(&fip, lb_name, naming);
+                self.release_floating_ip(&fip, delete).await?;
+            }
+            return Ok(vip);
+        }
+        if let Some(ip) = current
+            .as_ref()
+            .and_then(|f| f["floating_ip_address"].as_str())
+        {
+            return Ok(ip.to_owned());
+        }
+        if let Some(address) = &wish.address {
+            let existing = self
+                .client
+                .list(
+                    Api::Network,
+                    &format!("/floatingips?floating_ip_address={}", encode(address)),
+                    "floatingips",
+                    "find floating IP",
+                )
+                .await?;
+            if let Some(fip) = existing
+                .iter()
+                .find(|f| f["floating_ip_address"] == address.as_str())
+            {
+                if fip["port_id"].as_str().is_some_and(|p| !p.is_empty()) {
+                    return Err(self.lb_error(
+                        "ensure floating IP",
+                        format!("floating IP {address} (spec.loadBalancerIP) is not available: it is attached to another port"),
+                    ));
+                }
+                let id = fip["id"].as_str().unwrap_or_default();
+                self.client
+                    .request(
+                        Api::Network,
+                        Method::PUT,
+                        &format!("/floatingips/{}", encode(id)),
+                        Some(&json!({"floatingip": {"port_id": port_id}})),
+                        "attach floating IP",
+                    )
+                    .await?;
+                tracing::info!(floating_ip = %address, port_id, "floating IP attached to the load balancer's VIP port");
+                return Ok(address.clone());
+            }
+        }
+        let Some(network) = &wish.network_id else {
+            if wish.address.is_some() {
+                return Err(self.lb_error(
+                    "ensure floating IP",
+                    "spec.loadBalancerIP names no existing floating IP, and no floating network is configured to create it in ([LoadBalancer] floating-network-id or the annotation loadbalancer.openstack.org/floating-network-id)",
+                ));
+            }
+            tracing::debug!(lb = %lb_name, "no floating network configured; the VIP is the ingress address");
+            return Ok(vip);
+        };
+        let mut body = json!({"floatingip": {"floating_network_id": network, "port_id": port_id}});
+        if naming.layout == Layout::External {
+            body["floatingip"]["description"] = format!(
+                "{FIP_DESCRIPTION} {}/{} from cluster {cluster_name}",
+                service.metadata.namespace.as_deref().unwrap_or("default"),
+                service.metadata.name.as_deref().unwrap_or_default()
+            )
+            .into();
+        }
+        if let Some(subnet) = &wish.subnet_id {
+            body["floatingip"]["subnet_id"] = subnet.clone().into();
+        }
+        if let Some(address) = &wish.address {
+            body["floatingip"]["floating_ip_address"] = address.clone().into();
+        }
+        let created = self
+            .client
+            .request(
+                Api::Network,
+                Method::POST,
+                "/floatingips",
+                Some(&body),
+                "create floating IP",
+            )
+            .await?;
+        let ip = created.body["floatingip"]["floating_ip_address"]
+            .as_str()
+            .ok_or_else(|| {
+                self.lb_error(
+                    "create floating IP",
+                    "the answer has no floating_ip_address",
+                )
+            })?
+            .to_owned();
+        tracing::info!(floating_ip = %ip, port_id, lb = %lb_name, "floating IP created for the load balancer");
+        Ok(ip)
+    }
+
+    /// External: writes the load balancer's id and address to the Service's annotations
+    /// (one merge patch, only when they differ), as OCCM's service patcher. Without a
+    /// Kubernetes client (a provider built outside a controller manager) it logs and skips.
+    async fn patch_service_annotations(
+        &self,
+        service: &Service,
+        id: &str,
+        address: &str,
+    ) -> Result<()> {
+        if annotation(service, ANNOTATION_LOAD_BALANCER_ID) == Some(id)
+            && annotation(service, ANNOTATION_LOAD_BALANCER_ADDRESS) == Some(address)
+        {
+            return Ok(());
+        }
+        let Some(client) = self.kube.get() else {
+            tracing::debug!(
+                id,
+                "no Kubernetes client; the load balancer id is not written to the Service"
+            );
+            return Ok(());
+        };
+        let (Some(ns), Some(name)) = (
+            service.metadata.namespace.as_deref(),
+            service.metadata.name.as_deref(),
+        ) else {
+            return Ok(());
+        };
+        let api: kube::Api<Service> = kube::Api::namespaced(client.clone(), ns);
+        let patch = json!({"metadata": {"annotations": {
+            ANNOTATION_LOAD_BALANCER_ID: id,
+            ANNOTATION_LOAD_BALANCER_ADDRESS: address,
+        }}});
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| {
+            self.lb_error(
+                "annotate Service",
+                format!("writing {ANNOTATION_LOAD_BALANCER_ID}={id} to {ns}/{name}: {e}"),
+            )
+        })?;
+        Ok(())
     }
 
     /// Polls until the load balancer is `ACTIVE` (bounded); `ERROR` fails.
@@ -328,7 +755,7 @@ impl OpenStack {
     async fn converge(
         &self,
         lb_id: &str,
-        lb_name: &str,
+        naming: &Naming,
         ports: &[Port],
         nodes: &[Node],
         members_only: bool,
@@ -362,18 +789,18 @@ impl OpenStack {
                 Some(id) => id.to_owned(),
                 None if members_only => continue,
                 None => {
+                    let mut body = json!({"listener": {
+                        "name": naming.child("listener", index),
+                        "loadbalancer_id": lb_id,
+                        "protocol": p.protocol,
+                        "protocol_port": p.port,
+                    }});
+                    if naming.layout == Layout::External {
+                        // OCCM tags what it creates with the load balancer's name.
+                        body["listener"]["tags"] = json!([naming.lb]);
+                    }
                     let created = self
-                        .lb_call(
-                            Method::POST,
-                            "/listeners",
-                            Some(&json!({"listener": {
-                                "name": format!("listener_{index}_{lb_name}"),
-                                "loadbalancer_id": lb_id,
-                                "protocol": p.protocol,
-                                "protocol_port": p.port,
-                            }})),
-                            "create listener",
-                        )
+                        .lb_call(Method::POST, "/listeners", Some(&body), "create listener")
                         .await?;
                     self.wait_active(lb_id).await?;
                     created["listener"]["id"]
@@ -411,7 +838,7 @@ impl OpenStack {
                             Method::POST,
                             "/pools",
                             Some(&json!({"pool": {
-                                "name": format!("pool_{index}_{lb_name}"),
+                                "name": naming.child("pool", index),
                                 "listener_id": listener_id,
                                 "protocol": p.protocol,
                                 "lb_algorithm": method,
@@ -436,11 +863,8 @@ impl OpenStack {
             }
             match (self.config.load_balancer.create_monitor, monitor_id) {
                 (true, None) => {
-                    let body = self.monitor_body(
-                        &pool_id,
-                        &format!("monitor_{index}_{lb_name}"),
-                        &p.protocol,
-                    );
+                    let body =
+                        self.monitor_body(&pool_id, &naming.child("monitor", index), &p.protocol);
                     self.lb_call(
                         Method::POST,
                         "/healthmonitors",
@@ -488,14 +912,24 @@ impl OpenStack {
     }
 }
 
-fn status_of(lb: &Value) -> LoadBalancerStatus {
-    let ingress = lb["vip_address"].as_str().map(|ip| {
-        vec![LoadBalancerIngress {
-            ip: Some(ip.to_owned()),
-            ..Default::default()
-        }]
-    });
-    LoadBalancerStatus { ingress }
+fn status_of(address: Option<String>) -> LoadBalancerStatus {
+    LoadBalancerStatus {
+        ingress: address.map(|ip| {
+            vec![LoadBalancerIngress {
+                ip: Some(ip),
+                ..Default::default()
+            }]
+        }),
+    }
+}
+
+/// Go's `strconv.ParseBool`, which upstream reads boolean annotations with.
+fn parse_go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 /// Percent-encodes a query value (names are Kubernetes names plus `_`, but be safe).
@@ -517,25 +951,17 @@ impl LoadBalancer for OpenStack {
         cluster_name: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>> {
-        let name = self.get_load_balancer_name(cluster_name, service);
-        Ok(self.find_lb(&name).await?.as_ref().map(status_of))
+        let naming = self.naming(cluster_name, service);
+        match self.lookup(&naming, service).await? {
+            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?))),
+            None => Ok(None),
+        }
     }
 
-    /// Upstream's name: `kube_service_<cluster>_<namespace>_<name>`, at most 255 characters.
+    /// In-tree: upstream's default name (`a` + UID); external: OCCM's
+    /// `kube_service_<cluster>_<namespace>_<name>`, at most 255 bytes.
     fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
-        let mut name = format!(
-            "kube_service_{cluster_name}_{}_{}",
-            service.metadata.namespace.as_deref().unwrap_or("default"),
-            service.metadata.name.as_deref().unwrap_or_default()
-        );
-        if name.len() > 255 {
-            let mut cut = 255;
-            while !name.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            name.truncate(cut);
-        }
-        name
+        self.naming(cluster_name, service).lb
     }
 
     async fn ensure_load_balancer(
@@ -544,24 +970,50 @@ impl LoadBalancer for OpenStack {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus> {
-        let name = self.get_load_balancer_name(cluster_name, service);
+        let naming = self.naming(cluster_name, service);
+        let name = naming.lb.clone();
         let ports = self.wanted_ports(service)?;
+        let wish = self.floating_ip_wish(service)?;
         let started = Instant::now();
-        let id = match self.find_lb(&name).await? {
-            Some(lb) => lb["id"].as_str().unwrap_or_default().to_owned(),
+        let found = self.lookup(&naming, service).await?;
+        if found.is_none() && naming.layout == Layout::External {
+            if let Some(id) = annotation(service, ANNOTATION_LOAD_BALANCER_ID) {
+                // OCCM: "failed to get load balancer"; creating another would orphan the id.
+                return Err(self.lb_error(
+                    "ensure load balancer",
+                    format!("load balancer {id} of annotation {ANNOTATION_LOAD_BALANCER_ID} does not exist"),
+                ));
+            }
+        }
+        let (id, tags) = match found {
+            Some(lb) => (
+                lb["id"].as_str().unwrap_or_default().to_owned(),
+                Some(lb["tags"].clone()),
+            ),
             None => {
                 let (key, value) = self.vip_placement().await?;
-                let mut body = json!({"loadbalancer": {
-                    "name": name,
-                    "description": format!(
+                let description = match naming.layout {
+                    Layout::InTree => format!("Kubernetes external service {name}"),
+                    Layout::External => format!(
                         "Kubernetes external service {}/{} from cluster {cluster_name}",
                         service.metadata.namespace.as_deref().unwrap_or("default"),
                         service.metadata.name.as_deref().unwrap_or_default()
                     ),
+                };
+                let mut body = json!({"loadbalancer": {
+                    "name": name,
+                    "description": description,
                     key: value,
                 }});
+                if naming.layout == Layout::External {
+                    body["loadbalancer"]["tags"] = json!([name]);
+                }
                 if let Some(p) = &self.config.load_balancer.lb_provider {
                     body["loadbalancer"]["provider"] = p.clone().into();
+                }
+                // An internal Service's spec.loadBalancerIP is its VIP (both upstreams).
+                if let (true, Some(ip)) = (wish.internal, &wish.address) {
+                    body["loadbalancer"]["vip_address"] = ip.clone().into();
                 }
                 let created = self
                     .lb_call(
@@ -576,17 +1028,41 @@ impl LoadBalancer for OpenStack {
                     .unwrap_or_default()
                     .to_owned();
                 tracing::info!(lb = %name, id, "load balancer created");
-                id
+                (id, None)
             }
         };
         if id.is_empty() {
             return Err(self.lb_error("ensure load balancer", "the load balancer has no id"));
         }
         self.wait_active(&id).await?;
-        self.converge(&id, &name, &ports, nodes, false).await?;
+        if let Some(tags) = tags.filter(|_| naming.layout == Layout::External) {
+            // Adoption (a legacy-named or annotated load balancer): OCCM adds its name to
+            // the load balancer's tags and leaves the name alone.
+            let mut list: Vec<Value> = tags.as_array().cloned().unwrap_or_default();
+            if !list.iter().any(|t| t == name.as_str()) {
+                list.push(name.clone().into());
+                self.lb_call(
+                    Method::PUT,
+                    &format!("/loadbalancers/{id}"),
+                    Some(&json!({"loadbalancer": {"tags": list}})),
+                    "tag load balancer",
+                )
+                .await?;
+                self.wait_active(&id).await?;
+                tracing::info!(lb = %name, id, "load balancer tagged with the Service's name");
+            }
+        }
+        self.converge(&id, &naming, &ports, nodes, false).await?;
         let lb = self.wait_active(&id).await?;
-        tracing::info!(lb = %name, id, elapsed_ms = started.elapsed().as_millis() as u64, "load balancer ensured");
-        Ok(status_of(&lb))
+        let address = self
+            .ensure_floating_ip(&lb, &wish, &naming, cluster_name, service)
+            .await?;
+        if naming.layout == Layout::External {
+            self.patch_service_annotations(service, &id, &address)
+                .await?;
+        }
+        tracing::info!(lb = %name, id, address, elapsed_ms = started.elapsed().as_millis() as u64, "load balancer ensured");
+        Ok(status_of(Some(address)))
     }
 
     async fn update_load_balancer(
@@ -595,17 +1071,17 @@ impl LoadBalancer for OpenStack {
         service: &Service,
         nodes: &[Node],
     ) -> Result<()> {
-        let name = self.get_load_balancer_name(cluster_name, service);
+        let naming = self.naming(cluster_name, service);
         let ports = self.wanted_ports(service)?;
-        let Some(lb) = self.find_lb(&name).await? else {
+        let Some(lb) = self.lookup(&naming, service).await? else {
             return Err(self.lb_error(
                 "update load balancer",
-                format!("load balancer {name} does not exist"),
+                format!("load balancer {} does not exist", naming.lb),
             ));
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
-        self.converge(&id, &name, &ports, nodes, true).await
+        self.converge(&id, &naming, &ports, nodes, true).await
     }
 
     async fn ensure_load_balancer_deleted(
@@ -613,11 +1089,18 @@ impl LoadBalancer for OpenStack {
         cluster_name: &str,
         service: &Service,
     ) -> Result<()> {
-        let name = self.get_load_balancer_name(cluster_name, service);
-        let Some(lb) = self.find_lb(&name).await? else {
+        let naming = self.naming(cluster_name, service);
+        let Some(lb) = self.lookup(&naming, service).await? else {
             return Ok(());
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
+        let lb_name = lb["name"].as_str().unwrap_or_default().to_owned();
+        if !naming.owns(&lb_name) {
+            // An annotated load balancer under another name is not this Service's to delete
+            // (OCCM's shared or user-made load balancers).
+            tracing::warn!(id, lb = %lb_name, "the Service's load balancer has another name; left in place");
+            return Ok(());
+        }
         if lb["provisioning_status"]
             .as_str()
             .is_some_and(|s| s.starts_with("PENDING_") && s != "PENDING_DELETE")
@@ -625,6 +1108,14 @@ impl LoadBalancer for OpenStack {
             self.wait_active(&id).await?;
         }
         if lb["provisioning_status"] != "PENDING_DELETE" {
+            let wish = self.floating_ip_wish(service)?;
+            if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
+                if let Some(fip) = self.floating_ip_of_port(port).await? {
+                    if !wish.keep && self.may_delete_floating_ip(&fip, &lb_name, &naming) {
+                        self.release_floating_ip(&fip, true).await?;
+                    }
+                }
+            }
             match self
                 .lb_call(
                     Method::DELETE,
@@ -640,7 +1131,61 @@ impl LoadBalancer for OpenStack {
             }
         }
         self.wait_gone(&id).await?;
-        tracing::info!(lb = %name, id, "load balancer deleted");
+        tracing::info!(lb = %lb_name, id, "load balancer deleted");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn svc(ns: &str, name: &str) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                uid: Some("1b4e28ba-2fa1-11d2-883f-00163e6fbc11".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn names_follow_each_layouts_upstream() {
+        let s = svc("shop", "web");
+        let in_tree = Naming::new(Layout::InTree, "kubernetes", &s);
+        assert_eq!(in_tree.lb, "a1b4e28ba2fa111d2883f00163e6fbc1");
+        assert_eq!(in_tree.legacy, None);
+        assert_eq!(
+            in_tree.child("listener", 1),
+            "listener_a1b4e28ba2fa111d2883f00163e6fbc1_1"
+        );
+        let external = Naming::new(Layout::External, "kubernetes", &s);
+        assert_eq!(external.lb, "kube_service_kubernetes_shop_web");
+        assert_eq!(external.legacy.as_deref(), Some(in_tree.lb.as_str()));
+        assert_eq!(
+            external.child("pool", 0),
+            "pool_0_kube_service_kubernetes_shop_web"
+        );
+        assert!(external.owns(&in_tree.lb) && external.owns("kube_service_kubernetes_shop_web"));
+        assert!(!in_tree.owns("kube_service_kubernetes_shop_web"));
+        let long = svc(&"n".repeat(200), &"m".repeat(200));
+        let n = Naming::new(Layout::External, "kubernetes", &long);
+        assert_eq!(n.lb.len(), 255);
+        assert_eq!(n.child("listener", 3).len(), 255);
+    }
+
+    #[test]
+    fn go_booleans() {
+        for t in ["1", "t", "T", "true", "TRUE", "True"] {
+            assert_eq!(parse_go_bool(t), Some(true));
+        }
+        for f in ["0", "f", "F", "false", "FALSE", "False"] {
+            assert_eq!(parse_go_bool(f), Some(false));
+        }
+        assert_eq!(parse_go_bool("yes"), None);
     }
 }

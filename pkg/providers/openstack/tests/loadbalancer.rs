@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use hypercloud_cloudprovider::Interface;
+use hypercloud_cloudprovider::{Interface, Layout};
 use k8s_openapi::api::core::v1::{
     Node, NodeAddress, NodeStatus, Service, ServicePort, ServiceSpec,
 };
@@ -346,4 +346,352 @@ async fn health_monitors_follow_create_monitor() {
         ask(&format!("{vip}:{port}")).await.as_deref(),
         Some("monitored")
     );
+}
+
+/// The public network's id (the local cloud's floating IP pool).
+async fn public_network(cloud: &Cloud) -> String {
+    cloud
+        .ok(Method::GET, "/network/v2.0/networks?name=public", None)
+        .await["networks"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn floating_ips(cloud: &Cloud) -> Vec<serde_json::Value> {
+    cloud
+        .ok(Method::GET, "/network/v2.0/floatingips", None)
+        .await["floatingips"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn annotate(mut svc: Service, key: &str, value: &str) -> Service {
+    svc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+    svc
+}
+
+fn ingress_ip(status: &k8s_openapi::api::core::v1::LoadBalancerStatus) -> String {
+    status.ingress.as_ref().unwrap()[0].ip.clone().unwrap()
+}
+
+/// In-tree the load balancer is named `a<uid>` (children `listener_<name>_<i>`); the external
+/// provider then finds it under that legacy name and adopts it (same Octavia id, tagged with
+/// its own name, traffic uninterrupted) instead of creating a second one, and deletes it.
+#[tokio::test]
+async fn in_tree_names_and_external_adoption_of_legacy_load_balancers() {
+    let cloud = Cloud::start().await;
+    let in_tree = cloud.provider_with_in("", Layout::InTree);
+    in_tree.initialize(None).await.unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "legacy").await;
+    let port = free_port("127.0.0.1");
+    let svc = service(&[(port, np)]);
+    let nodes = [node("node-1", "127.0.0.1")];
+    let lb = in_tree.load_balancer().unwrap();
+    let legacy = "a1b4e28ba2fa111d2883f00163e6fbc1";
+    assert_eq!(lb.get_load_balancer_name("kubernetes", &svc), legacy);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["name"], legacy);
+    assert_eq!(
+        all[0]["description"],
+        format!("Kubernetes external service {legacy}")
+    );
+    let id = all[0]["id"].clone();
+    let listeners = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await;
+    assert_eq!(
+        listeners["listeners"][0]["name"],
+        format!("listener_{legacy}_0")
+    );
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("legacy")
+    );
+
+    // The cloud-controller-manager takes over: the same load balancer, adopted.
+    let external = cloud.provider_with("");
+    external.initialize(None).await.unwrap();
+    let ext = external.load_balancer().unwrap();
+    assert_eq!(
+        ext.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        Some(status.clone())
+    );
+    let calls = external.api_calls();
+    let again = ext
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!(
+        "external ensure adopting a legacy load balancer: {} API calls",
+        external.api_calls() - calls
+    );
+    assert_eq!(again, status);
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1, "no second load balancer: {all:?}");
+    assert_eq!(all[0]["id"], id);
+    assert_eq!(all[0]["name"], legacy, "OCCM tags, it does not rename");
+    assert!(
+        all[0]["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "kube_service_kubernetes_shop_web"),
+        "{:?}",
+        all[0]["tags"]
+    );
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("legacy")
+    );
+
+    // With the id annotation the look-up is by id, whatever the name.
+    let annotated = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/load-balancer-id",
+        id.as_str().unwrap(),
+    );
+    ext.update_load_balancer("kubernetes", &annotated, &nodes)
+        .await
+        .unwrap();
+    // An id that no longer exists is an error for ensure (no second load balancer)...
+    let gone = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/load-balancer-id",
+        "0e4b2a38-7d5f-4c1e-9a3b-2f6d8c1e5a70",
+    );
+    let e = ext
+        .ensure_load_balancer("kubernetes", &gone, &nodes)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    // ...and nothing to do for get and delete.
+    assert_eq!(
+        ext.get_load_balancer("kubernetes", &gone).await.unwrap(),
+        None
+    );
+    ext.ensure_load_balancer_deleted("kubernetes", &gone)
+        .await
+        .unwrap();
+    assert_eq!(lbs(&cloud).await.len(), 1);
+
+    // The external provider deletes the adopted load balancer: its legacy name carries the
+    // Service's UID (OCCM v1.34 would leave it; see docs/openstack-provider.md).
+    ext.ensure_load_balancer_deleted("kubernetes", &annotated)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+}
+
+/// A floating IP from `floating-network-id` on the VIP port is the ingress IP and carries
+/// real traffic; the internal annotation releases it; `keep-floatingip` keeps it past the
+/// delete, and `spec.loadBalancerIP` attaches that kept address to the next load balancer.
+#[tokio::test]
+async fn floating_ips_carry_traffic_and_follow_the_annotations() {
+    let cloud = Cloud::start().await;
+    let public = public_network(&cloud).await;
+    let os = cloud.provider_with(&format!("[LoadBalancer]\nfloating-network-id = {public}\n"));
+    os.initialize(None).await.unwrap();
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "via-fip").await;
+    let port = free_port("127.0.0.1");
+    let svc = service(&[(port, np)]);
+    let nodes = [node("node-1", "127.0.0.1")];
+
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let fip = ingress_ip(&status);
+    assert!(fip.starts_with("127.24.4."), "a public address: {fip}");
+    let all = lbs(&cloud).await;
+    let vip = all[0]["vip_address"].as_str().unwrap().to_owned();
+    assert_ne!(fip, vip);
+    let fips = floating_ips(&cloud).await;
+    assert_eq!(fips.len(), 1);
+    assert_eq!(fips[0]["port_id"], all[0]["vip_port_id"]);
+    assert!(fips[0]["description"]
+        .as_str()
+        .unwrap()
+        .starts_with("Floating IP for Kubernetes external service shop/web"));
+    // Real traffic through the floating IP.
+    assert_eq!(
+        ask(&format!("{fip}:{port}")).await.as_deref(),
+        Some("via-fip")
+    );
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        Some(status.clone())
+    );
+    // Ensuring again keeps the same floating IP.
+    assert_eq!(
+        lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+            .await
+            .unwrap(),
+        status
+    );
+    assert_eq!(floating_ips(&cloud).await.len(), 1);
+
+    // Internal: the floating IP (ours) is deleted and the VIP is the ingress.
+    let internal = annotate(
+        svc.clone(),
+        "service.beta.kubernetes.io/openstack-internal-load-balancer",
+        "true",
+    );
+    let st = lb
+        .ensure_load_balancer("kubernetes", &internal, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(ingress_ip(&st), vip);
+    assert!(floating_ips(&cloud).await.is_empty());
+    let bad = annotate(
+        svc.clone(),
+        "service.beta.kubernetes.io/openstack-internal-load-balancer",
+        "yes",
+    );
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("openstack-internal-load-balancer"),
+        "{e}"
+    );
+
+    // External again, then deleted with keep-floatingip: the address stays, unattached.
+    let st = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let kept = ingress_ip(&st);
+    assert!(kept.starts_with("127.24.4."), "{kept}");
+    let keep = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/keep-floatingip",
+        "true",
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &keep)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    let fips = floating_ips(&cloud).await;
+    assert_eq!(fips.len(), 1);
+    assert_eq!(fips[0]["floating_ip_address"], kept.as_str());
+    assert!(fips[0]["port_id"].is_null(), "{:?}", fips[0]);
+
+    // spec.loadBalancerIP names the kept address: attached to the new load balancer.
+    let mut pinned = svc.clone();
+    pinned.spec.as_mut().unwrap().load_balancer_ip = Some(kept.clone());
+    let st = lb
+        .ensure_load_balancer("kubernetes", &pinned, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(ingress_ip(&st), kept);
+    assert_eq!(floating_ips(&cloud).await.len(), 1);
+    assert_eq!(
+        ask(&format!("{kept}:{port}")).await.as_deref(),
+        Some("via-fip")
+    );
+
+    // A plain delete releases it (it is ours).
+    lb.ensure_load_balancer_deleted("kubernetes", &pinned)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    assert!(floating_ips(&cloud).await.is_empty());
+}
+
+/// External: the load balancer's id and address go to the Service's annotations with one
+/// merge patch through the client given to `initialize`, as OCCM's service patcher; an
+/// up-to-date Service is not patched again, and in-tree nothing is written.
+#[tokio::test]
+async fn external_layout_writes_the_load_balancer_id_to_the_service() {
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    let cloud = Cloud::start().await;
+    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(mock, "default");
+    let os = cloud.provider_with("");
+    os.initialize(Some(client)).await.unwrap();
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    let svc = service(&[(free_port("127.0.0.1"), np)]);
+    let nodes = [node("node-1", "127.0.0.1")];
+
+    let apiserver = tokio::spawn(async move {
+        let (request, send) = handle.next_request().await.expect("a request");
+        let method = request.method().to_string();
+        let uri = request.uri().to_string();
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        send.send_response(
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    serde_json::to_vec(&serde_json::json!({
+                        "apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": "web", "namespace": "shop"}
+                    }))
+                    .unwrap(),
+                ))
+                .unwrap(),
+        );
+        (method, uri, body, handle)
+    });
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let id = lbs(&cloud).await[0]["id"].as_str().unwrap().to_owned();
+    let vip = ingress_ip(&status);
+    let (method, uri, body, mut handle) = apiserver.await.unwrap();
+    // Ensured again with the annotations in place: no patch.
+    let annotated = annotate(
+        annotate(
+            svc.clone(),
+            "loadbalancer.openstack.org/load-balancer-id",
+            &id,
+        ),
+        "loadbalancer.openstack.org/load-balancer-address",
+        &vip,
+    );
+    lb.ensure_load_balancer("kubernetes", &annotated, &nodes)
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), handle.next_request())
+            .await
+            .is_err(),
+        "an up-to-date Service is not patched"
+    );
+    assert_eq!(method, "PATCH");
+    assert!(
+        uri.starts_with("/api/v1/namespaces/shop/services/web"),
+        "{uri}"
+    );
+    assert_eq!(
+        body,
+        serde_json::json!({"metadata": {"annotations": {
+            "loadbalancer.openstack.org/load-balancer-id": id,
+            "loadbalancer.openstack.org/load-balancer-address": vip,
+        }}})
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &annotated)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
 }
