@@ -87,6 +87,7 @@ pub struct LoadBalancerConfig {
     pub monitor_delay: Option<Duration>,
     pub monitor_timeout: Option<Duration>,
     pub monitor_max_retries: Option<u32>,
+    pub monitor_max_retries_down: Option<u32>,
     pub internal_lb: bool,
     /// `false`: no LoadBalancer capability, even when the catalog has Octavia.
     pub enabled: Option<bool>,
@@ -436,6 +437,9 @@ impl Config {
                 )?)
             }
             "monitor-max-retries" => lb.monitor_max_retries = Some(parse_num_in(v, 1..=10)?),
+            "monitor-max-retries-down" => {
+                lb.monitor_max_retries_down = Some(parse_num_in(v, 1..=10)?)
+            }
             "internal-lb" => lb.internal_lb = parse_bool(value)?,
             "enabled" => lb.enabled = Some(parse_bool(value)?),
             "floating-subnet-id" => lb.floating_subnet_id = s(),
@@ -472,11 +476,6 @@ impl Config {
             "member-subnet-id" => {
                 return Ok(Setting::NoEffect(
                     "members are node InternalIPs without a subnet (not implemented)",
-                ))
-            }
-            "monitor-max-retries-down" => {
-                return Ok(Setting::NoEffect(
-                    "health monitors use Octavia's default max_retries_down",
                 ))
             }
             "node-selector" => {
@@ -800,7 +799,7 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
         ("LoadBalancer", "create-monitor", "true", Implemented),
         ("LoadBalancer", "monitor-delay", "5s", Implemented),
         ("LoadBalancer", "monitor-max-retries", "1", Implemented),
-        ("LoadBalancer", "monitor-max-retries-down", "3", Warned),
+        ("LoadBalancer", "monitor-max-retries-down", "3", Implemented),
         ("LoadBalancer", "monitor-timeout", "3s", Implemented),
         ("LoadBalancer", "internal-lb", "true", Implemented),
         ("LoadBalancer", "node-selector", "a=b", Warned),

@@ -13,10 +13,11 @@
 //!   Kubernetes client, as OCCM's service patcher; the in-tree provider wrote none;
 //! * its VIP is on `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
 //!   `private` (the local cloud's), else the first subnet;
-//! * one listener per Service port (TCP or UDP on the port), one pool per listener
-//!   (`lb-method`, default `ROUND_ROBIN`) whose members are every node's first InternalIP at
-//!   the port's `nodePort`, and with `create-monitor` a health monitor per pool
-//!   (`monitor-delay`/`-timeout`/`-max-retries`). Children are named as each layout's
+//! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
+//!   from the Service's annotations), one pool per listener (`lb-method` or the annotation,
+//!   default `ROUND_ROBIN`) whose members are every node's first InternalIP at the port's
+//!   `nodePort`, and with `create-monitor` (or `enable-health-monitor`) a health monitor per
+//!   pool (`monitor-*` or `health-monitor-*`). Children are named as each layout's
 //!   upstream names them: `listener_<lbname>_<index>` in-tree, `listener_<index>_<lbname>`
 //!   external (likewise `pool_`, `monitor_`);
 //! * a floating IP on the VIP's Neutron port when the Service is not internal and a floating
@@ -54,6 +55,45 @@ pub const ANNOTATION_FLOATING_NETWORK_ID: &str = "loadbalancer.openstack.org/flo
 pub const ANNOTATION_FLOATING_SUBNET_ID: &str = "loadbalancer.openstack.org/floating-subnet-id";
 /// `"true"`: deleting the load balancer (or turning it internal) leaves the floating IP.
 pub const ANNOTATION_KEEP_FLOATING_IP: &str = "loadbalancer.openstack.org/keep-floatingip";
+
+/// The pool's algorithm (`ROUND_ROBIN`, `LEAST_CONNECTIONS`, `SOURCE_IP`, ...), over `lb-method`.
+pub const ANNOTATION_LB_METHOD: &str = "loadbalancer.openstack.org/lb-method";
+/// The listeners' `connection_limit` (default -1, unlimited).
+pub const ANNOTATION_CONNECTION_LIMIT: &str = "loadbalancer.openstack.org/connection-limit";
+/// Listener timeouts in milliseconds, by Octavia field (OCCM's defaults are Octavia's).
+pub const ANNOTATION_TIMEOUTS: [(&str, &str, i64); 4] = [
+    (
+        "loadbalancer.openstack.org/timeout-client-data",
+        "timeout_client_data",
+        50_000,
+    ),
+    (
+        "loadbalancer.openstack.org/timeout-member-connect",
+        "timeout_member_connect",
+        5_000,
+    ),
+    (
+        "loadbalancer.openstack.org/timeout-member-data",
+        "timeout_member_data",
+        50_000,
+    ),
+    (
+        "loadbalancer.openstack.org/timeout-tcp-inspect",
+        "timeout_tcp_inspect",
+        0,
+    ),
+];
+/// `"true"`/`"false"`: a health monitor per pool, over `create-monitor`.
+pub const ANNOTATION_ENABLE_HEALTH_MONITOR: &str =
+    "loadbalancer.openstack.org/enable-health-monitor";
+/// Health monitor settings in whole seconds / counts, over `monitor-*`.
+pub const ANNOTATION_HEALTH_MONITOR_DELAY: &str = "loadbalancer.openstack.org/health-monitor-delay";
+pub const ANNOTATION_HEALTH_MONITOR_TIMEOUT: &str =
+    "loadbalancer.openstack.org/health-monitor-timeout";
+pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES: &str =
+    "loadbalancer.openstack.org/health-monitor-max-retries";
+pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN: &str =
+    "loadbalancer.openstack.org/health-monitor-max-retries-down";
 
 /// OCCM's name prefix; a load balancer named so was created by an external provider.
 const SERVICE_PREFIX: &str = "kube_service_";
@@ -125,6 +165,27 @@ fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
         .as_ref()?
         .get(key)
         .map(String::as_str)
+}
+
+/// What the Service's annotations ask of its listeners, pools and monitors, over
+/// `[LoadBalancer]` (OCCM's `serviceConfig`).
+#[derive(Clone, Debug, PartialEq)]
+struct Settings {
+    /// The pool algorithm.
+    method: String,
+    /// Listener fields: `connection_limit` and the four timeouts, as Octavia names them.
+    listener: Vec<(&'static str, i64)>,
+    /// `None`: no health monitor.
+    monitor: Option<Monitor>,
+}
+
+/// Health monitor settings, in Octavia's units (seconds, counts).
+#[derive(Clone, Debug, PartialEq)]
+struct Monitor {
+    delay: i64,
+    timeout: i64,
+    max_retries: i64,
+    max_retries_down: i64,
 }
 
 /// What the Service's annotations and spec ask of its floating IP, over `[LoadBalancer]`.
@@ -303,6 +364,85 @@ impl OpenStack {
                     .and_then(|s| s.load_balancer_ip.as_deref()),
             ),
             keep: flag(ANNOTATION_KEEP_FLOATING_IP)?,
+        })
+    }
+
+    /// The Service's listener, pool and monitor settings; a bad annotation is an error
+    /// naming it.
+    fn settings(&self, service: &Service) -> Result<Settings> {
+        let c = &self.config.load_balancer;
+        let bad = |key: &str, v: &str, what: &str| {
+            self.lb_error(
+                "read Service annotations",
+                format!("annotation {key}: {v:?} is not {what}"),
+            )
+        };
+        let int = |key: &str, default: i64, min: i64, max: i64| -> Result<i64> {
+            match annotation(service, key) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| bad(key, v, &format!("an integer from {min} to {max}"))),
+            }
+        };
+        let method = match annotation(service, ANNOTATION_LB_METHOD).filter(|m| !m.is_empty()) {
+            Some(m) => m.to_owned(),
+            None => c.lb_method.clone().unwrap_or_else(|| "ROUND_ROBIN".into()),
+        };
+        let mut listener = vec![(
+            "connection_limit",
+            int(ANNOTATION_CONNECTION_LIMIT, -1, -1, i64::from(i32::MAX))?,
+        )];
+        for (key, field, default) in ANNOTATION_TIMEOUTS {
+            // Octavia: 0 to 365 days in milliseconds.
+            listener.push((field, int(key, default, 0, 31_536_000_000)?));
+        }
+        let enabled = match annotation(service, ANNOTATION_ENABLE_HEALTH_MONITOR) {
+            None => c.create_monitor,
+            Some(v) => parse_go_bool(v)
+                .ok_or_else(|| bad(ANNOTATION_ENABLE_HEALTH_MONITOR, v, "true or false"))?,
+        };
+        let secs = |d: Option<Duration>, default: u64| d.map_or(default, |d| d.as_secs()) as i64;
+        let monitor = if enabled {
+            let delay = int(
+                ANNOTATION_HEALTH_MONITOR_DELAY,
+                secs(c.monitor_delay, 5),
+                1,
+                86_400,
+            )?;
+            let timeout = int(
+                ANNOTATION_HEALTH_MONITOR_TIMEOUT,
+                secs(c.monitor_timeout, 3),
+                1,
+                86_400,
+            )?;
+            Some(Monitor {
+                delay,
+                // Octavia refuses a timeout longer than the delay.
+                timeout: timeout.min(delay),
+                max_retries: int(
+                    ANNOTATION_HEALTH_MONITOR_MAX_RETRIES,
+                    i64::from(c.monitor_max_retries.unwrap_or(1)),
+                    1,
+                    10,
+                )?,
+                max_retries_down: int(
+                    ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN,
+                    i64::from(c.monitor_max_retries_down.unwrap_or(3)),
+                    1,
+                    10,
+                )?,
+            })
+        } else {
+            None
+        };
+        Ok(Settings {
+            method,
+            listener,
+            monitor,
         })
     }
 
@@ -724,20 +864,15 @@ impl OpenStack {
         Ok(true)
     }
 
-    fn monitor_body(&self, pool_id: &str, name: &str, protocol: &str) -> Value {
-        let c = &self.config.load_balancer;
-        let delay = c.monitor_delay.unwrap_or(Duration::from_secs(5)).as_secs();
-        let timeout = c
-            .monitor_timeout
-            .unwrap_or(Duration::from_secs(3))
-            .as_secs();
+    fn monitor_body(pool_id: &str, name: &str, protocol: &str, m: &Monitor) -> Value {
         json!({"healthmonitor": {
             "name": name,
             "pool_id": pool_id,
             "type": if protocol == "UDP" { "UDP-CONNECT" } else { "TCP" },
-            "delay": delay.max(1),
-            "timeout": timeout.max(1).min(delay.max(1)),
-            "max_retries": c.monitor_max_retries.unwrap_or(1).clamp(1, 10),
+            "delay": m.delay,
+            "timeout": m.timeout,
+            "max_retries": m.max_retries,
+            "max_retries_down": m.max_retries_down,
         }})
     }
 
@@ -758,6 +893,7 @@ impl OpenStack {
         naming: &Naming,
         ports: &[Port],
         nodes: &[Node],
+        settings: &Settings,
         members_only: bool,
     ) -> Result<()> {
         let listeners = self
@@ -774,19 +910,32 @@ impl OpenStack {
                 "list pools",
             )
             .await?;
-        let method = self
-            .config
-            .load_balancer
-            .lb_method
-            .clone()
-            .unwrap_or_else(|| "ROUND_ROBIN".into());
+        let method = settings.method.as_str();
         let mut kept = BTreeSet::new();
         for (index, p) in ports.iter().enumerate() {
             let existing = listeners
                 .iter()
                 .find(|l| l["protocol"] == p.protocol && l["protocol_port"] == p.port);
             let listener_id = match existing.and_then(|l| l["id"].as_str()) {
-                Some(id) => id.to_owned(),
+                Some(id) => {
+                    let changed: serde_json::Map<String, Value> = settings
+                        .listener
+                        .iter()
+                        .filter(|(field, want)| existing.is_some_and(|l| l[*field] != *want))
+                        .map(|(field, want)| ((*field).to_owned(), json!(want)))
+                        .collect();
+                    if !members_only && !changed.is_empty() {
+                        self.lb_call(
+                            Method::PUT,
+                            &format!("/listeners/{id}"),
+                            Some(&json!({ "listener": changed })),
+                            "update listener",
+                        )
+                        .await?;
+                        self.wait_active(lb_id).await?;
+                    }
+                    id.to_owned()
+                }
                 None if members_only => continue,
                 None => {
                     let mut body = json!({"listener": {
@@ -795,6 +944,9 @@ impl OpenStack {
                         "protocol": p.protocol,
                         "protocol_port": p.port,
                     }});
+                    for (field, value) in &settings.listener {
+                        body["listener"][*field] = json!(value);
+                    }
                     if naming.layout == Layout::External {
                         // OCCM tags what it creates with the load balancer's name.
                         body["listener"]["tags"] = json!([naming.lb]);
@@ -818,7 +970,7 @@ impl OpenStack {
             let (pool_id, monitor_id) = match pool {
                 Some(pool) => {
                     let id = pool["id"].as_str().unwrap_or_default().to_owned();
-                    if !members_only && pool["lb_algorithm"] != method.as_str() {
+                    if !members_only && pool["lb_algorithm"] != method {
                         self.lb_call(
                             Method::PUT,
                             &format!("/pools/{id}"),
@@ -861,10 +1013,14 @@ impl OpenStack {
             if members_only {
                 continue;
             }
-            match (self.config.load_balancer.create_monitor, monitor_id) {
-                (true, None) => {
-                    let body =
-                        self.monitor_body(&pool_id, &naming.child("monitor", index), &p.protocol);
+            match (&settings.monitor, monitor_id) {
+                (Some(m), None) => {
+                    let body = Self::monitor_body(
+                        &pool_id,
+                        &naming.child("monitor", index),
+                        &p.protocol,
+                        m,
+                    );
                     self.lb_call(
                         Method::POST,
                         "/healthmonitors",
@@ -874,7 +1030,38 @@ impl OpenStack {
                     .await?;
                     self.wait_active(lb_id).await?;
                 }
-                (false, Some(m)) => {
+                (Some(m), Some(id)) => {
+                    let current = self
+                        .lb_call(
+                            Method::GET,
+                            &format!("/healthmonitors/{id}"),
+                            None,
+                            "get health monitor",
+                        )
+                        .await?;
+                    let hm = &current["healthmonitor"];
+                    let want = [
+                        ("delay", m.delay),
+                        ("timeout", m.timeout),
+                        ("max_retries", m.max_retries),
+                        ("max_retries_down", m.max_retries_down),
+                    ];
+                    if want.iter().any(|(f, v)| hm[*f] != *v) {
+                        let fields: serde_json::Map<String, Value> = want
+                            .iter()
+                            .map(|(f, v)| ((*f).to_owned(), json!(v)))
+                            .collect();
+                        self.lb_call(
+                            Method::PUT,
+                            &format!("/healthmonitors/{id}"),
+                            Some(&json!({ "healthmonitor": fields })),
+                            "update health monitor",
+                        )
+                        .await?;
+                        self.wait_active(lb_id).await?;
+                    }
+                }
+                (None, Some(m)) => {
                     self.delete_child(
                         lb_id,
                         &format!("/healthmonitors/{m}"),
@@ -882,7 +1069,7 @@ impl OpenStack {
                     )
                     .await?;
                 }
-                _ => {}
+                (None, None) => {}
             }
         }
         if members_only {
@@ -974,6 +1161,7 @@ impl LoadBalancer for OpenStack {
         let name = naming.lb.clone();
         let ports = self.wanted_ports(service)?;
         let wish = self.floating_ip_wish(service)?;
+        let settings = self.settings(service)?;
         let started = Instant::now();
         let found = self.lookup(&naming, service).await?;
         if found.is_none() && naming.layout == Layout::External {
@@ -1052,7 +1240,8 @@ impl LoadBalancer for OpenStack {
                 tracing::info!(lb = %name, id, "load balancer tagged with the Service's name");
             }
         }
-        self.converge(&id, &naming, &ports, nodes, false).await?;
+        self.converge(&id, &naming, &ports, nodes, &settings, false)
+            .await?;
         let lb = self.wait_active(&id).await?;
         let address = self
             .ensure_floating_ip(&lb, &wish, &naming, cluster_name, service)
@@ -1073,6 +1262,7 @@ impl LoadBalancer for OpenStack {
     ) -> Result<()> {
         let naming = self.naming(cluster_name, service);
         let ports = self.wanted_ports(service)?;
+        let settings = self.settings(service)?;
         let Some(lb) = self.lookup(&naming, service).await? else {
             return Err(self.lb_error(
                 "update load balancer",
@@ -1081,7 +1271,8 @@ impl LoadBalancer for OpenStack {
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
-        self.converge(&id, &naming, &ports, nodes, true).await
+        self.converge(&id, &naming, &ports, nodes, &settings, true)
+            .await
     }
 
     async fn ensure_load_balancer_deleted(

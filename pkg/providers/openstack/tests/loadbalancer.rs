@@ -695,3 +695,132 @@ async fn external_layout_writes_the_load_balancer_id_to_the_service() {
         .unwrap();
     assert!(lbs(&cloud).await.is_empty());
 }
+
+/// The most used `loadbalancer.openstack.org/*` annotations reach Octavia: the pool's
+/// algorithm, the listeners' connection limit and timeouts, and the health monitor (on,
+/// settings, off), each converging on a later ensure; a bad value is an error naming it.
+#[tokio::test]
+async fn service_annotations_set_listeners_pools_and_monitors() {
+    let cloud = Cloud::start().await;
+    let os = cloud.provider_with("");
+    os.initialize(None).await.unwrap();
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "annotated").await;
+    let port = free_port("127.0.0.1");
+    let nodes = [node("node-1", "127.0.0.1")];
+    let mut svc = service(&[(port, np)]);
+    for (k, v) in [
+        ("lb-method", "LEAST_CONNECTIONS"),
+        ("connection-limit", "100"),
+        ("timeout-client-data", "1000"),
+        ("timeout-member-connect", "2000"),
+        ("timeout-member-data", "3000"),
+        ("timeout-tcp-inspect", "10"),
+        ("enable-health-monitor", "true"),
+        ("health-monitor-delay", "7"),
+        ("health-monitor-timeout", "2"),
+        ("health-monitor-max-retries", "4"),
+        ("health-monitor-max-retries-down", "2"),
+    ] {
+        svc = annotate(svc, &format!("loadbalancer.openstack.org/{k}"), v);
+    }
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let get = |kind: &'static str| {
+        let cloud = &cloud;
+        async move {
+            cloud
+                .ok(
+                    Method::GET,
+                    &format!("/load-balancer/v2/lbaas/{kind}"),
+                    None,
+                )
+                .await[kind][0]
+                .clone()
+        }
+    };
+    let l = get("listeners").await;
+    assert_eq!(
+        (
+            &l["connection_limit"],
+            &l["timeout_client_data"],
+            &l["timeout_member_connect"],
+            &l["timeout_member_data"],
+            &l["timeout_tcp_inspect"]
+        ),
+        (
+            &100.into(),
+            &1000.into(),
+            &2000.into(),
+            &3000.into(),
+            &10.into()
+        )
+    );
+    assert_eq!(get("pools").await["lb_algorithm"], "LEAST_CONNECTIONS");
+    let m = get("healthmonitors").await;
+    assert_eq!(
+        (
+            &m["delay"],
+            &m["timeout"],
+            &m["max_retries"],
+            &m["max_retries_down"]
+        ),
+        (&7.into(), &2.into(), &4.into(), &2.into())
+    );
+    let vip = ingress_ip(&status);
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("annotated")
+    );
+
+    // Unchanged: no write at all.
+    let calls = os.api_calls();
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!(
+        "ensure with annotations (no change): {} API calls",
+        os.api_calls() - calls
+    );
+
+    // Changed: the listener and the monitor are updated in place, then the monitor goes.
+    let svc = annotate(svc, "loadbalancer.openstack.org/connection-limit", "200");
+    let svc = annotate(svc, "loadbalancer.openstack.org/health-monitor-delay", "9");
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(get("listeners").await["connection_limit"], 200);
+    assert_eq!(get("listeners").await["id"], l["id"]);
+    assert_eq!(get("healthmonitors").await["delay"], 9);
+    assert_eq!(get("healthmonitors").await["id"], m["id"]);
+    let off = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/enable-health-monitor",
+        "false",
+    );
+    lb.ensure_load_balancer("kubernetes", &off, &nodes)
+        .await
+        .unwrap();
+    assert!(get("healthmonitors").await.is_null());
+
+    for (key, value) in [
+        ("connection-limit", "lots"),
+        ("timeout-client-data", "-1"),
+        ("health-monitor-max-retries", "11"),
+        ("enable-health-monitor", "on"),
+    ] {
+        let key = format!("loadbalancer.openstack.org/{key}");
+        let e = lb
+            .ensure_load_balancer("kubernetes", &annotate(svc.clone(), &key, value), &nodes)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(&key), "{e}");
+    }
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+}
