@@ -14,7 +14,8 @@
 //! * its VIP is on `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
 //!   `private` (the local cloud's), else the first subnet;
 //! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
-//!   from the Service's annotations), one pool per listener (`lb-method` or the annotation,
+//!   from the Service's annotations; external, `allowed_cidrs` from
+//!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener (`lb-method` or the annotation,
 //!   default `ROUND_ROBIN`) whose members are every node's first InternalIP at the port's
 //!   `nodePort`, and with `create-monitor` (or `enable-health-monitor`) a health monitor per
 //!   pool (`monitor-*` or `health-monitor-*`). Children are named as each layout's
@@ -177,6 +178,88 @@ struct Settings {
     listener: Vec<(&'static str, i64)>,
     /// `None`: no health monitor.
     monitor: Option<Monitor>,
+    /// The listeners' `allowed_cidrs` from `loadBalancerSourceRanges` (or the
+    /// `service.beta.kubernetes.io/load-balancer-source-ranges` annotation); `None`: allow all.
+    allowed_cidrs: Option<Vec<String>>,
+}
+
+/// The annotation Kubernetes reads when `spec.loadBalancerSourceRanges` is empty.
+const ANNOTATION_SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+
+/// `spec.loadBalancerSourceRanges`, else the annotation (comma-separated), canonicalised
+/// (`10.1.2.3/8` → `10.0.0.0/8`); `None` when empty or allowing everything (upstream
+/// `GetLoadBalancerSourceRanges`). An entry that is not a CIDR is an error naming the field.
+fn source_ranges(service: &Service) -> std::result::Result<Option<Vec<String>>, String> {
+    let spec: Vec<String> = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_source_ranges.clone())
+        .unwrap_or_default();
+    let (field, items) = if spec.is_empty() {
+        let v = annotation(service, ANNOTATION_SOURCE_RANGES).unwrap_or_default();
+        (
+            ANNOTATION_SOURCE_RANGES,
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )
+    } else {
+        ("spec.loadBalancerSourceRanges", spec)
+    };
+    let mut out = Vec::new();
+    for item in &items {
+        let cidr = canonical_cidr(item)
+            .ok_or_else(|| format!("{field}: {item:?} is not an IP range like 10.0.0.0/24"))?;
+        if !out.contains(&cidr) {
+            out.push(cidr);
+        }
+    }
+    if out.is_empty() || out.iter().any(|c| c == "0.0.0.0/0" || c == "::/0") {
+        return Ok(None);
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
+/// `addr/prefix` with the host bits cleared, or `None` when it is not a CIDR.
+fn canonical_cidr(s: &str) -> Option<String> {
+    let (addr, prefix) = s.trim().split_once('/')?;
+    let prefix: u32 = prefix.parse().ok()?;
+    match addr.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(a) if prefix <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+            Some(format!(
+                "{}/{prefix}",
+                std::net::Ipv4Addr::from(u32::from(a) & mask)
+            ))
+        }
+        std::net::IpAddr::V6(a) if prefix <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - prefix).unwrap_or(0);
+            Some(format!(
+                "{}/{prefix}",
+                std::net::Ipv6Addr::from(u128::from(a) & mask)
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A listener's `allowed_cidrs` as [`source_ranges`] says it: `None` for null, empty or
+/// allow-all.
+fn current_cidrs(listener: &Value) -> Option<Vec<String>> {
+    let mut list: Vec<String> = listener["allowed_cidrs"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c.as_str().and_then(canonical_cidr))
+        .collect();
+    if list.is_empty() || list.iter().any(|c| c == "0.0.0.0/0" || c == "::/0") {
+        return None;
+    }
+    list.sort();
+    list.dedup();
+    Some(list)
 }
 
 /// Health monitor settings, in Octavia's units (seconds, counts).
@@ -439,10 +522,21 @@ impl OpenStack {
         } else {
             None
         };
+        let allowed_cidrs =
+            source_ranges(service).map_err(|m| self.lb_error("read Service source ranges", m))?;
+        if allowed_cidrs.is_some() && self.layout == Layout::InTree {
+            // The legacy provider enforced source ranges only through the security groups it
+            // managed with manage-security-groups, which hypercloud does not implement.
+            return Err(self.lb_error(
+                "read Service source ranges",
+                "source range restrictions are not supported for openstack load balancers without managing security groups (in-tree layout; the cloud-controller-manager sets the listeners' allowed_cidrs)",
+            ));
+        }
         Ok(Settings {
             method,
             listener,
             monitor,
+            allowed_cidrs,
         })
     }
 
@@ -918,12 +1012,19 @@ impl OpenStack {
                 .find(|l| l["protocol"] == p.protocol && l["protocol_port"] == p.port);
             let listener_id = match existing.and_then(|l| l["id"].as_str()) {
                 Some(id) => {
-                    let changed: serde_json::Map<String, Value> = settings
+                    let mut changed: serde_json::Map<String, Value> = settings
                         .listener
                         .iter()
                         .filter(|(field, want)| existing.is_some_and(|l| l[*field] != *want))
                         .map(|(field, want)| ((*field).to_owned(), json!(want)))
                         .collect();
+                    if existing.is_some_and(|l| current_cidrs(l) != settings.allowed_cidrs) {
+                        let open = vec!["0.0.0.0/0".to_owned()];
+                        changed.insert(
+                            "allowed_cidrs".into(),
+                            json!(settings.allowed_cidrs.as_ref().unwrap_or(&open)),
+                        );
+                    }
                     if !members_only && !changed.is_empty() {
                         self.lb_call(
                             Method::PUT,
@@ -946,6 +1047,9 @@ impl OpenStack {
                     }});
                     for (field, value) in &settings.listener {
                         body["listener"][*field] = json!(value);
+                    }
+                    if let Some(cidrs) = &settings.allowed_cidrs {
+                        body["listener"]["allowed_cidrs"] = json!(cidrs);
                     }
                     if naming.layout == Layout::External {
                         // OCCM tags what it creates with the load balancer's name.
@@ -1328,6 +1432,7 @@ impl LoadBalancer for OpenStack {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -1367,6 +1472,40 @@ mod tests {
         let n = Naming::new(Layout::External, "kubernetes", &long);
         assert_eq!(n.lb.len(), 255);
         assert_eq!(n.child("listener", 3).len(), 255);
+    }
+
+    #[test]
+    fn source_ranges_as_upstream() {
+        let mut s = svc("shop", "web");
+        assert_eq!(source_ranges(&s), Ok(None));
+        s.metadata.annotations = Some(
+            [(
+                ANNOTATION_SOURCE_RANGES.to_owned(),
+                " 10.1.2.3/8, 192.168.0.0/16 ".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            source_ranges(&s),
+            Ok(Some(vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()]))
+        );
+        s.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+            load_balancer_source_ranges: Some(vec!["0.0.0.0/0".into()]),
+            ..Default::default()
+        });
+        assert_eq!(source_ranges(&s), Ok(None), "the spec wins and allows all");
+        s.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+            load_balancer_source_ranges: Some(vec!["fd00::1/8".into(), "10.0.0.0/33".into()]),
+            ..Default::default()
+        });
+        let e = source_ranges(&s).unwrap_err();
+        assert!(
+            e.contains("spec.loadBalancerSourceRanges") && e.contains("10.0.0.0/33"),
+            "{e}"
+        );
+        assert_eq!(canonical_cidr("fd00::1/8").as_deref(), Some("fd00::/8"));
+        assert_eq!(canonical_cidr("1.2.3.4/0").as_deref(), Some("0.0.0.0/0"));
+        assert_eq!(canonical_cidr("1.2.3.4"), None);
     }
 
     #[test]

@@ -824,3 +824,69 @@ async fn service_annotations_set_listeners_pools_and_monitors() {
         .unwrap();
     assert!(lbs(&cloud).await.is_empty());
 }
+
+/// `loadBalancerSourceRanges` become the listeners' `allowed_cidrs`, which the local cloud's
+/// data plane enforces: a client outside the ranges is refused, inside it gets through.
+/// In-tree (no managed security groups) a restriction is an error, as the legacy provider's.
+#[tokio::test]
+async fn source_ranges_refuse_disallowed_clients() {
+    let cloud = Cloud::start().await;
+    let os = cloud.provider_with("");
+    os.initialize(None).await.unwrap();
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "allowed").await;
+    let port = free_port("127.0.0.1");
+    let nodes = [node("node-1", "127.0.0.1")];
+    let with_ranges = |ranges: &[&str]| {
+        let mut s = service(&[(port, np)]);
+        s.spec.as_mut().unwrap().load_balancer_source_ranges =
+            Some(ranges.iter().map(|r| (*r).to_owned()).collect());
+        s
+    };
+    let status = lb
+        .ensure_load_balancer("kubernetes", &with_ranges(&["10.0.0.0/8"]), &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    let listener = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await["listeners"][0]
+        .clone();
+    assert_eq!(listener["allowed_cidrs"], serde_json::json!(["10.0.0.0/8"]));
+    // The test's client connects from 127.0.0.1: outside 10.0.0.0/8.
+    assert_eq!(ask(&format!("{vip}:{port}")).await, None);
+
+    lb.ensure_load_balancer("kubernetes", &with_ranges(&["127.0.0.0/8"]), &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("allowed")
+    );
+    // No ranges: open to everyone again.
+    lb.ensure_load_balancer("kubernetes", &with_ranges(&["10.0.0.0/8"]), &nodes)
+        .await
+        .unwrap();
+    lb.ensure_load_balancer("kubernetes", &with_ranges(&[]), &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("allowed")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &with_ranges(&[]))
+        .await
+        .unwrap();
+
+    let in_tree = cloud.provider_with_in("", Layout::InTree);
+    in_tree.initialize(None).await.unwrap();
+    let e = in_tree
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &with_ranges(&["10.0.0.0/8"]), &nodes)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("source range restrictions"), "{e}");
+    assert!(lbs(&cloud).await.is_empty());
+}
