@@ -1018,6 +1018,14 @@ impl OpenStack {
                         .filter(|(field, want)| existing.is_some_and(|l| l[*field] != *want))
                         .map(|(field, want)| ((*field).to_owned(), json!(want)))
                         .collect();
+                    if let Some(l) = existing.filter(|_| naming.layout == Layout::External) {
+                        // OCCM adds its name to the tags of listeners it adopts.
+                        let mut tags = l["tags"].as_array().cloned().unwrap_or_default();
+                        if !tags.iter().any(|t| t == naming.lb.as_str()) {
+                            tags.push(naming.lb.clone().into());
+                            changed.insert("tags".into(), Value::Array(tags));
+                        }
+                    }
                     if existing.is_some_and(|l| current_cidrs(l) != settings.allowed_cidrs) {
                         let open = vec!["0.0.0.0/0".to_owned()];
                         changed.insert(

@@ -451,6 +451,15 @@ async fn in_tree_names_and_external_adoption_of_legacy_load_balancers() {
         "{:?}",
         all[0]["tags"]
     );
+    let listeners = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await;
+    let l = &listeners["listeners"][0];
+    assert_eq!(l["name"], format!("listener_{legacy}_0"), "not renamed");
+    assert_eq!(
+        l["tags"],
+        serde_json::json!(["kube_service_kubernetes_shop_web"])
+    );
     assert_eq!(
         ask(&format!("{vip}:{port}")).await.as_deref(),
         Some("legacy")
