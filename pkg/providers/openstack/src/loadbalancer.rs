@@ -18,7 +18,8 @@
 //!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener (`lb-method` or the annotation,
 //!   default `ROUND_ROBIN`) whose members are every node's first InternalIP at the port's
 //!   `nodePort`, and with `create-monitor` (or `enable-health-monitor`) a health monitor per
-//!   pool (`monitor-*` or `health-monitor-*`). Children are named as each layout's
+//!   pool (`monitor-*` or `health-monitor-*`; with `externalTrafficPolicy: Local` an HTTP
+//!   monitor on the health-check node port). Children are named as each layout's
 //!   upstream names them: `listener_<lbname>_<index>` in-tree, `listener_<index>_<lbname>`
 //!   external (likewise `pool_`, `monitor_`);
 //! * a floating IP on the VIP's Neutron port when the Service is not internal and a floating
@@ -178,6 +179,9 @@ struct Settings {
     listener: Vec<(&'static str, i64)>,
     /// `None`: no health monitor.
     monitor: Option<Monitor>,
+    /// With a monitor and `externalTrafficPolicy: Local`: the health-check node port, which
+    /// the monitor probes (`HTTP GET /healthz`, kube-proxy's answer) on each member.
+    health_check_node_port: Option<i64>,
     /// The listeners' `allowed_cidrs` from `loadBalancerSourceRanges` (or the
     /// `service.beta.kubernetes.io/load-balancer-source-ranges` annotation); `None`: allow all.
     allowed_cidrs: Option<Vec<String>>,
@@ -532,10 +536,18 @@ impl OpenStack {
                 "source range restrictions are not supported for openstack load balancers without managing security groups (in-tree layout; the cloud-controller-manager sets the listeners' allowed_cidrs)",
             ));
         }
+        let health_check_node_port = service
+            .spec
+            .as_ref()
+            .filter(|s| monitor.is_some() && s.external_traffic_policy.as_deref() == Some("Local"))
+            .and_then(|s| s.health_check_node_port)
+            .filter(|p| *p > 0)
+            .map(i64::from);
         Ok(Settings {
             method,
             listener,
             monitor,
+            health_check_node_port,
             allowed_cidrs,
         })
     }
@@ -892,7 +904,13 @@ impl OpenStack {
     }
 
     /// The pool members wanted for `node_port`: each node's first InternalIP.
-    fn wanted_members(nodes: &[Node], node_port: i32) -> BTreeSet<(String, i64)> {
+    /// A member is (address, node port, monitor port): the monitor port is the Service's
+    /// health-check node port with `externalTrafficPolicy: Local` (OCCM).
+    fn wanted_members(
+        nodes: &[Node],
+        node_port: i32,
+        monitor_port: Option<i64>,
+    ) -> BTreeSet<(String, i64, Option<i64>)> {
         nodes
             .iter()
             .filter_map(|n| {
@@ -909,7 +927,7 @@ impl OpenStack {
                 }
                 ip
             })
-            .map(|ip| (ip, i64::from(node_port)))
+            .map(|ip| (ip, i64::from(node_port), monitor_port))
             .collect()
     }
 
@@ -918,9 +936,9 @@ impl OpenStack {
         &self,
         lb_id: &str,
         pool_id: &str,
-        wanted: &BTreeSet<(String, i64)>,
+        wanted: &BTreeSet<(String, i64, Option<i64>)>,
     ) -> Result<bool> {
-        let current: BTreeSet<(String, i64)> = self
+        let current: BTreeSet<(String, i64, Option<i64>)> = self
             .lb_list(
                 &format!("/pools/{pool_id}/members"),
                 "members",
@@ -932,6 +950,7 @@ impl OpenStack {
                 Some((
                     m["address"].as_str()?.to_owned(),
                     m["protocol_port"].as_i64()?,
+                    m["monitor_port"].as_i64(),
                 ))
             })
             .collect();
@@ -940,7 +959,10 @@ impl OpenStack {
         }
         let members: Vec<Value> = wanted
             .iter()
-            .map(|(address, port)| json!({"address": address, "protocol_port": port}))
+            .map(|(address, port, monitor)| {
+                // An explicit null clears a monitor port the batch update would keep.
+                json!({"address": address, "protocol_port": port, "monitor_port": monitor})
+            })
             .collect();
         self.lb_call(
             Method::PUT,
@@ -958,16 +980,33 @@ impl OpenStack {
         Ok(true)
     }
 
-    fn monitor_body(pool_id: &str, name: &str, protocol: &str, m: &Monitor) -> Value {
-        json!({"healthmonitor": {
+    /// The monitor type for a pool of `protocol`: `HTTP` on the health-check node port with
+    /// `externalTrafficPolicy: Local` (TCP pools; OCCM also on UDP where Octavia allows it),
+    /// else a connect check.
+    fn monitor_type(protocol: &str, settings: &Settings) -> &'static str {
+        match (protocol, settings.health_check_node_port) {
+            ("UDP", _) => "UDP-CONNECT",
+            (_, Some(_)) => "HTTP",
+            _ => "TCP",
+        }
+    }
+
+    fn monitor_body(pool_id: &str, name: &str, kind: &str, m: &Monitor) -> Value {
+        let mut body = json!({"healthmonitor": {
             "name": name,
             "pool_id": pool_id,
-            "type": if protocol == "UDP" { "UDP-CONNECT" } else { "TCP" },
+            "type": kind,
             "delay": m.delay,
             "timeout": m.timeout,
             "max_retries": m.max_retries,
             "max_retries_down": m.max_retries_down,
-        }})
+        }});
+        if kind == "HTTP" {
+            body["healthmonitor"]["url_path"] = "/healthz".into();
+            body["healthmonitor"]["http_method"] = "GET".into();
+            body["healthmonitor"]["expected_codes"] = "200".into();
+        }
+        body
     }
 
     /// Deletes `kind/id` and waits for the load balancer.
@@ -1120,19 +1159,21 @@ impl OpenStack {
                     )
                 }
             };
-            self.sync_members(lb_id, &pool_id, &Self::wanted_members(nodes, p.node_port))
-                .await?;
+            let kind = Self::monitor_type(&p.protocol, settings);
+            let monitor_port = settings.health_check_node_port.filter(|_| kind == "HTTP");
+            self.sync_members(
+                lb_id,
+                &pool_id,
+                &Self::wanted_members(nodes, p.node_port, monitor_port),
+            )
+            .await?;
             if members_only {
                 continue;
             }
             match (&settings.monitor, monitor_id) {
                 (Some(m), None) => {
-                    let body = Self::monitor_body(
-                        &pool_id,
-                        &naming.child("monitor", index),
-                        &p.protocol,
-                        m,
-                    );
+                    let body =
+                        Self::monitor_body(&pool_id, &naming.child("monitor", index), kind, m);
                     self.lb_call(
                         Method::POST,
                         "/healthmonitors",
@@ -1152,6 +1193,26 @@ impl OpenStack {
                         )
                         .await?;
                     let hm = &current["healthmonitor"];
+                    if hm["type"] != kind {
+                        // Octavia cannot change a monitor's type: a new one replaces it.
+                        self.delete_child(
+                            lb_id,
+                            &format!("/healthmonitors/{id}"),
+                            "delete health monitor",
+                        )
+                        .await?;
+                        let body =
+                            Self::monitor_body(&pool_id, &naming.child("monitor", index), kind, m);
+                        self.lb_call(
+                            Method::POST,
+                            "/healthmonitors",
+                            Some(&body),
+                            "create health monitor",
+                        )
+                        .await?;
+                        self.wait_active(lb_id).await?;
+                        continue;
+                    }
                     let want = [
                         ("delay", m.delay),
                         ("timeout", m.timeout),

@@ -899,3 +899,123 @@ async fn source_ranges_refuse_disallowed_clients() {
     assert!(e.to_string().contains("source range restrictions"), "{e}");
     assert!(lbs(&cloud).await.is_empty());
 }
+
+/// A TCP server on `ip:port` answering every connection with an HTTP `status` line.
+async fn health_endpoint(ip: &str, port: u16, status: &'static str) {
+    let l = tokio::net::TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(format!("HTTP/1.0 {status}\r\n\r\n").as_bytes())
+                    .await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+}
+
+/// `externalTrafficPolicy: Local` with a health monitor: the monitor is `HTTP GET /healthz`
+/// on the health-check node port of each member (kube-proxy's answer: 200 only where the
+/// Service has local endpoints), so traffic goes only to the node that answers 200.
+#[tokio::test]
+async fn external_traffic_policy_local_probes_the_health_check_node_port() {
+    let cloud = Cloud::start().await;
+    let os = cloud.provider_with("");
+    os.initialize(None).await.unwrap();
+    let lb = os.load_balancer().unwrap();
+    let (np, hc) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    backend("127.0.0.1", np, "node-with-endpoint").await;
+    health_endpoint("127.0.0.1", hc, "200 OK").await;
+    backend("127.0.0.2", np, "node-without-endpoint").await;
+    health_endpoint("127.0.0.2", hc, "503 Service Unavailable").await;
+    let port = free_port("127.0.0.1");
+    let mut svc = annotate(
+        service(&[(port, np)]),
+        "loadbalancer.openstack.org/enable-health-monitor",
+        "true",
+    );
+    svc = annotate(svc, "loadbalancer.openstack.org/health-monitor-delay", "1");
+    svc = annotate(
+        svc,
+        "loadbalancer.openstack.org/health-monitor-timeout",
+        "1",
+    );
+    svc = annotate(
+        svc,
+        "loadbalancer.openstack.org/health-monitor-max-retries-down",
+        "1",
+    );
+    let spec = svc.spec.as_mut().unwrap();
+    spec.external_traffic_policy = Some("Local".into());
+    spec.health_check_node_port = Some(i32::from(hc));
+    let nodes = [node("node-a", "127.0.0.1"), node("node-b", "127.0.0.2")];
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let m = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await["healthmonitors"][0]
+        .clone();
+    assert_eq!(
+        (&m["type"], &m["url_path"]),
+        (&"HTTP".into(), &"/healthz".into())
+    );
+    let pool = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await["pools"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let members = cloud
+        .ok(
+            Method::GET,
+            &format!("/load-balancer/v2/lbaas/pools/{pool}/members"),
+            None,
+        )
+        .await;
+    for m in members["members"].as_array().unwrap() {
+        assert_eq!(m["monitor_port"], i64::from(hc), "{m}");
+    }
+    // Once the monitor has marked node-b down, every request lands on node-a.
+    let vip = ingress_ip(&status);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut streak = 0;
+    while streak < 10 {
+        assert!(Instant::now() < deadline, "node-b still gets traffic");
+        match ask(&format!("{vip}:{port}")).await.as_deref() {
+            Some("node-with-endpoint") => streak += 1,
+            _ => streak = 0,
+        }
+    }
+
+    // Back to Cluster: a plain TCP monitor, members without a monitor port.
+    svc.spec.as_mut().unwrap().external_traffic_policy = Some("Cluster".into());
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let m = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await["healthmonitors"][0]
+        .clone();
+    assert_eq!(m["type"], "TCP");
+    let members = cloud
+        .ok(
+            Method::GET,
+            &format!("/load-balancer/v2/lbaas/pools/{pool}/members"),
+            None,
+        )
+        .await;
+    for m in members["members"].as_array().unwrap() {
+        assert!(m["monitor_port"].is_null(), "{m}");
+    }
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+}
