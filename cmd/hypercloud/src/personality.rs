@@ -155,6 +155,22 @@ mod tests {
     }
 
     #[test]
+    fn only_the_cloud_controller_manager_plays_the_external_layout() {
+        for (p, name, _) in TABLE {
+            let want = if *p == Personality::CloudControllerManager {
+                Layout::External
+            } else {
+                Layout::InTree
+            };
+            assert_eq!(p.layout(), want, "{name}");
+        }
+        assert!(Personality::ControllerManager.gives_provider_a_client());
+        assert!(Personality::CloudControllerManager.gives_provider_a_client());
+        assert!(!Personality::KubeletHelper.gives_provider_a_client());
+        assert!(!Personality::ApiserverPlugin.gives_provider_a_client());
+    }
+
+    #[test]
     fn every_name_round_trips() {
         for name in all_names() {
             let p = Personality::from_name(name).expect(name);
