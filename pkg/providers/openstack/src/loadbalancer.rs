@@ -11,7 +11,8 @@
 //!   of a second one being created. External, the provider writes the id and the address back
 //!   to the Service's annotations (`load-balancer-id`, `load-balancer-address`) with its
 //!   Kubernetes client, as OCCM's service patcher; the in-tree provider wrote none;
-//! * its VIP is on `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
+//! * its VIP is on the Service's `loadbalancer.openstack.org/subnet-id` (or `network-id`)
+//!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
 //!   `private` (the local cloud's), else the first subnet;
 //! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
 //!   from the Service's annotations; external, `allowed_cidrs` from
@@ -58,6 +59,10 @@ pub const ANNOTATION_FLOATING_SUBNET_ID: &str = "loadbalancer.openstack.org/floa
 /// `"true"`: deleting the load balancer (or turning it internal) leaves the floating IP.
 pub const ANNOTATION_KEEP_FLOATING_IP: &str = "loadbalancer.openstack.org/keep-floatingip";
 
+/// The VIP's subnet, over `[LoadBalancer] subnet-id` (read when the load balancer is created).
+pub const ANNOTATION_SUBNET_ID: &str = "loadbalancer.openstack.org/subnet-id";
+/// The VIP's network, over `[LoadBalancer] network-id` (likewise).
+pub const ANNOTATION_NETWORK_ID: &str = "loadbalancer.openstack.org/network-id";
 /// The pool's algorithm (`ROUND_ROBIN`, `LEAST_CONNECTIONS`, `SOURCE_IP`, ...), over `lb-method`.
 pub const ANNOTATION_LB_METHOD: &str = "loadbalancer.openstack.org/lb-method";
 /// The listeners' `connection_limit` (default -1, unlimited).
@@ -843,7 +848,14 @@ impl OpenStack {
     }
 
     /// The VIP placement: `vip_subnet_id` or `vip_network_id`.
-    async fn vip_placement(&self) -> Result<(&'static str, String)> {
+    async fn vip_placement(&self, service: &Service) -> Result<(&'static str, String)> {
+        let wanted = |key: &str| annotation(service, key).filter(|v| !v.is_empty());
+        if let Some(s) = wanted(ANNOTATION_SUBNET_ID) {
+            return Ok(("vip_subnet_id", s.to_owned()));
+        }
+        if let Some(n) = wanted(ANNOTATION_NETWORK_ID) {
+            return Ok(("vip_network_id", n.to_owned()));
+        }
         let lb = &self.config.load_balancer;
         if let Some(s) = &lb.subnet_id {
             return Ok(("vip_subnet_id", s.clone()));
@@ -1352,7 +1364,7 @@ impl LoadBalancer for OpenStack {
                 Some(lb["tags"].clone()),
             ),
             None => {
-                let (key, value) = self.vip_placement().await?;
+                let (key, value) = self.vip_placement(service).await?;
                 let description = match naming.layout {
                     Layout::InTree => format!("Kubernetes external service {name}"),
                     Layout::External => format!(

@@ -796,6 +796,36 @@ async fn service_annotations_set_listeners_pools_and_monitors() {
     );
 
     // Changed: the listener and the monitor are updated in place, then the monitor goes.
+    // The VIP subnet annotation is read at creation: here the public subnet's.
+    let public_subnet = cloud
+        .ok(
+            Method::GET,
+            "/network/v2.0/subnets?name=public-subnet",
+            None,
+        )
+        .await["subnets"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut elsewhere = annotate(
+        service(&[(free_port("127.0.0.1"), np)]),
+        "loadbalancer.openstack.org/subnet-id",
+        &public_subnet,
+    );
+    elsewhere.metadata.name = Some("elsewhere".into());
+    let st = lb
+        .ensure_load_balancer("kubernetes", &elsewhere, &nodes)
+        .await
+        .unwrap();
+    let placed = lbs(&cloud)
+        .await
+        .into_iter()
+        .find(|l| l["name"] == "kube_service_kubernetes_shop_elsewhere")
+        .unwrap();
+    assert_eq!(placed["vip_subnet_id"], public_subnet.as_str(), "{st:?}");
+    lb.ensure_load_balancer_deleted("kubernetes", &elsewhere)
+        .await
+        .unwrap();
     let svc = annotate(svc, "loadbalancer.openstack.org/connection-limit", "200");
     let svc = annotate(svc, "loadbalancer.openstack.org/health-monitor-delay", "9");
     lb.ensure_load_balancer("kubernetes", &svc, &nodes)
