@@ -16,17 +16,17 @@
 //!   `private` (the local cloud's), else the first subnet;
 //! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
 //!   from the Service's annotations; external, `allowed_cidrs` from
-//!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener (`lb-method` or the annotation,
-//!   default `ROUND_ROBIN`) whose members are every node's first InternalIP at the port's
-//!   `nodePort`, and with `create-monitor` (or `enable-health-monitor`) a health monitor per
-//!   pool (`monitor-*` or `health-monitor-*`; with `externalTrafficPolicy: Local` an HTTP
-//!   monitor on the health-check node port). Children are named as each layout's
-//!   upstream names them: `listener_<lbname>_<index>` in-tree, `listener_<index>_<lbname>`
-//!   external (likewise `pool_`, `monitor_`);
+//!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener
+//!   (`lb-method` or the annotation, default `ROUND_ROBIN`) whose members are every node's
+//!   first InternalIP at the port's `nodePort`, and with `create-monitor` (or
+//!   `enable-health-monitor`) a health monitor per pool (`monitor-*` or `health-monitor-*`;
+//!   with `externalTrafficPolicy: Local` an HTTP monitor on the health-check node port).
+//!   Children are named as each layout's upstream names them: `listener_<lbname>_<index>`
+//!   in-tree, `listener_<index>_<lbname>` external (likewise `pool_`, `monitor_`);
 //! * a floating IP on the VIP's Neutron port when the Service is not internal and a floating
 //!   network is configured (`floating-network-id`, the annotation of the same name) or
-//!   `spec.loadBalancerIP` names one; see [`OpenStack::ensure_floating_ip`]. It is the ingress
-//!   IP reported; otherwise the VIP is;
+//!   `spec.loadBalancerIP` names one (`OpenStack::ensure_floating_ip` has the steps). It is
+//!   the ingress IP reported; otherwise the VIP is;
 //! * Octavia refuses changes while the load balancer is `PENDING_*`, so every mutation is
 //!   followed by a bounded wait for `ACTIVE`;
 //! * ensuring again converges (listeners, pools, members, monitors added or removed) without
