@@ -63,6 +63,8 @@ pub const ANNOTATION_KEEP_FLOATING_IP: &str = "loadbalancer.openstack.org/keep-f
 pub const ANNOTATION_SUBNET_ID: &str = "loadbalancer.openstack.org/subnet-id";
 /// The VIP's network, over `[LoadBalancer] network-id` (likewise).
 pub const ANNOTATION_NETWORK_ID: &str = "loadbalancer.openstack.org/network-id";
+/// A hostname reported as the ingress instead of the address (OCCM).
+pub const ANNOTATION_HOSTNAME: &str = "loadbalancer.openstack.org/hostname";
 /// The pool's algorithm (`ROUND_ROBIN`, `LEAST_CONNECTIONS`, `SOURCE_IP`, ...), over `lb-method`.
 pub const ANNOTATION_LB_METHOD: &str = "loadbalancer.openstack.org/lb-method";
 /// The listeners' `connection_limit` (default -1, unlimited).
@@ -1436,6 +1438,15 @@ impl LoadBalancer for OpenStack {
                 .await?;
         }
         tracing::info!(lb = %name, id, address, elapsed_ms = started.elapsed().as_millis() as u64, "load balancer ensured");
+        // OCCM's createLoadBalancerStatus: an explicit hostname replaces the address.
+        if let Some(hostname) = annotation(service, ANNOTATION_HOSTNAME).filter(|h| !h.is_empty()) {
+            return Ok(LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    hostname: Some(hostname.to_owned()),
+                    ..Default::default()
+                }]),
+            });
+        }
         Ok(status_of(Some(address)))
     }
 

@@ -785,6 +785,22 @@ async fn service_annotations_set_listeners_pools_and_monitors() {
         Some("annotated")
     );
 
+    // An explicit hostname is the ingress instead of the address.
+    let named = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/hostname",
+        "web.example.org",
+    );
+    let st = lb
+        .ensure_load_balancer("kubernetes", &named, &nodes)
+        .await
+        .unwrap();
+    let ingress = &st.ingress.as_ref().unwrap()[0];
+    assert_eq!(
+        (ingress.hostname.as_deref(), ingress.ip.as_deref()),
+        (Some("web.example.org"), None)
+    );
+
     // Unchanged: no write at all.
     let calls = os.api_calls();
     lb.ensure_load_balancer("kubernetes", &svc, &nodes)
