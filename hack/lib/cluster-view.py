@@ -7,7 +7,8 @@ The JSON files are apiserver list responses (PODS: the demo Deployment's pods); 
 lines (the local cloud's instance and volume IDs; on aws also instance, volume and ELB names), so provider IDs and volume handles read <instance node-1> instead
 of a UUID that differs between runs; PENDING has one line per pod that the scheduler left Pending
 before the cloud initialised the Nodes (empty when none was). Prints Nodes (labels, taints,
-addresses, providerID, condition statuses), Services (type, class, ingress, finalizers), PVs
+addresses, providerID, condition statuses), Services (type, class, ingress, finalizers, the
+cloud provider's loadbalancer.openstack.org/* annotations), PVs
 (labels, node affinity) and the scheduling results (pods per phase, EndpointSlice endpoints)
 as sorted YAML-ish text, one fact a line, so `diff -u` shows exactly what differs. Facts that
 differ between two runs of the same layout (pod names and IPs, which Node a pod landed on,
@@ -62,6 +63,9 @@ def main(nodes_path, services_path, pvs_path, ids_path, pods_path, slices_path, 
             out.append(f"  class {s['spec']['loadBalancerClass']}")
         for fin in sorted(s["metadata"].get("finalizers", [])):
             out.append(f"  finalizer {fin}")
+        for k, v in sorted(s["metadata"].get("annotations", {}).items()):
+            if k.startswith("loadbalancer.openstack.org/"):
+                out.append(f"  annotation {k}={norm(v)}")
         for i in s.get("status", {}).get("loadBalancer", {}).get("ingress", []):
             out.append(f"  ingress {norm(i.get('ip') or i.get('hostname'))}")
     for p in sorted(load(pvs_path), key=lambda p: p["metadata"]["name"]):

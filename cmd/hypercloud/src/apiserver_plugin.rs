@@ -15,6 +15,7 @@ use hypercloud_metrics::tls::TlsSource;
 use hypercloud_options::SecureServingOptions;
 
 use crate::cloud::{self, Common, UsageError};
+use crate::personality::Personality;
 
 /// The apiserver's cloud duties as an HTTPS admission webhook: volume zone labels,
 /// cloud-backed node admission, volume resize checks.
@@ -66,7 +67,9 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         .into());
     }
     let metrics = prometheus::Registry::new();
-    let Some(cloud) = cloud::start(invoked_as, &common, &metrics).await? else {
+    let Some(cloud) =
+        cloud::start(invoked_as, Personality::ApiserverPlugin, &common, &metrics).await?
+    else {
         return Err(UsageError("--cloud-provider: no provider was built".into()).into());
     };
     print!(

@@ -10,6 +10,8 @@ use hypercloud_cloudprovider::{
 };
 use hypercloud_options::{CloudProviderOptions, KubeClientOptions, LoggingOptions};
 
+use crate::personality::Personality;
+
 /// Flags every personality has.
 #[derive(clap::Args, Debug)]
 pub struct Common {
@@ -44,17 +46,20 @@ pub fn registry() -> Registry {
 }
 
 /// Initialises logging, checks the client flags, and builds and initialises the provider
-/// named by `--cloud-provider`: the same steps for every personality. Cloud call metrics go
-/// to `metrics`. `None`: no provider, or `external`.
+/// named by `--cloud-provider` for `personality`'s layout: the same steps for every
+/// personality. Cloud call metrics go to `metrics`. `None`: no provider, or `external`.
 pub async fn start(
     component: &str,
+    personality: Personality,
     common: &Common,
     metrics: &prometheus::Registry,
 ) -> anyhow::Result<Option<Arc<Instrumented>>> {
     common.logging.init()?;
     common.kube.validate()?;
     let opts = &common.cloud;
-    let Some(inner) = registry().init(&opts.cloud_provider, opts.cloud_config_path())? else {
+    let layout = personality.layout();
+    let Some(inner) = registry().init(&opts.cloud_provider, opts.cloud_config_path(), layout)?
+    else {
         return Ok(None);
     };
     let provider_metrics = ProviderMetrics::register(metrics)?;
@@ -64,11 +69,24 @@ pub async fn start(
         .map(|path| CallTracer::open(path, component))
         .transpose()?;
     let cloud = Arc::new(Instrumented::new(inner, Some(provider_metrics), tracer));
+    // A client the component cannot build is its own start-up error later (it needs one
+    // to run); the provider then only misses what it would write to the API.
+    let client = if personality.gives_provider_a_client() {
+        match common.kube.client().await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(component, error = %e, "the cloud provider gets no Kubernetes client");
+                None
+            }
+        }
+    } else {
+        None
+    };
     cloud
-        .initialize(None)
+        .initialize(client)
         .await
         .with_context(|| format!("initializing cloud provider {:?}", opts.cloud_provider))?;
-    tracing::info!(component, provider = %opts.cloud_provider, "cloud provider initialized");
+    tracing::info!(component, provider = %opts.cloud_provider, layout = layout.name(), "cloud provider initialized");
     Ok(Some(cloud))
 }
 

@@ -45,6 +45,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     }
     crate::runtime::start_and_run(
         COMPONENT,
+        crate::personality::Personality::CloudControllerManager,
         names::CLOUD_CONTROLLER_MANAGER,
         common,
         controllers,

@@ -41,6 +41,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     } = args;
     crate::runtime::start_and_run(
         COMPONENT,
+        crate::personality::Personality::ControllerManager,
         names::KUBE_CONTROLLER_MANAGER,
         common,
         controllers,

@@ -12,6 +12,7 @@ use hypercloud_kubelet::registration::{self, Mode, NodeInput, Registered};
 use hypercloud_options::GoDuration;
 
 use crate::cloud::{self, Common, UsageError};
+use crate::personality::Personality;
 
 /// The kubelet's cloud duties: node name, provider ID, addresses and zone from the cloud;
 /// with --cloud-provider=external, registration with the uninitialized taint.
@@ -91,7 +92,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         return metadata(m).await;
     }
     let metrics = prometheus::Registry::new();
-    let cloud = cloud::start(invoked_as, &common, &metrics).await?;
+    let cloud = cloud::start(invoked_as, Personality::KubeletHelper, &common, &metrics).await?;
     let cloud: Option<&dyn Interface> = cloud.as_deref().map(|c| c as _);
     print!("{}", cloud::report(invoked_as, &common.cloud, cloud));
     if let Some(c) = cloud {

@@ -3,6 +3,8 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
+use hypercloud_cloudprovider::Layout;
+
 /// A component the binary can play.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Personality {
@@ -38,6 +40,29 @@ impl Personality {
             .find(|(p, _, _)| *p == self)
             .map(|(_, n, _)| *n)
             .unwrap_or("hypercloud")
+    }
+
+    /// The upstream layout this personality plays, which its provider is built for: the
+    /// cloud-controller-manager is the external layout, every other component in-tree
+    /// (`--cloud-provider=NAME`). The one place that decides it.
+    pub fn layout(self) -> Layout {
+        match self {
+            Personality::CloudControllerManager => Layout::External,
+            Personality::KubeletHelper
+            | Personality::ApiserverPlugin
+            | Personality::ControllerManager
+            | Personality::LocalCloud => Layout::InTree,
+        }
+    }
+
+    /// Whether the provider gets a Kubernetes client in `initialize`, as upstream's
+    /// controller managers give one (`Initialize(clientBuilder, stop)`) and the kubelet and
+    /// apiserver do not.
+    pub fn gives_provider_a_client(self) -> bool {
+        matches!(
+            self,
+            Personality::ControllerManager | Personality::CloudControllerManager
+        )
     }
 
     /// Finds a personality by name or alias.
@@ -127,6 +152,22 @@ mod tests {
             resolve(OsStr::new("/x/kubectl")),
             Invocation::Unknown("kubectl".into())
         );
+    }
+
+    #[test]
+    fn only_the_cloud_controller_manager_plays_the_external_layout() {
+        for (p, name, _) in TABLE {
+            let want = if *p == Personality::CloudControllerManager {
+                Layout::External
+            } else {
+                Layout::InTree
+            };
+            assert_eq!(p.layout(), want, "{name}");
+        }
+        assert!(Personality::ControllerManager.gives_provider_a_client());
+        assert!(Personality::CloudControllerManager.gives_provider_a_client());
+        assert!(!Personality::KubeletHelper.gives_provider_a_client());
+        assert!(!Personality::ApiserverPlugin.gives_provider_a_client());
     }
 
     #[test]

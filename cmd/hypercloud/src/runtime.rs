@@ -33,6 +33,7 @@ use tokio::sync::watch;
 
 use crate::cloud::{self, Common};
 use crate::leader_migration;
+use crate::personality::Personality;
 
 /// What one controller manager runs.
 pub struct Component {
@@ -136,6 +137,7 @@ async fn delegated_client(
 /// controller and says so.
 pub async fn start_and_run(
     component: &'static str,
+    personality: Personality,
     table: &'static [names::ControllerName],
     common: Common,
     controllers: ControllerOptions,
@@ -165,7 +167,7 @@ pub async fn start_and_run(
         &controllers.generic.leader_migration,
     )?;
     let metrics = prometheus::Registry::new();
-    let cloud = cloud::start(invoked_as, &common, &metrics).await?;
+    let cloud = cloud::start(invoked_as, personality, &common, &metrics).await?;
     print!(
         "{}",
         cloud::report(invoked_as, &common.cloud, cloud.as_deref().map(|c| c as _))

@@ -225,7 +225,31 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     );
     assert!(vip.starts_with("127.0.120."), "{vip}");
     let suffix = format!("_{}_web", env.namespace());
-    assert_eq!(cloud.serve.load_balancers(&suffix).len(), 1);
+    let ours = cloud.serve.load_balancers(&suffix);
+    assert_eq!(ours.len(), 1);
+    // As OCCM, the cloud-controller-manager writes the Octavia id and the address to the
+    // Service (its provider got the process's Kubernetes client in initialize).
+    let annotated = eventually(
+        "the load-balancer-id annotation",
+        Duration::from_secs(30),
+        || {
+            let services = services.clone();
+            async move {
+                let a = services.get("web").await.ok()?.metadata.annotations?;
+                Some((
+                    a.get("loadbalancer.openstack.org/load-balancer-id")?
+                        .clone(),
+                    a.get("loadbalancer.openstack.org/load-balancer-address")?
+                        .clone(),
+                ))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        annotated,
+        (ours[0]["id"].as_str().unwrap().to_owned(), vip.clone())
+    );
 
     // Traffic to the VIP reaches the backend on the Node's address through the data plane.
     let vip_addr: std::net::SocketAddr = format!("{vip}:8080").parse().unwrap();

@@ -53,6 +53,8 @@ struct Setup {
     cloud: Serve,
     cloud_conf: PathBuf,
     migration_lease: String,
+    /// Service name → UID, for the in-tree load-balancer name (`a<uid>`).
+    uids: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl Setup {
@@ -154,8 +156,20 @@ impl Setup {
         self.cloud.load_balancers_named(name)
     }
 
-    fn lb_name(&self, service: &str) -> String {
-        format!("kube_service_kubernetes_{}_{service}", self.ns())
+    /// The load balancers of Service `service` under either layout's name: the
+    /// controller-manager (in-tree) names it `a<uid>`, the cloud-controller-manager
+    /// `kube_service_<cluster>_<ns>_<name>` and adopts an in-tree one without renaming it.
+    fn lbs_of(&self, service: &str) -> Vec<Value> {
+        let mut found = self.lbs_named(&format!("kube_service_kubernetes_{}_{service}", self.ns()));
+        let uid = self.uids.lock().expect("uids").get(service).cloned();
+        if let Some(uid) = uid {
+            let mut legacy: String = std::iter::once('a')
+                .chain(uid.chars().filter(|c| *c != '-'))
+                .collect();
+            legacy.truncate(32);
+            found.extend(self.lbs_named(&legacy));
+        }
+        found
     }
 
     async fn create_lb_service(&self, name: &str) {
@@ -178,9 +192,13 @@ impl Setup {
             }),
             ..Default::default()
         };
-        api.create(&PostParams::default(), &svc)
+        let created = api
+            .create(&PostParams::default(), &svc)
             .await
             .expect("create service");
+        if let Some(uid) = created.metadata.uid {
+            self.uids.lock().expect("uids").insert(name.into(), uid);
+        }
     }
 
     /// Waits until Service `name` has a load-balancer ingress and the cloud has its load
@@ -195,7 +213,7 @@ impl Setup {
                 .and_then(|s| s.load_balancer)
                 .and_then(|l| l.ingress)
                 .unwrap_or_default();
-            let lbs = self.lbs_named(&self.lb_name(name));
+            let lbs = self.lbs_of(name);
             (!ingress.is_empty() && !lbs.is_empty())
                 .then(|| lbs[0]["id"].as_str().expect("id").to_string())
         })
@@ -218,6 +236,7 @@ async fn setup() -> Setup {
         cloud,
         cloud_conf,
         migration_lease,
+        uids: Default::default(),
     }
 }
 
@@ -339,12 +358,24 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
 
     // Exactly once: one load balancer for B, ensured only by the cloud-controller-manager;
     // A still has its one load balancer, the same one.
-    let b_lbs = s.lbs_named(&s.lb_name("svc-b"));
+    let b_lbs = s.lbs_of("svc-b");
     assert_eq!(b_lbs.len(), 1, "{b_lbs:?}");
     assert_eq!(b_lbs[0]["id"], b_id.as_str());
-    let a_lbs = s.lbs_named(&s.lb_name("svc-a"));
+    let a_lbs = s.lbs_of("svc-a");
     assert_eq!(a_lbs.len(), 1, "{a_lbs:?}");
     assert_eq!(a_lbs[0]["id"], a_id.as_str(), "A was not re-created");
+    // A was created in-tree (`a<uid>`), B by the cloud-controller-manager (OCCM's name).
+    assert!(
+        a_lbs[0]["name"].as_str().expect("name").starts_with('a'),
+        "{a_lbs:?}"
+    );
+    assert!(
+        b_lbs[0]["name"]
+            .as_str()
+            .expect("name")
+            .starts_with("kube_service_"),
+        "{b_lbs:?}"
+    );
     let b_key = format!("{ns}/svc-b");
     let (kcm_calls, ccm_calls) = (lb_calls(&kcm), lb_calls(&ccm));
     assert!(
@@ -386,8 +417,8 @@ async fn service_controller_moves_from_controller_manager_to_ccm_exactly_once() 
         "the services and their load balancers to be cleaned up",
         Duration::from_secs(60),
         move || async move {
-            (setup.lbs_named(&setup.lb_name("svc-a")).is_empty()
-                && setup.lbs_named(&setup.lb_name("svc-b")).is_empty()
+            (setup.lbs_of("svc-a").is_empty()
+                && setup.lbs_of("svc-b").is_empty()
                 && svcs.get_opt("svc-a").await.unwrap().is_none()
                 && svcs.get_opt("svc-b").await.unwrap().is_none())
             .then_some(())

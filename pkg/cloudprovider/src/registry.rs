@@ -4,6 +4,11 @@
 //! calls [`Registry::init`] with its `--cloud-provider` and `--cloud-config`. As upstream, an
 //! empty name means "no provider" and `external` means "the cloud-controller-manager does
 //! the cloud work", so neither is an error here; the caller decides what it needs.
+//!
+//! Each personality also says which [`Layout`] it plays, and the factory receives it: upstream
+//! shipped two different programs for some clouds (the legacy in-tree OpenStack provider and
+//! the OpenStack cloud-controller-manager name load balancers differently), and hypercloud
+//! reproduces the difference from this one value instead of comparing component names.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,6 +22,32 @@ pub const EXTERNAL: &str = "external";
 /// True for `external` (upstream `IsExternal`).
 pub fn is_external(name: &str) -> bool {
     name == EXTERNAL
+}
+
+/// Which upstream layout a provider is built for.
+///
+/// Most providers behave the same in both; a provider whose upstream in-tree and external
+/// implementations differ (OpenStack: load-balancer names, the Service annotations it
+/// writes) reads it in its factory ([`Registry::register_layout_aware`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Inside kube-controller-manager, the kubelet or kube-apiserver
+    /// (`--cloud-provider=NAME`): the legacy in-tree provider's behaviour.
+    #[default]
+    InTree,
+    /// Inside the cloud-controller-manager (the other components run with
+    /// `--cloud-provider=external`): the external provider's behaviour.
+    External,
+}
+
+impl Layout {
+    /// `in-tree` or `external`, as printed in start-up reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::InTree => "in-tree",
+            Layout::External => "external",
+        }
+    }
 }
 
 /// The bytes of a `--cloud-config` file and where they came from (for error messages).
@@ -52,8 +83,10 @@ impl CloudConfig {
     }
 }
 
-/// Builds a provider from its optional config (upstream `cloudprovider.Factory`).
-pub type Factory = Arc<dyn Fn(Option<&CloudConfig>) -> Result<Arc<dyn Interface>> + Send + Sync>;
+/// Builds a provider from its optional config (upstream `cloudprovider.Factory`) for the
+/// [`Layout`] of the component that asks.
+pub type Factory =
+    Arc<dyn Fn(Option<&CloudConfig>, Layout) -> Result<Arc<dyn Interface>> + Send + Sync>;
 
 struct Entry {
     description: String,
@@ -84,13 +117,32 @@ impl Registry {
         Self::default()
     }
 
-    /// Registers `factory` under `name`. A second registration of a name replaces the first
-    /// and is reported (upstream treats it as a programming error).
+    /// Registers `factory` under `name`; the provider is the same in both layouts. A second
+    /// registration of a name replaces the first and is reported (upstream treats it as a
+    /// programming error).
     pub fn register(
         &mut self,
         name: &str,
         description: &str,
         factory: impl Fn(Option<&CloudConfig>) -> Result<Arc<dyn Interface>> + Send + Sync + 'static,
+    ) {
+        self.insert(
+            name,
+            description,
+            None,
+            Arc::new(move |config: Option<&CloudConfig>, _layout: Layout| factory(config)),
+        );
+    }
+
+    /// Registers a factory that builds the provider for the asking component's [`Layout`].
+    pub fn register_layout_aware(
+        &mut self,
+        name: &str,
+        description: &str,
+        factory: impl Fn(Option<&CloudConfig>, Layout) -> Result<Arc<dyn Interface>>
+            + Send
+            + Sync
+            + 'static,
     ) {
         self.insert(name, description, None, Arc::new(factory));
     }
@@ -103,7 +155,12 @@ impl Registry {
         message: &str,
         factory: impl Fn(Option<&CloudConfig>) -> Result<Arc<dyn Interface>> + Send + Sync + 'static,
     ) {
-        self.insert(name, description, Some(message.into()), Arc::new(factory));
+        self.insert(
+            name,
+            description,
+            Some(message.into()),
+            Arc::new(move |config: Option<&CloudConfig>, _layout: Layout| factory(config)),
+        );
     }
 
     fn insert(
@@ -146,20 +203,22 @@ impl Registry {
             .collect()
     }
 
-    /// Builds the named provider from `config` (upstream `GetCloudProvider`); `Ok(None)` when
-    /// no provider has that name.
+    /// Builds the named provider from `config` for `layout` (upstream `GetCloudProvider`);
+    /// `Ok(None)` when no provider has that name.
     pub fn get(
         &self,
         name: &str,
         config: Option<&CloudConfig>,
+        layout: Layout,
     ) -> Result<Option<Arc<dyn Interface>>> {
         match self.entries.get(name) {
             None => Ok(None),
-            Some(entry) => (entry.factory)(config).map(Some),
+            Some(entry) => (entry.factory)(config, layout).map(Some),
         }
     }
 
-    /// Builds the provider a component was asked for (upstream `InitCloudProvider`).
+    /// Builds the provider a component playing `layout` was asked for (upstream
+    /// `InitCloudProvider`).
     ///
     /// `""` → `Ok(None)` (no provider); `external` → `Ok(None)` (external mode); an unknown
     /// name → [`Error::UnknownProvider`] listing the known ones; an unreadable config →
@@ -168,6 +227,7 @@ impl Registry {
         &self,
         name: &str,
         config_path: Option<&Path>,
+        layout: Layout,
     ) -> Result<Option<Arc<dyn Interface>>> {
         if name.is_empty() {
             tracing::info!("no cloud provider specified");
@@ -191,7 +251,7 @@ impl Registry {
             );
         }
         let config = config_path.map(CloudConfig::read).transpose()?;
-        (entry.factory)(config.as_ref()).map(Some)
+        (entry.factory)(config.as_ref(), layout).map(Some)
     }
 }
 
@@ -216,9 +276,12 @@ mod tests {
     #[test]
     fn empty_and_external_names_give_no_provider() {
         let r = registry();
-        assert!(r.init("", None).expect("empty is fine").is_none());
         assert!(r
-            .init("external", None)
+            .init("", None, Layout::InTree)
+            .expect("empty is fine")
+            .is_none());
+        assert!(r
+            .init("external", None, Layout::External)
             .expect("external is fine")
             .is_none());
         assert!(is_external("external"));
@@ -227,7 +290,10 @@ mod tests {
 
     #[test]
     fn unknown_name_lists_known_providers() {
-        let err = registry().init("nope", None).err().expect("must fail");
+        let err = registry()
+            .init("nope", None, Layout::InTree)
+            .err()
+            .expect("must fail");
         let msg = err.to_string();
         assert!(matches!(err, Error::UnknownProvider { .. }));
         assert!(msg.contains("\"nope\""), "{msg}");
@@ -237,7 +303,11 @@ mod tests {
     #[test]
     fn missing_config_file_is_named() {
         let err = registry()
-            .init("fake", Some(Path::new("/nonexistent/cloud.yaml")))
+            .init(
+                "fake",
+                Some(Path::new("/nonexistent/cloud.yaml")),
+                Layout::InTree,
+            )
             .err()
             .expect("must fail");
         assert!(err.to_string().contains("/nonexistent/cloud.yaml"), "{err}");
@@ -249,7 +319,7 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().expect("tempfile");
         writeln!(f, "region: r9\ninstances: []").expect("write");
         let cloud = registry()
-            .init("fake", Some(f.path()))
+            .init("fake", Some(f.path()), Layout::InTree)
             .expect("valid")
             .expect("provider");
         assert_eq!(cloud.provider_name(), "fake");
@@ -258,14 +328,44 @@ mod tests {
     #[test]
     fn deprecated_name_still_works_and_is_listed_as_deprecated() {
         let r = registry();
-        assert!(r.init("old-fake", None).expect("works").is_some());
+        assert!(r
+            .init("old-fake", None, Layout::InTree)
+            .expect("works")
+            .is_some());
         let info = r.list();
         assert_eq!(info[1].deprecation.as_deref(), Some("use fake"));
         assert_eq!(info[0].deprecation, None);
     }
 
     #[test]
+    fn layout_aware_factories_get_the_asking_components_layout() {
+        let mut r = registry();
+        struct Named(Layout);
+        impl Interface for Named {
+            fn provider_name(&self) -> &str {
+                self.0.name()
+            }
+        }
+        r.register_layout_aware("by-layout", "names itself after its layout", |_, layout| {
+            Ok(Arc::new(Named(layout)) as _)
+        });
+        let name = |layout| {
+            r.init("by-layout", None, layout)
+                .expect("builds")
+                .expect("provider")
+                .provider_name()
+                .to_owned()
+        };
+        assert_eq!(name(Layout::InTree), "in-tree");
+        assert_eq!(name(Layout::External), "external");
+        assert_eq!(Layout::default(), Layout::InTree);
+    }
+
+    #[test]
     fn get_unknown_is_none() {
-        assert!(registry().get("nope", None).expect("no error").is_none());
+        assert!(registry()
+            .get("nope", None, Layout::External)
+            .expect("no error")
+            .is_none());
     }
 }

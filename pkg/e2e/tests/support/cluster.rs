@@ -181,8 +181,21 @@ pub async fn load_balancer_round_trip(
         "the cleanup finalizer is set: {:?}",
         web.finalizers()
     );
+    // In-tree the load balancer is `a<uid>`, external `kube_service_<cluster>_<ns>_web`.
     let suffix = format!("_{}_web", env.namespace());
-    assert_eq!(cloud.load_balancers(&suffix).len(), 1, "one load balancer");
+    let mut legacy: String = std::iter::once('a')
+        .chain(
+            web.metadata
+                .uid
+                .as_deref()
+                .unwrap_or_default()
+                .chars()
+                .filter(|c| *c != '-'),
+        )
+        .collect();
+    legacy.truncate(32);
+    let ours = || [cloud.load_balancers(&suffix), cloud.load_balancers(&legacy)].concat();
+    assert_eq!(ours().len(), 1, "one load balancer");
 
     let vip_addr: SocketAddr = format!("{vip}:8080").parse().unwrap();
     let answer = eventually(
@@ -207,7 +220,7 @@ pub async fn load_balancer_round_trip(
     )
     .await;
     assert!(
-        cloud.load_balancers(&suffix).is_empty(),
+        ours().is_empty(),
         "the load balancer is deleted in the cloud"
     );
     assert_eq!(request(vip_addr).await, None, "the VIP no longer answers");

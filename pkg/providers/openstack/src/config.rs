@@ -5,7 +5,11 @@
 //! The parser follows gcfg (the Go library upstream reads it with): section and key names are
 //! case-insensitive, `;` and `#` start comments outside double quotes, a key without `=` is a
 //! boolean `true`. Unknown sections and keys are warnings, as a typo should not stop a cluster,
-//! but malformed lines and bad values are errors naming the line. Upstream equivalent:
+//! but malformed lines and bad values are errors naming the line. Every key upstream documents
+//! (OCCM v1.34 and the legacy in-tree provider) is either implemented, or a warning naming it
+//! and saying why it has no effect here, or (where ignoring it would change security or
+//! identity) an error: none is accepted and silently ignored ([`DOCUMENTED_KEYS`] lists them
+//! with their treatment; a test checks each). Upstream equivalent:
 //! `pkg/openstack/openstack.go` `ReadConfig` and the legacy in-tree `openstack.go` `Config`.
 
 use std::collections::BTreeMap;
@@ -74,6 +78,7 @@ pub struct Global {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LoadBalancerConfig {
     pub floating_network_id: Option<String>,
+    pub floating_subnet_id: Option<String>,
     pub subnet_id: Option<String>,
     pub network_id: Option<String>,
     pub lb_method: Option<String>,
@@ -82,8 +87,9 @@ pub struct LoadBalancerConfig {
     pub monitor_delay: Option<Duration>,
     pub monitor_timeout: Option<Duration>,
     pub monitor_max_retries: Option<u32>,
-    pub manage_security_groups: bool,
+    pub monitor_max_retries_down: Option<u32>,
     pub internal_lb: bool,
+    /// `false`: no LoadBalancer capability, even when the catalog has Octavia.
     pub enabled: Option<bool>,
 }
 
@@ -249,7 +255,11 @@ impl Config {
                 let name = rest[..end].trim();
                 let name = name.split_whitespace().next().unwrap_or_default();
                 let lower = name.to_ascii_lowercase();
-                if !SECTIONS.contains(&lower.as_str()) {
+                if lower == "loadbalancerclass" {
+                    base.warn(format!(
+                        "{origin}: line {line}: [{name} ...] has no effect in hypercloud: load-balancer classes (loadbalancer.openstack.org/class) are not implemented; its keys are ignored"
+                    ));
+                } else if !SECTIONS.contains(&lower.as_str()) {
                     base.warn(format!(
                         "{origin}: line {line}: unknown section [{name}] ignored"
                     ));
@@ -284,9 +294,13 @@ impl Config {
                 ));
             }
             match base.set(sec, &key_lower, value.as_deref()) {
-                Ok(true) => {}
-                Ok(false) => base.warn(format!(
+                Ok(Setting::Applied) => {}
+                Ok(Setting::Unknown) => base.warn(format!(
                     "{origin}: line {line}: unknown key {key:?} in [{}] ignored",
+                    section_title(sec)
+                )),
+                Ok(Setting::NoEffect(why)) => base.warn(format!(
+                    "{origin}: line {line}: [{}] {key} has no effect in hypercloud: {why}",
                     section_title(sec)
                 )),
                 Err(m) => return Err(err(line, format!("[{}] {key}: {m}", section_title(sec)))),
@@ -300,8 +314,8 @@ impl Config {
         self.warnings.push(message);
     }
 
-    /// Sets one key; `Ok(false)` for an unknown key.
-    fn set(&mut self, section: &str, key: &str, value: Option<&str>) -> Result<bool, String> {
+    /// Sets one key; says whether it was applied, is unknown, or has no effect here.
+    fn set(&mut self, section: &str, key: &str, value: Option<&str>) -> Result<Setting, String> {
         let v = value.unwrap_or_default();
         let s = || Some(v.to_owned());
         let g = &mut self.global;
@@ -335,18 +349,24 @@ impl Config {
                 "trust-id" | "trustee-id" | "trustee-password" | "cert-file" | "key-file",
             ) => return Err("is not supported by hypercloud yet".into()),
             ("loadbalancer", k) => return self.set_lb(k, value),
-            ("blockstorage", "bs-version") => self.block_storage.bs_version = s(),
+            ("blockstorage", "bs-version") => {
+                self.block_storage.bs_version = s();
+                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
+            }
             ("blockstorage", "trust-device-path") => {
-                self.block_storage.trust_device_path = parse_bool(value)?
+                self.block_storage.trust_device_path = parse_bool(value)?;
+                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
             }
             ("blockstorage", "ignore-volume-az") => {
                 self.block_storage.ignore_volume_az = parse_bool(value)?
             }
             ("blockstorage", "node-volume-attach-limit") => {
-                self.block_storage.node_volume_attach_limit = Some(parse_num_in(v, 1..=256)?)
+                self.block_storage.node_volume_attach_limit = Some(parse_num_in(v, 1..=256)?);
+                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
             }
             ("blockstorage", "rescan-on-resize") => {
-                self.block_storage.rescan_on_resize = parse_bool(value)?
+                self.block_storage.rescan_on_resize = parse_bool(value)?;
+                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
             }
             ("networking", "public-network-name") => {
                 self.networking.public_network_name.push(v.to_owned())
@@ -357,7 +377,11 @@ impl Config {
             ("networking", "ipv6-support-disabled") => {
                 self.networking.ipv6_support_disabled = parse_bool(value)?
             }
-            ("networking", "address-sort-order") => {}
+            ("networking", "address-sort-order") => {
+                return Ok(Setting::NoEffect(
+                    "node addresses keep the cloud's order (sorting by CIDR is not implemented)",
+                ))
+            }
             ("route", "router-id") => self.route.router_id = s(),
             ("metadata", "search-order") => self.metadata.search_order = parse_search_order(v)?,
             ("metadata", "request-timeout") => {
@@ -381,12 +405,12 @@ impl Config {
                 self.tuning.request_timeout =
                     parse_duration_in(v, MIN_TIMEOUT, MAX_CONFIG_DURATION)?
             }
-            _ => return Ok(false),
+            _ => return Ok(Setting::Unknown),
         }
-        Ok(true)
+        Ok(Setting::Applied)
     }
 
-    fn set_lb(&mut self, key: &str, value: Option<&str>) -> Result<bool, String> {
+    fn set_lb(&mut self, key: &str, value: Option<&str>) -> Result<Setting, String> {
         let v = value.unwrap_or_default();
         let s = || Some(v.to_owned());
         let lb = &mut self.load_balancer;
@@ -413,24 +437,80 @@ impl Config {
                 )?)
             }
             "monitor-max-retries" => lb.monitor_max_retries = Some(parse_num_in(v, 1..=10)?),
-            "manage-security-groups" => lb.manage_security_groups = parse_bool(value)?,
+            "monitor-max-retries-down" => {
+                lb.monitor_max_retries_down = Some(parse_num_in(v, 1..=10)?)
+            }
             "internal-lb" => lb.internal_lb = parse_bool(value)?,
             "enabled" => lb.enabled = Some(parse_bool(value)?),
-            // Accepted for compatibility; they change nothing here.
-            "use-octavia"
-            | "lb-version"
-            | "floating-subnet-id"
-            | "floating-subnet"
-            | "cascade-delete"
-            | "flavor-id"
-            | "availability-zone"
-            | "enable-ingress-hostname"
-            | "ingress-hostname-suffix"
-            | "max-shared-lb"
-            | "provider-requires-serial-api-calls" => {}
-            _ => return Ok(false),
+            "floating-subnet-id" => lb.floating_subnet_id = s(),
+            // What hypercloud always does: Octavia, API v2, cascade deletes, one call at a
+            // time. The other value is a warning, not silence.
+            "use-octavia" if parse_bool(value)? => {}
+            "use-octavia" => {
+                return Ok(Setting::NoEffect(
+                    "Neutron LBaaS v2 is not supported; Octavia is always used",
+                ))
+            }
+            "lb-version" if v.is_empty() || v == "v2" => {}
+            "lb-version" => return Err(format!("{v:?} is not supported (only v2)")),
+            "cascade-delete" if parse_bool(value)? => {}
+            "cascade-delete" => {
+                return Ok(Setting::NoEffect(
+                    "load balancers are always deleted with cascade=true",
+                ))
+            }
+            "provider-requires-serial-api-calls" => {
+                parse_bool(value)?;
+            }
+            "manage-security-groups" if !parse_bool(value)? => {}
+            "manage-security-groups" => {
+                return Ok(Setting::NoEffect(
+                    "security groups for load balancers are not managed (not implemented)",
+                ))
+            }
+            "floating-subnet" | "floating-subnet-tags" => {
+                return Ok(Setting::NoEffect(
+                    "choosing the floating subnet by name or tags is not implemented; use floating-subnet-id",
+                ))
+            }
+            "member-subnet-id" => {
+                return Ok(Setting::NoEffect(
+                    "members are node InternalIPs without a subnet (not implemented)",
+                ))
+            }
+            "node-selector" => {
+                return Ok(Setting::NoEffect(
+                    "every node the service controller passes is a member (not implemented)",
+                ))
+            }
+            "node-security-group" => {
+                return Ok(Setting::NoEffect(
+                    "security groups for load balancers are not managed (not implemented)",
+                ))
+            }
+            "flavor-id" | "availability-zone" => {
+                return Ok(Setting::NoEffect(
+                    "load balancers are created without an Octavia flavor or availability zone (not implemented)",
+                ))
+            }
+            "enable-ingress-hostname" | "ingress-hostname-suffix" => {
+                return Ok(Setting::NoEffect(
+                    "the PROXY protocol is not implemented, so ingress hostnames are never needed",
+                ))
+            }
+            "default-tls-container-ref" | "container-store" => {
+                return Ok(Setting::NoEffect(
+                    "TERMINATED_HTTPS listeners (Barbican) are not implemented",
+                ))
+            }
+            "max-shared-lb" => {
+                return Ok(Setting::NoEffect(
+                    "shared load balancers are not implemented; each Service has its own",
+                ))
+            }
+            _ => return Ok(Setting::Unknown),
         }
-        Ok(true)
+        Ok(Setting::Applied)
     }
 
     /// Reads `clouds.yaml` when `[Global] use-clouds` is set (values in `cloud.conf` win, as
@@ -626,6 +706,127 @@ struct CloudAuth {
     application_credential_name: Option<String>,
     application_credential_secret: Option<String>,
 }
+
+/// What setting one key did.
+enum Setting {
+    Applied,
+    Unknown,
+    /// A documented key hypercloud does not implement (or not with this value): a warning
+    /// naming it, with why.
+    NoEffect(&'static str),
+}
+
+const NO_VOLUME_PLUGIN: &str = "it configures the in-tree Cinder volume plugin (attach, detach, resize), which hypercloud does not run; volumes are only labelled";
+
+/// How hypercloud treats a key upstream documents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Treatment {
+    /// Implemented as upstream.
+    Implemented,
+    /// Accepted with a start-up warning naming the key and why it has no effect.
+    Warned,
+    /// Refused at start-up with an error naming the key.
+    Rejected,
+}
+
+/// Every key OCCM v1.34 (`docs/openstack-cloud-controller-manager/using-openstack-cloud-
+/// controller-manager.md`) or the legacy in-tree provider (kubernetes v1.20) documents, by
+/// section, with a value that shows its treatment and what hypercloud does with it.
+pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
+    use Treatment::*;
+    &[
+        ("Global", "auth-url", "http://k/v3", Implemented),
+        ("Global", "os-endpoint-type", "internal", Implemented),
+        ("Global", "ca-file", "/etc/ca.pem", Implemented),
+        ("Global", "cert-file", "/etc/c.pem", Rejected),
+        ("Global", "key-file", "/etc/k.pem", Rejected),
+        ("Global", "username", "u", Implemented),
+        ("Global", "user-id", "u", Implemented),
+        ("Global", "password", "p", Implemented),
+        ("Global", "region", "r", Implemented),
+        ("Global", "domain-id", "d", Implemented),
+        ("Global", "domain-name", "d", Implemented),
+        ("Global", "tenant-id", "t", Implemented),
+        ("Global", "project-id", "t", Implemented),
+        ("Global", "tenant-name", "t", Implemented),
+        ("Global", "project-name", "t", Implemented),
+        ("Global", "tenant-domain-id", "d", Implemented),
+        ("Global", "tenant-domain-name", "d", Implemented),
+        ("Global", "user-domain-id", "d", Implemented),
+        ("Global", "user-domain-name", "d", Implemented),
+        ("Global", "trust-id", "t", Rejected),
+        ("Global", "trustee-id", "t", Rejected),
+        ("Global", "trustee-password", "t", Rejected),
+        ("Global", "use-clouds", "false", Implemented),
+        ("Global", "clouds-file", "/etc/clouds.yaml", Implemented),
+        ("Global", "cloud", "c", Implemented),
+        ("Global", "application-credential-id", "a", Implemented),
+        ("Global", "application-credential-name", "a", Implemented),
+        ("Global", "application-credential-secret", "s", Implemented),
+        ("Global", "tls-insecure", "false", Implemented),
+        ("Networking", "ipv6-support-disabled", "true", Implemented),
+        ("Networking", "public-network-name", "public", Implemented),
+        (
+            "Networking",
+            "internal-network-name",
+            "private",
+            Implemented,
+        ),
+        ("Networking", "address-sort-order", "10.0.0.0/8", Warned),
+        ("Route", "router-id", "r", Implemented),
+        ("LoadBalancer", "enabled", "true", Implemented),
+        ("LoadBalancer", "floating-network-id", "n", Implemented),
+        ("LoadBalancer", "floating-subnet-id", "s", Implemented),
+        ("LoadBalancer", "floating-subnet", "public-*", Warned),
+        ("LoadBalancer", "floating-subnet-tags", "t", Warned),
+        ("LoadBalancer", "lb-method", "ROUND_ROBIN", Implemented),
+        ("LoadBalancer", "lb-provider", "amphora", Implemented),
+        ("LoadBalancer", "lb-version", "v2", Implemented),
+        ("LoadBalancer", "lb-version", "v1", Rejected),
+        ("LoadBalancer", "use-octavia", "true", Implemented),
+        ("LoadBalancer", "use-octavia", "false", Warned),
+        ("LoadBalancer", "subnet-id", "s", Implemented),
+        ("LoadBalancer", "member-subnet-id", "s", Warned),
+        ("LoadBalancer", "network-id", "n", Implemented),
+        (
+            "LoadBalancer",
+            "manage-security-groups",
+            "false",
+            Implemented,
+        ),
+        ("LoadBalancer", "manage-security-groups", "true", Warned),
+        ("LoadBalancer", "node-security-group", "sg", Warned),
+        ("LoadBalancer", "create-monitor", "true", Implemented),
+        ("LoadBalancer", "monitor-delay", "5s", Implemented),
+        ("LoadBalancer", "monitor-max-retries", "1", Implemented),
+        ("LoadBalancer", "monitor-max-retries-down", "3", Implemented),
+        ("LoadBalancer", "monitor-timeout", "3s", Implemented),
+        ("LoadBalancer", "internal-lb", "true", Implemented),
+        ("LoadBalancer", "node-selector", "a=b", Warned),
+        ("LoadBalancer", "cascade-delete", "true", Implemented),
+        ("LoadBalancer", "cascade-delete", "false", Warned),
+        ("LoadBalancer", "flavor-id", "f", Warned),
+        ("LoadBalancer", "availability-zone", "az", Warned),
+        ("LoadBalancer", "enable-ingress-hostname", "true", Warned),
+        ("LoadBalancer", "ingress-hostname-suffix", "nip.io", Warned),
+        ("LoadBalancer", "default-tls-container-ref", "ref", Warned),
+        ("LoadBalancer", "container-store", "barbican", Warned),
+        ("LoadBalancer", "max-shared-lb", "2", Warned),
+        (
+            "LoadBalancer",
+            "provider-requires-serial-api-calls",
+            "true",
+            Implemented,
+        ),
+        ("BlockStorage", "bs-version", "v3", Warned),
+        ("BlockStorage", "trust-device-path", "false", Warned),
+        ("BlockStorage", "ignore-volume-az", "true", Implemented),
+        ("BlockStorage", "node-volume-attach-limit", "25", Warned),
+        ("BlockStorage", "rescan-on-resize", "true", Warned),
+        ("Metadata", "search-order", "configDrive", Implemented),
+        ("Metadata", "request-timeout", "5s", Implemented),
+    ]
+};
 
 const SECTIONS: [&str; 7] = [
     "global",
@@ -824,9 +1025,7 @@ lb-provider = amphora
 use-octavia = true
 
 [BlockStorage]
-bs-version = v3
 ignore-volume-az = true
-node-volume-attach-limit = 25
 
 [Networking]
 public-network-name = public
@@ -877,7 +1076,6 @@ max-attempts = 3
         assert_eq!(lb.lb_provider.as_deref(), Some("amphora"));
         assert!(lb.floating_network_id.is_some() && lb.subnet_id.is_some());
         assert!(c.block_storage.ignore_volume_az);
-        assert_eq!(c.block_storage.node_volume_attach_limit, Some(25));
         assert_eq!(c.route.router_id.as_deref(), Some("r-123"));
         assert_eq!(c.networking.public_network_name, vec!["public", "ext2"]);
         assert_eq!(c.networking.internal_network_name, vec!["private"]);
@@ -891,6 +1089,44 @@ max-attempts = 3
         assert_eq!(c.tuning.server_cache_ttl, Duration::from_millis(750));
         assert_eq!(c.tuning.max_attempts, 3);
         assert_eq!(c.keystone_url(), "http://keystone.example:5000/v3");
+    }
+
+    /// Each documented key alone in its section: implemented keys parse without a warning,
+    /// the others warn or fail naming the key; none is silently ignored.
+    #[test]
+    fn every_documented_key_is_implemented_warned_or_rejected() {
+        for (section, key, value, treatment) in DOCUMENTED_KEYS {
+            let text = format!("[{section}]\n{key} = {value}\n");
+            let got = Config::parse(&text, "c.conf");
+            match (treatment, got) {
+                (Treatment::Implemented, Ok(c)) => {
+                    assert!(c.warnings.is_empty(), "{key}={value}: {:?}", c.warnings)
+                }
+                (Treatment::Warned, Ok(c)) => {
+                    assert_eq!(c.warnings.len(), 1, "{key}={value}: {:?}", c.warnings);
+                    let w = &c.warnings[0];
+                    assert!(
+                        w.contains(&format!("[{section}] {key} has no effect in hypercloud: ")),
+                        "{w}"
+                    );
+                }
+                (Treatment::Rejected, Err(e)) => {
+                    assert!(e.to_string().contains(key), "{key}: {e}")
+                }
+                (t, got) => panic!("{section} {key}={value}: expected {t:?}, got {got:?}"),
+            }
+        }
+        let c = Config::parse(
+            "[LoadBalancerClass \"gold\"]\nfloating-network-id = x\n",
+            "c",
+        )
+        .unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("load-balancer classes"),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]
@@ -1148,7 +1384,7 @@ max-attempts = 3
                         prop_assert!(c.tuning.max_retry_after <= MAX_RETRY_AFTER);
                         let cc = hypercloud_cloudprovider::CloudConfig { origin: "c.conf".into(), bytes: text.into_bytes() };
                         // Construction (HTTP client with these timeouts) must not panic either.
-                        let _ = crate::OpenStack::from_cloud_config(Some(&cc));
+                        let _ = crate::OpenStack::from_cloud_config(Some(&cc), hypercloud_cloudprovider::Layout::External);
                     }
                 }
             }

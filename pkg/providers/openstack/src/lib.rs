@@ -12,16 +12,17 @@
 //! (Neutron router extra routes, only with `[Route] router-id`), PvLabeler (Cinder volume
 //! zone/region labels; also as the lower-level [`Volumes`] trait) and the [`MetadataReader`]
 //! for the node side, and LoadBalancer on Octavia when the catalog has a `load-balancer`
-//! endpoint (`kube_service_<cluster>_<namespace>_<name>`; see the `loadbalancer` module). Not
-//! supported: Clusters (as upstream).
+//! endpoint, named per [`Layout`] as each upstream did (`a<uid>` in-tree,
+//! `kube_service_<cluster>_<namespace>_<name>` external, which also adopts in-tree load
+//! balancers; see the `loadbalancer` module). Not supported: Clusters (as upstream).
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
-//! use hypercloud_cloudprovider::{Interface, Registry};
+//! use hypercloud_cloudprovider::{Interface, Layout, Registry};
 //! let mut registry = Registry::new();
 //! hypercloud_providers_openstack::register(&mut registry);
 //! // `local` needs no config file: it talks to `hypercloud local-cloud serve` on 127.0.0.1:8800.
-//! let cloud = hypercloud_providers_openstack::OpenStack::local(None)?;
+//! let cloud = hypercloud_providers_openstack::OpenStack::local(None, Layout::External)?;
 //! let zone = cloud.zones().expect("zones").get_zone_by_node_name("node-1").await?;
 //! # Ok(()) }
 //! ```
@@ -40,13 +41,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler, Registry, Routes,
-    Zones,
+    CloudConfig, Instances, InstancesV2, Interface, Layout, LoadBalancer, PvLabeler, Registry,
+    Routes, Zones,
 };
 
 pub use config::Config;
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, PROVIDER_ID_PREFIX};
+pub use loadbalancer::{
+    ANNOTATION_FLOATING_NETWORK_ID, ANNOTATION_FLOATING_SUBNET_ID, ANNOTATION_INTERNAL,
+    ANNOTATION_KEEP_FLOATING_IP, ANNOTATION_LOAD_BALANCER_ADDRESS, ANNOTATION_LOAD_BALANCER_ID,
+};
 pub use metadata::{Metadata, MetadataReader};
 pub use volumes::{Volumes, CINDER_CSI_DRIVER};
 
@@ -55,23 +60,31 @@ pub const OPENSTACK: &str = "openstack";
 /// Provider name of the preset for the local cloud.
 pub const LOCAL: &str = "local";
 
-/// Registers `openstack` and `local` in the binary's registry.
+/// Registers `openstack` and `local` in the binary's registry; both are built for the
+/// asking component's layout (in-tree or external load-balancer behaviour).
 pub fn register(registry: &mut Registry) {
-    registry.register(
+    registry.register_layout_aware(
         OPENSTACK,
         "OpenStack (Keystone v3, Nova, Neutron, Cinder); configured by an upstream cloud.conf --cloud-config",
-        |config| Ok(Arc::new(OpenStack::from_cloud_config(config)?) as Arc<dyn Interface>),
+        |config, layout| {
+            Ok(Arc::new(OpenStack::from_cloud_config(config, layout)?) as Arc<dyn Interface>)
+        },
     );
-    registry.register(
+    registry.register_layout_aware(
         LOCAL,
         "the openstack provider preset to `hypercloud local-cloud` on 127.0.0.1:8800; --cloud-config optional (overrides)",
-        |config| Ok(Arc::new(OpenStack::local(config)?) as Arc<dyn Interface>),
+        |config, layout| Ok(Arc::new(OpenStack::local(config, layout)?) as Arc<dyn Interface>),
     );
 }
 
 /// The OpenStack cloud provider.
 pub struct OpenStack {
     name: String,
+    /// In-tree or external: load-balancer names and whether the Service is annotated.
+    layout: Layout,
+    /// The component's Kubernetes client, from [`Interface::initialize`] (external: the
+    /// Service annotations are written with it).
+    kube: std::sync::OnceLock<kube::Client>,
     config: Arc<Config>,
     client: client::Client,
     servers: instances::ServerCache,
@@ -84,18 +97,21 @@ impl std::fmt::Debug for OpenStack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenStack")
             .field("name", &self.name)
+            .field("layout", &self.layout)
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
 
 impl OpenStack {
-    /// A provider named `name` for a resolved, valid `config`.
-    pub fn new(name: &str, config: Config) -> Result<Self> {
+    /// A provider named `name` for a resolved, valid `config`, in `layout`.
+    pub fn new(name: &str, config: Config, layout: Layout) -> Result<Self> {
         config.validate()?;
         let config = Arc::new(config);
         Ok(OpenStack {
             name: name.into(),
+            layout,
+            kube: std::sync::OnceLock::new(),
             client: client::Client::new(name, config.clone())?,
             metadata: MetadataReader::new(config.metadata.clone())?,
             config,
@@ -108,6 +124,7 @@ impl OpenStack {
     /// The `openstack` factory: a `cloud.conf` is required.
     pub fn from_cloud_config(
         config: Option<&CloudConfig>,
+        layout: Layout,
     ) -> hypercloud_cloudprovider::Result<Self> {
         let Some(cc) = config else {
             return Err(hypercloud_cloudprovider::Error::MissingCloudConfig {
@@ -115,24 +132,36 @@ impl OpenStack {
             });
         };
         let text = cc.text(OPENSTACK)?;
-        Self::build(OPENSTACK, Config::parse(text, &cc.origin))
+        Self::build(OPENSTACK, Config::parse(text, &cc.origin), layout)
     }
 
     /// The `local` factory: the local cloud's defaults, overridden by `config` when given.
-    pub fn local(config: Option<&CloudConfig>) -> hypercloud_cloudprovider::Result<Self> {
+    pub fn local(
+        config: Option<&CloudConfig>,
+        layout: Layout,
+    ) -> hypercloud_cloudprovider::Result<Self> {
         let base = config::local_defaults();
         let parsed = match config {
             Some(cc) => Config::parse_onto(base, cc.text(LOCAL)?, &cc.origin),
             None => Ok(base),
         };
-        Self::build(LOCAL, parsed)
+        Self::build(LOCAL, parsed, layout)
     }
 
-    fn build(name: &str, parsed: Result<Config>) -> hypercloud_cloudprovider::Result<Self> {
+    fn build(
+        name: &str,
+        parsed: Result<Config>,
+        layout: Layout,
+    ) -> hypercloud_cloudprovider::Result<Self> {
         parsed
             .and_then(Config::resolve)
-            .and_then(|c| OpenStack::new(name, c))
+            .and_then(|c| OpenStack::new(name, c, layout))
             .map_err(|e| e.into_cloud_config_error(name))
+    }
+
+    /// The layout this provider was built for.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     /// The configuration in effect.
@@ -183,8 +212,12 @@ impl Interface for OpenStack {
     /// with a clear error instead of failing every later call.
     async fn initialize(
         &self,
-        _client: Option<kube::Client>,
+        client: Option<kube::Client>,
     ) -> hypercloud_cloudprovider::Result<()> {
+        if let Some(c) = client {
+            // A second initialize keeps the first client.
+            let _ = self.kube.set(c);
+        }
         self.client.authenticate().await
     }
 
@@ -214,10 +247,10 @@ impl Interface for OpenStack {
     }
 
     /// Only when the Keystone catalog (read by [`Interface::initialize`]) has a `load-balancer`
-    /// (Octavia) endpoint, so clouds without Octavia keep working.
+    /// (Octavia) endpoint, so clouds without Octavia keep working, and `[LoadBalancer]
+    /// enabled` is not `false` (OCCM).
     fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
-        self.client
-            .has_load_balancer()
+        (self.client.has_load_balancer() && self.config.load_balancer.enabled != Some(false))
             .then_some(self as &dyn LoadBalancer)
     }
 

@@ -1,31 +1,297 @@
 //! Service load balancers on Octavia (Load Balancer v2), as upstream cloud-provider-openstack
-//! `pkg/openstack/loadbalancer.go` does it (behaviour only):
+//! `pkg/openstack/loadbalancer.go` (OCCM, the external layout) and the legacy in-tree
+//! `openstack_loadbalancer.go` (kubernetes v1.20) do it (behaviour only):
 //!
-//! * one Octavia load balancer per Service, named `kube_service_<cluster>_<namespace>_<name>`
-//!   and found by that name; its VIP is on `[LoadBalancer] subnet-id`, else `network-id`, else
-//!   the subnet named `private` (the local cloud's), else the first subnet;
-//! * one listener per Service port (`listener_<index>_<lbname>`, TCP or UDP on the port), one
-//!   pool per listener (`pool_<index>_<lbname>`, `lb-method`, default `ROUND_ROBIN`) whose
-//!   members are every node's first InternalIP at the port's `nodePort`, and with
-//!   `create-monitor` a health monitor per pool (`monitor-delay`/`-timeout`/`-max-retries`);
+//! * one Octavia load balancer per Service. Its name depends on the [`Layout`]: in-tree it is
+//!   upstream's default name (`a` + the Service UID without dashes, cut to 32), external it is
+//!   OCCM's `kube_service_<cluster>_<namespace>_<name>`. External, the load balancer is found
+//!   by the Service's `loadbalancer.openstack.org/load-balancer-id` annotation when present,
+//!   else by name, else by the legacy in-tree name, so a load balancer the in-tree provider
+//!   created is adopted (tagged with the new name, as OCCM v1.34 does; not renamed) instead
+//!   of a second one being created. External, the provider writes the id and the address back
+//!   to the Service's annotations (`load-balancer-id`, `load-balancer-address`) with its
+//!   Kubernetes client, as OCCM's service patcher; the in-tree provider wrote none;
+//! * its VIP is on the Service's `loadbalancer.openstack.org/subnet-id` (or `network-id`)
+//!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
+//!   `private` (the local cloud's), else the first subnet;
+//! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
+//!   from the Service's annotations; external, `allowed_cidrs` from
+//!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener
+//!   (`lb-method` or the annotation, default `ROUND_ROBIN`) whose members are every node's
+//!   first InternalIP at the port's `nodePort`, and with `create-monitor` (or
+//!   `enable-health-monitor`) a health monitor per pool (`monitor-*` or `health-monitor-*`;
+//!   with `externalTrafficPolicy: Local` an HTTP monitor on the health-check node port).
+//!   Children are named as each layout's upstream names them: `listener_<lbname>_<index>`
+//!   in-tree, `listener_<index>_<lbname>` external (likewise `pool_`, `monitor_`);
+//! * a floating IP on the VIP's Neutron port when the Service is not internal and a floating
+//!   network is configured (`floating-network-id`, the annotation of the same name) or
+//!   `spec.loadBalancerIP` names one (`OpenStack::ensure_floating_ip` has the steps). It is
+//!   the ingress IP reported; otherwise the VIP is;
 //! * Octavia refuses changes while the load balancer is `PENDING_*`, so every mutation is
 //!   followed by a bounded wait for `ACTIVE`;
 //! * ensuring again converges (listeners, pools, members, monitors added or removed) without
-//!   recreating; deleting is a cascade delete and succeeds when the load balancer is gone.
-//!
-//! The ingress IP reported is the VIP (floating IPs are not attached).
+//!   recreating; deleting releases the floating IP (unless `keep-floatingip`), is a cascade
+//!   delete and succeeds when the load balancer is gone.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{Error, LoadBalancer, Result};
+use hypercloud_cloudprovider::{default_load_balancer_name, Error, Layout, LoadBalancer, Result};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::client::{is_not_found, Service as Api};
 use crate::OpenStack;
+
+/// The load balancer's Octavia id, written by the external provider and read back first.
+pub const ANNOTATION_LOAD_BALANCER_ID: &str = "loadbalancer.openstack.org/load-balancer-id";
+/// The ingress address, written beside the id (OCCM).
+pub const ANNOTATION_LOAD_BALANCER_ADDRESS: &str =
+    "loadbalancer.openstack.org/load-balancer-address";
+/// `"true"`: no floating IP (and one attached earlier is released).
+pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
+/// The external network floating IPs come from, over `[LoadBalancer] floating-network-id`.
+pub const ANNOTATION_FLOATING_NETWORK_ID: &str = "loadbalancer.openstack.org/floating-network-id";
+/// The subnet of that network, over `[LoadBalancer] floating-subnet-id`.
+pub const ANNOTATION_FLOATING_SUBNET_ID: &str = "loadbalancer.openstack.org/floating-subnet-id";
+/// `"true"`: deleting the load balancer (or turning it internal) leaves the floating IP.
+pub const ANNOTATION_KEEP_FLOATING_IP: &str = "loadbalancer.openstack.org/keep-floatingip";
+
+/// The VIP's subnet, over `[LoadBalancer] subnet-id` (read when the load balancer is created).
+pub const ANNOTATION_SUBNET_ID: &str = "loadbalancer.openstack.org/subnet-id";
+/// The VIP's network, over `[LoadBalancer] network-id` (likewise).
+pub const ANNOTATION_NETWORK_ID: &str = "loadbalancer.openstack.org/network-id";
+/// A hostname reported as the ingress instead of the address (OCCM).
+pub const ANNOTATION_HOSTNAME: &str = "loadbalancer.openstack.org/hostname";
+/// The pool's algorithm (`ROUND_ROBIN`, `LEAST_CONNECTIONS`, `SOURCE_IP`, ...), over `lb-method`.
+pub const ANNOTATION_LB_METHOD: &str = "loadbalancer.openstack.org/lb-method";
+/// The listeners' `connection_limit` (default -1, unlimited).
+pub const ANNOTATION_CONNECTION_LIMIT: &str = "loadbalancer.openstack.org/connection-limit";
+/// Listener timeouts in milliseconds, by Octavia field (OCCM's defaults are Octavia's).
+pub const ANNOTATION_TIMEOUTS: [(&str, &str, i64); 4] = [
+    (
+        "loadbalancer.openstack.org/timeout-client-data",
+        "timeout_client_data",
+        50_000,
+    ),
+    (
+        "loadbalancer.openstack.org/timeout-member-connect",
+        "timeout_member_connect",
+        5_000,
+    ),
+    (
+        "loadbalancer.openstack.org/timeout-member-data",
+        "timeout_member_data",
+        50_000,
+    ),
+    (
+        "loadbalancer.openstack.org/timeout-tcp-inspect",
+        "timeout_tcp_inspect",
+        0,
+    ),
+];
+/// `"true"`/`"false"`: a health monitor per pool, over `create-monitor`.
+pub const ANNOTATION_ENABLE_HEALTH_MONITOR: &str =
+    "loadbalancer.openstack.org/enable-health-monitor";
+/// Health monitor settings in whole seconds / counts, over `monitor-*`.
+pub const ANNOTATION_HEALTH_MONITOR_DELAY: &str = "loadbalancer.openstack.org/health-monitor-delay";
+pub const ANNOTATION_HEALTH_MONITOR_TIMEOUT: &str =
+    "loadbalancer.openstack.org/health-monitor-timeout";
+pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES: &str =
+    "loadbalancer.openstack.org/health-monitor-max-retries";
+pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN: &str =
+    "loadbalancer.openstack.org/health-monitor-max-retries-down";
+
+/// OCCM's name prefix; a load balancer named so was created by an external provider.
+const SERVICE_PREFIX: &str = "kube_service_";
+/// OCCM's floating IP description prefix: only such floating IPs are OCCM's to delete.
+const FIP_DESCRIPTION: &str = "Floating IP for Kubernetes external service";
+
+/// How a Service's load balancer and its children are named in this provider's layout:
+/// the one place that knows the in-tree and external naming.
+struct Naming {
+    layout: Layout,
+    /// The load balancer's name in this layout.
+    lb: String,
+    /// External only: the in-tree name, looked up when no load balancer has `lb`.
+    legacy: Option<String>,
+}
+
+impl Naming {
+    fn new(layout: Layout, cluster_name: &str, service: &Service) -> Self {
+        match layout {
+            Layout::InTree => Naming {
+                layout,
+                lb: default_load_balancer_name(service),
+                legacy: None,
+            },
+            Layout::External => Naming {
+                layout,
+                lb: cut_255(format!(
+                    "{SERVICE_PREFIX}{cluster_name}_{}_{}",
+                    service.metadata.namespace.as_deref().unwrap_or("default"),
+                    service.metadata.name.as_deref().unwrap_or_default()
+                )),
+                legacy: Some(default_load_balancer_name(service)),
+            },
+        }
+    }
+
+    /// `listener`, `pool` or `monitor` number `index`.
+    fn child(&self, kind: &str, index: usize) -> String {
+        match self.layout {
+            Layout::InTree => format!("{kind}_{}_{index}", self.lb),
+            Layout::External => cut_255(format!("{kind}_{index}_{}", self.lb)),
+        }
+    }
+
+    /// Whether a load balancer of this name is this Service's to delete: its own name, or
+    /// (external) the legacy name, which carries the Service's UID.
+    fn owns(&self, name: &str) -> bool {
+        name == self.lb || self.legacy.as_deref() == Some(name)
+    }
+}
+
+/// At most 255 bytes, on a character boundary (Octavia's name limit, OCCM's `CutString255`).
+fn cut_255(mut s: String) -> String {
+    if s.len() > 255 {
+        let mut cut = 255;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// The Service's annotation `key`, if set.
+fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
+    service
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// What the Service's annotations ask of its listeners, pools and monitors, over
+/// `[LoadBalancer]` (OCCM's `serviceConfig`).
+#[derive(Clone, Debug, PartialEq)]
+struct Settings {
+    /// The pool algorithm.
+    method: String,
+    /// Listener fields: `connection_limit` and the four timeouts, as Octavia names them.
+    listener: Vec<(&'static str, i64)>,
+    /// `None`: no health monitor.
+    monitor: Option<Monitor>,
+    /// With a monitor and `externalTrafficPolicy: Local`: the health-check node port, which
+    /// the monitor probes (`HTTP GET /healthz`, kube-proxy's answer) on each member.
+    health_check_node_port: Option<i64>,
+    /// The listeners' `allowed_cidrs` from `loadBalancerSourceRanges` (or the
+    /// `service.beta.kubernetes.io/load-balancer-source-ranges` annotation); `None`: allow all.
+    allowed_cidrs: Option<Vec<String>>,
+}
+
+/// The annotation Kubernetes reads when `spec.loadBalancerSourceRanges` is empty.
+const ANNOTATION_SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+
+/// `spec.loadBalancerSourceRanges`, else the annotation (comma-separated), canonicalised
+/// (`10.1.2.3/8` → `10.0.0.0/8`); `None` when empty or allowing everything (upstream
+/// `GetLoadBalancerSourceRanges`). An entry that is not a CIDR is an error naming the field.
+fn source_ranges(service: &Service) -> std::result::Result<Option<Vec<String>>, String> {
+    let spec: Vec<String> = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_source_ranges.clone())
+        .unwrap_or_default();
+    let (field, items) = if spec.is_empty() {
+        let v = annotation(service, ANNOTATION_SOURCE_RANGES).unwrap_or_default();
+        (
+            ANNOTATION_SOURCE_RANGES,
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )
+    } else {
+        ("spec.loadBalancerSourceRanges", spec)
+    };
+    let mut out = Vec::new();
+    for item in &items {
+        let cidr = canonical_cidr(item)
+            .ok_or_else(|| format!("{field}: {item:?} is not an IP range like 10.0.0.0/24"))?;
+        if !out.contains(&cidr) {
+            out.push(cidr);
+        }
+    }
+    if out.is_empty() || out.iter().any(|c| c == "0.0.0.0/0" || c == "::/0") {
+        return Ok(None);
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
+/// `addr/prefix` with the host bits cleared, or `None` when it is not a CIDR.
+fn canonical_cidr(s: &str) -> Option<String> {
+    let (addr, prefix) = s.trim().split_once('/')?;
+    let prefix: u32 = prefix.parse().ok()?;
+    match addr.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(a) if prefix <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+            Some(format!(
+                "{}/{prefix}",
+                std::net::Ipv4Addr::from(u32::from(a) & mask)
+            ))
+        }
+        std::net::IpAddr::V6(a) if prefix <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - prefix).unwrap_or(0);
+            Some(format!(
+                "{}/{prefix}",
+                std::net::Ipv6Addr::from(u128::from(a) & mask)
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A listener's `allowed_cidrs` as [`source_ranges`] says it: `None` for null, empty or
+/// allow-all.
+fn current_cidrs(listener: &Value) -> Option<Vec<String>> {
+    let mut list: Vec<String> = listener["allowed_cidrs"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c.as_str().and_then(canonical_cidr))
+        .collect();
+    if list.is_empty() || list.iter().any(|c| c == "0.0.0.0/0" || c == "::/0") {
+        return None;
+    }
+    list.sort();
+    list.dedup();
+    Some(list)
+}
+
+/// Health monitor settings, in Octavia's units (seconds, counts).
+#[derive(Clone, Debug, PartialEq)]
+struct Monitor {
+    delay: i64,
+    timeout: i64,
+    max_retries: i64,
+    max_retries_down: i64,
+}
+
+/// What the Service's annotations and spec ask of its floating IP, over `[LoadBalancer]`.
+#[derive(Debug, Default, PartialEq)]
+struct FloatingIpWish {
+    internal: bool,
+    network_id: Option<String>,
+    subnet_id: Option<String>,
+    /// `spec.loadBalancerIP`: the floating IP address wanted (or, internal, the VIP).
+    address: Option<String>,
+    keep: bool,
+}
 
 /// How long to wait for the load balancer to leave `PENDING_*`.
 const ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -79,20 +345,434 @@ impl OpenStack {
     }
 
     async fn find_lb(&self, name: &str) -> Result<Option<Value>> {
-        let found = self
+        let found: Vec<Value> = self
             .lb_list(
                 &format!("/loadbalancers?name={}", encode(name)),
                 "loadbalancers",
                 "find load balancer",
             )
-            .await?;
+            .await?
+            .into_iter()
+            .filter(|l| l["name"] == name)
+            .collect();
         if found.len() > 1 {
             return Err(self.lb_error(
                 "find load balancer",
                 format!("{} load balancers are named {name}", found.len()),
             ));
         }
-        Ok(found.into_iter().find(|l| l["name"] == name))
+        Ok(found.into_iter().next())
+    }
+
+    fn naming(&self, cluster_name: &str, service: &Service) -> Naming {
+        Naming::new(self.layout, cluster_name, service)
+    }
+
+    /// The Service's load balancer: external, by its id annotation when set (`None` when
+    /// that id is gone), else by name, else by the legacy in-tree name; in-tree, by name.
+    async fn lookup(&self, naming: &Naming, service: &Service) -> Result<Option<Value>> {
+        if naming.layout == Layout::External {
+            if let Some(id) = annotation(service, ANNOTATION_LOAD_BALANCER_ID) {
+                return match self
+                    .lb_call(
+                        Method::GET,
+                        &format!("/loadbalancers/{}", encode(id)),
+                        None,
+                        "get load balancer",
+                    )
+                    .await
+                {
+                    Ok(v) => Ok(Some(v["loadbalancer"].clone())),
+                    Err(e) if is_not_found(&e) => Ok(None),
+                    Err(e) => Err(e),
+                };
+            }
+        }
+        if let Some(lb) = self.find_lb(&naming.lb).await? {
+            return Ok(Some(lb));
+        }
+        match &naming.legacy {
+            Some(legacy) => {
+                let found = self.find_lb(legacy).await?;
+                if let Some(lb) = &found {
+                    tracing::info!(lb = %legacy, id = ?lb["id"].as_str(), adopted_as = %naming.lb, "found the load balancer under its legacy in-tree name; adopting it");
+                }
+                Ok(found)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The floating IP on `port_id`, if any.
+    async fn floating_ip_of_port(&self, port_id: &str) -> Result<Option<Value>> {
+        let found = self
+            .client
+            .list(
+                Api::Network,
+                &format!("/floatingips?port_id={}", encode(port_id)),
+                "floatingips",
+                "list floating IPs",
+            )
+            .await?;
+        Ok(found.into_iter().find(|f| f["port_id"] == port_id))
+    }
+
+    /// The ingress address of `lb`: its floating IP when one is on the VIP port, else the VIP.
+    async fn ingress_address(&self, lb: &Value) -> Result<Option<String>> {
+        if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
+            if let Some(fip) = self.floating_ip_of_port(port).await? {
+                if let Some(ip) = fip["floating_ip_address"].as_str() {
+                    return Ok(Some(ip.to_owned()));
+                }
+            }
+        }
+        Ok(lb["vip_address"].as_str().map(str::to_owned))
+    }
+
+    /// What the Service asks of its floating IP; a bad boolean annotation is an error naming it.
+    fn floating_ip_wish(&self, service: &Service) -> Result<FloatingIpWish> {
+        let c = &self.config.load_balancer;
+        let flag = |key: &str| -> Result<bool> {
+            match annotation(service, key) {
+                None => Ok(false),
+                Some(v) => parse_go_bool(v).ok_or_else(|| {
+                    self.lb_error(
+                        "read Service annotations",
+                        format!("annotation {key}: {v:?} is not true or false"),
+                    )
+                }),
+            }
+        };
+        let non_empty = |v: Option<&str>| v.filter(|s| !s.is_empty()).map(str::to_owned);
+        Ok(FloatingIpWish {
+            // `internal-lb = true` in cloud.conf forces every Service internal (OCCM).
+            internal: c.internal_lb || flag(ANNOTATION_INTERNAL)?,
+            network_id: non_empty(annotation(service, ANNOTATION_FLOATING_NETWORK_ID))
+                .or_else(|| c.floating_network_id.clone()),
+            subnet_id: non_empty(annotation(service, ANNOTATION_FLOATING_SUBNET_ID))
+                .or_else(|| c.floating_subnet_id.clone()),
+            address: non_empty(
+                service
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.load_balancer_ip.as_deref()),
+            ),
+            keep: flag(ANNOTATION_KEEP_FLOATING_IP)?,
+        })
+    }
+
+    /// The Service's listener, pool and monitor settings; a bad annotation is an error
+    /// naming it.
+    fn settings(&self, service: &Service) -> Result<Settings> {
+        let c = &self.config.load_balancer;
+        let bad = |key: &str, v: &str, what: &str| {
+            self.lb_error(
+                "read Service annotations",
+                format!("annotation {key}: {v:?} is not {what}"),
+            )
+        };
+        let int = |key: &str, default: i64, min: i64, max: i64| -> Result<i64> {
+            match annotation(service, key) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| bad(key, v, &format!("an integer from {min} to {max}"))),
+            }
+        };
+        let method = match annotation(service, ANNOTATION_LB_METHOD).filter(|m| !m.is_empty()) {
+            Some(m) => m.to_owned(),
+            None => c.lb_method.clone().unwrap_or_else(|| "ROUND_ROBIN".into()),
+        };
+        let mut listener = vec![(
+            "connection_limit",
+            int(ANNOTATION_CONNECTION_LIMIT, -1, -1, i64::from(i32::MAX))?,
+        )];
+        for (key, field, default) in ANNOTATION_TIMEOUTS {
+            // Octavia: 0 to 365 days in milliseconds.
+            listener.push((field, int(key, default, 0, 31_536_000_000)?));
+        }
+        let enabled = match annotation(service, ANNOTATION_ENABLE_HEALTH_MONITOR) {
+            None => c.create_monitor,
+            Some(v) => parse_go_bool(v)
+                .ok_or_else(|| bad(ANNOTATION_ENABLE_HEALTH_MONITOR, v, "true or false"))?,
+        };
+        let secs = |d: Option<Duration>, default: u64| d.map_or(default, |d| d.as_secs()) as i64;
+        let monitor = if enabled {
+            let delay = int(
+                ANNOTATION_HEALTH_MONITOR_DELAY,
+                secs(c.monitor_delay, 5),
+                1,
+                86_400,
+            )?;
+            let timeout = int(
+                ANNOTATION_HEALTH_MONITOR_TIMEOUT,
+                secs(c.monitor_timeout, 3),
+                1,
+                86_400,
+            )?;
+            Some(Monitor {
+                delay,
+                // Octavia refuses a timeout longer than the delay.
+                timeout: timeout.min(delay),
+                max_retries: int(
+                    ANNOTATION_HEALTH_MONITOR_MAX_RETRIES,
+                    i64::from(c.monitor_max_retries.unwrap_or(1)),
+                    1,
+                    10,
+                )?,
+                max_retries_down: int(
+                    ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN,
+                    i64::from(c.monitor_max_retries_down.unwrap_or(3)),
+                    1,
+                    10,
+                )?,
+            })
+        } else {
+            None
+        };
+        let allowed_cidrs =
+            source_ranges(service).map_err(|m| self.lb_error("read Service source ranges", m))?;
+        if allowed_cidrs.is_some() && self.layout == Layout::InTree {
+            // The legacy provider enforced source ranges only through the security groups it
+            // managed with manage-security-groups, which hypercloud does not implement.
+            return Err(self.lb_error(
+                "read Service source ranges",
+                "source range restrictions are not supported for openstack load balancers without managing security groups (in-tree layout; the cloud-controller-manager sets the listeners' allowed_cidrs)",
+            ));
+        }
+        let health_check_node_port = service
+            .spec
+            .as_ref()
+            .filter(|s| monitor.is_some() && s.external_traffic_policy.as_deref() == Some("Local"))
+            .and_then(|s| s.health_check_node_port)
+            .filter(|p| *p > 0)
+            .map(i64::from);
+        Ok(Settings {
+            method,
+            listener,
+            monitor,
+            health_check_node_port,
+            allowed_cidrs,
+        })
+    }
+
+    /// Whether this provider may delete `fip` when it is done with it: in-tree, any floating
+    /// IP on the VIP port (as the legacy provider); external, the ones OCCM describes as its
+    /// own, and those on a load balancer adopted under its legacy name (the in-tree
+    /// provider created them without a description).
+    fn may_delete_floating_ip(&self, fip: &Value, lb_name: &str, naming: &Naming) -> bool {
+        naming.layout == Layout::InTree
+            || fip["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(FIP_DESCRIPTION))
+            || naming.legacy.as_deref() == Some(lb_name)
+    }
+
+    /// Releases `fip` when this provider may delete it, else detaches it from the port.
+    async fn release_floating_ip(&self, fip: &Value, delete: bool) -> Result<()> {
+        let Some(id) = fip["id"].as_str() else {
+            return Ok(());
+        };
+        let path = format!("/floatingips/{}", encode(id));
+        let result = if delete {
+            self.client
+                .request(
+                    Api::Network,
+                    Method::DELETE,
+                    &path,
+                    None,
+                    "delete floating IP",
+                )
+                .await
+        } else {
+            self.client
+                .request(
+                    Api::Network,
+                    Method::PUT,
+                    &path,
+                    Some(&json!({"floatingip": {"port_id": null}})),
+                    "detach floating IP",
+                )
+                .await
+        };
+        match result {
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => {
+                tracing::info!(floating_ip = ?fip["floating_ip_address"].as_str(), deleted = delete, "floating IP released");
+                Ok(())
+            }
+        }
+    }
+
+    /// The floating IP of a Service's load balancer, as OCCM's `ensureFloatingIP` (the
+    /// legacy provider did the same, less the internal switch-over):
+    ///
+    /// 1. internal: a floating IP on the VIP port is released (deleted when ours and not
+    ///    `keep-floatingip`, else detached) and the VIP is the address;
+    /// 2. a floating IP already on the VIP port is kept;
+    /// 3. `spec.loadBalancerIP` naming an existing, unattached floating IP: it is attached;
+    ///    attached elsewhere: an error;
+    /// 4. with a floating network: a new floating IP on the VIP port (at
+    ///    `spec.loadBalancerIP` when set, in `floating-subnet-id` when set);
+    /// 5. otherwise the VIP (OCCM: "forcing to ensure an internal load balancer service").
+    async fn ensure_floating_ip(
+        &self,
+        lb: &Value,
+        wish: &FloatingIpWish,
+        naming: &Naming,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<String> {
+        let vip = lb["vip_address"].as_str().unwrap_or_default().to_owned();
+        let Some(port_id) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) else {
+            return Ok(vip);
+        };
+        let current = self.floating_ip_of_port(port_id).await?;
+        let lb_name = lb["name"].as_str().unwrap_or_default();
+        if wish.internal {
+            if let Some(fip) = current {
+                let delete = !wish.keep && self.may_delete_floating_ip(&fip, lb_name, naming);
+                self.release_floating_ip(&fip, delete).await?;
+            }
+            return Ok(vip);
+        }
+        if let Some(ip) = current
+            .as_ref()
+            .and_then(|f| f["floating_ip_address"].as_str())
+        {
+            return Ok(ip.to_owned());
+        }
+        if let Some(address) = &wish.address {
+            let existing = self
+                .client
+                .list(
+                    Api::Network,
+                    &format!("/floatingips?floating_ip_address={}", encode(address)),
+                    "floatingips",
+                    "find floating IP",
+                )
+                .await?;
+            if let Some(fip) = existing
+                .iter()
+                .find(|f| f["floating_ip_address"] == address.as_str())
+            {
+                if fip["port_id"].as_str().is_some_and(|p| !p.is_empty()) {
+                    return Err(self.lb_error(
+                        "ensure floating IP",
+                        format!("floating IP {address} (spec.loadBalancerIP) is not available: it is attached to another port"),
+                    ));
+                }
+                let id = fip["id"].as_str().unwrap_or_default();
+                self.client
+                    .request(
+                        Api::Network,
+                        Method::PUT,
+                        &format!("/floatingips/{}", encode(id)),
+                        Some(&json!({"floatingip": {"port_id": port_id}})),
+                        "attach floating IP",
+                    )
+                    .await?;
+                tracing::info!(floating_ip = %address, port_id, "floating IP attached to the load balancer's VIP port");
+                return Ok(address.clone());
+            }
+        }
+        let Some(network) = &wish.network_id else {
+            if wish.address.is_some() {
+                return Err(self.lb_error(
+                    "ensure floating IP",
+                    "spec.loadBalancerIP names no existing floating IP, and no floating network is configured to create it in ([LoadBalancer] floating-network-id or the annotation loadbalancer.openstack.org/floating-network-id)",
+                ));
+            }
+            tracing::debug!(lb = %lb_name, "no floating network configured; the VIP is the ingress address");
+            return Ok(vip);
+        };
+        let mut body = json!({"floatingip": {"floating_network_id": network, "port_id": port_id}});
+        if naming.layout == Layout::External {
+            body["floatingip"]["description"] = format!(
+                "{FIP_DESCRIPTION} {}/{} from cluster {cluster_name}",
+                service.metadata.namespace.as_deref().unwrap_or("default"),
+                service.metadata.name.as_deref().unwrap_or_default()
+            )
+            .into();
+        }
+        if let Some(subnet) = &wish.subnet_id {
+            body["floatingip"]["subnet_id"] = subnet.clone().into();
+        }
+        if let Some(address) = &wish.address {
+            body["floatingip"]["floating_ip_address"] = address.clone().into();
+        }
+        let created = self
+            .client
+            .request(
+                Api::Network,
+                Method::POST,
+                "/floatingips",
+                Some(&body),
+                "create floating IP",
+            )
+            .await?;
+        let ip = created.body["floatingip"]["floating_ip_address"]
+            .as_str()
+            .ok_or_else(|| {
+                self.lb_error(
+                    "create floating IP",
+                    "the answer has no floating_ip_address",
+                )
+            })?
+            .to_owned();
+        tracing::info!(floating_ip = %ip, port_id, lb = %lb_name, "floating IP created for the load balancer");
+        Ok(ip)
+    }
+
+    /// External: writes the load balancer's id and address to the Service's annotations
+    /// (one merge patch, only when they differ), as OCCM's service patcher. Without a
+    /// Kubernetes client (a provider built outside a controller manager) it logs and skips.
+    async fn patch_service_annotations(
+        &self,
+        service: &Service,
+        id: &str,
+        address: &str,
+    ) -> Result<()> {
+        if annotation(service, ANNOTATION_LOAD_BALANCER_ID) == Some(id)
+            && annotation(service, ANNOTATION_LOAD_BALANCER_ADDRESS) == Some(address)
+        {
+            return Ok(());
+        }
+        let Some(client) = self.kube.get() else {
+            tracing::debug!(
+                id,
+                "no Kubernetes client; the load balancer id is not written to the Service"
+            );
+            return Ok(());
+        };
+        let (Some(ns), Some(name)) = (
+            service.metadata.namespace.as_deref(),
+            service.metadata.name.as_deref(),
+        ) else {
+            return Ok(());
+        };
+        let api: kube::Api<Service> = kube::Api::namespaced(client.clone(), ns);
+        let patch = json!({"metadata": {"annotations": {
+            ANNOTATION_LOAD_BALANCER_ID: id,
+            ANNOTATION_LOAD_BALANCER_ADDRESS: address,
+        }}});
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| {
+            self.lb_error(
+                "annotate Service",
+                format!("writing {ANNOTATION_LOAD_BALANCER_ID}={id} to {ns}/{name}: {e}"),
+            )
+        })?;
+        Ok(())
     }
 
     /// Polls until the load balancer is `ACTIVE` (bounded); `ERROR` fails.
@@ -170,7 +850,14 @@ impl OpenStack {
     }
 
     /// The VIP placement: `vip_subnet_id` or `vip_network_id`.
-    async fn vip_placement(&self) -> Result<(&'static str, String)> {
+    async fn vip_placement(&self, service: &Service) -> Result<(&'static str, String)> {
+        let wanted = |key: &str| annotation(service, key).filter(|v| !v.is_empty());
+        if let Some(s) = wanted(ANNOTATION_SUBNET_ID) {
+            return Ok(("vip_subnet_id", s.to_owned()));
+        }
+        if let Some(n) = wanted(ANNOTATION_NETWORK_ID) {
+            return Ok(("vip_network_id", n.to_owned()));
+        }
         let lb = &self.config.load_balancer;
         if let Some(s) = &lb.subnet_id {
             return Ok(("vip_subnet_id", s.clone()));
@@ -231,7 +918,13 @@ impl OpenStack {
     }
 
     /// The pool members wanted for `node_port`: each node's first InternalIP.
-    fn wanted_members(nodes: &[Node], node_port: i32) -> BTreeSet<(String, i64)> {
+    /// A member is (address, node port, monitor port): the monitor port is the Service's
+    /// health-check node port with `externalTrafficPolicy: Local` (OCCM).
+    fn wanted_members(
+        nodes: &[Node],
+        node_port: i32,
+        monitor_port: Option<i64>,
+    ) -> BTreeSet<(String, i64, Option<i64>)> {
         nodes
             .iter()
             .filter_map(|n| {
@@ -248,7 +941,7 @@ impl OpenStack {
                 }
                 ip
             })
-            .map(|ip| (ip, i64::from(node_port)))
+            .map(|ip| (ip, i64::from(node_port), monitor_port))
             .collect()
     }
 
@@ -257,9 +950,9 @@ impl OpenStack {
         &self,
         lb_id: &str,
         pool_id: &str,
-        wanted: &BTreeSet<(String, i64)>,
+        wanted: &BTreeSet<(String, i64, Option<i64>)>,
     ) -> Result<bool> {
-        let current: BTreeSet<(String, i64)> = self
+        let current: BTreeSet<(String, i64, Option<i64>)> = self
             .lb_list(
                 &format!("/pools/{pool_id}/members"),
                 "members",
@@ -271,6 +964,7 @@ impl OpenStack {
                 Some((
                     m["address"].as_str()?.to_owned(),
                     m["protocol_port"].as_i64()?,
+                    m["monitor_port"].as_i64(),
                 ))
             })
             .collect();
@@ -279,7 +973,10 @@ impl OpenStack {
         }
         let members: Vec<Value> = wanted
             .iter()
-            .map(|(address, port)| json!({"address": address, "protocol_port": port}))
+            .map(|(address, port, monitor)| {
+                // An explicit null clears a monitor port the batch update would keep.
+                json!({"address": address, "protocol_port": port, "monitor_port": monitor})
+            })
             .collect();
         self.lb_call(
             Method::PUT,
@@ -297,21 +994,33 @@ impl OpenStack {
         Ok(true)
     }
 
-    fn monitor_body(&self, pool_id: &str, name: &str, protocol: &str) -> Value {
-        let c = &self.config.load_balancer;
-        let delay = c.monitor_delay.unwrap_or(Duration::from_secs(5)).as_secs();
-        let timeout = c
-            .monitor_timeout
-            .unwrap_or(Duration::from_secs(3))
-            .as_secs();
-        json!({"healthmonitor": {
+    /// The monitor type for a pool of `protocol`: `HTTP` on the health-check node port with
+    /// `externalTrafficPolicy: Local` (TCP pools; OCCM also on UDP where Octavia allows it),
+    /// else a connect check.
+    fn monitor_type(protocol: &str, settings: &Settings) -> &'static str {
+        match (protocol, settings.health_check_node_port) {
+            ("UDP", _) => "UDP-CONNECT",
+            (_, Some(_)) => "HTTP",
+            _ => "TCP",
+        }
+    }
+
+    fn monitor_body(pool_id: &str, name: &str, kind: &str, m: &Monitor) -> Value {
+        let mut body = json!({"healthmonitor": {
             "name": name,
             "pool_id": pool_id,
-            "type": if protocol == "UDP" { "UDP-CONNECT" } else { "TCP" },
-            "delay": delay.max(1),
-            "timeout": timeout.max(1).min(delay.max(1)),
-            "max_retries": c.monitor_max_retries.unwrap_or(1).clamp(1, 10),
-        }})
+            "type": kind,
+            "delay": m.delay,
+            "timeout": m.timeout,
+            "max_retries": m.max_retries,
+            "max_retries_down": m.max_retries_down,
+        }});
+        if kind == "HTTP" {
+            body["healthmonitor"]["url_path"] = "/healthz".into();
+            body["healthmonitor"]["http_method"] = "GET".into();
+            body["healthmonitor"]["expected_codes"] = "200".into();
+        }
+        body
     }
 
     /// Deletes `kind/id` and waits for the load balancer.
@@ -328,9 +1037,10 @@ impl OpenStack {
     async fn converge(
         &self,
         lb_id: &str,
-        lb_name: &str,
+        naming: &Naming,
         ports: &[Port],
         nodes: &[Node],
+        settings: &Settings,
         members_only: bool,
     ) -> Result<()> {
         let listeners = self
@@ -347,33 +1057,67 @@ impl OpenStack {
                 "list pools",
             )
             .await?;
-        let method = self
-            .config
-            .load_balancer
-            .lb_method
-            .clone()
-            .unwrap_or_else(|| "ROUND_ROBIN".into());
+        let method = settings.method.as_str();
         let mut kept = BTreeSet::new();
         for (index, p) in ports.iter().enumerate() {
             let existing = listeners
                 .iter()
                 .find(|l| l["protocol"] == p.protocol && l["protocol_port"] == p.port);
             let listener_id = match existing.and_then(|l| l["id"].as_str()) {
-                Some(id) => id.to_owned(),
+                Some(id) => {
+                    let mut changed: serde_json::Map<String, Value> = settings
+                        .listener
+                        .iter()
+                        .filter(|(field, want)| existing.is_some_and(|l| l[*field] != *want))
+                        .map(|(field, want)| ((*field).to_owned(), json!(want)))
+                        .collect();
+                    if let Some(l) = existing.filter(|_| naming.layout == Layout::External) {
+                        // OCCM adds its name to the tags of listeners it adopts.
+                        let mut tags = l["tags"].as_array().cloned().unwrap_or_default();
+                        if !tags.iter().any(|t| t == naming.lb.as_str()) {
+                            tags.push(naming.lb.clone().into());
+                            changed.insert("tags".into(), Value::Array(tags));
+                        }
+                    }
+                    if existing.is_some_and(|l| current_cidrs(l) != settings.allowed_cidrs) {
+                        let open = vec!["0.0.0.0/0".to_owned()];
+                        changed.insert(
+                            "allowed_cidrs".into(),
+                            json!(settings.allowed_cidrs.as_ref().unwrap_or(&open)),
+                        );
+                    }
+                    if !members_only && !changed.is_empty() {
+                        self.lb_call(
+                            Method::PUT,
+                            &format!("/listeners/{id}"),
+                            Some(&json!({ "listener": changed })),
+                            "update listener",
+                        )
+                        .await?;
+                        self.wait_active(lb_id).await?;
+                    }
+                    id.to_owned()
+                }
                 None if members_only => continue,
                 None => {
+                    let mut body = json!({"listener": {
+                        "name": naming.child("listener", index),
+                        "loadbalancer_id": lb_id,
+                        "protocol": p.protocol,
+                        "protocol_port": p.port,
+                    }});
+                    for (field, value) in &settings.listener {
+                        body["listener"][*field] = json!(value);
+                    }
+                    if let Some(cidrs) = &settings.allowed_cidrs {
+                        body["listener"]["allowed_cidrs"] = json!(cidrs);
+                    }
+                    if naming.layout == Layout::External {
+                        // OCCM tags what it creates with the load balancer's name.
+                        body["listener"]["tags"] = json!([naming.lb]);
+                    }
                     let created = self
-                        .lb_call(
-                            Method::POST,
-                            "/listeners",
-                            Some(&json!({"listener": {
-                                "name": format!("listener_{index}_{lb_name}"),
-                                "loadbalancer_id": lb_id,
-                                "protocol": p.protocol,
-                                "protocol_port": p.port,
-                            }})),
-                            "create listener",
-                        )
+                        .lb_call(Method::POST, "/listeners", Some(&body), "create listener")
                         .await?;
                     self.wait_active(lb_id).await?;
                     created["listener"]["id"]
@@ -391,7 +1135,7 @@ impl OpenStack {
             let (pool_id, monitor_id) = match pool {
                 Some(pool) => {
                     let id = pool["id"].as_str().unwrap_or_default().to_owned();
-                    if !members_only && pool["lb_algorithm"] != method.as_str() {
+                    if !members_only && pool["lb_algorithm"] != method {
                         self.lb_call(
                             Method::PUT,
                             &format!("/pools/{id}"),
@@ -411,7 +1155,7 @@ impl OpenStack {
                             Method::POST,
                             "/pools",
                             Some(&json!({"pool": {
-                                "name": format!("pool_{index}_{lb_name}"),
+                                "name": naming.child("pool", index),
                                 "listener_id": listener_id,
                                 "protocol": p.protocol,
                                 "lb_algorithm": method,
@@ -429,18 +1173,21 @@ impl OpenStack {
                     )
                 }
             };
-            self.sync_members(lb_id, &pool_id, &Self::wanted_members(nodes, p.node_port))
-                .await?;
+            let kind = Self::monitor_type(&p.protocol, settings);
+            let monitor_port = settings.health_check_node_port.filter(|_| kind == "HTTP");
+            self.sync_members(
+                lb_id,
+                &pool_id,
+                &Self::wanted_members(nodes, p.node_port, monitor_port),
+            )
+            .await?;
             if members_only {
                 continue;
             }
-            match (self.config.load_balancer.create_monitor, monitor_id) {
-                (true, None) => {
-                    let body = self.monitor_body(
-                        &pool_id,
-                        &format!("monitor_{index}_{lb_name}"),
-                        &p.protocol,
-                    );
+            match (&settings.monitor, monitor_id) {
+                (Some(m), None) => {
+                    let body =
+                        Self::monitor_body(&pool_id, &naming.child("monitor", index), kind, m);
                     self.lb_call(
                         Method::POST,
                         "/healthmonitors",
@@ -450,7 +1197,58 @@ impl OpenStack {
                     .await?;
                     self.wait_active(lb_id).await?;
                 }
-                (false, Some(m)) => {
+                (Some(m), Some(id)) => {
+                    let current = self
+                        .lb_call(
+                            Method::GET,
+                            &format!("/healthmonitors/{id}"),
+                            None,
+                            "get health monitor",
+                        )
+                        .await?;
+                    let hm = &current["healthmonitor"];
+                    if hm["type"] != kind {
+                        // Octavia cannot change a monitor's type: a new one replaces it.
+                        self.delete_child(
+                            lb_id,
+                            &format!("/healthmonitors/{id}"),
+                            "delete health monitor",
+                        )
+                        .await?;
+                        let body =
+                            Self::monitor_body(&pool_id, &naming.child("monitor", index), kind, m);
+                        self.lb_call(
+                            Method::POST,
+                            "/healthmonitors",
+                            Some(&body),
+                            "create health monitor",
+                        )
+                        .await?;
+                        self.wait_active(lb_id).await?;
+                        continue;
+                    }
+                    let want = [
+                        ("delay", m.delay),
+                        ("timeout", m.timeout),
+                        ("max_retries", m.max_retries),
+                        ("max_retries_down", m.max_retries_down),
+                    ];
+                    if want.iter().any(|(f, v)| hm[*f] != *v) {
+                        let fields: serde_json::Map<String, Value> = want
+                            .iter()
+                            .map(|(f, v)| ((*f).to_owned(), json!(v)))
+                            .collect();
+                        self.lb_call(
+                            Method::PUT,
+                            &format!("/healthmonitors/{id}"),
+                            Some(&json!({ "healthmonitor": fields })),
+                            "update health monitor",
+                        )
+                        .await?;
+                        self.wait_active(lb_id).await?;
+                    }
+                }
+                (None, Some(m)) => {
                     self.delete_child(
                         lb_id,
                         &format!("/healthmonitors/{m}"),
@@ -458,7 +1256,7 @@ impl OpenStack {
                     )
                     .await?;
                 }
-                _ => {}
+                (None, None) => {}
             }
         }
         if members_only {
@@ -488,14 +1286,24 @@ impl OpenStack {
     }
 }
 
-fn status_of(lb: &Value) -> LoadBalancerStatus {
-    let ingress = lb["vip_address"].as_str().map(|ip| {
-        vec![LoadBalancerIngress {
-            ip: Some(ip.to_owned()),
-            ..Default::default()
-        }]
-    });
-    LoadBalancerStatus { ingress }
+fn status_of(address: Option<String>) -> LoadBalancerStatus {
+    LoadBalancerStatus {
+        ingress: address.map(|ip| {
+            vec![LoadBalancerIngress {
+                ip: Some(ip),
+                ..Default::default()
+            }]
+        }),
+    }
+}
+
+/// Go's `strconv.ParseBool`, which upstream reads boolean annotations with.
+fn parse_go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 /// Percent-encodes a query value (names are Kubernetes names plus `_`, but be safe).
@@ -517,25 +1325,17 @@ impl LoadBalancer for OpenStack {
         cluster_name: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>> {
-        let name = self.get_load_balancer_name(cluster_name, service);
-        Ok(self.find_lb(&name).await?.as_ref().map(status_of))
+        let naming = self.naming(cluster_name, service);
+        match self.lookup(&naming, service).await? {
+            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?))),
+            None => Ok(None),
+        }
     }
 
-    /// Upstream's name: `kube_service_<cluster>_<namespace>_<name>`, at most 255 characters.
+    /// In-tree: upstream's default name (`a` + UID); external: OCCM's
+    /// `kube_service_<cluster>_<namespace>_<name>`, at most 255 bytes.
     fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
-        let mut name = format!(
-            "kube_service_{cluster_name}_{}_{}",
-            service.metadata.namespace.as_deref().unwrap_or("default"),
-            service.metadata.name.as_deref().unwrap_or_default()
-        );
-        if name.len() > 255 {
-            let mut cut = 255;
-            while !name.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            name.truncate(cut);
-        }
-        name
+        self.naming(cluster_name, service).lb
     }
 
     async fn ensure_load_balancer(
@@ -544,24 +1344,51 @@ impl LoadBalancer for OpenStack {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus> {
-        let name = self.get_load_balancer_name(cluster_name, service);
+        let naming = self.naming(cluster_name, service);
+        let name = naming.lb.clone();
         let ports = self.wanted_ports(service)?;
+        let wish = self.floating_ip_wish(service)?;
+        let settings = self.settings(service)?;
         let started = Instant::now();
-        let id = match self.find_lb(&name).await? {
-            Some(lb) => lb["id"].as_str().unwrap_or_default().to_owned(),
+        let found = self.lookup(&naming, service).await?;
+        if found.is_none() && naming.layout == Layout::External {
+            if let Some(id) = annotation(service, ANNOTATION_LOAD_BALANCER_ID) {
+                // OCCM: "failed to get load balancer"; creating another would orphan the id.
+                return Err(self.lb_error(
+                    "ensure load balancer",
+                    format!("load balancer {id} of annotation {ANNOTATION_LOAD_BALANCER_ID} does not exist"),
+                ));
+            }
+        }
+        let (id, tags) = match found {
+            Some(lb) => (
+                lb["id"].as_str().unwrap_or_default().to_owned(),
+                Some(lb["tags"].clone()),
+            ),
             None => {
-                let (key, value) = self.vip_placement().await?;
-                let mut body = json!({"loadbalancer": {
-                    "name": name,
-                    "description": format!(
+                let (key, value) = self.vip_placement(service).await?;
+                let description = match naming.layout {
+                    Layout::InTree => format!("Kubernetes external service {name}"),
+                    Layout::External => format!(
                         "Kubernetes external service {}/{} from cluster {cluster_name}",
                         service.metadata.namespace.as_deref().unwrap_or("default"),
                         service.metadata.name.as_deref().unwrap_or_default()
                     ),
+                };
+                let mut body = json!({"loadbalancer": {
+                    "name": name,
+                    "description": description,
                     key: value,
                 }});
+                if naming.layout == Layout::External {
+                    body["loadbalancer"]["tags"] = json!([name]);
+                }
                 if let Some(p) = &self.config.load_balancer.lb_provider {
                     body["loadbalancer"]["provider"] = p.clone().into();
+                }
+                // An internal Service's spec.loadBalancerIP is its VIP (both upstreams).
+                if let (true, Some(ip)) = (wish.internal, &wish.address) {
+                    body["loadbalancer"]["vip_address"] = ip.clone().into();
                 }
                 let created = self
                     .lb_call(
@@ -576,17 +1403,51 @@ impl LoadBalancer for OpenStack {
                     .unwrap_or_default()
                     .to_owned();
                 tracing::info!(lb = %name, id, "load balancer created");
-                id
+                (id, None)
             }
         };
         if id.is_empty() {
             return Err(self.lb_error("ensure load balancer", "the load balancer has no id"));
         }
         self.wait_active(&id).await?;
-        self.converge(&id, &name, &ports, nodes, false).await?;
+        if let Some(tags) = tags.filter(|_| naming.layout == Layout::External) {
+            // Adoption (a legacy-named or annotated load balancer): OCCM adds its name to
+            // the load balancer's tags and leaves the name alone.
+            let mut list: Vec<Value> = tags.as_array().cloned().unwrap_or_default();
+            if !list.iter().any(|t| t == name.as_str()) {
+                list.push(name.clone().into());
+                self.lb_call(
+                    Method::PUT,
+                    &format!("/loadbalancers/{id}"),
+                    Some(&json!({"loadbalancer": {"tags": list}})),
+                    "tag load balancer",
+                )
+                .await?;
+                self.wait_active(&id).await?;
+                tracing::info!(lb = %name, id, "load balancer tagged with the Service's name");
+            }
+        }
+        self.converge(&id, &naming, &ports, nodes, &settings, false)
+            .await?;
         let lb = self.wait_active(&id).await?;
-        tracing::info!(lb = %name, id, elapsed_ms = started.elapsed().as_millis() as u64, "load balancer ensured");
-        Ok(status_of(&lb))
+        let address = self
+            .ensure_floating_ip(&lb, &wish, &naming, cluster_name, service)
+            .await?;
+        if naming.layout == Layout::External {
+            self.patch_service_annotations(service, &id, &address)
+                .await?;
+        }
+        tracing::info!(lb = %name, id, address, elapsed_ms = started.elapsed().as_millis() as u64, "load balancer ensured");
+        // OCCM's createLoadBalancerStatus: an explicit hostname replaces the address.
+        if let Some(hostname) = annotation(service, ANNOTATION_HOSTNAME).filter(|h| !h.is_empty()) {
+            return Ok(LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    hostname: Some(hostname.to_owned()),
+                    ..Default::default()
+                }]),
+            });
+        }
+        Ok(status_of(Some(address)))
     }
 
     async fn update_load_balancer(
@@ -595,17 +1456,19 @@ impl LoadBalancer for OpenStack {
         service: &Service,
         nodes: &[Node],
     ) -> Result<()> {
-        let name = self.get_load_balancer_name(cluster_name, service);
+        let naming = self.naming(cluster_name, service);
         let ports = self.wanted_ports(service)?;
-        let Some(lb) = self.find_lb(&name).await? else {
+        let settings = self.settings(service)?;
+        let Some(lb) = self.lookup(&naming, service).await? else {
             return Err(self.lb_error(
                 "update load balancer",
-                format!("load balancer {name} does not exist"),
+                format!("load balancer {} does not exist", naming.lb),
             ));
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
-        self.converge(&id, &name, &ports, nodes, true).await
+        self.converge(&id, &naming, &ports, nodes, &settings, true)
+            .await
     }
 
     async fn ensure_load_balancer_deleted(
@@ -613,11 +1476,18 @@ impl LoadBalancer for OpenStack {
         cluster_name: &str,
         service: &Service,
     ) -> Result<()> {
-        let name = self.get_load_balancer_name(cluster_name, service);
-        let Some(lb) = self.find_lb(&name).await? else {
+        let naming = self.naming(cluster_name, service);
+        let Some(lb) = self.lookup(&naming, service).await? else {
             return Ok(());
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
+        let lb_name = lb["name"].as_str().unwrap_or_default().to_owned();
+        if !naming.owns(&lb_name) {
+            // An annotated load balancer under another name is not this Service's to delete
+            // (OCCM's shared or user-made load balancers).
+            tracing::warn!(id, lb = %lb_name, "the Service's load balancer has another name; left in place");
+            return Ok(());
+        }
         if lb["provisioning_status"]
             .as_str()
             .is_some_and(|s| s.starts_with("PENDING_") && s != "PENDING_DELETE")
@@ -625,6 +1495,14 @@ impl LoadBalancer for OpenStack {
             self.wait_active(&id).await?;
         }
         if lb["provisioning_status"] != "PENDING_DELETE" {
+            let wish = self.floating_ip_wish(service)?;
+            if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
+                if let Some(fip) = self.floating_ip_of_port(port).await? {
+                    if !wish.keep && self.may_delete_floating_ip(&fip, &lb_name, &naming) {
+                        self.release_floating_ip(&fip, true).await?;
+                    }
+                }
+            }
             match self
                 .lb_call(
                     Method::DELETE,
@@ -640,7 +1518,96 @@ impl LoadBalancer for OpenStack {
             }
         }
         self.wait_gone(&id).await?;
-        tracing::info!(lb = %name, id, "load balancer deleted");
+        tracing::info!(lb = %lb_name, id, "load balancer deleted");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn svc(ns: &str, name: &str) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                uid: Some("1b4e28ba-2fa1-11d2-883f-00163e6fbc11".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn names_follow_each_layouts_upstream() {
+        let s = svc("shop", "web");
+        let in_tree = Naming::new(Layout::InTree, "kubernetes", &s);
+        assert_eq!(in_tree.lb, "a1b4e28ba2fa111d2883f00163e6fbc1");
+        assert_eq!(in_tree.legacy, None);
+        assert_eq!(
+            in_tree.child("listener", 1),
+            "listener_a1b4e28ba2fa111d2883f00163e6fbc1_1"
+        );
+        let external = Naming::new(Layout::External, "kubernetes", &s);
+        assert_eq!(external.lb, "kube_service_kubernetes_shop_web");
+        assert_eq!(external.legacy.as_deref(), Some(in_tree.lb.as_str()));
+        assert_eq!(
+            external.child("pool", 0),
+            "pool_0_kube_service_kubernetes_shop_web"
+        );
+        assert!(external.owns(&in_tree.lb) && external.owns("kube_service_kubernetes_shop_web"));
+        assert!(!in_tree.owns("kube_service_kubernetes_shop_web"));
+        let long = svc(&"n".repeat(200), &"m".repeat(200));
+        let n = Naming::new(Layout::External, "kubernetes", &long);
+        assert_eq!(n.lb.len(), 255);
+        assert_eq!(n.child("listener", 3).len(), 255);
+    }
+
+    #[test]
+    fn source_ranges_as_upstream() {
+        let mut s = svc("shop", "web");
+        assert_eq!(source_ranges(&s), Ok(None));
+        s.metadata.annotations = Some(
+            [(
+                ANNOTATION_SOURCE_RANGES.to_owned(),
+                " 10.1.2.3/8, 192.168.0.0/16 ".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            source_ranges(&s),
+            Ok(Some(vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()]))
+        );
+        s.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+            load_balancer_source_ranges: Some(vec!["0.0.0.0/0".into()]),
+            ..Default::default()
+        });
+        assert_eq!(source_ranges(&s), Ok(None), "the spec wins and allows all");
+        s.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+            load_balancer_source_ranges: Some(vec!["fd00::1/8".into(), "10.0.0.0/33".into()]),
+            ..Default::default()
+        });
+        let e = source_ranges(&s).unwrap_err();
+        assert!(
+            e.contains("spec.loadBalancerSourceRanges") && e.contains("10.0.0.0/33"),
+            "{e}"
+        );
+        assert_eq!(canonical_cidr("fd00::1/8").as_deref(), Some("fd00::/8"));
+        assert_eq!(canonical_cidr("1.2.3.4/0").as_deref(), Some("0.0.0.0/0"));
+        assert_eq!(canonical_cidr("1.2.3.4"), None);
+    }
+
+    #[test]
+    fn go_booleans() {
+        for t in ["1", "t", "T", "true", "TRUE", "True"] {
+            assert_eq!(parse_go_bool(t), Some(true));
+        }
+        for f in ["0", "f", "F", "false", "FALSE", "False"] {
+            assert_eq!(parse_go_bool(f), Some(false));
+        }
+        assert_eq!(parse_go_bool("yes"), None);
     }
 }

@@ -5,7 +5,7 @@
 #[path = "support/cloud.rs"]
 mod support;
 
-use hypercloud_cloudprovider::{CloudConfig, Error, Interface};
+use hypercloud_cloudprovider::{CloudConfig, Error, Interface, Layout};
 use hypercloud_localcloud::store::Read as _;
 use hypercloud_providers_openstack::OpenStack;
 use reqwest::Method;
@@ -147,7 +147,7 @@ async fn local_preset_needs_only_overrides() {
         origin: "override.conf".into(),
         bytes: format!("[Global]\nauth-url = {}/identity/v3\n", cloud.url).into_bytes(),
     };
-    let os = OpenStack::local(Some(&cc)).unwrap();
+    let os = OpenStack::local(Some(&cc), Layout::External).unwrap();
     assert_eq!(os.provider_name(), "local");
     os.initialize(None).await.unwrap();
     let md = os
@@ -176,7 +176,7 @@ async fn local_preset_needs_only_overrides() {
         .await
         .unwrap());
     // Without any file: the documented defaults.
-    let bare = OpenStack::local(None).unwrap();
+    let bare = OpenStack::local(None, Layout::External).unwrap();
     assert_eq!(
         bare.config().keystone_url(),
         "http://127.0.0.1:8800/identity/v3"
@@ -184,7 +184,7 @@ async fn local_preset_needs_only_overrides() {
     assert_eq!(bare.config().metadata.metadata_url, "http://127.0.0.1:8801");
     // `openstack` itself insists on a config.
     assert!(matches!(
-        OpenStack::from_cloud_config(None),
+        OpenStack::from_cloud_config(None, Layout::External),
         Err(Error::MissingCloudConfig { .. })
     ));
     cloud.shutdown().await;

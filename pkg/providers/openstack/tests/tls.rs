@@ -60,7 +60,11 @@ async fn ca_file_trusts_the_cloud_and_nothing_else_does() {
         origin: "c.conf".into(),
         bytes: missing.into_bytes(),
     };
-    let e = hypercloud_providers_openstack::OpenStack::from_cloud_config(Some(&cc)).unwrap_err();
+    let e = hypercloud_providers_openstack::OpenStack::from_cloud_config(
+        Some(&cc),
+        hypercloud_cloudprovider::Layout::External,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("ca-file /nonexistent/ca.pem"), "{e}");
     cloud.shutdown().await;
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use hypercloud_cloudprovider::CloudConfig;
+use hypercloud_cloudprovider::{CloudConfig, Layout};
 use hypercloud_localcloud::{Server, ServerConfig, ServerHandle};
 use hypercloud_providers_openstack::OpenStack;
 use reqwest::{Method, StatusCode};
@@ -209,18 +209,28 @@ impl Cloud {
         )
     }
 
-    /// A provider from `cloud.conf` text.
+    /// A provider from `cloud.conf` text (external layout, as the cloud-controller-manager).
     pub fn provider(&self, conf: &str) -> Arc<OpenStack> {
+        self.provider_in(conf, Layout::External)
+    }
+
+    /// A provider from `cloud.conf` text, built for `layout`.
+    pub fn provider_in(&self, conf: &str, layout: Layout) -> Arc<OpenStack> {
         let cc = CloudConfig {
             origin: "test cloud.conf".into(),
             bytes: conf.as_bytes().to_vec(),
         };
-        Arc::new(OpenStack::from_cloud_config(Some(&cc)).unwrap())
+        Arc::new(OpenStack::from_cloud_config(Some(&cc), layout).unwrap())
     }
 
     /// A provider with `[Global]` for this cloud plus `extra` sections.
     pub fn provider_with(&self, extra: &str) -> Arc<OpenStack> {
         self.provider(&format!("{}{extra}", self.global()))
+    }
+
+    /// [`Cloud::provider_with`] for `layout`.
+    pub fn provider_with_in(&self, extra: &str, layout: Layout) -> Arc<OpenStack> {
+        self.provider_in(&format!("{}{extra}", self.global()), layout)
     }
 }
 
