@@ -43,8 +43,16 @@ finish() {
 trap finish EXIT
 fail() { echo "update-diagrams: FAILED: $*" >&2; exit 1; }
 
-cargo build -p hypercloud --quiet
-bin="$CARGO_TARGET_DIR/debug/hypercloud"
+# HYPERCLOUD_BIN: a binary already built (hack/test.sh passes the one its `cargo test` made;
+# `cargo build -p hypercloud` resolves features apart from the workspace and would compile the
+# AWS SDK crates again, minutes for nothing).
+if [ -n "${HYPERCLOUD_BIN:-}" ]; then
+  bin="$HYPERCLOUD_BIN"
+  [ -x "$bin" ] || fail "HYPERCLOUD_BIN=$bin is not an executable"
+else
+  cargo build -p hypercloud --quiet
+  bin="$CARGO_TARGET_DIR/debug/hypercloud"
+fi
 mkdir -p "$root/docs/diagrams"
 
 for mode in in-tree external; do
