@@ -10,7 +10,8 @@
 //! Capabilities: Instances and InstancesV2 (Nova servers by name or provider ID
 //! `openstack:///<uuid>`, answered from one short-lived listing of all servers), Zones, Routes
 //! (Neutron router extra routes, only with `[Route] router-id`), PvLabeler (Cinder volume
-//! zone/region labels; also as the lower-level [`Volumes`] trait) and the [`MetadataReader`]
+//! zone/region labels; also as the lower-level [`Volumes`] trait), VolumeProvisioner (Cinder
+//! create/delete/extend for the in-tree `kubernetes.io/cinder` plugin) and the [`MetadataReader`]
 //! for the node side, and LoadBalancer on Octavia when the catalog has a `load-balancer`
 //! endpoint (`kube_service_<cluster>_<namespace>_<name>`; see the `loadbalancer` module). Not
 //! supported: Clusters (as upstream).
@@ -41,14 +42,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
     CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler, Registry, Routes,
-    Zones,
+    VolumeProvisioner, Zones,
 };
 
 pub use config::Config;
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, PROVIDER_ID_PREFIX};
 pub use metadata::{Metadata, MetadataReader};
-pub use volumes::{Volumes, CINDER_CSI_DRIVER};
+pub use volumes::{Volumes, CINDER_CSI_DRIVER, CINDER_PLUGIN};
 
 /// Provider name of the real OpenStack provider.
 pub const OPENSTACK: &str = "openstack";
@@ -210,6 +211,10 @@ impl Interface for OpenStack {
     }
 
     fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
+        Some(self)
+    }
+
+    fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
         Some(self)
     }
 
