@@ -317,8 +317,9 @@ pub struct Capability {
     pub supported: bool,
 }
 
-/// Capability names as printed and as accepted in configs, in upstream order.
-pub(crate) const CAPABILITY_NAMES: [&str; 7] = [
+/// Capability names as printed and as accepted in configs, in upstream order (`volumes`, the
+/// in-tree volume plugin's calls, last).
+pub(crate) const CAPABILITY_NAMES: [&str; 8] = [
     "instances",
     "instances-v2",
     "load-balancer",
@@ -326,6 +327,7 @@ pub(crate) const CAPABILITY_NAMES: [&str; 7] = [
     "routes",
     "clusters",
     "pv-labeler",
+    "volumes",
 ];
 
 /// Which capabilities `cloud` supports, in upstream order.
@@ -338,6 +340,7 @@ pub fn capabilities(cloud: &dyn Interface) -> Vec<Capability> {
         cloud.routes().is_some(),
         cloud.clusters().is_some(),
         cloud.pv_labeler().is_some(),
+        cloud.volume_provisioner().is_some(),
     ];
     CAPABILITY_NAMES
         .iter()
@@ -380,7 +383,7 @@ mod tests {
     #[test]
     fn capabilities_default_to_unsupported() {
         let caps = capabilities(&Bare);
-        assert_eq!(caps.len(), 7);
+        assert_eq!(caps.len(), 8);
         assert!(caps.iter().all(|c| !c.supported));
         assert!(Bare.has_cluster_id());
     }
