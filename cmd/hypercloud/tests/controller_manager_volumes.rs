@@ -303,6 +303,54 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     .await;
     drop_finalizers(&pvs, &pv_name).await;
 
+    // A file-system claim: the cloud volume and the PV grow; the claim waits for the kubelet
+    // to grow the file system (FileSystemResizePending), its status capacity unchanged.
+    claims
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"volumeName": later_pv}})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch_status(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Bound",
+                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}})),
+        )
+        .await
+        .unwrap();
+    let pending = eventually(
+        "the file-system claim to wait for the kubelet",
+        Duration::from_secs(60),
+        || async {
+            let c = claims.get("later").await.unwrap();
+            let conds = c.status.as_ref()?.conditions.clone()?;
+            conds
+                .iter()
+                .any(|c| c.type_ == "FileSystemResizePending")
+                .then_some(c)
+        },
+    )
+    .await;
+    assert_eq!(
+        pending.status.unwrap().capacity.unwrap()["storage"].0,
+        "1Gi"
+    );
+    let pv2 = pvs.get(&later_pv).await.unwrap();
+    assert_eq!(pv2.spec.unwrap().capacity.unwrap()["storage"].0, "2Gi");
+    assert_eq!(cloud_volume(&state, &retained_id).unwrap()["size"], 2);
+
     // Retain: the claim goes, the volume and the PV stay.
     claims
         .delete("later", &DeleteParams::default())

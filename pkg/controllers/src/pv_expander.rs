@@ -118,6 +118,25 @@ pub fn finished_status(claim: &PersistentVolumeClaim, size_gib: u64) -> Value {
     }
 }
 
+/// Whether the cloud side of this resize is done and only the kubelet's file-system resize is
+/// left (the claim stays below its request until then; without this its every update would
+/// start the resize over).
+pub fn waiting_for_kubelet(
+    claim: &PersistentVolumeClaim,
+    pv_capacity_gib: Option<u64>,
+    wanted_gib: u64,
+) -> bool {
+    let pending = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "FileSystemResizePending" && c.status == "True")
+        });
+    pending && pv_capacity_gib.is_some_and(|c| c >= wanted_gib)
+}
+
 fn condition(type_: &str, message: &str) -> Value {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     json!({"type": type_, "status": "True", "lastProbeTime": null,
@@ -150,6 +169,15 @@ pub(crate) async fn reconcile(
         // Not this plugin's volume: a CSI driver's resizer expands it.
         return Ok(Action::AwaitChange);
     };
+    let pv_capacity = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get("storage"))
+        .and_then(|q| round_up_to_gib(&q.0));
+    if waiting_for_kubelet(&claim, pv_capacity, new_gib) {
+        return Ok(Action::AwaitChange);
+    }
     let ns = claim.namespace().unwrap_or_default();
     let name = claim.name_any();
     let claims = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &ns);
@@ -214,12 +242,6 @@ pub(crate) async fn reconcile(
             });
         }
     };
-    let pv_capacity = pv
-        .spec
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref())
-        .and_then(|c| c.get("storage"))
-        .and_then(|q| round_up_to_gib(&q.0));
     if pv_capacity.is_none_or(|c| c < size) {
         Api::<PersistentVolume>::all(ctx.client.clone())
             .patch(
@@ -275,6 +297,20 @@ mod tests {
         );
         assert_eq!(wanted_gib(&claim("1Gi", "1Gi", "Block", "Bound")), None);
         assert_eq!(wanted_gib(&claim("3Gi", "1Gi", "Block", "Pending")), None);
+    }
+
+    #[test]
+    fn a_file_system_resize_left_to_the_kubelet_is_not_started_again() {
+        let mut c = claim("3Gi", "1Gi", "Filesystem", "Bound");
+        assert!(!waiting_for_kubelet(&c, Some(3), 3));
+        let status = finished_status(&c, 3)["status"].clone();
+        let conditions = serde_json::from_value(status["conditions"].clone()).expect("conditions");
+        if let Some(s) = c.status.as_mut() {
+            s.conditions = Some(conditions);
+        }
+        assert!(waiting_for_kubelet(&c, Some(3), 3));
+        // Asked for more again: the cloud has work to do.
+        assert!(!waiting_for_kubelet(&c, Some(3), 4));
     }
 
     #[test]
