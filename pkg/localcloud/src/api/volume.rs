@@ -584,3 +584,61 @@ async fn list_types(State(_cloud): Ctx) -> Response {
         json!({"volume_types": [{"id": VOLUME_TYPE, "name": VOLUME_TYPE, "is_public": true, "description": null, "extra_specs": {}, "qos_specs_id": null, "os-volume-type-access:is_public": true}]}),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn volume(status: &str, attached: bool) -> Volume {
+        Volume {
+            meta: Meta::new("p"),
+            name: None,
+            description: None,
+            size: 1,
+            status: status.into(),
+            availability_zone: "nova".into(),
+            volume_type: VOLUME_TYPE.into(),
+            user_id: "u".into(),
+            metadata: BTreeMap::new(),
+            attachments: attached
+                .then(|| Attachment {
+                    id: "a".into(),
+                    server_id: "s".into(),
+                    device: "/dev/vdb".into(),
+                    attached_at: iso(now()),
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// A server stopped between the two writes of a transition finishes it when it starts.
+    #[test]
+    fn transitions_left_by_a_stopped_server_are_finished() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store");
+        let vols = [
+            volume(CREATING, false),
+            volume(EXTENDING, true),
+            volume(EXTENDING, false),
+            volume(IN_USE, true),
+        ];
+        store
+            .write(|tx| {
+                for v in &vols {
+                    tx.put(VOLUMES, &v.meta.id, v)?;
+                }
+                Ok::<_, ApiError>(())
+            })
+            .expect("seeded");
+        let settled = store.write(settle_pending).expect("settled");
+        assert_eq!(settled, 3);
+        let status =
+            |i: usize| store.read(|r| find_volume(r, &vols[i].meta.id).expect("volume").status);
+        assert_eq!(status(0), AVAILABLE);
+        assert_eq!(status(1), IN_USE, "an attached volume goes back to in-use");
+        assert_eq!(status(2), AVAILABLE);
+        assert_eq!(status(3), IN_USE);
+    }
+}
