@@ -751,3 +751,121 @@ mod tests {
         ));
     }
 }
+
+/// What the deleter sends, checked against a mocked apiserver and a recording provider.
+#[cfg(test)]
+pub(crate) mod api_tests {
+    use super::*;
+    use crate::fixtures::{context_with, exchange};
+    use async_trait::async_trait;
+    use hypercloud_cloudprovider::{Interface, ProvisionedVolume};
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// A provider with only an in-tree volume plugin, recording its calls.
+    #[derive(Default)]
+    pub(crate) struct Volumes {
+        pub calls: Mutex<Vec<String>>,
+    }
+
+    impl Interface for Volumes {
+        fn provider_name(&self) -> &str {
+            "volumes"
+        }
+        fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
+            Some(self)
+        }
+    }
+
+    #[async_trait]
+    impl VolumeProvisioner for Volumes {
+        fn plugin_name(&self) -> &str {
+            "kubernetes.io/cinder"
+        }
+        fn volume_id(&self, pv: &PersistentVolume) -> Option<String> {
+            pv.spec
+                .as_ref()?
+                .cinder
+                .as_ref()
+                .map(|c| c.volume_id.clone())
+        }
+        fn volume_source(&self, _id: &str, _fs: Option<&str>) -> PersistentVolumeSpec {
+            PersistentVolumeSpec::default()
+        }
+        async fn create_volume(
+            &self,
+            r: &VolumeRequest,
+        ) -> hypercloud_cloudprovider::Result<ProvisionedVolume> {
+            self.record(format!("create {}", r.name));
+            Ok(ProvisionedVolume::default())
+        }
+        async fn delete_volume(&self, id: &str) -> hypercloud_cloudprovider::Result<()> {
+            self.record(format!("delete {id}"));
+            Ok(())
+        }
+        async fn expand_volume(&self, id: &str, gib: u64) -> hypercloud_cloudprovider::Result<u64> {
+            self.record(format!("expand {id} {gib}"));
+            Ok(gib)
+        }
+    }
+
+    impl Volumes {
+        fn record(&self, call: String) {
+            self.calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(call);
+        }
+        pub(crate) fn calls(&self) -> Vec<String> {
+            self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+    }
+
+    fn pv(policy: &str) -> PersistentVolume {
+        serde_json::from_value(json!({
+            "metadata": {"name": "pvc-1", "uid": "pv-uid",
+                         "annotations": {ANN_PROVISIONED_BY: "kubernetes.io/cinder"}},
+            "spec": {"persistentVolumeReclaimPolicy": policy,
+                     "cinder": {"volumeID": "vol-1"},
+                     "claimRef": {"namespace": "ns", "name": "data", "uid": "c-uid"}},
+            "status": {"phase": "Released"},
+        }))
+        .expect("pv")
+    }
+
+    #[tokio::test]
+    async fn a_released_delete_pv_loses_its_volume_then_the_pv_guarded_by_uid() {
+        let cloud = Arc::new(Volumes::default());
+        let (ctx, api) = context_with(cloud.clone(), &[], "kube-controller-manager");
+        let claims = Informer::<PersistentVolumeClaim>::fixed(vec![]);
+        exchange(
+            delete(Arc::new(pv("Delete")), &claims, ctx),
+            api,
+            |mut api| {
+                Box::pin(async move {
+                    let d = api
+                        .expect("DELETE", "/api/v1/persistentvolumes/pvc-1?", json!({}))
+                        .await;
+                    assert_eq!(d.body["preconditions"]["uid"], "pv-uid", "{d:?}");
+                    api
+                })
+            },
+        )
+        .await
+        .expect("reconcile");
+        assert_eq!(cloud.calls(), ["delete vol-1"]);
+    }
+
+    #[tokio::test]
+    async fn a_retained_pv_keeps_its_volume_without_a_request() {
+        let cloud = Arc::new(Volumes::default());
+        let (ctx, api) = context_with(cloud.clone(), &[], "kube-controller-manager");
+        let claims = Informer::<PersistentVolumeClaim>::fixed(vec![]);
+        exchange(delete(Arc::new(pv("Retain")), &claims, ctx), api, |api| {
+            Box::pin(async move { api })
+        })
+        .await
+        .expect("reconcile");
+        assert!(cloud.calls().is_empty());
+    }
+}
