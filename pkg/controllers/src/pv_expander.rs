@@ -326,3 +326,66 @@ mod tests {
         );
     }
 }
+
+/// What the expander sends, checked against a mocked apiserver and a recording provider.
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::fixtures::{context_with, exchange};
+    use crate::pv_provisioner::api_tests::Volumes;
+
+    #[tokio::test]
+    async fn a_block_claim_is_marked_resizing_grown_in_the_cloud_then_finished() {
+        let cloud = Arc::new(Volumes::default());
+        let (ctx, api) = context_with(cloud.clone(), &[], "kube-controller-manager");
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "data", "namespace": "ns", "uid": "c-uid"},
+            "spec": {"volumeName": "pvc-1", "volumeMode": "Block",
+                     "resources": {"requests": {"storage": "3Gi"}}},
+            "status": {"phase": "Bound", "capacity": {"storage": "2Gi"}},
+        }))
+        .expect("claim");
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": "pvc-1"},
+            "spec": {"capacity": {"storage": "2Gi"}, "cinder": {"volumeID": "vol-1"}},
+        }))
+        .expect("pv");
+        let pvs = Informer::fixed(vec![pv.clone()]);
+        let (claim_json, pv_json) = (
+            serde_json::to_value(&claim).expect("json"),
+            serde_json::to_value(&pv).expect("json"),
+        );
+        exchange(reconcile(Arc::new(claim), &pvs, ctx), api, |mut api| {
+            Box::pin(async move {
+                let c = "/api/v1/namespaces/ns/persistentvolumeclaims/data";
+                let p = api
+                    .expect("PATCH", &format!("{c}?"), claim_json.clone())
+                    .await;
+                assert_eq!(
+                    p.body["metadata"]["annotations"][ANN_STORAGE_RESIZER],
+                    "kubernetes.io/cinder"
+                );
+                let p = api
+                    .expect("PATCH", &format!("{c}/status?"), claim_json.clone())
+                    .await;
+                assert_eq!(p.body["status"]["conditions"][0]["type"], "Resizing");
+                let p = api
+                    .expect("PATCH", "/api/v1/persistentvolumes/pvc-1?", pv_json)
+                    .await;
+                assert_eq!(p.body, json!({"spec": {"capacity": {"storage": "3Gi"}}}));
+                let p = api
+                    .expect("PATCH", &format!("{c}/status?"), claim_json)
+                    .await;
+                assert_eq!(
+                    p.body,
+                    json!({"status": {"capacity": {"storage": "3Gi"}, "conditions": null}})
+                );
+                api.expect_event("ns", "VolumeResizeSuccessful").await;
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+        assert_eq!(cloud.calls(), ["expand vol-1 3"]);
+    }
+}
