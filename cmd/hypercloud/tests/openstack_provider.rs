@@ -66,6 +66,7 @@ fn controller_manager_starts_openstack_and_local_against_a_local_cloud_process()
     // The local cloud has Octavia (a `load-balancer` catalog entry).
     assert!(stdout.contains("  load-balancer  supported"), "{stdout}");
     assert!(stdout.contains("  pv-labeler     supported"), "{stdout}");
+    assert!(stdout.contains("  volumes        supported"), "{stdout}");
 
     std::fs::write(
         &conf,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
-    LoadBalancerStatus, Node, NodeAddress, PersistentVolume, Service,
+    LoadBalancerStatus, Node, NodeAddress, PersistentVolume, PersistentVolumeSpec, Service,
 };
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +70,70 @@ pub trait Interface: Send + Sync {
     fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
         None
     }
+
+    /// Creates, deletes and grows the cloud's block volumes for an in-tree volume plugin
+    /// (upstream: the cloud calls of the in-tree provisioners, deleters and expanders, e.g.
+    /// the legacy OpenStack provider's `CreateVolume`/`DeleteVolume`/`ExpandVolume`, which the
+    /// `kubernetes.io/cinder` plugin of kube-controller-manager called). In the external
+    /// layout this moved to the cloud's CSI driver, not to the cloud-controller-manager.
+    fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
+        None
+    }
+}
+
+/// What to create (upstream's `VolumeOptions` as the in-tree plugins read them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeRequest {
+    /// The cloud volume's name (`kubernetes-dynamic-pvc-<claim uid>` upstream).
+    pub name: String,
+    /// Size in GiB, already rounded up from the claim's request.
+    pub size_gib: u64,
+    /// The zone to create it in; empty: the cloud's default.
+    pub zone: String,
+    /// The StorageClass's `type` parameter; empty: the cloud's default type.
+    pub volume_type: String,
+    /// Tags recorded on the volume (`kubernetes.io/created-for/pvc/name`, ...).
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A volume the cloud created.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisionedVolume {
+    /// The cloud's ID (the PV's volume ID).
+    pub id: String,
+    /// Its size in GiB.
+    pub size_gib: u64,
+    /// The labels the PV gets (zone, region), as the PersistentVolumeLabel admission gives;
+    /// empty when the provider is told to ignore volume zones.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Block volumes for one in-tree volume plugin (see [`Interface::volume_provisioner`]).
+#[async_trait]
+pub trait VolumeProvisioner: Send + Sync {
+    /// The in-tree plugin (StorageClass `provisioner`) these volumes serve, e.g.
+    /// `kubernetes.io/cinder`.
+    fn plugin_name(&self) -> &str;
+
+    /// The cloud volume ID of a PV of this plugin, or `None` when the PV is not one.
+    fn volume_id(&self, pv: &PersistentVolume) -> Option<String>;
+
+    /// The PV volume source for a created volume (e.g. `spec.cinder`), with the StorageClass's
+    /// `fsType` when given.
+    fn volume_source(&self, volume_id: &str, fs_type: Option<&str>) -> PersistentVolumeSpec;
+
+    /// Creates a volume and returns once the cloud reports it usable.
+    async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume>;
+
+    /// Deletes a volume; succeeds when it is already gone. A volume still attached somewhere
+    /// is an error (the caller retries).
+    async fn delete_volume(&self, volume_id: &str) -> Result<()>;
+
+    /// Grows a volume to `new_size_gib` and returns its size once the cloud reports it done;
+    /// a volume already that large is left alone.
+    async fn expand_volume(&self, volume_id: &str, new_size_gib: u64) -> Result<u64>;
 }
 
 /// Labels for PersistentVolumes backed by the cloud's volumes (upstream `PVLabeler`).
@@ -253,8 +317,9 @@ pub struct Capability {
     pub supported: bool,
 }
 
-/// Capability names as printed and as accepted in configs, in upstream order.
-pub(crate) const CAPABILITY_NAMES: [&str; 7] = [
+/// Capability names as printed and as accepted in configs, in upstream order (`volumes`, the
+/// in-tree volume plugin's calls, last).
+pub(crate) const CAPABILITY_NAMES: [&str; 8] = [
     "instances",
     "instances-v2",
     "load-balancer",
@@ -262,6 +327,7 @@ pub(crate) const CAPABILITY_NAMES: [&str; 7] = [
     "routes",
     "clusters",
     "pv-labeler",
+    "volumes",
 ];
 
 /// Which capabilities `cloud` supports, in upstream order.
@@ -274,6 +340,7 @@ pub fn capabilities(cloud: &dyn Interface) -> Vec<Capability> {
         cloud.routes().is_some(),
         cloud.clusters().is_some(),
         cloud.pv_labeler().is_some(),
+        cloud.volume_provisioner().is_some(),
     ];
     CAPABILITY_NAMES
         .iter()
@@ -316,7 +383,7 @@ mod tests {
     #[test]
     fn capabilities_default_to_unsupported() {
         let caps = capabilities(&Bare);
-        assert_eq!(caps.len(), 7);
+        assert_eq!(caps.len(), 8);
         assert!(caps.iter().all(|c| !c.supported));
         assert!(Bare.has_cluster_id());
     }

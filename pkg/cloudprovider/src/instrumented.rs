@@ -17,15 +17,16 @@ use async_trait::async_trait;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    LoadBalancerStatus, Node, NodeAddress, PersistentVolume, Service,
+    LoadBalancerStatus, Node, NodeAddress, PersistentVolume, PersistentVolumeSpec, Service,
 };
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::{
-    Clusters, Error, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler,
-    Result, Route, Routes, Zone, Zones,
+    Clusters, Error, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer,
+    ProvisionedVolume, PvLabeler, Result, Route, Routes, VolumeProvisioner, VolumeRequest, Zone,
+    Zones,
 };
 
 /// The call metrics, registered once per process and shared by every wrapped provider.
@@ -227,6 +228,9 @@ impl Instrumented {
     fn pv_labeler_(&self) -> Result<&dyn PvLabeler> {
         self.inner.pv_labeler().ok_or(Error::NotImplemented)
     }
+    fn volumes_(&self) -> Result<&dyn VolumeProvisioner> {
+        self.inner.volume_provisioner().ok_or(Error::NotImplemented)
+    }
 }
 
 fn node_name(n: &Node) -> &str {
@@ -285,6 +289,58 @@ impl Interface for Instrumented {
     }
     fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
         self.inner.pv_labeler().map(|_| self as &dyn PvLabeler)
+    }
+    fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
+        self.inner
+            .volume_provisioner()
+            .map(|_| self as &dyn VolumeProvisioner)
+    }
+}
+
+#[async_trait]
+impl VolumeProvisioner for Instrumented {
+    // The inner provider answers these without a cloud call; `?`-less fallbacks keep the
+    // wrapper total when the capability vanished (it never does for a given provider).
+    fn plugin_name(&self) -> &str {
+        self.inner
+            .volume_provisioner()
+            .map(|v| v.plugin_name())
+            .unwrap_or_default()
+    }
+    fn volume_id(&self, pv: &PersistentVolume) -> Option<String> {
+        self.inner.volume_provisioner()?.volume_id(pv)
+    }
+    fn volume_source(&self, volume_id: &str, fs_type: Option<&str>) -> PersistentVolumeSpec {
+        self.inner
+            .volume_provisioner()
+            .map(|v| v.volume_source(volume_id, fs_type))
+            .unwrap_or_default()
+    }
+    async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume> {
+        let args = serde_json::to_value(request).unwrap_or(Value::Null);
+        self.obs
+            .observe("create_volume", args, async {
+                self.volumes_()?.create_volume(request).await
+            })
+            .await
+    }
+    async fn delete_volume(&self, volume_id: &str) -> Result<()> {
+        let args = json!({ "volumeID": volume_id });
+        self.obs
+            .observe("delete_volume", args, async {
+                self.volumes_()?.delete_volume(volume_id).await
+            })
+            .await
+    }
+    async fn expand_volume(&self, volume_id: &str, new_size_gib: u64) -> Result<u64> {
+        let args = json!({ "volumeID": volume_id, "newSizeGiB": new_size_gib });
+        self.obs
+            .observe("expand_volume", args, async {
+                self.volumes_()?
+                    .expand_volume(volume_id, new_size_gib)
+                    .await
+            })
+            .await
     }
 }
 

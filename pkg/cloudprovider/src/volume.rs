@@ -1,6 +1,8 @@
-//! Volume helpers shared by the apiserver's PersistentVolumeLabel admission and the
-//! cloud-controller-manager's PV labelling (upstream `k8s.io/cloud-provider/volume/helpers`):
-//! the node affinity a cloud volume's zone/region labels imply.
+//! Volume helpers shared by the apiserver's PersistentVolumeLabel admission, the
+//! cloud-controller-manager's PV labelling and the in-tree volume controllers (upstream
+//! `k8s.io/cloud-provider/volume/helpers`): the node affinity a cloud volume's zone/region
+//! labels imply, sizes rounded up to GiB (`rounding.go`) and the zone of a new volume
+//! (`zones.go`).
 
 use std::collections::BTreeMap;
 
@@ -44,9 +46,124 @@ pub fn node_selector_requirements(
         .collect()
 }
 
+/// Bytes in a GiB.
+pub const GIB: u128 = 1 << 30;
+
+/// A resource quantity (`10Gi`, `1.5G`, `500M`, `1e9`, `100m`) in bytes, rounded up to a whole
+/// byte; `None` when it does not parse or is negative.
+pub fn quantity_bytes(q: &str) -> Option<u128> {
+    let q = q.trim();
+    let q = q.strip_prefix('+').unwrap_or(q);
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    let mantissa: u128 = digits.parse().ok()?;
+    let mut den: u128 = 10u128.checked_pow(u32::try_from(frac.len()).ok()?)?;
+    let mut num: u128 = 1;
+    match suffix {
+        "" => {}
+        "m" => den = den.checked_mul(1000)?,
+        "k" => num = 1_000,
+        "M" => num = 1_000_000,
+        "G" => num = 1_000_000_000,
+        "T" => num = 1_000_000_000_000,
+        "P" => num = 1_000_000_000_000_000,
+        "E" => num = 1_000_000_000_000_000_000,
+        "Ki" => num = 1 << 10,
+        "Mi" => num = 1 << 20,
+        "Gi" => num = 1 << 30,
+        "Ti" => num = 1 << 40,
+        "Pi" => num = 1 << 50,
+        "Ei" => num = 1 << 60,
+        exp => {
+            let e = exp.strip_prefix(['e', 'E'])?;
+            let e: u32 = e.strip_prefix('+').unwrap_or(e).parse().ok()?;
+            num = 10u128.checked_pow(e)?;
+        }
+    }
+    let total = mantissa.checked_mul(num)?;
+    Some(total.div_ceil(den))
+}
+
+/// A quantity in GiB, rounded up (upstream `RoundUpToGiB`); at least 1 for any non-zero size.
+pub fn round_up_to_gib(q: &str) -> Option<u64> {
+    u64::try_from(quantity_bytes(q)?.div_ceil(GIB)).ok()
+}
+
+/// The zone for a new volume of claim `pvc_name` among `zones` (upstream
+/// `ChooseZoneForVolume`): a hash of the name picks it, and claims named like a StatefulSet's
+/// (`claim-set-N`) hash only the set's name and add N, so a set's volumes spread round-robin
+/// and one member's claims share a zone. `None` when there are no zones.
+pub fn choose_zone_for_volume(zones: &[String], pvc_name: &str) -> Option<String> {
+    let mut zones: Vec<&String> = zones.iter().filter(|z| !z.is_empty()).collect();
+    zones.sort();
+    zones.dedup();
+    if zones.is_empty() {
+        return None;
+    }
+    let mut hashed = pvc_name;
+    let mut index: u32 = 0;
+    if let Some((prefix, id)) = pvc_name.rsplit_once('-') {
+        if let Ok(n) = id.parse::<u32>() {
+            index = n;
+            hashed = prefix.rsplit_once('-').map_or(prefix, |(_, set)| set);
+        }
+    }
+    // FNV-1 (32 bit), Go's `fnv.New32`.
+    let hash = hashed.bytes().fold(2_166_136_261u32, |h, b| {
+        h.wrapping_mul(16_777_619) ^ u32::from(b)
+    });
+    let len = u32::try_from(zones.len()).ok()?;
+    let i = usize::try_from(hash.wrapping_add(index) % len).ok()?;
+    zones.get(i).map(|z| (*z).clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantities_round_up_to_gib() {
+        assert_eq!(round_up_to_gib("1Gi"), Some(1));
+        assert_eq!(round_up_to_gib("1"), Some(1));
+        assert_eq!(round_up_to_gib("1.5Gi"), Some(2));
+        assert_eq!(round_up_to_gib("1G"), Some(1));
+        assert_eq!(round_up_to_gib("2G"), Some(2));
+        assert_eq!(round_up_to_gib("1025Mi"), Some(2));
+        assert_eq!(round_up_to_gib("3e9"), Some(3));
+        assert_eq!(round_up_to_gib("0"), Some(0));
+        assert_eq!(quantity_bytes("100m"), Some(1));
+        assert_eq!(quantity_bytes("1Ki"), Some(1024));
+        assert_eq!(quantity_bytes("-1Gi"), None);
+        assert_eq!(quantity_bytes("Gi"), None);
+        assert_eq!(quantity_bytes("1Xi"), None);
+    }
+
+    #[test]
+    fn zones_are_chosen_by_name_and_statefulset_index() {
+        let zones = vec!["b".to_string(), "a".to_string(), "c".to_string()];
+        assert_eq!(choose_zone_for_volume(&[], "x"), None);
+        let z = choose_zone_for_volume(&zones, "data").expect("zone");
+        assert_eq!(choose_zone_for_volume(&zones, "data"), Some(z));
+        // A StatefulSet's members round-robin over the sorted zones.
+        let picks: Vec<String> = (0..3)
+            .map(|i| choose_zone_for_volume(&zones, &format!("www-web-{i}")).expect("zone"))
+            .collect();
+        let mut sorted = picks.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["a", "b", "c"]);
+        // Two claims of one member share a zone.
+        assert_eq!(
+            choose_zone_for_volume(&zones, "www-web-1"),
+            choose_zone_for_volume(&zones, "logs-web-1")
+        );
+    }
 
     #[test]
     fn zone_labels_split_other_labels_do_not() {

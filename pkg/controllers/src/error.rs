@@ -188,6 +188,30 @@ pub enum Error {
         /// Why it does not fit.
         message: String,
     },
+    /// An apiserver call of the volume controllers failed.
+    #[error("{operation}")]
+    Kube {
+        /// `getting StorageClass fast`, ...
+        operation: String,
+        /// The apiserver's error.
+        source: kube::Error,
+    },
+    /// A volume call to the cloud failed.
+    #[error("{operation}")]
+    Cloud {
+        /// `creating a volume for claim ns/data`, ...
+        operation: String,
+        /// The cloud's error.
+        source: hypercloud_cloudprovider::Error,
+    },
+    /// A claim cannot be provisioned as it is.
+    #[error("provisioning claim {claim}: {message}")]
+    Provision {
+        /// `namespace/name`.
+        claim: String,
+        /// Why.
+        message: String,
+    },
     /// `--cluster-cidr` or a node podCIDR is not a CIDR.
     #[error("invalid CIDR {cidr:?}")]
     ParseCidr {

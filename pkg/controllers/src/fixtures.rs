@@ -140,16 +140,19 @@ pub(crate) fn options(args: &[&str]) -> hypercloud_options::ControllerOptions {
 
 /// A [`Context`] whose client talks to the returned verifier, with `cloud` as the provider.
 pub(crate) fn context(cloud: FakeCloud, args: &[&str]) -> (Arc<Context>, ApiServerVerifier) {
+    context_with(Arc::new(cloud), args, "cloud-controller-manager")
+}
+
+/// [`context`] with any provider, reporting as `component`.
+pub(crate) fn context_with(
+    cloud: Arc<dyn hypercloud_cloudprovider::Interface>,
+    args: &[&str],
+    component: &str,
+) -> (Arc<Context>, ApiServerVerifier) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
     let metrics = metrics::Metrics::new(&prometheus::Registry::new()).expect("metrics");
-    let ctx = Context::new(
-        client,
-        Arc::new(cloud),
-        "cloud-controller-manager",
-        options(args),
-        metrics,
-    );
+    let ctx = Context::new(client, cloud, component, options(args), metrics);
     (Arc::new(ctx), ApiServerVerifier(handle))
 }
 

@@ -15,7 +15,10 @@
 //! - [`service`]: load balancers for `type: LoadBalancer` Services;
 //! - [`node_ipam`]: pod CIDRs for Nodes from `--cluster-cidr` (with `--allocate-node-cidrs`);
 //! - [`route`]: cloud routes for node pod CIDRs;
-//! - [`pv_label`]: zone/region labels on PersistentVolumes of cloud volumes (off by default).
+//! - [`pv_label`]: zone/region labels on PersistentVolumes of cloud volumes (off by default);
+//! - [`pv_provisioner`] (kube-controller-manager only): provisions and deletes the cloud
+//!   volumes of an in-tree volume plugin (`kubernetes.io/cinder`);
+//! - [`pv_expander`] (kube-controller-manager only): grows them when their claim grows.
 //!
 //! Each controller follows kube-rs controller-rs: a long-lived state builds a [`Context`]
 //! shared by its workers, `reconcile(Arc<K>, Arc<Context>) -> Result<Action>` does the work,
@@ -37,7 +40,9 @@ pub mod names;
 pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod plan;
+pub mod pv_expander;
 pub mod pv_label;
+pub mod pv_provisioner;
 mod queue;
 pub mod route;
 pub mod service;
@@ -45,7 +50,9 @@ pub mod service;
 use std::sync::Arc;
 
 use hypercloud_cloudprovider::Interface;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolume, Service};
+use k8s_openapi::api::core::v1::{
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Service,
+};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::Api;
@@ -125,6 +132,7 @@ impl Context {
         // controller name, upstream's event source, goes in reportingInstance.
         let recorders = names::CLOUD_CONTROLLER_MANAGER
             .iter()
+            .chain([names::PV_BINDER, names::PV_EXPANDER].iter())
             .map(|c| {
                 let reporter = Reporter {
                     controller: component.to_string(),
@@ -296,7 +304,8 @@ async fn run(
         None
     };
 
-    let pvs = if run.contains(&Controller::PvLabel) {
+    let volumes = run.contains(&Controller::PvProvisioner) || run.contains(&Controller::PvExpander);
+    let pvs = if run.contains(&Controller::PvLabel) || volumes {
         let (pvs, task) = informer::Informer::<PersistentVolume>::start(
             Api::all(client.clone()),
             watcher::Config::default(),
@@ -305,6 +314,19 @@ async fn run(
         );
         background.push(task);
         Some(pvs)
+    } else {
+        None
+    };
+
+    let claims = if volumes {
+        let (claims, task) = informer::Informer::<PersistentVolumeClaim>::start(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            |_| {},
+            resync,
+        );
+        background.push(task);
+        Some(claims)
     } else {
         None
     };
@@ -336,6 +358,18 @@ async fn run(
             Controller::PvLabel => {
                 if let Some(pvs) = pvs.clone() {
                     tasks.spawn(async move { (name, pv_label::run(ctx, pvs).await) });
+                }
+            }
+            Controller::PvProvisioner => {
+                if let (Some(claims), Some(pvs)) = (claims.clone(), pvs.clone()) {
+                    tasks.spawn(async move {
+                        (name, pv_provisioner::run(ctx, claims, pvs, nodes).await)
+                    });
+                }
+            }
+            Controller::PvExpander => {
+                if let (Some(claims), Some(pvs)) = (claims.clone(), pvs.clone()) {
+                    tasks.spawn(async move { (name, pv_expander::run(ctx, claims, pvs).await) });
                 }
             }
         }

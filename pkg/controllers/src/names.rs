@@ -22,6 +22,10 @@ pub enum Controller {
     NodeRoute,
     /// [`PV_LABEL`].
     PvLabel,
+    /// [`PV_BINDER`].
+    PvProvisioner,
+    /// [`PV_EXPANDER`].
+    PvExpander,
 }
 
 impl Controller {
@@ -34,6 +38,8 @@ impl Controller {
             Controller::NodeIpam => NODE_IPAM,
             Controller::NodeRoute => NODE_ROUTE,
             Controller::PvLabel => PV_LABEL,
+            Controller::PvProvisioner => PV_BINDER,
+            Controller::PvExpander => PV_EXPANDER,
         }
     }
 
@@ -46,7 +52,8 @@ impl Controller {
     /// `--use-service-account-credentials=true`: upstream's client names, which the
     /// apiserver's bootstrap RBAC (node-, service-, route-controller; node IPAM shares
     /// `node-controller`, as upstream's) and the
-    /// cloud-controller-manager's RBAC (cloud-node-, pvl-controller) bind roles to.
+    /// cloud-controller-manager's RBAC (cloud-node-, pvl-controller) bind roles to; the volume
+    /// controllers use kube-controller-manager's (persistent-volume-binder, expand-controller).
     pub const fn service_account(self) -> &'static str {
         match self {
             Controller::CloudNode => "cloud-node-controller",
@@ -55,12 +62,16 @@ impl Controller {
             Controller::NodeIpam => "node-controller",
             Controller::NodeRoute => "route-controller",
             Controller::PvLabel => "pvl-controller",
+            Controller::PvProvisioner => "persistent-volume-binder",
+            Controller::PvExpander => "expand-controller",
         }
     }
 
     /// The controller with this canonical name or alias, of any component.
     pub fn from_name(name: &str) -> Option<Controller> {
-        lookup(CLOUD_CONTROLLER_MANAGER, name).map(|c| c.id)
+        lookup(CLOUD_CONTROLLER_MANAGER, name)
+            .or_else(|| lookup(KUBE_CONTROLLER_MANAGER, name))
+            .map(|c| c.id)
     }
 }
 
@@ -142,6 +153,27 @@ pub const PV_LABEL: ControllerName = ControllerName {
     on_by_default: false,
 };
 
+/// The cloud part of upstream's `persistentvolume-binder`: provisions cloud volumes for claims
+/// of an in-tree plugin (`kubernetes.io/cinder`) and deletes them when their PV is released
+/// with reclaim policy Delete (kube-controller-manager only: in the external layout this is the
+/// CSI driver's external-provisioner, not the cloud-controller-manager's).
+pub const PV_BINDER: ControllerName = ControllerName {
+    id: Controller::PvProvisioner,
+    name: "persistentvolume-binder-controller",
+    aliases: &["persistentvolume-binder"],
+    on_by_default: true,
+};
+
+/// The cloud part of upstream's `persistentvolume-expander`: grows the cloud volume of a
+/// claim whose request grew, then the PV's and the claim's capacity (kube-controller-manager
+/// only; externally the CSI driver's external-resizer).
+pub const PV_EXPANDER: ControllerName = ControllerName {
+    id: Controller::PvExpander,
+    name: "persistentvolume-expander-controller",
+    aliases: &["persistentvolume-expander"],
+    on_by_default: true,
+};
+
 /// The cloud-controller-manager's controllers, in start order.
 pub const CLOUD_CONTROLLER_MANAGER: &[ControllerName] = &[
     CLOUD_NODE,
@@ -153,10 +185,16 @@ pub const CLOUD_CONTROLLER_MANAGER: &[ControllerName] = &[
 ];
 
 /// The cloud-dependent controllers kube-controller-manager runs in-tree (there the node
-/// initialisation is the kubelet's, so no cloud-node controller), and node IPAM, which the
-/// route controller needs.
-pub const KUBE_CONTROLLER_MANAGER: &[ControllerName] =
-    &[CLOUD_NODE_LIFECYCLE, SERVICE_LB, NODE_IPAM, NODE_ROUTE];
+/// initialisation is the kubelet's, so no cloud-node controller), node IPAM, which the
+/// route controller needs, and the volume controllers (kube-controller-manager's only).
+pub const KUBE_CONTROLLER_MANAGER: &[ControllerName] = &[
+    CLOUD_NODE_LIFECYCLE,
+    SERVICE_LB,
+    NODE_IPAM,
+    NODE_ROUTE,
+    PV_BINDER,
+    PV_EXPANDER,
+];
 
 /// A `--controllers` entry names no known controller.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -278,5 +316,21 @@ mod tests {
         // kube-controller-manager has no cloud-node controller
         let flags = vec!["cloud-node".to_string()];
         assert!(resolve(KUBE_CONTROLLER_MANAGER, &flags).is_err());
+        // and the cloud-controller-manager no volume controllers
+        assert!(r(&["persistentvolume-binder"]).is_err());
+    }
+
+    #[test]
+    fn kube_controller_manager_runs_the_volume_controllers_by_default() {
+        let all = resolve(KUBE_CONTROLLER_MANAGER, &["*".to_string()]).expect("ok");
+        assert!(all.contains(&Controller::PvProvisioner));
+        assert!(all.contains(&Controller::PvExpander));
+        let flags = vec!["*".to_string(), "-persistentvolume-expander".to_string()];
+        let some = resolve(KUBE_CONTROLLER_MANAGER, &flags).expect("ok");
+        assert!(!some.contains(&Controller::PvExpander));
+        assert_eq!(
+            Controller::from_name("persistentvolume-binder"),
+            Some(Controller::PvProvisioner)
+        );
     }
 }

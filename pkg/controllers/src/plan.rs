@@ -108,6 +108,12 @@ pub fn plan(cloud: &dyn Interface, options: &ControllerOptions, enabled: &[Contr
                     .pv_labeler()
                     .is_none()
                     .then_some(Blocked::Skipped("cloud provider does not label volumes")),
+                Controller::PvProvisioner | Controller::PvExpander => cloud
+                    .volume_provisioner()
+                    .is_none()
+                    .then_some(Blocked::Skipped(
+                        "cloud provider has no in-tree volume plugin",
+                    )),
             };
             Entry {
                 controller,
@@ -260,6 +266,19 @@ mod tests {
         );
         // Skipped controllers do not fail start-up.
         assert!(p.refusal().is_none());
+    }
+
+    #[test]
+    fn volume_controllers_need_an_in_tree_volume_plugin() {
+        // The fake provider has none: both are skipped, start-up goes on.
+        let volumes = [Controller::PvProvisioner, Controller::PvExpander];
+        let p = plan(&cloud(&[]), &options(&[]), &volumes);
+        assert!(p.running().is_empty());
+        assert!(p.refusal().is_none());
+        assert!(p.entries().iter().all(|e| e.blocked
+            == Some(Blocked::Skipped(
+                "cloud provider has no in-tree volume plugin"
+            ))));
     }
 
     #[test]

@@ -197,6 +197,13 @@ impl Server {
             base_url: base_url.clone(),
         });
         seed(&cloud).await?;
+        let settled = cloud
+            .write(api::volume::settle_pending)
+            .await
+            .map_err(|e| Error::Serve(format!("settling volumes failed: {}", e.message)))?;
+        if settled > 0 {
+            tracing::info!(settled, "finished volume transitions a stopped server left");
+        }
         let drives = cloud.config.config_drive_dir();
         let repaired = cloud
             .store

@@ -134,6 +134,10 @@ const METHOD_ORDER: &[&str] = &[
     // apiserver duties
     "add_ssh_key_to_all_instances",
     "get_labels_for_volume",
+    // in-tree volume controllers: provision, grow, reclaim
+    "create_volume",
+    "expand_volume",
+    "delete_volume",
     // service controller
     "get_load_balancer",
     "ensure_load_balancer",

@@ -1,6 +1,13 @@
 //! Block Storage v3 (Cinder): volumes with size and availability zone, attachments to servers
 //! (made through Nova's `os-volume_attachments`, as real clouds do), `os-extend`, availability
 //! zones and volume types, with microversions up to 3.70. Volumes hold no data.
+//!
+//! Status transitions are Cinder's: a new volume is `creating` (the 202 answer says so) and
+//! then `available`; `os-extend` moves it to `extending` and back. Both steps are durable
+//! writes, and the second is made before the answer is sent, so a client that does not wait
+//! (as real Cinder needs) still finds the volume usable; one that polls, as the `openstack`
+//! provider does, sees it settled at once. A server that stops between the two steps
+//! finishes them when it starts again ([`settle_pending`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +40,8 @@ pub(crate) const MICROVERSIONS: Microversions = Microversions {
 
 pub(crate) const AVAILABLE: &str = "available";
 pub(crate) const IN_USE: &str = "in-use";
+pub(crate) const CREATING: &str = "creating";
+pub(crate) const EXTENDING: &str = "extending";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Attachment {
@@ -394,7 +403,7 @@ async fn create_volume(
                 name: b.name,
                 description: b.description,
                 size,
-                status: AVAILABLE.into(),
+                status: CREATING.into(),
                 availability_zone: zone,
                 volume_type: VOLUME_TYPE.into(),
                 user_id: caller.user_id,
@@ -405,10 +414,45 @@ async fn create_volume(
             Ok(v)
         })
         .await?;
+    let id = v.meta.id.clone();
+    cloud.write(move |tx| finish(tx, &id)).await?;
     Ok(reply(
         StatusCode::ACCEPTED,
         json!({"volume": view(&cloud, &v, true, mv)}),
     ))
+}
+
+/// Ends a volume's transition: `creating` becomes `available`, `extending` goes back to
+/// `available` or `in-use` (by its attachments).
+fn finish(tx: &mut Tx<'_>, id: &str) -> Result<(), ApiError> {
+    let Some(mut v) = tx.get::<Volume>(VOLUMES, id) else {
+        return Ok(());
+    };
+    if v.status != CREATING && v.status != EXTENDING {
+        return Ok(());
+    }
+    v.status = if v.attachments.is_empty() {
+        AVAILABLE.into()
+    } else {
+        IN_USE.into()
+    };
+    v.meta.touch();
+    tx.put(VOLUMES, id, &v)?;
+    Ok(())
+}
+
+/// Finishes the transitions a stopped server left (run at start).
+pub(crate) fn settle_pending(tx: &mut Tx<'_>) -> Result<usize, ApiError> {
+    let pending: Vec<String> = tx
+        .list::<Volume>(VOLUMES)
+        .into_iter()
+        .filter(|v| v.status == CREATING || v.status == EXTENDING)
+        .map(|v| v.meta.id)
+        .collect();
+    for id in &pending {
+        finish(tx, id)?;
+    }
+    Ok(pending.len())
 }
 
 #[derive(Deserialize)]
@@ -495,7 +539,7 @@ async fn volume_action(
     match action.as_str() {
         "os-extend" => {
             let new_size = parse_size("new_size", arg.get("new_size"))?;
-            cloud
+            let id = cloud
                 .write(move |tx| {
                     let mut v = find_volume(tx, &id)?;
                     if v.status != AVAILABLE && !(v.status == IN_USE && mv >= Microversion(3, 42)) {
@@ -504,10 +548,19 @@ async fn volume_action(
                     if new_size <= v.size {
                         return Err(ApiError::bad_request(format!("Invalid input received: New size for extend must be greater than current size. (current: {}, extended: {new_size}).", v.size)));
                     }
-                    v.size = new_size;
+                    v.status = EXTENDING.into();
                     v.meta.touch();
                     tx.put(VOLUMES, &id, &v)?;
-                    Ok(())
+                    Ok(id)
+                })
+                .await?;
+            cloud
+                .write(move |tx| {
+                    if let Some(mut v) = tx.get::<Volume>(VOLUMES, &id) {
+                        v.size = new_size;
+                        tx.put(VOLUMES, &id, &v)?;
+                    }
+                    finish(tx, &id)
                 })
                 .await?;
             Ok(StatusCode::ACCEPTED.into_response())
@@ -530,4 +583,62 @@ async fn list_types(State(_cloud): Ctx) -> Response {
         StatusCode::OK,
         json!({"volume_types": [{"id": VOLUME_TYPE, "name": VOLUME_TYPE, "is_public": true, "description": null, "extra_specs": {}, "qos_specs_id": null, "os-volume-type-access:is_public": true}]}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn volume(status: &str, attached: bool) -> Volume {
+        Volume {
+            meta: Meta::new("p"),
+            name: None,
+            description: None,
+            size: 1,
+            status: status.into(),
+            availability_zone: "nova".into(),
+            volume_type: VOLUME_TYPE.into(),
+            user_id: "u".into(),
+            metadata: BTreeMap::new(),
+            attachments: attached
+                .then(|| Attachment {
+                    id: "a".into(),
+                    server_id: "s".into(),
+                    device: "/dev/vdb".into(),
+                    attached_at: iso(now()),
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// A server stopped between the two writes of a transition finishes it when it starts.
+    #[test]
+    fn transitions_left_by_a_stopped_server_are_finished() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store");
+        let vols = [
+            volume(CREATING, false),
+            volume(EXTENDING, true),
+            volume(EXTENDING, false),
+            volume(IN_USE, true),
+        ];
+        store
+            .write(|tx| {
+                for v in &vols {
+                    tx.put(VOLUMES, &v.meta.id, v)?;
+                }
+                Ok::<_, ApiError>(())
+            })
+            .expect("seeded");
+        let settled = store.write(settle_pending).expect("settled");
+        assert_eq!(settled, 3);
+        let status =
+            |i: usize| store.read(|r| find_volume(r, &vols[i].meta.id).expect("volume").status);
+        assert_eq!(status(0), AVAILABLE);
+        assert_eq!(status(1), IN_USE, "an attached volume goes back to in-use");
+        assert_eq!(status(2), AVAILABLE);
+        assert_eq!(status(3), IN_USE);
+    }
 }

@@ -128,7 +128,7 @@ impl Client {
         self.config.global.region.as_deref().unwrap_or_default()
     }
 
-    fn error(
+    pub fn error(
         &self,
         operation: &str,
         status: Option<u16>,

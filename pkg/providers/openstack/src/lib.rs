@@ -10,7 +10,8 @@
 //! Capabilities: Instances and InstancesV2 (Nova servers by name or provider ID
 //! `openstack:///<uuid>`, answered from one short-lived listing of all servers), Zones, Routes
 //! (Neutron router extra routes, only with `[Route] router-id`), PvLabeler (Cinder volume
-//! zone/region labels; also as the lower-level [`Volumes`] trait) and the [`MetadataReader`]
+//! zone/region labels; also as the lower-level [`Volumes`] trait), VolumeProvisioner (Cinder
+//! create/delete/extend for the in-tree `kubernetes.io/cinder` plugin) and the [`MetadataReader`]
 //! for the node side, and LoadBalancer on Octavia when the catalog has a `load-balancer`
 //! endpoint, named per [`Layout`] as each upstream did (`a<uid>` in-tree,
 //! `kube_service_<cluster>_<namespace>_<name>` external, which also adopts in-tree load
@@ -42,7 +43,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
     CloudConfig, Instances, InstancesV2, Interface, Layout, LoadBalancer, PvLabeler, Registry,
-    Routes, Zones,
+    Routes, VolumeProvisioner, Zones,
 };
 
 pub use config::Config;
@@ -53,7 +54,7 @@ pub use loadbalancer::{
     ANNOTATION_KEEP_FLOATING_IP, ANNOTATION_LOAD_BALANCER_ADDRESS, ANNOTATION_LOAD_BALANCER_ID,
 };
 pub use metadata::{Metadata, MetadataReader};
-pub use volumes::{Volumes, CINDER_CSI_DRIVER};
+pub use volumes::{Volumes, CINDER_CSI_DRIVER, CINDER_PLUGIN};
 
 /// Provider name of the real OpenStack provider.
 pub const OPENSTACK: &str = "openstack";
@@ -243,6 +244,10 @@ impl Interface for OpenStack {
     }
 
     fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
+        Some(self)
+    }
+
+    fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
         Some(self)
     }
 

@@ -1,15 +1,23 @@
 //! Cinder volumes: which zone and region a volume is in, for the PersistentVolumeLabel
 //! admission webhook and PV labelling — the [`PvLabeler`] capability, and the lower-level
-//! [`Volumes`] trait it is built on. Upstream equivalent: the legacy in-tree provider's
-//! `GetLabelsForVolume` (`openstack_volumes.go`).
+//! [`Volumes`] trait it is built on — and creating, deleting and extending them for the
+//! in-tree `kubernetes.io/cinder` plugin ([`VolumeProvisioner`]). Upstream equivalent: the
+//! legacy in-tree provider's `GetLabelsForVolume`, `CreateVolume`, `DeleteVolume` and
+//! `ExpandVolume` (`openstack_volumes.go`).
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
-use hypercloud_cloudprovider::{Error, PvLabeler, Result, Zone};
-use k8s_openapi::api::core::v1::PersistentVolume;
+use hypercloud_cloudprovider::{
+    Error, ProvisionedVolume, PvLabeler, Result, VolumeProvisioner, VolumeRequest, Zone,
+};
+use k8s_openapi::api::core::v1::{
+    CinderPersistentVolumeSource, PersistentVolume, PersistentVolumeSpec,
+};
 use reqwest::Method;
+use serde_json::{json, Value};
 
 use crate::client::{is_not_found, Service};
 use crate::OpenStack;
@@ -92,5 +100,259 @@ impl PvLabeler for OpenStack {
             labels.insert(LABEL_TOPOLOGY_REGION.to_owned(), zone.region);
         }
         Ok(labels)
+    }
+}
+
+/// The in-tree plugin whose volumes these are.
+pub const CINDER_PLUGIN: &str = "kubernetes.io/cinder";
+/// Cinder's statuses the provisioner waits on.
+const AVAILABLE: &str = "available";
+const IN_USE: &str = "in-use";
+/// How long a created or extended volume may take to become `available` again.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl OpenStack {
+    async fn get_volume(&self, volume_id: &str) -> Result<Option<Value>> {
+        match self
+            .client
+            .request(
+                Service::Volume,
+                Method::GET,
+                &format!("/volumes/{volume_id}"),
+                None,
+                "get volume",
+            )
+            .await
+        {
+            Ok(r) => Ok(Some(r.body["volume"].clone())),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Polls the volume until it leaves the transitional statuses (`creating`, `extending`),
+    /// backing off from 50 ms to 2 s; `error*` statuses and the timeout are errors.
+    async fn wait_settled(&self, volume_id: &str, operation: &str) -> Result<Value> {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let Some(v) = self.get_volume(volume_id).await? else {
+                return Err(Error::DiskNotFound);
+            };
+            let status = v["status"].as_str().unwrap_or_default();
+            if status == AVAILABLE || status == IN_USE {
+                return Ok(v);
+            }
+            if status.starts_with("error") {
+                return Err(self.client.error(
+                    operation,
+                    None,
+                    None,
+                    format!("volume {volume_id} went to status {status}"),
+                ));
+            }
+            if start.elapsed() > SETTLE_TIMEOUT {
+                return Err(self.client.error(
+                    operation,
+                    None,
+                    None,
+                    format!(
+                        "volume {volume_id} still {status} after {}s",
+                        SETTLE_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// The PV labels of a volume in `zone`, as [`PvLabeler`] gives them.
+    fn zone_labels(&self, zone: &str) -> BTreeMap<String, String> {
+        let mut labels = BTreeMap::new();
+        if self.config.block_storage.ignore_volume_az {
+            return labels;
+        }
+        if !zone.is_empty() {
+            labels.insert(LABEL_TOPOLOGY_ZONE.to_owned(), zone.to_owned());
+        }
+        let region = self.client.region();
+        if !region.is_empty() {
+            labels.insert(LABEL_TOPOLOGY_REGION.to_owned(), region.to_owned());
+        }
+        labels
+    }
+}
+
+/// The Cinder v3 request body for `request`.
+fn create_body(request: &VolumeRequest) -> Value {
+    let mut volume = json!({
+        "name": request.name,
+        "size": request.size_gib,
+        "metadata": request.tags,
+    });
+    if !request.zone.is_empty() {
+        volume["availability_zone"] = json!(request.zone);
+    }
+    if !request.volume_type.is_empty() {
+        volume["volume_type"] = json!(request.volume_type);
+    }
+    json!({ "volume": volume })
+}
+
+#[async_trait]
+impl VolumeProvisioner for OpenStack {
+    fn plugin_name(&self) -> &str {
+        CINDER_PLUGIN
+    }
+
+    /// Only the in-tree `cinder` source: CSI volumes are the Cinder CSI driver's.
+    fn volume_id(&self, pv: &PersistentVolume) -> Option<String> {
+        pv.spec
+            .as_ref()?
+            .cinder
+            .as_ref()
+            .map(|c| c.volume_id.clone())
+    }
+
+    fn volume_source(&self, volume_id: &str, fs_type: Option<&str>) -> PersistentVolumeSpec {
+        PersistentVolumeSpec {
+            cinder: Some(CinderPersistentVolumeSource {
+                volume_id: volume_id.to_owned(),
+                fs_type: fs_type.map(str::to_owned),
+                read_only: Some(false),
+                secret_ref: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// `POST /volumes`, then waits until Cinder reports it `available`; the labels are the
+    /// zone Cinder chose (not the one asked for) and the configured region.
+    async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume> {
+        let reply = self
+            .client
+            .request(
+                Service::Volume,
+                Method::POST,
+                "/volumes",
+                Some(&create_body(request)),
+                "create volume",
+            )
+            .await?;
+        let id = reply.body["volume"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if id.is_empty() {
+            return Err(self.client.error(
+                "create volume",
+                None,
+                None,
+                "the answer names no volume ID".into(),
+            ));
+        }
+        let v = self.wait_settled(&id, "create volume").await?;
+        let zone = v["availability_zone"].as_str().unwrap_or_default();
+        Ok(ProvisionedVolume {
+            labels: self.zone_labels(zone),
+            size_gib: v["size"].as_u64().unwrap_or(request.size_gib),
+            id,
+        })
+    }
+
+    /// As upstream: a volume still attached is refused before Cinder is asked; one already
+    /// gone counts as deleted.
+    async fn delete_volume(&self, volume_id: &str) -> Result<()> {
+        let Some(v) = self.get_volume(volume_id).await? else {
+            return Ok(());
+        };
+        if v["attachments"].as_array().is_some_and(|a| !a.is_empty()) {
+            return Err(self.client.error(
+                "delete volume",
+                None,
+                None,
+                format!("cannot delete the volume {volume_id}, it is still attached to a node"),
+            ));
+        }
+        match self
+            .client
+            .request(
+                Service::Volume,
+                Method::DELETE,
+                &format!("/volumes/{volume_id}"),
+                None,
+                "delete volume",
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// As upstream `ExpandVolume`: only an `available` volume is extended (an in-use one is
+    /// refused, as the in-tree plugin did); then waits until it is `available` again.
+    async fn expand_volume(&self, volume_id: &str, new_size_gib: u64) -> Result<u64> {
+        let Some(v) = self.get_volume(volume_id).await? else {
+            return Err(Error::DiskNotFound);
+        };
+        let size = v["size"].as_u64().unwrap_or_default();
+        if size >= new_size_gib {
+            return Ok(size);
+        }
+        let status = v["status"].as_str().unwrap_or_default();
+        if status != AVAILABLE {
+            let message = if status == IN_USE {
+                "PVC used by a Pod can not be expanded, please ensure the PVC is not used by any Pod and is fully detached from a node".to_owned()
+            } else {
+                format!("volume {volume_id} status is {status}, not available")
+            };
+            return Err(self.client.error("extend volume", None, None, message));
+        }
+        self.client
+            .request(
+                Service::Volume,
+                Method::POST,
+                &format!("/volumes/{volume_id}/action"),
+                Some(&json!({"os-extend": {"new_size": new_size_gib}})),
+                "extend volume",
+            )
+            .await?;
+        let v = self.wait_settled(volume_id, "extend volume").await?;
+        Ok(v["size"].as_u64().unwrap_or(new_size_gib))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_body_leaves_out_empty_zone_and_type() {
+        let mut r = VolumeRequest {
+            name: "kubernetes-dynamic-pvc-u1".into(),
+            size_gib: 3,
+            tags: [(
+                "kubernetes.io/created-for/pvc/name".to_owned(),
+                "data".to_owned(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let b = create_body(&r);
+        assert_eq!(b["volume"]["size"], 3);
+        assert!(b["volume"].get("availability_zone").is_none());
+        assert!(b["volume"].get("volume_type").is_none());
+        assert_eq!(
+            b["volume"]["metadata"]["kubernetes.io/created-for/pvc/name"],
+            "data"
+        );
+        r.zone = "nova".into();
+        r.volume_type = "lvmdriver-1".into();
+        let b = create_body(&r);
+        assert_eq!(b["volume"]["availability_zone"], "nova");
+        assert_eq!(b["volume"]["volume_type"], "lvmdriver-1");
     }
 }

@@ -37,7 +37,8 @@ async fn instances_v2_answers_from_the_cloud_and_follows_its_state() {
             "instances-v2",
             "load-balancer",
             "zones",
-            "pv-labeler"
+            "pv-labeler",
+            "volumes"
         ]
     );
 

@@ -1,6 +1,7 @@
 //! The metadata reader against the local cloud's config drives and metadata service (both
 //! orders of `search-order`, fallback, and both failing), Zones::get_zone and
-//! Instances::current_node_name through it, and Cinder volume zones (Volumes and PvLabeler).
+//! Instances::current_node_name through it, Cinder volume zones (Volumes and PvLabeler), and
+//! creating, extending and deleting Cinder volumes (VolumeProvisioner).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/cloud.rs"]
@@ -9,7 +10,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
-use hypercloud_cloudprovider::{Error, Interface};
+use hypercloud_cloudprovider::{Error, Interface, VolumeRequest};
 use hypercloud_providers_openstack::{Config, MetadataReader};
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, CinderPersistentVolumeSource, PersistentVolume, PersistentVolumeSpec,
@@ -213,6 +214,85 @@ async fn volume_zone_and_region() {
         .await
         .unwrap()
         .is_empty());
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn cinder_volumes_created_extended_and_deleted() {
+    let cloud = Cloud::start().await;
+    let os = cloud.provider_with("");
+    let volumes = os.volume_provisioner().unwrap();
+    assert_eq!(volumes.plugin_name(), "kubernetes.io/cinder");
+    let request = VolumeRequest {
+        name: "kubernetes-dynamic-pvc-u1".into(),
+        size_gib: 2,
+        zone: "az-2".into(),
+        volume_type: "lvmdriver-1".into(),
+        tags: [(
+            "kubernetes.io/created-for/pvc/name".to_owned(),
+            "data".to_owned(),
+        )]
+        .into(),
+    };
+    let created = volumes.create_volume(&request).await.unwrap();
+    assert_eq!(created.size_gib, 2);
+    assert_eq!(created.labels[LABEL_TOPOLOGY_ZONE], "az-2");
+    assert_eq!(created.labels[LABEL_TOPOLOGY_REGION], "RegionOne");
+    let path = format!("/volume/v3/{}/volumes/{}", cloud.project, created.id);
+    let v = cloud.ok(Method::GET, &path, None).await;
+    assert_eq!(v["volume"]["status"], "available");
+    assert_eq!(v["volume"]["name"], "kubernetes-dynamic-pvc-u1");
+    assert_eq!(
+        v["volume"]["metadata"]["kubernetes.io/created-for/pvc/name"],
+        "data"
+    );
+    assert_eq!(
+        volumes.volume_id(&cinder_pv(&created.id)).as_deref(),
+        Some(created.id.as_str())
+    );
+    assert!(volumes
+        .volume_id(&csi_pv("cinder.csi.openstack.org", &created.id))
+        .is_none());
+
+    // Extend: to 5, then asking for less is a no-op that reports the size.
+    assert_eq!(volumes.expand_volume(&created.id, 5).await.unwrap(), 5);
+    assert_eq!(volumes.expand_volume(&created.id, 3).await.unwrap(), 5);
+    let v = cloud.ok(Method::GET, &path, None).await;
+    assert_eq!(v["volume"]["size"], 5);
+    assert_eq!(v["volume"]["status"], "available");
+
+    // In use: neither extended (as the in-tree plugin) nor deleted.
+    let server = cloud.create_server("vm", "m1.small", None).await;
+    cloud
+        .ok(
+            Method::POST,
+            &format!("/compute/v2.1/servers/{server}/os-volume_attachments"),
+            Some(json!({"volumeAttachment": {"volumeId": created.id}})),
+        )
+        .await;
+    let err = volumes.expand_volume(&created.id, 6).await.unwrap_err();
+    assert!(
+        format!("{err:?}").contains("can not be expanded"),
+        "{err:?}"
+    );
+    let err = volumes.delete_volume(&created.id).await.unwrap_err();
+    assert!(format!("{err:?}").contains("still attached"), "{err:?}");
+    cloud.delete_server(&server).await;
+
+    volumes.delete_volume(&created.id).await.unwrap();
+    assert_eq!(cloud.call(Method::GET, &path, None).await.0.as_u16(), 404);
+    // Gone already: deleted.
+    volumes.delete_volume(&created.id).await.unwrap();
+    assert!(matches!(
+        volumes.expand_volume(&created.id, 9).await,
+        Err(Error::DiskNotFound)
+    ));
+    // A zone Cinder does not have is the cloud's error.
+    let bad = VolumeRequest {
+        zone: "nowhere".into(),
+        ..request
+    };
+    assert!(volumes.create_volume(&bad).await.is_err());
     cloud.shutdown().await;
 }
 
