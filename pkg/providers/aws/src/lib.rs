@@ -17,14 +17,14 @@
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
-//! use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
+//! use hypercloud_cloudprovider::{CloudConfig, Interface, Layout, Registry};
 //! let mut registry = Registry::new();
 //! hypercloud_providers_aws::register(&mut registry);
 //! let config = CloudConfig {
 //!     origin: "inline".into(),
 //!     bytes: b"[Global]\nZone = us-east-1a\n".to_vec(),
 //! };
-//! let cloud = registry.get("aws", Some(&config))?.expect("registered");
+//! let cloud = registry.get("aws", Some(&config), Layout::External)?.expect("registered");
 //! cloud.initialize(None).await?;
 //! # Ok(()) }
 //! ```
