@@ -1023,6 +1023,26 @@ impl OpenStack {
         body
     }
 
+    /// Creates the pool's health monitor and waits for the load balancer.
+    async fn create_monitor(
+        &self,
+        lb_id: &str,
+        pool_id: &str,
+        name: &str,
+        kind: &str,
+        m: &Monitor,
+    ) -> Result<()> {
+        let body = Self::monitor_body(pool_id, name, kind, m);
+        self.lb_call(
+            Method::POST,
+            "/healthmonitors",
+            Some(&body),
+            "create health monitor",
+        )
+        .await?;
+        self.wait_active(lb_id).await.map(drop)
+    }
+
     /// Deletes `kind/id` and waits for the load balancer.
     async fn delete_child(&self, lb_id: &str, path: &str, operation: &str) -> Result<()> {
         match self.lb_call(Method::DELETE, path, None, operation).await {
@@ -1186,16 +1206,8 @@ impl OpenStack {
             }
             match (&settings.monitor, monitor_id) {
                 (Some(m), None) => {
-                    let body =
-                        Self::monitor_body(&pool_id, &naming.child("monitor", index), kind, m);
-                    self.lb_call(
-                        Method::POST,
-                        "/healthmonitors",
-                        Some(&body),
-                        "create health monitor",
-                    )
-                    .await?;
-                    self.wait_active(lb_id).await?;
+                    let name = naming.child("monitor", index);
+                    self.create_monitor(lb_id, &pool_id, &name, kind, m).await?;
                 }
                 (Some(m), Some(id)) => {
                     let current = self
@@ -1215,16 +1227,8 @@ impl OpenStack {
                             "delete health monitor",
                         )
                         .await?;
-                        let body =
-                            Self::monitor_body(&pool_id, &naming.child("monitor", index), kind, m);
-                        self.lb_call(
-                            Method::POST,
-                            "/healthmonitors",
-                            Some(&body),
-                            "create health monitor",
-                        )
-                        .await?;
-                        self.wait_active(lb_id).await?;
+                        let name = naming.child("monitor", index);
+                        self.create_monitor(lb_id, &pool_id, &name, kind, m).await?;
                         continue;
                     }
                     let want = [

@@ -5,9 +5,11 @@
 #[path = "support/cloud.rs"]
 mod support;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hypercloud_cloudprovider::{Interface, Layout};
+use hypercloud_providers_openstack::OpenStack;
 use k8s_openapi::api::core::v1::{
     Node, NodeAddress, NodeStatus, Service, ServicePort, ServiceSpec,
 };
@@ -61,6 +63,21 @@ async fn ask(addr: &str) -> Option<String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A provider for `cloud` with `extra` config, the catalog read (so Octavia is known).
+async fn ready(cloud: &Cloud, extra: &str) -> Arc<OpenStack> {
+    let os = cloud.provider_with(extra);
+    os.initialize(None).await.unwrap();
+    os
+}
+
+/// One Node at 127.0.0.1 whose node port answers `name`: (node port, a free Service port,
+/// the Nodes).
+async fn one_node(name: &'static str) -> (u16, u16, [Node; 1]) {
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, name).await;
+    (np, free_port("127.0.0.1"), [node("node-1", "127.0.0.1")])
 }
 
 fn node(name: &str, ip: &str) -> Node {
@@ -292,11 +309,8 @@ async fn health_monitors_follow_create_monitor() {
         "[LoadBalancer]\ncreate-monitor = true\nmonitor-delay = 2s\nmonitor-timeout = 1s\nmonitor-max-retries = 3\nlb-method = LEAST_CONNECTIONS\n",
     );
     with.initialize(None).await.unwrap();
-    let np = free_port("127.0.0.1");
-    backend("127.0.0.1", np, "monitored").await;
-    let port = free_port("127.0.0.1");
+    let (np, port, nodes) = one_node("monitored").await;
     let svc = service(&[(port, np)]);
-    let nodes = [node("node-1", "127.0.0.1")];
     let status = with
         .load_balancer()
         .unwrap()
@@ -387,11 +401,8 @@ async fn in_tree_names_and_external_adoption_of_legacy_load_balancers() {
     let cloud = Cloud::start().await;
     let in_tree = cloud.provider_with_in("", Layout::InTree);
     in_tree.initialize(None).await.unwrap();
-    let np = free_port("127.0.0.1");
-    backend("127.0.0.1", np, "legacy").await;
-    let port = free_port("127.0.0.1");
+    let (np, port, nodes) = one_node("legacy").await;
     let svc = service(&[(port, np)]);
-    let nodes = [node("node-1", "127.0.0.1")];
     let lb = in_tree.load_balancer().unwrap();
     let legacy = "a1b4e28ba2fa111d2883f00163e6fbc1";
     assert_eq!(lb.get_load_balancer_name("kubernetes", &svc), legacy);
@@ -510,14 +521,14 @@ async fn in_tree_names_and_external_adoption_of_legacy_load_balancers() {
 async fn floating_ips_carry_traffic_and_follow_the_annotations() {
     let cloud = Cloud::start().await;
     let public = public_network(&cloud).await;
-    let os = cloud.provider_with(&format!("[LoadBalancer]\nfloating-network-id = {public}\n"));
-    os.initialize(None).await.unwrap();
+    let os = ready(
+        &cloud,
+        &format!("[LoadBalancer]\nfloating-network-id = {public}\n"),
+    )
+    .await;
     let lb = os.load_balancer().unwrap();
-    let np = free_port("127.0.0.1");
-    backend("127.0.0.1", np, "via-fip").await;
-    let port = free_port("127.0.0.1");
+    let (np, port, nodes) = one_node("via-fip").await;
     let svc = service(&[(port, np)]);
-    let nodes = [node("node-1", "127.0.0.1")];
 
     let status = lb
         .ensure_load_balancer("kubernetes", &svc, &nodes)
@@ -711,13 +722,9 @@ async fn external_layout_writes_the_load_balancer_id_to_the_service() {
 #[tokio::test]
 async fn service_annotations_set_listeners_pools_and_monitors() {
     let cloud = Cloud::start().await;
-    let os = cloud.provider_with("");
-    os.initialize(None).await.unwrap();
+    let os = ready(&cloud, "").await;
     let lb = os.load_balancer().unwrap();
-    let np = free_port("127.0.0.1");
-    backend("127.0.0.1", np, "annotated").await;
-    let port = free_port("127.0.0.1");
-    let nodes = [node("node-1", "127.0.0.1")];
+    let (np, port, nodes) = one_node("annotated").await;
     let mut svc = service(&[(port, np)]);
     for (k, v) in [
         ("lb-method", "LEAST_CONNECTIONS"),
@@ -886,13 +893,9 @@ async fn service_annotations_set_listeners_pools_and_monitors() {
 #[tokio::test]
 async fn source_ranges_refuse_disallowed_clients() {
     let cloud = Cloud::start().await;
-    let os = cloud.provider_with("");
-    os.initialize(None).await.unwrap();
+    let os = ready(&cloud, "").await;
     let lb = os.load_balancer().unwrap();
-    let np = free_port("127.0.0.1");
-    backend("127.0.0.1", np, "allowed").await;
-    let port = free_port("127.0.0.1");
-    let nodes = [node("node-1", "127.0.0.1")];
+    let (np, port, nodes) = one_node("allowed").await;
     let with_ranges = |ranges: &[&str]| {
         let mut s = service(&[(port, np)]);
         s.spec.as_mut().unwrap().load_balancer_source_ranges =
@@ -972,8 +975,7 @@ async fn health_endpoint(ip: &str, port: u16, status: &'static str) {
 #[tokio::test]
 async fn external_traffic_policy_local_probes_the_health_check_node_port() {
     let cloud = Cloud::start().await;
-    let os = cloud.provider_with("");
-    os.initialize(None).await.unwrap();
+    let os = ready(&cloud, "").await;
     let lb = os.load_balancer().unwrap();
     let (np, hc) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
     backend("127.0.0.1", np, "node-with-endpoint").await;
