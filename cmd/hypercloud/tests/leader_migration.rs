@@ -582,8 +582,9 @@ fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
         (
             "controller-manager",
             "kube-controller-manager.conf",
-            // Node IPAM is not in the configuration (nor upstream's default): it stays.
-            "  under lease kube-system/kube-controller-manager: node-ipam-controller\n",
+            // Node IPAM and the volume controllers are not in the configuration (nor in
+            // upstream's default): they stay with the controller manager's own Lease.
+            "  under lease kube-system/kube-controller-manager: node-ipam-controller, persistentvolume-binder-controller, persistentvolume-expander-controller\n",
         ),
         (
             "cloud-controller-manager",
