@@ -265,13 +265,25 @@ EOF
 	chmod 600 "$RUN/kubeconfig"
 }
 
+# running PIDFILE: the process we just started has not exited. Not `alive`: until the fork of
+# `setsid PROGRAM &` has exec'd, its command line is still this script's, which `alive` (made to
+# tell our process from a reused PID) rejects, and a first poll in that window made `start` fail
+# with a healthy apiserver coming up. A zombie (state Z/X) has exited.
+running() {
+	local pid state
+	pid="$(cat "$1" 2>/dev/null)" || return 1
+	[[ -n "$pid" && -r "/proc/$pid/stat" ]] || return 1
+	state="$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" || return 1
+	[[ -n "$state" && "$state" != Z && "$state" != X ]]
+}
+
 # wait_ready NAME PIDFILE LOG URL CURL-ARGS...: poll URL until it answers 200, failing early
 # when the process died.
 wait_ready() {
 	local name="$1" pidfile="$2" logfile="$3" url="$4" deadline=$((SECONDS + READY_TIMEOUT))
 	shift 4
 	until curl -fsS -o /dev/null --max-time 2 "$@" "$url" 2>/dev/null; do
-		if ! alive "$pidfile"; then
+		if ! running "$pidfile"; then
 			tail -n 20 "$logfile" >&2 || true
 			fail "$name exited before it was ready (see $logfile)"
 		fi
