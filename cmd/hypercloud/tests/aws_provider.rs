@@ -84,7 +84,15 @@ async fn ccm_initialises_nodes_from_ec2_and_follows_their_lifecycle() {
             n,
             "node initialised from EC2",
             Duration::from_secs(60),
-            |n| !has_taint(n, TAINT_UNINITIALIZED),
+            // As upstream, the taint goes (with labels and provider ID) before the status
+            // patch with the cloud's addresses: wait for both.
+            |n| {
+                !has_taint(n, TAINT_UNINITIALIZED)
+                    && n.status
+                        .as_ref()
+                        .and_then(|s| s.addresses.as_ref())
+                        .is_some_and(|a| !a.is_empty())
+            },
         )
         .await;
         let id = cloud.field(i, "InstanceId");

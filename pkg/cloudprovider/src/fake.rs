@@ -70,6 +70,12 @@ pub struct FakeConfig {
     /// [`METHODS`]) panics, as a bug in a provider would.
     #[serde(default)]
     pub panic_on: Vec<String>,
+    /// When set, only Nodes whose name (or provider ID's instance part) starts with this prefix
+    /// are this cloud's to answer for: asked about any other, the fake fails as an unreachable
+    /// cloud would (HTTP 503) instead of saying "not found", so the lifecycle controller leaves
+    /// it alone. Lets several controller managers share one apiserver, each with its own Nodes.
+    #[serde(default)]
+    pub scope: Option<String>,
 }
 
 /// The provider methods the fake records, by the names [`Call::method`] and `panicOn` use.
@@ -362,7 +368,7 @@ fn by_name<'a>(st: &'a State, name: &str) -> Result<&'a FakeInstance> {
         .instances
         .iter()
         .find(|i| i.name == name)
-        .ok_or(Error::InstanceNotFound)
+        .ok_or_else(|| not_found(st, name))
 }
 
 fn by_provider_id<'a>(st: &'a State, provider_id: &str) -> Result<&'a FakeInstance> {
@@ -370,7 +376,36 @@ fn by_provider_id<'a>(st: &'a State, provider_id: &str) -> Result<&'a FakeInstan
         .instances
         .iter()
         .find(|i| i.provider_id() == provider_id)
-        .ok_or(Error::InstanceNotFound)
+        .ok_or_else(|| {
+            let key = provider_id
+                .strip_prefix(&format!("{PROVIDER}:///"))
+                .unwrap_or(provider_id);
+            not_found(st, key)
+        })
+}
+
+/// Whether a lookup found the instance; "not found" is `false`, other errors stay errors.
+fn exists(found: Result<&FakeInstance>) -> Result<bool> {
+    match found {
+        Ok(_) => Ok(true),
+        Err(Error::InstanceNotFound) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `InstanceNotFound` for an unknown instance in scope; outside [`FakeConfig::scope`], the
+/// error of a cloud that cannot answer.
+fn not_found(st: &State, key: &str) -> Error {
+    match &st.config.scope {
+        Some(prefix) if !key.starts_with(prefix.as_str()) => Error::Cloud {
+            provider: PROVIDER.into(),
+            operation: "find instance".into(),
+            status: Some(503),
+            request_id: None,
+            message: format!("{key:?} is outside this fake cloud's scope {prefix:?}"),
+        },
+        _ => Error::InstanceNotFound,
+    }
 }
 
 /// InstancesV2 finds a Node's instance by `spec.providerID` when set, else by name.
@@ -526,7 +561,7 @@ impl Instances for FakeCloud {
 
     async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool> {
         let st = self.record("instance_exists_by_provider_id", vec![provider_id.into()])?;
-        Ok(by_provider_id(&st, provider_id).is_ok())
+        exists(by_provider_id(&st, provider_id))
     }
 
     async fn instance_shutdown_by_provider_id(&self, provider_id: &str) -> Result<bool> {
@@ -539,7 +574,7 @@ impl Instances for FakeCloud {
 impl InstancesV2 for FakeCloud {
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
         let st = self.record("instance_exists", vec![node_name(node)])?;
-        Ok(by_node(&st, node).is_ok())
+        exists(by_node(&st, node))
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
@@ -900,6 +935,41 @@ clusters: {kubernetes: 10.0.0.1}
             v2.instance_metadata(&node("ghost", None)).await,
             Err(Error::InstanceNotFound)
         ));
+    }
+
+    #[tokio::test]
+    async fn outside_its_scope_the_fake_cannot_answer_rather_than_not_found() {
+        let mut config = FakeConfig::default();
+        config.scope = Some("t1-".into());
+        config.instances = vec![FakeInstance {
+            name: "t1-a".into(),
+            ..FakeInstance::default()
+        }];
+        let c = FakeCloud::new(config);
+        let v2 = c.instances_v2().expect("supported");
+        assert!(v2.instance_exists(&node("t1-a", None)).await.expect("ok"));
+        assert!(!v2
+            .instance_exists(&node("t1-gone", None))
+            .await
+            .expect("ok"));
+        let e = v2
+            .instance_exists(&node("t2-a", None))
+            .await
+            .expect_err("outside the scope");
+        assert!(
+            matches!(
+                e,
+                Error::Cloud {
+                    status: Some(503),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(v2
+            .instance_exists(&node("t2-a", Some("fake:///t2-a")))
+            .await
+            .is_err());
     }
 
     #[tokio::test]
