@@ -94,6 +94,11 @@ hack/compare-modes.sh --cloud vsphere --dir "$HYPERCLOUD_CACHE/compare-modes-vsp
 # carry no traffic: the classic ELB is checked with `aws elb describe-load-balancers` instead).
 step "hack/compare-modes.sh --cloud aws (moto + amazon-ec2-metadata-mock instead of the local cloud)"
 hack/compare-modes.sh --cloud aws --dir "$HYPERCLOUD_CACHE/compare-modes-aws-ci"
+# hypercloud's CCM beside the upstream Go CCM (k8s.io/cloud-provider app + a fake answering as
+# hypercloud's) at a tiny N, debug build: a smoke of the comparison, never a pass/fail on speed
+# (the figures are in docs/controller-manager-runtime.md).
+step "hack/bench/compare-upstream.sh 20 --services=5 (smoke)"
+hack/bench/compare-upstream.sh 20 --services=5
 # The committed sequence diagrams of the local demo (docs/diagrams) must match what its run recorded.
 step "hack/verify-diagrams.sh (the cloud calls of those runs, rendered, against docs/diagrams)"
 hack/verify-diagrams.sh --from "$HYPERCLOUD_CACHE/compare-modes-ci"

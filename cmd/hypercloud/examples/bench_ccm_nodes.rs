@@ -30,8 +30,17 @@
 //! apart from kwok and the KCM, which run as admin) and the cloud requests (provider calls,
 //! and with `--provider=local|aws` the requests the cloud answered), each per Node-hour.
 //!
+//! With `--ccm-bin=PATH` (fake provider only) the CCM is that program instead, given the same
+//! flags plus `--authentication-kubeconfig`/`--authorization-kubeconfig` (hack/bench/
+//! compare-upstream.sh passes the upstream Go CCM of hack/tools/upstream-ccm). With
+//! `--services=M`, once the Nodes are initialised, M LoadBalancer Services are created and it
+//! reports the time until all have an ingress IP, the apiserver writes per Service and the
+//! CCM's RSS while holding them (the CCM needs the `service` controller in `--controllers`).
+//! Every run ends with one `RESULT key=value ...` line for scripts: the CCM's CPU seconds, and
+//! with `HYPERCLOUD_ENVTEST_DIR` set the apiserver's and etcd's (their recorded pids).
+//!
 //! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local|aws] [--kwok]
-//!        [--window=SECONDS] [extra CCM flags...]
+//!        [--window=SECONDS] [--ccm-bin=PATH] [--services=M] [extra CCM flags...]
 //! Needs HYPERCLOUD_TEST_KUBECONFIG (a running envtest, `eval "$(hack/envtest.sh start)"`).
 
 use std::collections::BTreeMap;
@@ -41,7 +50,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use hypercloud_testenv::cluster::{self as real_cluster, KUBELET_LABEL};
 use hypercloud_testenv::process::Proc;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, Taint};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
@@ -242,6 +251,162 @@ async fn service_account_kubeconfig(
         ),
     )?;
     Ok(path.display().to_string())
+}
+
+/// The envtest control plane's processes, by the pids `hack/envtest.sh start` recorded in
+/// `HYPERCLOUD_ENVTEST_DIR` (none when it is unset: CPU then reads 0).
+struct ControlPlane {
+    apiserver: Option<u32>,
+    etcd: Option<u32>,
+}
+
+impl ControlPlane {
+    fn from_env() -> Self {
+        let pid = |name: &str| {
+            let dir = std::env::var("HYPERCLOUD_ENVTEST_DIR").ok()?;
+            std::fs::read_to_string(format!("{dir}/{name}.pid"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        ControlPlane {
+            apiserver: pid("kube-apiserver"),
+            etcd: pid("etcd"),
+        }
+    }
+
+    /// (kube-apiserver, etcd) CPU ticks so far.
+    fn cpu_ticks(&self) -> (u64, u64) {
+        let t = |p: Option<u32>| p.and_then(cpu_ticks).unwrap_or(0);
+        (t(self.apiserver), t(self.etcd))
+    }
+}
+
+/// Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`; 100 on Linux).
+fn ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// What `--services=M` measured.
+struct ServiceReport {
+    count: usize,
+    secs: f64,
+    writes_per_service: f64,
+    rss_kb: u64,
+    delete_secs: f64,
+}
+
+impl ServiceReport {
+    fn human(&self) -> String {
+        format!(
+            "services:                {} LoadBalancer Services: ingress on all in {:.2}s, {:.2} CCM writes/Service, CCM RSS holding them {:.1} MiB, deleted in {:.2}s",
+            self.count,
+            self.secs,
+            self.writes_per_service,
+            self.rss_kb as f64 / 1024.0,
+            self.delete_secs
+        )
+    }
+}
+
+/// Creates `m` LoadBalancer Services (namespace `default`, labelled with the run), waits until
+/// every one has an ingress IP, reads the CCM's RSS while it holds them, then deletes them and
+/// waits until the CCM has released them (its finalizer gone).
+#[allow(clippy::too_many_arguments)]
+async fn hold_services(
+    client: &kube::Client,
+    http: &reqwest::Client,
+    metrics_url: &str,
+    admin: &str,
+    run: &str,
+    m: usize,
+    pid: u32,
+    ccm: &mut std::process::Child,
+) -> Res<ServiceReport> {
+    let api: Api<Service> = Api::namespaced(client.clone(), "default");
+    let label = format!("hypercloud.io/bench={run}");
+    let before = get_text(http, metrics_url, admin).await?;
+    eprintln!("creating {m} LoadBalancer Services ...");
+    let start = Instant::now();
+    futures::stream::iter(0..m)
+        .map(|i| {
+            let api = api.clone();
+            let svc: Service = match serde_json::from_value(json!({
+                "metadata": {"name": format!("{run}-{i:05}"), "labels": {"hypercloud.io/bench": run}},
+                "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "targetPort": 8080}]},
+            })) {
+                Ok(s) => s,
+                Err(e) => return futures::future::Either::Left(async move { Err(e.into()) }),
+            };
+            futures::future::Either::Right(async move {
+                api.create(&PostParams::default(), &svc)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { e.into() })
+            })
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let lp = ListParams::default().labels(&label);
+    let secs = loop {
+        let list = api.list(&lp).await?;
+        let pending = list
+            .items
+            .iter()
+            .filter(|s| {
+                s.status
+                    .as_ref()
+                    .and_then(|st| st.load_balancer.as_ref())
+                    .and_then(|lb| lb.ingress.as_ref())
+                    .is_none_or(|i| i.is_empty())
+            })
+            .count();
+        if pending == 0 {
+            break start.elapsed().as_secs_f64();
+        }
+        if let Some(status) = ccm.try_wait()? {
+            return Err(format!("CCM exited while creating Services: {status}").into());
+        }
+        if start.elapsed() > Duration::from_secs(1800) {
+            return Err(format!("{pending} Services without ingress after 1800s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = get_text(http, metrics_url, admin).await?;
+    let (wb, wa) = (writes(&before, "services"), writes(&after, "services"));
+    let svc_writes: f64 = wa.iter().map(|(k, v)| v - wb.get(k).unwrap_or(&0.0)).sum();
+    let rss_kb = vm_rss_kb(pid).unwrap_or(0);
+    eprintln!("deleting the {m} Services ...");
+    let t = Instant::now();
+    api.delete_collection(&DeleteParams::default(), &lp).await?;
+    loop {
+        let left = api.list(&lp).await?.items.len();
+        if left == 0 {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(1800) {
+            return Err(format!("{left} Services still held after 1800s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(ServiceReport {
+        count: m,
+        secs,
+        // Less the bench's own m creates: what the CCM wrote.
+        writes_per_service: (svc_writes - m as f64) / m as f64,
+        rss_kb,
+        delete_secs: t.elapsed().as_secs_f64(),
+    })
 }
 
 fn cpu_ticks(pid: u32) -> Option<u64> {
@@ -545,7 +710,20 @@ async fn main() -> Res<()> {
     let mut extra: Vec<String> = Vec::new();
     let mut kwok = false;
     let mut window_secs: u64 = 300;
+    let mut ccm_bin: Option<String> = None;
+    let mut services: usize = 0;
     while let Some(a) = args.next() {
+        if let Some(v) = a.strip_prefix("--ccm-bin=") {
+            ccm_bin = Some(v.to_string());
+            continue;
+        }
+        if let Some(v) = a.strip_prefix("--services=") {
+            services = v.parse().map_err(|e| format!("--services={v}: {e}"))?;
+            if services > 100_000 {
+                return Err(format!("--services={v}: want at most 100000").into());
+            }
+            continue;
+        }
         if a == "--kwok" {
             kwok = true;
             continue;
@@ -566,6 +744,10 @@ async fn main() -> Res<()> {
     if !["fake", "local", "aws"].contains(&provider.as_str()) {
         return Err(format!("--provider={provider}: want fake, local or aws").into());
     }
+    if ccm_bin.is_some() && (provider != "fake" || kwok) {
+        return Err("--ccm-bin: only with --provider=fake and without --kwok".into());
+    }
+    let control_plane = ControlPlane::from_env();
     let kubeconfig = std::env::var("HYPERCLOUD_TEST_KUBECONFIG")
         .map_err(|_| "HYPERCLOUD_TEST_KUBECONFIG not set (eval \"$(hack/envtest.sh start)\")")?;
     let admin = token(&kubeconfig)?;
@@ -710,9 +892,22 @@ async fn main() -> Res<()> {
         .local_addr()?
         .port();
     let log = std::fs::File::create(dir.path().join("ccm.log"))?;
+    let cp_before = control_plane.cpu_ticks();
     let start = Instant::now();
-    let mut ccm = Command::new(&bin)
-        .arg("cloud-controller-manager")
+    let mut ccm = match &ccm_bin {
+        Some(path) => {
+            let mut c = Command::new(path);
+            c.arg(format!("--authentication-kubeconfig={ccm_kubeconfig}"))
+                .arg(format!("--authorization-kubeconfig={ccm_kubeconfig}"));
+            c
+        }
+        None => {
+            let mut c = Command::new(&bin);
+            c.arg("cloud-controller-manager");
+            c
+        }
+    };
+    let mut ccm = ccm
         .arg(format!("--cloud-provider={provider}"))
         .arg(format!("--cloud-config={}", cloud_config.display()))
         .arg(format!("--kubeconfig={ccm_kubeconfig}"))
@@ -757,10 +952,31 @@ async fn main() -> Res<()> {
     };
     // Let trailing writes (events) land before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let ccm_cpu_init = cpu_ticks(pid).unwrap_or(0);
+    let cp_init = control_plane.cpu_ticks();
     let ccm_metrics_url = format!("https://127.0.0.1:{port}/metrics");
-    let ccm_metrics = get_text(&http, &ccm_metrics_url, &admin).await?;
+    let ccm_metrics = get_text(&http, &ccm_metrics_url, &admin)
+        .await
+        .unwrap_or_default();
     let after = get_text(&http, &metrics_url, &admin).await?;
     peak_kb = peak_kb.max(vm_hwm_kb(pid).unwrap_or(0));
+    let svc_report = if services > 0 {
+        Some(
+            hold_services(
+                &client,
+                &http,
+                &metrics_url,
+                &admin,
+                &run,
+                services,
+                pid,
+                &mut ccm,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     let steady = if kwok {
         eprintln!("settling 30s, then measuring the steady state over {window_secs}s ...");
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -781,6 +997,8 @@ async fn main() -> Res<()> {
     } else {
         None
     };
+    let ccm_cpu_end = cpu_ticks(pid).unwrap_or(0);
+    let cp_end = control_plane.cpu_ticks();
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
@@ -886,6 +1104,34 @@ async fn main() -> Res<()> {
     if let Some(report) = steady {
         println!("{report}");
     }
+    let tick = ticks_per_second();
+    let secs = |t: u64| t as f64 / tick;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load1 = load.split_whitespace().next().unwrap_or("0");
+    let mut result = format!(
+        "RESULT ccm={} nodes={n} init_s={:.2} node_writes_per_node={:.3} events_per_node={:.3} ccm_peak_rss_mib={:.1} ccm_cpu_init_s={:.2} apiserver_cpu_init_s={:.2} etcd_cpu_init_s={:.2} load1={load1}",
+        if ccm_bin.is_some() { "upstream" } else { "hypercloud" },
+        elapsed.as_secs_f64(),
+        node_writes / n as f64,
+        event_writes / n as f64,
+        peak_kb as f64 / 1024.0,
+        secs(ccm_cpu_init),
+        secs(cp_init.0.saturating_sub(cp_before.0)),
+        secs(cp_init.1.saturating_sub(cp_before.1)),
+    );
+    if let Some(r) = &svc_report {
+        println!("{}", r.human());
+        result.push_str(&format!(
+            " services={services} svc_s={:.2} svc_writes_per_service={:.3} ccm_rss_holding_mib={:.1} ccm_cpu_svc_s={:.2} apiserver_cpu_svc_s={:.2} etcd_cpu_svc_s={:.2}",
+            r.secs,
+            r.writes_per_service,
+            r.rss_kb as f64 / 1024.0,
+            secs(ccm_cpu_end.saturating_sub(ccm_cpu_init)),
+            secs(cp_end.0.saturating_sub(cp_init.0)),
+            secs(cp_end.1.saturating_sub(cp_init.1)),
+        ));
+    }
+    println!("{result}");
     drop(cluster);
 
     eprintln!("deleting the Nodes ...");
