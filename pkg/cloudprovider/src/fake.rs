@@ -20,7 +20,7 @@
 //! panicOn: [ensure_load_balancer]  # fault hook: these calls panic (tests of supervision)
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -200,6 +200,22 @@ struct State {
     load_balancers: BTreeMap<String, FakeLoadBalancer>,
     route_clusters: Vec<String>,
     next_ip: u8,
+    /// Instance name → index in `config.instances`, and provider ID → index: lookups cost
+    /// the same at 5000 instances as at 5 (benchmarks measure controllers, not the fake).
+    by_name: HashMap<String, usize>,
+    by_provider_id: HashMap<String, usize>,
+}
+
+impl State {
+    /// Rebuilds the lookup indexes after `config.instances` changed.
+    fn reindex(&mut self) {
+        self.by_name.clear();
+        self.by_provider_id.clear();
+        for (i, inst) in self.config.instances.iter().enumerate() {
+            self.by_name.entry(inst.name.clone()).or_insert(i);
+            self.by_provider_id.entry(inst.provider_id()).or_insert(i);
+        }
+    }
 }
 
 /// The fake cloud. Cheap to clone: clones share state.
@@ -214,13 +230,15 @@ impl FakeCloud {
     pub fn new(config: FakeConfig) -> Self {
         let disabled = Arc::new(config.disabled.clone());
         let route_clusters = vec!["kubernetes".to_string(); config.routes.len()];
+        let mut state = State {
+            config,
+            route_clusters,
+            next_ip: 1,
+            ..State::default()
+        };
+        state.reindex();
         Self {
-            state: Arc::new(Mutex::new(State {
-                config,
-                route_clusters,
-                next_ip: 1,
-                ..State::default()
-            })),
+            state: Arc::new(Mutex::new(state)),
             disabled,
         }
     }
@@ -331,6 +349,7 @@ impl FakeCloud {
         let mut st = self.lock();
         st.config.instances.retain(|i| i.name != instance.name);
         st.config.instances.push(instance);
+        st.reindex();
     }
 
     /// Removes an instance; returns whether it existed.
@@ -338,13 +357,15 @@ impl FakeCloud {
         let mut st = self.lock();
         let before = st.config.instances.len();
         st.config.instances.retain(|i| i.name != name);
+        st.reindex();
         before != st.config.instances.len()
     }
 
     /// Shuts an instance down or starts it; returns whether it exists.
     pub fn set_shutdown(&self, name: &str, shutdown: bool) -> bool {
         let mut st = self.lock();
-        match st.config.instances.iter_mut().find(|i| i.name == name) {
+        let index = st.by_name.get(name).copied();
+        match index.and_then(|i| st.config.instances.get_mut(i)) {
             Some(i) => {
                 i.shutdown = shutdown;
                 true
@@ -364,18 +385,16 @@ impl FakeCloud {
 }
 
 fn by_name<'a>(st: &'a State, name: &str) -> Result<&'a FakeInstance> {
-    st.config
-        .instances
-        .iter()
-        .find(|i| i.name == name)
+    st.by_name
+        .get(name)
+        .and_then(|&i| st.config.instances.get(i))
         .ok_or_else(|| not_found(st, name))
 }
 
 fn by_provider_id<'a>(st: &'a State, provider_id: &str) -> Result<&'a FakeInstance> {
-    st.config
-        .instances
-        .iter()
-        .find(|i| i.provider_id() == provider_id)
+    st.by_provider_id
+        .get(provider_id)
+        .and_then(|&i| st.config.instances.get(i))
         .ok_or_else(|| {
             let key = provider_id
                 .strip_prefix(&format!("{PROVIDER}:///"))
