@@ -116,6 +116,24 @@ pub struct Context {
     pub(crate) metrics: metrics::Metrics,
     /// One event recorder per controller, so repeated events become series as upstream.
     recorders: std::collections::HashMap<&'static str, Recorder>,
+    /// Where [`Context::event`] sends: inline (unit tests, which expect each request in
+    /// order) or a bounded queue drained by a background task (running controllers).
+    events: EventSink,
+}
+
+/// Upstream's event broadcaster queues at most this many events and drops the rest
+/// (`maxQueuedEvents`, `watch.DropIfChannelFull`).
+const MAX_QUEUED_EVENTS: usize = 1000;
+
+enum EventSink {
+    Inline,
+    Queue(tokio::sync::mpsc::Sender<PendingEvent>),
+}
+
+struct PendingEvent {
+    controller: &'static str,
+    reference: ObjectReference,
+    event: Event,
 }
 
 impl Context {
@@ -147,6 +165,24 @@ impl Context {
             options,
             metrics,
             recorders,
+            events: EventSink::Inline,
+        }
+    }
+
+    /// From now on, [`Context::event`] only queues (at most [`MAX_QUEUED_EVENTS`], then drops
+    /// with a log line, as upstream's broadcaster): the reconcile does not wait for the Event's
+    /// POST. The returned future sends them, in order, until every clone of this context is
+    /// gone; the caller runs it.
+    pub(crate) fn queue_events(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<PendingEvent>(MAX_QUEUED_EVENTS);
+        self.events = EventSink::Queue(tx);
+        let recorders = self.recorders.clone();
+        async move {
+            while let Some(p) = rx.recv().await {
+                if let Some(recorder) = recorders.get(p.controller) {
+                    publish(recorder, &p.event, &p.reference).await;
+                }
+            }
         }
     }
 
@@ -160,20 +196,36 @@ impl Context {
         reason: &str,
         note: String,
     ) {
-        let Some(recorder) = self.recorders.get(controller) else {
+        let Some((&controller, recorder)) = self.recorders.get_key_value(controller) else {
             tracing::warn!(controller, reason, "no event recorder for controller");
             return;
         };
-        let ev = Event {
+        let event = Event {
             type_,
             reason: reason.into(),
             note: Some(note),
             action: reason.into(),
             secondary: None,
         };
-        if let Err(e) = recorder.publish(&ev, reference).await {
-            tracing::warn!(reason, error = %e, "could not record event");
+        match &self.events {
+            EventSink::Inline => publish(recorder, &event, reference).await,
+            EventSink::Queue(tx) => {
+                let pending = PendingEvent {
+                    controller,
+                    reference: reference.clone(),
+                    event,
+                };
+                if let Err(e) = tx.try_send(pending) {
+                    tracing::warn!(controller, reason, error = %e, "event queue full or closed; dropping the event, as upstream's broadcaster does");
+                }
+            }
         }
+    }
+}
+
+async fn publish(recorder: &Recorder, event: &Event, reference: &ObjectReference) {
+    if let Err(e) = recorder.publish(event, reference).await {
+        tracing::warn!(reason = %event.reason, error = %e, "could not record event");
     }
 }
 
@@ -262,6 +314,7 @@ async fn run(
     // Each controller's context: the process's client, or one acting as the controller's
     // ServiceAccount (whose token refresh lives as long as `_refreshers`).
     let mut contexts = std::collections::HashMap::new();
+    let mut event_senders = Vec::new();
     let mut _refreshers = Vec::new();
     for &controller in &run {
         let controller_client = match &credentials {
@@ -272,13 +325,14 @@ async fn run(
                 c
             }
         };
-        let ctx = Context::new(
+        let mut ctx = Context::new(
             controller_client,
             cloud.clone(),
             &component,
             options.clone(),
             metrics.clone(),
         );
+        event_senders.push(ctx.queue_events());
         contexts.insert(controller, Arc::new(ctx));
     }
     let resync = informer::Resync::new(options.generic.min_resync_period.get());
@@ -291,6 +345,7 @@ async fn run(
     let (nodes, node_task) =
         informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg, strip_node, resync);
     let mut background = vec![node_task];
+    background.extend(event_senders.into_iter().map(tokio::spawn));
     let services = if run.contains(&Controller::ServiceLb) {
         let api: Api<Service> = match &scope.service_namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
