@@ -261,18 +261,33 @@ async fn nodes_initialised_and_load_balancer_forwards_through_the_local_cloud() 
     .await;
     assert!(answer.contains(&format!("hello from {node}")), "{answer}");
 
-    // Events as upstream.
+    // Events as upstream (sent from a queue, as upstream's broadcaster: wait for them).
     let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
-    let reasons: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some("web"))
-        .filter_map(|e| e.reason)
-        .collect();
-    for want in ["EnsuringLoadBalancer", "EnsuredLoadBalancer"] {
+    let wanted = ["EnsuringLoadBalancer", "EnsuredLoadBalancer"];
+    let reasons: Vec<String> = eventually(
+        "the service controller's events",
+        Duration::from_secs(30),
+        || {
+            let events = events.clone();
+            async move {
+                let reasons: Vec<String> = events
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .filter(|e| e.involved_object.name.as_deref() == Some("web"))
+                    .filter_map(|e| e.reason)
+                    .collect();
+                wanted
+                    .iter()
+                    .all(|w| reasons.iter().any(|r| r == w))
+                    .then_some(reasons)
+            }
+        },
+    )
+    .await;
+    for want in wanted {
         assert!(
             reasons.iter().any(|r| r == want),
             "{want} not in {reasons:?}"
