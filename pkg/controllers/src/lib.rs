@@ -230,12 +230,20 @@ async fn publish(recorder: &Recorder, event: &Event, reference: &ObjectReference
 }
 
 /// Drops what no controller reads from cached Nodes: the image list and volume lists are most
-/// of a big Node's status.
+/// of a big Node's status; node info, capacity, handlers and endpoints are the rest of what a
+/// kubelet reports (the informer already drops managedFields).
 fn strip_node(node: &mut Node) {
     if let Some(status) = node.status.as_mut() {
         status.images = None;
         status.volumes_attached = None;
         status.volumes_in_use = None;
+        status.node_info = None;
+        status.capacity = None;
+        status.allocatable = None;
+        status.daemon_endpoints = None;
+        status.config = None;
+        status.runtime_handlers = None;
+        status.features = None;
     }
 }
 
