@@ -21,6 +21,7 @@ pub mod fake;
 pub mod gcfg;
 pub mod input;
 mod instrumented;
+pub mod listing;
 pub mod node;
 mod registry;
 pub mod volume;

@@ -51,6 +51,9 @@ pub fn parse_provider_id(provider_id: &str) -> Result<&str> {
 }
 
 /// An instance as the provider needs it.
+/// One DescribeInstances listing of the cluster, indexed by private DNS name and ID.
+pub(crate) type InstanceListing = hypercloud_cloudprovider::listing::Listing<InstanceInfo>;
+
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct InstanceInfo {
     pub id: String,
@@ -75,7 +78,7 @@ impl InstanceInfo {
 /// One listing of the cluster's instances, shared until it is older than the TTL.
 #[derive(Default)]
 pub(crate) struct InstanceCache {
-    snapshot: tokio::sync::Mutex<Option<(Instant, Arc<Vec<InstanceInfo>>)>>,
+    snapshot: tokio::sync::Mutex<Option<(Instant, Arc<InstanceListing>)>>,
 }
 
 impl InstanceCache {
@@ -246,31 +249,32 @@ impl Aws {
     }
 
     /// Every instance of the cluster, and whether this call listed them just now.
-    async fn listing(&self) -> Result<(Arc<Vec<InstanceInfo>>, bool)> {
+    async fn listing(&self) -> Result<(Arc<InstanceListing>, bool)> {
         let mut slot = self.instances.snapshot.lock().await;
         if let Some((at, list)) = slot.as_ref() {
             if at.elapsed() < self.config.tuning.instance_cache_ttl {
                 return Ok((list.clone(), false));
             }
         }
-        let list = Arc::new(self.describe_instances(Vec::new(), &[]).await?);
+        let list = Arc::new(InstanceListing::new(
+            self.describe_instances(Vec::new(), &[]).await?,
+            |i| &i.private_dns_name,
+            |i| &i.id,
+        ));
         tracing::debug!(instances = list.len(), "listed EC2 instances");
         *slot = Some((Instant::now(), list.clone()));
         Ok((list, true))
     }
 
     /// The cluster's instances (from the cache when fresh).
-    pub(crate) async fn all_instances(&self) -> Result<Arc<Vec<InstanceInfo>>> {
+    pub(crate) async fn all_instances(&self) -> Result<Arc<InstanceListing>> {
         Ok(self.listing().await?.0)
     }
 
     /// The live (not terminated) instance whose private DNS name is `name`.
     pub(crate) async fn instance_by_node_name(&self, name: &str) -> Result<InstanceInfo> {
-        let pick = |list: &[InstanceInfo]| -> Result<Option<InstanceInfo>> {
-            let found: Vec<&InstanceInfo> = list
-                .iter()
-                .filter(|i| i.private_dns_name == name && !i.terminated())
-                .collect();
+        let pick = |found: Vec<&InstanceInfo>| -> Result<Option<InstanceInfo>> {
+            let found: Vec<&InstanceInfo> = found.into_iter().filter(|i| !i.terminated()).collect();
             match found.as_slice() {
                 [] => Ok(None),
                 [one] => Ok(Some((*one).clone())),
@@ -281,7 +285,7 @@ impl Aws {
             }
         };
         let (list, fresh) = self.listing().await?;
-        if let Some(i) = pick(&list)? {
+        if let Some(i) = pick(list.named(name))? {
             return Ok(i);
         }
         if fresh {
@@ -292,14 +296,15 @@ impl Aws {
             .values(name)
             .build();
         let list = self.describe_instances(vec![filter], &[]).await?;
-        pick(&list)?.ok_or(Error::InstanceNotFound)
+        pick(list.iter().filter(|i| i.private_dns_name == name).collect())?
+            .ok_or(Error::InstanceNotFound)
     }
 
     /// The instance with this provider ID (terminated ones included: callers decide).
     pub(crate) async fn instance_by_provider_id(&self, provider_id: &str) -> Result<InstanceInfo> {
         let id = parse_provider_id(provider_id)?;
         let (list, fresh) = self.listing().await?;
-        if let Some(i) = list.iter().find(|i| i.id == id) {
+        if let Some(i) = list.by_id(id) {
             return Ok(i.clone());
         }
         if fresh {

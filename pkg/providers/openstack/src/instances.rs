@@ -9,7 +9,7 @@
 //! Upstream equivalent: cloud-provider-openstack `pkg/openstack/instances.go` and
 //! `instancesv2.go`, which instead make one or more calls per node.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -104,49 +104,8 @@ pub(crate) struct ServerCache {
     snapshot: tokio::sync::Mutex<Option<(Instant, Arc<Servers>)>>,
 }
 
-/// One listing, indexed by name and ID: a look-up costs the same with 5000 servers as with 5
-/// (the lifecycle pass looks every not-Ready Node up each period).
-pub(crate) struct Servers {
-    list: Vec<ServerInfo>,
-    by_name: HashMap<String, Vec<usize>>,
-    by_id: HashMap<String, usize>,
-}
-
-impl Servers {
-    fn new(list: Vec<ServerInfo>) -> Self {
-        let mut by_name: HashMap<String, Vec<usize>> = HashMap::with_capacity(list.len());
-        let mut by_id = HashMap::with_capacity(list.len());
-        for (i, s) in list.iter().enumerate() {
-            by_name.entry(s.name.clone()).or_default().push(i);
-            by_id.entry(s.id.clone()).or_insert(i);
-        }
-        Servers {
-            list,
-            by_name,
-            by_id,
-        }
-    }
-
-    /// Every server of that name (Nova allows duplicates).
-    fn named(&self, name: &str) -> Vec<&ServerInfo> {
-        self.by_name
-            .get(name)
-            .map(|ix| ix.iter().filter_map(|&i| self.list.get(i)).collect())
-            .unwrap_or_default()
-    }
-
-    fn by_id(&self, id: &str) -> Option<&ServerInfo> {
-        self.by_id.get(id).and_then(|&i| self.list.get(i))
-    }
-}
-
-impl std::ops::Deref for Servers {
-    type Target = [ServerInfo];
-
-    fn deref(&self) -> &[ServerInfo] {
-        &self.list
-    }
-}
+/// One listing of the project's servers, indexed by name and ID.
+pub(crate) type Servers = hypercloud_cloudprovider::listing::Listing<ServerInfo>;
 
 impl ServerCache {
     pub async fn invalidate(&self) {
@@ -277,6 +236,8 @@ impl OpenStack {
             .await?;
         let servers = Arc::new(Servers::new(
             self.parse_servers(items, "list servers").await?,
+            |s| &s.name,
+            |s| &s.id,
         ));
         tracing::debug!(provider = %self.name, servers = servers.len(), "listed servers");
         *slot = Some((Instant::now(), servers.clone()));
