@@ -19,6 +19,8 @@
 #   HYPERCLOUD_ENVTEST_DIR    run dir: certs, etcd data, pids, logs (default $HYPERCLOUD_CACHE/envtest/run)
 #   HYPERCLOUD_ENVTEST_BIN    use the kube-apiserver and etcd in this dir instead of building them
 #   GOMODCACHE                Go module cache (default $HYPERCLOUD_CACHE/go/mod)
+#   HYPERCLOUD_ENVTEST_SERVICE_CIDR   Service IP range (default 10.0.0.0/24; 10.0.0.0/16 to /24)
+#   HYPERCLOUD_ENVTEST_NODE_PORT_RANGE  NodePort range (default upstream's 30000-32767)
 #   HYPERCLOUD_ENVTEST_OWNER_PID  when set, `start` also leaves a watchdog that runs `stop` once
 #                             that process exits (pkg/testenv passes the test binary's pid)
 #
@@ -324,7 +326,12 @@ cmd_start() {
 	rm -rf "$RUN/etcd-data" "$RUN/ports" "$RUN/env.sh" "$RUN/kubeconfig" "$RUN"/*.log
 	mkdir -p "$RUN/etcd-data"
 	chmod 700 "$RUN/etcd-data"
-	SERVICE_CIDR="10.0.0.0/24"
+	# A /24 (254 Service IPs) and upstream's 2768 node ports unless a bench asks for more
+	# (hack/bench/compare-upstream.sh --services=5000); the first IP stays 10.0.0.1.
+	SERVICE_CIDR="${HYPERCLOUD_ENVTEST_SERVICE_CIDR:-10.0.0.0/24}"
+	[[ "$SERVICE_CIDR" =~ ^10\.0\.0\.0/(1[6-9]|2[0-4])$ ]] || fail "HYPERCLOUD_ENVTEST_SERVICE_CIDR=$SERVICE_CIDR: want 10.0.0.0/16 to 10.0.0.0/24"
+	NODE_PORT_RANGE="${HYPERCLOUD_ENVTEST_NODE_PORT_RANGE:-30000-32767}"
+	[[ "$NODE_PORT_RANGE" =~ ^[1-9][0-9]{3,4}-[1-9][0-9]{3,4}$ ]] || fail "HYPERCLOUD_ENVTEST_NODE_PORT_RANGE=$NODE_PORT_RANGE: want LOW-HIGH"
 	SERVICE_IP="10.0.0.1"
 	ETCD_PORT="$(free_port)"
 	ETCD_PEER_PORT="$(free_port)"
@@ -360,6 +367,7 @@ cmd_start() {
 		--tls-private-key-file="$pki/apiserver.key" \
 		--etcd-servers="http://127.0.0.1:$ETCD_PORT" \
 		--service-cluster-ip-range="$SERVICE_CIDR" \
+		--service-node-port-range="$NODE_PORT_RANGE" \
 		--client-ca-file="$pki/ca.crt" \
 		--token-auth-file="$pki/tokens.csv" \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \

@@ -88,6 +88,12 @@ fi
 
 step "start envtest"
 hack/envtest.sh build >&2
+if [[ "$services" -gt 200 ]]; then
+	# Room for M LoadBalancer Services: a Service IP and a node port each.
+	export HYPERCLOUD_ENVTEST_SERVICE_CIDR=10.0.0.0/16
+	export HYPERCLOUD_ENVTEST_NODE_PORT_RANGE="30000-$((30000 + services + 1000))"
+	[[ "$services" -le 30000 ]] || fail "--services=$services: at most 30000 (node ports)"
+fi
 export HYPERCLOUD_ENVTEST_DIR="$CACHE/envtest/runs/compare-upstream-$$"
 trap 'hack/envtest.sh stop >&2 || true; rm -rf "$HYPERCLOUD_ENVTEST_DIR"' EXIT
 eval "$(HYPERCLOUD_ENVTEST_OWNER_PID=$$ hack/envtest.sh start)"
