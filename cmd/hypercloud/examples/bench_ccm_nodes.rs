@@ -253,6 +253,32 @@ async fn service_account_kubeconfig(
     Ok(path.display().to_string())
 }
 
+/// A child process killed (SIGKILL) and reaped when dropped, unless it already exited.
+struct KillOnDrop(std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// The envtest control plane's processes, by the pids `hack/envtest.sh start` recorded in
 /// `HYPERCLOUD_ENVTEST_DIR` (none when it is unset: CPU then reads 0).
 struct ControlPlane {
@@ -907,7 +933,7 @@ async fn main() -> Res<()> {
             c
         }
     };
-    let mut ccm = ccm
+    let ccm = ccm
         .arg(format!("--cloud-provider={provider}"))
         .arg(format!("--cloud-config={}", cloud_config.display()))
         .arg(format!("--kubeconfig={ccm_kubeconfig}"))
@@ -918,6 +944,8 @@ async fn main() -> Res<()> {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()?;
+    // Killed however this function returns (an error must not leave a CCM running).
+    let mut ccm = KillOnDrop(ccm);
     let pid = ccm.id();
 
     let lp = ListParams::default().labels(&label);

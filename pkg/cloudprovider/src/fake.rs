@@ -20,7 +20,7 @@
 //! panicOn: [ensure_load_balancer]  # fault hook: these calls panic (tests of supervision)
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -77,6 +77,10 @@ pub struct FakeConfig {
     #[serde(default)]
     pub scope: Option<String>,
 }
+
+/// How many calls the fake keeps for [`FakeCloud::calls`]; older ones are dropped (their
+/// counts stay in [`FakeCloud::call_count`]).
+pub const MAX_CALL_LOG: usize = 10_000;
 
 /// The provider methods the fake records, by the names [`Call::method`] and `panicOn` use.
 pub const METHODS: [&str; 25] = [
@@ -195,7 +199,10 @@ pub struct FakeLoadBalancer {
 #[derive(Default)]
 struct State {
     config: FakeConfig,
-    calls: Vec<Call>,
+    /// The most recent [`MAX_CALL_LOG`] calls; `counts` counts them all.
+    calls: VecDeque<Call>,
+    counts: HashMap<&'static str, usize>,
+    total_calls: usize,
     failures: BTreeMap<String, u16>,
     load_balancers: BTreeMap<String, FakeLoadBalancer>,
     route_clusters: Vec<String>,
@@ -299,7 +306,12 @@ impl FakeCloud {
     /// Records a call and returns the injected failure for it, if any.
     fn record(&self, method: &'static str, args: Vec<String>) -> Result<MutexGuard<'_, State>> {
         let mut st = self.lock();
-        st.calls.push(Call { method, args });
+        if st.calls.len() >= MAX_CALL_LOG {
+            st.calls.pop_front();
+        }
+        st.calls.push_back(Call { method, args });
+        *st.counts.entry(method).or_default() += 1;
+        st.total_calls += 1;
         if st.config.panic_on.iter().any(|m| m == method) {
             drop(st);
             panic!("fake cloud: injected panic in {method} (panicOn)");
@@ -309,30 +321,29 @@ impl FakeCloud {
                 provider: PROVIDER.into(),
                 operation: method.into(),
                 status: Some(status),
-                request_id: Some(format!("fake-{}", st.calls.len())),
+                request_id: Some(format!("fake-{}", st.total_calls)),
                 message: "injected failure".into(),
             });
         }
         Ok(st)
     }
 
-    /// Every call so far, oldest first.
+    /// The calls so far, oldest first: all of them, or the most recent [`MAX_CALL_LOG`] in a
+    /// long run (a CCM holding 5000 Nodes makes thousands per lifecycle pass).
     pub fn calls(&self) -> Vec<Call> {
-        self.lock().calls.clone()
+        self.lock().calls.iter().cloned().collect()
     }
 
-    /// How many calls of `method` so far.
+    /// How many calls of `method` so far (exact, however long the run).
     pub fn call_count(&self, method: &str) -> usize {
-        self.lock()
-            .calls
-            .iter()
-            .filter(|c| c.method == method)
-            .count()
+        self.lock().counts.get(method).copied().unwrap_or(0)
     }
 
-    /// Forgets the recorded calls.
+    /// Forgets the recorded calls and their counts.
     pub fn clear_calls(&self) {
-        self.lock().calls.clear();
+        let mut st = self.lock();
+        st.calls.clear();
+        st.counts.clear();
     }
 
     /// Makes every later call of `method` fail with a cloud error of `status`; `None` heals.
