@@ -135,7 +135,9 @@ impl Observer {
     async fn observe<T: Serialize>(
         &self,
         method: &'static str,
-        args: Value,
+        // Built only when a trace is written: the node list of a load-balancer call is
+        // thousands of names at scale.
+        args: impl FnOnce() -> Value,
         call: impl Future<Output = Result<T>>,
     ) -> Result<T> {
         let ts_unix_ms = SystemTime::now()
@@ -165,7 +167,7 @@ impl Observer {
                 component: t.component.clone(),
                 provider: self.provider.clone(),
                 method: method.into(),
-                args,
+                args: args(),
                 result: result_value,
                 error,
                 latency_ms: elapsed.as_secs_f64() * 1e3,
@@ -256,7 +258,7 @@ impl Interface for Instrumented {
         self.obs
             .observe(
                 "initialize",
-                json!({"client": has_client}),
+                || json!({"client": has_client}),
                 self.inner.initialize(client),
             )
             .await
@@ -317,7 +319,7 @@ impl VolumeProvisioner for Instrumented {
             .unwrap_or_default()
     }
     async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume> {
-        let args = serde_json::to_value(request).unwrap_or(Value::Null);
+        let args = || serde_json::to_value(request).unwrap_or(Value::Null);
         self.obs
             .observe("create_volume", args, async {
                 self.volumes_()?.create_volume(request).await
@@ -325,7 +327,7 @@ impl VolumeProvisioner for Instrumented {
             .await
     }
     async fn delete_volume(&self, volume_id: &str) -> Result<()> {
-        let args = json!({ "volumeID": volume_id });
+        let args = || json!({ "volumeID": volume_id });
         self.obs
             .observe("delete_volume", args, async {
                 self.volumes_()?.delete_volume(volume_id).await
@@ -333,7 +335,7 @@ impl VolumeProvisioner for Instrumented {
             .await
     }
     async fn expand_volume(&self, volume_id: &str, new_size_gib: u64) -> Result<u64> {
-        let args = json!({ "volumeID": volume_id, "newSizeGiB": new_size_gib });
+        let args = || json!({ "volumeID": volume_id, "newSizeGiB": new_size_gib });
         self.obs
             .observe("expand_volume", args, async {
                 self.volumes_()?
@@ -350,7 +352,8 @@ impl PvLabeler for Instrumented {
         &self,
         pv: &PersistentVolume,
     ) -> Result<BTreeMap<String, String>> {
-        let args = json!({ "persistentVolume": pv.metadata.name.as_deref().unwrap_or_default() });
+        let args =
+            || json!({ "persistentVolume": pv.metadata.name.as_deref().unwrap_or_default() });
         self.obs
             .observe("get_labels_for_volume", args, async {
                 self.pv_labeler_()?.get_labels_for_volume(pv).await
@@ -362,7 +365,7 @@ impl PvLabeler for Instrumented {
 #[async_trait]
 impl Instances for Instrumented {
     async fn node_addresses(&self, name: &str) -> Result<Vec<NodeAddress>> {
-        let args = json!({ "name": name });
+        let args = || json!({ "name": name });
         self.obs
             .observe("node_addresses", args, async {
                 self.inst()?.node_addresses(name).await
@@ -370,7 +373,7 @@ impl Instances for Instrumented {
             .await
     }
     async fn node_addresses_by_provider_id(&self, provider_id: &str) -> Result<Vec<NodeAddress>> {
-        let args = json!({ "providerID": provider_id });
+        let args = || json!({ "providerID": provider_id });
         self.obs
             .observe("node_addresses_by_provider_id", args, async {
                 self.inst()?
@@ -380,7 +383,7 @@ impl Instances for Instrumented {
             .await
     }
     async fn instance_id(&self, name: &str) -> Result<String> {
-        let args = json!({ "name": name });
+        let args = || json!({ "name": name });
         self.obs
             .observe("instance_id", args, async {
                 self.inst()?.instance_id(name).await
@@ -388,7 +391,7 @@ impl Instances for Instrumented {
             .await
     }
     async fn instance_type(&self, name: &str) -> Result<String> {
-        let args = json!({ "name": name });
+        let args = || json!({ "name": name });
         self.obs
             .observe("instance_type", args, async {
                 self.inst()?.instance_type(name).await
@@ -396,7 +399,7 @@ impl Instances for Instrumented {
             .await
     }
     async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String> {
-        let args = json!({ "providerID": provider_id });
+        let args = || json!({ "providerID": provider_id });
         self.obs
             .observe("instance_type_by_provider_id", args, async {
                 self.inst()?.instance_type_by_provider_id(provider_id).await
@@ -405,7 +408,7 @@ impl Instances for Instrumented {
     }
     async fn add_ssh_key_to_all_instances(&self, user: &str, key: &[u8]) -> Result<()> {
         // The key itself is not traced: traces are shared for teaching.
-        let args = json!({ "user": user, "keyBytes": key.len() });
+        let args = || json!({ "user": user, "keyBytes": key.len() });
         self.obs
             .observe("add_ssh_key_to_all_instances", args, async {
                 self.inst()?.add_ssh_key_to_all_instances(user, key).await
@@ -413,7 +416,7 @@ impl Instances for Instrumented {
             .await
     }
     async fn current_node_name(&self, hostname: &str) -> Result<String> {
-        let args = json!({ "hostname": hostname });
+        let args = || json!({ "hostname": hostname });
         self.obs
             .observe("current_node_name", args, async {
                 self.inst()?.current_node_name(hostname).await
@@ -421,7 +424,7 @@ impl Instances for Instrumented {
             .await
     }
     async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool> {
-        let args = json!({ "providerID": provider_id });
+        let args = || json!({ "providerID": provider_id });
         self.obs
             .observe("instance_exists_by_provider_id", args, async {
                 self.inst()?
@@ -431,7 +434,7 @@ impl Instances for Instrumented {
             .await
     }
     async fn instance_shutdown_by_provider_id(&self, provider_id: &str) -> Result<bool> {
-        let args = json!({ "providerID": provider_id });
+        let args = || json!({ "providerID": provider_id });
         self.obs
             .observe("instance_shutdown_by_provider_id", args, async {
                 self.inst()?
@@ -445,7 +448,7 @@ impl Instances for Instrumented {
 #[async_trait]
 impl InstancesV2 for Instrumented {
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
-        let args = json!({ "node": node_name(node) });
+        let args = || json!({ "node": node_name(node) });
         self.obs
             .observe("instance_exists", args, async {
                 self.inst2()?.instance_exists(node).await
@@ -453,7 +456,7 @@ impl InstancesV2 for Instrumented {
             .await
     }
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
-        let args = json!({ "node": node_name(node) });
+        let args = || json!({ "node": node_name(node) });
         self.obs
             .observe("instance_shutdown", args, async {
                 self.inst2()?.instance_shutdown(node).await
@@ -461,7 +464,7 @@ impl InstancesV2 for Instrumented {
             .await
     }
     async fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata> {
-        let args = json!({ "node": node_name(node) });
+        let args = || json!({ "node": node_name(node) });
         self.obs
             .observe("instance_metadata", args, async {
                 self.inst2()?.instance_metadata(node).await
@@ -477,7 +480,7 @@ impl LoadBalancer for Instrumented {
         cluster_name: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>> {
-        let args = json!({ "cluster": cluster_name, "service": svc_key(service) });
+        let args = || json!({ "cluster": cluster_name, "service": svc_key(service) });
         self.obs
             .observe("get_load_balancer", args, async {
                 self.lb()?.get_load_balancer(cluster_name, service).await
@@ -496,7 +499,7 @@ impl LoadBalancer for Instrumented {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus> {
-        let args = json!({ "cluster": cluster_name, "service": svc_key(service), "nodes": node_names(nodes) });
+        let args = || json!({ "cluster": cluster_name, "service": svc_key(service), "nodes": node_names(nodes) });
         self.obs
             .observe("ensure_load_balancer", args, async {
                 self.lb()?
@@ -511,7 +514,7 @@ impl LoadBalancer for Instrumented {
         service: &Service,
         nodes: &[Node],
     ) -> Result<()> {
-        let args = json!({ "cluster": cluster_name, "service": svc_key(service), "nodes": node_names(nodes) });
+        let args = || json!({ "cluster": cluster_name, "service": svc_key(service), "nodes": node_names(nodes) });
         self.obs
             .observe("update_load_balancer", args, async {
                 self.lb()?
@@ -525,7 +528,7 @@ impl LoadBalancer for Instrumented {
         cluster_name: &str,
         service: &Service,
     ) -> Result<()> {
-        let args = json!({ "cluster": cluster_name, "service": svc_key(service) });
+        let args = || json!({ "cluster": cluster_name, "service": svc_key(service) });
         self.obs
             .observe("ensure_load_balancer_deleted", args, async {
                 self.lb()?
@@ -540,13 +543,13 @@ impl LoadBalancer for Instrumented {
 impl Zones for Instrumented {
     async fn get_zone(&self) -> Result<Zone> {
         self.obs
-            .observe("get_zone", json!({}), async {
+            .observe("get_zone", || json!({}), async {
                 self.zones_()?.get_zone().await
             })
             .await
     }
     async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone> {
-        let args = json!({ "providerID": provider_id });
+        let args = || json!({ "providerID": provider_id });
         self.obs
             .observe("get_zone_by_provider_id", args, async {
                 self.zones_()?.get_zone_by_provider_id(provider_id).await
@@ -554,7 +557,7 @@ impl Zones for Instrumented {
             .await
     }
     async fn get_zone_by_node_name(&self, name: &str) -> Result<Zone> {
-        let args = json!({ "name": name });
+        let args = || json!({ "name": name });
         self.obs
             .observe("get_zone_by_node_name", args, async {
                 self.zones_()?.get_zone_by_node_name(name).await
@@ -566,7 +569,7 @@ impl Zones for Instrumented {
 #[async_trait]
 impl Routes for Instrumented {
     async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>> {
-        let args = json!({ "cluster": cluster_name });
+        let args = || json!({ "cluster": cluster_name });
         self.obs
             .observe("list_routes", args, async {
                 self.routes_()?.list_routes(cluster_name).await
@@ -574,7 +577,7 @@ impl Routes for Instrumented {
             .await
     }
     async fn create_route(&self, cluster_name: &str, name_hint: &str, route: &Route) -> Result<()> {
-        let args = json!({ "cluster": cluster_name, "nameHint": name_hint, "route": route });
+        let args = || json!({ "cluster": cluster_name, "nameHint": name_hint, "route": route });
         self.obs
             .observe("create_route", args, async {
                 self.routes_()?
@@ -584,7 +587,7 @@ impl Routes for Instrumented {
             .await
     }
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<()> {
-        let args = json!({ "cluster": cluster_name, "route": route });
+        let args = || json!({ "cluster": cluster_name, "route": route });
         self.obs
             .observe("delete_route", args, async {
                 self.routes_()?.delete_route(cluster_name, route).await
@@ -597,13 +600,13 @@ impl Routes for Instrumented {
 impl Clusters for Instrumented {
     async fn list_clusters(&self) -> Result<Vec<String>> {
         self.obs
-            .observe("list_clusters", json!({}), async {
+            .observe("list_clusters", || json!({}), async {
                 self.clusters_()?.list_clusters().await
             })
             .await
     }
     async fn master(&self, cluster_name: &str) -> Result<String> {
-        let args = json!({ "cluster": cluster_name });
+        let args = || json!({ "cluster": cluster_name });
         self.obs
             .observe("master", args, async {
                 self.clusters_()?.master(cluster_name).await

@@ -85,7 +85,7 @@ async fn service_lb_lifecycle_finalizer_status_nodes_and_foreign_class() {
         .values()
         .find(|lb| lb.service == format!("{ns}/web"))
         .expect("load balancer in the cloud");
-    assert_eq!(lb.nodes, vec![node_a.clone()]);
+    assert_eq!(*lb.nodes, vec![node_a.clone()]);
 
     // A new node joins the backends of existing load balancers.
     nodes
@@ -95,7 +95,7 @@ async fn service_lb_lifecycle_finalizer_status_nodes_and_foreign_class() {
     eventually("backends updated", || async {
         let lbs = cloud.load_balancers();
         let lb = lbs.values().find(|lb| lb.service == format!("{ns}/web"))?;
-        (lb.nodes == vec![node_a.clone(), node_b.clone()]).then_some(())
+        (*lb.nodes == vec![node_a.clone(), node_b.clone()]).then_some(())
     })
     .await;
     assert!(cloud.call_count("update_load_balancer") >= 1);
