@@ -639,6 +639,98 @@ async fn udp_listener_keeps_a_session_per_client() {
     c.shutdown().await;
 }
 
+/// A UDP listener's `allowed_cidrs` drops datagrams from other sources (no answer, no session),
+/// counts them in `localcloud_lb_listener_refused_total`, and admits everyone again when lifted.
+#[tokio::test]
+async fn udp_allowed_cidrs_drop_other_sources() {
+    let c = cloud("127.1.206.0/24").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "dns", "vip_network_id": "net"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let lb = id(&r, "loadbalancer");
+    let vip = r.body["loadbalancer"]["vip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_lb_active(&c, &lb).await;
+    let port = {
+        let s = std::net::UdpSocket::bind((vip.as_str(), 0)).unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let backend = udp_backend("uno").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/listeners"),
+            json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port,
+                "allowed_cidrs": ["127.0.0.3/32"]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let listener = id(&r, "listener");
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"listener_id": listener, "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let pool = id(&r, "pool");
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools/{pool}/members"),
+            json!({"member": {"address": "127.0.0.1", "protocol_port": backend.port()}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+
+    let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
+    // One datagram from `source`; its answer, or None when nothing comes back within 1s.
+    let ask = |source: &'static str| async move {
+        let client = tokio::net::UdpSocket::bind((source, 0)).await.unwrap();
+        client.connect(vip).await.unwrap();
+        client.send(b"hello").await.unwrap();
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(Duration::from_secs(1), client.recv(&mut buf)).await {
+            Ok(Ok(n)) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            _ => None,
+        }
+    };
+    assert_eq!(ask("127.0.0.3").await.as_deref(), Some("uno"));
+    assert_eq!(ask("127.0.0.4").await, None, "a datagram from outside allowed_cidrs was answered");
+    let metrics = c
+        .http
+        .get(format!("{}/metrics", c.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refused = metrics
+        .lines()
+        .find(|l| l.starts_with("localcloud_lb_listener_refused_total") && l.contains(&listener))
+        .unwrap_or_else(|| panic!("no refused counter for {listener}:\n{metrics}"));
+    assert!(refused.ends_with(" 1"), "{refused}");
+
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{listener}"),
+            json!({"listener": {"allowed_cidrs": null}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+    assert_eq!(ask("127.0.0.4").await.as_deref(), Some("uno"));
+    c.shutdown().await;
+}
+
 /// `2018-08-23T20:05:21`: Octavia's timestamps carry no zone suffix and no fraction.
 fn assert_octavia_time(v: &Value, what: &str) {
     for k in ["created_at", "updated_at"] {
