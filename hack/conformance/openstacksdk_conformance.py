@@ -113,6 +113,12 @@ def main():
     assert net.find_security_group_rule(rule.id) is None
     net.delete_security_group(sg)
     assert net.find_security_group("sdk-sg") is None
+    # The project's default group, which a port naming no group gets.
+    default = net.find_security_group("default")
+    assert default is not None and len(default.security_group_rules) == 4, default
+    port = net.create_port(network_id=private.id, name="sdk-port-default")
+    assert port.security_group_ids == [default.id], port
+    net.delete_port(port)
 
     # ---- Octavia: single-call create of the whole tree ----------------------------------------
     alpha, bravo = backend("alpha"), backend("bravo")
