@@ -703,7 +703,11 @@ async fn udp_allowed_cidrs_drop_other_sources() {
         }
     };
     assert_eq!(ask("127.0.0.3").await.as_deref(), Some("uno"));
-    assert_eq!(ask("127.0.0.4").await, None, "a datagram from outside allowed_cidrs was answered");
+    assert_eq!(
+        ask("127.0.0.4").await,
+        None,
+        "a datagram from outside allowed_cidrs was answered"
+    );
     let metrics = c
         .http
         .get(format!("{}/metrics", c.url))

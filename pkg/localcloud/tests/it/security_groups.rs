@@ -198,7 +198,12 @@ async fn default_group_per_project_on_new_ports() {
     let r = c.get(&format!("{SG}?name=default")).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     let groups = r.body["security_groups"].as_array().unwrap().clone();
-    assert_eq!(groups.len(), 1, "one default group for the project: {}", r.body);
+    assert_eq!(
+        groups.len(),
+        1,
+        "one default group for the project: {}",
+        r.body
+    );
     let default = groups[0]["id"].as_str().unwrap().to_owned();
     assert_eq!(groups[0]["description"], "Default security group");
     let rules = groups[0]["security_group_rules"].as_array().unwrap();
@@ -230,7 +235,12 @@ async fn default_group_per_project_on_new_ports() {
     let r = c
         .get(&format!("/network/v2.0/ports?device_id={server}"))
         .await;
-    assert_eq!(r.body["ports"][0]["security_groups"], json!([default]), "{}", r.body);
+    assert_eq!(
+        r.body["ports"][0]["security_groups"],
+        json!([default]),
+        "{}",
+        r.body
+    );
     let r = c
         .get("/network/v2.0/ports?device_owner=network:router_interface")
         .await;
@@ -267,9 +277,7 @@ async fn default_group_per_project_on_new_ports() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(
-        c.get(&format!("{SG}?name=default"))
-            .await
-            .body["security_groups"]
+        c.get(&format!("{SG}?name=default")).await.body["security_groups"]
             .as_array()
             .unwrap()
             .len(),

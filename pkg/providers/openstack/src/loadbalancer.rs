@@ -27,6 +27,8 @@
 //!   network is configured (`floating-network-id`, the annotation of the same name) or
 //!   `spec.loadBalancerIP` names one (`OpenStack::ensure_floating_ip` has the steps). It is
 //!   the ingress IP reported; otherwise the VIP is;
+//! * with `[LoadBalancer] manage-security-groups`, a Neutron security group per load balancer
+//!   opening the node ports to it, on the member nodes' ports (`security_group`, as OCCM);
 //! * Octavia refuses changes while the load balancer is `PENDING_*`, so every mutation is
 //!   followed by a bounded wait for `ACTIVE`;
 //! * ensuring again converges (listeners, pools, members, monitors added or removed) without
@@ -44,6 +46,8 @@ use serde_json::{json, Value};
 
 use crate::client::{is_not_found, Service as Api};
 use crate::OpenStack;
+
+mod security_group;
 
 /// The load balancer's Octavia id, written by the external provider and read back first.
 pub const ANNOTATION_LOAD_BALANCER_ID: &str = "loadbalancer.openstack.org/load-balancer-id";
@@ -536,11 +540,12 @@ impl OpenStack {
         let allowed_cidrs =
             source_ranges(service).map_err(|m| self.lb_error("read Service source ranges", m))?;
         if allowed_cidrs.is_some() && self.layout == Layout::InTree {
-            // The legacy provider enforced source ranges only through the security groups it
-            // managed with manage-security-groups, which hypercloud does not implement.
+            // The legacy provider enforced source ranges only through the VIP port's security
+            // group it managed with manage-security-groups; hypercloud's managed group is
+            // OCCM's (node ports only), so in-tree a restriction cannot be honoured.
             return Err(self.lb_error(
                 "read Service source ranges",
-                "source range restrictions are not supported for openstack load balancers without managing security groups (in-tree layout; the cloud-controller-manager sets the listeners' allowed_cidrs)",
+                "source range restrictions are not supported for in-tree openstack load balancers (the legacy provider's VIP security group is not implemented; the cloud-controller-manager sets the listeners' allowed_cidrs)",
             ));
         }
         let health_check_node_port = service
@@ -928,14 +933,7 @@ impl OpenStack {
         nodes
             .iter()
             .filter_map(|n| {
-                let ip = n
-                    .status
-                    .as_ref()?
-                    .addresses
-                    .as_ref()?
-                    .iter()
-                    .find(|a| a.type_ == "InternalIP")
-                    .map(|a| a.address.clone());
+                let ip = member_address(n);
                 if ip.is_none() {
                     tracing::warn!(node = ?n.metadata.name, "node has no InternalIP; not a load balancer member");
                 }
@@ -1290,6 +1288,17 @@ impl OpenStack {
     }
 }
 
+/// A node's member address: its first InternalIP.
+fn member_address(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+}
+
 fn status_of(address: Option<String>) -> LoadBalancerStatus {
     LoadBalancerStatus {
         ingress: address.map(|ip| {
@@ -1437,6 +1446,10 @@ impl LoadBalancer for OpenStack {
         let address = self
             .ensure_floating_ip(&lb, &wish, &naming, cluster_name, service)
             .await?;
+        if self.config.load_balancer.manage_security_groups {
+            self.ensure_security_group(cluster_name, service, &lb, &ports, nodes)
+                .await?;
+        }
         if naming.layout == Layout::External {
             self.patch_service_annotations(service, &id, &address)
                 .await?;
@@ -1472,7 +1485,12 @@ impl LoadBalancer for OpenStack {
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
         self.converge(&id, &naming, &ports, nodes, &settings, true)
-            .await
+            .await?;
+        if self.config.load_balancer.manage_security_groups {
+            self.ensure_security_group(cluster_name, service, &lb, &ports, nodes)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn ensure_load_balancer_deleted(
@@ -1482,7 +1500,7 @@ impl LoadBalancer for OpenStack {
     ) -> Result<()> {
         let naming = self.naming(cluster_name, service);
         let Some(lb) = self.lookup(&naming, service).await? else {
-            return Ok(());
+            return self.ensure_security_group_deleted(service).await;
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         let lb_name = lb["name"].as_str().unwrap_or_default().to_owned();
@@ -1523,7 +1541,9 @@ impl LoadBalancer for OpenStack {
         }
         self.wait_gone(&id).await?;
         tracing::info!(lb = %lb_name, id, "load balancer deleted");
-        Ok(())
+        // Whatever manage-security-groups says now (OCCM): a group made while it was on must
+        // not outlive the load balancer.
+        self.ensure_security_group_deleted(service).await
     }
 }
 
