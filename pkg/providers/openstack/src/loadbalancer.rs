@@ -12,8 +12,9 @@
 //!   to the Service's annotations (`load-balancer-id`, `load-balancer-address`) with its
 //!   Kubernetes client, as OCCM's service patcher; the in-tree provider wrote none;
 //! * its VIP is on the Service's `loadbalancer.openstack.org/subnet-id` (or `network-id`)
-//!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
-//!   `private` (the local cloud's), else the first subnet;
+//!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet holding a
+//!   node's member address (OCCM), else the subnet named `private` or `private-subnet` (the
+//!   local cloud's), else the first subnet;
 //! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
 //!   from the Service's annotations; external, `allowed_cidrs` from
 //!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener
@@ -259,6 +260,15 @@ fn canonical_cidr(s: &str) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether `ip` lies in `cidr` (both parsed; anything unparsable is no).
+fn cidr_contains(cidr: &str, ip: &str) -> bool {
+    let (Some(net), Ok(ip)) = (canonical_cidr(cidr), ip.parse::<std::net::IpAddr>()) else {
+        return false;
+    };
+    let prefix = net.split_once('/').map_or("", |(_, p)| p);
+    canonical_cidr(&format!("{ip}/{prefix}")).is_some_and(|own| own == net)
 }
 
 /// A listener's `allowed_cidrs` as [`source_ranges`] says it: `None` for null, empty or
@@ -855,7 +865,11 @@ impl OpenStack {
     }
 
     /// The VIP placement: `vip_subnet_id` or `vip_network_id`.
-    async fn vip_placement(&self, service: &Service) -> Result<(&'static str, String)> {
+    async fn vip_placement(
+        &self,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(&'static str, String)> {
         let wanted = |key: &str| annotation(service, key).filter(|v| !v.is_empty());
         if let Some(s) = wanted(ANNOTATION_SUBNET_ID) {
             return Ok(("vip_subnet_id", s.to_owned()));
@@ -874,9 +888,19 @@ impl OpenStack {
             .client
             .list(Api::Network, "/subnets", "subnets", "list subnets")
             .await?;
-        subnets
-            .iter()
-            .find(|s| s["name"] == "private")
+        // OCCM's getSubnetIDForLB: the subnet of a node's member address (where the members
+        // are), else the local cloud's private subnet, else the first.
+        let of_nodes = nodes.iter().filter_map(member_address).find_map(|ip| {
+            subnets
+                .iter()
+                .find(|s| s["cidr"].as_str().is_some_and(|c| cidr_contains(c, &ip)))
+        });
+        of_nodes
+            .or_else(|| {
+                subnets
+                    .iter()
+                    .find(|s| s["name"] == "private" || s["name"] == "private-subnet")
+            })
             .or_else(|| subnets.first())
             .and_then(|s| s["id"].as_str())
             .map(|id| ("vip_subnet_id", id.to_owned()))
@@ -1379,7 +1403,7 @@ impl LoadBalancer for OpenStack {
                 Some(lb["tags"].clone()),
             ),
             None => {
-                let (key, value) = self.vip_placement(service).await?;
+                let (key, value) = self.vip_placement(service, nodes).await?;
                 let description = match naming.layout {
                     Layout::InTree => format!("Kubernetes external service {name}"),
                     Layout::External => format!(
@@ -1622,6 +1646,15 @@ mod tests {
         assert_eq!(canonical_cidr("fd00::1/8").as_deref(), Some("fd00::/8"));
         assert_eq!(canonical_cidr("1.2.3.4/0").as_deref(), Some("0.0.0.0/0"));
         assert_eq!(canonical_cidr("1.2.3.4"), None);
+    }
+
+    #[test]
+    fn cidr_containment() {
+        assert!(cidr_contains("127.1.0.0/16", "127.1.0.3"));
+        assert!(!cidr_contains("127.1.0.0/16", "127.2.0.3"));
+        assert!(cidr_contains("fd00::/64", "fd00::5"));
+        assert!(!cidr_contains("fd00::/64", "127.1.0.3"));
+        assert!(!cidr_contains("bogus", "127.1.0.3"));
     }
 
     #[test]
