@@ -30,6 +30,16 @@ impl Resource for Port {
     const SINGULAR: &'static str = "port";
     const NOT_FOUND: &'static str = "PortNotFound";
     const TITLE: &'static str = "Port";
+    const INDEXED: &'static [&'static str] = &[
+        "id",
+        "name",
+        "project_id",
+        "network_id",
+        "device_id",
+        "device_owner",
+        "description",
+        "security_groups",
+    ];
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.device_id.is_empty() {
             "DOWN"

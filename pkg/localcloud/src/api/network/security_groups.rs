@@ -68,10 +68,7 @@ impl SecurityGroupRule {
 }
 
 fn rules_of(r: &impl Read, group_id: &str) -> Vec<SecurityGroupRule> {
-    r.list::<SecurityGroupRule>(SECURITY_GROUP_RULES)
-        .into_iter()
-        .filter(|x| x.security_group_id == group_id)
-        .collect()
+    r.list_where::<SecurityGroupRule>(SECURITY_GROUP_RULES, "security_group_id", group_id)
 }
 
 impl Resource for SecurityGroup {
@@ -79,6 +76,7 @@ impl Resource for SecurityGroup {
     const SINGULAR: &'static str = "security_group";
     const NOT_FOUND: &'static str = "SecurityGroupNotFound";
     const TITLE: &'static str = "Security group";
+    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "description"];
     fn view(&self, r: &impl Read) -> Value {
         let rules: Vec<Value> = rules_of(r, &self.meta.id)
             .iter()
@@ -96,6 +94,13 @@ impl Resource for SecurityGroupRule {
     const SINGULAR: &'static str = "security_group_rule";
     const NOT_FOUND: &'static str = "SecurityGroupRuleNotFound";
     const TITLE: &'static str = "Security group rule";
+    const INDEXED: &'static [&'static str] = &[
+        "id",
+        "project_id",
+        "security_group_id",
+        "direction",
+        "ethertype",
+    ];
     fn view(&self, _: &impl Read) -> Value {
         self.view_json()
     }
