@@ -94,6 +94,11 @@ hack/compare-modes.sh --cloud vsphere --dir "$HYPERCLOUD_CACHE/compare-modes-vsp
 # carry no traffic: the classic ELB is checked with `aws elb describe-load-balancers` instead).
 step "hack/compare-modes.sh --cloud aws (moto + amazon-ec2-metadata-mock instead of the local cloud)"
 hack/compare-modes.sh --cloud aws --dir "$HYPERCLOUD_CACHE/compare-modes-aws-ci"
+# The in-tree -> external load-balancer migration on one running cluster: the in-tree
+# controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
+# adopted with their ids and floating IPs, no request through them lost, nothing orphaned (~1 min).
+step "hack/migrate.sh (leader migration of the service controller, load balancers adopted)"
+hack/migrate.sh --dir "$HYPERCLOUD_CACHE/migrate-ci"
 # hypercloud's CCM beside the upstream Go CCM (k8s.io/cloud-provider app + a fake answering as
 # hypercloud's) at a tiny N, debug build: a smoke of the comparison, never a pass/fail on speed
 # (the figures are in docs/controller-manager-runtime.md).

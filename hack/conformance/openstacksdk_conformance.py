@@ -113,6 +113,12 @@ def main():
     assert net.find_security_group_rule(rule.id) is None
     net.delete_security_group(sg)
     assert net.find_security_group("sdk-sg") is None
+    # The project's default group, which a port naming no group gets.
+    default = net.find_security_group("default")
+    assert default is not None and len(default.security_group_rules) == 4, default
+    port = net.create_port(network_id=private.id, name="sdk-port-default")
+    assert port.security_group_ids == [default.id], port
+    net.delete_port(port)
 
     # ---- Octavia: single-call create of the whole tree ----------------------------------------
     alpha, bravo = backend("alpha"), backend("bravo")
@@ -146,6 +152,10 @@ def main():
     assert listener.default_pool_id == pool.id
     members = list(lbapi.members(pool))
     assert sorted(m.protocol_port for m in members) == sorted([alpha, bravo]), members
+    # Pages of one, followed through the members_links / ports_links the SDK reads: everything.
+    assert sorted(m.id for m in lbapi.members(pool, limit=1)) == sorted(m.id for m in members)
+    all_ports = sorted(p.id for p in net.ports())
+    assert len(all_ports) > 2 and sorted(p.id for p in net.ports(limit=2)) == all_ports
     for m in members:
         strict_time(m.created_at, OCTAVIA_TIME, "member created_at")
         strict_time(m.updated_at, OCTAVIA_TIME, "member updated_at")

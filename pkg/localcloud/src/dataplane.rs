@@ -414,6 +414,7 @@ fn open_listener(
             tokio::spawn(proxy::serve_udp(
                 socket,
                 slot.clone(),
+                allowed.clone(),
                 stats.clone(),
                 udp_idle(l),
             ))

@@ -334,6 +334,9 @@ pub(crate) async fn seed(cloud: &Arc<Cloud>) -> Result<()> {
                 .map(|p| p.id)
                 .unwrap_or_default();
             network::seed(tx, &project_id)?;
+            for project in tx.list::<identity::Project>(identity::PROJECTS) {
+                network::ensure_default_group(tx, &project.id)?;
+            }
             if let Some(zones) = &config.availability_zones {
                 for old in tx.list::<serde_json::Value>(compute::ZONES) {
                     if let Some(name) = old["name"].as_str() {

@@ -13,11 +13,17 @@
 //! (`kind` → `id` → object) so part 2 (load balancers, listeners, pools, members) adds tables,
 //! not a new store; [`Store::subscribe`] tells a data plane what changed.
 //!
+//! Beside the tables the store keeps an in-memory secondary index, rebuilt at open and kept in
+//! step with every write and rollback: for each kind, every top-level string field, every array
+//! of strings (`tags`, `security_groups`) and every array of `{"id": ...}` references (as
+//! `loadbalancers.id`) maps its values to the objects holding them, so list filters and
+//! relations ([`Read::ids_where`]) are answered without decoding a whole table.
+//!
 //! One process owns a state directory: `lock` is held with an exclusive file lock for the
 //! store's lifetime, and a second open fails with [`Error::StateDirInUse`]. Within the process a
 //! mutex serialises transactions; readers see only committed state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +40,75 @@ use crate::{Error, Result};
 pub type Table = BTreeMap<String, Value>;
 /// All tables by kind.
 pub type Tables = BTreeMap<String, Table>;
+
+/// The secondary index: kind → field → value → IDs (see the module docs).
+type Index = HashMap<String, HashMap<String, HashMap<String, BTreeSet<String>>>>;
+
+/// The (field, value) pairs object `value` is indexed under.
+fn index_keys(value: &Value) -> Vec<(String, &str)> {
+    let mut out = Vec::new();
+    let Value::Object(map) = value else {
+        return out;
+    };
+    for (field, v) in map {
+        match v {
+            Value::String(s) => out.push((field.clone(), s.as_str())),
+            Value::Array(items) => {
+                for item in items {
+                    match item {
+                        Value::String(s) => out.push((field.clone(), s.as_str())),
+                        Value::Object(o) => {
+                            if let Some(Value::String(id)) = o.get("id") {
+                                out.push((format!("{field}.id"), id.as_str()));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn index_add(index: &mut Index, kind: &str, id: &str, value: &Value) {
+    let fields = index.entry(kind.to_owned()).or_default();
+    for (field, v) in index_keys(value) {
+        fields
+            .entry(field)
+            .or_default()
+            .entry(v.to_owned())
+            .or_default()
+            .insert(id.to_owned());
+    }
+}
+
+fn index_remove(index: &mut Index, kind: &str, id: &str, value: &Value) {
+    let Some(fields) = index.get_mut(kind) else {
+        return;
+    };
+    for (field, v) in index_keys(value) {
+        if let Some(values) = fields.get_mut(&field) {
+            if let Some(ids) = values.get_mut(v) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    values.remove(v);
+                }
+            }
+        }
+    }
+}
+
+fn build_index(tables: &Tables) -> Index {
+    let mut index = Index::new();
+    for (kind, table) in tables {
+        for (id, value) in table {
+            index_add(&mut index, kind, id, value);
+        }
+    }
+    index
+}
 
 const SNAPSHOT: &str = "state.json";
 const LOG: &str = "wal.jsonl";
@@ -77,6 +152,7 @@ struct Snapshot {
 
 struct Inner {
     tables: Tables,
+    index: Index,
     log: File,
     seq: u64,
     log_records: u64,
@@ -186,6 +262,7 @@ impl Store {
         let store = Store {
             dir: dir.to_owned(),
             inner: Mutex::new(Inner {
+                index: build_index(&snapshot.tables),
                 tables: snapshot.tables,
                 log,
                 seq: snapshot.seq,
@@ -217,6 +294,7 @@ impl Store {
         let inner = self.lock();
         f(&View {
             tables: &inner.tables,
+            index: &inner.index,
         })
     }
 
@@ -231,6 +309,7 @@ impl Store {
         let inner = &mut *inner;
         let mut tx = Tx {
             tables: &mut inner.tables,
+            index: &mut inner.index,
             ops: Vec::new(),
             undo: Vec::new(),
         };
@@ -448,6 +527,25 @@ pub trait Read {
     fn get<T: DeserializeOwned>(&self, kind: &str, id: &str) -> Option<T>;
     /// Every object of `kind`, decoded (undecodable ones are skipped).
     fn list<T: DeserializeOwned>(&self, kind: &str) -> Vec<T>;
+    /// The IDs of the objects of `kind` whose `field` is (or, for an array, holds) `value`,
+    /// from the index; `loadbalancers.id` for arrays of references.
+    fn ids_where(&self, kind: &str, field: &str, value: &str) -> BTreeSet<String>;
+    /// The objects [`Read::ids_where`] names, decoded.
+    fn list_where<T: DeserializeOwned>(&self, kind: &str, field: &str, value: &str) -> Vec<T> {
+        self.ids_where(kind, field, value)
+            .iter()
+            .filter_map(|id| self.get(kind, id))
+            .collect()
+    }
+}
+
+fn ids_where(index: &Index, kind: &str, field: &str, value: &str) -> BTreeSet<String> {
+    index
+        .get(kind)
+        .and_then(|f| f.get(field))
+        .and_then(|v| v.get(value))
+        .cloned()
+        .unwrap_or_default()
 }
 
 impl Read for View<'_> {
@@ -456,6 +554,9 @@ impl Read for View<'_> {
     }
     fn list<T: DeserializeOwned>(&self, kind: &str) -> Vec<T> {
         list(self.tables, kind)
+    }
+    fn ids_where(&self, kind: &str, field: &str, value: &str) -> BTreeSet<String> {
+        ids_where(self.index, kind, field, value)
     }
 }
 
@@ -466,11 +567,15 @@ impl Read for Tx<'_> {
     fn list<T: DeserializeOwned>(&self, kind: &str) -> Vec<T> {
         list(self.tables, kind)
     }
+    fn ids_where(&self, kind: &str, field: &str, value: &str) -> BTreeSet<String> {
+        ids_where(self.index, kind, field, value)
+    }
 }
 
 /// A read-only view of the committed tables.
 pub struct View<'a> {
     tables: &'a Tables,
+    index: &'a Index,
 }
 
 impl View<'_> {
@@ -496,6 +601,7 @@ fn list<T: DeserializeOwned>(tables: &Tables, kind: &str) -> Vec<T> {
 /// or a panic unwinding through it), it undoes its writes.
 pub struct Tx<'a> {
     tables: &'a mut Tables,
+    index: &'a mut Index,
     ops: Vec<Op>,
     undo: Vec<(String, String, Option<Value>)>,
 }
@@ -523,6 +629,10 @@ impl Tx<'_> {
             .entry(kind.to_owned())
             .or_default()
             .insert(id.to_owned(), value.clone());
+        if let Some(old) = &old {
+            index_remove(self.index, kind, id, old);
+        }
+        index_add(self.index, kind, id, &value);
         self.undo.push((kind.to_owned(), id.to_owned(), old));
         self.ops.push(Op::Put {
             kind: kind.to_owned(),
@@ -535,6 +645,9 @@ impl Tx<'_> {
     /// Deletes object `id` of `kind`; whether it existed.
     pub fn delete(&mut self, kind: &str, id: &str) -> bool {
         let old = self.tables.get_mut(kind).and_then(|t| t.remove(id));
+        if let Some(old) = &old {
+            index_remove(self.index, kind, id, old);
+        }
         let existed = old.is_some();
         if existed {
             self.undo.push((kind.to_owned(), id.to_owned(), old));
@@ -548,14 +661,15 @@ impl Tx<'_> {
 
     fn rollback(&mut self) {
         while let Some((kind, id, old)) = self.undo.pop() {
-            let table = self.tables.entry(kind).or_default();
-            match old {
-                Some(v) => {
-                    table.insert(id, v);
-                }
-                None => {
-                    table.remove(&id);
-                }
+            let table = self.tables.entry(kind.clone()).or_default();
+            // The index entries of what is there now go before the old object's come back
+            // (both may share a value, such as the name).
+            if let Some(current) = table.remove(&id) {
+                index_remove(self.index, &kind, &id, &current);
+            }
+            if let Some(v) = old {
+                index_add(self.index, &kind, &id, &v);
+                table.insert(id, v);
             }
         }
         self.ops.clear();
@@ -567,6 +681,55 @@ impl Tx<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_index_follows_writes_rollbacks_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ids = |s: &Store, field: &str, value: &str| -> Vec<String> {
+            s.read(|r| r.ids_where("lbs", field, value).into_iter().collect())
+        };
+        store
+            .write(|tx| {
+                tx.put(
+                    "lbs",
+                    "a",
+                    &json!({"name": "web", "tags": ["x"], "loadbalancers": [{"id": "p"}]}),
+                )?;
+                tx.put("lbs", "b", &json!({"name": "web", "n": 1}))?;
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+        assert_eq!(ids(&store, "name", "web"), ["a", "b"]);
+        assert_eq!(ids(&store, "tags", "x"), ["a"]);
+        assert_eq!(ids(&store, "loadbalancers.id", "p"), ["a"]);
+        // A failed transaction's renames and deletes leave the index as it was.
+        let failed: Result<(), Error> = store.write(|tx| {
+            tx.put("lbs", "a", &json!({"name": "db"}))?;
+            tx.delete("lbs", "b");
+            Err(Error::Serve("no".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(ids(&store, "name", "web"), ["a", "b"]);
+        assert!(ids(&store, "name", "db").is_empty());
+        store
+            .write(|tx| {
+                tx.put("lbs", "a", &json!({"name": "db"}))?;
+                tx.delete("lbs", "b");
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+        assert!(ids(&store, "name", "web").is_empty());
+        assert_eq!(ids(&store, "name", "db"), ["a"]);
+        assert!(ids(&store, "tags", "x").is_empty());
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(ids(&store, "name", "db"), ["a"]);
+        assert_eq!(
+            store.read(|r| r.list_where::<Value>("lbs", "name", "db")),
+            [json!({"name": "db"})]
+        );
+    }
 
     #[test]
     fn writes_survive_reopen_and_failed_transactions_leave_no_trace() {

@@ -143,29 +143,98 @@ const NOT_FILTERS: &[&str] = &[
     "sort_dir",
 ];
 
+/// Query keys a list answers from the store's index (the view shows them as the record stores
+/// them, so the index narrows the candidates and the view filter still decides).
+const INDEXED: &[&str] = &[
+    "id",
+    "name",
+    "description",
+    "project_id",
+    "vip_port_id",
+    "vip_address",
+    "vip_subnet_id",
+    "vip_network_id",
+    "pool_id",
+    "default_pool_id",
+    "address",
+];
+
+/// The IDs the indexed filters of `params` (and `extra` field/value pairs) allow: a key given
+/// twice allows either value, different keys must all match; `None` when no filter is indexed.
+fn candidates(
+    r: &impl Read,
+    table: &str,
+    params: &Params,
+    extra: &[(&str, &str)],
+) -> Option<std::collections::BTreeSet<String>> {
+    let mut by_key: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    let indexed = params
+        .0
+        .iter()
+        .filter(|(k, _)| INDEXED.contains(&k.as_str()))
+        .map(|(k, v)| (k.as_str(), v.as_str()));
+    for (k, v) in indexed.chain(extra.iter().copied()) {
+        by_key
+            .entry(k)
+            .or_default()
+            .extend(r.ids_where(table, k, v));
+    }
+    by_key
+        .into_values()
+        .reduce(|a, b| a.intersection(&b).cloned().collect())
+}
+
+/// `uri` is the request's original URI (the router is nested under two prefixes), so the
+/// `next` link names the whole path.
 fn list<T: View>(
     cloud: &Cloud,
     params: &Params,
     uri: &Uri,
+    extra: &[(&str, &str)],
     keep: impl Fn(&T) -> bool,
 ) -> ApiResult {
-    let items: Vec<Value> = cloud.store.read(|r| {
-        let mut items: Vec<Value> = r
-            .list::<T>(T::KIND.table)
-            .into_iter()
-            .filter(|v| keep(v))
+    // Every filter answered by the index: sort and page the records, render only the page.
+    // Otherwise every candidate is rendered and the view filter decides (a filter on a field
+    // the view computes, such as `operating_status`).
+    let all_indexed = params
+        .0
+        .iter()
+        .all(|(k, _)| NOT_FILTERS.contains(&k.as_str()) || INDEXED.contains(&k.as_str()));
+    let listed = cloud.store.read(|r| {
+        let table = T::KIND.table;
+        let mut records: Vec<T> = match candidates(r, table, params, extra) {
+            Some(ids) => ids.iter().filter_map(|id| r.get::<T>(table, id)).collect(),
+            None => r.list::<T>(table),
+        };
+        records.retain(|v| keep(v));
+        records.sort_by(|a, b| {
+            a.common()
+                .meta
+                .created_at
+                .cmp(&b.common().meta.created_at)
+                .then_with(|| a.id().cmp(b.id()))
+        });
+        if all_indexed {
+            let ids: Vec<Value> = records.iter().map(|v| json!({"id": v.id()})).collect();
+            let (page, next) = paginate(ids, params, &cloud.base_url, uri, 1000)?;
+            let by_id: std::collections::HashMap<&str, &T> =
+                records.iter().map(|v| (v.id(), v)).collect();
+            let page: Vec<Value> = page
+                .iter()
+                .filter_map(|p| p["id"].as_str().and_then(|id| by_id.get(id)))
+                .map(|v| v.view(r))
+                .collect();
+            return Ok::<_, ApiError>((page, next));
+        }
+        let items: Vec<Value> = records
+            .iter()
             .map(|v| v.view(r))
             .filter(|v| matches_filters(v, params, NOT_FILTERS))
             .collect();
-        items.sort_by(|a, b| {
-            a["created_at"]
-                .as_str()
-                .cmp(&b["created_at"].as_str())
-                .then_with(|| a["id"].as_str().cmp(&b["id"].as_str()))
-        });
-        items
+        paginate(items, params, &cloud.base_url, uri, 1000)
     });
-    let (page, next) = paginate(items, params, &cloud.base_url, uri, 1000)?;
+    let (page, next) = listed?;
     let page = page.into_iter().map(|v| select_fields(v, params)).collect();
     Ok(reply(StatusCode::OK, list_body(T::KIND.many, page, next)))
 }
@@ -180,7 +249,11 @@ fn list_on_lb<T: View>(
     let lb = params.get("loadbalancer_id").map(str::to_owned);
     let mut params = params;
     params.0.retain(|(k, _)| k != "loadbalancer_id");
-    list(cloud, &params, uri, |v: &T| {
+    let extra: Vec<(&str, &str)> = lb
+        .iter()
+        .map(|lb| ("loadbalancers.id", lb.as_str()))
+        .collect();
+    list(cloud, &params, uri, &extra, |v: &T| {
         lb.as_deref().is_none_or(|lb| lb_of(v) == lb)
     })
 }
@@ -189,8 +262,12 @@ async fn get_one<T: View>(State(cloud): Ctx, Path(id): Path<String>) -> ApiResul
     show::<T>(&cloud, &id)
 }
 
-async fn list_all<T: View>(State(cloud): Ctx, Query(params): Query<Params>, uri: Uri) -> ApiResult {
-    list::<T>(&cloud, &params, &uri, |_| true)
+async fn list_all<T: View>(
+    State(cloud): Ctx,
+    Query(params): Query<Params>,
+    axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
+) -> ApiResult {
+    list::<T>(&cloud, &params, &uri, &[], |_| true)
 }
 
 // ---- routing ----------------------------------------------------------------------------------

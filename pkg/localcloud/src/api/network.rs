@@ -57,6 +57,9 @@ pub(crate) trait Resource: Serialize + DeserializeOwned {
     const SINGULAR: &'static str;
     const NOT_FOUND: &'static str;
     const TITLE: &'static str;
+    /// Filters a list answers from the store's index: attributes the record stores as the view
+    /// shows them (the index narrows the candidates; the view filter still decides).
+    const INDEXED: &'static [&'static str] = &["id", "name", "project_id"];
     fn view(&self, r: &impl Read) -> Value;
 }
 
@@ -242,7 +245,29 @@ async fn list<R: Resource>(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let mut views: Vec<Value> = cloud.store.read(|v| {
-        v.list::<R>(R::KIND)
+        let mut by_key: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
+            std::collections::BTreeMap::new();
+        for (k, value) in params
+            .0
+            .iter()
+            .filter(|(k, _)| R::INDEXED.contains(&k.as_str()))
+        {
+            by_key
+                .entry(k.as_str())
+                .or_default()
+                .extend(v.ids_where(R::KIND, k, value));
+        }
+        let records: Vec<R> = match by_key
+            .into_values()
+            .reduce(|a, b| a.intersection(&b).cloned().collect())
+        {
+            Some(ids) => ids
+                .iter()
+                .filter_map(|id| v.get::<R>(R::KIND, id))
+                .collect(),
+            None => v.list::<R>(R::KIND),
+        };
+        records
             .iter()
             .map(|item| item.view(v))
             .filter(|view| matches_filters(view, &params, NOT_FILTERS))

@@ -62,6 +62,12 @@ impl DataPlane {
             "Client connections closed because no healthy member could take them.",
             rows(&|s| s.no_member.load(Ordering::Relaxed)),
         );
+        family(
+            "localcloud_lb_listener_refused_total",
+            "counter",
+            "TCP connections closed and UDP datagrams dropped because their source is outside the listener's allowed_cidrs.",
+            rows(&|s| s.refused.load(Ordering::Relaxed)),
+        );
         let mut members: Vec<&Arc<MemberRt>> = running.members.values().collect();
         members.sort_by(|a, b| a.id.cmp(&b.id));
         let ml = |m: &MemberRt| {

@@ -134,6 +134,8 @@ pub(super) struct ListenerStats {
     pub(super) bytes_in: AtomicU64,
     pub(super) bytes_out: AtomicU64,
     pub(super) no_member: AtomicU64,
+    /// Connections (TCP) or datagrams (UDP) from sources outside `allowed_cidrs`.
+    pub(super) refused: AtomicU64,
 }
 
 pub(super) fn bind_udp(addr: SocketAddr) -> std::io::Result<Arc<tokio::net::UdpSocket>> {
@@ -154,9 +156,14 @@ pub(super) fn local_for(member: SocketAddr) -> SocketAddr {
 
 /// UDP: one session per client address (like haproxy/LVS in Octavia's UDP listeners), each with
 /// its own socket to the member chosen at the first datagram; a session idle for `idle` ends.
+///
+/// `allowed_cidrs` applies as to TCP (Octavia enforces it with the VIP port's security group,
+/// for every protocol): a datagram from another source is dropped before it opens or feeds a
+/// session, so a client removed from the list is cut off at once.
 pub(super) async fn serve_udp(
     socket: Arc<tokio::net::UdpSocket>,
     pool: PoolSlot,
+    allowed: AllowedSlot,
     stats: Arc<ListenerStats>,
     idle: Duration,
 ) {
@@ -172,6 +179,16 @@ pub(super) async fn serve_udp(
                 continue;
             }
         };
+        let refused = allowed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|cidrs| !admitted(cidrs, client.ip()));
+        if refused {
+            tracing::debug!(%client, "udp client not in the listener's allowed_cidrs");
+            stats.refused.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
         let existing = sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -274,6 +291,7 @@ pub(super) async fn serve_tcp(
         if refused {
             // haproxy's `tcp-request connection reject`: closed before any byte.
             tracing::debug!(%peer, "client not in the listener's allowed_cidrs");
+            stats.refused.fetch_add(1, Ordering::Relaxed);
             drop(client);
             continue;
         }

@@ -326,29 +326,29 @@ impl HealthMonitor {
 
 // ---- relations --------------------------------------------------------------------------------
 
+// From the store's index (`loadbalancers.id` is the reference array's index), not a scan of
+// the child table per parent: rendering a list of N load balancers stays linear.
+
 pub(crate) fn listeners_of(r: &impl Read, lb_id: &str) -> Vec<Listener> {
-    r.list::<Listener>(LISTENERS)
+    r.list_where::<Listener>(LISTENERS, "loadbalancers.id", lb_id)
         .into_iter()
         .filter(|l| l.lb_id() == lb_id)
         .collect()
 }
 
 pub(crate) fn pools_of(r: &impl Read, lb_id: &str) -> Vec<Pool> {
-    r.list::<Pool>(POOLS)
+    r.list_where::<Pool>(POOLS, "loadbalancers.id", lb_id)
         .into_iter()
         .filter(|p| p.lb_id() == lb_id)
         .collect()
 }
 
 pub(crate) fn members_of(r: &impl Read, pool_id: &str) -> Vec<Member> {
-    r.list::<Member>(MEMBERS)
-        .into_iter()
-        .filter(|m| m.pool_id == pool_id)
-        .collect()
+    r.list_where::<Member>(MEMBERS, "pool_id", pool_id)
 }
 
 pub(crate) fn monitors_of(r: &impl Read, pool_id: &str) -> Vec<HealthMonitor> {
-    r.list::<HealthMonitor>(MONITORS)
+    r.list_where::<HealthMonitor>(MONITORS, "pools.id", pool_id)
         .into_iter()
         .filter(|m| m.pool_id() == pool_id)
         .collect()
@@ -356,10 +356,7 @@ pub(crate) fn monitors_of(r: &impl Read, pool_id: &str) -> Vec<HealthMonitor> {
 
 /// Listeners whose default pool is `pool_id`.
 pub(crate) fn listeners_using(r: &impl Read, pool_id: &str) -> Vec<Listener> {
-    r.list::<Listener>(LISTENERS)
-        .into_iter()
-        .filter(|l| l.default_pool_id.as_deref() == Some(pool_id))
-        .collect()
+    r.list_where::<Listener>(LISTENERS, "default_pool_id", pool_id)
 }
 
 pub(crate) fn refs<T: Record>(items: &[T]) -> Vec<Ref> {

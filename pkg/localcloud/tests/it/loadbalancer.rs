@@ -639,6 +639,102 @@ async fn udp_listener_keeps_a_session_per_client() {
     c.shutdown().await;
 }
 
+/// A UDP listener's `allowed_cidrs` drops datagrams from other sources (no answer, no session),
+/// counts them in `localcloud_lb_listener_refused_total`, and admits everyone again when lifted.
+#[tokio::test]
+async fn udp_allowed_cidrs_drop_other_sources() {
+    let c = cloud("127.1.206.0/24").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "dns", "vip_network_id": "net"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let lb = id(&r, "loadbalancer");
+    let vip = r.body["loadbalancer"]["vip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_lb_active(&c, &lb).await;
+    let port = {
+        let s = std::net::UdpSocket::bind((vip.as_str(), 0)).unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let backend = udp_backend("uno").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/listeners"),
+            json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port,
+                "allowed_cidrs": ["127.0.0.3/32"]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let listener = id(&r, "listener");
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"listener_id": listener, "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let pool = id(&r, "pool");
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools/{pool}/members"),
+            json!({"member": {"address": "127.0.0.1", "protocol_port": backend.port()}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+
+    let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
+    // One datagram from `source`; its answer, or None when nothing comes back within 1s.
+    let ask = |source: &'static str| async move {
+        let client = tokio::net::UdpSocket::bind((source, 0)).await.unwrap();
+        client.connect(vip).await.unwrap();
+        client.send(b"hello").await.unwrap();
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(Duration::from_secs(1), client.recv(&mut buf)).await {
+            Ok(Ok(n)) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            _ => None,
+        }
+    };
+    assert_eq!(ask("127.0.0.3").await.as_deref(), Some("uno"));
+    assert_eq!(
+        ask("127.0.0.4").await,
+        None,
+        "a datagram from outside allowed_cidrs was answered"
+    );
+    let metrics = c
+        .http
+        .get(format!("{}/metrics", c.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refused = metrics
+        .lines()
+        .find(|l| l.starts_with("localcloud_lb_listener_refused_total") && l.contains(&listener))
+        .unwrap_or_else(|| panic!("no refused counter for {listener}:\n{metrics}"));
+    assert!(refused.ends_with(" 1"), "{refused}");
+
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{listener}"),
+            json!({"listener": {"allowed_cidrs": null}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+    assert_eq!(ask("127.0.0.4").await.as_deref(), Some("uno"));
+    c.shutdown().await;
+}
+
 /// `2018-08-23T20:05:21`: Octavia's timestamps carry no zone suffix and no fraction.
 fn assert_octavia_time(v: &Value, what: &str) {
     for k in ["created_at", "updated_at"] {
@@ -933,4 +1029,112 @@ async fn allowed_cidrs_refuse_other_sources() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     wait_lb_active(&c, &lb.lb).await;
     assert_eq!(ask_from("127.0.0.4", lb.vip).await.unwrap(), "alpha");
+}
+
+/// List filters answered from the store's index (name, vip_port_id, description, a name given
+/// twice = either), a filter the view computes (`operating_status`) still applied, and
+/// `limit`/`marker` pages whose `loadbalancers_links` `next` leads through every load balancer
+/// in creation order, filters kept.
+#[tokio::test]
+async fn list_filters_and_pages_follow_links() {
+    let c = cloud("127.1.207.0/24").await;
+    let mut made = Vec::new();
+    for i in 0..5 {
+        let r = c
+            .post(
+                &format!("{LBAAS}/loadbalancers"),
+                json!({"loadbalancer": {"name": format!("page-{i}"), "description": if i % 2 == 0 { "even" } else { "odd" },
+                    "vip_network_id": "net"}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        made.push((
+            id(&r, "loadbalancer"),
+            r.body["loadbalancer"]["vip_port_id"].clone(),
+        ));
+    }
+    for (lb, _) in &made {
+        wait_lb_active(&c, lb).await;
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v["loadbalancers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The filtered lists, order aside (created_at has whole seconds; ties go by id).
+    let sorted = |v: &Value| -> Vec<String> {
+        let mut n = names(v);
+        n.sort();
+        n
+    };
+    let r = c.get(&format!("{LBAAS}/loadbalancers?name=page-3")).await;
+    assert_eq!(names(&r.body), ["page-3"]);
+    let r = c
+        .get(&format!("{LBAAS}/loadbalancers?name=page-3&name=page-1"))
+        .await;
+    assert_eq!(sorted(&r.body), ["page-1", "page-3"]);
+    let r = c
+        .get(&format!(
+            "{LBAAS}/loadbalancers?description=even&name=page-3"
+        ))
+        .await;
+    assert!(names(&r.body).is_empty(), "{}", r.body);
+    if let Some(port) = made[2].1.as_str() {
+        let r = c
+            .get(&format!("{LBAAS}/loadbalancers?vip_port_id={port}"))
+            .await;
+        assert_eq!(names(&r.body), ["page-2"]);
+    }
+    let r = c
+        .get(&format!(
+            "{LBAAS}/loadbalancers?description=even&operating_status=ONLINE"
+        ))
+        .await;
+    assert_eq!(sorted(&r.body), ["page-0", "page-2", "page-4"]);
+    let r = c
+        .get(&format!(
+            "{LBAAS}/loadbalancers?description=even&operating_status=OFFLINE"
+        ))
+        .await;
+    assert!(names(&r.body).is_empty(), "{}", r.body);
+
+    // Pages of 2 through the links: the whole list, in its order.
+    let whole = names(&c.get(&format!("{LBAAS}/loadbalancers")).await.body);
+    let mut url = format!("{LBAAS}/loadbalancers?limit=2");
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let r = c.get(&url).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        seen.extend(names(&r.body));
+        pages += 1;
+        assert!(pages <= 5, "the links never end: {}", r.body);
+        let next = r.body["loadbalancers_links"]
+            .as_array()
+            .and_then(|l| l.iter().find(|l| l["rel"] == "next"))
+            .and_then(|l| l["href"].as_str())
+            .map(str::to_owned);
+        match next {
+            Some(href) => url = href.strip_prefix(&c.url).unwrap().to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, whole);
+    seen.sort();
+    assert_eq!(seen, ["page-0", "page-1", "page-2", "page-3", "page-4"]);
+    assert_eq!(pages, 3);
+    let r = c
+        .get(&format!("{LBAAS}/loadbalancers?description=odd&limit=1"))
+        .await;
+    assert_eq!(names(&r.body).len(), 1, "{}", r.body);
+    let next = r.body["loadbalancers_links"][0]["href"].as_str().unwrap();
+    assert!(next.contains("description=odd"), "{next}");
+    let r = c
+        .get(&format!("{LBAAS}/loadbalancers?marker=no-such-id"))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    c.shutdown().await;
 }

@@ -188,3 +188,99 @@ async fn security_groups_and_rules_crud_and_filter_by_name() {
         r.body
     );
 }
+
+/// Every project has its `default` group (egress anywhere, ingress from the group itself), which
+/// new ports naming no group get (an instance's port too; a router's ports none); the name is
+/// reserved and the group cannot be renamed, as in Neutron.
+#[tokio::test]
+async fn default_group_per_project_on_new_ports() {
+    let c = TestCloud::start().await;
+    let r = c.get(&format!("{SG}?name=default")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let groups = r.body["security_groups"].as_array().unwrap().clone();
+    assert_eq!(
+        groups.len(),
+        1,
+        "one default group for the project: {}",
+        r.body
+    );
+    let default = groups[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(groups[0]["description"], "Default security group");
+    let rules = groups[0]["security_group_rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 4, "{rules:?}");
+    for ethertype in ["IPv4", "IPv6"] {
+        assert!(rules.iter().any(|x| x["direction"] == "ingress"
+            && x["ethertype"] == ethertype
+            && x["remote_group_id"] == default.as_str()));
+        assert!(rules.iter().any(|x| x["direction"] == "egress"
+            && x["ethertype"] == ethertype
+            && x["remote_group_id"].is_null()));
+    }
+
+    let net = c.network_id("private").await;
+    let r = c
+        .post("/network/v2.0/ports", json!({"port": {"network_id": net}}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["port"]["security_groups"], json!([default]));
+    let r = c
+        .post(
+            "/network/v2.0/ports",
+            json!({"port": {"network_id": net, "security_groups": []}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["port"]["security_groups"], json!([]));
+    let server = c.create_server("sg-web", json!({})).await;
+    let r = c
+        .get(&format!("/network/v2.0/ports?device_id={server}"))
+        .await;
+    assert_eq!(
+        r.body["ports"][0]["security_groups"],
+        json!([default]),
+        "{}",
+        r.body
+    );
+    let r = c
+        .get("/network/v2.0/ports?device_owner=network:router_interface")
+        .await;
+    let router_ports = r.body["ports"].as_array().unwrap();
+    assert!(!router_ports.is_empty(), "{}", r.body);
+    assert!(router_ports
+        .iter()
+        .all(|p| p["security_groups"] == json!([])));
+
+    let r = c
+        .post(SG, json!({"security_group": {"name": "Default"}}))
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(
+        r.body["NeutronError"]["type"],
+        "SecurityGroupDefaultAlreadyExists"
+    );
+    let r = c
+        .put(
+            &format!("{SG}/{default}"),
+            json!({"security_group": {"name": "mine"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(
+        r.body["NeutronError"]["type"],
+        "SecurityGroupCannotUpdateDefault"
+    );
+    let r = c
+        .put(
+            &format!("{SG}/{default}"),
+            json!({"security_group": {"description": "still default"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        c.get(&format!("{SG}?name=default")).await.body["security_groups"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

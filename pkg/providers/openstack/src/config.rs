@@ -89,6 +89,8 @@ pub struct LoadBalancerConfig {
     pub monitor_max_retries: Option<u32>,
     pub monitor_max_retries_down: Option<u32>,
     pub internal_lb: bool,
+    /// A security group per load balancer opening the node ports to it (OCCM).
+    pub manage_security_groups: bool,
     /// `false`: no LoadBalancer capability, even when the catalog has Octavia.
     pub enabled: Option<bool>,
 }
@@ -462,12 +464,7 @@ impl Config {
             "provider-requires-serial-api-calls" => {
                 parse_bool(value)?;
             }
-            "manage-security-groups" if !parse_bool(value)? => {}
-            "manage-security-groups" => {
-                return Ok(Setting::NoEffect(
-                    "security groups for load balancers are not managed (not implemented)",
-                ))
-            }
+            "manage-security-groups" => lb.manage_security_groups = parse_bool(value)?,
             "floating-subnet" | "floating-subnet-tags" => {
                 return Ok(Setting::NoEffect(
                     "choosing the floating subnet by name or tags is not implemented; use floating-subnet-id",
@@ -485,7 +482,7 @@ impl Config {
             }
             "node-security-group" => {
                 return Ok(Setting::NoEffect(
-                    "security groups for load balancers are not managed (not implemented)",
+                    "the nodes' own security group is never edited; manage-security-groups puts a group per load balancer on the nodes' ports instead, as OCCM",
                 ))
             }
             "flavor-id" | "availability-zone" => {
@@ -794,7 +791,12 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
             "false",
             Implemented,
         ),
-        ("LoadBalancer", "manage-security-groups", "true", Warned),
+        (
+            "LoadBalancer",
+            "manage-security-groups",
+            "true",
+            Implemented,
+        ),
         ("LoadBalancer", "node-security-group", "sg", Warned),
         ("LoadBalancer", "create-monitor", "true", Implemented),
         ("LoadBalancer", "monitor-delay", "5s", Implemented),

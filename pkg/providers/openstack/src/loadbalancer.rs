@@ -12,8 +12,9 @@
 //!   to the Service's annotations (`load-balancer-id`, `load-balancer-address`) with its
 //!   Kubernetes client, as OCCM's service patcher; the in-tree provider wrote none;
 //! * its VIP is on the Service's `loadbalancer.openstack.org/subnet-id` (or `network-id`)
-//!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet named
-//!   `private` (the local cloud's), else the first subnet;
+//!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet holding a
+//!   node's member address (OCCM), else the subnet named `private` or `private-subnet` (the
+//!   local cloud's), else the first subnet;
 //! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
 //!   from the Service's annotations; external, `allowed_cidrs` from
 //!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener
@@ -27,6 +28,8 @@
 //!   network is configured (`floating-network-id`, the annotation of the same name) or
 //!   `spec.loadBalancerIP` names one (`OpenStack::ensure_floating_ip` has the steps). It is
 //!   the ingress IP reported; otherwise the VIP is;
+//! * with `[LoadBalancer] manage-security-groups`, a Neutron security group per load balancer
+//!   opening the node ports to it, on the member nodes' ports (`security_group`, as OCCM);
 //! * Octavia refuses changes while the load balancer is `PENDING_*`, so every mutation is
 //!   followed by a bounded wait for `ACTIVE`;
 //! * ensuring again converges (listeners, pools, members, monitors added or removed) without
@@ -44,6 +47,8 @@ use serde_json::{json, Value};
 
 use crate::client::{is_not_found, Service as Api};
 use crate::OpenStack;
+
+mod security_group;
 
 /// The load balancer's Octavia id, written by the external provider and read back first.
 pub const ANNOTATION_LOAD_BALANCER_ID: &str = "loadbalancer.openstack.org/load-balancer-id";
@@ -255,6 +260,15 @@ fn canonical_cidr(s: &str) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether `ip` lies in `cidr` (both parsed; anything unparsable is no).
+fn cidr_contains(cidr: &str, ip: &str) -> bool {
+    let (Some(net), Ok(ip)) = (canonical_cidr(cidr), ip.parse::<std::net::IpAddr>()) else {
+        return false;
+    };
+    let prefix = net.split_once('/').map_or("", |(_, p)| p);
+    canonical_cidr(&format!("{ip}/{prefix}")).is_some_and(|own| own == net)
 }
 
 /// A listener's `allowed_cidrs` as [`source_ranges`] says it: `None` for null, empty or
@@ -536,11 +550,12 @@ impl OpenStack {
         let allowed_cidrs =
             source_ranges(service).map_err(|m| self.lb_error("read Service source ranges", m))?;
         if allowed_cidrs.is_some() && self.layout == Layout::InTree {
-            // The legacy provider enforced source ranges only through the security groups it
-            // managed with manage-security-groups, which hypercloud does not implement.
+            // The legacy provider enforced source ranges only through the VIP port's security
+            // group it managed with manage-security-groups; hypercloud's managed group is
+            // OCCM's (node ports only), so in-tree a restriction cannot be honoured.
             return Err(self.lb_error(
                 "read Service source ranges",
-                "source range restrictions are not supported for openstack load balancers without managing security groups (in-tree layout; the cloud-controller-manager sets the listeners' allowed_cidrs)",
+                "source range restrictions are not supported for in-tree openstack load balancers (the legacy provider's VIP security group is not implemented; the cloud-controller-manager sets the listeners' allowed_cidrs)",
             ));
         }
         let health_check_node_port = service
@@ -850,7 +865,11 @@ impl OpenStack {
     }
 
     /// The VIP placement: `vip_subnet_id` or `vip_network_id`.
-    async fn vip_placement(&self, service: &Service) -> Result<(&'static str, String)> {
+    async fn vip_placement(
+        &self,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(&'static str, String)> {
         let wanted = |key: &str| annotation(service, key).filter(|v| !v.is_empty());
         if let Some(s) = wanted(ANNOTATION_SUBNET_ID) {
             return Ok(("vip_subnet_id", s.to_owned()));
@@ -869,9 +888,19 @@ impl OpenStack {
             .client
             .list(Api::Network, "/subnets", "subnets", "list subnets")
             .await?;
-        subnets
-            .iter()
-            .find(|s| s["name"] == "private")
+        // OCCM's getSubnetIDForLB: the subnet of a node's member address (where the members
+        // are), else the local cloud's private subnet, else the first.
+        let of_nodes = nodes.iter().filter_map(member_address).find_map(|ip| {
+            subnets
+                .iter()
+                .find(|s| s["cidr"].as_str().is_some_and(|c| cidr_contains(c, &ip)))
+        });
+        of_nodes
+            .or_else(|| {
+                subnets
+                    .iter()
+                    .find(|s| s["name"] == "private" || s["name"] == "private-subnet")
+            })
             .or_else(|| subnets.first())
             .and_then(|s| s["id"].as_str())
             .map(|id| ("vip_subnet_id", id.to_owned()))
@@ -928,14 +957,7 @@ impl OpenStack {
         nodes
             .iter()
             .filter_map(|n| {
-                let ip = n
-                    .status
-                    .as_ref()?
-                    .addresses
-                    .as_ref()?
-                    .iter()
-                    .find(|a| a.type_ == "InternalIP")
-                    .map(|a| a.address.clone());
+                let ip = member_address(n);
                 if ip.is_none() {
                     tracing::warn!(node = ?n.metadata.name, "node has no InternalIP; not a load balancer member");
                 }
@@ -1290,6 +1312,17 @@ impl OpenStack {
     }
 }
 
+/// A node's member address: its first InternalIP.
+fn member_address(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+}
+
 fn status_of(address: Option<String>) -> LoadBalancerStatus {
     LoadBalancerStatus {
         ingress: address.map(|ip| {
@@ -1370,7 +1403,7 @@ impl LoadBalancer for OpenStack {
                 Some(lb["tags"].clone()),
             ),
             None => {
-                let (key, value) = self.vip_placement(service).await?;
+                let (key, value) = self.vip_placement(service, nodes).await?;
                 let description = match naming.layout {
                     Layout::InTree => format!("Kubernetes external service {name}"),
                     Layout::External => format!(
@@ -1437,6 +1470,10 @@ impl LoadBalancer for OpenStack {
         let address = self
             .ensure_floating_ip(&lb, &wish, &naming, cluster_name, service)
             .await?;
+        if self.config.load_balancer.manage_security_groups {
+            self.ensure_security_group(cluster_name, service, &lb, &ports, nodes)
+                .await?;
+        }
         if naming.layout == Layout::External {
             self.patch_service_annotations(service, &id, &address)
                 .await?;
@@ -1472,7 +1509,12 @@ impl LoadBalancer for OpenStack {
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
         self.converge(&id, &naming, &ports, nodes, &settings, true)
-            .await
+            .await?;
+        if self.config.load_balancer.manage_security_groups {
+            self.ensure_security_group(cluster_name, service, &lb, &ports, nodes)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn ensure_load_balancer_deleted(
@@ -1482,7 +1524,7 @@ impl LoadBalancer for OpenStack {
     ) -> Result<()> {
         let naming = self.naming(cluster_name, service);
         let Some(lb) = self.lookup(&naming, service).await? else {
-            return Ok(());
+            return self.ensure_security_group_deleted(service).await;
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         let lb_name = lb["name"].as_str().unwrap_or_default().to_owned();
@@ -1523,7 +1565,9 @@ impl LoadBalancer for OpenStack {
         }
         self.wait_gone(&id).await?;
         tracing::info!(lb = %lb_name, id, "load balancer deleted");
-        Ok(())
+        // Whatever manage-security-groups says now (OCCM): a group made while it was on must
+        // not outlive the load balancer.
+        self.ensure_security_group_deleted(service).await
     }
 }
 
@@ -1602,6 +1646,15 @@ mod tests {
         assert_eq!(canonical_cidr("fd00::1/8").as_deref(), Some("fd00::/8"));
         assert_eq!(canonical_cidr("1.2.3.4/0").as_deref(), Some("0.0.0.0/0"));
         assert_eq!(canonical_cidr("1.2.3.4"), None);
+    }
+
+    #[test]
+    fn cidr_containment() {
+        assert!(cidr_contains("127.1.0.0/16", "127.1.0.3"));
+        assert!(!cidr_contains("127.1.0.0/16", "127.2.0.3"));
+        assert!(cidr_contains("fd00::/64", "fd00::5"));
+        assert!(!cidr_contains("fd00::/64", "127.1.0.3"));
+        assert!(!cidr_contains("bogus", "127.1.0.3"));
     }
 
     #[test]

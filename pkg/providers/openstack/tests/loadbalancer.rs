@@ -1067,3 +1067,179 @@ async fn external_traffic_policy_local_probes_the_health_check_node_port() {
         .await
         .unwrap();
 }
+
+/// What the server behind `addr` answers a client bound to `source` (None: refused).
+async fn ask_from(source: &str, addr: &str) -> Option<String> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let mut s = tokio::time::timeout(
+        Duration::from_secs(2),
+        socket.connect(addr.parse().unwrap()),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out))
+        .await
+        .ok()?
+        .ok()?;
+    (!out.is_empty()).then_some(out)
+}
+
+/// `manage-security-groups = true`, as OCCM: a group `lb-sg-<uid>-<ns>-<name>` whose only rules
+/// open the node port from the members' subnet, put on the node server's port, converged when
+/// the node port changes, and taken off the port and deleted with the load balancer. The
+/// source ranges still refuse a disallowed client through the data plane.
+#[tokio::test]
+async fn manage_security_groups_opens_node_ports_to_the_load_balancer() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "[LoadBalancer]\nmanage-security-groups = true\n").await;
+    let lb = os.load_balancer().unwrap();
+    let server = cloud.create_server("sg-node", "1", None).await;
+    let port_of_server = || async {
+        cloud
+            .ok(
+                Method::GET,
+                &format!("/network/v2.0/ports?device_id={server}"),
+                None,
+            )
+            .await["ports"][0]
+            .clone()
+    };
+    let node_port = port_of_server().await;
+    let node_ip = node_port["fixed_ips"][0]["ip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let np = free_port(&node_ip);
+    backend(&node_ip, np, "guarded").await;
+    let mut n = node("sg-node", &node_ip);
+    n.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{server}"));
+    let nodes = [n];
+    let port = free_port("127.0.0.1");
+    let with = |np: u16, ranges: &[&str]| {
+        let mut s = service(&[(port, np)]);
+        s.spec.as_mut().unwrap().load_balancer_source_ranges =
+            Some(ranges.iter().map(|r| (*r).to_owned()).collect());
+        s
+    };
+    let status = lb
+        .ensure_load_balancer("kubernetes", &with(np, &["127.0.0.3/32"]), &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+
+    let group_name = "lb-sg-1b4e28ba-2fa1-11d2-883f-00163e6fbc11-shop-web";
+    let group = || async {
+        let found = cloud
+            .ok(
+                Method::GET,
+                &format!("/network/v2.0/security-groups?name={group_name}"),
+                None,
+            )
+            .await["security_groups"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(found.len() <= 1, "{found:?}");
+        found.into_iter().next()
+    };
+    let sg = group().await.expect("the load balancer's security group");
+    let sg_id = sg["id"].as_str().unwrap().to_owned();
+    let subnet_cidr = cloud
+        .ok(
+            Method::GET,
+            "/network/v2.0/subnets?name=private-subnet",
+            None,
+        )
+        .await["subnets"][0]["cidr"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rules = |sg: &serde_json::Value| -> Vec<(String, i64, String, String)> {
+        let mut r: Vec<_> = sg["security_group_rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["direction"].as_str().unwrap().to_owned(),
+                    r["port_range_min"].as_i64().unwrap_or(0),
+                    r["protocol"].as_str().unwrap_or("any").to_owned(),
+                    r["remote_ip_prefix"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        r.sort();
+        r
+    };
+    // Neutron's default egress rules are gone; only the node port from the member subnet.
+    assert_eq!(
+        rules(&sg),
+        [(
+            "ingress".to_string(),
+            i64::from(np),
+            "tcp".to_string(),
+            subnet_cidr.clone()
+        )]
+    );
+    let groups = port_of_server().await["security_groups"].clone();
+    assert!(
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g == sg_id.as_str()),
+        "{groups}"
+    );
+    assert_eq!(
+        ask_from("127.0.0.3", &format!("{vip}:{port}"))
+            .await
+            .as_deref(),
+        Some("guarded")
+    );
+    assert_eq!(ask_from("127.0.0.4", &format!("{vip}:{port}")).await, None);
+
+    // Another node port: the rule follows, nothing else changes.
+    let np2 = free_port(&node_ip);
+    backend(&node_ip, np2, "guarded-2").await;
+    lb.ensure_load_balancer("kubernetes", &with(np2, &["127.0.0.3/32"]), &nodes)
+        .await
+        .unwrap();
+    let sg = group().await.unwrap();
+    assert_eq!(sg["id"], sg_id.as_str());
+    assert_eq!(
+        rules(&sg),
+        [(
+            "ingress".to_string(),
+            i64::from(np2),
+            "tcp".to_string(),
+            subnet_cidr
+        )]
+    );
+    assert_eq!(
+        ask_from("127.0.0.3", &format!("{vip}:{port}"))
+            .await
+            .as_deref(),
+        Some("guarded-2")
+    );
+
+    lb.ensure_load_balancer_deleted("kubernetes", &with(np2, &[]))
+        .await
+        .unwrap();
+    assert!(
+        group().await.is_none(),
+        "the group outlived its load balancer"
+    );
+    let groups = port_of_server().await["security_groups"].clone();
+    assert!(
+        !groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g == sg_id.as_str()),
+        "{groups}"
+    );
+    assert!(lbs(&cloud).await.is_empty());
+}

@@ -1,8 +1,9 @@
 //! `/listeners`: a protocol port on a load balancer's VIP, with Octavia's timeouts and limits.
 
 use axum::body::Bytes;
+use axum::extract::OriginalUri;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Extension;
 
@@ -116,7 +117,11 @@ fn timeout_mut<'a>(l: &'a mut Listener, key: &str) -> &'a mut i64 {
     }
 }
 
-pub(super) async fn list(State(cloud): Ctx, Query(params): Query<Params>, uri: Uri) -> ApiResult {
+pub(super) async fn list(
+    State(cloud): Ctx,
+    Query(params): Query<Params>,
+    OriginalUri(uri): OriginalUri,
+) -> ApiResult {
     list_on_lb(&cloud, params, &uri, Listener::lb_id)
 }
 

@@ -2,8 +2,9 @@
 //! (`PUT`, the batch update the OpenStack CCM uses).
 
 use axum::body::Bytes;
+use axum::extract::OriginalUri;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Extension;
 use serde_json::Value;
@@ -43,12 +44,16 @@ pub(super) async fn list(
     State(cloud): Ctx,
     Path(pool_id): Path<String>,
     Query(params): Query<Params>,
-    uri: Uri,
+    OriginalUri(uri): OriginalUri,
 ) -> ApiResult {
     cloud.store.read(|r| find::<Pool>(r, &pool_id))?;
-    super::list(&cloud, &params, &uri, |member: &Member| {
-        member.pool_id == pool_id
-    })
+    super::list(
+        &cloud,
+        &params,
+        &uri,
+        &[("pool_id", &pool_id)],
+        |member: &Member| member.pool_id == pool_id,
+    )
 }
 
 pub(super) async fn get(

@@ -1,8 +1,9 @@
 //! `/pools`: a listener's (or load balancer's) pool of members and its balancing algorithm.
 
 use axum::body::Bytes;
+use axum::extract::OriginalUri;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Extension;
 
@@ -21,7 +22,11 @@ const ALGORITHMS: &[&str] = &[
     "SOURCE_IP_PORT",
 ];
 
-pub(super) async fn list(State(cloud): Ctx, Query(params): Query<Params>, uri: Uri) -> ApiResult {
+pub(super) async fn list(
+    State(cloud): Ctx,
+    Query(params): Query<Params>,
+    OriginalUri(uri): OriginalUri,
+) -> ApiResult {
     list_on_lb(&cloud, params, &uri, Pool::lb_id)
 }
 

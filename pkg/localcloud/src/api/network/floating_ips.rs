@@ -19,6 +19,14 @@ impl Resource for FloatingIp {
     const SINGULAR: &'static str = "floatingip";
     const NOT_FOUND: &'static str = "FloatingIPNotFound";
     const TITLE: &'static str = "Floating IP";
+    const INDEXED: &'static [&'static str] = &[
+        "id",
+        "project_id",
+        "port_id",
+        "floating_network_id",
+        "floating_ip_address",
+        "description",
+    ];
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.port_id.is_some() {
             "ACTIVE"

@@ -30,6 +30,16 @@ impl Resource for Port {
     const SINGULAR: &'static str = "port";
     const NOT_FOUND: &'static str = "PortNotFound";
     const TITLE: &'static str = "Port";
+    const INDEXED: &'static [&'static str] = &[
+        "id",
+        "name",
+        "project_id",
+        "network_id",
+        "device_id",
+        "device_owner",
+        "description",
+        "security_groups",
+    ];
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.device_id.is_empty() {
             "DOWN"
@@ -128,6 +138,13 @@ pub(crate) fn create_port(tx: &mut Tx<'_>, spec: PortSpec) -> Result<Port, ApiEr
             ip_address,
         });
     }
+    // Neutron gives a port that names no group its project's default group, except the ports
+    // of Neutron's own devices (router interfaces and gateways, DHCP: `network:*`).
+    let security_groups = if spec.device_owner.starts_with("network:") {
+        Vec::new()
+    } else {
+        vec![ensure_default_group(tx, &spec.project_id)?]
+    };
     let port = Port {
         meta: Meta::new(spec.project_id),
         name: spec.name,
@@ -139,7 +156,7 @@ pub(crate) fn create_port(tx: &mut Tx<'_>, spec: PortSpec) -> Result<Port, ApiEr
         admin_state_up: true,
         description: String::new(),
         allowed_address_pairs: Vec::new(),
-        security_groups: Vec::new(),
+        security_groups,
     };
     tx.put(PORTS, &port.meta.id, &port)?;
     Ok(port)
@@ -233,7 +250,9 @@ pub(super) async fn create_port_api(
             p.admin_state_up = b.admin_state_up.unwrap_or(true);
             p.description = b.description.unwrap_or_default();
             p.allowed_address_pairs = b.allowed_address_pairs.unwrap_or_default();
-            p.security_groups = known_groups(tx, b.security_groups.unwrap_or_default())?;
+            if let Some(groups) = b.security_groups {
+                p.security_groups = known_groups(tx, groups)?;
+            }
             tx.put(PORTS, &p.meta.id.clone(), &p)?;
             Ok(p)
         })

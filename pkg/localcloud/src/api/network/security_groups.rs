@@ -1,7 +1,9 @@
 //! Neutron security groups and their rules: CRUD as Neutron answers it (a new group comes with
 //! its two egress rules, IPv4 and IPv6; duplicate rules are 409 `SecurityGroupRuleExists`; a
-//! group used by a port cannot be deleted), filtered by name like every Neutron list. Rules are
-//! bookkeeping: the data plane does not enforce them.
+//! group used by a port cannot be deleted), filtered by name like every Neutron list. Every
+//! project has its `default` group (made at seeding, and again on first use should an admin have
+//! deleted it, as Neutron's `_ensure_default_security_group`), which new ports get when they name
+//! none. Rules are bookkeeping: the data plane does not enforce them.
 
 use super::*;
 
@@ -66,10 +68,7 @@ impl SecurityGroupRule {
 }
 
 fn rules_of(r: &impl Read, group_id: &str) -> Vec<SecurityGroupRule> {
-    r.list::<SecurityGroupRule>(SECURITY_GROUP_RULES)
-        .into_iter()
-        .filter(|x| x.security_group_id == group_id)
-        .collect()
+    r.list_where::<SecurityGroupRule>(SECURITY_GROUP_RULES, "security_group_id", group_id)
 }
 
 impl Resource for SecurityGroup {
@@ -77,6 +76,7 @@ impl Resource for SecurityGroup {
     const SINGULAR: &'static str = "security_group";
     const NOT_FOUND: &'static str = "SecurityGroupNotFound";
     const TITLE: &'static str = "Security group";
+    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "description"];
     fn view(&self, r: &impl Read) -> Value {
         let rules: Vec<Value> = rules_of(r, &self.meta.id)
             .iter()
@@ -94,9 +94,95 @@ impl Resource for SecurityGroupRule {
     const SINGULAR: &'static str = "security_group_rule";
     const NOT_FOUND: &'static str = "SecurityGroupRuleNotFound";
     const TITLE: &'static str = "Security group rule";
+    const INDEXED: &'static [&'static str] = &[
+        "id",
+        "project_id",
+        "security_group_id",
+        "direction",
+        "ethertype",
+    ];
     fn view(&self, _: &impl Read) -> Value {
         self.view_json()
     }
+}
+
+/// The group Neutron gives every project, and every port that names no group.
+pub(crate) const DEFAULT_GROUP: &str = "default";
+
+/// A rule of group `group_id` as Neutron's defaults write them: any protocol, any port.
+fn open_rule(
+    project_id: &str,
+    group_id: &str,
+    direction: &str,
+    ethertype: &str,
+    remote_group_id: Option<String>,
+) -> SecurityGroupRule {
+    SecurityGroupRule {
+        meta: Meta::new(project_id),
+        security_group_id: group_id.to_owned(),
+        direction: direction.into(),
+        ethertype: ethertype.into(),
+        protocol: None,
+        port_range_min: None,
+        port_range_max: None,
+        remote_ip_prefix: None,
+        remote_group_id,
+        description: String::new(),
+    }
+}
+
+/// Stores group `sg` with Neutron's "allow all egress" rules, IPv4 and IPv6.
+fn put_group(tx: &mut Tx<'_>, sg: &SecurityGroup) -> Result<(), ApiError> {
+    tx.put(SECURITY_GROUPS, &sg.meta.id, sg)?;
+    for ethertype in ["IPv4", "IPv6"] {
+        let rule = open_rule(&sg.meta.project_id, &sg.meta.id, "egress", ethertype, None);
+        tx.put(SECURITY_GROUP_RULES, &rule.meta.id.clone(), &rule)?;
+    }
+    Ok(())
+}
+
+/// The id of `project_id`'s `default` group, made as Neutron makes it when missing: egress to
+/// anywhere, ingress only from members of the group itself (IPv4 and IPv6 each).
+pub(crate) fn ensure_default_group(tx: &mut Tx<'_>, project_id: &str) -> Result<String, ApiError> {
+    if let Some(sg) = tx
+        .list::<SecurityGroup>(SECURITY_GROUPS)
+        .into_iter()
+        .find(|g| g.name == DEFAULT_GROUP && g.meta.project_id == project_id)
+    {
+        return Ok(sg.meta.id);
+    }
+    let sg = SecurityGroup {
+        meta: Meta::new(project_id),
+        name: DEFAULT_GROUP.into(),
+        description: "Default security group".into(),
+        stateful: true,
+    };
+    put_group(tx, &sg)?;
+    for ethertype in ["IPv4", "IPv6"] {
+        let rule = open_rule(
+            project_id,
+            &sg.meta.id,
+            "ingress",
+            ethertype,
+            Some(sg.meta.id.clone()),
+        );
+        tx.put(SECURITY_GROUP_RULES, &rule.meta.id.clone(), &rule)?;
+    }
+    Ok(sg.meta.id)
+}
+
+/// Neutron's `name_not_default` check on a create or update body: 409, the name is taken.
+fn name_not_default(name: &Option<String>) -> Result<(), ApiError> {
+    if name
+        .as_deref()
+        .is_some_and(|n| n.eq_ignore_ascii_case(DEFAULT_GROUP))
+    {
+        return Err(ApiError::conflict(
+            "SecurityGroupDefaultAlreadyExists",
+            "Default security group already exists.",
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -273,32 +359,18 @@ pub(super) async fn create_security_group(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: SecurityGroupBody = parse_wrapped(&body, "security_group")?;
+    name_not_default(&b.name)?;
     let project_id = project_of(&caller, &b.project_id.or(b.tenant_id));
     let sg = cloud
         .write(move |tx| {
+            ensure_default_group(tx, &project_id)?;
             let sg = SecurityGroup {
                 meta: Meta::new(project_id.clone()),
                 name: b.name.unwrap_or_default(),
                 description: b.description.unwrap_or_default(),
                 stateful: b.stateful.unwrap_or(true),
             };
-            tx.put(SECURITY_GROUPS, &sg.meta.id.clone(), &sg)?;
-            // Neutron gives every new group "allow all egress", for IPv4 and IPv6.
-            for ethertype in ["IPv4", "IPv6"] {
-                let rule = SecurityGroupRule {
-                    meta: Meta::new(project_id.clone()),
-                    security_group_id: sg.meta.id.clone(),
-                    direction: "egress".into(),
-                    ethertype: ethertype.into(),
-                    protocol: None,
-                    port_range_min: None,
-                    port_range_max: None,
-                    remote_ip_prefix: None,
-                    remote_group_id: None,
-                    description: String::new(),
-                };
-                tx.put(SECURITY_GROUP_RULES, &rule.meta.id.clone(), &rule)?;
-            }
+            put_group(tx, &sg)?;
             Ok(sg)
         })
         .await?;
@@ -311,10 +383,17 @@ pub(super) async fn update_security_group(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: SecurityGroupBody = parse_wrapped(&body, "security_group")?;
+    name_not_default(&b.name)?;
     let id2 = id.clone();
     cloud
         .write(move |tx| {
             let mut sg = find::<SecurityGroup>(tx, &id2)?;
+            if sg.name == DEFAULT_GROUP && b.name.is_some() {
+                return Err(ApiError::conflict(
+                    "SecurityGroupCannotUpdateDefault",
+                    "Updating default security group not allowed.",
+                ));
+            }
             if let Some(n) = b.name {
                 sg.name = n;
             }

@@ -36,6 +36,7 @@ impl Resource for Subnet {
     const SINGULAR: &'static str = "subnet";
     const NOT_FOUND: &'static str = "SubnetNotFound";
     const TITLE: &'static str = "Subnet";
+    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "network_id", "cidr"];
     fn view(&self, _: &impl Read) -> Value {
         self.meta.neutron_view(
             json!({
