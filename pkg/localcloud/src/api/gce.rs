@@ -242,29 +242,57 @@ fn parse_filter(filter: &str) -> Result<Vec<Clause>, ApiError> {
     }
     let unquote = |s: &str| s.trim().trim_matches('"').to_owned();
     let path = |s: &str| -> Vec<String> { s.trim().split('.').map(str::to_owned).collect() };
-    // The regular-expression form takes one expression: `name eq (a|b)`.
-    for (op, negate) in [(" eq ", false), (" ne ", true)] {
-        if let Some((field, re)) = f.split_once(op) {
-            let re = regex::Regex::new(&format!("^(?:{})$", unquote(re))).map_err(|_| bad())?;
-            return Ok(vec![Clause::Regex(path(field), re, negate)]);
+    // Clauses: top-level parenthesised groups (`(a eq x) (b = "y")`), else ` AND `-joined.
+    let mut parts: Vec<String> = Vec::new();
+    if f.starts_with('(') {
+        let mut depth = 0usize;
+        let mut current = String::new();
+        for c in f.chars() {
+            match c {
+                '(' if depth == 0 => depth = 1,
+                '(' => {
+                    depth += 1;
+                    current.push(c);
+                }
+                ')' if depth == 1 => {
+                    depth = 0;
+                    parts.push(std::mem::take(&mut current));
+                }
+                ')' if depth > 1 => {
+                    depth -= 1;
+                    current.push(c);
+                }
+                ')' => return Err(bad()),
+                c if depth > 0 => current.push(c),
+                c if c.is_whitespace() => {}
+                _ => {
+                    // Only `AND` may stand between groups.
+                    current.push(c);
+                    if current == "AND" {
+                        current.clear();
+                    } else if !"AND".starts_with(current.as_str()) {
+                        return Err(bad());
+                    }
+                }
+            }
         }
+        if depth != 0 || !current.is_empty() {
+            return Err(bad());
+        }
+    } else {
+        parts = f.split(" AND ").map(str::to_owned).collect();
     }
     let mut clauses = Vec::new();
-    let parts: Vec<String> = if f.starts_with('(') {
-        f.split(')')
-            .map(|p| {
-                p.trim()
-                    .trim_start_matches("AND")
-                    .trim()
-                    .trim_start_matches('(')
-                    .to_owned()
-            })
-            .filter(|p| !p.is_empty())
-            .collect()
-    } else {
-        f.split(" AND ").map(str::to_owned).collect()
-    };
     for part in parts {
+        // The regular-expression form: `name eq (a|b)`, `name ne x.*`.
+        let regex_form = [(" eq ", false), (" ne ", true)]
+            .into_iter()
+            .find_map(|(op, negate)| part.split_once(op).map(|(a, b)| (a, b, negate)));
+        if let Some((field, re, negate)) = regex_form {
+            let re = regex::Regex::new(&format!("^(?:{})$", unquote(re))).map_err(|_| bad())?;
+            clauses.push(Clause::Regex(path(field), re, negate));
+            continue;
+        }
         let (field, value, negate) = if let Some((a, b)) = part.split_once("!=") {
             (a, b, true)
         } else if let Some((a, b)) = part.split_once('=') {
@@ -974,6 +1002,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(names(&p), ["b"]);
+        let (p, _) = page(
+            items.clone(),
+            &params(&[("filter", "(name eq (a|b)) (status eq RUN.*)")]),
+        )
+        .unwrap();
+        assert_eq!(names(&p), ["b"]);
+        assert!(page(items.clone(), &params(&[("filter", "(a = b) OR (c = d)")])).is_err());
         assert!(page(items, &params(&[("filter", "nonsense")])).is_err());
     }
 

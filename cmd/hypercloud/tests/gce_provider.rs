@@ -1,0 +1,294 @@
+//! `--cloud-provider=gce` end to end: the real binary, the real apiserver (pkg/testenv) and the
+//! local cloud's GCE dialect (Compute v1 REST and the metadata server), whose instances the
+//! test creates, stops and deletes through the same REST API Google's clients use.
+//!
+//! - External layout: the cloud-controller-manager initialises a tainted Node from its
+//!   instance, found in the second zone of the region (`multizone`): provider ID
+//!   `gce://<project>/<zone>/<name>`, InternalIP from `networkIP`, ExternalIP from the access
+//!   config's `natIP`, machine type, zone and region; it taints the Node when the instance is
+//!   stopped (`TERMINATED`) and deletes it when the instance is deleted.
+//! - In-tree layout: kubelet-helper learns who it is from the metadata server (the local cloud
+//!   knows an instance by its address, as GCE's does: the provider sends metadata requests
+//!   from the instance's address) and registers the Node with the same facts.
+//! - SSH key distribution: `apiserver-plugin --ssh-user --ssh-keyfile` puts the public key in
+//!   the project's `ssh-keys`, and the instance's metadata server shows it.
+#![cfg(feature = "gce")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hypercloud_testenv::localcloud::{http, Serve};
+use hypercloud_testenv::nodes::{
+    self, create_tainted, has_taint, internal_ip, provider_id, set_ready, TAINT_UNINITIALIZED,
+};
+use hypercloud_testenv::process::{free_port, personality, run, Proc, Stdout};
+use hypercloud_testenv::wait::eventually;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::DeleteParams;
+use kube::Api;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+const REGION: &str = "us-central1";
+
+fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
+    n.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn address(n: &Node, kind: &str) -> Option<String> {
+    n.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == kind)
+        .map(|a| a.address.clone())
+}
+
+/// A local cloud with two zones of `us-central1`.
+fn cloud(dir: &Path) -> Serve {
+    Serve::start(
+        BIN,
+        &state_dir_in(dir),
+        &[
+            "--availability-zones",
+            "us-central1-a,us-central1-b",
+            "--region",
+            REGION,
+        ],
+    )
+}
+
+fn state_dir_in(dir: &Path) -> PathBuf {
+    dir.join("cloud")
+}
+
+/// Calls the GCE dialect; returns the status and JSON body.
+fn gce(serve: &Serve, method: &str, rest: &str, body: Option<&str>) -> (u16, Value) {
+    let url = format!("{}/compute/v1/projects/demo/{rest}", serve.api_url);
+    let (status, _, text) = http(method, &url, &[], body);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Creates an instance with a fixed address and an external IP; returns its natIP.
+fn instance(serve: &Serve, zone: &str, name: &str, ip: &str) -> String {
+    let body = format!(
+        r#"{{"name": "{name}", "machineType": "zones/{zone}/machineTypes/m1.small",
+            "networkInterfaces": [{{"networkIP": "{ip}", "accessConfigs": [{{"type": "ONE_TO_ONE_NAT"}}]}}]}}"#
+    );
+    let (status, op) = gce(
+        serve,
+        "POST",
+        &format!("zones/{zone}/instances"),
+        Some(&body),
+    );
+    assert_eq!((status, op["status"].as_str()), (200, Some("DONE")), "{op}");
+    let (_, inst) = gce(
+        serve,
+        "GET",
+        &format!("zones/{zone}/instances/{name}"),
+        None,
+    );
+    inst["networkInterfaces"][0]["accessConfigs"][0]["natIP"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no natIP: {inst}"))
+        .to_owned()
+}
+
+/// A gce.conf for the local cloud.
+fn conf(dir: &Path, serve: &Serve, extra: &str) -> PathBuf {
+    let path = dir.join("gce.conf");
+    std::fs::write(
+        &path,
+        format!(
+            "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nmultizone = true\n\
+             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
+             [Hypercloud]\nmetadata-endpoint = {}\n{extra}",
+            serve.api_url, serve.metadata_url
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ccm_initialises_taints_and_deletes_nodes_from_gce_instances() {
+    let env = hypercloud_testenv::TestEnv::new("ccm-gce")
+        .await
+        .expect("testenv");
+    let node = env.unique_name("gce-node");
+    let dir = tempfile::tempdir().unwrap();
+    let serve = cloud(dir.path());
+    let nat = instance(&serve, "us-central1-b", &node, "127.1.240.10");
+    let conf = conf(dir.path(), &serve, "");
+    let nodes: Api<Node> = Api::all(env.client());
+    create_tainted(&nodes, &node).await;
+    set_ready(&nodes, &node, true).await;
+
+    let mut cmd = personality(BIN, "cloud-controller-manager");
+    cmd.arg("--cloud-provider=gce")
+        .arg(format!("--cloud-config={}", conf.display()))
+        .arg(format!(
+            "--kubeconfig={}",
+            env.control_plane().kubeconfig().display()
+        ))
+        .args([
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--node-monitor-period=1s",
+            "--v=2",
+        ]);
+    let ccm = Proc::spawn_with(
+        "cloud-controller-manager",
+        cmd,
+        dir.path().join("ccm.log"),
+        Stdout::File(dir.path().join("report.txt")),
+    );
+
+    let n = nodes::wait_for(
+        &nodes,
+        &node,
+        "the Node to be initialised from GCE",
+        Duration::from_secs(60),
+        |n| {
+            !has_taint(n, TAINT_UNINITIALIZED)
+                && provider_id(n).is_some_and(|id| !id.is_empty())
+                && internal_ip(n).is_some()
+        },
+    )
+    .await;
+    assert_eq!(
+        provider_id(&n),
+        Some(format!("gce://demo/us-central1-b/{node}").as_str())
+    );
+    assert_eq!(internal_ip(&n).as_deref(), Some("127.1.240.10"));
+    assert_eq!(address(&n, "ExternalIP"), Some(nat));
+    assert_eq!(
+        label(&n, "topology.kubernetes.io/zone"),
+        Some("us-central1-b")
+    );
+    assert_eq!(label(&n, "topology.kubernetes.io/region"), Some(REGION));
+    assert_eq!(
+        label(&n, "node.kubernetes.io/instance-type"),
+        Some("m1.small")
+    );
+
+    // Stopped through the API: TERMINATED, and its kubelet stops posting Ready.
+    let (status, op) = gce(
+        &serve,
+        "POST",
+        &format!("zones/us-central1-b/instances/{node}/stop"),
+        None,
+    );
+    assert_eq!(status, 200, "{op}");
+    set_ready(&nodes, &node, false).await;
+    nodes::wait_for(
+        &nodes,
+        &node,
+        "the shutdown taint",
+        Duration::from_secs(60),
+        |n| has_taint(n, SHUTDOWN),
+    )
+    .await;
+
+    // Deleted: the Node goes.
+    let (status, op) = gce(
+        &serve,
+        "DELETE",
+        &format!("zones/us-central1-b/instances/{node}"),
+        None,
+    );
+    assert_eq!(status, 200, "{op}");
+    eventually(
+        "the Node of the deleted instance to be deleted",
+        Duration::from_secs(60),
+        || async { nodes.get_opt(&node).await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    drop(ccm);
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+}
+
+#[tokio::test]
+async fn kubelet_helper_in_tree_knows_itself_from_the_metadata_server() {
+    let env = hypercloud_testenv::TestEnv::new("kubelet-gce")
+        .await
+        .expect("testenv");
+    let node = env.unique_name("gce-kubelet");
+    let dir = tempfile::tempdir().unwrap();
+    let serve = cloud(dir.path());
+    let nat = instance(&serve, "us-central1-a", &node, "127.1.240.20");
+    // Metadata requests leave from the instance's address: that is who is asking.
+    let conf = conf(
+        dir.path(),
+        &serve,
+        "metadata-source-address = 127.1.240.20\n",
+    );
+    let kubeconfig = env.control_plane().kubeconfig().display().to_string();
+    let (code, stdout, stderr) = run(
+        BIN,
+        &[
+            "kubelet-helper",
+            "--cloud-provider=gce",
+            &format!("--cloud-config={}", conf.display()),
+            &format!("--kubeconfig={kubeconfig}"),
+            &format!("--hostname-override={node}"),
+            "--once",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let nodes: Api<Node> = Api::all(env.client());
+    let n = nodes.get(&node).await.expect("registered");
+    assert_eq!(
+        provider_id(&n),
+        Some(format!("gce://demo/us-central1-a/{node}").as_str())
+    );
+    assert_eq!(internal_ip(&n).as_deref(), Some("127.1.240.20"));
+    assert_eq!(address(&n, "ExternalIP"), Some(nat));
+    assert_eq!(
+        label(&n, "topology.kubernetes.io/zone"),
+        Some("us-central1-a")
+    );
+    assert_eq!(label(&n, "topology.kubernetes.io/region"), Some(REGION));
+    assert!(!has_taint(&n, TAINT_UNINITIALIZED));
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+
+    // apiserver-plugin --ssh-user/--ssh-keyfile: the key reaches the project's ssh-keys, which
+    // every instance's metadata server shows.
+    let key = dir.path().join("tunnel");
+    let public =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHlwZXJjbG91ZC1nY2UtdGVzdC1rZXktMDAwMDA= test";
+    std::fs::write(dir.path().join("tunnel.pub"), format!("{public}\n")).unwrap();
+    let mut cmd = personality(BIN, "apiserver-plugin");
+    cmd.args([
+        "--cloud-provider=gce",
+        &format!("--cloud-config={}", conf.display()),
+        &format!("--kubeconfig={kubeconfig}"),
+        "--bind-address=127.0.0.1",
+        &format!("--secure-port={}", free_port()),
+        "--ssh-user=kube",
+        &format!("--ssh-keyfile={}", key.display()),
+    ]);
+    let _plugin = Proc::spawn("apiserver-plugin", cmd, dir.path().join("plugin.log"));
+    let url = format!(
+        "{}/computeMetadata/v1/project/attributes/ssh-keys",
+        serve.metadata_url
+    );
+    let keys = eventually(
+        "the SSH key in the instance's metadata",
+        Duration::from_secs(60),
+        || async {
+            let (status, _, body) = http(
+                "GET",
+                &url,
+                &[("Metadata-Flavor", "Google"), ("X-Instance-ID", &node)],
+                None,
+            );
+            (status == 200).then_some(body)
+        },
+    )
+    .await;
+    assert_eq!(keys, format!("kube:{public} kube@kube"));
+}
