@@ -5,8 +5,10 @@
 //! - External layout: the cloud-controller-manager initialises a tainted Node from its
 //!   instance, found in the second zone of the region (`multizone`): provider ID
 //!   `gce://<project>/<zone>/<name>`, InternalIP from `networkIP`, ExternalIP from the access
-//!   config's `natIP`, machine type, zone and region; it taints the Node when the instance is
-//!   stopped (`TERMINATED`) and deletes it when the instance is deleted.
+//!   config's `natIP`, machine type, zone and region; its route controller makes a GCE route
+//!   for the Node's pod CIDR to the instance and clears `NetworkUnavailable`; it taints the
+//!   Node when the instance is stopped (`TERMINATED`), deletes it when the instance is
+//!   deleted, and its route goes too.
 //! - In-tree layout: kubelet-helper learns who it is from the metadata server (the local cloud
 //!   knows an instance by its address, as GCE's does: the provider sends metadata requests
 //!   from the instance's address) and registers the Node with the same facts.
@@ -25,13 +27,14 @@ use hypercloud_testenv::nodes::{
 use hypercloud_testenv::process::{free_port, personality, run, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const REGION: &str = "us-central1";
+const POD_CIDR: &str = "10.252.7.0/24";
 
 fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
     n.metadata.labels.as_ref()?.get(key).map(String::as_str)
@@ -113,11 +116,19 @@ fn conf(dir: &Path, serve: &Serve, extra: &str) -> PathBuf {
     path
 }
 
+/// One test, in steps: the CCM's node lifecycle controller deletes every NotReady Node whose
+/// instance its cloud does not have, so a second test's Node (with its own local cloud) must
+/// not exist while a CCM runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ccm_initialises_taints_and_deletes_nodes_from_gce_instances() {
-    let env = hypercloud_testenv::TestEnv::new("ccm-gce")
+async fn gce_provider_in_tree_and_external() {
+    let env = hypercloud_testenv::TestEnv::new("gce")
         .await
         .expect("testenv");
+    kubelet_helper_in_tree_knows_itself_from_the_metadata_server(&env).await;
+    ccm_initialises_routes_taints_and_deletes_nodes(&env).await;
+}
+
+async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testenv::TestEnv) {
     let node = env.unique_name("gce-node");
     let dir = tempfile::tempdir().unwrap();
     let serve = cloud(dir.path());
@@ -125,6 +136,16 @@ async fn ccm_initialises_taints_and_deletes_nodes_from_gce_instances() {
     let conf = conf(dir.path(), &serve, "");
     let nodes: Api<Node> = Api::all(env.client());
     create_tainted(&nodes, &node).await;
+    // The pod CIDR node IPAM would give (not run here: it would hand CIDRs to every Node of
+    // the shared apiserver).
+    nodes
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]}})),
+        )
+        .await
+        .unwrap();
     set_ready(&nodes, &node, true).await;
 
     let mut cmd = personality(BIN, "cloud-controller-manager");
@@ -138,6 +159,12 @@ async fn ccm_initialises_taints_and_deletes_nodes_from_gce_instances() {
             "--leader-elect=false",
             "--secure-port=0",
             "--node-monitor-period=1s",
+            "--controllers=cloud-node,cloud-node-lifecycle,route",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.252.0.0/16",
+            "--configure-cloud-routes=true",
+            "--route-reconciliation-period=1s",
+            "--cluster-name=gcetest",
             "--v=2",
         ]);
     let ccm = Proc::spawn_with(
@@ -175,6 +202,42 @@ async fn ccm_initialises_taints_and_deletes_nodes_from_gce_instances() {
         Some("m1.small")
     );
 
+    // The route controller: a GCE route for the pod CIDR to the instance, then the Node's
+    // network is available.
+    let route = eventually("the Node's route", Duration::from_secs(60), || async {
+        let (_, list) = gce(&serve, "GET", "global/routes", None);
+        list["items"]
+            .as_array()?
+            .iter()
+            .find(|r| r["destRange"] == POD_CIDR)
+            .cloned()
+    })
+    .await;
+    assert!(
+        route["name"].as_str().unwrap().starts_with("gcetest-"),
+        "{route}"
+    );
+    assert!(
+        route["nextHopInstance"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/zones/us-central1-b/instances/{node}")),
+        "{route}"
+    );
+    assert_eq!(route["description"], "k8s-node-route", "{route}");
+    assert!(route["network"]
+        .as_str()
+        .unwrap()
+        .ends_with("/global/networks/private"));
+    nodes::wait_for(
+        &nodes,
+        &node,
+        "NetworkUnavailable=False",
+        Duration::from_secs(60),
+        |n| network_unavailable(n).as_deref() == Some("False"),
+    )
+    .await;
+
     // Stopped through the API: TERMINATED, and its kubelet stops posting Ready.
     let (status, op) = gce(
         &serve,
@@ -207,15 +270,36 @@ async fn ccm_initialises_taints_and_deletes_nodes_from_gce_instances() {
         || async { nodes.get_opt(&node).await.unwrap().is_none().then_some(()) },
     )
     .await;
+    // And its route with it.
+    eventually(
+        "the deleted Node's route to go",
+        Duration::from_secs(60),
+        || async {
+            let (_, list) = gce(&serve, "GET", "global/routes", None);
+            let left = list["items"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|r| r["destRange"] == POD_CIDR));
+            (!left).then_some(())
+        },
+    )
+    .await;
     drop(ccm);
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
 }
 
-#[tokio::test]
-async fn kubelet_helper_in_tree_knows_itself_from_the_metadata_server() {
-    let env = hypercloud_testenv::TestEnv::new("kubelet-gce")
-        .await
-        .expect("testenv");
+fn network_unavailable(n: &Node) -> Option<String> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| c.status.clone())
+}
+
+async fn kubelet_helper_in_tree_knows_itself_from_the_metadata_server(
+    env: &hypercloud_testenv::TestEnv,
+) {
     let node = env.unique_name("gce-kubelet");
     let dir = tempfile::tempdir().unwrap();
     let serve = cloud(dir.path());
