@@ -10,7 +10,8 @@ commonInstanceMetadata, zones and regions, instances (insert with a fixed networ
 access config, get, list with a filter, aggregatedList, setMetadata with fingerprints, stop,
 start, delete), operations (the insert's extended operation completes; get and wait),
 firewalls, routes to an instance, addresses, target pools with addInstance/removeInstance,
-forwarding rules, HTTP health checks (by hand: the library dropped that legacy collection), GCE's error shape (404 notFound, 409 alreadyExists,
+forwarding rules carrying real HTTP traffic to a target pool's instance (and none once it is
+removed), HTTP health checks (by hand: the library dropped that legacy collection), GCE's error shape (404 notFound, 409 alreadyExists,
 412 on a stale fingerprint), timestamps, and the metadata server an instance sees.
 """
 import datetime
@@ -65,6 +66,49 @@ def metadata(path, instance, headers=None, query=""):
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.headers["Metadata-Flavor"] == "Google", resp.headers
         return resp.read().decode()
+
+
+def http_backend(address, answer):
+    """An HTTP server on address:<free port> answering every GET with `answer`."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = answer.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer((address, 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv.server_address[1]
+
+
+def fetch(address, port):
+    """GET / from address:port: the body, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://{address}:{port}/", timeout=3) as resp:
+            return resp.read().decode()
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+def eventually(what, check, timeout=30.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(0.2)
 
 
 def rest(method, path, body=None):
@@ -251,7 +295,9 @@ def main():
     hc = f"hc-{SUFFIX}"
     # The client library no longer has the legacy httpHealthChecks collection (target pools
     # still take its health checks): the same REST call, by hand.
-    op = rest("POST", "global/httpHealthChecks", {"name": hc, "port": 10256, "requestPath": "/healthz"})
+    # The instance's backend: HTTP on its networkIP, as a NodePort would answer.
+    backend_port = http_backend("127.1.250.7", name)
+    op = rest("POST", "global/httpHealthChecks", {"name": hc, "port": backend_port, "requestPath": "/healthz", "checkIntervalSec": 1})
     assert op["status"] == "DONE" and op["operationType"] == "insert", op
     assert rest("GET", f"global/httpHealthChecks/{hc}")["requestPath"] == "/healthz"
     pool = f"pool-{SUFFIX}"
@@ -274,11 +320,13 @@ def main():
         project=PROJECT,
         region=REGION,
         forwarding_rule_resource=compute_v1.ForwardingRule(
-            name=rule, I_p_address=ip, I_p_protocol="TCP", port_range="80-80", target=got.self_link
+            name=rule, I_p_address=ip, I_p_protocol="TCP", port_range=f"{backend_port}-{backend_port}", target=got.self_link
         ),
     ).result(timeout=30)
     fr = rules.get(project=PROJECT, region=REGION, forwarding_rule=rule)
     assert fr.I_p_address == ip and fr.target == got.self_link, fr
+    # Real traffic: the rule's address forwards to the pool's instance at the same port.
+    assert eventually("traffic through the forwarding rule", lambda: fetch(ip, backend_port)) == name
     e = expect_error(exceptions.BadRequest, lambda: pools.delete(project=PROJECT, region=REGION, target_pool=pool))
     assert e.errors[0]["reason"] == "resourceInUseByAnotherResource", e.errors
     pools.remove_instance(
@@ -288,6 +336,7 @@ def main():
         target_pools_remove_instance_request_resource=compute_v1.TargetPoolsRemoveInstanceRequest(instances=[ref]),
     ).result(timeout=30)
     assert list(pools.get(project=PROJECT, region=REGION, target_pool=pool).instances) == []
+    eventually("the removed instance to get no traffic", lambda: fetch(ip, backend_port) is None)
     rules.delete(project=PROJECT, region=REGION, forwarding_rule=rule).result(timeout=30)
     pools.delete(project=PROJECT, region=REGION, target_pool=pool).result(timeout=30)
     rest("DELETE", f"global/httpHealthChecks/{hc}")

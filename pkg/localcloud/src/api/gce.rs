@@ -9,6 +9,7 @@
 //! anonymous credentials). Upstream equivalent: `compute.googleapis.com/compute/v1`.
 
 pub(crate) mod collections;
+pub(crate) mod forwarding;
 pub(crate) mod instances;
 
 use std::collections::BTreeMap;

@@ -313,7 +313,7 @@ impl Instances for Gce {
         // upstream polls.
         for _ in 0..5 {
             let project = c
-                .get(&c.path("").trim_end_matches('/').to_owned(), "projects.get")
+                .get(c.path("").trim_end_matches('/'), "projects.get")
                 .await?;
             let meta = &project["commonInstanceMetadata"];
             let mut items: Vec<Value> = meta["items"].as_array().cloned().unwrap_or_default();

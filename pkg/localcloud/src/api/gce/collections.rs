@@ -505,6 +505,9 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
                 fields,
             };
             tx.put(&table, &key, &o)?;
+            if kind.collection == "forwardingRules" {
+                super::forwarding::sync(tx, &cloud2, &project, &o)?;
+            }
             let op = record_operation(
                 tx,
                 &s,
@@ -570,6 +573,9 @@ async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiErro
                         link
                     ),
                 ));
+            }
+            if kind.collection == "forwardingRules" {
+                super::forwarding::remove(tx, &project, &o)?;
             }
             tx.delete(
                 &GceObject::table(kind.collection),
@@ -669,6 +675,8 @@ async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
                 &GceObject::key(&scope, &o.name),
                 &o,
             )?;
+            let pool_link = s.link(&format!("{scope}/{}/{}", kind.collection, o.name));
+            super::forwarding::sync_rules_of_pool(tx, &cloud2, &project, &pool_link)?;
             let op = record_operation(
                 tx,
                 &s,
