@@ -8,7 +8,9 @@
 //!   config's `natIP`, machine type, zone and region; its route controller makes a GCE route
 //!   for the Node's pod CIDR to the instance and clears `NetworkUnavailable`; it taints the
 //!   Node when the instance is stopped (`TERMINATED`), deletes it when the instance is
-//!   deleted, and its route goes too.
+//!   deleted, and its route goes too. A LoadBalancer Service gets a forwarding rule, target
+//!   pool, health check and firewall, and HTTP really flows through the rule's address to the
+//!   node; deleting the Service removes them and the traffic stops.
 //! - In-tree layout: kubelet-helper learns who it is from the metadata server (the local cloud
 //!   knows an instance by its address, as GCE's does: the provider sends metadata requests
 //!   from the instance's address) and registers the Node with the same facts.
@@ -26,8 +28,8 @@ use hypercloud_testenv::nodes::{
 };
 use hypercloud_testenv::process::{free_port, personality, run, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
 
@@ -35,6 +37,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const REGION: &str = "us-central1";
 const POD_CIDR: &str = "10.252.7.0/24";
+/// The CCM test's instance address.
+const NODE_IP: &str = "127.1.240.10";
 
 fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
     n.metadata.labels.as_ref()?.get(key).map(String::as_str)
@@ -132,7 +136,7 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
     let node = env.unique_name("gce-node");
     let dir = tempfile::tempdir().unwrap();
     let serve = cloud(dir.path());
-    let nat = instance(&serve, "us-central1-b", &node, "127.1.240.10");
+    let nat = instance(&serve, "us-central1-b", &node, NODE_IP);
     let conf = conf(dir.path(), &serve, "");
     let nodes: Api<Node> = Api::all(env.client());
     create_tainted(&nodes, &node).await;
@@ -159,7 +163,8 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
             "--leader-elect=false",
             "--secure-port=0",
             "--node-monitor-period=1s",
-            "--controllers=cloud-node,cloud-node-lifecycle,route",
+            "--controllers=cloud-node,cloud-node-lifecycle,route,service",
+            "--concurrent-service-syncs=1",
             "--allocate-node-cidrs=true",
             "--cluster-cidr=10.252.0.0/16",
             "--configure-cloud-routes=true",
@@ -190,7 +195,7 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
         provider_id(&n),
         Some(format!("gce://demo/us-central1-b/{node}").as_str())
     );
-    assert_eq!(internal_ip(&n).as_deref(), Some("127.1.240.10"));
+    assert_eq!(internal_ip(&n).as_deref(), Some(NODE_IP));
     assert_eq!(address(&n, "ExternalIP"), Some(nat));
     assert_eq!(
         label(&n, "topology.kubernetes.io/zone"),
@@ -237,6 +242,8 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
         |n| network_unavailable(n).as_deref() == Some("False"),
     )
     .await;
+
+    load_balancer(env, &serve, &node).await;
 
     // Stopped through the API: TERMINATED, and its kubelet stops posting Ready.
     let (status, op) = gce(
@@ -285,6 +292,148 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
     .await;
     drop(ccm);
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
+}
+
+/// An HTTP server on `ip:port` (0: any) answering every request with `body`; its port.
+async fn http_server(ip: &str, port: u16, body: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind((ip, port)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = conn.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+async fn fetch(url: &str) -> Option<String> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(3))
+        .build()
+        .ok()?;
+    client.get(url).send().await.ok()?.text().await.ok()
+}
+
+/// A LoadBalancer Service: forwarding rule, target pool, health check and firewall on the
+/// local cloud, and real HTTP through the rule's address to the node (where kube-proxy would
+/// catch the Service port); deleting the Service removes them and the traffic stops.
+async fn load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve, node: &str) {
+    // kube-proxy's health endpoint and the Service port on the node's address.
+    http_server(NODE_IP, 10256, "ok").await;
+    let port = http_server(NODE_IP, 0, "hello from the gce node").await;
+    let services: Api<Service> = Api::namespaced(env.client(), env.namespace());
+    let name = env.unique_name("gce-lb");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "none"},
+            "ports": [{"port": port, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap().replace('-', "");
+    let lb_name: String = format!("a{uid}").chars().take(32).collect();
+    let ip = eventually(
+        "the Service's ingress IP",
+        Duration::from_secs(60),
+        || async {
+            let s = services.get(&name).await.ok()?;
+            s.status?.load_balancer?.ingress?.first()?.ip.clone()
+        },
+    )
+    .await;
+    let (_, rule) = gce(
+        serve,
+        "GET",
+        &format!("regions/{REGION}/forwardingRules/{lb_name}"),
+        None,
+    );
+    assert_eq!(rule["IPAddress"], ip.as_str(), "{rule}");
+    assert_eq!(rule["portRange"], format!("{port}-{port}"), "{rule}");
+    let (_, pool) = gce(
+        serve,
+        "GET",
+        &format!("regions/{REGION}/targetPools/{lb_name}"),
+        None,
+    );
+    assert!(
+        pool["instances"]
+            .to_string()
+            .contains(&format!("/instances/{node}")),
+        "{pool}"
+    );
+    let (_, fw) = gce(
+        serve,
+        "GET",
+        &format!("global/firewalls/k8s-fw-{lb_name}"),
+        None,
+    );
+    assert_eq!(fw["allowed"][0]["ports"], json!([port.to_string()]), "{fw}");
+    let (status, hc) = gce(
+        serve,
+        "GET",
+        "global/httpHealthChecks/k8s-gcetest-node",
+        None,
+    );
+    assert_eq!((status, hc["port"].as_u64()), (200, Some(10256)), "{hc}");
+    let url = format!("http://{ip}:{port}/");
+    let body = eventually(
+        "traffic through the forwarding rule",
+        Duration::from_secs(60),
+        || fetch(&url),
+    )
+    .await;
+    assert_eq!(body, "hello from the gce node");
+
+    services
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the forwarding rule to go",
+        Duration::from_secs(60),
+        || async {
+            let (status, _) = gce(
+                serve,
+                "GET",
+                &format!("regions/{REGION}/forwardingRules/{lb_name}"),
+                None,
+            );
+            (status == 404).then_some(())
+        },
+    )
+    .await;
+    let (status, _) = gce(
+        serve,
+        "GET",
+        &format!("regions/{REGION}/targetPools/{lb_name}"),
+        None,
+    );
+    assert_eq!(status, 404);
+    let (status, _) = gce(
+        serve,
+        "GET",
+        &format!("global/firewalls/k8s-fw-{lb_name}"),
+        None,
+    );
+    assert_eq!(status, 404);
+    assert_eq!(
+        fetch(&url).await,
+        None,
+        "traffic after the load balancer was deleted"
+    );
 }
 
 fn network_unavailable(n: &Node) -> Option<String> {

@@ -8,10 +8,11 @@
 //!
 //! Capabilities: Instances (incl. `AddSSHKeyToAllInstances`: the key goes into the project's
 //! `ssh-keys` metadata), InstancesV2, Zones and Routes (one GCE route per pod CIDR, next hop
-//! the node's instance). Provider IDs are `gce://<project>/<zone>/<name>`;
+//! the node's instance) and LoadBalancer (external TCP/UDP: forwarding rule, target pool,
+//! HTTP health check and firewall, named `a<uid>` as upstream). Provider IDs are `gce://<project>/<zone>/<name>`;
 //! instances are looked up by name in the local zone, or in every zone of the region with
-//! `multizone`/`regional`; a `TERMINATED` instance is shut down. Not yet: LoadBalancer, PV
-//! labels.
+//! `multizone`/`regional`; a `TERMINATED` instance is shut down. Not yet: internal load
+//! balancers, PV labels.
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
@@ -30,13 +31,14 @@ mod client;
 pub mod config;
 mod error;
 mod instances;
+mod loadbalancer;
 mod routes;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, Registry, Routes, Zones,
+    CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, Registry, Routes, Zones,
 };
 use tokio::sync::OnceCell;
 
@@ -243,6 +245,10 @@ impl Interface for Gce {
     }
 
     fn routes(&self) -> Option<&dyn Routes> {
+        Some(self)
+    }
+
+    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
         Some(self)
     }
 }
