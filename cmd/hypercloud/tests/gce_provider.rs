@@ -10,7 +10,8 @@
 //!   Node when the instance is stopped (`TERMINATED`), deletes it when the instance is
 //!   deleted, and its route goes too. A LoadBalancer Service gets a forwarding rule, target
 //!   pool, health check and firewall, and HTTP really flows through the rule's address to the
-//!   node; deleting the Service removes them and the traffic stops.
+//!   node; deleting the Service removes them and the traffic stops. The PV-label controller
+//!   labels a `gcePersistentDisk` PV with its disk's zone and region.
 //! - In-tree layout: kubelet-helper learns who it is from the metadata server (the local cloud
 //!   knows an instance by its address, as GCE's does: the provider sends metadata requests
 //!   from the instance's address) and registers the Node with the same facts.
@@ -28,7 +29,7 @@ use hypercloud_testenv::nodes::{
 };
 use hypercloud_testenv::process::{free_port, personality, run, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
@@ -163,7 +164,7 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
             "--leader-elect=false",
             "--secure-port=0",
             "--node-monitor-period=1s",
-            "--controllers=cloud-node,cloud-node-lifecycle,route,service",
+            "--controllers=cloud-node,cloud-node-lifecycle,route,service,persistentvolume-label-controller",
             "--concurrent-service-syncs=1",
             "--allocate-node-cidrs=true",
             "--cluster-cidr=10.252.0.0/16",
@@ -244,6 +245,7 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
     .await;
 
     load_balancer(env, &serve, &node).await;
+    pv_labels(env, &serve).await;
 
     // Stopped through the API: TERMINATED, and its kubelet stops posting Ready.
     let (status, op) = gce(
@@ -434,6 +436,40 @@ async fn load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve, node: &
         None,
         "traffic after the load balancer was deleted"
     );
+}
+
+/// The PV-label controller gives a `gcePersistentDisk` PV its disk's zone and region (the disk
+/// in the region's second zone, found by looking in every managed zone).
+async fn pv_labels(env: &hypercloud_testenv::TestEnv, serve: &Serve) {
+    let disk = env.unique_name("gce-pd");
+    let (status, op) = gce(
+        serve,
+        "POST",
+        "zones/us-central1-b/disks",
+        Some(&format!(r#"{{"name": "{disk}", "sizeGb": "5"}}"#)),
+    );
+    assert_eq!((status, op["status"].as_str()), (200, Some("DONE")), "{op}");
+    let pvs: Api<PersistentVolume> = Api::all(env.client());
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": disk},
+        "spec": {"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteOnce"],
+            "gcePersistentDisk": {"pdName": disk, "fsType": "ext4"}}
+    }))
+    .unwrap();
+    pvs.create(&PostParams::default(), &pv).await.unwrap();
+    let labelled = eventually("the PV's zone labels", Duration::from_secs(60), || async {
+        pvs.get(&disk).await.ok().filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("topology.kubernetes.io/zone"))
+        })
+    })
+    .await;
+    let labels = labelled.metadata.labels.unwrap();
+    assert_eq!(labels["topology.kubernetes.io/zone"], "us-central1-b");
+    assert_eq!(labels["topology.kubernetes.io/region"], REGION);
+    let _ = pvs.delete(&disk, &DeleteParams::default()).await;
 }
 
 fn network_unavailable(n: &Node) -> Option<String> {

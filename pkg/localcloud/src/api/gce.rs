@@ -9,6 +9,7 @@
 //! anonymous credentials). Upstream equivalent: `compute.googleapis.com/compute/v1`.
 
 pub(crate) mod collections;
+mod disks;
 pub(crate) mod forwarding;
 pub(crate) mod instances;
 
@@ -963,6 +964,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .merge(ops("regions/{region}"))
         .merge(ops("global"))
         .merge(instances::routes(&p))
+        .merge(disks::routes(&p))
         .merge(collections::routes(&p));
     service_layers(router, &cloud, Service::Gce)
 }

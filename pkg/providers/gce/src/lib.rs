@@ -11,8 +11,9 @@
 //! the node's instance) and LoadBalancer (external TCP/UDP: forwarding rule, target pool,
 //! HTTP health check and firewall, named `a<uid>` as upstream). Provider IDs are `gce://<project>/<zone>/<name>`;
 //! instances are looked up by name in the local zone, or in every zone of the region with
-//! `multizone`/`regional`; a `TERMINATED` instance is shut down. Not yet: internal load
-//! balancers, PV labels.
+//! `multizone`/`regional`; a `TERMINATED` instance is shut down. PvLabeler gives a
+//! `gcePersistentDisk` PV its disk's zone and region. Not yet: internal load balancers,
+//! regional disks.
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
@@ -33,12 +34,14 @@ mod error;
 mod instances;
 mod loadbalancer;
 mod routes;
+mod volumes;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, Registry, Routes, Zones,
+    CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler, Registry, Routes,
+    Zones,
 };
 use tokio::sync::OnceCell;
 
@@ -249,6 +252,10 @@ impl Interface for Gce {
     }
 
     fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
+        Some(self)
+    }
+
+    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
         Some(self)
     }
 }
