@@ -341,6 +341,7 @@ pub fn last_segment(reference: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -325,7 +325,6 @@ impl Gce {
                 ip: Some(ip),
                 ..Default::default()
             }]),
-            ..Default::default()
         })
     }
 }
@@ -351,7 +350,6 @@ impl LoadBalancer for Gce {
                 ip: fr["IPAddress"].as_str().map(str::to_owned),
                 ..Default::default()
             }]),
-            ..Default::default()
         }))
     }
 

@@ -125,6 +125,7 @@ impl Routes for Gce {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -700,6 +700,7 @@ async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -397,6 +397,7 @@ pub(crate) fn sync_rules_of_pool(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
