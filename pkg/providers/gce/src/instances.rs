@@ -51,7 +51,7 @@ pub fn region_of_zone(zone: &str) -> Result<String> {
 }
 
 /// Upstream's `canonicalizeInstanceName`: the instance name is the host name's first label.
-fn instance_name(node_name: &str) -> &str {
+pub(crate) fn instance_name(node_name: &str) -> &str {
     node_name.split('.').next().unwrap_or(node_name)
 }
 

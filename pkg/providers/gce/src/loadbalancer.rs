@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use crate::client::Compute;
 use crate::error::{Error, Result};
+use crate::instances::instance_name;
 use crate::Gce;
 
 /// Annotations that ask for an internal load balancer (current and legacy).
@@ -136,27 +137,55 @@ async fn delete_opt(c: &Compute, rest: &str, op: &str) -> Result<()> {
 
 impl Gce {
     /// The instance links of the nodes (nodes without an instance are left out, logged).
+    /// The instance links and network tags of the nodes, batched as upstream's
+    /// `getInstancesByNames`: one filtered list per managed zone (`name eq (a|b|...)`), not one
+    /// call per node. Nodes without an instance are left out (logged).
     async fn node_instances(&self, nodes: &[Node]) -> Result<(Vec<String>, BTreeSet<String>)> {
+        let r = self.resolved().await?;
+        let c = &r.compute;
+        let mut wanted: BTreeSet<String> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .map(|n| instance_name(n).to_owned())
+            // GCE names are [a-z0-9-]; anything else is no instance name (and no regex).
+            .filter(|n| {
+                n.chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
+            })
+            .collect();
         let mut links = Vec::new();
         let mut tags = BTreeSet::new();
-        for n in nodes {
-            let name = n.metadata.name.as_deref().unwrap_or_default();
-            match self.instance_by_name(name).await? {
-                Some(i) => {
-                    if let Some(l) = i["selfLink"].as_str() {
-                        links.push(l.to_owned());
-                    }
-                    for t in i["tags"]["items"].as_array().into_iter().flatten() {
-                        if let Some(t) = t.as_str() {
-                            tags.insert(t.to_owned());
-                        }
+        for zone in &r.managed_zones {
+            if wanted.is_empty() {
+                break;
+            }
+            let filter = format!(
+                "name eq ({})",
+                wanted.iter().cloned().collect::<Vec<_>>().join("|")
+            );
+            let found = c
+                .list(
+                    &c.path(&format!("zones/{zone}/instances")),
+                    &filter,
+                    "instances.list",
+                )
+                .await?;
+            for i in found {
+                if let Some(name) = i["name"].as_str() {
+                    wanted.remove(name);
+                }
+                if let Some(l) = i["selfLink"].as_str() {
+                    links.push(l.to_owned());
+                }
+                for t in i["tags"]["items"].as_array().into_iter().flatten() {
+                    if let Some(t) = t.as_str() {
+                        tags.insert(t.to_owned());
                     }
                 }
-                None => tracing::warn!(
-                    node = name,
-                    "no GCE instance for the node; left out of the target pool"
-                ),
             }
+        }
+        for missing in &wanted {
+            tracing::warn!(node = %missing, "no GCE instance for the node; left out of the target pool");
         }
         links.sort();
         Ok((links, tags))
