@@ -106,3 +106,37 @@ fn gce_instances_are_servers_to_the_operator_cli() {
     let err: Value = serde_json::from_str(&err).unwrap();
     assert_eq!(err["error"]["errors"][0]["reason"], "notFound", "{err}");
 }
+
+#[test]
+fn fault_injection_answers_in_gce_error_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(
+        BIN,
+        &dir,
+        &[
+            "--availability-zones",
+            ZONES,
+            "--region",
+            REGION,
+            "--inject-throttle-rate",
+            "gce=1",
+        ],
+    );
+    let (status, head, body) = http(
+        "GET",
+        &format!("{}/compute/v1/projects/demo/zones", serve.api_url),
+        &[],
+        None,
+    );
+    assert_eq!(status, 429, "{head}\n{body}");
+    let err: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(err["error"]["code"], 429, "{err}");
+    assert_eq!(
+        err["error"]["errors"][0]["reason"], "rateLimitExceeded",
+        "{err}"
+    );
+    // Only the GCE dialect is throttled.
+    let (status, _, _) = http("GET", &format!("{}/identity/v3", serve.api_url), &[], None);
+    assert_eq!(status, 200);
+}
