@@ -10,8 +10,8 @@ commonInstanceMetadata, zones and regions, instances (insert with a fixed networ
 access config, get, list with a filter, aggregatedList, setMetadata with fingerprints, stop,
 start, delete), operations (the insert's extended operation completes; get and wait),
 firewalls, routes to an instance, addresses, target pools with addInstance/removeInstance,
-forwarding rules carrying real HTTP traffic to a target pool's instance (and none once it is
-removed), HTTP health checks (by hand: the library dropped that legacy collection), GCE's error shape (404 notFound, 409 alreadyExists,
+forwarding rules carrying real HTTP traffic to a target pool's instance while a firewall allows
+it (and none once the firewall or the instance is removed), HTTP health checks (by hand: the library dropped that legacy collection), GCE's error shape (404 notFound, 409 alreadyExists,
 412 on a stale fingerprint), timestamps, and the metadata server an instance sees.
 """
 import datetime
@@ -325,8 +325,32 @@ def main():
     ).result(timeout=30)
     fr = rules.get(project=PROJECT, region=REGION, forwarding_rule=rule)
     assert fr.I_p_address == ip and fr.target == got.self_link, fr
-    # Real traffic: the rule's address forwards to the pool's instance at the same port.
+    # Real traffic: the rule's address forwards to the pool's instance at the same port, once a
+    # firewall lets it in (GCE denies ingress by default; the firewall above opens other ports).
+    lb_fw = f"lb-fw-{SUFFIX}"
+    firewalls.insert(
+        project=PROJECT,
+        firewall_resource=compute_v1.Firewall(
+            name=lb_fw,
+            network="global/networks/default",
+            source_ranges=["127.0.0.0/8"],
+            target_tags=["k8s-node"],
+            allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=[str(backend_port)])],
+        ),
+    ).result(timeout=30)
     assert eventually("traffic through the forwarding rule", lambda: fetch(ip, backend_port)) == name
+    firewalls.delete(project=PROJECT, firewall=lb_fw).result(timeout=30)
+    eventually("the firewall's removal to stop the traffic", lambda: fetch(ip, backend_port) is None)
+    firewalls.insert(
+        project=PROJECT,
+        firewall_resource=compute_v1.Firewall(
+            name=lb_fw,
+            network="global/networks/default",
+            source_ranges=["127.0.0.0/8"],
+            allowed=[compute_v1.Allowed(I_p_protocol="all")],
+        ),
+    ).result(timeout=30)
+    assert eventually("traffic with an all-protocol firewall", lambda: fetch(ip, backend_port)) == name
     e = expect_error(exceptions.BadRequest, lambda: pools.delete(project=PROJECT, region=REGION, target_pool=pool))
     assert e.errors[0]["reason"] == "resourceInUseByAnotherResource", e.errors
     pools.remove_instance(
@@ -341,6 +365,7 @@ def main():
     pools.delete(project=PROJECT, region=REGION, target_pool=pool).result(timeout=30)
     rest("DELETE", f"global/httpHealthChecks/{hc}")
     addresses.delete(project=PROJECT, region=REGION, address=addr).result(timeout=30)
+    firewalls.delete(project=PROJECT, firewall=lb_fw).result(timeout=30)
     routes.delete(project=PROJECT, route=route).result(timeout=30)
     firewalls.delete(project=PROJECT, firewall=fw).result(timeout=30)
     expect_error(exceptions.NotFound, lambda: routes.get(project=PROJECT, route=route))

@@ -422,8 +422,7 @@ pub(crate) fn record_operation(
         m::parse_iso(&meta.created_at).unwrap_or(0) * 1000,
         &meta.id.replace('-', "")[..20]
     );
-    let (user_id, user) = user_of(s.cloud, tx);
-    let _ = user_id;
+    let (_, user) = user_of(s.cloud, tx);
     let t = m::timestamp(&meta.created_at);
     let mut fields = Map::new();
     fields.insert("operationType".into(), json!(spec.op_type));

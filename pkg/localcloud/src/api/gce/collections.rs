@@ -508,6 +508,9 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             if kind.collection == "forwardingRules" {
                 super::forwarding::sync(tx, &cloud2, &project, &o)?;
             }
+            if kind.collection == "firewalls" {
+                super::forwarding::sync_all(tx, &cloud2, &project)?;
+            }
             let op = record_operation(
                 tx,
                 &s,
@@ -581,6 +584,9 @@ async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiErro
                 &GceObject::table(kind.collection),
                 &GceObject::key(&scope, &o.name),
             );
+            if kind.collection == "firewalls" {
+                super::forwarding::sync_all(tx, &cloud2, &project)?;
+            }
             for key in ["address", "IPAddress"] {
                 if let Some(a) = o.fields.get(key).and_then(Value::as_str) {
                     release_address(tx, &project, a);

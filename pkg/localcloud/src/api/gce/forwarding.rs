@@ -7,7 +7,9 @@
 //! port the packet came to), and an HTTP monitor from the first health check (`port`,
 //! `requestPath`, `checkIntervalSec`, `timeoutSec`, thresholds). The rule's external address
 //! (a floating IP) is associated with the load balancer's VIP port, which is how the data plane
-//! opens the rule's address. The Octavia load balancer is named `gce-<region>-<rule>`; Octavia
+//! opens the rule's address. Firewalls are enforced there: a listener's `allowed_cidrs` are
+//! the source ranges of the firewalls that allow its port to the pool's instances (none: no
+//! one gets in, as GCE denies ingress by default). The Octavia load balancer is named `gce-<region>-<rule>`; Octavia
 //! clients see it too.
 
 use super::collections::{instance_ref, objects};
@@ -73,6 +75,8 @@ fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
 /// What the rule's target pool says: member addresses, algorithm and health check.
 struct Backends {
     addresses: Vec<(String, String)>,
+    /// The network tags of the pool's instances (what firewalls target).
+    tags: std::collections::BTreeSet<String>,
     algorithm: &'static str,
     check: Option<Map<String, Value>>,
 }
@@ -87,6 +91,7 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends
         &GceObject::key(scope, name),
     )?;
     let mut addresses = Vec::new();
+    let mut tags = std::collections::BTreeSet::new();
     for link in pool
         .fields
         .get("instances")
@@ -98,6 +103,7 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends
             continue;
         };
         if let Ok(server) = find_instance(tx, project, &zone, &name) {
+            tags.extend(server.tags.iter().cloned());
             if let Some(ip) = server_ports(tx, &server.meta.id)
                 .first()
                 .and_then(|p| p.fixed_ips.first().map(|f| f.ip_address.clone()))
@@ -126,9 +132,82 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends
         .map(|hc| hc.fields);
     Some(Backends {
         addresses,
+        tags,
         algorithm,
         check,
     })
+}
+
+/// Whether a firewall's `ports` entry (`80`, `8000-8100`) holds `port`.
+fn port_matches(entry: &str, port: u16) -> bool {
+    let (a, b) = entry.split_once('-').unwrap_or((entry, entry));
+    match (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
+        (Ok(a), Ok(b)) => (a..=b).contains(&port),
+        _ => false,
+    }
+}
+
+/// The source ranges the project's firewalls let reach `protocol`/`port` on instances with
+/// `tags`: the listener's `allowed_cidrs`. None allows it: nobody gets in (GCE's implied
+/// deny-ingress). Enabled `INGRESS` rules with `allowed` count (a rule without `targetTags`
+/// applies to every instance; one with only `sourceTags` admits no outside address); `denied`
+/// rules and priorities are not modelled.
+fn allowed_sources(
+    tx: &Tx<'_>,
+    project: &Project,
+    tags: &std::collections::BTreeSet<String>,
+    protocol: &str,
+    port: u16,
+) -> Vec<String> {
+    let mut sources = std::collections::BTreeSet::new();
+    for fw in objects(tx, "firewalls") {
+        let f = &fw.fields;
+        let enabled = fw.meta.project_id == project.id
+            && f.get("disabled").and_then(Value::as_bool) != Some(true)
+            && f.get("direction")
+                .and_then(Value::as_str)
+                .unwrap_or("INGRESS")
+                == "INGRESS";
+        let targets: Vec<&str> = f
+            .get("targetTags")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let applies = targets.is_empty() || targets.iter().any(|t| tags.contains(*t));
+        let allows = f
+            .get("allowed")
+            .and_then(Value::as_array)
+            .is_some_and(|rules| {
+                rules.iter().any(|r| {
+                    let proto = r["IPProtocol"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_ascii_lowercase();
+                    let proto_ok = proto == "all"
+                        || proto == protocol.to_ascii_lowercase()
+                        || (proto == "6" && protocol == "TCP")
+                        || (proto == "17" && protocol == "UDP");
+                    let ports: Vec<&str> = r["ports"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    proto_ok && (ports.is_empty() || ports.iter().any(|p| port_matches(p, port)))
+                })
+            });
+        if !(enabled && applies && allows) {
+            continue;
+        }
+        match f.get("sourceRanges").and_then(Value::as_array) {
+            Some(ranges) => {
+                sources.extend(ranges.iter().filter_map(Value::as_str).map(str::to_owned))
+            }
+            None if f.get("sourceTags").is_none() => {
+                sources.insert("0.0.0.0/0".to_owned());
+            }
+            None => {}
+        }
+    }
+    sources.into_iter().collect()
 }
 
 fn common(project_id: &str, name: &str) -> Common {
@@ -226,9 +305,17 @@ pub(crate) fn sync(
         }
     }
     for port in &ports {
+        let sources = allowed_sources(tx, project, &backends.tags, protocol, *port);
         let existing = listeners_of(tx, &lb_id)
             .into_iter()
             .find(|l| l.protocol_port == *port);
+        if let Some(mut l) = existing.clone() {
+            if l.allowed_cidrs.as_ref() != Some(&sources) {
+                l.allowed_cidrs = Some(sources.clone());
+                l.common.touch();
+                put(tx, &l)?;
+            }
+        }
         let pool_id = match existing.and_then(|l| l.default_pool_id) {
             Some(id) => id,
             None => {
@@ -257,7 +344,7 @@ pub(crate) fn sync(
                     timeout_member_data: t("timeout_member_data"),
                     timeout_tcp_inspect: t("timeout_tcp_inspect"),
                     insert_headers: BTreeMap::new(),
-                    allowed_cidrs: None,
+                    allowed_cidrs: Some(sources.clone()),
                     default_tls_container_ref: None,
                     sni_container_refs: Vec::new(),
                     l7policies: Vec::new(),
@@ -379,6 +466,16 @@ pub(crate) fn remove(tx: &mut Tx<'_>, project: &Project, rule: &GceObject) -> Re
     Ok(())
 }
 
+/// Re-syncs every forwarding rule of the project (a firewall changed).
+pub(crate) fn sync_all(tx: &mut Tx<'_>, cloud: &Cloud, project: &Project) -> Result<(), ApiError> {
+    for rule in objects(tx, "forwardingRules") {
+        if rule.meta.project_id == project.id {
+            sync(tx, cloud, project, &rule)?;
+        }
+    }
+    Ok(())
+}
+
 /// Re-syncs every forwarding rule whose target is `pool_link` (a target pool changed).
 pub(crate) fn sync_rules_of_pool(
     tx: &mut Tx<'_>,
@@ -408,6 +505,14 @@ mod tests {
             scope: "regions/us-central1".into(),
             fields: fields.as_object().cloned().unwrap_or_default(),
         }
+    }
+
+    #[test]
+    fn firewall_ports_match_singles_and_ranges() {
+        assert!(port_matches("80", 80));
+        assert!(port_matches("8000-8100", 8080));
+        assert!(!port_matches("8000-8100", 80));
+        assert!(!port_matches("x", 80));
     }
 
     #[test]
