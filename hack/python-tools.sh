@@ -9,11 +9,17 @@
 #   hack/python-tools.sh        the OpenStack CLI and openstacksdk (venv $HYPERCLOUD_CACHE/venv)
 #   hack/python-tools.sh aws    moto server and the aws CLI (venv $HYPERCLOUD_CACHE/venv-aws; a venv
 #                               of their own, as moto and awscli pin botocore between them)
+#   hack/python-tools.sh gce    Google's Compute Engine client library, google-cloud-compute (venv
+#                               $HYPERCLOUD_CACHE/venv-gce; its own, as it pins protobuf and
+#                               google-auth), driven by hack/conformance/gce_conformance.py
 set -euo pipefail
 
 # The AWS simulator and the official AWS CLI (the aws provider's tests; hack/aws-tools.sh).
 MOTO_VERSION="5.2.5"
 AWSCLI_VERSION="1.46.2"
+
+# Google's official Compute Engine client (REST transport), the referee of the GCE dialect.
+GOOGLE_CLOUD_COMPUTE_VERSION="1.57.0"
 
 OPENSTACKCLIENT_VERSION="10.5.0"
 # `openstack loadbalancer ...` (Octavia) is a plugin of the CLI.
@@ -45,6 +51,22 @@ if [[ "${1:-}" == aws ]]; then
     rm -f "$VENV"/.moto-*
     touch "$STAMP"
     echo "moto $MOTO_VERSION, awscli $AWSCLI_VERSION installed in $VENV"
+    exit 0
+fi
+
+if [[ "${1:-}" == gce ]]; then
+    VENV="$HYPERCLOUD_CACHE/venv-gce"
+    STAMP="$VENV/.google-cloud-compute-$GOOGLE_CLOUD_COMPUTE_VERSION"
+    if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c 'from google.cloud import compute_v1' 2>/dev/null; then
+        echo "google-cloud-compute $GOOGLE_CLOUD_COMPUTE_VERSION already in $VENV"
+        exit 0
+    fi
+    pip_install "google-cloud-compute==$GOOGLE_CLOUD_COMPUTE_VERSION"
+    got="$("$VENV/bin/python" -c 'from google.cloud.compute_v1 import gapic_version as v; print(v.__version__)')"
+    [[ "$got" == "$GOOGLE_CLOUD_COMPUTE_VERSION" ]] || { echo "error: google-cloud-compute $got in $VENV, want $GOOGLE_CLOUD_COMPUTE_VERSION" >&2; exit 1; }
+    rm -f "$VENV"/.google-cloud-compute-*
+    touch "$STAMP"
+    echo "google-cloud-compute $GOOGLE_CLOUD_COMPUTE_VERSION installed in $VENV"
     exit 0
 fi
 

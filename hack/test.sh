@@ -54,6 +54,12 @@ eval "$envtest_env"
 step "python tools: python-openstackclient + openstacksdk (venv in $HYPERCLOUD_CACHE/venv)"
 hack/python-tools.sh
 
+# gce tools: Google's google-cloud-compute client (hack/python-tools.sh gce, venv
+# $HYPERCLOUD_CACHE/venv-gce), driven against the local cloud's GCE dialect by
+# cmd/hypercloud/tests/local_cloud_gce.rs (hack/conformance/gce_conformance.py).
+step "gce tools: google-cloud-compute (venv in $HYPERCLOUD_CACHE/venv-gce)"
+hack/python-tools.sh gce
+
 # aws tools: moto server and the official aws CLI (hack/python-tools.sh aws, venv
 # $HYPERCLOUD_CACHE/venv-aws) and Amazon's amazon-ec2-metadata-mock (built from the Go module
 # proxy); the aws provider's tests run against them (pkg/testenv/src/aws.rs).

@@ -2,7 +2,9 @@
 //! (upstream admission plugins PersistentVolumeLabel, PersistentVolumeClaimResize, and the
 //! OpenStack rule that only cloud instances may register as Nodes); the checks live in
 //! pkg/admission. The real kube-apiserver calls it through the webhook configurations in
-//! deploy/apiserver-plugin/.
+//! deploy/apiserver-plugin/. With `--ssh-user`/`--ssh-keyfile` it also does the kube-apiserver's
+//! old SSH key distribution: the public key goes to every instance through the provider's
+//! `AddSSHKeyToAllInstances` (only gce implements it, as upstream).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +34,82 @@ pub struct Args {
         help_heading = "Secure serving flags"
     )]
     pub ca_bundle_file: Option<PathBuf>,
+    /// The user the kube-apiserver's SSH tunnels to the nodes log in as (upstream
+    /// kube-apiserver --ssh-user): the public key of --ssh-keyfile is added to every instance
+    /// through the cloud provider (AddSSHKeyToAllInstances; gce puts it in the project's
+    /// `ssh-keys` metadata). Other providers answer NotImplemented, as upstream.
+    #[arg(
+        long = "ssh-user",
+        value_name = "USER",
+        requires = "ssh_keyfile",
+        help_heading = "SSH tunnel flags"
+    )]
+    pub ssh_user: Option<String>,
+    /// The private key of the SSH tunnels (upstream kube-apiserver --ssh-keyfile); its public
+    /// key is read from the same path plus `.pub`, as ssh-keygen writes it.
+    #[arg(
+        long = "ssh-keyfile",
+        value_name = "FILE",
+        requires = "ssh_user",
+        help_heading = "SSH tunnel flags"
+    )]
+    pub ssh_keyfile: Option<PathBuf>,
+}
+
+/// Reads the public key of `--ssh-keyfile` (`<file>.pub`). Upstream's tunneler generates a key
+/// pair when the file is missing; here a missing key is a start-up error naming the command
+/// that makes one.
+fn read_public_key(keyfile: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let mut pub_path = keyfile.as_os_str().to_owned();
+    pub_path.push(".pub");
+    let pub_path = PathBuf::from(pub_path);
+    let key = std::fs::read(&pub_path).map_err(|e| {
+        UsageError(format!(
+            "--ssh-keyfile: cannot read the public key {}: {e} (make a key pair with `ssh-keygen -t ed25519 -N '' -f {}`)",
+            pub_path.display(),
+            keyfile.display()
+        ))
+    })?;
+    if String::from_utf8_lossy(&key).split_whitespace().count() < 2 {
+        return Err(UsageError(format!(
+            "--ssh-keyfile: {} is not an OpenSSH public key (`<type> <base64> [comment]`)",
+            pub_path.display()
+        ))
+        .into());
+    }
+    Ok(key)
+}
+
+/// Adds the SSH key to every instance, retrying every 5s until the cloud takes it, as
+/// upstream's tunneler; a provider without the method is told once and left alone.
+async fn distribute_ssh_key(
+    cloud: Arc<dyn hypercloud_cloudprovider::Interface>,
+    user: String,
+    key: Vec<u8>,
+) {
+    let Some(instances) = cloud.instances() else {
+        tracing::warn!(
+            provider = cloud.provider_name(),
+            "--ssh-user: the provider has no Instances; SSH keys are not distributed"
+        );
+        return;
+    };
+    loop {
+        match instances.add_ssh_key_to_all_instances(&user, &key).await {
+            Ok(()) => {
+                tracing::info!(%user, "SSH key added to all instances");
+                return;
+            }
+            Err(hypercloud_cloudprovider::Error::NotImplemented) => {
+                tracing::warn!(provider = cloud.provider_name(), "--ssh-user: the provider does not implement AddSSHKeyToAllInstances (only gce does, as upstream); SSH keys are not distributed");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %hypercloud_cloudprovider::Chain(&e), "adding the SSH key to all instances failed; retrying in 5s");
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            }
+        }
+    }
 }
 
 /// The webhook's default port (the common admission webhook port), where the controller
@@ -45,6 +123,8 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         common,
         serving,
         ca_bundle_file,
+        ssh_user,
+        ssh_keyfile,
     } = args;
     if common.cloud.is_external() {
         // Upstream refuses PersistentVolumeLabel with an external provider: the labelling
@@ -66,6 +146,10 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         )
         .into());
     }
+    let ssh = match (ssh_user, ssh_keyfile) {
+        (Some(user), Some(file)) => Some((user, read_public_key(&file)?)),
+        _ => None,
+    };
     let metrics = prometheus::Registry::new();
     let Some(cloud) =
         cloud::start(invoked_as, Personality::ApiserverPlugin, &common, &metrics).await?
@@ -107,6 +191,13 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
             .with_context(|| format!("--ca-bundle-file: writing {}", path.display()))?;
     }
 
+    if let Some((user, key)) = ssh {
+        tokio::spawn(distribute_ssh_key(
+            cloud.clone() as Arc<dyn hypercloud_cloudprovider::Interface>,
+            user,
+            key,
+        ));
+    }
     let webhook = Arc::new(Webhook {
         cloud: cloud as Arc<dyn hypercloud_cloudprovider::Interface>,
         client,

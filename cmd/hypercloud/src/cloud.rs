@@ -42,6 +42,8 @@ pub fn registry() -> Registry {
     hypercloud_providers_aws::register(&mut r);
     #[cfg(feature = "vsphere")]
     hypercloud_providers_vsphere::register(&mut r);
+    #[cfg(feature = "gce")]
+    hypercloud_providers_gce::register(&mut r);
     r
 }
 
@@ -163,6 +165,9 @@ mod tests {
         }
         if cfg!(feature = "vsphere") {
             expected.push("vsphere");
+        }
+        if cfg!(feature = "gce") {
+            expected.push("gce");
         }
         expected.sort();
         assert_eq!(registry().names(), expected);

@@ -5,6 +5,7 @@
 //! malformed input with the service's 400 instead of failing.
 
 pub(crate) mod compute;
+pub(crate) mod gce;
 pub(crate) mod identity;
 pub(crate) mod image;
 pub(crate) mod loadbalancer;
@@ -42,6 +43,8 @@ pub enum Service {
     Image,
     LoadBalancer,
     Metadata,
+    /// Compute Engine v1 (the GCE dialect, `/compute/v1`).
+    Gce,
 }
 
 impl Service {
@@ -55,11 +58,12 @@ impl Service {
             Service::Image => "image",
             Service::LoadBalancer => "load-balancer",
             Service::Metadata => "metadata",
+            Service::Gce => "gce",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 7] = [
+    pub const ALL: [Service; 8] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
@@ -67,6 +71,7 @@ impl Service {
         Service::Image,
         Service::LoadBalancer,
         Service::Metadata,
+        Service::Gce,
     ];
 }
 
@@ -169,10 +174,12 @@ impl IntoResponse for ApiError {
 
 /// Renders an [`ApiError`] (or any bare error status, such as an unknown path) as `service`
 /// would: Nova/Cinder `{"itemNotFound": {"code", "message"}}`, Neutron `{"NeutronError": ...}`,
-/// Keystone `{"error": {"code", "title", "message"}}`.
+/// Keystone `{"error": {"code", "title", "message"}}`, Compute Engine
+/// `{"error": {"code", "message", "errors": [{"message", "domain", "reason"}]}}`.
 pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
     let code = e.status.as_u16();
     match service {
+        Service::Gce => gce::error_body(e),
         Service::Network => {
             json!({"NeutronError": {"type": e.kind, "message": e.message, "detail": ""}})
         }
@@ -205,7 +212,7 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
 
 /// Marks a response whose error body is final.
 #[derive(Debug, Clone, Copy)]
-struct Formatted;
+pub(crate) struct Formatted;
 
 /// Middleware: gives every error response of `service` its OpenStack body.
 pub(crate) async fn format_errors(service: Service, req: Request, next: Next) -> Response {
@@ -240,7 +247,8 @@ pub(crate) async fn format_errors(service: Service, req: Request, next: Next) ->
         HeaderValue::from_static("application/json"),
     );
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-    if status == StatusCode::UNAUTHORIZED && service != Service::Identity {
+    if status == StatusCode::UNAUTHORIZED && service != Service::Identity && service != Service::Gce
+    {
         parts.headers.insert(
             "www-authenticate",
             HeaderValue::from_static("Keystone uri=\"/identity/v3\""),
@@ -619,6 +627,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(volume::router(cloud.clone()))
         .merge(image::router(cloud.clone()))
         .merge(loadbalancer::router(cloud.clone()))
+        .merge(gce::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn_with_state(
@@ -654,6 +663,7 @@ async fn root(State(cloud): Ctx) -> Response {
             "volume": format!("{b}/volume/v3"),
             "image": format!("{b}/image/v2"),
             "load-balancer": format!("{b}/load-balancer/v2"),
+            "gce": format!("{b}/compute/v1"),
             "metrics": format!("{b}/metrics"),
         }),
     )

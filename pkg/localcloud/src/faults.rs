@@ -5,7 +5,7 @@
 //!
 //! Flag syntax: a global value, per-service values, or both, comma-separated:
 //! `--inject-error-rate 0.1`, `--inject-error-rate compute=0.5,network=0.2`,
-//! `--inject-latency 50ms,volume=2s`. Services: identity, compute, network, volume, image, metadata.
+//! `--inject-latency 50ms,volume=2s`. Services: identity, compute, network, volume, image, load-balancer, metadata, gce.
 //! A per-service value wins over the global one. Faults are decided before the request is
 //! handled, so a faulted request never changes state.
 
@@ -66,7 +66,7 @@ fn parse_per_service<T>(
                     .find(|s| s.name() == name.trim())
                     .ok_or_else(|| {
                         err(format!(
-                            "unknown service {name:?} (one of identity, compute, network, volume, image, load-balancer, metadata)"
+                            "unknown service {name:?} (one of identity, compute, network, volume, image, load-balancer, metadata, gce)"
                         ))
                     })?;
                 out.services.insert(service, parse(v.trim()).map_err(&err)?);

@@ -6,7 +6,9 @@
 //! Load balancers (Load Balancer v2, Octavia) are the exception: their listeners really bind a
 //! loopback VIP and proxy to the members (see [`dataplane`]). It is what `hypercloud local-cloud` runs.
 //! Upstream equivalent: DevStack, i.e. Keystone, Nova, Neutron, Cinder, Octavia and
-//! nova-api-metadata on one machine.
+//! nova-api-metadata on one machine. The same records also answer as Compute Engine v1 (the GCE
+//! dialect, `/compute/v1`, with a GCE metadata server), so Google's clients and the `gce`
+//! provider see a GCE project.
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_localcloud::Result<()> {

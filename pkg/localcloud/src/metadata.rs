@@ -6,7 +6,8 @@
 //! Which instance is asking: on a real cloud the source address says it. Here the instances'
 //! addresses are simulated, so the caller may name itself with `X-Instance-ID` (ID or name);
 //! otherwise `X-Forwarded-For` (as set by Neutron's metadata proxy) or the peer address is
-//! matched against the instances' fixed and floating IPs.
+//! matched against the instances' fixed and floating IPs. The GCE metadata server
+//! (`/computeMetadata/v1/`, see [`gce`]) answers on the same listener for the same instances.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,8 @@ use crate::api::volume::attached_to;
 use crate::api::{ApiError, Cloud, Service};
 use crate::store::{write_replace, Read};
 use crate::Error;
+
+mod gce;
 
 /// `meta_data.json` of a server.
 pub(crate) fn meta_data(r: &impl Read, s: &Server) -> Value {
@@ -135,6 +138,9 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .route("/openstack/{version}", get(openstack_files))
         .route("/openstack/{version}/", get(openstack_files))
         .route("/openstack/{version}/{file}", get(openstack_file))
+        .route("/computeMetadata/v1", get(gce::serve))
+        .route("/computeMetadata/v1/", get(gce::serve))
+        .route("/computeMetadata/v1/{*path}", get(gce::serve))
         .route("/{version}/meta-data", get(ec2_index))
         .route("/{version}/meta-data/", get(ec2_index))
         .route("/{version}/meta-data/{*key}", get(ec2_key))

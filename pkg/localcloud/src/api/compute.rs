@@ -55,6 +55,9 @@ pub(crate) struct Server {
     pub description: Option<String>,
     /// Creation order; also the EC2-style ID (`i-0000000b`).
     pub index: u64,
+    /// Server tags (Nova 2.26); the GCE dialect shows them as the instance's network tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 impl Server {
@@ -162,6 +165,18 @@ impl Related {
         }
     }
 
+    /// The floating IPs associated with a port.
+    pub(crate) fn floating(&self, port_id: &str) -> &[FloatingIp] {
+        self.floating.get(port_id).map_or(&[], Vec::as_slice)
+    }
+
+    /// A network's name (its ID when unknown).
+    pub(crate) fn network_name<'a>(&'a self, network_id: &'a str) -> &'a str {
+        self.network_names
+            .get(network_id)
+            .map_or(network_id, String::as_str)
+    }
+
     /// The ports of a server, oldest first.
     pub(crate) fn ports(&self, server_id: &str) -> &[Port] {
         self.ports.get(server_id).map_or(&[], Vec::as_slice)
@@ -267,7 +282,7 @@ fn server_view(cloud: &Cloud, rel: &Related, s: &Server, mv: Microversion) -> Va
         v["description"] = json!(s.description);
     }
     if mv >= Microversion(2, 26) {
-        v["tags"] = json!([]);
+        v["tags"] = json!(s.tags);
     }
     if mv >= Microversion(2, 3) {
         v["OS-EXT-SRV-ATTR:hostname"] = json!(s.hostname());
@@ -503,7 +518,7 @@ struct CreateServer {
 }
 
 /// A requested NIC: (network ID, port ID, fixed IP).
-type Nic = (Option<String>, Option<String>, Option<String>);
+pub(crate) type Nic = (Option<String>, Option<String>, Option<String>);
 
 /// Which networks a new server joins.
 fn requested_networks(
@@ -647,44 +662,9 @@ async fn create_server(
                 key_name: b.key_name.clone(),
                 description: b.description.clone(),
                 index,
+                tags: Vec::new(),
             };
-            for (net, port, fixed_ip) in networks {
-                if let Some(port_id) = port {
-                    let mut p = network::find::<Port>(tx, &port_id)?;
-                    if !p.device_id.is_empty() {
-                        return Err(ApiError::conflict(
-                            "conflictingRequest",
-                            format!("Port {port_id} is still in use."),
-                        ));
-                    }
-                    p.device_id = server.meta.id.clone();
-                    p.device_owner = format!("compute:{}", server.availability_zone);
-                    tx.put(PORTS, &port_id, &p)?;
-                } else if let Some(net) = net {
-                    network::create_port(
-                        tx,
-                        PortSpec {
-                            network_id: net,
-                            name: String::new(),
-                            fixed_ips: fixed_ip
-                                .map(|ip| vec![(None, Some(ip))])
-                                .unwrap_or_default(),
-                            device_id: server.meta.id.clone(),
-                            device_owner: format!("compute:{}", server.availability_zone),
-                            project_id: caller.project_id.clone(),
-                        },
-                    )
-                    .map_err(|e| {
-                        if e.status == StatusCode::NOT_FOUND {
-                            ApiError::bad_request(e.message)
-                        } else {
-                            e
-                        }
-                    })?;
-                }
-            }
-            tx.put(SERVERS, &server.meta.id, &server)?;
-            crate::metadata::write_config_drive(&config_drive_dir, tx, &server)?;
+            add_server(tx, &server, networks, &config_drive_dir)?;
             Ok(server)
         })
         .await?;
@@ -702,7 +682,73 @@ async fn create_server(
     Ok(response)
 }
 
-fn next_index(tx: &mut Tx<'_>) -> Result<u64, ApiError> {
+/// Stores a new server with its NICs (new ports on networks, or existing free ports) and writes
+/// its config drive; shared by Nova's create and the GCE dialect's instance insert.
+pub(crate) fn add_server(
+    tx: &mut Tx<'_>,
+    server: &Server,
+    networks: Vec<Nic>,
+    config_drive_dir: &std::path::Path,
+) -> Result<(), ApiError> {
+    for (net, port, fixed_ip) in networks {
+        if let Some(port_id) = port {
+            let mut p = network::find::<Port>(tx, &port_id)?;
+            if !p.device_id.is_empty() {
+                return Err(ApiError::conflict(
+                    "conflictingRequest",
+                    format!("Port {port_id} is still in use."),
+                ));
+            }
+            p.device_id = server.meta.id.clone();
+            p.device_owner = format!("compute:{}", server.availability_zone);
+            tx.put(PORTS, &port_id, &p)?;
+        } else if let Some(net) = net {
+            network::create_port(
+                tx,
+                PortSpec {
+                    network_id: net,
+                    name: String::new(),
+                    fixed_ips: fixed_ip
+                        .map(|ip| vec![(None, Some(ip))])
+                        .unwrap_or_default(),
+                    device_id: server.meta.id.clone(),
+                    device_owner: format!("compute:{}", server.availability_zone),
+                    project_id: server.meta.project_id.clone(),
+                },
+            )
+            .map_err(|e| {
+                if e.status == StatusCode::NOT_FOUND {
+                    ApiError::bad_request(e.message)
+                } else {
+                    e
+                }
+            })?;
+        }
+    }
+    tx.put(SERVERS, &server.meta.id, server)?;
+    crate::metadata::write_config_drive(config_drive_dir, tx, server)?;
+    Ok(())
+}
+
+/// Deletes a server, its ports (releasing floating IPs) and attachments, and its config drive;
+/// shared by Nova's delete and the GCE dialect's.
+pub(crate) fn remove_server(
+    tx: &mut Tx<'_>,
+    id: &str,
+    config_drive_dir: &std::path::Path,
+) -> Result<(), ApiError> {
+    find_server(tx, id)?;
+    for port in server_ports(tx, id) {
+        network::delete_port_cascade(tx, &port.meta.id)?;
+    }
+    for v in volume::attached_to(tx, id) {
+        volume::detach(tx, &v.meta.id, id)?;
+    }
+    tx.delete(SERVERS, id);
+    crate::metadata::remove_config_drive(config_drive_dir, id)
+}
+
+pub(crate) fn next_index(tx: &mut Tx<'_>) -> Result<u64, ApiError> {
     let next = tx
         .get::<Value>(COUNTERS, SERVERS)
         .and_then(|v| v["next"].as_u64())
@@ -766,20 +812,7 @@ async fn update_server(
 
 async fn delete_server(State(cloud): Ctx, Path(id): Path<String>) -> Result<Response, ApiError> {
     let dir = cloud.config.config_drive_dir();
-    cloud
-        .write(move |tx| {
-            find_server(tx, &id)?;
-            for port in server_ports(tx, &id) {
-                network::delete_port_cascade(tx, &port.meta.id)?;
-            }
-            for v in volume::attached_to(tx, &id) {
-                volume::detach(tx, &v.meta.id, &id)?;
-            }
-            tx.delete(SERVERS, &id);
-            crate::metadata::remove_config_drive(&dir, &id)?;
-            Ok(())
-        })
-        .await?;
+    cloud.write(move |tx| remove_server(tx, &id, &dir)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -58,7 +58,11 @@ fn escape(s: &str) -> String {
 
 /// The service a path belongs to, by DevStack's prefixes; `None` for the root and `/metrics`.
 pub(crate) fn service_of(path: &str) -> Option<Service> {
-    let prefix = path.trim_start_matches('/').split('/').next()?;
+    let mut segments = path.trim_start_matches('/').split('/');
+    let prefix = segments.next()?;
+    if prefix == "compute" && segments.next() == Some("v1") {
+        return Some(Service::Gce);
+    }
     Some(match prefix {
         "identity" => Service::Identity,
         "compute" => Service::Compute,
@@ -119,6 +123,10 @@ mod tests {
         assert_eq!(
             service_of("/load-balancer/v2/lbaas/loadbalancers"),
             Some(Service::LoadBalancer)
+        );
+        assert_eq!(
+            service_of("/compute/v1/projects/demo/zones"),
+            Some(Service::Gce)
         );
         assert_eq!(service_of("/metrics"), None);
         assert_eq!(service_of("/"), None);

@@ -66,7 +66,7 @@ pub(crate) struct Volume {
     pub attachments: Vec<Attachment>,
 }
 
-const VOLUME_TYPE: &str = "lvmdriver-1";
+pub(crate) const VOLUME_TYPE: &str = "lvmdriver-1";
 
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found("itemNotFound", format!("Volume {id} could not be found."))

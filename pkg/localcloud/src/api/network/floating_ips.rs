@@ -123,6 +123,57 @@ pub(super) fn associate(
     Ok(())
 }
 
+/// What a new floating IP is made of.
+pub(crate) struct FloatingIpSpec {
+    pub network_id: String,
+    pub subnet_id: Option<String>,
+    /// A wanted address, else the next free one.
+    pub address: Option<String>,
+    pub project_id: String,
+    pub port_id: Option<String>,
+    pub fixed_ip: Option<String>,
+    pub description: String,
+}
+
+/// Allocates and stores a floating IP on an external network, associated with a port if one is
+/// given (shared by Neutron's create, the GCE dialect's access configs and addresses).
+pub(crate) fn new_floating_ip(
+    tx: &mut Tx<'_>,
+    spec: FloatingIpSpec,
+) -> Result<FloatingIp, ApiError> {
+    let net_id = spec.network_id;
+    let net = find::<Network>(tx, &net_id)?;
+    if !net.external {
+        return Err(ApiError::bad_request(format!(
+            "Bad floatingip request: Network {net_id} is not a valid external network."
+        )));
+    }
+    let subnet = tx
+        .list::<Subnet>(SUBNETS)
+        .into_iter()
+        .find(|s| {
+            s.network_id == net_id && spec.subnet_id.as_ref().is_none_or(|id| id == &s.meta.id)
+        })
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "Bad floatingip request: Network {net_id} has no subnet to allocate from."
+            ))
+        })?;
+    let address = allocate_ip(tx, &subnet, spec.address.as_deref(), false)?;
+    let mut fip = FloatingIp {
+        meta: Meta::new(spec.project_id),
+        floating_ip_address: address,
+        floating_network_id: net_id,
+        port_id: None,
+        fixed_ip_address: None,
+        router_id: None,
+        description: spec.description,
+    };
+    associate(tx, &mut fip, spec.port_id, spec.fixed_ip)?;
+    tx.put(FLOATING_IPS, &fip.meta.id.clone(), &fip)?;
+    Ok(fip)
+}
+
 pub(super) async fn create_floating_ip(
     State(cloud): Ctx,
     axum::Extension(caller): CallerExt,
@@ -137,41 +188,18 @@ pub(super) async fn create_floating_ip(
     let project_id = b.project_id.clone().or(b.tenant_id.clone());
     let fip = cloud
         .write(move |tx| {
-            let net = find::<Network>(tx, &net_id)?;
-            if !net.external {
-                return Err(ApiError::bad_request(format!(
-                    "Bad floatingip request: Network {net_id} is not a valid external network."
-                )));
-            }
-            let subnet = tx
-                .list::<Subnet>(SUBNETS)
-                .into_iter()
-                .find(|s| {
-                    s.network_id == net_id && b.subnet_id.as_ref().is_none_or(|id| id == &s.meta.id)
-                })
-                .ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "Bad floatingip request: Network {net_id} has no subnet to allocate from."
-                    ))
-                })?;
-            let address = allocate_ip(tx, &subnet, b.floating_ip_address.as_deref(), false)?;
-            let mut fip = FloatingIp {
-                meta: Meta::new(project_of(&caller, &project_id)),
-                floating_ip_address: address,
-                floating_network_id: net_id,
-                port_id: None,
-                fixed_ip_address: None,
-                router_id: None,
-                description: b.description.unwrap_or_default(),
-            };
-            associate(
+            new_floating_ip(
                 tx,
-                &mut fip,
-                b.port_id.flatten(),
-                b.fixed_ip_address.flatten(),
-            )?;
-            tx.put(FLOATING_IPS, &fip.meta.id.clone(), &fip)?;
-            Ok(fip)
+                FloatingIpSpec {
+                    network_id: net_id,
+                    subnet_id: b.subnet_id,
+                    address: b.floating_ip_address,
+                    project_id: project_of(&caller, &project_id),
+                    port_id: b.port_id.flatten(),
+                    fixed_ip: b.fixed_ip_address.flatten(),
+                    description: b.description.unwrap_or_default(),
+                },
+            )
         })
         .await?;
     Ok(created(&cloud, &fip))

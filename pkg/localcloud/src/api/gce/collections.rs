@@ -1,0 +1,734 @@
+//! The GCE collections without an OpenStack counterpart, stored as [`GceObject`]s: routes,
+//! firewalls and HTTP health checks (global), addresses, target pools and forwarding rules
+//! (regional). One table of [`KINDS`] says what each is called, where it lives and what its
+//! insert requires and defaults; the handlers are shared.
+
+use super::*;
+
+/// Where a collection lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Where {
+    Global,
+    Regional,
+}
+
+/// One collection.
+pub(crate) struct Kind {
+    /// The path segment (`routes`).
+    pub collection: &'static str,
+    /// `compute#route`
+    pub kind: &'static str,
+    pub place: Where,
+    /// Fields an insert must have.
+    pub required: &'static [&'static str],
+    /// Fields an insert may have (besides `name`, `description`, `kind`).
+    pub optional: &'static [&'static str],
+    /// Defaults GCE fills in.
+    pub defaults: fn() -> Value,
+}
+
+pub(crate) const KINDS: &[Kind] = &[
+    Kind {
+        collection: "routes",
+        kind: "compute#route",
+        place: Where::Global,
+        required: &["network", "destRange"],
+        optional: &[
+            "nextHopInstance",
+            "nextHopIp",
+            "nextHopGateway",
+            "nextHopNetwork",
+            "priority",
+            "tags",
+        ],
+        defaults: || json!({"priority": 1000, "routeType": "STATIC", "routeStatus": "ACTIVE"}),
+    },
+    Kind {
+        collection: "firewalls",
+        kind: "compute#firewall",
+        place: Where::Global,
+        required: &[],
+        optional: &[
+            "network",
+            "allowed",
+            "denied",
+            "sourceRanges",
+            "sourceTags",
+            "targetTags",
+            "destinationRanges",
+            "direction",
+            "priority",
+            "disabled",
+            "logConfig",
+            "sourceServiceAccounts",
+            "targetServiceAccounts",
+        ],
+        defaults: || json!({"network": "global/networks/default", "direction": "INGRESS", "priority": 1000, "disabled": false}),
+    },
+    Kind {
+        collection: "httpHealthChecks",
+        kind: "compute#httpHealthCheck",
+        place: Where::Global,
+        required: &[],
+        optional: &[
+            "host",
+            "requestPath",
+            "port",
+            "checkIntervalSec",
+            "timeoutSec",
+            "unhealthyThreshold",
+            "healthyThreshold",
+        ],
+        defaults: || json!({"requestPath": "/", "port": 80, "checkIntervalSec": 5, "timeoutSec": 5, "unhealthyThreshold": 2, "healthyThreshold": 2}),
+    },
+    Kind {
+        collection: "addresses",
+        kind: "compute#address",
+        place: Where::Regional,
+        required: &[],
+        optional: &[
+            "address",
+            "addressType",
+            "networkTier",
+            "purpose",
+            "subnetwork",
+            "network",
+            "ipVersion",
+            "prefixLength",
+        ],
+        defaults: || json!({"addressType": "EXTERNAL", "networkTier": "PREMIUM", "status": "RESERVED"}),
+    },
+    Kind {
+        collection: "targetPools",
+        kind: "compute#targetPool",
+        place: Where::Regional,
+        required: &[],
+        optional: &[
+            "instances",
+            "healthChecks",
+            "sessionAffinity",
+            "failoverRatio",
+            "backupPool",
+        ],
+        defaults: || json!({"sessionAffinity": "NONE"}),
+    },
+    Kind {
+        collection: "forwardingRules",
+        kind: "compute#forwardingRule",
+        place: Where::Regional,
+        required: &["target"],
+        optional: &[
+            "IPAddress",
+            "IPProtocol",
+            "portRange",
+            "ports",
+            "allPorts",
+            "loadBalancingScheme",
+            "network",
+            "subnetwork",
+            "networkTier",
+            "backendService",
+            "allowGlobalAccess",
+        ],
+        defaults: || json!({"IPProtocol": "TCP", "loadBalancingScheme": "EXTERNAL", "networkTier": "PREMIUM"}),
+    },
+];
+
+fn kind_of(collection: &str, place: Where) -> Option<&'static Kind> {
+    KINDS
+        .iter()
+        .find(|k| k.collection == collection && k.place == place)
+}
+
+pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
+    let g = format!("{p}/global/{{collection}}");
+    let r = format!("{p}/regions/{{region}}/{{collection}}");
+    Router::new()
+        .route(&g, get(list).post(insert))
+        .route(&format!("{g}/{{name}}"), get(get_one).delete(delete))
+        .route(&r, get(list).post(insert))
+        .route(&format!("{r}/{{name}}"), get(get_one).delete(delete))
+        .route(&format!("{r}/{{name}}/{{action}}"), post(action))
+}
+
+/// The kind and scope (`global`, `regions/r`) a path names.
+fn locate(
+    cloud: &Cloud,
+    project: &Project,
+    p: &BTreeMap<String, String>,
+) -> Result<(&'static Kind, String), ApiError> {
+    let collection = param(p, "collection");
+    let (place, scope) = match p.get("region") {
+        Some(region) => {
+            check_region(cloud, project, region)?;
+            (Where::Regional, format!("regions/{region}"))
+        }
+        None => (Where::Global, "global".to_owned()),
+    };
+    let kind = kind_of(collection, place)
+        .ok_or_else(|| not_found(&format!("projects/{}/{scope}/{collection}", project.name)))?;
+    Ok((kind, scope))
+}
+
+fn find(
+    r: &impl Read,
+    project: &Project,
+    kind: &Kind,
+    scope: &str,
+    name: &str,
+) -> Result<GceObject, ApiError> {
+    r.get::<GceObject>(
+        &GceObject::table(kind.collection),
+        &GceObject::key(scope, name),
+    )
+    .filter(|o| o.meta.project_id == project.id)
+    .ok_or_else(|| {
+        not_found(&format!(
+            "projects/{}/{scope}/{}/{name}",
+            project.name, kind.collection
+        ))
+    })
+}
+
+/// Every object of a collection in a project (for other modules, e.g. a data plane).
+pub(crate) fn objects(r: &impl Read, collection: &str) -> Vec<GceObject> {
+    r.list::<GceObject>(&GceObject::table(collection))
+}
+
+async fn list(
+    State(cloud): Ctx,
+    Path(p): Params_,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    cloud.store.read(|r| {
+        let project = Project::find(r, param(&p, "project"))?;
+        let (kind, scope) = locate(&cloud, &project, &p)?;
+        let s = Scope {
+            cloud: &cloud,
+            project: &project,
+        };
+        let items = objects(r, kind.collection)
+            .iter()
+            .filter(|o| o.meta.project_id == project.id && o.scope == scope)
+            .map(|o| object_view(&s, o, kind.kind, kind.collection))
+            .collect();
+        list_reply(
+            &format!("{}List", kind.kind),
+            format!("projects/{}/{scope}/{}", project.name, kind.collection),
+            s.link(&format!("{scope}/{}", kind.collection)),
+            items,
+            &params,
+        )
+    })
+}
+
+async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+    cloud.store.read(|r| {
+        let project = Project::find(r, param(&p, "project"))?;
+        let (kind, scope) = locate(&cloud, &project, &p)?;
+        let o = find(r, &project, kind, &scope, param(&p, "name"))?;
+        let s = Scope {
+            cloud: &cloud,
+            project: &project,
+        };
+        Ok(reply(
+            StatusCode::OK,
+            object_view(&s, &o, kind.kind, kind.collection),
+        ))
+    })
+}
+
+/// Turns a reference into the full URL GCE shows (`global/networks/x` → `.../global/networks/x`).
+fn full_link(s: &Scope<'_>, reference: &str) -> String {
+    if reference.starts_with("http://") || reference.starts_with("https://") {
+        return reference.to_owned();
+    }
+    let rest = reference.trim_start_matches('/');
+    let rest = match rest.find("projects/") {
+        Some(i) => rest[i..].splitn(3, '/').nth(2).unwrap_or(""),
+        None => rest,
+    };
+    s.link(rest)
+}
+
+/// Checks and completes an insert's fields for `kind`.
+fn prepare(
+    tx: &mut Tx<'_>,
+    s: &Scope<'_>,
+    kind: &Kind,
+    scope: &str,
+    mut fields: Map<String, Value>,
+) -> Result<Map<String, Value>, ApiError> {
+    for key in fields.keys() {
+        let known = ["name", "description", "kind"].contains(&key.as_str())
+            || kind.required.contains(&key.as_str())
+            || kind.optional.contains(&key.as_str());
+        if !known {
+            return Err(invalid(format!(
+                "Invalid JSON payload received. Unknown name \"{key}\": Cannot find field."
+            )));
+        }
+    }
+    for key in kind.required {
+        if fields.get(*key).is_none_or(Value::is_null) {
+            return Err(required(&format!("resource.{key}")));
+        }
+    }
+    fields.remove("name");
+    fields.remove("kind");
+    if let Value::Object(defaults) = (kind.defaults)() {
+        for (k, v) in defaults {
+            fields.entry(k).or_insert(v);
+        }
+    }
+    for key in ["network", "nextHopInstance", "target", "subnetwork"] {
+        if let Some(Value::String(r)) = fields.get(key) {
+            let link = full_link(s, r);
+            fields.insert(key.into(), json!(link));
+        }
+    }
+    if let Some(Value::String(net)) = fields.get("network") {
+        if find_network(tx, net).is_none() {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.network': '{net}'. The referenced network resource cannot be found."
+            )));
+        }
+    }
+    match kind.collection {
+        "routes" => {
+            let hops = [
+                "nextHopInstance",
+                "nextHopIp",
+                "nextHopGateway",
+                "nextHopNetwork",
+            ];
+            if hops.iter().filter(|h| fields.contains_key(**h)).count() != 1 {
+                return Err(invalid("Exactly one of nextHopInstance, nextHopIp, nextHopGateway, nextHopNetwork must be specified"));
+            }
+            if let Some(Value::String(inst)) = fields.get("nextHopInstance") {
+                let (zone, name) = instance_ref(inst).ok_or_else(|| {
+                    invalid(format!(
+                        "Invalid value for field 'resource.nextHopInstance': '{inst}'."
+                    ))
+                })?;
+                instances::find_instance(tx, s.project, &zone, &name).map_err(|e| {
+                    invalid(format!(
+                        "Invalid value for field 'resource.nextHopInstance': '{inst}'. {}",
+                        e.message
+                    ))
+                })?;
+            }
+            check_cidr("destRange", fields.get("destRange"))?;
+        }
+        "firewalls" => {
+            if fields.contains_key("allowed") == fields.contains_key("denied") {
+                return Err(invalid(
+                    "Exactly one of 'allowed' or 'denied' must be specified",
+                ));
+            }
+            if let Some(Value::Array(ranges)) = fields.get("sourceRanges") {
+                for r in ranges {
+                    check_cidr("sourceRanges", Some(r))?;
+                }
+            }
+        }
+        "targetPools" => {
+            let list = fields.get("instances").cloned().unwrap_or(json!([]));
+            let list = list.as_array().cloned().unwrap_or_default();
+            let mut out = Vec::new();
+            for i in list {
+                let r = i
+                    .as_str()
+                    .ok_or_else(|| invalid("Invalid value for field 'resource.instances'"))?;
+                out.push(json!(check_instance(tx, s, r)?));
+            }
+            fields.insert("instances".into(), json!(out));
+            if let Some(Value::Array(hcs)) = fields.get("healthChecks").cloned() {
+                let links: Vec<Value> = hcs
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|h| json!(full_link(s, h)))
+                    .collect();
+                fields.insert("healthChecks".into(), json!(links));
+            }
+        }
+        "addresses" | "forwardingRules" => {
+            let key = if kind.collection == "addresses" {
+                "address"
+            } else {
+                "IPAddress"
+            };
+            let wanted = fields.get(key).and_then(Value::as_str).map(str::to_owned);
+            let address = reserve_address(tx, s, scope, wanted)?;
+            fields.insert(key.into(), json!(address));
+            if kind.collection == "forwardingRules" {
+                if let Some(Value::String(t)) = fields.get("target") {
+                    if m::last_segment(t).is_empty() {
+                        return Err(invalid("Invalid value for field 'resource.target'"));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(fields)
+}
+
+fn check_cidr(field: &str, v: Option<&Value>) -> Result<(), ApiError> {
+    let s = v.and_then(Value::as_str).unwrap_or_default();
+    let ok = match s.split_once('/') {
+        Some((ip, len)) => {
+            ip.parse::<std::net::IpAddr>().is_ok() && len.parse::<u8>().is_ok_and(|l| l <= 128)
+        }
+        None => s.parse::<std::net::IpAddr>().is_ok(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "Invalid value for field 'resource.{field}': '{s}'. Must be a CIDR address range"
+        )))
+    }
+}
+
+/// `(zone, name)` of an instance reference (`.../zones/z/instances/n`).
+pub(crate) fn instance_ref(reference: &str) -> Option<(String, String)> {
+    let parts: Vec<&str> = reference.trim_end_matches('/').split('/').collect();
+    let i = parts.iter().rposition(|p| *p == "instances")?;
+    let (zone, name) = (parts.get(i.checked_sub(1)?)?, parts.get(i + 1)?);
+    (i >= 2 && parts[i - 2] == "zones").then(|| (zone.to_string(), name.to_string()))
+}
+
+/// Checks that an instance reference names an instance; returns its full link.
+fn check_instance(tx: &Tx<'_>, s: &Scope<'_>, reference: &str) -> Result<String, ApiError> {
+    let (zone, name) = instance_ref(reference).ok_or_else(|| {
+        invalid(format!(
+            "Invalid value for field 'instance': '{reference}'."
+        ))
+    })?;
+    instances::find_instance(tx, s.project, &zone, &name)?;
+    Ok(s.link(&format!("zones/{zone}/instances/{name}")))
+}
+
+/// An external address for an address or forwarding rule: the wanted one (a reserved
+/// address of the project, or a free one of the external network) or a new one. External
+/// addresses come from the external network's subnet, as floating IPs do, without a port.
+fn reserve_address(
+    tx: &mut Tx<'_>,
+    s: &Scope<'_>,
+    scope: &str,
+    wanted: Option<String>,
+) -> Result<String, ApiError> {
+    if let Some(w) = &wanted {
+        let reserved = objects(tx, "addresses").into_iter().any(|a| {
+            a.meta.project_id == s.project.id
+                && a.scope == scope
+                && a.fields["address"] == w.as_str()
+        });
+        if reserved {
+            return Ok(w.clone());
+        }
+    }
+    let external = tx
+        .list::<crate::api::network::Network>(crate::api::network::NETWORKS)
+        .into_iter()
+        .find(|n| n.external)
+        .ok_or_else(|| invalid("No external network exists to take an address from"))?;
+    let fip = crate::api::network::new_floating_ip(
+        tx,
+        crate::api::network::FloatingIpSpec {
+            network_id: external.meta.id,
+            subnet_id: None,
+            address: wanted,
+            project_id: s.project.id.clone(),
+            port_id: None,
+            fixed_ip: None,
+            description: RESERVED.into(),
+        },
+    )
+    .map_err(|e| ApiError::new(e.status, "invalid", e.message))?;
+    Ok(fip.floating_ip_address)
+}
+
+/// The description of a floating IP that holds a GCE address or forwarding rule's IP.
+pub(crate) const RESERVED: &str = "GCE reserved external address";
+
+/// Releases the floating IP holding `address` if it is one of ours and nothing else uses it.
+fn release_address(tx: &mut Tx<'_>, project: &Project, address: &str) {
+    let still_used = ["addresses", "forwardingRules"].iter().any(|c| {
+        objects(tx, c).iter().any(|o| {
+            o.meta.project_id == project.id
+                && (o.fields["address"] == address || o.fields["IPAddress"] == address)
+        })
+    });
+    if still_used {
+        return;
+    }
+    let fips = tx.list::<crate::api::network::FloatingIp>(crate::api::network::FLOATING_IPS);
+    for f in fips {
+        if f.floating_ip_address == address && f.description == RESERVED && f.port_id.is_none() {
+            tx.delete(crate::api::network::FLOATING_IPS, &f.meta.id);
+        }
+    }
+}
+
+async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
+    let b: Map<String, Value> = parse_body(&body)?;
+    let cloud2 = cloud.clone();
+    let (project, op) = cloud
+        .write(move |tx| {
+            let project = Project::find(tx, param(&p, "project"))?;
+            let (kind, scope) = locate(&cloud2, &project, &p)?;
+            let name = b
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| required("resource.name"))?
+                .to_owned();
+            check_name(&name)?;
+            let table = GceObject::table(kind.collection);
+            let key = GceObject::key(&scope, &name);
+            if tx.get::<GceObject>(&table, &key).is_some() {
+                return Err(already_exists(&format!(
+                    "projects/{}/{scope}/{}/{name}",
+                    project.name, kind.collection
+                )));
+            }
+            let s = Scope {
+                cloud: &cloud2,
+                project: &project,
+            };
+            let fields = prepare(tx, &s, kind, &scope, b)?;
+            let o = GceObject {
+                meta: Meta::new(project.id.clone()),
+                name,
+                scope: scope.clone(),
+                fields,
+            };
+            tx.put(&table, &key, &o)?;
+            if kind.collection == "forwardingRules" {
+                super::forwarding::sync(tx, &cloud2, &project, &o)?;
+            }
+            if kind.collection == "firewalls" {
+                super::forwarding::sync_all(tx, &cloud2, &project)?;
+            }
+            let op = record_operation(
+                tx,
+                &s,
+                OpSpec {
+                    scope: &scope,
+                    op_type: "insert",
+                    target_link: s.link(&format!("{scope}/{}/{}", kind.collection, o.name)),
+                    target_id: m::numeric_id(&o.meta.id),
+                },
+            )?;
+            Ok((project, op))
+        })
+        .await?;
+    Ok(operation_reply(
+        &Scope {
+            cloud: &cloud,
+            project: &project,
+        },
+        &op,
+    ))
+}
+
+async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+    let cloud2 = cloud.clone();
+    let (project, op) = cloud
+        .write(move |tx| {
+            let project = Project::find(tx, param(&p, "project"))?;
+            let (kind, scope) = locate(&cloud2, &project, &p)?;
+            let o = find(tx, &project, kind, &scope, param(&p, "name"))?;
+            let link = {
+                let s = Scope {
+                    cloud: &cloud2,
+                    project: &project,
+                };
+                s.link(&format!("{scope}/{}/{}", kind.collection, o.name))
+            };
+            // GCE refuses to delete what another resource uses.
+            let users: Vec<String> = KINDS
+                .iter()
+                .flat_map(|k| objects(tx, k.collection).into_iter().map(move |x| (k, x)))
+                .filter(|(_, x)| x.meta.project_id == project.id)
+                .filter(|(_, x)| {
+                    x.fields.values().any(|v| {
+                        v == link.as_str()
+                            || v.as_array()
+                                .is_some_and(|a| a.iter().any(|e| e == link.as_str()))
+                    })
+                })
+                .map(|(k, x)| {
+                    format!(
+                        "projects/{}/{}/{}/{}",
+                        project.name, x.scope, k.collection, x.name
+                    )
+                })
+                .collect();
+            if let Some(user) = users.first() {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "resourceInUseByAnotherResource",
+                    format!(
+                        "The {} resource '{}' is already being used by '{user}'",
+                        kind.kind.trim_start_matches("compute#"),
+                        link
+                    ),
+                ));
+            }
+            if kind.collection == "forwardingRules" {
+                super::forwarding::remove(tx, &project, &o)?;
+            }
+            tx.delete(
+                &GceObject::table(kind.collection),
+                &GceObject::key(&scope, &o.name),
+            );
+            if kind.collection == "firewalls" {
+                super::forwarding::sync_all(tx, &cloud2, &project)?;
+            }
+            for key in ["address", "IPAddress"] {
+                if let Some(a) = o.fields.get(key).and_then(Value::as_str) {
+                    release_address(tx, &project, a);
+                }
+            }
+            let s = Scope {
+                cloud: &cloud2,
+                project: &project,
+            };
+            let op = record_operation(
+                tx,
+                &s,
+                OpSpec {
+                    scope: &scope,
+                    op_type: "delete",
+                    target_link: link,
+                    target_id: m::numeric_id(&o.meta.id),
+                },
+            )?;
+            Ok((project, op))
+        })
+        .await?;
+    Ok(operation_reply(
+        &Scope {
+            cloud: &cloud,
+            project: &project,
+        },
+        &op,
+    ))
+}
+
+/// `targetPools/{name}/addInstance` and `removeInstance`.
+async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
+    let b: Value = parse_body(&body)?;
+    let cloud2 = cloud.clone();
+    let (project, op) = cloud
+        .write(move |tx| {
+            let project = Project::find(tx, param(&p, "project"))?;
+            let (kind, scope) = locate(&cloud2, &project, &p)?;
+            let action = param(&p, "action");
+            if kind.collection != "targetPools"
+                || !["addInstance", "removeInstance"].contains(&action)
+            {
+                return Err(not_found(&format!(
+                    "projects/{}/{scope}/{}/{}/{action}",
+                    project.name,
+                    kind.collection,
+                    param(&p, "name")
+                )));
+            }
+            let mut o = find(tx, &project, kind, &scope, param(&p, "name"))?;
+            let s = Scope {
+                cloud: &cloud2,
+                project: &project,
+            };
+            let mut current: Vec<String> = o
+                .fields
+                .get("instances")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let asked = b["instances"].as_array().cloned().unwrap_or_default();
+            if asked.is_empty() {
+                return Err(required("instances"));
+            }
+            for i in asked {
+                let r = i["instance"]
+                    .as_str()
+                    .ok_or_else(|| required("instances[].instance"))?;
+                let (zone, name) = instance_ref(r).ok_or_else(|| {
+                    invalid(format!("Invalid value for field 'instance': '{r}'."))
+                })?;
+                let link = s.link(&format!("zones/{zone}/instances/{name}"));
+                if action == "addInstance" {
+                    check_instance(tx, &s, r)?;
+                    if !current.contains(&link) {
+                        current.push(link);
+                    }
+                } else {
+                    current.retain(|c| c != &link);
+                }
+            }
+            o.fields.insert("instances".into(), json!(current));
+            o.meta.touch();
+            tx.put(
+                &GceObject::table(kind.collection),
+                &GceObject::key(&scope, &o.name),
+                &o,
+            )?;
+            let pool_link = s.link(&format!("{scope}/{}/{}", kind.collection, o.name));
+            super::forwarding::sync_rules_of_pool(tx, &cloud2, &project, &pool_link)?;
+            let op = record_operation(
+                tx,
+                &s,
+                OpSpec {
+                    scope: &scope,
+                    op_type: action,
+                    target_link: s.link(&format!("{scope}/{}/{}", kind.collection, o.name)),
+                    target_id: m::numeric_id(&o.meta.id),
+                },
+            )?;
+            Ok((project, op))
+        })
+        .await?;
+    Ok(operation_reply(
+        &Scope {
+            cloud: &cloud,
+            project: &project,
+        },
+        &op,
+    ))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_references_parse() {
+        assert_eq!(
+            instance_ref("https://h/compute/v1/projects/p/zones/z1/instances/n1"),
+            Some(("z1".into(), "n1".into()))
+        );
+        assert_eq!(
+            instance_ref("zones/z/instances/n"),
+            Some(("z".into(), "n".into()))
+        );
+        assert_eq!(instance_ref("instances/n"), None);
+        assert_eq!(instance_ref("n"), None);
+    }
+
+    #[test]
+    fn cidrs_are_checked() {
+        assert!(check_cidr("destRange", Some(&json!("10.0.0.0/24"))).is_ok());
+        assert!(check_cidr("destRange", Some(&json!("10.0.0.0/999"))).is_err());
+        assert!(check_cidr("destRange", Some(&json!("x"))).is_err());
+        assert!(check_cidr("destRange", None).is_err());
+    }
+}

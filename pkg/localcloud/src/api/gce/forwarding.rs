@@ -1,0 +1,534 @@
+//! How a GCE forwarding rule carries traffic: through an Octavia load balancer of the same
+//! project that this module keeps in step with the rule, its target pool and the pool's HTTP
+//! health check, so the existing data plane (listeners, proxying, health probes, metrics) does
+//! the work. One listener per port of the rule's `portRange` (TCP or UDP as `IPProtocol`), each
+//! with a pool (`ROUND_ROBIN`, or `SOURCE_IP` for a `CLIENT_IP` session affinity) whose members
+//! are the target pool's instances at their `networkIP` and the same port (GCE forwards to the
+//! port the packet came to), and an HTTP monitor from the first health check (`port`,
+//! `requestPath`, `checkIntervalSec`, `timeoutSec`, thresholds). The rule's external address
+//! (a floating IP) is associated with the load balancer's VIP port, which is how the data plane
+//! opens the rule's address. Firewalls are enforced there: a listener's `allowed_cidrs` are
+//! the source ranges of the firewalls that allow its port to the pool's instances (none: no
+//! one gets in, as GCE denies ingress by default). The Octavia load balancer is named `gce-<region>-<rule>`; Octavia
+//! clients see it too.
+
+use super::collections::{instance_ref, objects};
+use super::instances::find_instance;
+use super::*;
+use crate::api::compute::server_ports;
+use crate::api::network::{
+    create_vip_port, delete_vip_port, FloatingIp, Subnet, FLOATING_IPS, SUBNETS,
+};
+use crate::model::octavia::{
+    listeners_of, members_of, monitors_of, pools_of, Common, HealthMonitor, Listener, ListenerTls,
+    LoadBalancer, Member, Pool, Record, Ref, LISTENERS, LISTENER_TIMEOUTS, LOADBALANCERS, MEMBERS,
+    MONITORS, POOLS,
+};
+
+/// The description of the Octavia objects this module makes.
+const MARK: &str = "GCE forwarding rule";
+/// A rule's port range may open at most this many listeners.
+const MAX_PORTS: u32 = 64;
+
+fn lb_name(rule: &GceObject) -> String {
+    format!("gce-{}-{}", m::last_segment(&rule.scope), rule.name)
+}
+
+fn find_lb(r: &impl Read, project_id: &str, name: &str) -> Option<LoadBalancer> {
+    r.list::<LoadBalancer>(LOADBALANCERS).into_iter().find(|l| {
+        l.common.name == name
+            && l.common.description == MARK
+            && l.common.meta.project_id == project_id
+    })
+}
+
+/// The ports of a rule: `portRange` (`80`, `8000-8100`) or `ports`.
+fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| invalid(format!("Invalid port '{s}'")))
+    };
+    let mut ports = Vec::new();
+    if let Some(range) = rule.fields.get("portRange").and_then(Value::as_str) {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let (a, b) = (parse(a)?, parse(b)?);
+        if a > b || u32::from(b - a) >= MAX_PORTS {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.portRange': '{range}'. The local cloud forwards at most {MAX_PORTS} ports per rule"
+            )));
+        }
+        ports.extend(a..=b);
+    }
+    if let Some(list) = rule.fields.get("ports").and_then(Value::as_array) {
+        for p in list {
+            ports.push(parse(p.as_str().unwrap_or_default())?);
+        }
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    Ok(ports)
+}
+
+/// What the rule's target pool says: member addresses, algorithm and health check.
+struct Backends {
+    addresses: Vec<(String, String)>,
+    /// The network tags of the pool's instances (what firewalls target).
+    tags: std::collections::BTreeSet<String>,
+    algorithm: &'static str,
+    check: Option<Map<String, Value>>,
+}
+
+fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends> {
+    let target = rule.fields.get("target")?.as_str()?;
+    let i = target.find("/regions/")?;
+    let rest = &target[i + 1..];
+    let (scope, name) = rest.split_once("/targetPools/")?;
+    let pool = tx.get::<GceObject>(
+        &GceObject::table("targetPools"),
+        &GceObject::key(scope, name),
+    )?;
+    let mut addresses = Vec::new();
+    let mut tags = std::collections::BTreeSet::new();
+    for link in pool
+        .fields
+        .get("instances")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some((zone, name)) = link.as_str().and_then(instance_ref) else {
+            continue;
+        };
+        if let Ok(server) = find_instance(tx, project, &zone, &name) {
+            tags.extend(server.tags.iter().cloned());
+            if let Some(ip) = server_ports(tx, &server.meta.id)
+                .first()
+                .and_then(|p| p.fixed_ips.first().map(|f| f.ip_address.clone()))
+            {
+                addresses.push((server.name.clone(), ip));
+            }
+        }
+    }
+    let algorithm = if pool.fields.get("sessionAffinity").and_then(Value::as_str) == Some("NONE") {
+        "ROUND_ROBIN"
+    } else {
+        "SOURCE_IP"
+    };
+    let check = pool
+        .fields
+        .get("healthChecks")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .and_then(|link| {
+            tx.get::<GceObject>(
+                &GceObject::table("httpHealthChecks"),
+                &GceObject::key("global", m::last_segment(link)),
+            )
+        })
+        .map(|hc| hc.fields);
+    Some(Backends {
+        addresses,
+        tags,
+        algorithm,
+        check,
+    })
+}
+
+/// Whether a firewall's `ports` entry (`80`, `8000-8100`) holds `port`.
+fn port_matches(entry: &str, port: u16) -> bool {
+    let (a, b) = entry.split_once('-').unwrap_or((entry, entry));
+    match (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
+        (Ok(a), Ok(b)) => (a..=b).contains(&port),
+        _ => false,
+    }
+}
+
+/// The source ranges the project's firewalls let reach `protocol`/`port` on instances with
+/// `tags`: the listener's `allowed_cidrs`. None allows it: nobody gets in (GCE's implied
+/// deny-ingress). Enabled `INGRESS` rules with `allowed` count (a rule without `targetTags`
+/// applies to every instance; one with only `sourceTags` admits no outside address); `denied`
+/// rules and priorities are not modelled.
+fn allowed_sources(
+    tx: &Tx<'_>,
+    project: &Project,
+    tags: &std::collections::BTreeSet<String>,
+    protocol: &str,
+    port: u16,
+) -> Vec<String> {
+    let mut sources = std::collections::BTreeSet::new();
+    for fw in objects(tx, "firewalls") {
+        let f = &fw.fields;
+        let enabled = fw.meta.project_id == project.id
+            && f.get("disabled").and_then(Value::as_bool) != Some(true)
+            && f.get("direction")
+                .and_then(Value::as_str)
+                .unwrap_or("INGRESS")
+                == "INGRESS";
+        let targets: Vec<&str> = f
+            .get("targetTags")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let applies = targets.is_empty() || targets.iter().any(|t| tags.contains(*t));
+        let allows = f
+            .get("allowed")
+            .and_then(Value::as_array)
+            .is_some_and(|rules| {
+                rules.iter().any(|r| {
+                    let proto = r["IPProtocol"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_ascii_lowercase();
+                    let proto_ok = proto == "all"
+                        || proto == protocol.to_ascii_lowercase()
+                        || (proto == "6" && protocol == "TCP")
+                        || (proto == "17" && protocol == "UDP");
+                    let ports: Vec<&str> = r["ports"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    proto_ok && (ports.is_empty() || ports.iter().any(|p| port_matches(p, port)))
+                })
+            });
+        if !(enabled && applies && allows) {
+            continue;
+        }
+        match f.get("sourceRanges").and_then(Value::as_array) {
+            Some(ranges) => {
+                sources.extend(ranges.iter().filter_map(Value::as_str).map(str::to_owned))
+            }
+            None if f.get("sourceTags").is_none() => {
+                sources.insert("0.0.0.0/0".to_owned());
+            }
+            None => {}
+        }
+    }
+    sources.into_iter().collect()
+}
+
+fn common(project_id: &str, name: &str) -> Common {
+    let mut c = Common::new(project_id);
+    c.name = name.to_owned();
+    c.description = MARK.to_owned();
+    c
+}
+
+fn put<T: Record>(tx: &mut Tx<'_>, record: &T) -> Result<(), ApiError> {
+    tx.put(T::KIND.table, record.id(), record)?;
+    Ok(())
+}
+
+fn num(fields: &Map<String, Value>, key: &str, default: u64, max: u64) -> u64 {
+    fields
+        .get(key)
+        .and_then(Value::as_u64)
+        .unwrap_or(default)
+        .clamp(1, max)
+}
+
+/// Brings the rule's Octavia load balancer in line with the rule, its target pool and health
+/// check (creating it the first time). A rule whose target is not a target pool forwards
+/// nothing.
+pub(crate) fn sync(
+    tx: &mut Tx<'_>,
+    cloud: &Cloud,
+    project: &Project,
+    rule: &GceObject,
+) -> Result<(), ApiError> {
+    let Some(backends) = backends(tx, project, rule) else {
+        return remove(tx, project, rule);
+    };
+    let ports = ports_of(rule)?;
+    let protocol = match rule.fields.get("IPProtocol").and_then(Value::as_str) {
+        Some("UDP") => "UDP",
+        _ => "TCP",
+    };
+    let name = lb_name(rule);
+    let mut lb = match find_lb(tx, &project.id, &name) {
+        Some(lb) => lb,
+        None => {
+            let used: Vec<String> = tx
+                .list::<LoadBalancer>(LOADBALANCERS)
+                .into_iter()
+                .map(|l| l.vip_address)
+                .collect();
+            let vip = cloud
+                .config
+                .lb_vip_pool
+                .allocate(&used)
+                .ok_or_else(|| invalid("No more addresses in the local cloud's VIP pool"))?
+                .to_string();
+            let common = common(&project.id, &name);
+            let subnet = find_network(tx, "default").and_then(|n| {
+                tx.list::<Subnet>(SUBNETS)
+                    .into_iter()
+                    .find(|s| s.network_id == n.meta.id)
+            });
+            let (port_id, subnet_id, network_id) = match subnet {
+                Some(s) => {
+                    let p = create_vip_port(tx, &common.meta.id, &project.id, &s, &vip)?;
+                    (p.meta.id, Some(s.meta.id), Some(s.network_id))
+                }
+                None => {
+                    return Err(invalid(
+                        "No network for the forwarding rule's load balancer",
+                    ))
+                }
+            };
+            LoadBalancer {
+                common,
+                vip_address: vip,
+                vip_port_id: port_id,
+                vip_subnet_id: subnet_id,
+                vip_network_id: network_id,
+                vip_qos_policy_id: None,
+                provider: "amphora".into(),
+                flavor_id: None,
+                availability_zone: None,
+            }
+        }
+    };
+    lb.common.touch();
+    put(tx, &lb)?;
+    let lb_id = lb.common.meta.id.clone();
+    // Listeners (and their pools) of ports the rule no longer has go.
+    for l in listeners_of(tx, &lb_id) {
+        if !ports.contains(&l.protocol_port) || l.protocol != protocol {
+            if let Some(pool_id) = &l.default_pool_id {
+                delete_pool(tx, pool_id);
+            }
+            tx.delete(LISTENERS, l.id());
+        }
+    }
+    for port in &ports {
+        let sources = allowed_sources(tx, project, &backends.tags, protocol, *port);
+        let existing = listeners_of(tx, &lb_id)
+            .into_iter()
+            .find(|l| l.protocol_port == *port);
+        if let Some(mut l) = existing.clone() {
+            if l.allowed_cidrs.as_ref() != Some(&sources) {
+                l.allowed_cidrs = Some(sources.clone());
+                l.common.touch();
+                put(tx, &l)?;
+            }
+        }
+        let pool_id = match existing.and_then(|l| l.default_pool_id) {
+            Some(id) => id,
+            None => {
+                let pool = Pool {
+                    common: common(&project.id, &format!("{name}-{port}")),
+                    loadbalancers: Ref::to(&lb_id),
+                    protocol: protocol.into(),
+                    lb_algorithm: backends.algorithm.into(),
+                    session_persistence: None,
+                    tls_enabled: false,
+                    tls_container_ref: None,
+                    ca_tls_container_ref: None,
+                    crl_container_ref: None,
+                };
+                let timeouts: BTreeMap<&str, i64> = LISTENER_TIMEOUTS.into_iter().collect();
+                let t = |k: &str| timeouts.get(k).copied().unwrap_or(0);
+                let listener = Listener {
+                    common: common(&project.id, &format!("{name}-{port}")),
+                    loadbalancers: Ref::to(&lb_id),
+                    protocol: protocol.into(),
+                    protocol_port: *port,
+                    default_pool_id: Some(pool.id().to_owned()),
+                    connection_limit: -1,
+                    timeout_client_data: t("timeout_client_data"),
+                    timeout_member_connect: t("timeout_member_connect"),
+                    timeout_member_data: t("timeout_member_data"),
+                    timeout_tcp_inspect: t("timeout_tcp_inspect"),
+                    insert_headers: BTreeMap::new(),
+                    allowed_cidrs: Some(sources.clone()),
+                    default_tls_container_ref: None,
+                    sni_container_refs: Vec::new(),
+                    l7policies: Vec::new(),
+                    tls: ListenerTls::default(),
+                };
+                put(tx, &pool)?;
+                put(tx, &listener)?;
+                pool.id().to_owned()
+            }
+        };
+        let check_port = backends
+            .check
+            .as_ref()
+            .and_then(|c| c.get("port").and_then(Value::as_u64))
+            .and_then(|p| u16::try_from(p).ok());
+        // Members: one per instance, at the same port.
+        let members = members_of(tx, &pool_id);
+        for mem in &members {
+            let wanted = backends.addresses.iter().any(|(_, ip)| *ip == mem.address)
+                && mem.monitor_port == check_port;
+            if !wanted {
+                tx.delete(MEMBERS, mem.id());
+            }
+        }
+        let members = members_of(tx, &pool_id);
+        for (instance, ip) in &backends.addresses {
+            if members.iter().any(|mem| mem.address == *ip) {
+                continue;
+            }
+            put(
+                tx,
+                &Member {
+                    common: common(&project.id, instance),
+                    pool_id: pool_id.clone(),
+                    address: ip.clone(),
+                    protocol_port: *port,
+                    weight: 1,
+                    backup: false,
+                    subnet_id: None,
+                    monitor_address: None,
+                    monitor_port: check_port,
+                },
+            )?;
+        }
+        // The health monitor, from the target pool's first HTTP health check.
+        for mon in monitors_of(tx, &pool_id) {
+            tx.delete(MONITORS, mon.id());
+        }
+        if let Some(check) = &backends.check {
+            let unhealthy = num(check, "unhealthyThreshold", 2, 10);
+            let healthy = num(check, "healthyThreshold", 2, 10);
+            put(
+                tx,
+                &HealthMonitor {
+                    common: common(&project.id, &format!("{name}-{port}")),
+                    pools: Ref::to(&pool_id),
+                    kind: "HTTP".into(),
+                    delay: num(check, "checkIntervalSec", 5, 300) as u32,
+                    timeout: num(check, "timeoutSec", 5, 300) as u32,
+                    max_retries: healthy as u8,
+                    max_retries_down: unhealthy as u8,
+                    http_method: Some("GET".into()),
+                    url_path: Some(
+                        check
+                            .get("requestPath")
+                            .and_then(Value::as_str)
+                            .unwrap_or("/")
+                            .to_owned(),
+                    ),
+                    expected_codes: Some("200".into()),
+                    http_version: None,
+                    domain_name: None,
+                },
+            )?;
+        }
+    }
+    // The rule's external address forwards to the VIP.
+    let address = rule
+        .fields
+        .get("IPAddress")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    for mut fip in tx.list::<FloatingIp>(FLOATING_IPS) {
+        if fip.floating_ip_address == address && fip.port_id.as_deref() != Some(&lb.vip_port_id) {
+            fip.port_id = Some(lb.vip_port_id.clone());
+            fip.fixed_ip_address = Some(lb.vip_address.clone());
+            fip.meta.touch();
+            tx.put(FLOATING_IPS, &fip.meta.id.clone(), &fip)?;
+        }
+    }
+    Ok(())
+}
+
+fn delete_pool(tx: &mut Tx<'_>, pool_id: &str) {
+    for mem in members_of(tx, pool_id) {
+        tx.delete(MEMBERS, mem.id());
+    }
+    for mon in monitors_of(tx, pool_id) {
+        tx.delete(MONITORS, mon.id());
+    }
+    tx.delete(POOLS, pool_id);
+}
+
+/// Removes the rule's Octavia load balancer (its listeners close; its address stops
+/// forwarding).
+pub(crate) fn remove(tx: &mut Tx<'_>, project: &Project, rule: &GceObject) -> Result<(), ApiError> {
+    let Some(lb) = find_lb(tx, &project.id, &lb_name(rule)) else {
+        return Ok(());
+    };
+    let lb_id = lb.common.meta.id.clone();
+    for l in listeners_of(tx, &lb_id) {
+        tx.delete(LISTENERS, l.id());
+    }
+    for p in pools_of(tx, &lb_id) {
+        delete_pool(tx, p.id());
+    }
+    delete_vip_port(tx, &lb_id, &lb.vip_port_id)?;
+    tx.delete(LOADBALANCERS, &lb_id);
+    Ok(())
+}
+
+/// Re-syncs every forwarding rule of the project (a firewall changed).
+pub(crate) fn sync_all(tx: &mut Tx<'_>, cloud: &Cloud, project: &Project) -> Result<(), ApiError> {
+    for rule in objects(tx, "forwardingRules") {
+        if rule.meta.project_id == project.id {
+            sync(tx, cloud, project, &rule)?;
+        }
+    }
+    Ok(())
+}
+
+/// Re-syncs every forwarding rule whose target is `pool_link` (a target pool changed).
+pub(crate) fn sync_rules_of_pool(
+    tx: &mut Tx<'_>,
+    cloud: &Cloud,
+    project: &Project,
+    pool_link: &str,
+) -> Result<(), ApiError> {
+    for rule in objects(tx, "forwardingRules") {
+        if rule.meta.project_id == project.id
+            && rule.fields.get("target").and_then(Value::as_str) == Some(pool_link)
+        {
+            sync(tx, cloud, project, &rule)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn rule(fields: Value) -> GceObject {
+        GceObject {
+            meta: Meta::new("p"),
+            name: "r".into(),
+            scope: "regions/us-central1".into(),
+            fields: fields.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn firewall_ports_match_singles_and_ranges() {
+        assert!(port_matches("80", 80));
+        assert!(port_matches("8000-8100", 8080));
+        assert!(!port_matches("8000-8100", 80));
+        assert!(!port_matches("x", 80));
+    }
+
+    #[test]
+    fn port_ranges_and_lists() {
+        assert_eq!(
+            ports_of(&rule(json!({"portRange": "80-82"}))).unwrap(),
+            [80, 81, 82]
+        );
+        assert_eq!(ports_of(&rule(json!({"portRange": "80"}))).unwrap(), [80]);
+        assert_eq!(
+            ports_of(&rule(json!({"ports": ["53", "5353"]}))).unwrap(),
+            [53, 5353]
+        );
+        assert!(ports_of(&rule(json!({"portRange": "1-65535"}))).is_err());
+        assert!(ports_of(&rule(json!({"portRange": "90-80"}))).is_err());
+        assert!(ports_of(&rule(json!({"portRange": "x"}))).is_err());
+        assert_eq!(lb_name(&rule(json!({}))), "gce-us-central1-r");
+    }
+}

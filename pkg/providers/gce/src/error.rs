@@ -1,0 +1,134 @@
+//! The crate's own errors. Provider trait methods return [`hypercloud_cloudprovider::Error`];
+//! these convert into it where they cross that boundary ([`Error::into_provider_error`]).
+
+/// Errors of configuration, of the Compute Engine API and of the metadata server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `gce.conf` is not valid.
+    #[error("invalid cloud config {origin}: {message}")]
+    ParseCloudConfig {
+        /// The file, or where the bytes came from.
+        origin: String,
+        /// What is wrong, naming the line and key.
+        message: String,
+    },
+
+    /// Building the HTTP client failed.
+    #[error("building the HTTP client: {0}")]
+    BuildHttpClient(String),
+
+    /// The request did not reach the API or no answer came back.
+    #[error("{operation}: {message}")]
+    Transport {
+        /// The API call (`instances.get`).
+        operation: String,
+        /// Why.
+        message: String,
+    },
+
+    /// Compute Engine answered with an error.
+    #[error("{operation}: HTTP {status} {reason}: {message}")]
+    Api {
+        /// The API call.
+        operation: String,
+        /// HTTP status.
+        status: u16,
+        /// GCE's reason (`notFound`, `conditionNotMet`, ...).
+        reason: String,
+        /// GCE's message.
+        message: String,
+    },
+
+    /// An operation finished with an error.
+    #[error("{operation}: operation {name} failed: {message}")]
+    Operation {
+        /// The API call that started it.
+        operation: String,
+        /// The operation's name.
+        name: String,
+        /// Its errors.
+        message: String,
+    },
+
+    /// The answer could not be read.
+    #[error("{operation}: unexpected answer: {message}")]
+    Decode {
+        /// The API call.
+        operation: String,
+        /// What could not be read.
+        message: String,
+    },
+
+    /// The metadata server did not answer as expected.
+    #[error("metadata server {path}: {message}")]
+    Metadata {
+        /// The metadata path.
+        path: String,
+        /// Why.
+        message: String,
+    },
+
+    /// Something the configuration needs is missing (no project ID, no zone).
+    #[error("{0}")]
+    Missing(String),
+
+    /// A provider ID that is not `gce://<project>/<zone>/<name>`.
+    #[error("invalid GCE provider ID {0:?}: want gce://<project>/<zone>/<instance>")]
+    ProviderId(String),
+}
+
+impl Error {
+    /// Whether GCE says the resource does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Api { status: 404, .. })
+    }
+
+    /// As the provider contract's error.
+    pub fn into_provider_error(self) -> hypercloud_cloudprovider::Error {
+        let status = match &self {
+            Error::Api { status, .. } => Some(*status),
+            _ => None,
+        };
+        let operation = match &self {
+            Error::Transport { operation, .. }
+            | Error::Api { operation, .. }
+            | Error::Operation { operation, .. }
+            | Error::Decode { operation, .. } => operation.clone(),
+            Error::Metadata { .. } => "metadata".into(),
+            _ => "configure".into(),
+        };
+        hypercloud_cloudprovider::Error::Cloud {
+            provider: crate::PROVIDER_NAME.into(),
+            operation,
+            status,
+            request_id: None,
+            message: self.to_string(),
+        }
+    }
+
+    /// As the provider contract's start-up error.
+    pub fn into_cloud_config_error(self) -> hypercloud_cloudprovider::Error {
+        match self {
+            Error::ParseCloudConfig { origin, message } => {
+                hypercloud_cloudprovider::Error::InvalidCloudConfig {
+                    provider: crate::PROVIDER_NAME.into(),
+                    origin,
+                    message,
+                }
+            }
+            other => hypercloud_cloudprovider::Error::Initialize {
+                provider: crate::PROVIDER_NAME.into(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<Error> for hypercloud_cloudprovider::Error {
+    fn from(e: Error) -> Self {
+        e.into_provider_error()
+    }
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
