@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hypercloud_cloudprovider::volume::{pod_terminated, pod_volumes};
 use hypercloud_cloudprovider::VolumeAttacher;
 use k8s_openapi::api::core::v1::{
     AttachedVolume, Node, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -66,49 +67,6 @@ pub struct Wanted {
     pub pods: Vec<(String, String, String)>,
 }
 
-/// The unique volume name of a plugin's volume (upstream `GetUniqueVolumeName`).
-pub fn unique_name(plugin: &str, volume_id: &str) -> String {
-    format!("{plugin}/{volume_id}")
-}
-
-/// Whether a pod no longer needs its volumes (upstream `IsPodTerminated`): it succeeded or
-/// failed, or it is being deleted and none of its containers runs.
-pub fn pod_terminated(pod: &Pod) -> bool {
-    let status = pod.status.as_ref();
-    if matches!(
-        status.and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    ) {
-        return true;
-    }
-    if pod.metadata.deletion_timestamp.is_none() {
-        return false;
-    }
-    let running = |list: Option<&Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
-        list.into_iter()
-            .flatten()
-            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
-    };
-    !status.is_some_and(|s| {
-        running(s.container_statuses.as_ref())
-            || running(s.init_container_statuses.as_ref())
-            || running(s.ephemeral_container_statuses.as_ref())
-    })
-}
-
-/// Whether a PV's access modes let it be attached to several Nodes (upstream
-/// `IsMultiAttachAllowed` for PVs: none given, or no `ReadWriteOnce`/`ReadWriteOncePod`).
-pub fn pv_multi_attach_allowed(pv: &PersistentVolume) -> bool {
-    let modes = pv
-        .spec
-        .as_ref()
-        .and_then(|s| s.access_modes.clone())
-        .unwrap_or_default();
-    !modes
-        .iter()
-        .any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod")
-}
-
 /// The plugin's volumes the live pods bound to `node` use, by unique name.
 pub fn desired(
     node: &str,
@@ -125,37 +83,23 @@ pub fn desired(
         if spec.node_name.as_deref() != Some(node) || pod_terminated(pod) {
             continue;
         }
-        let ns = pod.namespace().unwrap_or_default();
         let who = (
-            ns.clone(),
+            pod.namespace().unwrap_or_default(),
             pod.name_any(),
             pod.metadata.uid.clone().unwrap_or_default(),
         );
-        for volume in spec.volumes.iter().flatten() {
-            let found = if let Some(id) = attacher.pod_volume_id(volume) {
-                // Inline Cinder volumes are never multi-attached (upstream).
-                Some((id, volume.name.clone(), false))
-            } else if let Some(claim) = &volume.persistent_volume_claim {
-                let pv = get_by_key(claims, &format!("{ns}/{}", claim.claim_name))
-                    .and_then(|c| c.spec.as_ref()?.volume_name.clone())
-                    .filter(|n| !n.is_empty())
-                    .and_then(|n| get_by_key(pvs, &n));
-                pv.and_then(|pv| {
-                    let id = attacher.pv_volume_id(pv.spec.as_ref()?)?;
-                    Some((id, pv.name_any(), pv_multi_attach_allowed(&pv)))
-                })
-            } else {
-                None
-            };
-            let Some((volume_id, spec_name, multi_attach)) = found else {
-                continue;
-            };
-            let name = unique_name(attacher.plugin_name(), &volume_id);
-            let entry = out.entry(name.clone()).or_insert_with(|| Wanted {
-                unique_name: name,
-                volume_id,
-                spec_name,
-                multi_attach,
+        let bound_pv = |ns: &str, claim: &str| {
+            get_by_key(claims, &format!("{ns}/{claim}"))
+                .and_then(|c| c.spec.as_ref()?.volume_name.clone())
+                .filter(|n| !n.is_empty())
+                .and_then(|n| get_by_key(pvs, &n))
+        };
+        for v in pod_volumes(pod, attacher, bound_pv) {
+            let entry = out.entry(v.unique_name.clone()).or_insert_with(|| Wanted {
+                unique_name: v.unique_name,
+                volume_id: v.volume_id,
+                spec_name: v.spec_name,
+                multi_attach: v.multi_attach,
                 pods: vec![],
             });
             if !entry.pods.contains(&who) {
