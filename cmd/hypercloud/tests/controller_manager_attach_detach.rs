@@ -239,7 +239,7 @@ async fn cinder_volumes_attached_to_the_pods_node_and_detached_after() {
         Some(format!("Multi-Attach error for volume {pv_name:?} Volume is already exclusively attached to one node and can't be attached to another").as_str())
     );
     assert!(attached(&nodes, &n2).await.is_empty());
-    assert_eq!(attached_servers(&state, &volume).1, [s1.clone()]);
+    assert_eq!(attached_servers(&state, &volume).1, [s1.as_str()]);
 
     // The kubelet of node 1 still has it mounted when web-1 goes: it stays attached.
     nodes
@@ -265,7 +265,7 @@ async fn cinder_volumes_attached_to_the_pods_node_and_detached_after() {
     )
     .await;
     assert_eq!(attached(&nodes, &n1).await.len(), 1);
-    assert_eq!(attached_servers(&state, &volume).1, [s1.clone()]);
+    assert_eq!(attached_servers(&state, &volume).1, [s1.as_str()]);
 
     // Unmounted: detached from node 1, and then attached to node 2 for web-2.
     nodes

@@ -216,14 +216,8 @@ async fn pod_events(ctx: &Context, wanted: &Wanted, type_: EventType, reason: &s
             uid: Some(uid.clone()).filter(|u| !u.is_empty()),
             ..Default::default()
         };
-        ctx.event(
-            CONTROLLER,
-            &reference,
-            type_.clone(),
-            reason,
-            note.to_owned(),
-        )
-        .await;
+        ctx.event(CONTROLLER, &reference, type_, reason, note.to_owned())
+            .await;
     }
 }
 

@@ -340,8 +340,8 @@ async fn cinder_volumes_attached_and_detached() {
         .disks_are_attached(&a, &[vol.clone(), "missing".to_owned()])
         .await
         .unwrap();
-    assert_eq!(all[&vol], true);
-    assert_eq!(all["missing"], false);
+    assert!(all[&vol]);
+    assert!(!all["missing"]);
 
     // Not multiattach: a second server is refused, naming the first.
     let err = attacher.attach_disk(&b, &vol).await.unwrap_err();
