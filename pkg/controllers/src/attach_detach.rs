@@ -19,7 +19,8 @@
 //!   Node is looked at again;
 //! - an attached volume no pod on the Node wants any more is detached once the kubelet no
 //!   longer lists it in `node.status.volumesInUse` (it is still mounted there), or after
-//!   [`MAX_WAIT_FOR_UNMOUNT`] (upstream's `reconcilerMaxWaitForUnmountDuration`); as upstream,
+//!   [`MAX_WAIT_FOR_UNMOUNT`] (upstream's `reconcilerMaxWaitForUnmountDuration`), or at once on
+//!   a Node tainted [`TAINT_OUT_OF_SERVICE`]; as upstream,
 //!   it leaves `volumesAttached` first, so a kubelet never mounts a volume being detached.
 //!
 //! Volumes of other plugins in `volumesAttached` (CSI) are left alone.
@@ -48,6 +49,10 @@ const CONTROLLER: &str = names::ATTACH_DETACH.name;
 /// How long a volume no pod wants stays attached while the kubelet still reports it in use
 /// (upstream `reconcilerMaxWaitForUnmountDuration`).
 pub const MAX_WAIT_FOR_UNMOUNT: Duration = Duration::from_secs(6 * 60);
+
+/// The taint an administrator puts on a Node that is shut down for good: its volumes are
+/// detached at once, mounted or not (upstream's non-graceful node shutdown).
+pub const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
 
 /// How soon a Node whose volume is held by another Node is looked at again.
 const MULTI_ATTACH_RETRY: Duration = Duration::from_secs(5);
@@ -262,6 +267,11 @@ pub(crate) async fn reconcile(
         .into_iter()
         .collect();
     let prefix = format!("{}/", attacher.plugin_name());
+    let out_of_service = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_OUT_OF_SERVICE));
     let mut next = Action::AwaitChange;
     let sooner = |next: &mut Action, d: Duration| {
         *next = match *next {
@@ -278,7 +288,7 @@ pub(crate) async fn reconcile(
         .cloned()
         .collect();
     for v in unwanted {
-        if in_use.contains(&v.name) {
+        if in_use.contains(&v.name) && !out_of_service {
             let waited = state.waited(&name, &v.name);
             if waited < MAX_WAIT_FOR_UNMOUNT {
                 tracing::info!(node = %name, volume = %v.name, "no pod uses the volume, waiting for the kubelet to unmount it before detaching");
@@ -913,5 +923,38 @@ mod tests {
         assert_eq!(action, Action::AwaitChange);
         assert_eq!(cloud.calls(), ["detach i-n1 vol-1"]);
         assert!(state.attached_elsewhere(VOL, "n2").is_empty());
+
+        // Out of service: detached although the (dead) kubelet still lists it.
+        let cloud = Arc::new(Attacher::default());
+        let (ctx, api) = context_with(cloud.clone(), &[], "kube-controller-manager");
+        let mut dead = (*node(
+            "n3",
+            json!({"volumesAttached": [{"name": VOL, "devicePath": "/dev/vdb"}], "volumesInUse": [VOL]}),
+        ))
+        .clone();
+        if let Some(spec) = dead.spec.as_mut() {
+            spec.taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+                key: TAINT_OUT_OF_SERVICE.into(),
+                value: Some("nodeshutdown".into()),
+                effect: "NoExecute".into(),
+                time_added: None,
+            }]);
+        }
+        exchange(
+            reconcile(Arc::new(dead), &[], &claims.store, &pvs.store, &state, ctx),
+            api,
+            |mut api| {
+                Box::pin(async move {
+                    let p = api
+                        .expect("PATCH", "/api/v1/nodes/n3/status?", json!({}))
+                        .await;
+                    assert_eq!(p.body, json!({"status": {"volumesAttached": null}}));
+                    api
+                })
+            },
+        )
+        .await
+        .expect("reconcile");
+        assert_eq!(cloud.calls(), ["detach i-n3 vol-1"]);
     }
 }
