@@ -138,6 +138,85 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         std::future::pending::<()>().await;
         return Ok(());
     };
+    if cloud.volume_attacher().is_some() {
+        let (client, node_name) = (client.clone(), node_name.clone());
+        let plugin = cloud
+            .volume_attacher()
+            .map(|a| a.plugin_name().to_owned())
+            .unwrap_or_default();
+        println!("{invoked_as}: waiting for the {plugin} volumes of pods on node {node_name} to be attached to its instance");
+        tokio::select! {
+            () = addresses(cloud, &client, &node_name, &input, &node) => {}
+            () = volumes(cloud, &client, &node_name, &plugin) => {}
+        }
+    } else {
+        addresses(cloud, &client, &node_name, &input, &node).await;
+    }
+    Ok(())
+}
+
+/// How often the volume manager looks at its pods' volumes (upstream's reconciler loops every
+/// 100 ms over an in-memory state; this one asks the apiserver and the cloud each time).
+const VOLUME_SYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// The kubelet's cloud part of mounting (see `hypercloud_kubelet::volumes`), forever; says
+/// once per change what happened and what a real kubelet would do next.
+async fn volumes(cloud: &dyn Interface, client: &kube::Client, node_name: &str, plugin: &str) {
+    use hypercloud_kubelet::volumes;
+    // Per volume: the device path last reported (None: waiting for attach).
+    let mut told: std::collections::BTreeMap<String, Option<String>> = Default::default();
+    let mut tick = tokio::time::interval(VOLUME_SYNC_PERIOD);
+    loop {
+        tick.tick().await;
+        let pass = match volumes::sync(client.clone(), cloud, node_name).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(node = %node_name, error = %hypercloud_cloudprovider::Chain(&e), "syncing volumes");
+                continue;
+            }
+        };
+        for (name, v) in &pass.volumes {
+            let pods: Vec<&str> = v.pods.iter().map(|p| p.0.as_str()).collect();
+            let before = told.get(name);
+            match (&v.device_path, before) {
+                (None, None) => println!(
+                    "volume {name} (volume {:?}, pods {}): reported in use; waiting for it to be attached to this node's instance (the attach/detach controller's job)",
+                    v.spec_name,
+                    pods.join(", ")
+                ),
+                (Some(device), b) if b != Some(&Some(device.clone())) => {
+                    println!(
+                        "volume {name} (volume {:?}, pods {}) is attached to this node's instance at {device}; {}",
+                        v.spec_name,
+                        pods.join(", "),
+                        v.next_steps(plugin, device)
+                    );
+                    tracing::info!(node = %node_name, volume = %name, device_path = %device, "MountVolume.WaitForAttach succeeded");
+                }
+                _ => continue,
+            }
+            told.insert(name.clone(), v.device_path.clone());
+        }
+        let gone: Vec<String> = told
+            .keys()
+            .filter(|k| !pass.volumes.contains_key(*k))
+            .cloned()
+            .collect();
+        for name in gone {
+            told.remove(&name);
+            println!("volume {name}: no pod on this node uses it any more; a real kubelet would unmount it; removed from volumesInUse, so it can be detached");
+        }
+    }
+}
+
+/// Keeps the Node's addresses in sync with the cloud, forever.
+async fn addresses(
+    cloud: &dyn Interface,
+    client: &kube::Client,
+    node_name: &str,
+    input: &NodeInput,
+    node: &NodeOptions,
+) {
     let mut tick = tokio::time::interval(
         node.node_status_update_frequency
             .get()
@@ -148,8 +227,8 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         tick.tick().await;
         let synced = async {
             let facts =
-                registration::cloud_facts(cloud, &node_name, input.node_ip.as_deref()).await?;
-            registration::sync_addresses(client.clone(), &node_name, &facts.addresses).await
+                registration::cloud_facts(cloud, node_name, input.node_ip.as_deref()).await?;
+            registration::sync_addresses(client.clone(), node_name, &facts.addresses).await
         };
         match synced.await {
             Ok(true) => tracing::info!(node = %node_name, "node addresses updated from the cloud"),

@@ -584,7 +584,7 @@ fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
             "kube-controller-manager.conf",
             // Node IPAM and the volume controllers are not in the configuration (nor in
             // upstream's default): they stay with the controller manager's own Lease.
-            "  under lease kube-system/kube-controller-manager: node-ipam-controller, persistentvolume-binder-controller, persistentvolume-expander-controller\n",
+            "  under lease kube-system/kube-controller-manager: node-ipam-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-attach-detach-controller\n",
         ),
         (
             "cloud-controller-manager",

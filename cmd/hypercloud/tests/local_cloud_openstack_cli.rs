@@ -272,3 +272,154 @@ fn openstack_cli_sees_load_balancers_and_members() {
     let list = openstack(&os, &dir, &["loadbalancer", "list"]);
     assert_eq!(list, Value::Array(vec![]));
 }
+
+/// `openstack <args> -f json` that must fail; its stderr.
+fn openstack_err(bin: &Path, state: &Path, args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .env("OS_CLIENT_CONFIG_FILE", state.join("clouds.yaml"))
+        .env("OS_CLOUD", "local")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "openstack {args:?} succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The `devices` of an instance's config drive `meta_data.json`.
+fn drive_devices(state: &Path, server_id: &str) -> Vec<Value> {
+    let path = state.join(format!(
+        "config-drive/{server_id}/openstack/latest/meta_data.json"
+    ));
+    let meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    meta["devices"].as_array().unwrap().clone()
+}
+
+/// Nova's `os-volume_attachments` as the official CLI drives it: device paths per server,
+/// Cinder's `attachments` and status, the refusal of a second attach of a volume that is not
+/// multiattach (and a multiattach volume on two servers), detach, the config drive and the
+/// metadata service's view, and a restart keeping it all.
+#[test]
+fn openstack_cli_attaches_and_detaches_volumes() {
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(BIN, &dir, &[]);
+    let a = cli_json(BIN, &dir, &["instance", "create", "vm-a", "-o", "json"]);
+    let b = cli_json(BIN, &dir, &["instance", "create", "vm-b", "-o", "json"]);
+    let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    let d1 = openstack(&os, &dir, &["volume", "create", "--size", "1", "d1"]);
+    let d2 = openstack(&os, &dir, &["volume", "create", "--size", "2", "d2"]);
+    let shared = openstack(
+        &os,
+        &dir,
+        &[
+            "volume",
+            "create",
+            "--size",
+            "1",
+            "--type",
+            "multiattach",
+            "shared",
+        ],
+    );
+    assert_eq!(shared["multiattach"], true);
+    assert_eq!(d1["multiattach"], false);
+
+    // Devices are allocated per server, from vdb.
+    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-a", "d1"]);
+    assert_eq!(att["Device"], "/dev/vdb");
+    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-a", "d2"]);
+    assert_eq!(att["Device"], "/dev/vdc");
+    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-b", "shared"]);
+    assert_eq!(att["Device"], "/dev/vdb");
+
+    let show = openstack(&os, &dir, &["volume", "show", "d1"]);
+    assert_eq!(show["status"], "in-use");
+    let attachments = show["attachments"].as_array().unwrap();
+    assert_eq!(attachments.len(), 1);
+    assert_eq!(attachments[0]["server_id"], a_id);
+    assert_eq!(attachments[0]["device"], "/dev/vdb");
+    assert!(attachments[0]["attachment_id"].is_string());
+
+    // d1 is not multiattach and in use: Cinder's reservation refuses it, Nova says so.
+    let err = openstack_err(&os, &dir, &["server", "add", "volume", "vm-b", "d1"]);
+    assert!(
+        err.contains(&format!(
+            "Invalid volume: Volume {} status must be available or downloading to reserve, but the current status is in-use",
+            d1["id"].as_str().unwrap()
+        )),
+        "{err}"
+    );
+    // A multiattach volume goes to a second server.
+    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-a", "shared"]);
+    assert_eq!(att["Device"], "/dev/vdd");
+    let show = openstack(&os, &dir, &["volume", "show", "shared"]);
+    assert_eq!(show["status"], "in-use");
+    let mut servers: Vec<&str> = show["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["server_id"].as_str().unwrap())
+        .collect();
+    servers.sort();
+    let mut both = vec![a_id, b_id];
+    both.sort();
+    assert_eq!(servers, both);
+
+    // The instance sees its disks: config drive and metadata service.
+    let serials: Vec<Value> = drive_devices(&dir, a_id)
+        .iter()
+        .map(|d| d["serial"].clone())
+        .collect();
+    assert_eq!(
+        serials,
+        [d1["id"].clone(), d2["id"].clone(), shared["id"].clone()]
+    );
+    let md = |path: &str| {
+        let (status, _, body) = hypercloud_testenv::localcloud::http(
+            "GET",
+            &format!("{}{path}", serve.metadata_url),
+            &[("X-Instance-ID", a_id)],
+            None,
+        );
+        assert_eq!(status, 200, "{path}: {body}");
+        body
+    };
+    assert_eq!(
+        md("/latest/meta-data/block-device-mapping/ebs1"),
+        "/dev/vdc"
+    );
+    let meta: Value = serde_json::from_str(&md("/openstack/latest/meta_data.json")).unwrap();
+    assert_eq!(meta["devices"].as_array().unwrap().len(), 3);
+
+    // Detach: the volume is available again with no attachments, the device freed.
+    openstack_ok(&os, &dir, &["server", "remove", "volume", "vm-a", "d1"]);
+    let show = openstack(&os, &dir, &["volume", "show", "d1"]);
+    assert_eq!(show["status"], "available");
+    assert_eq!(show["attachments"], serde_json::json!([]));
+    assert_eq!(drive_devices(&dir, a_id).len(), 2);
+    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-b", "d1"]);
+    assert_eq!(att["Device"], "/dev/vdc");
+    // Detaching one of two attachments leaves a multiattach volume in use.
+    openstack_ok(&os, &dir, &["server", "remove", "volume", "vm-b", "shared"]);
+    let show = openstack(&os, &dir, &["volume", "show", "shared"]);
+    assert_eq!(show["status"], "in-use");
+    assert_eq!(show["attachments"][0]["server_id"], a_id);
+
+    // Durable: a restart keeps the attachments.
+    serve.terminate();
+    let serve = Serve::start(BIN, &dir, &[]);
+    let list = openstack(&os, &dir, &["server", "volume", "list", "vm-b"]);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["Volume ID"], d1["id"]);
+    assert_eq!(list[0]["Device"], "/dev/vdc");
+    let show = openstack(&os, &dir, &["volume", "show", "d1"]);
+    assert_eq!(show["status"], "in-use");
+    assert_eq!(show["attachments"][0]["server_id"], b_id);
+    serve.terminate();
+}

@@ -67,6 +67,7 @@ fn controller_manager_starts_openstack_and_local_against_a_local_cloud_process()
     assert!(stdout.contains("  load-balancer  supported"), "{stdout}");
     assert!(stdout.contains("  pv-labeler     supported"), "{stdout}");
     assert!(stdout.contains("  volumes        supported"), "{stdout}");
+    assert!(stdout.contains("  attach-detach  supported"), "{stdout}");
 
     std::fs::write(
         &conf,

@@ -79,6 +79,59 @@ pub trait Interface: Send + Sync {
     fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
         None
     }
+
+    /// Attaches the cloud's block volumes to instances and detaches them for an in-tree volume
+    /// plugin (upstream: the legacy OpenStack provider's `AttachDisk`, `DetachDisk`,
+    /// `DiskIsAttached`, `DisksAreAttached` and `GetAttachmentDiskPath`, which the
+    /// `kubernetes.io/cinder` plugin called from kube-controller-manager's attach/detach
+    /// controller and from the kubelet). In the external layout this moved to the cloud's CSI
+    /// driver (ControllerPublishVolume), not to the cloud-controller-manager.
+    fn volume_attacher(&self) -> Option<&dyn VolumeAttacher> {
+        None
+    }
+}
+
+/// Attaching block volumes to instances (see [`Interface::volume_attacher`]). Instance IDs are
+/// the cloud's (a Node's provider ID without its `<provider>://` prefix and slashes, as the
+/// in-tree plugins cut it from `InstanceID`).
+#[async_trait]
+pub trait VolumeAttacher: Send + Sync {
+    /// The in-tree plugin these volumes belong to (`kubernetes.io/cinder`): the prefix of the
+    /// unique volume names in `node.status.volumesAttached` (`kubernetes.io/cinder/<id>`).
+    fn plugin_name(&self) -> &str;
+
+    /// The cloud volume ID a PV's source names, or `None` when it is not this plugin's.
+    fn pv_volume_id(&self, spec: &PersistentVolumeSpec) -> Option<String>;
+
+    /// The cloud volume ID an inline pod volume names, or `None` when it is not this plugin's.
+    fn pod_volume_id(&self, volume: &k8s_openapi::api::core::v1::Volume) -> Option<String>;
+
+    /// Attaches the volume to the instance and returns once the cloud reports it attached;
+    /// succeeds at once when it already is. A volume attached to another instance (and not
+    /// attachable to several) is an error naming that instance, as upstream's dangling-attach
+    /// error.
+    async fn attach_disk(&self, instance_id: &str, volume_id: &str) -> Result<()>;
+
+    /// Detaches the volume from the instance and returns once the cloud reports it detached;
+    /// succeeds when it is not attached there (or is gone).
+    async fn detach_disk(&self, instance_id: &str, volume_id: &str) -> Result<()>;
+
+    /// Whether the volume is attached to the instance (a volume that does not exist is not).
+    async fn disk_is_attached(&self, instance_id: &str, volume_id: &str) -> Result<bool>;
+
+    /// [`VolumeAttacher::disk_is_attached`] for several volumes of one instance, as upstream
+    /// `DisksAreAttached`: a volume whose look-up failed counts as attached, so a cloud error
+    /// never makes a caller forget an attachment.
+    async fn disks_are_attached(
+        &self,
+        instance_id: &str,
+        volume_ids: &[String],
+    ) -> Result<BTreeMap<String, bool>>;
+
+    /// The device path the cloud reports for the volume on the instance (`/dev/vdb`); an
+    /// error when it is not attached there. Upstream warns that the guest may name the disk
+    /// otherwise: the kubelet looks for `/dev/disk/by-id/virtio-<id>` first.
+    async fn get_attachment_disk_path(&self, instance_id: &str, volume_id: &str) -> Result<String>;
 }
 
 /// What to create (upstream's `VolumeOptions` as the in-tree plugins read them).
@@ -317,9 +370,9 @@ pub struct Capability {
     pub supported: bool,
 }
 
-/// Capability names as printed and as accepted in configs, in upstream order (`volumes`, the
-/// in-tree volume plugin's calls, last).
-pub(crate) const CAPABILITY_NAMES: [&str; 8] = [
+/// Capability names as printed and as accepted in configs, in upstream order (`volumes` and
+/// `attach-detach`, the in-tree volume plugin's calls, last).
+pub(crate) const CAPABILITY_NAMES: [&str; 9] = [
     "instances",
     "instances-v2",
     "load-balancer",
@@ -328,6 +381,7 @@ pub(crate) const CAPABILITY_NAMES: [&str; 8] = [
     "clusters",
     "pv-labeler",
     "volumes",
+    "attach-detach",
 ];
 
 /// Which capabilities `cloud` supports, in upstream order.
@@ -341,6 +395,7 @@ pub fn capabilities(cloud: &dyn Interface) -> Vec<Capability> {
         cloud.clusters().is_some(),
         cloud.pv_labeler().is_some(),
         cloud.volume_provisioner().is_some(),
+        cloud.volume_attacher().is_some(),
     ];
     CAPABILITY_NAMES
         .iter()
@@ -383,7 +438,7 @@ mod tests {
     #[test]
     fn capabilities_default_to_unsupported() {
         let caps = capabilities(&Bare);
-        assert_eq!(caps.len(), 8);
+        assert_eq!(caps.len(), 9);
         assert!(caps.iter().all(|c| !c.supported));
         assert!(Bare.has_cluster_id());
     }

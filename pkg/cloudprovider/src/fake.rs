@@ -62,8 +62,8 @@ pub struct FakeConfig {
     #[serde(default)]
     pub volumes: Vec<FakeVolume>,
     /// Capabilities to report as unsupported: `instances`, `instances-v2`, `load-balancer`,
-    /// `zones`, `routes`, `clusters`, `pv-labeler` (`volumes` is accepted and never offered:
-    /// the fake has no in-tree volume plugin).
+    /// `zones`, `routes`, `clusters`, `pv-labeler` (`volumes` and `attach-detach` are accepted
+    /// and never offered: the fake has no in-tree volume plugin).
     #[serde(default)]
     pub disabled: Vec<String>,
     /// Fault hook for tests of process supervision: every call of these methods (names as in
@@ -1249,7 +1249,7 @@ clusters: {kubernetes: 10.0.0.1}
             .map(|c| c.name)
             .collect();
         // The fake has no in-tree volume plugin.
-        assert_eq!(off, vec!["routes", "clusters", "volumes"]);
+        assert_eq!(off, vec!["routes", "clusters", "volumes", "attach-detach"]);
     }
 
     #[test]

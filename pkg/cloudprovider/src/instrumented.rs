@@ -25,8 +25,8 @@ use serde_json::{json, Value};
 
 use crate::{
     Clusters, Error, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer,
-    ProvisionedVolume, PvLabeler, Result, Route, Routes, VolumeProvisioner, VolumeRequest, Zone,
-    Zones,
+    ProvisionedVolume, PvLabeler, Result, Route, Routes, VolumeAttacher, VolumeProvisioner,
+    VolumeRequest, Zone, Zones,
 };
 
 /// The call metrics, registered once per process and shared by every wrapped provider.
@@ -233,6 +233,9 @@ impl Instrumented {
     fn volumes_(&self) -> Result<&dyn VolumeProvisioner> {
         self.inner.volume_provisioner().ok_or(Error::NotImplemented)
     }
+    fn attacher_(&self) -> Result<&dyn VolumeAttacher> {
+        self.inner.volume_attacher().ok_or(Error::NotImplemented)
+    }
 }
 
 fn node_name(n: &Node) -> &str {
@@ -296,6 +299,78 @@ impl Interface for Instrumented {
         self.inner
             .volume_provisioner()
             .map(|_| self as &dyn VolumeProvisioner)
+    }
+    fn volume_attacher(&self) -> Option<&dyn VolumeAttacher> {
+        self.inner
+            .volume_attacher()
+            .map(|_| self as &dyn VolumeAttacher)
+    }
+}
+
+#[async_trait]
+impl VolumeAttacher for Instrumented {
+    // As for the provisioner: these need no cloud call and are not observed.
+    fn plugin_name(&self) -> &str {
+        self.inner
+            .volume_attacher()
+            .map(|v| v.plugin_name())
+            .unwrap_or_default()
+    }
+    fn pv_volume_id(&self, spec: &PersistentVolumeSpec) -> Option<String> {
+        self.inner.volume_attacher()?.pv_volume_id(spec)
+    }
+    fn pod_volume_id(&self, volume: &k8s_openapi::api::core::v1::Volume) -> Option<String> {
+        self.inner.volume_attacher()?.pod_volume_id(volume)
+    }
+    async fn attach_disk(&self, instance_id: &str, volume_id: &str) -> Result<()> {
+        let args = || json!({ "instanceID": instance_id, "volumeID": volume_id });
+        self.obs
+            .observe("attach_disk", args, async {
+                self.attacher_()?.attach_disk(instance_id, volume_id).await
+            })
+            .await
+    }
+    async fn detach_disk(&self, instance_id: &str, volume_id: &str) -> Result<()> {
+        let args = || json!({ "instanceID": instance_id, "volumeID": volume_id });
+        self.obs
+            .observe("detach_disk", args, async {
+                self.attacher_()?.detach_disk(instance_id, volume_id).await
+            })
+            .await
+    }
+    async fn disk_is_attached(&self, instance_id: &str, volume_id: &str) -> Result<bool> {
+        let args = || json!({ "instanceID": instance_id, "volumeID": volume_id });
+        self.obs
+            .observe("disk_is_attached", args, async {
+                self.attacher_()?
+                    .disk_is_attached(instance_id, volume_id)
+                    .await
+            })
+            .await
+    }
+    async fn disks_are_attached(
+        &self,
+        instance_id: &str,
+        volume_ids: &[String],
+    ) -> Result<BTreeMap<String, bool>> {
+        let args = || json!({ "instanceID": instance_id, "volumeIDs": volume_ids });
+        self.obs
+            .observe("disks_are_attached", args, async {
+                self.attacher_()?
+                    .disks_are_attached(instance_id, volume_ids)
+                    .await
+            })
+            .await
+    }
+    async fn get_attachment_disk_path(&self, instance_id: &str, volume_id: &str) -> Result<String> {
+        let args = || json!({ "instanceID": instance_id, "volumeID": volume_id });
+        self.obs
+            .observe("get_attachment_disk_path", args, async {
+                self.attacher_()?
+                    .get_attachment_disk_path(instance_id, volume_id)
+                    .await
+            })
+            .await
     }
 }
 

@@ -30,7 +30,7 @@ pub mod wellknown;
 pub use cloud::{
     capabilities, default_load_balancer_name, Capability, Clusters, InstanceMetadata, Instances,
     InstancesV2, Interface, LoadBalancer, ProvisionedVolume, PvLabeler, Route, Routes,
-    VolumeProvisioner, VolumeRequest, Zone, Zones,
+    VolumeAttacher, VolumeProvisioner, VolumeRequest, Zone, Zones,
 };
 pub use error::{Chain, Error, Result};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};

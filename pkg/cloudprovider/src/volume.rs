@@ -2,11 +2,14 @@
 //! cloud-controller-manager's PV labelling and the in-tree volume controllers (upstream
 //! `k8s.io/cloud-provider/volume/helpers`): the node affinity a cloud volume's zone/region
 //! labels imply, sizes rounded up to GiB (`rounding.go`) and the zone of a new volume
-//! (`zones.go`).
+//! (`zones.go`); and which in-tree plugin volumes a pod uses, read the same way by the
+//! attach/detach controller and the kubelet (upstream `pkg/volume/util`).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::NodeSelectorRequirement;
+use k8s_openapi::api::core::v1::{ContainerStatus, NodeSelectorRequirement, PersistentVolume, Pod};
+
+use crate::VolumeAttacher;
 
 use crate::wellknown::{LABEL_FAILURE_DOMAIN_ZONE, LABEL_TOPOLOGY_ZONE};
 
@@ -122,6 +125,105 @@ pub fn choose_zone_for_volume(zones: &[String], pvc_name: &str) -> Option<String
     let len = u32::try_from(zones.len()).ok()?;
     let i = usize::try_from(hash.wrapping_add(index) % len).ok()?;
     zones.get(i).map(|z| (*z).clone())
+}
+
+/// The unique name of a plugin's volume, as `node.status.volumesAttached` and
+/// `volumesInUse` list it (upstream `GetUniqueVolumeName`): `kubernetes.io/cinder/<id>`.
+pub fn unique_volume_name(plugin: &str, volume_id: &str) -> String {
+    format!("{plugin}/{volume_id}")
+}
+
+/// Whether a pod no longer needs its volumes (upstream `IsPodTerminated`): it succeeded or
+/// failed, or it is being deleted and none of its containers runs.
+pub fn pod_terminated(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    if matches!(
+        status.and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    ) {
+        return true;
+    }
+    if pod.metadata.deletion_timestamp.is_none() {
+        return false;
+    }
+    let running = |list: Option<&Vec<ContainerStatus>>| {
+        list.into_iter()
+            .flatten()
+            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+    };
+    !status.is_some_and(|s| {
+        running(s.container_statuses.as_ref())
+            || running(s.init_container_statuses.as_ref())
+            || running(s.ephemeral_container_statuses.as_ref())
+    })
+}
+
+/// Whether a PV's access modes let it be attached to several Nodes (upstream
+/// `IsMultiAttachAllowed` for PVs: none given, or no `ReadWriteOnce`/`ReadWriteOncePod`).
+pub fn pv_multi_attach_allowed(pv: &PersistentVolume) -> bool {
+    let modes = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.access_modes.clone())
+        .unwrap_or_default();
+    !modes
+        .iter()
+        .any(|m| m == "ReadWriteOnce" || m == "ReadWriteOncePod")
+}
+
+/// One volume of an in-tree plugin that a pod uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodVolume {
+    /// [`unique_volume_name`].
+    pub unique_name: String,
+    /// The cloud's volume ID.
+    pub volume_id: String,
+    /// The PV's name, or the pod volume's for an inline volume (upstream names the volume so
+    /// in events).
+    pub spec_name: String,
+    /// The pod volume's name (its directory under the pod).
+    pub pod_volume_name: String,
+    /// Whether it may be attached to several Nodes at once (inline volumes of these plugins
+    /// never are, as upstream).
+    pub multi_attach: bool,
+}
+
+/// The `attacher`'s volumes `pod` uses: inline ones, and those of its claims, which
+/// `bound_pv(namespace, claim)` resolves to the PV bound to the claim (`None` while unbound
+/// or unknown: that volume is left out).
+pub fn pod_volumes<P>(
+    pod: &Pod,
+    attacher: &dyn VolumeAttacher,
+    bound_pv: impl Fn(&str, &str) -> Option<P>,
+) -> Vec<PodVolume>
+where
+    P: std::ops::Deref<Target = PersistentVolume>,
+{
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let found = if let Some(id) = attacher.pod_volume_id(volume) {
+            Some((id, volume.name.clone(), false))
+        } else if let Some(claim) = &volume.persistent_volume_claim {
+            bound_pv(&ns, &claim.claim_name).and_then(|pv| {
+                let id = attacher.pv_volume_id(pv.spec.as_ref()?)?;
+                let name = pv.metadata.name.clone().unwrap_or_default();
+                Some((id, name, pv_multi_attach_allowed(&pv)))
+            })
+        } else {
+            None
+        };
+        if let Some((volume_id, spec_name, multi_attach)) = found {
+            out.push(PodVolume {
+                unique_name: unique_volume_name(attacher.plugin_name(), &volume_id),
+                volume_id,
+                spec_name,
+                pod_volume_name: volume.name.clone(),
+                multi_attach,
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

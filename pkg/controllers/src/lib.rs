@@ -18,7 +18,9 @@
 //! - [`pv_label`]: zone/region labels on PersistentVolumes of cloud volumes (off by default);
 //! - [`pv_provisioner`] (kube-controller-manager only): provisions and deletes the cloud
 //!   volumes of an in-tree volume plugin (`kubernetes.io/cinder`);
-//! - [`pv_expander`] (kube-controller-manager only): grows them when their claim grows.
+//! - [`pv_expander`] (kube-controller-manager only): grows them when their claim grows;
+//! - [`attach_detach`] (kube-controller-manager only): attaches them to the instances of the
+//!   Nodes whose pods use them and detaches them afterwards.
 //!
 //! Each controller follows kube-rs controller-rs: a long-lived state builds a [`Context`]
 //! shared by its workers, `reconcile(Arc<K>, Arc<Context>) -> Result<Action>` does the work,
@@ -28,6 +30,7 @@
 // size does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod attach_detach;
 pub mod cidr;
 pub mod cloud_node;
 pub mod credentials;
@@ -51,7 +54,7 @@ use std::sync::Arc;
 
 use hypercloud_cloudprovider::Interface;
 use k8s_openapi::api::core::v1::{
-    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Service,
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, Service,
 };
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
@@ -150,7 +153,7 @@ impl Context {
         // controller name, upstream's event source, goes in reportingInstance.
         let recorders = names::CLOUD_CONTROLLER_MANAGER
             .iter()
-            .chain([names::PV_BINDER, names::PV_EXPANDER].iter())
+            .chain([names::PV_BINDER, names::PV_EXPANDER, names::ATTACH_DETACH].iter())
             .map(|c| {
                 let reporter = Reporter {
                     controller: component.to_string(),
@@ -233,8 +236,8 @@ async fn publish(recorder: &Recorder, event: &Event, reference: &ObjectReference
 /// of a big Node's status; node info, capacity, handlers and endpoints are the rest of what a
 /// kubelet reports (the informer already drops managedFields).
 fn strip_node(node: &mut Node) {
+    strip_node_keep_volumes(node);
     if let Some(status) = node.status.as_mut() {
-        status.images = None;
         status.volumes_attached = None;
         status.volumes_in_use = None;
         status.node_info = None;
@@ -244,6 +247,14 @@ fn strip_node(node: &mut Node) {
         status.config = None;
         status.runtime_handlers = None;
         status.features = None;
+    }
+}
+
+/// [`strip_node`] for a process that runs the attach/detach controller, which reads the
+/// volume lists.
+fn strip_node_keep_volumes(node: &mut Node) {
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
     }
 }
 
@@ -350,8 +361,14 @@ async fn run(
     if let Some(sel) = &scope.node_label_selector {
         node_cfg = node_cfg.labels(sel);
     }
+    let attach_detach = run.contains(&Controller::AttachDetach);
+    let strip: fn(&mut Node) = if attach_detach {
+        strip_node_keep_volumes
+    } else {
+        strip_node
+    };
     let (nodes, node_task) =
-        informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg, strip_node, resync);
+        informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg, strip, resync);
     let mut background = vec![node_task];
     background.extend(event_senders.into_iter().map(tokio::spawn));
     let services = if run.contains(&Controller::ServiceLb) {
@@ -367,7 +384,9 @@ async fn run(
         None
     };
 
-    let volumes = run.contains(&Controller::PvProvisioner) || run.contains(&Controller::PvExpander);
+    let volumes = run.contains(&Controller::PvProvisioner)
+        || run.contains(&Controller::PvExpander)
+        || attach_detach;
     let pvs = if run.contains(&Controller::PvLabel) || volumes {
         let (pvs, task) = informer::Informer::<PersistentVolume>::start(
             Api::all(client.clone()),
@@ -390,6 +409,19 @@ async fn run(
         );
         background.push(task);
         Some(claims)
+    } else {
+        None
+    };
+
+    let pods = if attach_detach {
+        let (pods, task) = informer::Informer::<Pod>::start(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            attach_detach::strip_pod,
+            resync,
+        );
+        background.push(task);
+        Some(pods)
     } else {
         None
     };
@@ -433,6 +465,18 @@ async fn run(
             Controller::PvExpander => {
                 if let (Some(claims), Some(pvs)) = (claims.clone(), pvs.clone()) {
                     tasks.spawn(async move { (name, pv_expander::run(ctx, claims, pvs).await) });
+                }
+            }
+            Controller::AttachDetach => {
+                if let (Some(pods), Some(claims), Some(pvs)) =
+                    (pods.clone(), claims.clone(), pvs.clone())
+                {
+                    tasks.spawn(async move {
+                        (
+                            name,
+                            attach_detach::run(ctx, nodes, pods, claims, pvs).await,
+                        )
+                    });
                 }
             }
         }

@@ -26,6 +26,8 @@ pub enum Controller {
     PvProvisioner,
     /// [`PV_EXPANDER`].
     PvExpander,
+    /// [`ATTACH_DETACH`].
+    AttachDetach,
 }
 
 impl Controller {
@@ -40,6 +42,7 @@ impl Controller {
             Controller::PvLabel => PV_LABEL,
             Controller::PvProvisioner => PV_BINDER,
             Controller::PvExpander => PV_EXPANDER,
+            Controller::AttachDetach => ATTACH_DETACH,
         }
     }
 
@@ -53,7 +56,8 @@ impl Controller {
     /// apiserver's bootstrap RBAC (node-, service-, route-controller; node IPAM shares
     /// `node-controller`, as upstream's) and the
     /// cloud-controller-manager's RBAC (cloud-node-, pvl-controller) bind roles to; the volume
-    /// controllers use kube-controller-manager's (persistent-volume-binder, expand-controller).
+    /// controllers use kube-controller-manager's (persistent-volume-binder, expand-controller,
+    /// attachdetach-controller).
     pub const fn service_account(self) -> &'static str {
         match self {
             Controller::CloudNode => "cloud-node-controller",
@@ -64,6 +68,7 @@ impl Controller {
             Controller::PvLabel => "pvl-controller",
             Controller::PvProvisioner => "persistent-volume-binder",
             Controller::PvExpander => "expand-controller",
+            Controller::AttachDetach => "attachdetach-controller",
         }
     }
 
@@ -174,6 +179,17 @@ pub const PV_EXPANDER: ControllerName = ControllerName {
     on_by_default: true,
 };
 
+/// Upstream's attach/detach controller for an in-tree volume plugin: attaches the cloud
+/// volumes of pods bound to a Node to its instance, records them in
+/// `node.status.volumesAttached`, detaches them when no pod there uses them
+/// (kube-controller-manager only; externally the CSI driver's external-attacher).
+pub const ATTACH_DETACH: ControllerName = ControllerName {
+    id: Controller::AttachDetach,
+    name: "persistentvolume-attach-detach-controller",
+    aliases: &["attachdetach"],
+    on_by_default: true,
+};
+
 /// The cloud-controller-manager's controllers, in start order.
 pub const CLOUD_CONTROLLER_MANAGER: &[ControllerName] = &[
     CLOUD_NODE,
@@ -194,6 +210,7 @@ pub const KUBE_CONTROLLER_MANAGER: &[ControllerName] = &[
     NODE_ROUTE,
     PV_BINDER,
     PV_EXPANDER,
+    ATTACH_DETACH,
 ];
 
 /// A `--controllers` entry names no known controller.

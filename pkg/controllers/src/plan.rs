@@ -114,6 +114,14 @@ pub fn plan(cloud: &dyn Interface, options: &ControllerOptions, enabled: &[Contr
                     .then_some(Blocked::Skipped(
                         "cloud provider has no in-tree volume plugin",
                     )),
+                Controller::AttachDetach => {
+                    cloud
+                        .volume_attacher()
+                        .is_none()
+                        .then_some(Blocked::Skipped(
+                            "cloud provider has no in-tree volume plugin",
+                        ))
+                }
             };
             Entry {
                 controller,
@@ -271,7 +279,11 @@ mod tests {
     #[test]
     fn volume_controllers_need_an_in_tree_volume_plugin() {
         // The fake provider has none: both are skipped, start-up goes on.
-        let volumes = [Controller::PvProvisioner, Controller::PvExpander];
+        let volumes = [
+            Controller::PvProvisioner,
+            Controller::PvExpander,
+            Controller::AttachDetach,
+        ];
         let p = plan(&cloud(&[]), &options(&[]), &volumes);
         assert!(p.running().is_empty());
         assert!(p.refusal().is_none());

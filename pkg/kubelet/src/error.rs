@@ -1,4 +1,4 @@
-//! Errors of node registration, each named after the failed operation.
+//! Errors of node registration and the volume manager, each named after the failed operation.
 
 /// Why registration or an address update failed.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +60,24 @@ pub enum Error {
     /// Updating the Node's addresses failed.
     #[error("updating addresses of node {node}")]
     PatchNodeStatus {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Reading what the volume manager needs failed.
+    #[error("reading {what} for the volumes of node {node}")]
+    VolumeLookup {
+        /// What was read.
+        what: &'static str,
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Writing the Node's `volumesInUse` failed.
+    #[error("updating volumesInUse of node {node}")]
+    PatchVolumesInUse {
         /// The node.
         node: String,
         /// The API error.

@@ -9,9 +9,10 @@
 //! `--provider-id`, and with `--node-ip` that address as an annotation and as its InternalIP
 //! beside its Hostname; without `--node-ip` no address at all) and the cloud-node controller of
 //! the cloud-controller-manager fills in the rest. [`registration`] builds and registers the
-//! Node.
+//! Node; [`volumes`] is the cloud part of mounting in-tree plugin volumes (in-tree only).
 
 mod error;
 pub mod registration;
+pub mod volumes;
 
 pub use error::{Error, Result};

@@ -29,12 +29,24 @@ use crate::Error;
 
 mod gce;
 
-/// `meta_data.json` of a server.
-pub(crate) fn meta_data(r: &impl Read, s: &Server) -> Value {
-    let devices: Vec<Value> = attached_to(r, &s.meta.id)
+/// The devices of a server's attached volumes, by device name: (volume ID, device, tag).
+fn attached_disks(r: &impl Read, server_id: &str) -> Vec<(String, String, Option<String>)> {
+    attached_to(r, server_id)
         .iter()
+        .filter_map(|v| {
+            let a = v.attachments.iter().find(|a| a.server_id == server_id)?;
+            Some((v.meta.id.clone(), a.device.clone(), a.tag.clone()))
+        })
+        .collect()
+}
+
+/// `meta_data.json` of a server. Its `devices` are the attached volumes (virtio disks whose
+/// serial is the volume ID, as a guest finds them in `/dev/disk/by-id/virtio-<id>`).
+pub(crate) fn meta_data(r: &impl Read, s: &Server) -> Value {
+    let devices: Vec<Value> = attached_disks(r, &s.meta.id)
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| json!({"type": "disk", "bus": "virtio", "serial": v.meta.id, "address": format!("0000:00:{:02x}.0", i + 6), "tags": []}))
+        .map(|(i, (id, _, tag))| json!({"type": "disk", "bus": "virtio", "serial": id, "address": format!("0000:00:{:02x}.0", i + 6), "tags": tag.into_iter().collect::<Vec<_>>()}))
         .collect();
     json!({
         "uuid": s.meta.id, "name": s.name, "hostname": s.hostname(), "launch_index": 0,
@@ -105,12 +117,16 @@ pub(crate) fn write_config_drive(dir: &Path, r: &impl Read, s: &Server) -> Resul
 }
 
 /// Writes the config drives of servers that have none (lost in a crash, or a new
-/// `--config-drive-dir`); returns how many were written.
+/// `--config-drive-dir`) or whose `meta_data.json` no longer says what the store does (a
+/// crash between an attach's or detach's two writes); returns how many were written.
 pub(crate) fn repair_config_drives(dir: &Path, r: &impl Read) -> Result<usize, ApiError> {
     let mut written = 0;
     for s in r.list::<Server>(SERVERS) {
         let meta = dir.join(&s.meta.id).join("openstack/latest/meta_data.json");
-        if !meta.exists() {
+        let current = std::fs::read(&meta)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        if current.as_ref() != Some(&meta_data(r, &s)) {
             write_config_drive(dir, r, &s)?;
             written += 1;
         }
@@ -242,7 +258,7 @@ async fn openstack_file(
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
-const EC2_KEYS: &str = "ami-id\nami-launch-index\nhostname\ninstance-id\ninstance-type\nlocal-hostname\nlocal-ipv4\nplacement/\npublic-hostname\npublic-ipv4\nreservation-id\nsecurity-groups";
+const EC2_KEYS: &str = "ami-id\nami-launch-index\nblock-device-mapping/\nhostname\ninstance-id\ninstance-type\nlocal-hostname\nlocal-ipv4\nplacement/\npublic-hostname\npublic-ipv4\nreservation-id\nsecurity-groups";
 
 async fn ec2_index(
     State(cloud): State<Arc<Cloud>>,
@@ -278,7 +294,22 @@ async fn ec2_key(
             .map(|f| f.floating_ip_address);
         (fixed, floating)
     });
-    let value = match key.trim_end_matches('/') {
+    let disks = cloud.store.read(|r| attached_disks(r, &s.meta.id));
+    let key = key.trim_end_matches('/');
+    // Nova's EC2 `block-device-mapping`: the root disk, then `ebsN` per attached volume.
+    if key == "block-device-mapping" {
+        let mut names = vec!["ami".to_owned(), "root".to_owned()];
+        names.extend((0..disks.len()).map(|i| format!("ebs{i}")));
+        return Ok(names.join("\n"));
+    }
+    if let Some(ebs) = key.strip_prefix("block-device-mapping/ebs") {
+        if let Some((_, device, _)) = ebs.parse::<usize>().ok().and_then(|i| disks.get(i)) {
+            return Ok(device.clone());
+        }
+    }
+    let value = match key {
+        "block-device-mapping/ami" => "vda".to_owned(),
+        "block-device-mapping/root" => "/dev/vda".to_owned(),
         "ami-id" => "ami-00000001".to_owned(),
         "ami-launch-index" => "0".to_owned(),
         "hostname" | "local-hostname" | "public-hostname" => s.hostname(),

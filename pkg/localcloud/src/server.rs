@@ -210,7 +210,7 @@ impl Server {
             .read(|r| crate::metadata::repair_config_drives(&drives, r))
             .map_err(|e| Error::Serve(format!("writing config drives failed: {}", e.message)))?;
         if repaired > 0 {
-            tracing::info!(repaired, "rewrote missing config drives");
+            tracing::info!(repaired, "rewrote missing or stale config drives");
         }
 
         // Written before serving: a client that got an answer from the API (local-up polls

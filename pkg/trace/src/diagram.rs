@@ -137,6 +137,12 @@ const METHOD_ORDER: &[&str] = &[
     // in-tree volume controllers: provision, grow, reclaim
     "create_volume",
     "expand_volume",
+    // attach/detach controller and kubelet: attach, find the device, detach
+    "attach_disk",
+    "disk_is_attached",
+    "disks_are_attached",
+    "get_attachment_disk_path",
+    "detach_disk",
     "delete_volume",
     // service controller
     "get_load_balancer",

@@ -743,6 +743,15 @@ pub(crate) fn remove_server(
     }
     for v in volume::attached_to(tx, id) {
         volume::detach(tx, &v.meta.id, id)?;
+        // Nova 2.79: a volume attached with delete_on_termination goes with its server (when
+        // no other server still has it).
+        let delete = v
+            .attachments
+            .iter()
+            .any(|a| a.server_id == id && a.delete_on_termination);
+        if delete && v.attachments.len() == 1 {
+            tx.delete(VOLUMES, &v.meta.id);
+        }
     }
     tx.delete(SERVERS, id);
     crate::metadata::remove_config_drive(config_drive_dir, id)
@@ -935,21 +944,28 @@ async fn get_interface(
     Ok(reply(StatusCode::OK, json!({"interfaceAttachment": view})))
 }
 
-fn attachment_view(server_id: &str, v: &Volume) -> Value {
-    let device = v
-        .attachments
-        .iter()
-        .find(|a| a.server_id == server_id)
-        .map(|a| a.device.clone());
-    json!({"id": v.meta.id, "serverId": server_id, "volumeId": v.meta.id, "device": device})
+fn attachment_view(server_id: &str, v: &Volume, mv: Microversion) -> Value {
+    let a = v.attachments.iter().find(|a| a.server_id == server_id);
+    let mut view = json!({"id": v.meta.id, "serverId": server_id, "volumeId": v.meta.id, "device": a.map(|a| a.device.clone())});
+    if mv >= Microversion(2, 70) {
+        view["tag"] = json!(a.and_then(|a| a.tag.clone()));
+    }
+    if mv >= Microversion(2, 79) {
+        view["delete_on_termination"] = json!(a.is_some_and(|a| a.delete_on_termination));
+    }
+    view
 }
 
-async fn list_attachments(State(cloud): Ctx, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn list_attachments(
+    State(cloud): Ctx,
+    Extension(mv): Extension<Microversion>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let views: Vec<Value> = cloud.store.read(|r| {
         find_server(r, &id).map(|_| {
             volume::attached_to(r, &id)
                 .iter()
-                .map(|v| attachment_view(&id, v))
+                .map(|v| attachment_view(&id, v, mv))
                 .collect()
         })
     })?;
@@ -958,6 +974,7 @@ async fn list_attachments(State(cloud): Ctx, Path(id): Path<String>) -> Result<R
 
 async fn get_attachment(
     State(cloud): Ctx,
+    Extension(mv): Extension<Microversion>,
     Path((id, vol)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let view = cloud.store.read(|r| {
@@ -965,7 +982,7 @@ async fn get_attachment(
         volume::attached_to(r, &id)
             .iter()
             .find(|v| v.meta.id == vol)
-            .map(|v| attachment_view(&id, v))
+            .map(|v| attachment_view(&id, v, mv))
             .ok_or_else(|| {
                 ApiError::not_found(
                     "itemNotFound",
@@ -985,8 +1002,6 @@ struct AttachBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-// Some fields are accepted because OpenStack accepts them, but not modelled.
-#[allow(dead_code)]
 struct Attach {
     #[serde(rename = "volumeId")]
     volume_id: String,
@@ -996,52 +1011,102 @@ struct Attach {
     delete_on_termination: Option<bool>,
 }
 
+/// A body field Nova's schema for this microversion does not have.
+fn unexpected(field: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "Invalid input for field/attribute volumeAttachment. Value: {field}. Additional properties are not allowed ('{field}' was unexpected)"
+    ))
+}
+
+/// Nova's attach: the volume is reserved (`attaching`, device chosen) and then attached
+/// (`in-use`), both durable, before the answer; the server's config drive shows the new
+/// disk. Refusals are Nova's (see [`volume::attach`]).
 async fn attach_volume(
     State(cloud): Ctx,
+    Extension(mv): Extension<Microversion>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: AttachBody = parse_body(&body)?;
-    let view = cloud
+    let b = b.attachment;
+    if b.tag.is_some() && mv < Microversion(2, 49) {
+        return Err(unexpected("tag"));
+    }
+    if b.delete_on_termination.is_some() && mv < Microversion(2, 79) {
+        return Err(unexpected("delete_on_termination"));
+    }
+    let vol = b.volume_id.clone();
+    let server = id.clone();
+    cloud
         .write(move |tx| {
-            find_server(tx, &id)?;
-            if tx.get::<Volume>(VOLUMES, &b.attachment.volume_id).is_none() {
+            find_server(tx, &server)?;
+            if tx.get::<Volume>(VOLUMES, &b.volume_id).is_none() {
                 return Err(ApiError::not_found(
                     "itemNotFound",
-                    format!("Volume {} could not be found.", b.attachment.volume_id),
+                    format!("Volume {} could not be found.", b.volume_id),
                 ));
             }
-            let v = volume::attach(
+            volume::attach(
                 tx,
-                &b.attachment.volume_id,
-                &id,
-                b.attachment.device.flatten(),
-            )?;
-            Ok(attachment_view(&id, &v))
+                &b.volume_id,
+                &server,
+                volume::AttachOptions {
+                    device: b.device.flatten(),
+                    tag: b.tag,
+                    delete_on_termination: b.delete_on_termination.unwrap_or(false),
+                },
+            )
         })
         .await?;
+    let view = complete_transition(&cloud, id.clone(), vol.clone())
+        .await?
+        .map(|v| attachment_view(&id, &v, mv))
+        .unwrap_or(Value::Null);
+    tracing::info!(server = %id, volume = %vol, device = %view["device"], "attached volume");
     Ok(reply(StatusCode::OK, json!({"volumeAttachment": view})))
+}
+
+/// The second write of an attach or detach: ends the volume's transition and rewrites the
+/// server's config drive (whose `devices` list the attached disks). Returns the volume.
+async fn complete_transition(
+    cloud: &Arc<Cloud>,
+    server_id: String,
+    volume_id: String,
+) -> Result<Option<Volume>, ApiError> {
+    let dir = cloud.config.config_drive_dir();
+    cloud
+        .write(move |tx| {
+            volume::finish(tx, &volume_id)?;
+            if let Some(s) = tx.get::<Server>(SERVERS, &server_id) {
+                crate::metadata::write_config_drive(&dir, tx, &s)?;
+            }
+            Ok(tx.get::<Volume>(VOLUMES, &volume_id))
+        })
+        .await
 }
 
 async fn detach_volume(
     State(cloud): Ctx,
     Path((id, vol)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
+    let (server, volume_id) = (id.clone(), vol.clone());
     cloud
         .write(move |tx| {
-            find_server(tx, &id)?;
-            if !volume::attached_to(tx, &id)
+            find_server(tx, &server)?;
+            if !volume::attached_to(tx, &server)
                 .iter()
-                .any(|v| v.meta.id == vol)
+                .any(|v| v.meta.id == volume_id)
             {
                 return Err(ApiError::not_found(
                     "itemNotFound",
-                    format!("Volume {vol} is not attached to {id}"),
+                    format!("Volume {volume_id} is not attached to {server}"),
                 ));
             }
-            volume::detach(tx, &vol, &id)
+            volume::begin_detach(tx, &volume_id, &server)
         })
         .await?;
+    complete_transition(&cloud, id.clone(), vol.clone()).await?;
+    tracing::info!(server = %id, volume = %vol, "detached volume");
     Ok(StatusCode::ACCEPTED.into_response())
 }
 

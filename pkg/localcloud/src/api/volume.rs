@@ -3,11 +3,18 @@
 //! zones and volume types, with microversions up to 3.70. Volumes hold no data.
 //!
 //! Status transitions are Cinder's: a new volume is `creating` (the 202 answer says so) and
-//! then `available`; `os-extend` moves it to `extending` and back. Both steps are durable
-//! writes, and the second is made before the answer is sent, so a client that does not wait
-//! (as real Cinder needs) still finds the volume usable; one that polls, as the `openstack`
-//! provider does, sees it settled at once. A server that stops between the two steps
-//! finishes them when it starts again ([`settle_pending`]).
+//! then `available`; `os-extend` moves it to `extending` and back; Nova's attach moves it
+//! `available` → `attaching` → `in-use` and its detach `in-use` → `detaching` → `available`
+//! (or back to `in-use` while a multiattach volume has other attachments). Both steps are
+//! durable writes, and the second is made before the answer is sent, so a client that does not
+//! wait (as real Cinder needs) still finds the volume usable; one that polls, as the
+//! `openstack` provider does, sees it settled at once. A server that stops between the two
+//! steps finishes them when it starts again ([`settle_pending`]).
+//!
+//! A volume is attached to one server at a time unless it is `multiattach` (created with the
+//! `multiattach` volume type, as devstack defines it, or the deprecated `multiattach: true`
+//! of the create body); another attach is refused with Cinder's reservation error, which Nova
+//! passes on.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,6 +49,8 @@ pub(crate) const AVAILABLE: &str = "available";
 pub(crate) const IN_USE: &str = "in-use";
 pub(crate) const CREATING: &str = "creating";
 pub(crate) const EXTENDING: &str = "extending";
+pub(crate) const ATTACHING: &str = "attaching";
+pub(crate) const DETACHING: &str = "detaching";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Attachment {
@@ -49,6 +58,15 @@ pub(crate) struct Attachment {
     pub server_id: String,
     pub device: String,
     pub attached_at: String,
+    /// Nova's device tag (shown from compute 2.70).
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// Whether deleting the server deletes the volume (compute 2.79).
+    #[serde(default)]
+    pub delete_on_termination: bool,
+    /// Being detached: removed when the volume's `detaching` transition finishes.
+    #[serde(default)]
+    pub detaching: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,9 +82,15 @@ pub(crate) struct Volume {
     pub user_id: String,
     pub metadata: BTreeMap<String, String>,
     pub attachments: Vec<Attachment>,
+    /// May be attached to several servers at once. Records written before it existed read as
+    /// `false`.
+    #[serde(default)]
+    pub multiattach: bool,
 }
 
 pub(crate) const VOLUME_TYPE: &str = "lvmdriver-1";
+/// devstack's multiattach volume type (extra spec `multiattach="<is> True"`).
+const MULTIATTACH_TYPE: &str = "multiattach";
 
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found("itemNotFound", format!("Volume {id} could not be found."))
@@ -95,18 +119,47 @@ pub(crate) fn attached_to(r: &impl Read, server_id: &str) -> Vec<Volume> {
     vols
 }
 
-/// Attaches an available volume to a server, choosing the next `/dev/vdX` unless given.
+/// What Nova records with an attachment besides the device.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct AttachOptions {
+    pub device: Option<String>,
+    pub tag: Option<String>,
+    pub delete_on_termination: bool,
+}
+
+/// Starts attaching a volume to a server (the first of the two writes: the volume becomes
+/// `attaching` and the attachment, with its device, is recorded), choosing the next
+/// `/dev/vdX` of the server unless given. As Cinder's reservation: a volume that is not
+/// multiattach must be `available`, a multiattach one `available` or `in-use`; a volume
+/// already attached to this server is refused as Nova refuses it. [`finish`] completes it.
 pub(crate) fn attach(
     tx: &mut Tx<'_>,
     volume_id: &str,
     server_id: &str,
-    device: Option<String>,
+    options: AttachOptions,
 ) -> Result<Volume, ApiError> {
     let mut v = find_volume(tx, volume_id)?;
-    if v.status != AVAILABLE {
+    if v.attachments.iter().any(|a| a.server_id == server_id) {
         return Err(ApiError::bad_request(format!(
-            "Invalid volume: volume {volume_id} status must be available, but current status is: {}",
-            v.status
+            "Invalid volume: volume {volume_id} already attached"
+        )));
+    }
+    let allowed: &[&str] = if v.multiattach {
+        &[AVAILABLE, IN_USE]
+    } else {
+        &[AVAILABLE]
+    };
+    if !allowed.contains(&v.status.as_str()) {
+        // Cinder's `attachment_create` refusal, as Nova's 400 wraps it.
+        let expected = if v.multiattach {
+            "available or in-use or downloading"
+        } else {
+            "available or downloading"
+        };
+        return Err(ApiError::bad_request(format!(
+            "Invalid input received: Invalid volume: Volume {volume_id} status must be {expected} to reserve, but the current status is {}. (HTTP 400) (Request-ID: req-{})",
+            v.status,
+            new_id()
         )));
     }
     let taken: Vec<String> = attached_to(tx, server_id)
@@ -118,7 +171,7 @@ pub(crate) fn attach(
                 .map(|a| a.device.clone())
         })
         .collect();
-    let device = match device {
+    let device = match options.device {
         Some(d) if taken.contains(&d) => {
             return Err(ApiError::bad_request(format!(
                 "The supplied device path ({d}) is in use."
@@ -135,19 +188,51 @@ pub(crate) fn attach(
         server_id: server_id.into(),
         device,
         attached_at: iso(now()),
+        tag: options.tag,
+        delete_on_termination: options.delete_on_termination,
+        detaching: false,
     });
-    v.status = IN_USE.into();
+    v.status = ATTACHING.into();
     v.meta.touch();
     tx.put(VOLUMES, volume_id, &v)?;
     Ok(v)
 }
 
-/// Detaches a volume from a server.
+/// Starts detaching a volume from a server (the first of the two writes: the volume becomes
+/// `detaching`, its attachment marked); [`finish`] removes the attachment.
+pub(crate) fn begin_detach(
+    tx: &mut Tx<'_>,
+    volume_id: &str,
+    server_id: &str,
+) -> Result<(), ApiError> {
+    let mut v = find_volume(tx, volume_id)?;
+    if v.status != IN_USE {
+        return Err(ApiError::bad_request(format!(
+            "Invalid volume: Unable to detach volume. Volume status must be 'in-use' and attach_status must be 'attached' to detach. (volume {volume_id} is {})",
+            v.status
+        )));
+    }
+    for a in v
+        .attachments
+        .iter_mut()
+        .filter(|a| a.server_id == server_id)
+    {
+        a.detaching = true;
+    }
+    v.status = DETACHING.into();
+    v.meta.touch();
+    tx.put(VOLUMES, volume_id, &v)?;
+    Ok(())
+}
+
+/// Detaches a volume from a server at once (a deleted server's volumes).
 pub(crate) fn detach(tx: &mut Tx<'_>, volume_id: &str, server_id: &str) -> Result<(), ApiError> {
     let mut v = find_volume(tx, volume_id)?;
     v.attachments.retain(|a| a.server_id != server_id);
     if v.attachments.is_empty() {
         v.status = AVAILABLE.into();
+    } else if v.status != EXTENDING && v.status != CREATING {
+        v.status = IN_USE.into();
     }
     v.meta.touch();
     tx.put(VOLUMES, volume_id, &v)?;
@@ -174,7 +259,7 @@ fn view(cloud: &Cloud, v: &Volume, detail: bool, mv: Microversion) -> Value {
         "updated_at": v.meta.updated_at.trim_end_matches('Z').to_owned() + ".000000",
         "volume_type": v.volume_type, "metadata": v.metadata, "user_id": v.user_id,
         "os-vol-tenant-attr:tenant_id": v.meta.project_id, "os-vol-host-attr:host": "local-cloud@lvm#lvm",
-        "multiattach": false, "links": links, "snapshot_id": null, "source_volid": null,
+        "multiattach": v.multiattach, "links": links, "snapshot_id": null, "source_volid": null,
         "replication_status": null, "consistencygroup_id": null, "migration_status": null,
         "os-vol-mig-status-attr:migstat": null, "os-vol-mig-status-attr:name_id": null,
     });
@@ -189,7 +274,7 @@ fn view(cloud: &Cloud, v: &Volume, detail: bool, mv: Microversion) -> Value {
         out["shared_targets"] = json!(false);
     }
     if mv >= Microversion(3, 63) {
-        out["volume_type_id"] = json!(VOLUME_TYPE);
+        out["volume_type_id"] = json!(v.volume_type);
     }
     if mv >= Microversion(3, 65) {
         out["consumes_quota"] = json!(true);
@@ -350,6 +435,8 @@ struct CreateVolume {
     source_volid: Option<String>,
     #[serde(rename = "imageRef")]
     image_ref: Option<String>,
+    /// Deprecated in Cinder for the volume type's extra spec, still honoured.
+    multiattach: Option<bool>,
 }
 
 /// A size in GiB (`size`, `new_size`), 1..=1000000, named `field` in errors.
@@ -383,7 +470,7 @@ async fn create_volume(
     }
     let size = parse_size("size", b.size.as_ref())?;
     if let Some(t) = &b.volume_type {
-        if t != VOLUME_TYPE {
+        if t != VOLUME_TYPE && t != MULTIATTACH_TYPE {
             return Err(ApiError::not_found(
                 "itemNotFound",
                 format!("Volume type with name {t} could not be found."),
@@ -405,7 +492,9 @@ async fn create_volume(
                 size,
                 status: CREATING.into(),
                 availability_zone: zone,
-                volume_type: VOLUME_TYPE.into(),
+                multiattach: b.multiattach.unwrap_or(false)
+                    || b.volume_type.as_deref() == Some(MULTIATTACH_TYPE),
+                volume_type: b.volume_type.unwrap_or_else(|| VOLUME_TYPE.into()),
                 user_id: caller.user_id,
                 metadata: b.metadata.unwrap_or_default(),
                 attachments: vec![],
@@ -422,15 +511,22 @@ async fn create_volume(
     ))
 }
 
-/// Ends a volume's transition: `creating` becomes `available`, `extending` goes back to
-/// `available` or `in-use` (by its attachments).
-fn finish(tx: &mut Tx<'_>, id: &str) -> Result<(), ApiError> {
+/// Whether a status is one of the transitions [`finish`] ends.
+fn transitional(status: &str) -> bool {
+    [CREATING, EXTENDING, ATTACHING, DETACHING].contains(&status)
+}
+
+/// Ends a volume's transition: `creating` becomes `available`; `attaching` becomes `in-use`;
+/// `detaching` drops the attachments being detached; each then settles to `available` or
+/// `in-use` by the attachments left, as `extending` does.
+pub(crate) fn finish(tx: &mut Tx<'_>, id: &str) -> Result<(), ApiError> {
     let Some(mut v) = tx.get::<Volume>(VOLUMES, id) else {
         return Ok(());
     };
-    if v.status != CREATING && v.status != EXTENDING {
+    if !transitional(&v.status) {
         return Ok(());
     }
+    v.attachments.retain(|a| !a.detaching);
     v.status = if v.attachments.is_empty() {
         AVAILABLE.into()
     } else {
@@ -446,7 +542,7 @@ pub(crate) fn settle_pending(tx: &mut Tx<'_>) -> Result<usize, ApiError> {
     let pending: Vec<String> = tx
         .list::<Volume>(VOLUMES)
         .into_iter()
-        .filter(|v| v.status == CREATING || v.status == EXTENDING)
+        .filter(|v| transitional(&v.status))
         .map(|v| v.meta.id)
         .collect();
     for id in &pending {
@@ -581,7 +677,10 @@ async fn list_zones(State(cloud): Ctx) -> Response {
 async fn list_types(State(_cloud): Ctx) -> Response {
     reply(
         StatusCode::OK,
-        json!({"volume_types": [{"id": VOLUME_TYPE, "name": VOLUME_TYPE, "is_public": true, "description": null, "extra_specs": {}, "qos_specs_id": null, "os-volume-type-access:is_public": true}]}),
+        json!({"volume_types": [
+            {"id": VOLUME_TYPE, "name": VOLUME_TYPE, "is_public": true, "description": null, "extra_specs": {}, "qos_specs_id": null, "os-volume-type-access:is_public": true},
+            {"id": MULTIATTACH_TYPE, "name": MULTIATTACH_TYPE, "is_public": true, "description": null, "extra_specs": {"multiattach": "<is> True"}, "qos_specs_id": null, "os-volume-type-access:is_public": true},
+        ]}),
     )
 }
 
@@ -601,12 +700,16 @@ mod tests {
             volume_type: VOLUME_TYPE.into(),
             user_id: "u".into(),
             metadata: BTreeMap::new(),
+            multiattach: false,
             attachments: attached
                 .then(|| Attachment {
                     id: "a".into(),
                     server_id: "s".into(),
                     device: "/dev/vdb".into(),
                     attached_at: iso(now()),
+                    tag: None,
+                    delete_on_termination: false,
+                    detaching: status == DETACHING,
                 })
                 .into_iter()
                 .collect(),
@@ -623,6 +726,8 @@ mod tests {
             volume(EXTENDING, true),
             volume(EXTENDING, false),
             volume(IN_USE, true),
+            volume(ATTACHING, true),
+            volume(DETACHING, true),
         ];
         store
             .write(|tx| {
@@ -633,12 +738,16 @@ mod tests {
             })
             .expect("seeded");
         let settled = store.write(settle_pending).expect("settled");
-        assert_eq!(settled, 3);
+        assert_eq!(settled, 5);
         let status =
             |i: usize| store.read(|r| find_volume(r, &vols[i].meta.id).expect("volume").status);
         assert_eq!(status(0), AVAILABLE);
         assert_eq!(status(1), IN_USE, "an attached volume goes back to in-use");
         assert_eq!(status(2), AVAILABLE);
         assert_eq!(status(3), IN_USE);
+        assert_eq!(status(4), IN_USE, "an attach is completed");
+        assert_eq!(status(5), AVAILABLE, "a detach is completed");
+        let left = store.read(|r| find_volume(r, &vols[5].meta.id).expect("volume"));
+        assert!(left.attachments.is_empty());
     }
 }

@@ -11,7 +11,8 @@
 //! `openstack:///<uuid>`, answered from one short-lived listing of all servers), Zones, Routes
 //! (Neutron router extra routes, only with `[Route] router-id`), PvLabeler (Cinder volume
 //! zone/region labels; also as the lower-level [`Volumes`] trait), VolumeProvisioner (Cinder
-//! create/delete/extend for the in-tree `kubernetes.io/cinder` plugin) and the [`MetadataReader`]
+//! create/delete/extend for the in-tree `kubernetes.io/cinder` plugin), VolumeAttacher (Nova
+//! volume attachments for the same plugin) and the [`MetadataReader`]
 //! for the node side, and LoadBalancer on Octavia when the catalog has a `load-balancer`
 //! endpoint, named per [`Layout`] as each upstream did (`a<uid>` in-tree,
 //! `kube_service_<cluster>_<namespace>_<name>` external, which also adopts in-tree load
@@ -43,7 +44,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
     CloudConfig, Instances, InstancesV2, Interface, Layout, LoadBalancer, PvLabeler, Registry,
-    Routes, VolumeProvisioner, Zones,
+    Routes, VolumeAttacher, VolumeProvisioner, Zones,
 };
 
 pub use config::Config;
@@ -248,6 +249,10 @@ impl Interface for OpenStack {
     }
 
     fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
+        Some(self)
+    }
+
+    fn volume_attacher(&self) -> Option<&dyn VolumeAttacher> {
         Some(self)
     }
 

@@ -1,9 +1,11 @@
 //! Cinder volumes: which zone and region a volume is in, for the PersistentVolumeLabel
 //! admission webhook and PV labelling — the [`PvLabeler`] capability, and the lower-level
 //! [`Volumes`] trait it is built on — and creating, deleting and extending them for the
-//! in-tree `kubernetes.io/cinder` plugin ([`VolumeProvisioner`]). Upstream equivalent: the
-//! legacy in-tree provider's `GetLabelsForVolume`, `CreateVolume`, `DeleteVolume` and
-//! `ExpandVolume` (`openstack_volumes.go`).
+//! in-tree `kubernetes.io/cinder` plugin ([`VolumeProvisioner`]), and attaching them to
+//! servers through Nova's `os-volume_attachments` ([`VolumeAttacher`]). Upstream equivalent:
+//! the legacy in-tree provider's `GetLabelsForVolume`, `CreateVolume`, `DeleteVolume`,
+//! `ExpandVolume`, `AttachDisk`, `DetachDisk`, `DiskIsAttached`, `DisksAreAttached` and
+//! `GetAttachmentDiskPath` (`openstack_volumes.go`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,7 +13,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{
-    Error, ProvisionedVolume, PvLabeler, Result, VolumeProvisioner, VolumeRequest, Zone,
+    Error, ProvisionedVolume, PvLabeler, Result, VolumeAttacher, VolumeProvisioner, VolumeRequest,
+    Zone,
 };
 use k8s_openapi::api::core::v1::{
     CinderPersistentVolumeSource, PersistentVolume, PersistentVolumeSpec,
@@ -130,41 +133,12 @@ impl OpenStack {
         }
     }
 
-    /// Polls the volume until it leaves the transitional statuses (`creating`, `extending`),
-    /// backing off from 50 ms to 2 s; `error*` statuses and the timeout are errors.
+    /// Polls the volume until it leaves the transitional statuses (`creating`, `extending`).
     async fn wait_settled(&self, volume_id: &str, operation: &str) -> Result<Value> {
-        let start = Instant::now();
-        let mut delay = Duration::from_millis(50);
-        loop {
-            let Some(v) = self.get_volume(volume_id).await? else {
-                return Err(Error::DiskNotFound);
-            };
-            let status = v["status"].as_str().unwrap_or_default();
-            if status == AVAILABLE || status == IN_USE {
-                return Ok(v);
-            }
-            if status.starts_with("error") {
-                return Err(self.client.error(
-                    operation,
-                    None,
-                    None,
-                    format!("volume {volume_id} went to status {status}"),
-                ));
-            }
-            if start.elapsed() > SETTLE_TIMEOUT {
-                return Err(self.client.error(
-                    operation,
-                    None,
-                    None,
-                    format!(
-                        "volume {volume_id} still {status} after {}s",
-                        SETTLE_TIMEOUT.as_secs()
-                    ),
-                ));
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(2));
-        }
+        self.wait_volume(volume_id, operation, |v| {
+            v["status"] == AVAILABLE || v["status"] == IN_USE
+        })
+        .await
     }
 
     /// The PV labels of a volume in `zone`, as [`PvLabeler`] gives them.
@@ -322,6 +296,247 @@ impl VolumeProvisioner for OpenStack {
             .await?;
         let v = self.wait_settled(volume_id, "extend volume").await?;
         Ok(v["size"].as_u64().unwrap_or(new_size_gib))
+    }
+}
+
+/// Where a volume is attached: (server ID, device) of each attachment.
+fn attachments(v: &Value) -> Vec<(String, String)> {
+    v["attachments"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|a| {
+                    let s = |k: &str| a[k].as_str().unwrap_or_default().to_owned();
+                    (s("server_id"), s("device"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The device of the volume's attachment to `instance_id`, if any.
+fn attached_device(v: &Value, instance_id: &str) -> Option<String> {
+    attachments(v)
+        .into_iter()
+        .find(|(server, _)| server == instance_id)
+        .map(|(_, device)| device)
+}
+
+/// Cinder's statuses of an attach or detach under way.
+const ATTACHING: &[&str] = &["reserved", "attaching"];
+const DETACHING: &str = "detaching";
+
+impl OpenStack {
+    /// Polls the volume until `done` says so, backing off from 50 ms to 2 s; `error*`
+    /// statuses and the timeout are errors.
+    async fn wait_volume(
+        &self,
+        volume_id: &str,
+        operation: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Result<Value> {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let Some(v) = self.get_volume(volume_id).await? else {
+                return Err(Error::DiskNotFound);
+            };
+            if done(&v) {
+                return Ok(v);
+            }
+            let status = v["status"].as_str().unwrap_or_default();
+            if status.starts_with("error") {
+                return Err(self.client.error(
+                    operation,
+                    None,
+                    None,
+                    format!("volume {volume_id} went to status {status}"),
+                ));
+            }
+            if start.elapsed() > SETTLE_TIMEOUT {
+                return Err(self.client.error(
+                    operation,
+                    None,
+                    None,
+                    format!(
+                        "volume {volume_id} still {status} after {}s",
+                        SETTLE_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+}
+
+#[async_trait]
+impl VolumeAttacher for OpenStack {
+    fn plugin_name(&self) -> &str {
+        CINDER_PLUGIN
+    }
+
+    fn pv_volume_id(&self, spec: &PersistentVolumeSpec) -> Option<String> {
+        spec.cinder.as_ref().map(|c| c.volume_id.clone())
+    }
+
+    fn pod_volume_id(&self, volume: &k8s_openapi::api::core::v1::Volume) -> Option<String> {
+        volume.cinder.as_ref().map(|c| c.volume_id.clone())
+    }
+
+    /// As upstream `AttachDisk`: nothing to do when attached to this server already; a
+    /// volume attached to another server (and not multiattach) is refused before Nova is
+    /// asked; else `POST /servers/{id}/os-volume_attachments` and a wait until Cinder reports
+    /// the attachment and `in-use`.
+    async fn attach_disk(&self, instance_id: &str, volume_id: &str) -> Result<()> {
+        let Some(v) = self.get_volume(volume_id).await? else {
+            return Err(Error::DiskNotFound);
+        };
+        if attached_device(&v, instance_id).is_some() && v["status"] == IN_USE {
+            tracing::debug!(volume_id, instance_id, "disk is already attached");
+            return Ok(());
+        }
+        let multiattach = v["multiattach"].as_bool().unwrap_or(false);
+        if let Some((server, device)) = attachments(&v)
+            .into_iter()
+            .find(|(server, _)| server != instance_id)
+            .filter(|_| !multiattach)
+        {
+            return Err(self.client.error(
+                "attach volume",
+                None,
+                None,
+                format!(
+                    "disk {volume_id} path {device} is attached to a different instance ({server})"
+                ),
+            ));
+        }
+        if attached_device(&v, instance_id).is_none() {
+            self.client
+                .request(
+                    Service::Compute,
+                    Method::POST,
+                    &format!("/servers/{instance_id}/os-volume_attachments"),
+                    Some(&json!({"volumeAttachment": {"volumeId": volume_id}})),
+                    "attach volume",
+                )
+                .await?;
+        }
+        self.wait_volume(volume_id, "attach volume", |v| {
+            v["status"] == IN_USE && attached_device(v, instance_id).is_some()
+        })
+        .await
+        .map(drop)
+    }
+
+    /// As upstream `DetachDisk`, but a volume not attached to this server (already detached,
+    /// or gone) counts as detached; `DELETE /servers/{id}/os-volume_attachments/{volume}`, then
+    /// a wait until Cinder no longer lists the attachment.
+    async fn detach_disk(&self, instance_id: &str, volume_id: &str) -> Result<()> {
+        let Some(v) = self.get_volume(volume_id).await? else {
+            return Ok(());
+        };
+        if attached_device(&v, instance_id).is_none() {
+            tracing::debug!(
+                volume_id,
+                instance_id,
+                "disk is not attached to the instance"
+            );
+            return Ok(());
+        }
+        let status = v["status"].as_str().unwrap_or_default();
+        if status != IN_USE && status != DETACHING {
+            return Err(self.client.error(
+                "detach volume",
+                None,
+                None,
+                format!("can not detach volume {volume_id}, its status is {status}"),
+            ));
+        }
+        if status == IN_USE {
+            match self
+                .client
+                .request(
+                    Service::Compute,
+                    Method::DELETE,
+                    &format!("/servers/{instance_id}/os-volume_attachments/{volume_id}"),
+                    None,
+                    "detach volume",
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        match self
+            .wait_volume(volume_id, "detach volume", |v| {
+                v["status"] != DETACHING && attached_device(v, instance_id).is_none()
+            })
+            .await
+        {
+            Ok(_) | Err(Error::DiskNotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn disk_is_attached(&self, instance_id: &str, volume_id: &str) -> Result<bool> {
+        Ok(self.get_volume(volume_id).await?.is_some_and(|v| {
+            attached_device(&v, instance_id).is_some()
+                && !ATTACHING.contains(&v["status"].as_str().unwrap_or_default())
+        }))
+    }
+
+    async fn disks_are_attached(
+        &self,
+        instance_id: &str,
+        volume_ids: &[String],
+    ) -> Result<BTreeMap<String, bool>> {
+        let mut out = BTreeMap::new();
+        for id in volume_ids {
+            let attached = match self.disk_is_attached(instance_id, id).await {
+                Ok(a) => a,
+                Err(error) => {
+                    tracing::warn!(volume_id = %id, %error, "checking an attachment failed; assuming it is attached");
+                    true
+                }
+            };
+            out.insert(id.clone(), attached);
+        }
+        Ok(out)
+    }
+
+    /// As upstream `GetAttachmentDiskPath`: the device Cinder records for the attachment to
+    /// this server (the guest may name it otherwise; see the trait).
+    async fn get_attachment_disk_path(&self, instance_id: &str, volume_id: &str) -> Result<String> {
+        let Some(v) = self.get_volume(volume_id).await? else {
+            return Err(Error::DiskNotFound);
+        };
+        let status = v["status"].as_str().unwrap_or_default();
+        if status != IN_USE {
+            return Err(self.client.error(
+                "get attachment disk path",
+                None,
+                None,
+                format!("can not get device path of volume {volume_id}, its status is {status}"),
+            ));
+        }
+        match attached_device(&v, instance_id) {
+            Some(device) if !device.is_empty() => Ok(device),
+            Some(_) => Err(self.client.error(
+                "get attachment disk path",
+                None,
+                None,
+                format!("volume {volume_id} has no device path on {instance_id}"),
+            )),
+            None => Err(self.client.error(
+                "get attachment disk path",
+                None,
+                None,
+                format!("disk {volume_id} is attached to a different compute, should be detached before proceeding"),
+            )),
+        }
     }
 }
 

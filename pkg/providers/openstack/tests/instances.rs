@@ -38,7 +38,8 @@ async fn instances_v2_answers_from_the_cloud_and_follows_its_state() {
             "load-balancer",
             "zones",
             "pv-labeler",
-            "volumes"
+            "volumes",
+            "attach-detach"
         ]
     );
 

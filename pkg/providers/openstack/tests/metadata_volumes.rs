@@ -296,6 +296,98 @@ async fn cinder_volumes_created_extended_and_deleted() {
     cloud.shutdown().await;
 }
 
+/// The in-tree Cinder plugin's attach calls against the local cloud's Nova and Cinder:
+/// attach (and again: a no-op), device path, the attached checks, a second server refused,
+/// detach (and again), and a volume that does not exist.
+#[tokio::test]
+async fn cinder_volumes_attached_and_detached() {
+    let cloud = Cloud::start().await;
+    let os = cloud.provider_with("");
+    let volumes = os.volume_provisioner().unwrap();
+    let attacher = os.volume_attacher().unwrap();
+    assert_eq!(attacher.plugin_name(), "kubernetes.io/cinder");
+    let spec = cinder_pv("v-1").spec.unwrap();
+    assert_eq!(attacher.pv_volume_id(&spec).as_deref(), Some("v-1"));
+    let csi = csi_pv("cinder.csi.openstack.org", "v-1").spec.unwrap();
+    assert!(attacher.pv_volume_id(&csi).is_none());
+
+    let request = VolumeRequest {
+        name: "kubernetes-dynamic-pvc-a1".into(),
+        size_gib: 1,
+        ..Default::default()
+    };
+    let vol = volumes.create_volume(&request).await.unwrap().id;
+    let a = cloud.create_server("node-a", "m1.small", None).await;
+    let b = cloud.create_server("node-b", "m1.small", None).await;
+    let path = format!("/volume/v3/{}/volumes/{vol}", cloud.project);
+
+    assert!(!attacher.disk_is_attached(&a, &vol).await.unwrap());
+    attacher.attach_disk(&a, &vol).await.unwrap();
+    let v = cloud.ok(Method::GET, &path, None).await;
+    assert_eq!(v["volume"]["status"], "in-use");
+    assert_eq!(v["volume"]["attachments"][0]["server_id"], a.as_str());
+    // Again: already attached, nothing asked of Nova, still one attachment.
+    attacher.attach_disk(&a, &vol).await.unwrap();
+    let v = cloud.ok(Method::GET, &path, None).await;
+    assert_eq!(v["volume"]["attachments"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        attacher.get_attachment_disk_path(&a, &vol).await.unwrap(),
+        "/dev/vdb"
+    );
+    assert!(attacher.disk_is_attached(&a, &vol).await.unwrap());
+    assert!(!attacher.disk_is_attached(&b, &vol).await.unwrap());
+    let all = attacher
+        .disks_are_attached(&a, &[vol.clone(), "missing".to_owned()])
+        .await
+        .unwrap();
+    assert!(all[&vol]);
+    assert!(!all["missing"]);
+
+    // Not multiattach: a second server is refused, naming the first.
+    let err = attacher.attach_disk(&b, &vol).await.unwrap_err();
+    assert!(
+        format!("{err}").contains(&format!("attached to a different instance ({a})")),
+        "{err}"
+    );
+    let err = attacher
+        .get_attachment_disk_path(&b, &vol)
+        .await
+        .unwrap_err();
+    assert!(format!("{err}").contains("different compute"), "{err}");
+
+    // Detach from the wrong server: nothing happens; from the right one: available.
+    attacher.detach_disk(&b, &vol).await.unwrap();
+    assert!(attacher.disk_is_attached(&a, &vol).await.unwrap());
+    attacher.detach_disk(&a, &vol).await.unwrap();
+    let v = cloud.ok(Method::GET, &path, None).await;
+    assert_eq!(v["volume"]["status"], "available");
+    assert_eq!(v["volume"]["attachments"], json!([]));
+    attacher.detach_disk(&a, &vol).await.unwrap();
+    let err = attacher
+        .get_attachment_disk_path(&a, &vol)
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err}").contains("its status is available"),
+        "{err}"
+    );
+    // Now the second server may have it.
+    attacher.attach_disk(&b, &vol).await.unwrap();
+    assert_eq!(
+        attacher.get_attachment_disk_path(&b, &vol).await.unwrap(),
+        "/dev/vdb"
+    );
+    attacher.detach_disk(&b, &vol).await.unwrap();
+
+    assert!(matches!(
+        attacher.attach_disk(&a, "missing").await,
+        Err(Error::DiskNotFound)
+    ));
+    attacher.detach_disk(&a, "missing").await.unwrap();
+    assert!(!attacher.disk_is_attached(&a, "missing").await.unwrap());
+    cloud.shutdown().await;
+}
+
 fn cinder_pv(volume_id: &str) -> PersistentVolume {
     PersistentVolume {
         spec: Some(PersistentVolumeSpec {

@@ -179,6 +179,7 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
                 user_id,
                 metadata: BTreeMap::new(),
                 attachments: Vec::new(),
+                multiattach: false,
             };
             tx.put(VOLUMES, &v.meta.id, &v)?;
             let s = Scope {
