@@ -115,6 +115,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
             tls: files,
+            options: Default::default(),
         },
         hypercloud_admission::router(webhook),
         async {

@@ -116,8 +116,21 @@ pub fn self_signed(name: &str, bind_address: IpAddr) -> Result<CertPair> {
     })
 }
 
+/// How the handshake is done, besides the certificate.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TlsOptions {
+    /// Ask clients for a certificate (optional for them). The handshake checks only that
+    /// the client holds the certificate's key; the authenticators verify the chain against
+    /// their CAs ([`crate::authn`]), as upstream's `tls.RequestClientCert`.
+    pub request_client_certificates: bool,
+}
+
 /// The rustls server configuration for `pair` (HTTP/1.1).
-pub fn server_config(pair: &CertPair, source: &TlsSource) -> Result<Arc<rustls::ServerConfig>> {
+pub fn server_config(
+    pair: &CertPair,
+    source: &TlsSource,
+    options: &TlsOptions,
+) -> Result<Arc<rustls::ServerConfig>> {
     let (cert_path, key_path) = match source {
         TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
         TlsSource::SelfSigned { .. } => ("<self-signed>".into(), "<self-signed>".into()),
@@ -141,14 +154,71 @@ pub fn server_config(pair: &CertPair, source: &TlsSource) -> Result<Arc<rustls::
             message: e.to_string(),
         }
     })?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = if options.request_client_certificates {
+        builder.with_client_cert_verifier(Arc::new(AnyClientCertificate {
+            algorithms: provider.signature_verification_algorithms,
+        }))
+    } else {
+        builder.with_no_client_auth()
+    };
+    let mut config = builder.with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Takes any client certificate whose key the client proves it holds; the chain is
+/// verified per authenticator.
+#[derive(Debug)]
+struct AnyClientCertificate {
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::server::danger::ClientCertVerifier for AnyClientCertificate {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
 }
 
 #[cfg(test)]
@@ -170,7 +240,7 @@ mod tests {
             .exists());
         let again = src.load().expect("reuse");
         assert_eq!(first.cert_pem, again.cert_pem);
-        server_config(&again, &src).expect("usable");
+        server_config(&again, &src, &TlsOptions::default()).expect("usable");
     }
 
     #[test]
@@ -194,6 +264,7 @@ mod tests {
                 cert,
                 key: "k".into(),
             },
+            &TlsOptions::default(),
         )
         .expect_err("bad pem");
         assert!(err.to_string().contains("tls.crt"), "{err}");

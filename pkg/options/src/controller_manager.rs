@@ -344,6 +344,124 @@ pub struct AuthOptions {
         default_value = "/healthz,/readyz,/livez"
     )]
     pub authorization_always_allow_paths: Vec<String>,
+
+    /// The duration to cache 'authorized' responses from the webhook authorizer.
+    #[arg(
+        long = "authorization-webhook-cache-authorized-ttl",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub authorization_webhook_cache_authorized_ttl: GoDuration,
+
+    /// The duration to cache 'unauthorized' responses from the webhook authorizer.
+    #[arg(
+        long = "authorization-webhook-cache-unauthorized-ttl",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub authorization_webhook_cache_unauthorized_ttl: GoDuration,
+
+    /// The duration to cache responses from the webhook token authenticator.
+    #[arg(
+        long = "authentication-token-webhook-cache-ttl",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub authentication_token_webhook_cache_ttl: GoDuration,
+
+    /// If false, the authentication-kubeconfig will be used to lookup missing authentication
+    /// configuration from the cluster (ConfigMap kube-system/extension-apiserver-authentication).
+    #[arg(long = "authentication-skip-lookup", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub authentication_skip_lookup: bool,
+
+    /// If true, failures to look up missing authentication configuration from the cluster are
+    /// not considered fatal. Note that this can result in authentication that treats all
+    /// requests as anonymous.
+    #[arg(long = "authentication-tolerate-lookup-failure", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub authentication_tolerate_lookup_failure: bool,
+
+    /// If set, any request presenting a client certificate signed by one of the authorities
+    /// in the client-ca-file is authenticated with an identity corresponding to the
+    /// CommonName of the client certificate (groups: its Organizations).
+    #[arg(long = "client-ca-file", value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Root certificate bundle to use to verify client certificates on incoming requests
+    /// before trusting usernames in headers specified by --requestheader-username-headers.
+    /// WARNING: generally do not depend on authorization being already done for incoming
+    /// requests.
+    #[arg(long = "requestheader-client-ca-file", value_name = "FILE")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// List of client certificate common names to allow to provide usernames in headers
+    /// specified by --requestheader-username-headers. If empty, any client certificate
+    /// validated by the authorities in --requestheader-client-ca-file is allowed.
+    #[arg(
+        long = "requestheader-allowed-names",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// List of request headers to inspect for usernames. X-Remote-User is common.
+    #[arg(
+        long = "requestheader-username-headers",
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-user"
+    )]
+    pub requestheader_username_headers: Vec<String>,
+
+    /// List of request headers to inspect for UIDs. X-Remote-Uid is suggested.
+    #[arg(
+        long = "requestheader-uid-headers",
+        value_name = "HEADERS",
+        value_delimiter = ','
+    )]
+    pub requestheader_uid_headers: Vec<String>,
+
+    /// List of request headers to inspect for groups. X-Remote-Group is suggested.
+    #[arg(
+        long = "requestheader-group-headers",
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-group"
+    )]
+    pub requestheader_group_headers: Vec<String>,
+
+    /// List of request header prefixes to inspect. X-Remote-Extra- is suggested.
+    #[arg(
+        long = "requestheader-extra-headers-prefix",
+        value_name = "PREFIXES",
+        value_delimiter = ',',
+        default_value = "x-remote-extra-"
+    )]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+}
+
+impl AuthOptions {
+    /// `--client-ca-file`, unless empty.
+    pub fn client_ca_file(&self) -> Option<&std::path::Path> {
+        non_empty(self.client_ca_file.as_deref())
+    }
+
+    /// `--requestheader-client-ca-file`, unless empty.
+    pub fn requestheader_client_ca_file(&self) -> Option<&std::path::Path> {
+        non_empty(self.requestheader_client_ca_file.as_deref())
+    }
+}
+
+fn non_empty(p: Option<&std::path::Path>) -> Option<&std::path::Path> {
+    p.filter(|p| !p.as_os_str().is_empty())
+}
+
+/// A list flag without its empty entries (`--requestheader-uid-headers=` means none).
+pub fn non_empty_entries(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Every controller-manager group, for personalities that flatten them all.
@@ -485,6 +603,29 @@ mod tests {
             c.auth.authorization_always_allow_paths,
             vec!["/healthz", "/readyz", "/livez"]
         );
+        assert_eq!(
+            (
+                c.auth.authentication_token_webhook_cache_ttl.get(),
+                c.auth.authorization_webhook_cache_authorized_ttl.get(),
+                c.auth.authorization_webhook_cache_unauthorized_ttl.get()
+            ),
+            (
+                Duration::from_secs(10),
+                Duration::from_secs(10),
+                Duration::from_secs(10)
+            )
+        );
+        assert!(!c.auth.authentication_skip_lookup);
+        assert!(!c.auth.authentication_tolerate_lookup_failure);
+        assert_eq!(c.auth.client_ca_file(), None);
+        assert_eq!(c.auth.requestheader_username_headers, ["x-remote-user"]);
+        assert_eq!(c.auth.requestheader_group_headers, ["x-remote-group"]);
+        assert_eq!(
+            c.auth.requestheader_extra_headers_prefix,
+            ["x-remote-extra-"]
+        );
+        assert!(non_empty_entries(&c.auth.requestheader_uid_headers).is_empty());
+        assert!(c.auth.requestheader_allowed_names.is_empty());
         c.validate().expect("defaults are valid");
     }
 
