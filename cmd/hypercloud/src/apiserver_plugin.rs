@@ -66,6 +66,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         )
         .into());
     }
+    let options = crate::runtime::tls_options(&serving)?;
     let metrics = prometheus::Registry::new();
     let Some(cloud) =
         cloud::start(invoked_as, Personality::ApiserverPlugin, &common, &metrics).await?
@@ -115,7 +116,8 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
             tls: files,
-            options: Default::default(),
+            options,
+            permit_port_sharing: serving.permit_port_sharing,
         },
         hypercloud_admission::router(webhook),
         async {

@@ -123,6 +123,32 @@ fn delegating_authentication(auth: &hypercloud_options::AuthOptions) -> Delegati
     }
 }
 
+/// The TLS flags (`--tls-min-version`, `--tls-cipher-suites`, `--tls-sni-cert-key`) checked
+/// and turned into the server's settings; an unusable value is a usage error naming its flag.
+pub(crate) fn tls_options(
+    serving: &hypercloud_options::SecureServingOptions,
+) -> Result<TlsOptions, cloud::UsageError> {
+    use hypercloud_metrics::tls::suites;
+    let versions = suites::min_version(serving.tls_min_version.as_deref().unwrap_or(""))
+        .map_err(|e| cloud::UsageError(format!("--tls-min-version: {e}")))?;
+    let cipher_suites = suites::cipher_suites(&serving.tls_cipher_suites)
+        .map_err(|e| cloud::UsageError(format!("--tls-cipher-suites: {e}")))?;
+    let sni = serving
+        .tls_sni_cert_key
+        .iter()
+        .map(|v| {
+            v.parse()
+                .map_err(|e| cloud::UsageError(format!("--tls-sni-cert-key {v:?}: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(TlsOptions {
+        request_client_certificates: false,
+        versions,
+        cipher_suites,
+        sni,
+    })
+}
+
 async fn wait(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
@@ -161,6 +187,7 @@ pub async fn start_and_run(
     invoked_as: &str,
 ) -> anyhow::Result<()> {
     controllers.validate()?;
+    tls_options(&controllers.secure_serving)?;
     // Every CIDR flag is checked here, before anything starts, not when a controller does.
     if let Some(cidrs) = controllers
         .kube_cloud_shared
@@ -321,12 +348,14 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
         let tls = tls_source(serving, c.name);
         let options = TlsOptions {
             request_client_certificates: authorizer.wants_client_certificates(),
+            ..tls_options(serving)?
         };
         let app = hypercloud_metrics::router(c.metrics.clone(), checks.clone(), Some(authorizer));
         let config = hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
             tls,
             options,
+            permit_port_sharing: serving.permit_port_sharing,
         };
         Some(hypercloud_metrics::serve(config, app, wait(shutdown.clone())).await?)
     } else {

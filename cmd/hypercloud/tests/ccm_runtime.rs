@@ -80,7 +80,11 @@ async fn setup(name: &str) -> Setup {
 
 impl Setup {
     fn spawn(&self, personality: &str, tag: &str, extra: &[&str]) -> Cm {
-        let port = free_port();
+        self.spawn_at(personality, tag, free_port(), extra)
+    }
+
+    /// As [`Setup::spawn`], with the admin server on `port`.
+    fn spawn_at(&self, personality: &str, tag: &str, port: u16, extra: &[&str]) -> Cm {
         let log = self.dir.path().join(format!("{tag}.log"));
         let cloud_config = format!(
             "--cloud-config={}",
@@ -671,6 +675,63 @@ async fn controller_manager_external_holds_its_lease_and_serves() {
     p.assert_exits(0, Duration::from_secs(10));
     assert_eq!(s.holder().await, None, "released");
     s.env.cleanup().await.expect("cleanup");
+}
+
+/// `--permit-port-sharing`: two processes serve on one port; `--tls-min-version=VersionTLS13`
+/// and `--tls-cipher-suites` reach the listener (a TLS 1.2-only client is refused).
+#[tokio::test]
+async fn tls_flags_reach_the_admin_server() {
+    let s = setup("ccm-admin-tls").await;
+    let port = free_port();
+    let flags = [
+        "--permit-port-sharing",
+        "--tls-min-version=VersionTLS13",
+        "--tls-cipher-suites=TLS_AES_256_GCM_SHA384",
+    ];
+    let a = s.spawn_at("cloud-controller-manager", "tls-a", port, &flags);
+    let (code, body) = get(&a, "/healthz", None).await;
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    let mut b = s.spawn_at("cloud-controller-manager", "tls-b", port, &flags);
+    // Both listen: the second does not fail to bind (it would exit 1 at once).
+    b.wait_for_output("serving securely", Duration::from_secs(30));
+    let tls12 = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .max_tls_version(reqwest::tls::Version::TLS_1_2)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let err = tls12
+        .get(format!("https://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .expect_err("TLS 1.2 refused");
+    assert!(err.is_connect() || err.is_request(), "{err:?}");
+    for mut p in [a, b] {
+        p.sigterm();
+        p.assert_exits(0, Duration::from_secs(10));
+    }
+    s.env.cleanup().await.expect("cleanup");
+}
+
+/// TLS flag values rustls cannot honour are refused at start, naming the flag (exit 2).
+#[test]
+fn unusable_tls_flags_are_refused_by_name() {
+    for (flag, expect) in [
+        ("--tls-min-version=VersionTLS10", "--tls-min-version: VersionTLS10 is not supported: rustls implements TLS 1.2 and 1.3 only"),
+        ("--tls-min-version=VersionTLS11", "--tls-min-version: VersionTLS11 is not supported"),
+        ("--tls-min-version=TLS12", "--tls-min-version: unknown tls version"),
+        ("--tls-cipher-suites=TLS_RSA_WITH_AES_128_CBC_SHA", "--tls-cipher-suites: cipher suite TLS_RSA_WITH_AES_128_CBC_SHA is not supported: rustls"),
+        ("--tls-cipher-suites=TLS_FOO", "--tls-cipher-suites: cipher suite TLS_FOO not supported or doesn't exist"),
+        ("--tls-sni-cert-key=only-one-file", "--tls-sni-cert-key \"only-one-file\": expected comma separated certificate and key file paths"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["cloud-controller-manager", "--cloud-provider=fake", flag])
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(expect), "{flag}: {stderr}");
+    }
 }
 
 #[test]

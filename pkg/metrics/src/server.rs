@@ -136,6 +136,10 @@ pub struct ServeConfig {
     pub tls: TlsSource,
     /// The handshake's other settings.
     pub options: TlsOptions,
+    /// `--permit-port-sharing`: SO_REUSEPORT, so several processes may listen on the port.
+    /// (SO_REUSEADDR is always set, as Go's and tokio's listeners do on Unix, which is what
+    /// `--permit-address-sharing` asks for.)
+    pub permit_port_sharing: bool,
 }
 
 /// A running admin server.
@@ -144,6 +148,20 @@ pub struct AdminServer {
     pub local_addr: SocketAddr,
     /// The accept loop; ends after `shutdown`.
     pub task: JoinHandle<()>,
+}
+
+fn listen(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 /// Binds `config.addr` and serves `app` over HTTPS until `shutdown` completes.
@@ -155,9 +173,8 @@ pub async fn serve(
     let pair = config.tls.load()?;
     let acceptor =
         tokio_rustls::TlsAcceptor::from(server_config(&pair, &config.tls, &config.options)?);
-    let listener = TcpListener::bind(config.addr)
-        .await
-        .map_err(|source| Error::Bind {
+    let listener =
+        listen(config.addr, config.permit_port_sharing).map_err(|source| Error::Bind {
             addr: config.addr,
             source,
         })?;

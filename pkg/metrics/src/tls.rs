@@ -12,6 +12,11 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::{Error, Result};
 
+pub mod sni;
+pub mod suites;
+
+pub use sni::NamedCertKey;
+
 /// Where the certificate comes from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TlsSource {
@@ -123,6 +128,13 @@ pub struct TlsOptions {
     /// the client holds the certificate's key; the authenticators verify the chain against
     /// their CAs ([`crate::authn`]), as upstream's `tls.RequestClientCert`.
     pub request_client_certificates: bool,
+    /// `--tls-min-version`: the versions offered ([`suites::min_version`]); empty: rustls'
+    /// defaults (TLS 1.2 and 1.3).
+    pub versions: Vec<&'static rustls::SupportedProtocolVersion>,
+    /// `--tls-cipher-suites` ([`suites::cipher_suites`]); `None`: rustls' defaults.
+    pub cipher_suites: Option<Vec<rustls::SupportedCipherSuite>>,
+    /// `--tls-sni-cert-key`: certificates chosen by SNI name ([`sni`]).
+    pub sni: Vec<NamedCertKey>,
 }
 
 /// The rustls server configuration for `pair` (HTTP/1.1).
@@ -135,6 +147,69 @@ pub fn server_config(
         TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
         TlsSource::SelfSigned { .. } => ("<self-signed>".into(), "<self-signed>".into()),
     };
+    let (certs, key) = parse_pair(pair, cert_path, key_path)?;
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(suites) = &options.cipher_suites {
+        provider.cipher_suites = suites.clone();
+    }
+    let provider = Arc::new(provider);
+    let versions = if options.versions.is_empty() {
+        rustls::DEFAULT_VERSIONS.to_vec()
+    } else {
+        options.versions.clone()
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)?;
+    let builder = if options.request_client_certificates {
+        builder.with_client_cert_verifier(Arc::new(AnyClientCertificate {
+            algorithms: provider.signature_verification_algorithms,
+        }))
+    } else {
+        builder.with_no_client_auth()
+    };
+    let mut config = if options.sni.is_empty() {
+        builder.with_single_cert(certs, key)?
+    } else {
+        let default = certified_key(certs, &key, &provider)?;
+        let mut named = Vec::new();
+        for n in &options.sni {
+            let pair = TlsSource::Files {
+                cert: n.cert.clone(),
+                key: n.key.clone(),
+            }
+            .load()?;
+            let (certs, key) = parse_pair(&pair, n.cert.clone(), n.key.clone())?;
+            named.push((certified_key(certs, &key, &provider)?, n.names.clone()));
+        }
+        let resolver =
+            sni::SniResolver::new(default, named).map_err(|message| Error::ParseTlsFile {
+                path: "--tls-sni-cert-key".into(),
+                message,
+            })?;
+        builder.with_cert_resolver(Arc::new(resolver))
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A certificate and its key, checked to belong together.
+fn certified_key(
+    certs: Vec<CertificateDer<'static>>,
+    key: &PrivateKeyDer<'static>,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<Arc<rustls::sign::CertifiedKey>> {
+    let key = provider.key_provider.load_private_key(key.clone_key())?;
+    let ck = rustls::sign::CertifiedKey::new(certs, key);
+    ck.keys_match()?;
+    Ok(Arc::new(ck))
+}
+
+/// The PEM pair parsed; errors name the files.
+fn parse_pair(
+    pair: &CertPair,
+    cert_path: PathBuf,
+    key_path: PathBuf,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(pair.cert_pem.as_bytes())
             .collect::<Result<_, _>>()
@@ -154,19 +229,7 @@ pub fn server_config(
             message: e.to_string(),
         }
     })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?;
-    let builder = if options.request_client_certificates {
-        builder.with_client_cert_verifier(Arc::new(AnyClientCertificate {
-            algorithms: provider.signature_verification_algorithms,
-        }))
-    } else {
-        builder.with_no_client_auth()
-    };
-    let mut config = builder.with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok((certs, key))
 }
 
 /// Takes any client certificate whose key the client proves it holds; the chain is

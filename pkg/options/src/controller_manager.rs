@@ -319,6 +319,47 @@ pub struct SecureServingOptions {
         requires = "tls_cert_file"
     )]
     pub tls_private_key_file: Option<PathBuf>,
+
+    /// Comma-separated list of cipher suites for the server. If omitted, the default rustls
+    /// cipher suites will be used. Values: TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384,
+    /// TLS_CHACHA20_POLY1305_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    /// TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305(_SHA256),
+    /// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    /// TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305(_SHA256). Upstream's CBC, RC4, 3DES and RSA
+    /// key-exchange suites are refused: rustls does not implement them. TLS 1.3 suites stay
+    /// enabled unless some are named.
+    #[arg(
+        long = "tls-cipher-suites",
+        value_name = "SUITES",
+        value_delimiter = ','
+    )]
+    pub tls_cipher_suites: Vec<String>,
+
+    /// Minimum TLS version supported. Possible values: VersionTLS12, VersionTLS13
+    /// (VersionTLS10 and VersionTLS11 are refused: rustls implements neither).
+    #[arg(long = "tls-min-version", value_name = "VERSION")]
+    pub tls_min_version: Option<String>,
+
+    /// A pair of x509 certificate and private key file paths, optionally suffixed with a
+    /// list of domain patterns which are fully qualified domain names, possibly with prefixed
+    /// wildcard segments. If no domain patterns are provided, the names of the certificate
+    /// are extracted. Non-wildcard matches trump over wildcard matches, explicit domain
+    /// patterns trump over extracted names. For multiple key/certificate pairs, use the
+    /// --tls-sni-cert-key multiple times. Examples: "example.crt,example.key" or
+    /// "foo.crt,foo.key:*.foo.com,foo.com".
+    #[arg(long = "tls-sni-cert-key", value_name = "CERT,KEY[:NAMES]")]
+    pub tls_sni_cert_key: Vec<String>,
+
+    /// If true, SO_REUSEPORT will be used when binding the port, which allows more than one
+    /// instance to bind on the same address and port.
+    #[arg(long = "permit-port-sharing", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub permit_port_sharing: bool,
+
+    /// If true, SO_REUSEADDR will be used when binding the port. Here it always is, as Go's
+    /// listeners (and so upstream's with either value) set it on Linux: binding does not wait
+    /// for sockets in TIME_WAIT.
+    #[arg(long = "permit-address-sharing", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub permit_address_sharing: bool,
 }
 
 /// Delegated authentication and authorization (TokenReview / SubjectAccessReview).
@@ -599,6 +640,11 @@ mod tests {
         );
         assert_eq!(c.service_controller.concurrent_service_syncs, 1);
         assert_eq!(c.secure_serving.secure_port, 10258);
+        assert_eq!(c.secure_serving.tls_min_version, None);
+        assert!(c.secure_serving.tls_cipher_suites.is_empty());
+        assert!(c.secure_serving.tls_sni_cert_key.is_empty());
+        assert!(!c.secure_serving.permit_port_sharing);
+        assert!(!c.secure_serving.permit_address_sharing);
         assert_eq!(
             c.auth.authorization_always_allow_paths,
             vec!["/healthz", "/readyz", "/livez"]
@@ -729,5 +775,14 @@ mod tests {
         assert!(T::try_parse_from(["t", "--leader-elect-resource-lock=endpoints"]).is_err());
         assert!(T::try_parse_from(["t", "--node-monitor-period=5"]).is_err());
         assert!(T::try_parse_from(["t", "--tls-cert-file=/x"]).is_err());
+        let t = T::try_parse_from([
+            "t",
+            "--tls-sni-cert-key=a.crt,a.key",
+            "--tls-sni-cert-key=b.crt,b.key:*.b.com,b.com",
+            "--tls-cipher-suites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384",
+        ])
+        .expect("repeatable and lists");
+        assert_eq!(t.c.secure_serving.tls_sni_cert_key.len(), 2);
+        assert_eq!(t.c.secure_serving.tls_cipher_suites.len(), 2);
     }
 }
