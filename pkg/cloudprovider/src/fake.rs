@@ -958,12 +958,14 @@ clusters: {kubernetes: 10.0.0.1}
 
     #[tokio::test]
     async fn outside_its_scope_the_fake_cannot_answer_rather_than_not_found() {
-        let mut config = FakeConfig::default();
-        config.scope = Some("t1-".into());
-        config.instances = vec![FakeInstance {
-            name: "t1-a".into(),
-            ..FakeInstance::default()
-        }];
+        let config = FakeConfig {
+            scope: Some("t1-".into()),
+            instances: vec![FakeInstance {
+                name: "t1-a".into(),
+                ..FakeInstance::default()
+            }],
+            ..FakeConfig::default()
+        };
         let c = FakeCloud::new(config);
         let v2 = c.instances_v2().expect("supported");
         assert!(v2.instance_exists(&node("t1-a", None)).await.expect("ok"));

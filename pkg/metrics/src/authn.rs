@@ -128,7 +128,7 @@ impl RequestHeader {
         self.ca.verify(chain)?;
         if !self.allowed_names.is_empty() {
             let (cn, _) = subject(&chain[0])?;
-            if !self.allowed_names.iter().any(|n| *n == cn) {
+            if !self.allowed_names.contains(&cn) {
                 return Err(format!(
                     "client certificate CommonName {cn:?} is not in --requestheader-allowed-names"
                 ));
@@ -529,7 +529,9 @@ mod tests {
         );
         // A proxy certificate of the right CA with a CommonName not allowed.
         let other = client(&proxy_ca, "not-the-proxy", &[]);
-        let err = rh.authenticate(&[other.clone()], &h).expect_err("name");
+        let err = rh
+            .authenticate(std::slice::from_ref(&other), &h)
+            .expect_err("name");
         assert!(err.contains("--requestheader-allowed-names"), "{err}");
         // Any name, when the list is empty.
         assert!(request_header(&proxy_ca, &[])
@@ -545,6 +547,13 @@ mod tests {
 
     #[test]
     fn header_values_and_escapes() {
+        // Header names as the apiserver publishes them (`X-Remote-User`) match any case.
+        let h = headers(&[("x-remote-user", "carol"), ("X-REMOTE-GROUP", "g")]);
+        assert_eq!(
+            first_value(&h, &["X-Remote-User".into()]).as_deref(),
+            Some("carol")
+        );
+        assert_eq!(h.get_all("X-Remote-Group").iter().count(), 1);
         let h = headers(&[("a", ""), ("b", "second")]);
         assert_eq!(
             first_value(&h, &["a".into(), "b".into()]).as_deref(),
