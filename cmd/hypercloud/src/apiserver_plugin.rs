@@ -150,6 +150,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         (Some(user), Some(file)) => Some((user, read_public_key(&file)?)),
         _ => None,
     };
+    let options = crate::runtime::tls_options(&serving)?;
     let metrics = prometheus::Registry::new();
     let Some(cloud) =
         cloud::start(invoked_as, Personality::ApiserverPlugin, &common, &metrics).await?
@@ -206,6 +207,8 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
             tls: files,
+            options,
+            permit_port_sharing: serving.permit_port_sharing,
         },
         hypercloud_admission::router(webhook),
         async {

@@ -26,8 +26,9 @@ use hypercloud_controllers::{
     names, run_plan, ControllerConfig, ControllerMetrics, Credentials, Plan,
 };
 use hypercloud_leaderelection::{self as le, LeaderElector, Outcome};
-use hypercloud_metrics::tls::TlsSource;
-use hypercloud_metrics::{Authorizer, Checks};
+use hypercloud_metrics::authn::DelegatingAuthentication;
+use hypercloud_metrics::tls::{TlsOptions, TlsSource};
+use hypercloud_metrics::{AuthConfig, Authorizer, Checks};
 use hypercloud_options::{ControllerOptions, KubeClientOptions};
 use tokio::sync::watch;
 
@@ -106,6 +107,48 @@ pub(crate) fn tls_source(
     }
 }
 
+/// The authentication flags as the admin server takes them (empty list entries dropped).
+fn delegating_authentication(auth: &hypercloud_options::AuthOptions) -> DelegatingAuthentication {
+    use hypercloud_options::non_empty_entries as list;
+    DelegatingAuthentication {
+        client_ca_file: auth.client_ca_file().map(Into::into),
+        requestheader_client_ca_file: auth.requestheader_client_ca_file().map(Into::into),
+        requestheader_allowed_names: list(&auth.requestheader_allowed_names),
+        requestheader_username_headers: list(&auth.requestheader_username_headers),
+        requestheader_uid_headers: list(&auth.requestheader_uid_headers),
+        requestheader_group_headers: list(&auth.requestheader_group_headers),
+        requestheader_extra_headers_prefix: list(&auth.requestheader_extra_headers_prefix),
+        skip_lookup: auth.authentication_skip_lookup,
+        tolerate_lookup_failure: auth.authentication_tolerate_lookup_failure,
+    }
+}
+
+/// The TLS flags (`--tls-min-version`, `--tls-cipher-suites`, `--tls-sni-cert-key`) checked
+/// and turned into the server's settings; an unusable value is a usage error naming its flag.
+pub(crate) fn tls_options(
+    serving: &hypercloud_options::SecureServingOptions,
+) -> Result<TlsOptions, cloud::UsageError> {
+    use hypercloud_metrics::tls::suites;
+    let versions = suites::min_version(serving.tls_min_version.as_deref().unwrap_or(""))
+        .map_err(|e| cloud::UsageError(format!("--tls-min-version: {e}")))?;
+    let cipher_suites = suites::cipher_suites(&serving.tls_cipher_suites)
+        .map_err(|e| cloud::UsageError(format!("--tls-cipher-suites: {e}")))?;
+    let sni = serving
+        .tls_sni_cert_key
+        .iter()
+        .map(|v| {
+            v.parse()
+                .map_err(|e| cloud::UsageError(format!("--tls-sni-cert-key {v:?}: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(TlsOptions {
+        request_client_certificates: false,
+        versions,
+        cipher_suites,
+        sni,
+    })
+}
+
 async fn wait(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
 }
@@ -144,6 +187,7 @@ pub async fn start_and_run(
     invoked_as: &str,
 ) -> anyhow::Result<()> {
     controllers.validate()?;
+    tls_options(&controllers.secure_serving)?;
     // Every CIDR flag is checked here, before anything starts, not when a controller does.
     if let Some(cidrs) = controllers
         .kube_cloud_shared
@@ -280,16 +324,38 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
         let authz = delegated_client(&client, &c.kube, auth.authorization_kubeconfig.as_ref())
             .await
             .context("--authorization-kubeconfig")?;
-        let authorizer = Arc::new(Authorizer::new(
-            authn,
-            authz,
-            auth.authorization_always_allow_paths.clone(),
-        ));
+        let certificates = delegating_authentication(auth).build(&authn).await?;
+        for (what, ca) in [
+            ("client certificates", certificates.client_ca.as_ref()),
+            (
+                "request-header (front-proxy) certificates",
+                certificates.request_header.as_ref().map(|r| &r.ca),
+            ),
+        ] {
+            match ca {
+                Some(ca) => tracing::info!(source = ca.source(), "authenticating {what}"),
+                None => tracing::info!("not authenticating {what}: no CA given or found"),
+            }
+        }
+        let config = AuthConfig {
+            always_allow: auth.authorization_always_allow_paths.clone(),
+            certificates,
+            token_cache_ttl: auth.authentication_token_webhook_cache_ttl.get(),
+            authorized_ttl: auth.authorization_webhook_cache_authorized_ttl.get(),
+            unauthorized_ttl: auth.authorization_webhook_cache_unauthorized_ttl.get(),
+        };
+        let authorizer = Arc::new(Authorizer::new(authn, authz, config));
         let tls = tls_source(serving, c.name);
+        let options = TlsOptions {
+            request_client_certificates: authorizer.wants_client_certificates(),
+            ..tls_options(serving)?
+        };
         let app = hypercloud_metrics::router(c.metrics.clone(), checks.clone(), Some(authorizer));
         let config = hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
             tls,
+            options,
+            permit_port_sharing: serving.permit_port_sharing,
         };
         Some(hypercloud_metrics::serve(config, app, wait(shutdown.clone())).await?)
     } else {

@@ -80,7 +80,11 @@ async fn setup(name: &str) -> Setup {
 
 impl Setup {
     fn spawn(&self, personality: &str, tag: &str, extra: &[&str]) -> Cm {
-        let port = free_port();
+        self.spawn_at(personality, tag, free_port(), extra)
+    }
+
+    /// As [`Setup::spawn`], with the admin server on `port`.
+    fn spawn_at(&self, personality: &str, tag: &str, port: u16, extra: &[&str]) -> Cm {
         let log = self.dir.path().join(format!("{tag}.log"));
         let cloud_config = format!(
             "--cloud-config={}",
@@ -150,12 +154,36 @@ fn http() -> reqwest::Client {
 }
 
 async fn get(p: &Cm, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut headers = Vec::new();
+    if let Some(t) = token {
+        headers.push(("authorization", format!("Bearer {t}")));
+    }
+    request(p, path, None, &headers).await
+}
+
+/// GET `path` with a client certificate (`identity`: PEM certificate and key) and headers,
+/// retrying while the admin server is not up yet.
+async fn request(
+    p: &Cm,
+    path: &str,
+    identity: Option<&str>,
+    headers: &[(&str, String)],
+) -> (u16, String) {
     let url = format!("https://127.0.0.1:{}{path}", p.port);
     let deadline = Instant::now() + Duration::from_secs(20);
+    let client = match identity {
+        None => http(),
+        Some(pem) => reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .timeout(Duration::from_secs(10))
+            .identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"))
+            .build()
+            .expect("http client"),
+    };
     loop {
-        let mut req = http().get(&url);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
+        let mut req = client.get(&url);
+        for (k, v) in headers {
+            req = req.header(*k, v);
         }
         match req.send().await {
             Ok(r) => {
@@ -433,6 +461,204 @@ async fn admin_server_delegates_auth_to_the_apiserver() {
     s.env.cleanup().await.expect("cleanup");
 }
 
+/// A certificate authority minted for a test.
+struct TestCa(rcgen::CertifiedIssuer<'static, rcgen::KeyPair>);
+
+impl TestCa {
+    fn new(name: &str) -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().expect("key");
+        TestCa(rcgen::CertifiedIssuer::self_signed(params, key).expect("ca"))
+    }
+
+    /// A client certificate and its key, PEM, for `cn` in `org`.
+    fn client(&self, cn: &str, org: Option<&str>) -> String {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        if let Some(o) = org {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, o);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &self.0).expect("sign");
+        format!("{}{}", cert.pem(), key.serialize_pem())
+    }
+}
+
+/// A ClusterRole allowing GET /metrics, bound to `user` and `group`; deleted on drop.
+async fn metrics_reader(s: &Setup, user: &str, group: &str) -> String {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let name = s.env.unique_name("metrics-reader");
+    let role: ClusterRole = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }))
+    .expect("role");
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user},
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group},
+        ],
+    }))
+    .expect("binding");
+    Api::<ClusterRole>::all(s.env.client())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create role");
+    Api::<ClusterRoleBinding>::all(s.env.client())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create binding");
+    name
+}
+
+async fn delete_metrics_reader(s: &Setup, name: &str) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let dp = kube::api::DeleteParams::default();
+    let _ = Api::<ClusterRoleBinding>::all(s.env.client())
+        .delete(name, &dp)
+        .await;
+    let _ = Api::<ClusterRole>::all(s.env.client())
+        .delete(name, &dp)
+        .await;
+}
+
+/// The admin kubeconfig's client certificate and key (signed by the apiserver's client CA,
+/// in system:masters), PEM.
+fn admin_certificate(kubeconfig: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    let config: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+    let user = config["users"]
+        .as_sequence()
+        .expect("users")
+        .iter()
+        .map(|u| &u["user"])
+        .find(|u| u["client-certificate-data"].is_string())
+        .expect("a client-certificate user");
+    let decode = |key: &str| -> String {
+        let b64 = user[key].as_str().expect("base64");
+        let bytes: k8s_openapi::ByteString =
+            serde_json::from_value(serde_json::Value::String(b64.to_string())).expect("base64");
+        String::from_utf8(bytes.0).expect("pem")
+    };
+    format!(
+        "{}{}",
+        decode("client-certificate-data"),
+        decode("client-key-data")
+    )
+}
+
+/// `--client-ca-file` and `--requestheader-*` (upstream DelegatingAuthenticationOptions) on
+/// `/metrics`: a client certificate's CommonName and Organization, and a front proxy's
+/// headers, are authorised by the real apiserver's SubjectAccessReview; certificates of an
+/// unknown CA, or a proxy whose name is not allowed, get 401. Without the flags, the client CA
+/// comes from the apiserver's `extension-apiserver-authentication` ConfigMap, unless
+/// `--authentication-skip-lookup`.
+#[tokio::test]
+async fn admin_server_authenticates_client_certificates_and_request_headers() {
+    let s = setup("ccm-admin-x509").await;
+    let user = s.env.unique_name("metrics-user");
+    let group = s.env.unique_name("metrics-group");
+    let nobody = s.env.unique_name("nobody");
+    let reader = metrics_reader(&s, &user, &group).await;
+    let (client_ca, proxy_ca, unknown_ca) = (
+        TestCa::new("client-ca"),
+        TestCa::new("front-proxy-ca"),
+        TestCa::new("unknown-ca"),
+    );
+    let client_ca_file = s.dir.path().join("client-ca.crt");
+    let proxy_ca_file = s.dir.path().join("front-proxy-ca.crt");
+    std::fs::write(&client_ca_file, client_ca.0.pem()).expect("write");
+    std::fs::write(&proxy_ca_file, proxy_ca.0.pem()).expect("write");
+    let p = s.spawn(
+        "cloud-controller-manager",
+        "x509",
+        &[
+            &format!("--client-ca-file={}", client_ca_file.display()),
+            &format!("--requestheader-client-ca-file={}", proxy_ca_file.display()),
+            "--requestheader-allowed-names=front-proxy-client",
+        ],
+    );
+    // Lookup from the cluster (no CA flags), and the same with the lookup skipped.
+    let lookup = s.spawn("cloud-controller-manager", "lookup", &[]);
+    let skip = s.spawn(
+        "cloud-controller-manager",
+        "skip",
+        &["--authentication-skip-lookup"],
+    );
+
+    let path = "/metrics";
+    // Client certificates: the CommonName is the user, the Organization a group.
+    let (code, body) = request(&p, path, Some(&client_ca.client(&user, None)), &[]).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("process_resident_memory_bytes"), "{body}");
+    let member = client_ca.client(&nobody, Some(&group));
+    assert_eq!(request(&p, path, Some(&member), &[]).await.0, 200);
+    let (code, body) = request(&p, path, Some(&client_ca.client(&nobody, None)), &[]).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(&format!("User \"{nobody}\" cannot get path \"/metrics\"")),
+        "{body}"
+    );
+    let stranger = unknown_ca.client(&user, Some(&group));
+    assert_eq!(request(&p, path, Some(&stranger), &[]).await.0, 401);
+    // Bearer tokens still work beside them.
+    assert_eq!(get(&p, path, Some(&s.token)).await.0, 200);
+
+    // Request headers through the allowed front proxy.
+    let proxy = proxy_ca.client("front-proxy-client", None);
+    let as_user = |name: &str| vec![("x-remote-user", name.to_string())];
+    assert_eq!(
+        request(&p, path, Some(&proxy), &as_user(&user)).await.0,
+        200
+    );
+    let (code, body) = request(&p, path, Some(&proxy), &as_user(&nobody)).await;
+    assert_eq!(code, 403, "{body}");
+    let mut in_group = as_user(&nobody);
+    in_group.push(("x-remote-group", group.clone()));
+    assert_eq!(request(&p, path, Some(&proxy), &in_group).await.0, 200);
+    // A certificate of the proxy CA with a name not allowed may not assert users.
+    let intruder = proxy_ca.client("intruder", None);
+    assert_eq!(
+        request(&p, path, Some(&intruder), &as_user(&user)).await.0,
+        401
+    );
+    // A client-CA certificate's headers are not trusted: it is only its own user.
+    let (code, body) = request(
+        &p,
+        path,
+        Some(&client_ca.client(&nobody, None)),
+        &as_user(&user),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+
+    // The apiserver's own client CA, from kube-system/extension-apiserver-authentication.
+    let admin = admin_certificate(s.env.control_plane().kubeconfig());
+    let (code, body) = request(&lookup, path, Some(&admin), &[]).await;
+    assert_eq!(code, 200, "{body}\n{}", lookup.log());
+    assert_eq!(request(&lookup, path, Some(&member), &[]).await.0, 401);
+    assert_eq!(request(&skip, path, Some(&admin), &[]).await.0, 401);
+    assert_eq!(get(&skip, path, Some(&s.token)).await.0, 200);
+
+    for mut p in [p, lookup, skip] {
+        p.sigterm();
+        p.assert_exits(0, Duration::from_secs(10));
+    }
+    delete_metrics_reader(&s, &reader).await;
+    s.env.cleanup().await.expect("cleanup");
+}
+
 #[tokio::test]
 async fn controller_manager_external_holds_its_lease_and_serves() {
     let s = setup("kcm-external").await;
@@ -449,6 +675,63 @@ async fn controller_manager_external_holds_its_lease_and_serves() {
     p.assert_exits(0, Duration::from_secs(10));
     assert_eq!(s.holder().await, None, "released");
     s.env.cleanup().await.expect("cleanup");
+}
+
+/// `--permit-port-sharing`: two processes serve on one port; `--tls-min-version=VersionTLS13`
+/// and `--tls-cipher-suites` reach the listener (a TLS 1.2-only client is refused).
+#[tokio::test]
+async fn tls_flags_reach_the_admin_server() {
+    let s = setup("ccm-admin-tls").await;
+    let port = free_port();
+    let flags = [
+        "--permit-port-sharing",
+        "--tls-min-version=VersionTLS13",
+        "--tls-cipher-suites=TLS_AES_256_GCM_SHA384",
+    ];
+    let a = s.spawn_at("cloud-controller-manager", "tls-a", port, &flags);
+    let (code, body) = get(&a, "/healthz", None).await;
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    let mut b = s.spawn_at("cloud-controller-manager", "tls-b", port, &flags);
+    // Both listen: the second does not fail to bind (it would exit 1 at once).
+    b.wait_for_output("serving securely", Duration::from_secs(30));
+    let tls12 = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .max_tls_version(reqwest::tls::Version::TLS_1_2)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let err = tls12
+        .get(format!("https://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .expect_err("TLS 1.2 refused");
+    assert!(err.is_connect() || err.is_request(), "{err:?}");
+    for mut p in [a, b] {
+        p.sigterm();
+        p.assert_exits(0, Duration::from_secs(10));
+    }
+    s.env.cleanup().await.expect("cleanup");
+}
+
+/// TLS flag values rustls cannot honour are refused at start, naming the flag (exit 2).
+#[test]
+fn unusable_tls_flags_are_refused_by_name() {
+    for (flag, expect) in [
+        ("--tls-min-version=VersionTLS10", "--tls-min-version: VersionTLS10 is not supported: rustls implements TLS 1.2 and 1.3 only"),
+        ("--tls-min-version=VersionTLS11", "--tls-min-version: VersionTLS11 is not supported"),
+        ("--tls-min-version=TLS12", "--tls-min-version: unknown tls version"),
+        ("--tls-cipher-suites=TLS_RSA_WITH_AES_128_CBC_SHA", "--tls-cipher-suites: cipher suite TLS_RSA_WITH_AES_128_CBC_SHA is not supported: rustls"),
+        ("--tls-cipher-suites=TLS_FOO", "--tls-cipher-suites: cipher suite TLS_FOO not supported or doesn't exist"),
+        ("--tls-sni-cert-key=only-one-file", "--tls-sni-cert-key \"only-one-file\": expected comma separated certificate and key file paths"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["cloud-controller-manager", "--cloud-provider=fake", flag])
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(expect), "{flag}: {stderr}");
+    }
 }
 
 #[test]

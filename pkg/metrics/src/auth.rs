@@ -1,22 +1,28 @@
 //! Delegated authentication and authorization (upstream `DelegatingAuthenticationOptions` /
-//! `DelegatingAuthorizationOptions`): a bearer token is checked with a TokenReview, the
-//! user it names with a SubjectAccessReview on the non-resource path, both answered by the
-//! apiserver and cached briefly, as upstream's webhook caches do. Paths in
-//! `--authorization-always-allow-paths` skip both (a trailing `*` matches a prefix).
+//! `DelegatingAuthorizationOptions`): the user comes from a front proxy's request headers or
+//! a client certificate ([`crate::authn`]), or from a bearer token checked with a
+//! TokenReview; a SubjectAccessReview on the non-resource path decides. Both reviews are
+//! answered by the apiserver and cached as upstream's webhook caches are, for the
+//! `--authentication-token-webhook-cache-ttl` and `--authorization-webhook-cache-*` durations.
+//! Paths in `--authorization-always-allow-paths` skip both (a trailing `*` matches a prefix).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use http::HeaderMap;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::PostParams;
 use kube::Api;
+use rustls_pki_types::CertificateDer;
 
-/// How long a review result is reused (upstream's token and authorization caches use 10s).
-pub const CACHE_TTL: Duration = Duration::from_secs(10);
+use crate::authn::CertAuthenticators;
+
+/// Upstream's default cache durations of the token and authorization webhooks.
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(10);
 /// Caches are cleared when they grow beyond this many entries.
 const CACHE_MAX: usize = 4096;
 
@@ -25,65 +31,143 @@ const CACHE_MAX: usize = 4096;
 pub enum Decision {
     /// Served.
     Allow,
-    /// 401: no token, or the apiserver does not know it.
+    /// 401: no credentials, or none that the admin server trusts.
     Unauthenticated(String),
     /// 403: the user may not `verb` the path.
     Forbidden(String),
 }
 
-/// (user, path, verb).
-type DecisionKey = (String, String, String);
+/// What a request presented.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Credentials<'a> {
+    /// The token of its `Authorization: Bearer` header.
+    pub bearer: Option<&'a str>,
+    /// The client certificate chain of its connection, leaf first.
+    pub certificates: &'a [CertificateDer<'static>],
+    /// Its headers (request-header authentication).
+    pub headers: Option<&'a HeaderMap>,
+}
+
+/// How requests are authenticated and authorised besides the reviews.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    /// `--authorization-always-allow-paths`.
+    pub always_allow: Vec<String>,
+    /// Client-certificate and request-header authentication ([`crate::authn`]).
+    pub certificates: CertAuthenticators,
+    /// `--authentication-token-webhook-cache-ttl`: TokenReview results (both answers).
+    pub token_cache_ttl: Duration,
+    /// `--authorization-webhook-cache-authorized-ttl`.
+    pub authorized_ttl: Duration,
+    /// `--authorization-webhook-cache-unauthorized-ttl`.
+    pub unauthorized_ttl: Duration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            always_allow: Vec::new(),
+            certificates: CertAuthenticators::default(),
+            token_cache_ttl: DEFAULT_CACHE_TTL,
+            authorized_ttl: DEFAULT_CACHE_TTL,
+            unauthorized_ttl: DEFAULT_CACHE_TTL,
+        }
+    }
+}
+
+/// The whole SubjectAccessReview question: user, uid, groups, extra, path, verb.
+type DecisionKey = String;
+
+/// An entry is used until its deadline.
+type Cache<K, V> = Mutex<HashMap<K, (Instant, V)>>;
 
 /// Decides whether a request to the admin server is served.
 pub struct Authorizer {
     authn: kube::Client,
     authz: kube::Client,
-    always_allow: Vec<String>,
-    tokens: Mutex<HashMap<String, (Instant, Option<UserInfo>)>>,
-    decisions: Mutex<HashMap<DecisionKey, (Instant, Decision)>>,
+    config: AuthConfig,
+    tokens: Cache<String, Option<UserInfo>>,
+    decisions: Cache<DecisionKey, Decision>,
 }
 
 impl Authorizer {
     /// `authn` creates TokenReviews, `authz` SubjectAccessReviews (both may be the main
-    /// client); `always_allow` is `--authorization-always-allow-paths`.
-    pub fn new(authn: kube::Client, authz: kube::Client, always_allow: Vec<String>) -> Self {
+    /// client).
+    pub fn new(authn: kube::Client, authz: kube::Client, config: AuthConfig) -> Self {
         Self {
             authn,
             authz,
-            always_allow,
+            config,
             tokens: Mutex::default(),
             decisions: Mutex::default(),
         }
     }
 
-    /// Whether `path` is served without authentication or authorization.
-    pub fn always_allowed(&self, path: &str) -> bool {
-        path_allowed(&self.always_allow, path)
+    /// Whether the TLS handshake should ask for a client certificate.
+    pub fn wants_client_certificates(&self) -> bool {
+        self.config.certificates.wants_client_certificates()
     }
 
-    /// Checks a request: `bearer` is the token of its `Authorization` header, if any.
-    pub async fn check(&self, method: &http::Method, path: &str, bearer: Option<&str>) -> Decision {
+    /// Whether `path` is served without authentication or authorization.
+    pub fn always_allowed(&self, path: &str) -> bool {
+        path_allowed(&self.config.always_allow, path)
+    }
+
+    /// Checks a request (upstream's union of authenticators: request header, client
+    /// certificate, bearer token; then the SubjectAccessReview).
+    pub async fn check(
+        &self,
+        method: &http::Method,
+        path: &str,
+        credentials: Credentials<'_>,
+    ) -> Decision {
         if self.always_allowed(path) {
             return Decision::Allow;
         }
-        let Some(token) = bearer.filter(|t| !t.is_empty()) else {
-            return Decision::Unauthenticated("no bearer token".into());
+        let empty = HeaderMap::new();
+        let headers = credentials.headers.unwrap_or(&empty);
+        let mut failures = match self
+            .config
+            .certificates
+            .authenticate(credentials.certificates, headers)
+        {
+            Ok(Some(user)) => return self.decide(&user, method, path).await,
+            Ok(None) => Vec::new(),
+            Err(errors) => errors,
         };
-        let user = match self.authenticate(token).await {
-            Ok(Some(u)) => u,
-            Ok(None) => return Decision::Unauthenticated("invalid bearer token".into()),
-            Err(e) => {
-                tracing::warn!(error = %e, "TokenReview failed");
-                return Decision::Unauthenticated(format!("token review failed: {e}"));
-            }
+        let user = match credentials.bearer.filter(|t| !t.is_empty()) {
+            None => None,
+            Some(token) => match self.authenticate(token).await {
+                Ok(Some(u)) => Some(u),
+                Ok(None) => {
+                    failures.push("invalid bearer token".into());
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "TokenReview failed");
+                    failures.push(format!("token review failed: {e}"));
+                    None
+                }
+            },
         };
+        match user {
+            Some(u) => self.decide(&u, method, path).await,
+            None if failures.is_empty() => Decision::Unauthenticated("no credentials".into()),
+            None => Decision::Unauthenticated(failures.join("; ")),
+        }
+    }
+
+    async fn decide(&self, user: &UserInfo, method: &http::Method, path: &str) -> Decision {
         let verb = verb(method);
         let name = user.username.clone().unwrap_or_default();
-        let key = (name.clone(), path.to_string(), verb.to_string());
+        let key = format!(
+            "{name}\0{:?}\0{:?}\0{:?}\0{path}\0{verb}",
+            user.uid, user.groups, user.extra
+        );
         if let Some(d) = cached(&self.decisions, &key) {
             return d;
         }
-        let decision = match self.authorize(&user, path, verb).await {
+        let decision = match self.authorize(user, path, verb).await {
             Ok((true, _)) => Decision::Allow,
             Ok((false, reason)) => Decision::Forbidden(format!(
                 "User \"{name}\" cannot {verb} path \"{path}\"{}",
@@ -99,7 +183,12 @@ impl Authorizer {
                 return Decision::Forbidden(format!("authorization failed: {e}"));
             }
         };
-        store(&self.decisions, key, decision.clone());
+        let ttl = if decision == Decision::Allow {
+            self.config.authorized_ttl
+        } else {
+            self.config.unauthorized_ttl
+        };
+        store(&self.decisions, key, decision.clone(), ttl);
         decision
     }
 
@@ -121,7 +210,12 @@ impl Authorizer {
             .status
             .filter(|s| s.authenticated == Some(true))
             .and_then(|s| s.user);
-        store(&self.tokens, token.to_string(), user.clone());
+        store(
+            &self.tokens,
+            token.to_string(),
+            user.clone(),
+            self.config.token_cache_ttl,
+        );
         Ok(user)
     }
 
@@ -156,25 +250,27 @@ impl Authorizer {
     }
 }
 
-fn cached<K: std::hash::Hash + Eq, V: Clone>(
-    cache: &Mutex<HashMap<K, (Instant, V)>>,
-    key: &K,
-) -> Option<V> {
+fn cached<K: std::hash::Hash + Eq, V: Clone>(cache: &Cache<K, V>, key: &K) -> Option<V> {
     let c = cache.lock().unwrap_or_else(|p| p.into_inner());
     c.get(key)
-        .filter(|(at, _)| at.elapsed() < CACHE_TTL)
+        .filter(|(until, _)| Instant::now() < *until)
         .map(|(_, v)| v.clone())
 }
 
-fn store<K: std::hash::Hash + Eq, V>(cache: &Mutex<HashMap<K, (Instant, V)>>, key: K, value: V) {
+/// Keeps `value` for `ttl` (a zero `ttl` keeps nothing, as upstream's caches).
+fn store<K: std::hash::Hash + Eq, V>(cache: &Cache<K, V>, key: K, value: V, ttl: Duration) {
+    if ttl.is_zero() {
+        return;
+    }
     let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
     if c.len() >= CACHE_MAX {
-        c.retain(|_, (at, _)| at.elapsed() < CACHE_TTL);
+        let now = Instant::now();
+        c.retain(|_, (until, _)| now < *until);
         if c.len() >= CACHE_MAX {
             c.clear();
         }
     }
-    c.insert(key, (Instant::now(), value));
+    c.insert(key, (Instant::now() + ttl, value));
 }
 
 /// Upstream's verb for a non-resource request.
@@ -210,6 +306,18 @@ mod tests {
         assert!(path_allowed(&allow, "/debug/pprof"));
         assert!(!path_allowed(&allow, "/metrics"));
         assert!(!path_allowed(&allow, "/healthz/extra"));
+    }
+
+    #[test]
+    fn cache_entries_live_for_their_ttl_and_zero_keeps_nothing() {
+        let cache: Cache<&str, u8> = Mutex::default();
+        store(&cache, "none", 1, Duration::ZERO);
+        assert_eq!(cached(&cache, &"none"), None);
+        store(&cache, "long", 2, Duration::from_secs(3600));
+        assert_eq!(cached(&cache, &"long"), Some(2));
+        store(&cache, "short", 3, Duration::from_nanos(1));
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(cached(&cache, &"short"), None);
     }
 
     #[test]

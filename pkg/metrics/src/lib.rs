@@ -8,21 +8,26 @@
 //!   ([`tls`]), written to `--cert-dir` as `<component>.crt`/`.key` when that is given and
 //!   reused on the next start;
 //! - paths in `--authorization-always-allow-paths` are served to anyone; every other path
-//!   needs a bearer token that a TokenReview accepts (401 otherwise) and a
-//!   SubjectAccessReview allowing the verb on the non-resource path (403 otherwise), both
-//!   asked of the apiserver and cached for [`auth::CACHE_TTL`] ([`auth`]);
+//!   needs a user (401 otherwise): named by a front proxy's certificate in request headers
+//!   (`--requestheader-*`), by a client certificate (`--client-ca-file`), both also read from
+//!   the `extension-apiserver-authentication` ConfigMap ([`authn`]), or by a bearer token
+//!   that a TokenReview accepts; then a SubjectAccessReview must allow the verb on the
+//!   non-resource path (403 otherwise); reviews are asked of the apiserver and cached for
+//!   the `--authentication-token-webhook-cache-ttl` / `--authorization-webhook-cache-*`
+//!   durations ([`auth`]);
 //! - `/healthz` and `/livez` run the liveness checks, `/readyz` those plus the readiness
 //!   checks ([`health`]), with upstream's `?verbose` output;
 //! - `/metrics` is the Prometheus text format of the component's registry plus `process_*`
 //!   metrics read from `/proc/self` ([`process`]).
 
 pub mod auth;
+pub mod authn;
 pub mod health;
 pub mod process;
 pub mod server;
 pub mod tls;
 
-pub use auth::Authorizer;
+pub use auth::{AuthConfig, Authorizer};
 pub use health::{mark_panicked, Checks, HealthCheck};
 pub use server::{router, serve, AdminServer, ServeConfig};
 
@@ -69,6 +74,19 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// A client CA bundle (`--client-ca-file`, `--requestheader-client-ca-file`, or the
+    /// ConfigMap's keys) is not usable.
+    #[error("{source_name}: {message}")]
+    ParseClientCa {
+        /// The flag and file, or the ConfigMap key.
+        source_name: String,
+        /// Why.
+        message: String,
+    },
+    /// The `extension-apiserver-authentication` ConfigMap could not be read (and
+    /// `--authentication-tolerate-lookup-failure` is false).
+    #[error("unable to load configmap based request-header-client-ca-file (set --authentication-skip-lookup, or --authentication-tolerate-lookup-failure to continue without it)")]
+    LookupAuthentication(#[source] kube::Error),
     /// A metric could not be registered.
     #[error("registering metrics")]
     RegisterMetrics(#[from] prometheus::Error),

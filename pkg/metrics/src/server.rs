@@ -15,9 +15,11 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::auth::{Authorizer, Decision};
+use rustls_pki_types::CertificateDer;
+
+use crate::auth::{Authorizer, Credentials, Decision};
 use crate::health::Checks;
-use crate::tls::{server_config, TlsSource};
+use crate::tls::{server_config, TlsOptions, TlsSource};
 use crate::{Error, Result};
 
 #[derive(Clone)]
@@ -46,6 +48,11 @@ pub fn router(
     }
 }
 
+/// The client certificate chain of a request's connection (empty when none was presented),
+/// put into each request's extensions by [`serve`].
+#[derive(Clone, Debug, Default)]
+pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+
 async fn authorize(State(auth): State<Arc<Authorizer>>, req: Request, next: Next) -> Response {
     let bearer = req
         .headers()
@@ -54,8 +61,18 @@ async fn authorize(State(auth): State<Arc<Authorizer>>, req: Request, next: Next
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .map(str::to_string);
+    let peer = req
+        .extensions()
+        .get::<PeerCertificates>()
+        .cloned()
+        .unwrap_or_default();
+    let credentials = Credentials {
+        bearer: bearer.as_deref(),
+        certificates: &peer.0,
+        headers: Some(req.headers()),
+    };
     match auth
-        .check(req.method(), req.uri().path(), bearer.as_deref())
+        .check(req.method(), req.uri().path(), credentials)
         .await
     {
         Decision::Allow => next.run(req).await,
@@ -117,6 +134,12 @@ pub struct ServeConfig {
     pub addr: SocketAddr,
     /// The certificate.
     pub tls: TlsSource,
+    /// The handshake's other settings.
+    pub options: TlsOptions,
+    /// `--permit-port-sharing`: SO_REUSEPORT, so several processes may listen on the port.
+    /// (SO_REUSEADDR is always set, as Go's and tokio's listeners do on Unix, which is what
+    /// `--permit-address-sharing` asks for.)
+    pub permit_port_sharing: bool,
 }
 
 /// A running admin server.
@@ -127,6 +150,20 @@ pub struct AdminServer {
     pub task: JoinHandle<()>,
 }
 
+fn listen(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 /// Binds `config.addr` and serves `app` over HTTPS until `shutdown` completes.
 pub async fn serve(
     config: ServeConfig,
@@ -134,10 +171,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<AdminServer> {
     let pair = config.tls.load()?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&pair, &config.tls)?);
-    let listener = TcpListener::bind(config.addr)
-        .await
-        .map_err(|source| Error::Bind {
+    let acceptor =
+        tokio_rustls::TlsAcceptor::from(server_config(&pair, &config.tls, &config.options)?);
+    let listener =
+        listen(config.addr, config.permit_port_sharing).map_err(|source| Error::Bind {
             addr: config.addr,
             source,
         })?;
@@ -169,7 +206,14 @@ pub async fn serve(
                         return;
                     }
                 };
-                let svc = TowerToHyperService::new(app);
+                let peer_certificates = PeerCertificates(Arc::new(
+                    tls.get_ref()
+                        .1
+                        .peer_certificates()
+                        .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                        .unwrap_or_default(),
+                ));
+                let svc = TowerToHyperService::new(app.layer(axum::Extension(peer_certificates)));
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(tls), svc)
                     .await

@@ -12,6 +12,11 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::{Error, Result};
 
+pub mod sni;
+pub mod suites;
+
+pub use sni::NamedCertKey;
+
 /// Where the certificate comes from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TlsSource {
@@ -116,12 +121,95 @@ pub fn self_signed(name: &str, bind_address: IpAddr) -> Result<CertPair> {
     })
 }
 
+/// How the handshake is done, besides the certificate.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TlsOptions {
+    /// Ask clients for a certificate (optional for them). The handshake checks only that
+    /// the client holds the certificate's key; the authenticators verify the chain against
+    /// their CAs ([`crate::authn`]), as upstream's `tls.RequestClientCert`.
+    pub request_client_certificates: bool,
+    /// `--tls-min-version`: the versions offered ([`suites::min_version`]); empty: rustls'
+    /// defaults (TLS 1.2 and 1.3).
+    pub versions: Vec<&'static rustls::SupportedProtocolVersion>,
+    /// `--tls-cipher-suites` ([`suites::cipher_suites`]); `None`: rustls' defaults.
+    pub cipher_suites: Option<Vec<rustls::SupportedCipherSuite>>,
+    /// `--tls-sni-cert-key`: certificates chosen by SNI name ([`sni`]).
+    pub sni: Vec<NamedCertKey>,
+}
+
 /// The rustls server configuration for `pair` (HTTP/1.1).
-pub fn server_config(pair: &CertPair, source: &TlsSource) -> Result<Arc<rustls::ServerConfig>> {
+pub fn server_config(
+    pair: &CertPair,
+    source: &TlsSource,
+    options: &TlsOptions,
+) -> Result<Arc<rustls::ServerConfig>> {
     let (cert_path, key_path) = match source {
         TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
         TlsSource::SelfSigned { .. } => ("<self-signed>".into(), "<self-signed>".into()),
     };
+    let (certs, key) = parse_pair(pair, cert_path, key_path)?;
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(suites) = &options.cipher_suites {
+        provider.cipher_suites = suites.clone();
+    }
+    let provider = Arc::new(provider);
+    let versions = if options.versions.is_empty() {
+        rustls::DEFAULT_VERSIONS.to_vec()
+    } else {
+        options.versions.clone()
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)?;
+    let builder = if options.request_client_certificates {
+        builder.with_client_cert_verifier(Arc::new(AnyClientCertificate {
+            algorithms: provider.signature_verification_algorithms,
+        }))
+    } else {
+        builder.with_no_client_auth()
+    };
+    let mut config = if options.sni.is_empty() {
+        builder.with_single_cert(certs, key)?
+    } else {
+        let default = certified_key(certs, &key, &provider)?;
+        let mut named = Vec::new();
+        for n in &options.sni {
+            let pair = TlsSource::Files {
+                cert: n.cert.clone(),
+                key: n.key.clone(),
+            }
+            .load()?;
+            let (certs, key) = parse_pair(&pair, n.cert.clone(), n.key.clone())?;
+            named.push((certified_key(certs, &key, &provider)?, n.names.clone()));
+        }
+        let resolver =
+            sni::SniResolver::new(default, named).map_err(|message| Error::ParseTlsFile {
+                path: "--tls-sni-cert-key".into(),
+                message,
+            })?;
+        builder.with_cert_resolver(Arc::new(resolver))
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A certificate and its key, checked to belong together.
+fn certified_key(
+    certs: Vec<CertificateDer<'static>>,
+    key: &PrivateKeyDer<'static>,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<Arc<rustls::sign::CertifiedKey>> {
+    let key = provider.key_provider.load_private_key(key.clone_key())?;
+    let ck = rustls::sign::CertifiedKey::new(certs, key);
+    ck.keys_match()?;
+    Ok(Arc::new(ck))
+}
+
+/// The PEM pair parsed; errors name the files.
+fn parse_pair(
+    pair: &CertPair,
+    cert_path: PathBuf,
+    key_path: PathBuf,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(pair.cert_pem.as_bytes())
             .collect::<Result<_, _>>()
@@ -141,14 +229,59 @@ pub fn server_config(pair: &CertPair, source: &TlsSource) -> Result<Arc<rustls::
             message: e.to_string(),
         }
     })?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok((certs, key))
+}
+
+/// Takes any client certificate whose key the client proves it holds; the chain is
+/// verified per authenticator.
+#[derive(Debug)]
+struct AnyClientCertificate {
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::server::danger::ClientCertVerifier for AnyClientCertificate {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
 }
 
 #[cfg(test)]
@@ -170,7 +303,7 @@ mod tests {
             .exists());
         let again = src.load().expect("reuse");
         assert_eq!(first.cert_pem, again.cert_pem);
-        server_config(&again, &src).expect("usable");
+        server_config(&again, &src, &TlsOptions::default()).expect("usable");
     }
 
     #[test]
@@ -194,6 +327,7 @@ mod tests {
                 cert,
                 key: "k".into(),
             },
+            &TlsOptions::default(),
         )
         .expect_err("bad pem");
         assert!(err.to_string().contains("tls.crt"), "{err}");

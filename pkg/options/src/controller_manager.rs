@@ -319,6 +319,47 @@ pub struct SecureServingOptions {
         requires = "tls_cert_file"
     )]
     pub tls_private_key_file: Option<PathBuf>,
+
+    /// Comma-separated list of cipher suites for the server. If omitted, the default rustls
+    /// cipher suites will be used. Values: TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384,
+    /// TLS_CHACHA20_POLY1305_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    /// TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305(_SHA256),
+    /// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    /// TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305(_SHA256). Upstream's CBC, RC4, 3DES and RSA
+    /// key-exchange suites are refused: rustls does not implement them. TLS 1.3 suites stay
+    /// enabled unless some are named.
+    #[arg(
+        long = "tls-cipher-suites",
+        value_name = "SUITES",
+        value_delimiter = ','
+    )]
+    pub tls_cipher_suites: Vec<String>,
+
+    /// Minimum TLS version supported. Possible values: VersionTLS12, VersionTLS13
+    /// (VersionTLS10 and VersionTLS11 are refused: rustls implements neither).
+    #[arg(long = "tls-min-version", value_name = "VERSION")]
+    pub tls_min_version: Option<String>,
+
+    /// A pair of x509 certificate and private key file paths, optionally suffixed with a
+    /// list of domain patterns which are fully qualified domain names, possibly with prefixed
+    /// wildcard segments. If no domain patterns are provided, the names of the certificate
+    /// are extracted. Non-wildcard matches trump over wildcard matches, explicit domain
+    /// patterns trump over extracted names. For multiple key/certificate pairs, use the
+    /// --tls-sni-cert-key multiple times. Examples: "example.crt,example.key" or
+    /// "foo.crt,foo.key:*.foo.com,foo.com".
+    #[arg(long = "tls-sni-cert-key", value_name = "CERT,KEY[:NAMES]")]
+    pub tls_sni_cert_key: Vec<String>,
+
+    /// If true, SO_REUSEPORT will be used when binding the port, which allows more than one
+    /// instance to bind on the same address and port.
+    #[arg(long = "permit-port-sharing", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub permit_port_sharing: bool,
+
+    /// If true, SO_REUSEADDR will be used when binding the port. Here it always is, as Go's
+    /// listeners (and so upstream's with either value) set it on Linux: binding does not wait
+    /// for sockets in TIME_WAIT.
+    #[arg(long = "permit-address-sharing", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub permit_address_sharing: bool,
 }
 
 /// Delegated authentication and authorization (TokenReview / SubjectAccessReview).
@@ -344,6 +385,124 @@ pub struct AuthOptions {
         default_value = "/healthz,/readyz,/livez"
     )]
     pub authorization_always_allow_paths: Vec<String>,
+
+    /// The duration to cache 'authorized' responses from the webhook authorizer.
+    #[arg(
+        long = "authorization-webhook-cache-authorized-ttl",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub authorization_webhook_cache_authorized_ttl: GoDuration,
+
+    /// The duration to cache 'unauthorized' responses from the webhook authorizer.
+    #[arg(
+        long = "authorization-webhook-cache-unauthorized-ttl",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub authorization_webhook_cache_unauthorized_ttl: GoDuration,
+
+    /// The duration to cache responses from the webhook token authenticator.
+    #[arg(
+        long = "authentication-token-webhook-cache-ttl",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub authentication_token_webhook_cache_ttl: GoDuration,
+
+    /// If false, the authentication-kubeconfig will be used to lookup missing authentication
+    /// configuration from the cluster (ConfigMap kube-system/extension-apiserver-authentication).
+    #[arg(long = "authentication-skip-lookup", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub authentication_skip_lookup: bool,
+
+    /// If true, failures to look up missing authentication configuration from the cluster are
+    /// not considered fatal. Note that this can result in authentication that treats all
+    /// requests as anonymous.
+    #[arg(long = "authentication-tolerate-lookup-failure", value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub authentication_tolerate_lookup_failure: bool,
+
+    /// If set, any request presenting a client certificate signed by one of the authorities
+    /// in the client-ca-file is authenticated with an identity corresponding to the
+    /// CommonName of the client certificate (groups: its Organizations).
+    #[arg(long = "client-ca-file", value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Root certificate bundle to use to verify client certificates on incoming requests
+    /// before trusting usernames in headers specified by --requestheader-username-headers.
+    /// WARNING: generally do not depend on authorization being already done for incoming
+    /// requests.
+    #[arg(long = "requestheader-client-ca-file", value_name = "FILE")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// List of client certificate common names to allow to provide usernames in headers
+    /// specified by --requestheader-username-headers. If empty, any client certificate
+    /// validated by the authorities in --requestheader-client-ca-file is allowed.
+    #[arg(
+        long = "requestheader-allowed-names",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// List of request headers to inspect for usernames. X-Remote-User is common.
+    #[arg(
+        long = "requestheader-username-headers",
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-user"
+    )]
+    pub requestheader_username_headers: Vec<String>,
+
+    /// List of request headers to inspect for UIDs. X-Remote-Uid is suggested.
+    #[arg(
+        long = "requestheader-uid-headers",
+        value_name = "HEADERS",
+        value_delimiter = ','
+    )]
+    pub requestheader_uid_headers: Vec<String>,
+
+    /// List of request headers to inspect for groups. X-Remote-Group is suggested.
+    #[arg(
+        long = "requestheader-group-headers",
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-group"
+    )]
+    pub requestheader_group_headers: Vec<String>,
+
+    /// List of request header prefixes to inspect. X-Remote-Extra- is suggested.
+    #[arg(
+        long = "requestheader-extra-headers-prefix",
+        value_name = "PREFIXES",
+        value_delimiter = ',',
+        default_value = "x-remote-extra-"
+    )]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+}
+
+impl AuthOptions {
+    /// `--client-ca-file`, unless empty.
+    pub fn client_ca_file(&self) -> Option<&std::path::Path> {
+        non_empty(self.client_ca_file.as_deref())
+    }
+
+    /// `--requestheader-client-ca-file`, unless empty.
+    pub fn requestheader_client_ca_file(&self) -> Option<&std::path::Path> {
+        non_empty(self.requestheader_client_ca_file.as_deref())
+    }
+}
+
+fn non_empty(p: Option<&std::path::Path>) -> Option<&std::path::Path> {
+    p.filter(|p| !p.as_os_str().is_empty())
+}
+
+/// A list flag without its empty entries (`--requestheader-uid-headers=` means none).
+pub fn non_empty_entries(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Every controller-manager group, for personalities that flatten them all.
@@ -481,10 +640,38 @@ mod tests {
         );
         assert_eq!(c.service_controller.concurrent_service_syncs, 1);
         assert_eq!(c.secure_serving.secure_port, 10258);
+        assert_eq!(c.secure_serving.tls_min_version, None);
+        assert!(c.secure_serving.tls_cipher_suites.is_empty());
+        assert!(c.secure_serving.tls_sni_cert_key.is_empty());
+        assert!(!c.secure_serving.permit_port_sharing);
+        assert!(!c.secure_serving.permit_address_sharing);
         assert_eq!(
             c.auth.authorization_always_allow_paths,
             vec!["/healthz", "/readyz", "/livez"]
         );
+        assert_eq!(
+            (
+                c.auth.authentication_token_webhook_cache_ttl.get(),
+                c.auth.authorization_webhook_cache_authorized_ttl.get(),
+                c.auth.authorization_webhook_cache_unauthorized_ttl.get()
+            ),
+            (
+                Duration::from_secs(10),
+                Duration::from_secs(10),
+                Duration::from_secs(10)
+            )
+        );
+        assert!(!c.auth.authentication_skip_lookup);
+        assert!(!c.auth.authentication_tolerate_lookup_failure);
+        assert_eq!(c.auth.client_ca_file(), None);
+        assert_eq!(c.auth.requestheader_username_headers, ["x-remote-user"]);
+        assert_eq!(c.auth.requestheader_group_headers, ["x-remote-group"]);
+        assert_eq!(
+            c.auth.requestheader_extra_headers_prefix,
+            ["x-remote-extra-"]
+        );
+        assert!(non_empty_entries(&c.auth.requestheader_uid_headers).is_empty());
+        assert!(c.auth.requestheader_allowed_names.is_empty());
         c.validate().expect("defaults are valid");
     }
 
@@ -588,5 +775,14 @@ mod tests {
         assert!(T::try_parse_from(["t", "--leader-elect-resource-lock=endpoints"]).is_err());
         assert!(T::try_parse_from(["t", "--node-monitor-period=5"]).is_err());
         assert!(T::try_parse_from(["t", "--tls-cert-file=/x"]).is_err());
+        let t = T::try_parse_from([
+            "t",
+            "--tls-sni-cert-key=a.crt,a.key",
+            "--tls-sni-cert-key=b.crt,b.key:*.b.com,b.com",
+            "--tls-cipher-suites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384",
+        ])
+        .expect("repeatable and lists");
+        assert_eq!(t.c.secure_serving.tls_sni_cert_key.len(), 2);
+        assert_eq!(t.c.secure_serving.tls_cipher_suites.len(), 2);
     }
 }

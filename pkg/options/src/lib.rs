@@ -17,9 +17,9 @@ pub mod rate_limit;
 
 pub use cloud::CloudProviderOptions;
 pub use controller_manager::{
-    AuthOptions, ControllerOptions, GenericControllerManagerOptions, KubeCloudSharedOptions,
-    LeaderElectionOptions, LeaderMigrationOptions, NodeControllerOptions, NodeIpamOptions,
-    SecureServingOptions, ServiceControllerOptions, RANGE_ALLOCATOR,
+    non_empty_entries, AuthOptions, ControllerOptions, GenericControllerManagerOptions,
+    KubeCloudSharedOptions, LeaderElectionOptions, LeaderMigrationOptions, NodeControllerOptions,
+    NodeIpamOptions, SecureServingOptions, ServiceControllerOptions, RANGE_ALLOCATOR,
 };
 pub use duration::{GoDuration, MAX_DURATION};
 pub use error::{Error, Result};

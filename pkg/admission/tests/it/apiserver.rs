@@ -90,6 +90,8 @@ async fn apiserver_calls_the_webhook() {
         ServeConfig {
             addr: "127.0.0.1:0".parse().expect("addr"),
             tls: TlsSource::Files { cert, key },
+            options: Default::default(),
+            permit_port_sharing: false,
         },
         router(webhook),
         async {
