@@ -8,12 +8,9 @@
 #![cfg(feature = "openstack")]
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
-use hypercloud_testenv::process::{personality, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
@@ -21,92 +18,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
+mod volume_fixtures;
+use volume_fixtures::{attached, attached_servers, pod, start_kcm};
+
 const PLUGIN: &str = "kubernetes.io/cinder";
-
-fn start_kcm(dir: &Path, kubeconfig: &Path, cloud_conf: &Path) -> Proc {
-    let mut cmd = personality(BIN, "controller-manager");
-    cmd.arg("--cloud-provider=local")
-        .arg(format!("--cloud-config={}", cloud_conf.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--leader-elect=false")
-        .arg("--secure-port=0")
-        .arg("--controllers=attachdetach")
-        .arg("--v=2");
-    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
-}
-
-/// `openstack volume show <id> -f json`, with the CLI hack/python-tools.sh installs.
-fn volume_show(state: &Path, id: &str) -> Value {
-    let cache = std::env::var_os("HYPERCLOUD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hypercloud")
-        });
-    let bin = cache.join("venv/bin/openstack");
-    assert!(
-        bin.exists(),
-        "the openstack CLI is not installed at {}; run hack/python-tools.sh (hack/test.sh does)",
-        bin.display()
-    );
-    let mut cmd = Command::new(bin);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("OS_") {
-            cmd.env_remove(k);
-        }
-    }
-    let out = cmd
-        .env("OS_CLIENT_CONFIG_FILE", state.join("clouds.yaml"))
-        .env("OS_CLOUD", "local")
-        .args(["volume", "show", id, "-f", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "openstack volume show failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// The servers a volume is attached to, as `openstack volume show` lists them.
-fn attached_servers(state: &Path, id: &str) -> (String, Vec<String>) {
-    let v = volume_show(state, id);
-    let servers = v["attachments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["server_id"].as_str().unwrap().to_owned())
-        .collect();
-    (v["status"].as_str().unwrap().to_owned(), servers)
-}
-
-/// The Node's `volumesAttached` as (name, devicePath).
-async fn attached(nodes: &Api<Node>, node: &str) -> Vec<(String, String)> {
-    nodes
-        .get_status(node)
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.volumes_attached)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|v| (v.name, v.device_path))
-        .collect()
-}
-
-fn pod(name: &str, node: &str, claim: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                 "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
-                                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
-                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]},
-    }))
-    .unwrap()
-}
 
 /// Events about `pod` with `reason`, newest last.
 async fn pod_events(events: &Api<Event>, pod: &str, reason: &str) -> Vec<Event> {
@@ -192,7 +110,7 @@ async fn cinder_volumes_attached_to_the_pods_node_and_detached_after() {
     .unwrap();
     claims.create(&pp, &claim).await.unwrap();
 
-    let kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+    let kcm = start_kcm(BIN, tmp.path(), env.control_plane().kubeconfig(), &conf);
 
     // A pod bound to node 1: the volume is attached to its instance and recorded.
     pods.create(&pp, &pod("web-1", &n1, "data")).await.unwrap();

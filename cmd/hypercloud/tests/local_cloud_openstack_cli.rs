@@ -3,56 +3,15 @@
 //! read as JSON (`-f json`) and asserted.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use hypercloud_testenv::localcloud::{cli, cli_json, state_dir, Serve};
+use hypercloud_testenv::localcloud::{
+    cli, cli_json, openstack_cli, openstack_json, state_dir, Serve,
+};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
-
-fn openstack_cli() -> PathBuf {
-    let cache = std::env::var_os("HYPERCLOUD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hypercloud")
-        });
-    let bin = cache.join("venv/bin/openstack");
-    assert!(
-        bin.exists(),
-        "the openstack CLI is not installed at {}; run hack/python-tools.sh (hack/test.sh does)",
-        bin.display()
-    );
-    bin
-}
-
-fn openstack(bin: &Path, state: &Path, args: &[&str]) -> Value {
-    let mut cmd = Command::new(bin);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("OS_") {
-            cmd.env_remove(k);
-        }
-    }
-    let out = cmd
-        .env("OS_CLIENT_CONFIG_FILE", state.join("clouds.yaml"))
-        .env("OS_CLOUD", "local")
-        .args(args)
-        .args(["-f", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "openstack {args:?} failed:\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "openstack {args:?}: {e}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
 
 fn openstack_ok(bin: &Path, state: &Path, args: &[&str]) {
     let out = Command::new(bin)
@@ -98,7 +57,7 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
         &["volume", "create", "data", "--size", "3", "-o", "json"],
     );
 
-    let servers = openstack(&os, &dir, &["server", "list"]);
+    let servers = openstack_json(&dir, &["server", "list"]);
     let servers = servers.as_array().unwrap();
     assert_eq!(servers.len(), 2);
     let row = |name: &str| servers.iter().find(|s| s["Name"] == name).unwrap().clone();
@@ -108,15 +67,14 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     assert_eq!(row("web-1")["Flavor"], "m1.small");
     assert_eq!(row("web-2")["Status"], "SHUTOFF");
 
-    let show = openstack(&os, &dir, &["server", "show", "web-1"]);
+    let show = openstack_json(&dir, &["server", "show", "web-1"]);
     assert_eq!(show["id"], web1["id"]);
     assert_eq!(show["status"], "ACTIVE");
     assert_eq!(show["OS-EXT-AZ:availability_zone"], "nova");
     assert_eq!(show["flavor"]["original_name"], "m1.small");
 
     // A learner's first command: boot from the seeded image.
-    let booted = openstack(
-        &os,
+    let booted = openstack_json(
         &dir,
         &[
             "server",
@@ -133,13 +91,13 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     assert_eq!(booted["name"], "vm-cli");
     assert_eq!(booted["status"], "ACTIVE");
     assert_eq!(booted["flavor"]["original_name"], "m1.tiny");
-    let image = openstack(&os, &dir, &["image", "list"]);
+    let image = openstack_json(&dir, &["image", "list"]);
     assert_eq!(image[0]["Name"], "cirros-0.6.2-x86_64-disk");
-    let servers = openstack(&os, &dir, &["server", "list", "--name", "^vm-cli$"]);
+    let servers = openstack_json(&dir, &["server", "list", "--name", "^vm-cli$"]);
     assert_eq!(servers[0]["Image"], "cirros-0.6.2-x86_64-disk");
 
     openstack_ok(&os, &dir, &["server", "add", "volume", "web-1", "data"]);
-    let volumes = openstack(&os, &dir, &["volume", "list"]);
+    let volumes = openstack_json(&dir, &["volume", "list"]);
     let v = &volumes.as_array().unwrap()[0];
     assert_eq!(v["ID"], vol["id"]);
     assert_eq!(v["Name"], "data");
@@ -147,7 +105,7 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
     assert_eq!(v["Status"], "in-use");
     assert_eq!(v["Attached to"][0]["server_id"], web1["id"]);
 
-    let networks = openstack(&os, &dir, &["network", "list"]);
+    let networks = openstack_json(&dir, &["network", "list"]);
     let mut names: Vec<&str> = networks
         .as_array()
         .unwrap()
@@ -169,7 +127,7 @@ fn openstack_cli_sees_servers_volumes_networks_and_routers() {
             "router1",
         ],
     );
-    let router = openstack(&os, &dir, &["router", "show", "router1"]);
+    let router = openstack_json(&dir, &["router", "show", "router1"]);
     assert_eq!(router["name"], "router1");
     assert_eq!(router["status"], "ACTIVE");
     assert_eq!(router["routes"][0]["destination"], "10.244.1.0/24");
@@ -187,8 +145,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
     let _serve = Serve::start(BIN, &dir, &[]);
 
     // No listener: nothing binds, so parallel servers on the default VIP pool cannot collide.
-    let lb = openstack(
-        &os,
+    let lb = openstack_json(
         &dir,
         &[
             "loadbalancer",
@@ -202,8 +159,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
     );
     assert_eq!(lb["name"], "web-lb");
     let lb_id = lb["id"].as_str().unwrap().to_owned();
-    let pool = openstack(
-        &os,
+    let pool = openstack_json(
         &dir,
         &[
             "loadbalancer",
@@ -221,8 +177,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
         ],
     );
     assert_eq!(pool["lb_algorithm"], "ROUND_ROBIN");
-    openstack(
-        &os,
+    openstack_json(
         &dir,
         &[
             "loadbalancer",
@@ -239,7 +194,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
         ],
     );
 
-    let list = openstack(&os, &dir, &["loadbalancer", "list"]);
+    let list = openstack_json(&dir, &["loadbalancer", "list"]);
     let row = &list.as_array().unwrap()[0];
     assert_eq!(row["id"], lb_id.as_str());
     assert_eq!(row["name"], "web-lb");
@@ -251,12 +206,12 @@ fn openstack_cli_sees_load_balancers_and_members() {
         .unwrap()
         .starts_with("127.0.100."));
 
-    let show = openstack(&os, &dir, &["loadbalancer", "show", "web-lb"]);
+    let show = openstack_json(&dir, &["loadbalancer", "show", "web-lb"]);
     assert_eq!(show["id"], lb_id.as_str());
     assert_eq!(show["provisioning_status"], "ACTIVE");
     assert_eq!(show["pools"][0]["id"], pool["id"]);
 
-    let members = openstack(&os, &dir, &["loadbalancer", "member", "list", "web-pool"]);
+    let members = openstack_json(&dir, &["loadbalancer", "member", "list", "web-pool"]);
     let m = &members.as_array().unwrap()[0];
     assert_eq!(m["name"], "node-1");
     assert_eq!(m["address"], "127.1.0.3");
@@ -269,7 +224,7 @@ fn openstack_cli_sees_load_balancers_and_members() {
         &dir,
         &["loadbalancer", "delete", "--cascade", "--wait", "web-lb"],
     );
-    let list = openstack(&os, &dir, &["loadbalancer", "list"]);
+    let list = openstack_json(&dir, &["loadbalancer", "list"]);
     assert_eq!(list, Value::Array(vec![]));
 }
 
@@ -311,10 +266,9 @@ fn openstack_cli_attaches_and_detaches_volumes() {
     let a = cli_json(BIN, &dir, &["instance", "create", "vm-a", "-o", "json"]);
     let b = cli_json(BIN, &dir, &["instance", "create", "vm-b", "-o", "json"]);
     let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
-    let d1 = openstack(&os, &dir, &["volume", "create", "--size", "1", "d1"]);
-    let d2 = openstack(&os, &dir, &["volume", "create", "--size", "2", "d2"]);
-    let shared = openstack(
-        &os,
+    let d1 = openstack_json(&dir, &["volume", "create", "--size", "1", "d1"]);
+    let d2 = openstack_json(&dir, &["volume", "create", "--size", "2", "d2"]);
+    let shared = openstack_json(
         &dir,
         &[
             "volume",
@@ -330,14 +284,14 @@ fn openstack_cli_attaches_and_detaches_volumes() {
     assert_eq!(d1["multiattach"], false);
 
     // Devices are allocated per server, from vdb.
-    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-a", "d1"]);
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-a", "d1"]);
     assert_eq!(att["Device"], "/dev/vdb");
-    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-a", "d2"]);
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-a", "d2"]);
     assert_eq!(att["Device"], "/dev/vdc");
-    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-b", "shared"]);
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-b", "shared"]);
     assert_eq!(att["Device"], "/dev/vdb");
 
-    let show = openstack(&os, &dir, &["volume", "show", "d1"]);
+    let show = openstack_json(&dir, &["volume", "show", "d1"]);
     assert_eq!(show["status"], "in-use");
     let attachments = show["attachments"].as_array().unwrap();
     assert_eq!(attachments.len(), 1);
@@ -355,9 +309,9 @@ fn openstack_cli_attaches_and_detaches_volumes() {
         "{err}"
     );
     // A multiattach volume goes to a second server.
-    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-a", "shared"]);
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-a", "shared"]);
     assert_eq!(att["Device"], "/dev/vdd");
-    let show = openstack(&os, &dir, &["volume", "show", "shared"]);
+    let show = openstack_json(&dir, &["volume", "show", "shared"]);
     assert_eq!(show["status"], "in-use");
     let mut servers: Vec<&str> = show["attachments"]
         .as_array()
@@ -398,27 +352,27 @@ fn openstack_cli_attaches_and_detaches_volumes() {
 
     // Detach: the volume is available again with no attachments, the device freed.
     openstack_ok(&os, &dir, &["server", "remove", "volume", "vm-a", "d1"]);
-    let show = openstack(&os, &dir, &["volume", "show", "d1"]);
+    let show = openstack_json(&dir, &["volume", "show", "d1"]);
     assert_eq!(show["status"], "available");
     assert_eq!(show["attachments"], serde_json::json!([]));
     assert_eq!(drive_devices(&dir, a_id).len(), 2);
-    let att = openstack(&os, &dir, &["server", "add", "volume", "vm-b", "d1"]);
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-b", "d1"]);
     assert_eq!(att["Device"], "/dev/vdc");
     // Detaching one of two attachments leaves a multiattach volume in use.
     openstack_ok(&os, &dir, &["server", "remove", "volume", "vm-b", "shared"]);
-    let show = openstack(&os, &dir, &["volume", "show", "shared"]);
+    let show = openstack_json(&dir, &["volume", "show", "shared"]);
     assert_eq!(show["status"], "in-use");
     assert_eq!(show["attachments"][0]["server_id"], a_id);
 
     // Durable: a restart keeps the attachments.
     serve.terminate();
     let serve = Serve::start(BIN, &dir, &[]);
-    let list = openstack(&os, &dir, &["server", "volume", "list", "vm-b"]);
+    let list = openstack_json(&dir, &["server", "volume", "list", "vm-b"]);
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 1, "{list:?}");
     assert_eq!(list[0]["Volume ID"], d1["id"]);
     assert_eq!(list[0]["Device"], "/dev/vdc");
-    let show = openstack(&os, &dir, &["volume", "show", "d1"]);
+    let show = openstack_json(&dir, &["volume", "show", "d1"]);
     assert_eq!(show["status"], "in-use");
     assert_eq!(show["attachments"][0]["server_id"], b_id);
     serve.terminate();

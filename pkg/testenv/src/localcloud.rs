@@ -208,6 +208,53 @@ fn json_stdout(args: &[&str], out: Output) -> Value {
         .unwrap_or_else(|e| panic!("local-cloud {args:?}: {e}: {stdout}"))
 }
 
+/// The official `openstack` CLI that hack/python-tools.sh installs in `$HYPERCLOUD_CACHE/venv`;
+/// fails the test, naming the script, when it is missing.
+pub fn openstack_cli() -> PathBuf {
+    let cache = std::env::var_os("HYPERCLOUD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/hypercloud")
+        });
+    let bin = cache.join("venv/bin/openstack");
+    assert!(
+        bin.exists(),
+        "the openstack CLI is not installed at {}; run hack/python-tools.sh (hack/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+/// `openstack ARGS -f json` against the local cloud on `state_dir` (its `clouds.yaml`, cloud
+/// `local`, no `OS_*` variables of the caller's environment), asserting success; the JSON.
+pub fn openstack_json(state_dir: &Path, args: &[&str]) -> Value {
+    let mut cmd = Command::new(openstack_cli());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("OS_") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .env("OS_CLIENT_CONFIG_FILE", state_dir.join("clouds.yaml"))
+        .env("OS_CLOUD", "local")
+        .args(args)
+        .args(["-f", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("running openstack {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "openstack {args:?} failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "openstack {args:?}: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 /// A minimal HTTP/1.1 request (`Connection: close`, 30 s read timeout); status, head and
 /// body. Status 0 when the server cannot be reached.
 pub fn http(
