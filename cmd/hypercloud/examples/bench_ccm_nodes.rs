@@ -923,8 +923,10 @@ async fn main() -> Res<()> {
     let mut ccm = match &ccm_bin {
         Some(path) => {
             let mut c = Command::new(path);
+            // Its cloud-provider webhook server would listen on 0.0.0.0:10260: off.
             c.arg(format!("--authentication-kubeconfig={ccm_kubeconfig}"))
-                .arg(format!("--authorization-kubeconfig={ccm_kubeconfig}"));
+                .arg(format!("--authorization-kubeconfig={ccm_kubeconfig}"))
+                .arg("--webhook-secure-port=0");
             c
         }
         None => {
