@@ -343,6 +343,15 @@ impl ServiceReport {
     }
 }
 
+/// The error for a CCM that exited `when`, with the end of its log (the run's temporary
+/// directory, and the log with it, is gone once the error is reported).
+fn ccm_exited(when: &str, status: std::process::ExitStatus, log: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+    format!("CCM exited {when}: {status}; the end of its log:\n{tail}")
+}
+
 /// Creates `m` LoadBalancer Services (namespace `default`, labelled with the run), waits until
 /// every one has an ingress IP, reads the CCM's RSS while it holds them, then deletes them and
 /// waits until the CCM has released them (its finalizer gone).
@@ -356,6 +365,7 @@ async fn hold_services(
     m: usize,
     pid: u32,
     ccm: &mut std::process::Child,
+    ccm_log: &std::path::Path,
 ) -> Res<ServiceReport> {
     let api: Api<Service> = Api::namespaced(client.clone(), "default");
     let label = format!("hypercloud.io/bench={run}");
@@ -400,7 +410,7 @@ async fn hold_services(
             break start.elapsed().as_secs_f64();
         }
         if let Some(status) = ccm.try_wait()? {
-            return Err(format!("CCM exited while creating Services: {status}").into());
+            return Err(ccm_exited("while creating Services", status, ccm_log).into());
         }
         if start.elapsed() > Duration::from_secs(1800) {
             return Err(format!("{pending} Services without ingress after 1800s").into());
@@ -969,11 +979,7 @@ async fn main() -> Res<()> {
             break start.elapsed();
         }
         if let Some(status) = ccm.try_wait()? {
-            return Err(format!(
-                "CCM exited early: {status}; log in {}",
-                dir.path().display()
-            )
-            .into());
+            return Err(ccm_exited("early", status, &dir.path().join("ccm.log")).into());
         }
         if start.elapsed() > Duration::from_secs(900) {
             return Err(format!("{left} Nodes still tainted after 900s").into());
@@ -1001,6 +1007,7 @@ async fn main() -> Res<()> {
                 services,
                 pid,
                 &mut ccm,
+                &dir.path().join("ccm.log"),
             )
             .await?,
         )
@@ -1021,7 +1028,9 @@ async fn main() -> Res<()> {
         )
         .await?;
         if let Some(status) = ccm.try_wait()? {
-            return Err(format!("CCM exited during the window: {status}").into());
+            return Err(
+                ccm_exited("during the window", status, &dir.path().join("ccm.log")).into(),
+            );
         }
         Some(report)
     } else {

@@ -5,12 +5,15 @@
 //! [`hypercloud_cloudprovider::Error::Cloud`] with the operation, status and request ID.
 //! Upstream equivalent: gophercloud's `ProviderClient` with `openstack.AuthenticatedClient`.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hypercloud_cloudprovider::{Error, Result};
 use reqwest::Method;
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::{Config, Secret};
@@ -234,9 +237,10 @@ impl Client {
         let (body, who) = self.auth_body();
         let url = format!("{}/auth/tokens", self.config.keystone_url());
         let operation = "authenticate with Keystone";
-        let (status, headers, value) = self
+        let (status, headers, text) = self
             .send_with_retries(operation, || self.http.post(&url).json(&body))
             .await?;
+        let value = parse_body(text);
         let request_id = request_id(&headers);
         if status == 401 || status == 403 {
             return Err(self.error(
@@ -330,7 +334,7 @@ impl Client {
         &self,
         operation: &str,
         build: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<(u16, reqwest::header::HeaderMap, Value)> {
+    ) -> Result<(u16, reqwest::header::HeaderMap, String)> {
         let max = self.config.tuning.max_attempts.max(1);
         let mut attempt = 0;
         loop {
@@ -367,25 +371,20 @@ impl Client {
                         continue;
                     }
                     let text = resp.text().await.unwrap_or_default();
-                    let value = if text.is_empty() {
-                        Value::Null
-                    } else {
-                        serde_json::from_str(&text).unwrap_or(Value::String(text))
-                    };
                     tracing::trace!(provider = %self.provider, operation, status, elapsed_ms = started.elapsed().as_millis() as u64, "cloud call");
                     if status >= 500 || status == 429 {
                         let mut e = self.error(
                             operation,
                             Some(status),
                             request_id(&headers),
-                            message(&value),
+                            message(&parse_body(text)),
                         );
                         if let Error::Cloud { message, .. } = &mut e {
                             message.push_str(&format!(" (after {attempt} attempts)"));
                         }
                         return Err(e);
                     }
-                    return Ok((status, headers, value));
+                    return Ok((status, headers, text));
                 }
             }
         }
@@ -407,6 +406,24 @@ impl Client {
         body: Option<&Value>,
         operation: &str,
     ) -> Result<Reply> {
+        let text = self
+            .request_text(service, method, path, body, operation)
+            .await?;
+        Ok(Reply {
+            body: parse_body(text),
+        })
+    }
+
+    /// [`Client::request`], answering the body's text unparsed (the caller parses it into the
+    /// types it needs instead of a generic JSON tree).
+    pub async fn request_text(
+        &self,
+        service: Service,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        operation: &str,
+    ) -> Result<String> {
         let mut renewed = false;
         loop {
             let session = self.session().await?;
@@ -446,7 +463,7 @@ impl Client {
                 }
                 req
             };
-            let (status, headers, value) = self.send_with_retries(operation, build).await?;
+            let (status, headers, text) = self.send_with_retries(operation, build).await?;
             if status == 401 && !renewed {
                 tracing::info!(provider = %self.provider, operation, "token rejected; authenticating again");
                 self.forget(&session).await;
@@ -458,10 +475,10 @@ impl Client {
                     operation,
                     Some(status),
                     request_id(&headers),
-                    message(&value),
+                    message(&parse_body(text)),
                 ));
             }
-            return Ok(Reply { body: value });
+            return Ok(text);
         }
     }
 
@@ -473,24 +490,36 @@ impl Client {
         key: &str,
         operation: &str,
     ) -> Result<Vec<Value>> {
+        self.list_typed(service, path, key, operation).await
+    }
+
+    /// [`Client::list`] parsed straight into `T`: each page's text becomes its items without a
+    /// generic JSON tree in between (a page of 1000 servers is megabytes of JSON).
+    pub async fn list_typed<T: DeserializeOwned>(
+        &self,
+        service: Service,
+        path: &str,
+        key: &str,
+        operation: &str,
+    ) -> Result<Vec<T>> {
         let mut out = Vec::new();
         let mut next = Some(path.to_owned());
         let mut pages = 0;
         while let Some(p) = next.take() {
             pages += 1;
-            let mut reply = self
-                .request(service, Method::GET, &p, None, operation)
+            let text = self
+                .request_text(service, Method::GET, &p, None, operation)
                 .await?;
-            // Moved out of the page, not copied: a page of 1000 servers is megabytes of JSON.
-            // (`get_mut`, not `[key]`: indexing a non-object answer mutably would panic.)
-            if let Some(Value::Array(items)) = reply.body.get_mut(key).map(Value::take) {
-                out.extend(items);
-            }
-            next = reply.body[format!("{key}_links")]
-                .as_array()
-                .and_then(|links| links.iter().find(|l| l["rel"] == "next"))
-                .and_then(|l| l["href"].as_str())
-                .map(str::to_owned);
+            let page = parse_page::<T>(&text, key).map_err(|e| {
+                self.error(
+                    operation,
+                    None,
+                    None,
+                    format!("unexpected answer from {p}: {e}"),
+                )
+            })?;
+            out.extend(page.items);
+            next = page.next;
             if pages > 10_000 {
                 return Err(self.error(
                     operation,
@@ -501,6 +530,90 @@ impl Client {
             }
         }
         Ok(out)
+    }
+}
+
+/// One page of a collection: its items and the `next` link.
+struct Page<T> {
+    items: Vec<T>,
+    next: Option<String>,
+}
+
+/// A collection page `{"<key>": [...], "<key>_links": [{"rel": "next", "href": ...}], ...}`;
+/// other members are skipped unparsed. An empty body is an empty last page.
+fn parse_page<T: DeserializeOwned>(text: &str, key: &str) -> serde_json::Result<Page<T>> {
+    if text.trim().is_empty() {
+        return Ok(Page {
+            items: Vec::new(),
+            next: None,
+        });
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let page = PageSeed::<T> {
+        key,
+        links_key: format!("{key}_links"),
+        item: PhantomData,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(page)
+}
+
+struct PageSeed<'k, T> {
+    key: &'k str,
+    links_key: String,
+    item: PhantomData<T>,
+}
+
+#[derive(Deserialize)]
+struct Link {
+    rel: Option<String>,
+    href: Option<String>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for PageSeed<'_, T> {
+    type Value = Page<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Page<T>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for PageSeed<'_, T> {
+    type Value = Page<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "an object with {:?}", self.key)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Page<T>, A::Error> {
+        let mut page = Page {
+            items: Vec::new(),
+            next: None,
+        };
+        while let Some(k) = map.next_key::<String>()? {
+            if k == self.key {
+                page.items = map.next_value::<Option<Vec<T>>>()?.unwrap_or_default();
+            } else if k == self.links_key {
+                let links = map.next_value::<Option<Vec<Link>>>()?.unwrap_or_default();
+                page.next = links
+                    .into_iter()
+                    .find(|l| l.rel.as_deref() == Some("next"))
+                    .and_then(|l| l.href);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// An answer's body as JSON: `null` when empty, the text as a string when it is not JSON.
+fn parse_body(text: String) -> Value {
+    if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
     }
 }
 
@@ -760,6 +873,38 @@ mod tests {
             ) {
                 let _ = keystone_time(&format!("{y}-{m}-{d}T{hh}:{mm}:{ss}.000000Z"));
             }
+        }
+    }
+
+    #[test]
+    fn pages_parse_into_their_items_and_next_link() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Item {
+            id: String,
+        }
+        let text = r#"{"servers": [{"id": "a", "big": {"x": [1, 2]}}, {"id": "b"}],
+            "servers_links": [{"rel": "self", "href": "s"}, {"rel": "next", "href": "n"}],
+            "other": {"servers": []}}"#;
+        let page = parse_page::<Item>(text, "servers").expect("page");
+        assert_eq!(
+            page.items,
+            vec![Item { id: "a".into() }, Item { id: "b".into() }]
+        );
+        assert_eq!(page.next.as_deref(), Some("n"));
+        // The last page: no links; null items; an empty body.
+        let page = parse_page::<Item>(r#"{"servers": null}"#, "servers").expect("page");
+        assert!(page.items.is_empty() && page.next.is_none());
+        let page = parse_page::<Item>("", "servers").expect("page");
+        assert!(page.items.is_empty() && page.next.is_none());
+        // Answers that are not a page are errors that say why, not empty lists.
+        for bad in [
+            r#""oops""#,
+            "<html>",
+            r#"{"servers": {"id": "a"}}"#,
+            r#"{"servers": [{}]}"#,
+            "{} {}",
+        ] {
+            assert!(parse_page::<Item>(bad, "servers").is_err(), "{bad}");
         }
     }
 

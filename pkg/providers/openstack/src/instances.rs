@@ -20,7 +20,6 @@ use hypercloud_cloudprovider::{
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use reqwest::Method;
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::client::{is_not_found, Service};
 use crate::OpenStack;
@@ -76,7 +75,7 @@ struct ServerJson {
     #[serde(default)]
     status: String,
     #[serde(default)]
-    flavor: Value,
+    flavor: FlavorJson,
     #[serde(rename = "OS-EXT-AZ:availability_zone", default)]
     availability_zone: String,
     #[serde(default)]
@@ -87,6 +86,20 @@ struct ServerJson {
     access_ipv4: String,
     #[serde(rename = "accessIPv6", default)]
     access_ipv6: String,
+}
+
+/// A server's `flavor`: its names from Nova 2.47 on, only its ID before.
+#[derive(Deserialize, Default)]
+struct FlavorJson {
+    original_name: Option<String>,
+    name: Option<String>,
+    id: Option<String>,
+}
+
+/// `GET /servers/{id}`.
+#[derive(Deserialize)]
+struct OneServerJson {
+    server: ServerJson,
 }
 
 #[derive(Deserialize)]
@@ -153,11 +166,11 @@ impl OpenStack {
         if let Some(h) = s.metadata.get("hostname") {
             push(&mut addresses, "Hostname", h);
         }
-        let flavor = s.flavor["original_name"]
-            .as_str()
-            .or_else(|| s.flavor["name"].as_str())
-            .map(str::to_owned)
-            .or_else(|| s.flavor["id"].as_str().map(|id| format!("id:{id}")))
+        let flavor = s
+            .flavor
+            .original_name
+            .or(s.flavor.name)
+            .or_else(|| s.flavor.id.map(|id| format!("id:{id}")))
             .unwrap_or_default();
         ServerInfo {
             id: s.id,
@@ -196,16 +209,9 @@ impl OpenStack {
         Ok(info)
     }
 
-    async fn parse_servers(&self, items: Vec<Value>, operation: &str) -> Result<Vec<ServerInfo>> {
+    async fn parse_servers(&self, items: Vec<ServerJson>) -> Result<Vec<ServerInfo>> {
         let mut out = Vec::with_capacity(items.len());
-        for item in items {
-            let s: ServerJson = serde_json::from_value(item).map_err(|e| Error::Cloud {
-                provider: self.name.clone(),
-                operation: operation.into(),
-                status: None,
-                request_id: None,
-                message: format!("unexpected server in the answer: {e}"),
-            })?;
+        for s in items {
             out.push(self.resolve_flavor(self.to_info(s)).await?);
         }
         Ok(out)
@@ -227,7 +233,7 @@ impl OpenStack {
         }
         let items = self
             .client
-            .list(
+            .list_typed(
                 Service::Compute,
                 "/servers/detail",
                 "servers",
@@ -235,7 +241,7 @@ impl OpenStack {
             )
             .await?;
         let servers = Arc::new(Servers::new(
-            self.parse_servers(items, "list servers").await?,
+            self.parse_servers(items).await?,
             |s| &s.name,
             |s| &s.id,
         ));
@@ -257,10 +263,10 @@ impl OpenStack {
         let path = format!("/servers/detail?name={}", regex_anchor(name));
         let items = self
             .client
-            .list(Service::Compute, &path, "servers", "get server by name")
+            .list_typed(Service::Compute, &path, "servers", "get server by name")
             .await?;
         let found: Vec<ServerInfo> = self
-            .parse_servers(items, "get server by name")
+            .parse_servers(items)
             .await?
             .into_iter()
             .filter(|s| s.name == name)
@@ -299,7 +305,7 @@ impl OpenStack {
         }
         let reply = self
             .client
-            .request(
+            .request_text(
                 Service::Compute,
                 Method::GET,
                 &format!("/servers/{id}"),
@@ -308,10 +314,15 @@ impl OpenStack {
             )
             .await;
         match reply {
-            Ok(r) => {
-                let mut v = self
-                    .parse_servers(vec![r.body["server"].clone()], "get server")
-                    .await?;
+            Ok(text) => {
+                let one: OneServerJson = serde_json::from_str(&text).map_err(|e| Error::Cloud {
+                    provider: self.name.clone(),
+                    operation: "get server".into(),
+                    status: None,
+                    request_id: None,
+                    message: format!("unexpected server in the answer: {e}"),
+                })?;
+                let mut v = self.parse_servers(vec![one.server]).await?;
                 v.pop().ok_or(Error::InstanceNotFound)
             }
             Err(e) if is_not_found(&e) => Err(Error::InstanceNotFound),
