@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use hypercloud_cloudprovider::Interface;
+use hypercloud_cloudprovider::WebhookSpec;
 use hypercloud_controllers::credentials::ServiceAccountClients;
 use hypercloud_controllers::{
     names, run_plan, ControllerConfig, ControllerMetrics, Credentials, Plan,
@@ -29,7 +30,9 @@ use hypercloud_leaderelection::{self as le, LeaderElector, Outcome};
 use hypercloud_metrics::authn::DelegatingAuthentication;
 use hypercloud_metrics::tls::{TlsOptions, TlsSource};
 use hypercloud_metrics::{AuthConfig, Authorizer, Checks};
-use hypercloud_options::{ControllerOptions, KubeClientOptions};
+use hypercloud_options::{
+    CloudWebhookOptions, ControllerOptions, KubeClientOptions, WebhookServingOptions,
+};
 use tokio::sync::watch;
 
 use crate::cloud::{self, Common};
@@ -54,6 +57,17 @@ pub struct Component {
     pub cloud: Option<Arc<dyn Interface>>,
     /// The registry served on `/metrics`.
     pub metrics: prometheus::Registry,
+    /// The cloud-controller-manager's provider webhooks to serve (`None`: the
+    /// controller-manager, which has no webhook flags).
+    pub webhooks: Option<WebhookServer>,
+}
+
+/// The provider webhooks `--webhooks` enabled and where to serve them.
+pub struct WebhookServer {
+    /// The webhook serving flags.
+    pub options: WebhookServingOptions,
+    /// The enabled webhooks, in the provider's order (may be empty: nothing is served).
+    pub enabled: Vec<WebhookSpec>,
 }
 
 /// The migration Lease and what runs under it.
@@ -184,9 +198,13 @@ pub async fn start_and_run(
     table: &'static [names::ControllerName],
     common: Common,
     controllers: ControllerOptions,
+    webhooks: Option<CloudWebhookOptions>,
     invoked_as: &str,
 ) -> anyhow::Result<()> {
     controllers.validate()?;
+    if let Some(w) = &webhooks {
+        w.validate(controllers.secure_serving.secure_port)?;
+    }
     tls_options(&controllers.secure_serving)?;
     // Every CIDR flag is checked here, before anything starts, not when a controller does.
     if let Some(cidrs) = controllers
@@ -231,6 +249,24 @@ pub async fn start_and_run(
             plan
         }
     };
+    // --webhooks against the provider's webhooks: an unknown name stops start-up (exit 2).
+    let webhooks = match webhooks {
+        None => None,
+        Some(w) => {
+            let all = cloud
+                .as_deref()
+                .and_then(|c| c.webhooks())
+                .map(|h| h.webhooks())
+                .unwrap_or_default();
+            let enabled =
+                hypercloud_admission::provider_webhooks::enabled(&all, &w.webhook.webhooks)
+                    .map_err(|e| cloud::UsageError(e.to_string()))?;
+            Some(WebhookServer {
+                options: w.serving,
+                enabled,
+            })
+        }
+    };
     let (plan, migration) = leader_migration::apply(migration.as_ref(), &plan, cloud.is_some());
     run(Component {
         name: component,
@@ -240,8 +276,67 @@ pub async fn start_and_run(
         migration,
         cloud: cloud.map(|c| c as Arc<dyn Interface>),
         metrics,
+        webhooks,
     })
     .await
+}
+
+/// Starts the provider webhook server (upstream `WebhookSecureServing.Serve`, on every
+/// replica, leading or not) unless `--webhook-secure-port=0` or no webhook is enabled; prints
+/// where each webhook is served.
+async fn serve_webhooks(
+    server: &WebhookServer,
+    cloud: Option<&Arc<dyn Interface>>,
+    metrics: &prometheus::Registry,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<Option<hypercloud_metrics::AdminServer>> {
+    let o = &server.options;
+    let webhook_metrics =
+        hypercloud_admission::provider_webhooks::WebhookMetrics::register(metrics)
+            .context("registering webhook metrics")?;
+    let names: Vec<&str> = server.enabled.iter().map(|w| w.name).collect();
+    let cloud = match cloud {
+        Some(c) if o.webhook_secure_port != 0 && !server.enabled.is_empty() => c,
+        _ => {
+            if o.webhook_secure_port == 0 && !server.enabled.is_empty() {
+                println!(
+                    "webhooks: not serving {} (--webhook-secure-port=0)",
+                    names.join(", ")
+                );
+            }
+            return Ok(None);
+        }
+    };
+    let tls = match (&o.webhook_tls_cert_file, &o.webhook_tls_private_key_file) {
+        (Some(cert), Some(key)) => TlsSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => TlsSource::SelfSigned {
+            cert_dir: o.webhook_cert_dir.clone(),
+            pair_name: hypercloud_options::WEBHOOK_PAIR_NAME.to_string(),
+            bind_address: o.webhook_bind_address,
+        },
+    };
+    let app = hypercloud_admission::provider_webhooks::router(
+        cloud.clone(),
+        &server.enabled,
+        Some(webhook_metrics),
+    );
+    let config = hypercloud_metrics::ServeConfig {
+        addr: SocketAddr::new(o.webhook_bind_address, o.webhook_secure_port),
+        tls,
+        options: TlsOptions::default(),
+        permit_port_sharing: false,
+    };
+    let served = hypercloud_metrics::serve(config, app, wait(shutdown))
+        .await
+        .context("--webhook-secure-port")?;
+    println!("webhooks: serving on https://{}", served.local_addr);
+    for w in &server.enabled {
+        println!("  {:<32} {}", w.name, w.path);
+    }
+    Ok(Some(served))
 }
 
 /// Runs `c` until shutdown or lost leadership.
@@ -362,6 +457,11 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
         None
     };
 
+    let webhook_server = match &c.webhooks {
+        Some(w) => serve_webhooks(w, c.cloud.as_ref(), &c.metrics, shutdown.clone()).await?,
+        None => None,
+    };
+
     let Component {
         name,
         options,
@@ -440,7 +540,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             }
         }
     };
-    if let Some(s) = server {
+    for s in [server, webhook_server].into_iter().flatten() {
         s.task.abort();
     }
     result

@@ -182,7 +182,7 @@ pub async fn serve(
         addr: config.addr,
         source,
     })?;
-    tracing::info!(%local_addr, "serving securely (/healthz /livez /readyz /metrics)");
+    tracing::info!(%local_addr, "serving securely");
     let task = tokio::spawn(async move {
         tokio::pin!(shutdown);
         loop {
