@@ -1,6 +1,6 @@
 //! The long-running part both controller managers share (upstream `k8s.io/cloud-provider/app`
 //! `Run` and kube-controller-manager's `Run`): build the client, serve `/healthz`,
-//! `/livez`, `/readyz` and `/metrics` on `--secure-port`, then, with `--leader-elect`, contend
+//! `/livez`, `/readyz`, `/configz` and `/metrics` on `--secure-port`, then, with `--leader-elect`, contend
 //! for the Lease and run the controllers only while leading.
 //!
 //! Ends:
@@ -57,6 +57,8 @@ pub struct Component {
     pub cloud: Option<Arc<dyn Interface>>,
     /// The registry served on `/metrics`.
     pub metrics: prometheus::Registry,
+    /// What `/configz` serves.
+    pub configz: hypercloud_metrics::Configz,
     /// The cloud-controller-manager's provider webhooks to serve (`None`: the
     /// controller-manager, which has no webhook flags).
     pub webhooks: Option<WebhookServer>,
@@ -249,6 +251,13 @@ pub async fn start_and_run(
             plan
         }
     };
+    let configz = crate::configz::configz(
+        component,
+        &common,
+        &controllers,
+        webhooks.as_ref(),
+        migration.as_ref(),
+    );
     // --webhooks against the provider's webhooks: an unknown name stops start-up (exit 2).
     let webhooks = match webhooks {
         None => None,
@@ -276,6 +285,7 @@ pub async fn start_and_run(
         migration,
         cloud: cloud.map(|c| c as Arc<dyn Interface>),
         metrics,
+        configz,
         webhooks,
     })
     .await
@@ -445,7 +455,12 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             request_client_certificates: authorizer.wants_client_certificates(),
             ..tls_options(serving)?
         };
-        let app = hypercloud_metrics::router(c.metrics.clone(), checks.clone(), Some(authorizer));
+        let app = hypercloud_metrics::router(
+            c.metrics.clone(),
+            checks.clone(),
+            Some(authorizer),
+            Some(c.configz.clone()),
+        );
         let config = hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
             tls,

@@ -906,3 +906,73 @@ async fn service_account_credentials_reach_the_apiserver() {
     let _ = nodes_api.delete(&node_name, &DeleteParams::default()).await;
     s.env.cleanup().await.expect("cleanup");
 }
+
+/// `/configz` of both personalities, as upstream's: the component configuration from the
+/// flags under upstream's key, behind the same authentication and authorization as `/metrics`.
+#[tokio::test]
+async fn configz_serves_the_component_configuration() {
+    let s = setup("cm-configz").await;
+    for (personality, key, other, extra) in [
+        (
+            "cloud-controller-manager",
+            "cloudcontrollermanager.config.k8s.io",
+            "kubecontrollermanager.config.k8s.io",
+            ["--concurrent-service-syncs=3", "--webhooks=*"],
+        ),
+        (
+            "controller-manager",
+            "kubecontrollermanager.config.k8s.io",
+            "cloudcontrollermanager.config.k8s.io",
+            ["--concurrent-service-syncs=3", "--cloud-provider=external"],
+        ),
+    ] {
+        let mut p = s.spawn(personality, personality, &extra);
+        assert_eq!(get(&p, "/configz", None).await.0, 401, "{personality}");
+        assert_eq!(
+            get(&p, "/configz", Some("not-a-token")).await.0,
+            401,
+            "{personality}"
+        );
+        let (code, body) = get(&p, "/configz", Some(&s.token)).await;
+        assert_eq!(code, 200, "{personality}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert!(v.get(other).is_none(), "{personality}: {body}");
+        let c = &v[key];
+        assert_eq!(
+            c["ServiceController"]["ConcurrentServiceSyncs"], 3,
+            "{body}"
+        );
+        assert_eq!(c["Generic"]["MinResyncPeriod"], "12h0m0s", "{body}");
+        assert_eq!(
+            c["Generic"]["Controllers"],
+            serde_json::json!(["*"]),
+            "{body}"
+        );
+        assert_eq!(
+            c["Generic"]["LeaderElection"]["ResourceName"],
+            s.lease.as_str(),
+            "{body}"
+        );
+        assert_eq!(
+            c["Generic"]["LeaderElection"]["LeaseDuration"], "4s",
+            "{body}"
+        );
+        if personality == "cloud-controller-manager" {
+            assert_eq!(
+                c["KubeCloudShared"]["CloudProvider"]["Name"], "fake",
+                "{body}"
+            );
+            assert_eq!(c["Webhook"]["Webhooks"], serde_json::json!(["*"]), "{body}");
+            assert_eq!(c["NodeStatusUpdateFrequency"], "5m0s", "{body}");
+        } else {
+            assert_eq!(
+                c["KubeCloudShared"]["CloudProvider"]["Name"], "external",
+                "{body}"
+            );
+            assert_eq!(c["NodeIPAMController"]["NodeCIDRMaskSize"], 0, "{body}");
+        }
+        p.sigterm();
+        p.assert_exits(0, Duration::from_secs(10));
+    }
+    s.env.cleanup().await.expect("cleanup");
+}
