@@ -203,6 +203,48 @@ async fn request(
 }
 
 /// Checks the Prometheus text format line by line and returns the samples.
+/// Runs client_golang's promlint (what `promtool check metrics` runs; built by
+/// hack/promlint.sh) on Prometheus text: whether it found no problem, and what it printed.
+fn promlint(text: &str) -> (bool, String) {
+    use std::io::Write as _;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../hack/promlint.sh");
+    let out = Command::new(script).output().expect("run hack/promlint.sh");
+    assert!(
+        out.status.success(),
+        "hack/promlint.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = String::from_utf8(out.stdout).expect("utf8");
+    let mut child = Command::new(bin.trim())
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start promlint");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write metrics");
+    let out = child.wait_with_output().expect("promlint");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn promlint_finds_problems() {
+    // The check above can fail: a counter without `_total` and a name with a unit prefix.
+    let (ok, problems) =
+        promlint("# HELP requests Requests.\n# TYPE requests counter\nrequests 1\n");
+    assert!(!ok);
+    assert!(
+        problems.contains("counter metrics should have \"_total\" suffix"),
+        "{problems}"
+    );
+}
+
 fn parse_metrics(text: &str) -> Vec<(String, f64)> {
     let mut samples = Vec::new();
     let mut typed = std::collections::HashSet::new();
@@ -454,6 +496,9 @@ async fn admin_server_delegates_auth_to_the_apiserver() {
         ) && *v == 1.0),
         "{body}"
     );
+    // `promtool check metrics`' linter finds nothing (hack/promlint.sh).
+    let (ok, problems) = promlint(&body);
+    assert!(ok, "promlint: {problems}\n{body}");
     // Shutdown: exits 0.
     let mut p = p;
     p.sigterm();
