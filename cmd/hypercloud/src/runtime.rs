@@ -17,6 +17,7 @@
 //! Leases (each only after its controllers stopped); losing either Lease exits 1.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -110,15 +111,31 @@ pub(crate) fn tls_source(
     serving: &hypercloud_options::SecureServingOptions,
     pair_name: &str,
 ) -> TlsSource {
-    match (&serving.tls_cert_file, &serving.tls_private_key_file) {
+    certificate(
+        (&serving.tls_cert_file, &serving.tls_private_key_file),
+        &serving.cert_dir,
+        pair_name,
+        serving.bind_address,
+    )
+}
+
+/// The certificate and key files when both are given, else a self-signed pair named
+/// `pair_name` (kept in `cert_dir` when set): the admin server's and the webhook server's rule.
+fn certificate(
+    files: (&Option<PathBuf>, &Option<PathBuf>),
+    cert_dir: &Option<PathBuf>,
+    pair_name: &str,
+    bind_address: std::net::IpAddr,
+) -> TlsSource {
+    match files {
         (Some(cert), Some(key)) => TlsSource::Files {
             cert: cert.clone(),
             key: key.clone(),
         },
         _ => TlsSource::SelfSigned {
-            cert_dir: serving.cert_dir.clone(),
+            cert_dir: cert_dir.clone(),
             pair_name: pair_name.to_string(),
-            bind_address: serving.bind_address,
+            bind_address,
         },
     }
 }
@@ -317,17 +334,12 @@ async fn serve_webhooks(
             return Ok(None);
         }
     };
-    let tls = match (&o.webhook_tls_cert_file, &o.webhook_tls_private_key_file) {
-        (Some(cert), Some(key)) => TlsSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-        },
-        _ => TlsSource::SelfSigned {
-            cert_dir: o.webhook_cert_dir.clone(),
-            pair_name: hypercloud_options::WEBHOOK_PAIR_NAME.to_string(),
-            bind_address: o.webhook_bind_address,
-        },
-    };
+    let tls = certificate(
+        (&o.webhook_tls_cert_file, &o.webhook_tls_private_key_file),
+        &o.webhook_cert_dir,
+        hypercloud_options::WEBHOOK_PAIR_NAME,
+        o.webhook_bind_address,
+    );
     let app = hypercloud_admission::provider_webhooks::router(
         cloud.clone(),
         &server.enabled,
