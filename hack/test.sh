@@ -71,6 +71,11 @@ hack/aws-tools.sh install >/dev/null
 step "vcsim + govc (hack/vcsim.sh build; cached under $HYPERCLOUD_CACHE/govmomi/bin)"
 hack/vcsim.sh build
 
+# promlint: `promtool check metrics`' linter (client_golang testutil/promlint), which
+# ccm_runtime.rs runs on /metrics (hack/promlint.sh; built once per version into the cache).
+step "promlint (hack/promlint.sh; cached under $HYPERCLOUD_CACHE/promlint)"
+hack/promlint.sh >/dev/null
+
 # Includes the property tests (proptest; case counts fixed in the code, ~11k cases, a few seconds)
 # and cmd/hypercloud/tests/fault_proxy.rs (the CCM behind a proxy answering 429/5xx).
 step "cargo test (unit + integration)"

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use hypercloud_controllers::names;
 use hypercloud_controllers::Plan as ControllerPlan;
 use hypercloud_leaderelection::migration::Placement;
-use hypercloud_options::ControllerOptions;
+use hypercloud_options::{CloudWebhookOptions, ControllerOptions};
 
 use crate::cloud::{Common, UsageError};
 use crate::leader_migration;
@@ -24,12 +24,15 @@ pub struct Args {
     pub common: Common,
     #[command(flatten)]
     pub controllers: ControllerOptions,
+    #[command(flatten)]
+    pub webhooks: CloudWebhookOptions,
 }
 
 pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     let Args {
         common,
         controllers,
+        webhooks,
     } = args;
     if common.cloud.cloud_provider.is_empty() {
         return Err(UsageError(
@@ -49,6 +52,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         names::CLOUD_CONTROLLER_MANAGER,
         common,
         controllers,
+        Some(webhooks),
         invoked_as,
     )
     .await

@@ -45,6 +45,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         names::KUBE_CONTROLLER_MANAGER,
         common,
         controllers,
+        None,
         invoked_as,
     )
     .await

@@ -9,6 +9,7 @@ mod apiserver_plugin;
 mod cli;
 mod cloud;
 mod cloud_controller_manager;
+mod configz;
 mod controller_manager;
 mod kubelet_helper;
 mod leader_migration;

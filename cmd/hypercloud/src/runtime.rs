@@ -1,6 +1,6 @@
 //! The long-running part both controller managers share (upstream `k8s.io/cloud-provider/app`
 //! `Run` and kube-controller-manager's `Run`): build the client, serve `/healthz`,
-//! `/livez`, `/readyz` and `/metrics` on `--secure-port`, then, with `--leader-elect`, contend
+//! `/livez`, `/readyz`, `/configz` and `/metrics` on `--secure-port`, then, with `--leader-elect`, contend
 //! for the Lease and run the controllers only while leading.
 //!
 //! Ends:
@@ -17,10 +17,12 @@
 //! Leases (each only after its controllers stopped); losing either Lease exits 1.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use hypercloud_cloudprovider::Interface;
+use hypercloud_cloudprovider::WebhookSpec;
 use hypercloud_controllers::credentials::ServiceAccountClients;
 use hypercloud_controllers::{
     names, run_plan, ControllerConfig, ControllerMetrics, Credentials, Plan,
@@ -29,7 +31,9 @@ use hypercloud_leaderelection::{self as le, LeaderElector, Outcome};
 use hypercloud_metrics::authn::DelegatingAuthentication;
 use hypercloud_metrics::tls::{TlsOptions, TlsSource};
 use hypercloud_metrics::{AuthConfig, Authorizer, Checks};
-use hypercloud_options::{ControllerOptions, KubeClientOptions};
+use hypercloud_options::{
+    CloudWebhookOptions, ControllerOptions, KubeClientOptions, WebhookServingOptions,
+};
 use tokio::sync::watch;
 
 use crate::cloud::{self, Common};
@@ -54,6 +58,19 @@ pub struct Component {
     pub cloud: Option<Arc<dyn Interface>>,
     /// The registry served on `/metrics`.
     pub metrics: prometheus::Registry,
+    /// What `/configz` serves.
+    pub configz: hypercloud_metrics::Configz,
+    /// The cloud-controller-manager's provider webhooks to serve (`None`: the
+    /// controller-manager, which has no webhook flags).
+    pub webhooks: Option<WebhookServer>,
+}
+
+/// The provider webhooks `--webhooks` enabled and where to serve them.
+pub struct WebhookServer {
+    /// The webhook serving flags.
+    pub options: WebhookServingOptions,
+    /// The enabled webhooks, in the provider's order (may be empty: nothing is served).
+    pub enabled: Vec<WebhookSpec>,
 }
 
 /// The migration Lease and what runs under it.
@@ -94,15 +111,31 @@ pub(crate) fn tls_source(
     serving: &hypercloud_options::SecureServingOptions,
     pair_name: &str,
 ) -> TlsSource {
-    match (&serving.tls_cert_file, &serving.tls_private_key_file) {
+    certificate(
+        (&serving.tls_cert_file, &serving.tls_private_key_file),
+        &serving.cert_dir,
+        pair_name,
+        serving.bind_address,
+    )
+}
+
+/// The certificate and key files when both are given, else a self-signed pair named
+/// `pair_name` (kept in `cert_dir` when set): the admin server's and the webhook server's rule.
+fn certificate(
+    files: (&Option<PathBuf>, &Option<PathBuf>),
+    cert_dir: &Option<PathBuf>,
+    pair_name: &str,
+    bind_address: std::net::IpAddr,
+) -> TlsSource {
+    match files {
         (Some(cert), Some(key)) => TlsSource::Files {
             cert: cert.clone(),
             key: key.clone(),
         },
         _ => TlsSource::SelfSigned {
-            cert_dir: serving.cert_dir.clone(),
+            cert_dir: cert_dir.clone(),
             pair_name: pair_name.to_string(),
-            bind_address: serving.bind_address,
+            bind_address,
         },
     }
 }
@@ -184,9 +217,13 @@ pub async fn start_and_run(
     table: &'static [names::ControllerName],
     common: Common,
     controllers: ControllerOptions,
+    webhooks: Option<CloudWebhookOptions>,
     invoked_as: &str,
 ) -> anyhow::Result<()> {
     controllers.validate()?;
+    if let Some(w) = &webhooks {
+        w.validate(controllers.secure_serving.secure_port)?;
+    }
     tls_options(&controllers.secure_serving)?;
     // Every CIDR flag is checked here, before anything starts, not when a controller does.
     if let Some(cidrs) = controllers
@@ -231,6 +268,31 @@ pub async fn start_and_run(
             plan
         }
     };
+    let configz = crate::configz::configz(
+        component,
+        &common,
+        &controllers,
+        webhooks.as_ref(),
+        migration.as_ref(),
+    );
+    // --webhooks against the provider's webhooks: an unknown name stops start-up (exit 2).
+    let webhooks = match webhooks {
+        None => None,
+        Some(w) => {
+            let all = cloud
+                .as_deref()
+                .and_then(|c| c.webhooks())
+                .map(|h| h.webhooks())
+                .unwrap_or_default();
+            let enabled =
+                hypercloud_admission::provider_webhooks::enabled(&all, &w.webhook.webhooks)
+                    .map_err(|e| cloud::UsageError(e.to_string()))?;
+            Some(WebhookServer {
+                options: w.serving,
+                enabled,
+            })
+        }
+    };
     let (plan, migration) = leader_migration::apply(migration.as_ref(), &plan, cloud.is_some());
     run(Component {
         name: component,
@@ -240,8 +302,63 @@ pub async fn start_and_run(
         migration,
         cloud: cloud.map(|c| c as Arc<dyn Interface>),
         metrics,
+        configz,
+        webhooks,
     })
     .await
+}
+
+/// Starts the provider webhook server (upstream `WebhookSecureServing.Serve`, on every
+/// replica, leading or not) unless `--webhook-secure-port=0` or no webhook is enabled; prints
+/// where each webhook is served.
+async fn serve_webhooks(
+    server: &WebhookServer,
+    cloud: Option<&Arc<dyn Interface>>,
+    metrics: &prometheus::Registry,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<Option<hypercloud_metrics::AdminServer>> {
+    let o = &server.options;
+    let webhook_metrics =
+        hypercloud_admission::provider_webhooks::WebhookMetrics::register(metrics)
+            .context("registering webhook metrics")?;
+    let names: Vec<&str> = server.enabled.iter().map(|w| w.name).collect();
+    let cloud = match cloud {
+        Some(c) if o.webhook_secure_port != 0 && !server.enabled.is_empty() => c,
+        _ => {
+            if o.webhook_secure_port == 0 && !server.enabled.is_empty() {
+                println!(
+                    "webhooks: not serving {} (--webhook-secure-port=0)",
+                    names.join(", ")
+                );
+            }
+            return Ok(None);
+        }
+    };
+    let tls = certificate(
+        (&o.webhook_tls_cert_file, &o.webhook_tls_private_key_file),
+        &o.webhook_cert_dir,
+        hypercloud_options::WEBHOOK_PAIR_NAME,
+        o.webhook_bind_address,
+    );
+    let app = hypercloud_admission::provider_webhooks::router(
+        cloud.clone(),
+        &server.enabled,
+        Some(webhook_metrics),
+    );
+    let config = hypercloud_metrics::ServeConfig {
+        addr: SocketAddr::new(o.webhook_bind_address, o.webhook_secure_port),
+        tls,
+        options: TlsOptions::default(),
+        permit_port_sharing: false,
+    };
+    let served = hypercloud_metrics::serve(config, app, wait(shutdown))
+        .await
+        .context("--webhook-secure-port")?;
+    println!("webhooks: serving on https://{}", served.local_addr);
+    for w in &server.enabled {
+        println!("  {:<32} {}", w.name, w.path);
+    }
+    Ok(Some(served))
 }
 
 /// Runs `c` until shutdown or lost leadership.
@@ -350,7 +467,12 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             request_client_certificates: authorizer.wants_client_certificates(),
             ..tls_options(serving)?
         };
-        let app = hypercloud_metrics::router(c.metrics.clone(), checks.clone(), Some(authorizer));
+        let app = hypercloud_metrics::router(
+            c.metrics.clone(),
+            checks.clone(),
+            Some(authorizer),
+            Some(c.configz.clone()),
+        );
         let config = hypercloud_metrics::ServeConfig {
             addr: SocketAddr::new(serving.bind_address, serving.secure_port),
             tls,
@@ -360,6 +482,11 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
         Some(hypercloud_metrics::serve(config, app, wait(shutdown.clone())).await?)
     } else {
         None
+    };
+
+    let webhook_server = match &c.webhooks {
+        Some(w) => serve_webhooks(w, c.cloud.as_ref(), &c.metrics, shutdown.clone()).await?,
+        None => None,
     };
 
     let Component {
@@ -440,7 +567,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             }
         }
     };
-    if let Some(s) = server {
+    for s in [server, webhook_server].into_iter().flatten() {
         s.task.abort();
     }
     result

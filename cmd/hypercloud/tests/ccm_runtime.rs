@@ -203,6 +203,48 @@ async fn request(
 }
 
 /// Checks the Prometheus text format line by line and returns the samples.
+/// Runs client_golang's promlint (what `promtool check metrics` runs; built by
+/// hack/promlint.sh) on Prometheus text: whether it found no problem, and what it printed.
+fn promlint(text: &str) -> (bool, String) {
+    use std::io::Write as _;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../hack/promlint.sh");
+    let out = Command::new(script).output().expect("run hack/promlint.sh");
+    assert!(
+        out.status.success(),
+        "hack/promlint.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = String::from_utf8(out.stdout).expect("utf8");
+    let mut child = Command::new(bin.trim())
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start promlint");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write metrics");
+    let out = child.wait_with_output().expect("promlint");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn promlint_finds_problems() {
+    // The check above can fail: a counter without `_total` and a name with a unit prefix.
+    let (ok, problems) =
+        promlint("# HELP requests Requests.\n# TYPE requests counter\nrequests 1\n");
+    assert!(!ok);
+    assert!(
+        problems.contains("counter metrics should have \"_total\" suffix"),
+        "{problems}"
+    );
+}
+
 fn parse_metrics(text: &str) -> Vec<(String, f64)> {
     let mut samples = Vec::new();
     let mut typed = std::collections::HashSet::new();
@@ -454,6 +496,9 @@ async fn admin_server_delegates_auth_to_the_apiserver() {
         ) && *v == 1.0),
         "{body}"
     );
+    // `promtool check metrics`' linter finds nothing (hack/promlint.sh).
+    let (ok, problems) = promlint(&body);
+    assert!(ok, "promlint: {problems}\n{body}");
     // Shutdown: exits 0.
     let mut p = p;
     p.sigterm();
@@ -904,5 +949,75 @@ async fn service_account_credentials_reach_the_apiserver() {
     drop(ccm);
     hypercloud_testenv::rbac::remove_policy(&client, &policy_name).await;
     let _ = nodes_api.delete(&node_name, &DeleteParams::default()).await;
+    s.env.cleanup().await.expect("cleanup");
+}
+
+/// `/configz` of both personalities, as upstream's: the component configuration from the
+/// flags under upstream's key, behind the same authentication and authorization as `/metrics`.
+#[tokio::test]
+async fn configz_serves_the_component_configuration() {
+    let s = setup("cm-configz").await;
+    for (personality, key, other, extra) in [
+        (
+            "cloud-controller-manager",
+            "cloudcontrollermanager.config.k8s.io",
+            "kubecontrollermanager.config.k8s.io",
+            ["--concurrent-service-syncs=3", "--webhooks=*"],
+        ),
+        (
+            "controller-manager",
+            "kubecontrollermanager.config.k8s.io",
+            "cloudcontrollermanager.config.k8s.io",
+            ["--concurrent-service-syncs=3", "--cloud-provider=external"],
+        ),
+    ] {
+        let mut p = s.spawn(personality, personality, &extra);
+        assert_eq!(get(&p, "/configz", None).await.0, 401, "{personality}");
+        assert_eq!(
+            get(&p, "/configz", Some("not-a-token")).await.0,
+            401,
+            "{personality}"
+        );
+        let (code, body) = get(&p, "/configz", Some(&s.token)).await;
+        assert_eq!(code, 200, "{personality}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert!(v.get(other).is_none(), "{personality}: {body}");
+        let c = &v[key];
+        assert_eq!(
+            c["ServiceController"]["ConcurrentServiceSyncs"], 3,
+            "{body}"
+        );
+        assert_eq!(c["Generic"]["MinResyncPeriod"], "12h0m0s", "{body}");
+        assert_eq!(
+            c["Generic"]["Controllers"],
+            serde_json::json!(["*"]),
+            "{body}"
+        );
+        assert_eq!(
+            c["Generic"]["LeaderElection"]["ResourceName"],
+            s.lease.as_str(),
+            "{body}"
+        );
+        assert_eq!(
+            c["Generic"]["LeaderElection"]["LeaseDuration"], "4s",
+            "{body}"
+        );
+        if personality == "cloud-controller-manager" {
+            assert_eq!(
+                c["KubeCloudShared"]["CloudProvider"]["Name"], "fake",
+                "{body}"
+            );
+            assert_eq!(c["Webhook"]["Webhooks"], serde_json::json!(["*"]), "{body}");
+            assert_eq!(c["NodeStatusUpdateFrequency"], "5m0s", "{body}");
+        } else {
+            assert_eq!(
+                c["KubeCloudShared"]["CloudProvider"]["Name"], "external",
+                "{body}"
+            );
+            assert_eq!(c["NodeIPAMController"]["NodeCIDRMaskSize"], 0, "{body}");
+        }
+        p.sigterm();
+        p.assert_exits(0, Duration::from_secs(10));
+    }
     s.env.cleanup().await.expect("cleanup");
 }

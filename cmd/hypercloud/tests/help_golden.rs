@@ -62,6 +62,12 @@ const UPSTREAM_CCM_FLAGS: &[&str] = &[
     "--requestheader-uid-headers",
     "--requestheader-group-headers",
     "--requestheader-extra-headers-prefix",
+    "--webhooks",
+    "--webhook-bind-address",
+    "--webhook-secure-port",
+    "--webhook-cert-dir",
+    "--webhook-tls-cert-file",
+    "--webhook-tls-private-key-file",
     "--v",
     "--logging-format",
 ];

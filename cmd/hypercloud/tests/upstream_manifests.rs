@@ -5,10 +5,11 @@
 //! process passes its flag checks, prints its start-up report, and keeps running.
 //!
 //! The process finds the apiserver through `KUBECONFIG`, as `kubectl` would, in place of the
-//! in-cluster configuration a Pod has. Two flags no list sets are appended for the test
+//! in-cluster configuration a Pod has. Flags no list sets are appended for the test
 //! machine: `--secure-port` (a free port, so the four processes and other tests do not
-//! collide on upstream's 10258) and, where a manifest leaves `--bind-address` at upstream's
-//! default 0.0.0.0, `--bind-address=127.0.0.1` (everything here listens on loopback only).
+//! collide on upstream's 10258) and, where a manifest leaves `--bind-address` or
+//! `--webhook-bind-address` at upstream's default 0.0.0.0, `=127.0.0.1` (everything here
+//! listens on loopback only).
 
 use std::time::Duration;
 
@@ -77,8 +78,10 @@ async fn upstream_reference_argument_lists_start_the_ccm() {
     let mut running = Vec::new();
     for (i, (source, args)) in cases().into_iter().enumerate() {
         let mut args: Vec<String> = args.iter().map(|a| adapt(a, &cloud_config)).collect();
-        if !args.iter().any(|a| a.starts_with("--bind-address=")) {
-            args.push("--bind-address=127.0.0.1".into());
+        for flag in ["--bind-address=", "--webhook-bind-address="] {
+            if !args.iter().any(|a| a.starts_with(flag)) {
+                args.push(format!("{flag}127.0.0.1"));
+            }
         }
         args.push(format!("--secure-port={}", free_port()));
         let mut cmd = personality(BIN, "cloud-controller-manager");

@@ -10,9 +10,13 @@
 //! a volume type that supports it). A malformed AdmissionReview is answered 400; an object of
 //! a kind a check does not handle is allowed with a warning, as upstream plugins ignore
 //! kinds they do not handle.
+//!
+//! [`provider_webhooks`] is the cloud-controller-manager's server for the webhooks a provider
+//! declares itself (upstream k8s.io/cloud-provider `app/webhooks.go`).
 
 mod error;
 pub mod node;
+pub mod provider_webhooks;
 pub mod pv_label;
 pub mod pvc_resize;
 mod review;

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::webhook::Webhooks;
 use crate::Result;
 
 /// A cloud provider: the root of everything a component may ask its cloud.
@@ -87,6 +88,13 @@ pub trait Interface: Send + Sync {
     /// controller and from the kubelet). In the external layout this moved to the cloud's CSI
     /// driver (ControllerPublishVolume), not to the cloud-controller-manager.
     fn volume_attacher(&self) -> Option<&dyn VolumeAttacher> {
+        None
+    }
+
+    /// Admission webhooks the cloud-controller-manager serves for this provider (upstream
+    /// k8s.io/cloud-provider `app.WebhookConfig`, which upstream in-tree providers do not
+    /// use); see [`crate::webhook`].
+    fn webhooks(&self) -> Option<&dyn Webhooks> {
         None
     }
 }

@@ -98,6 +98,16 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A provider webhook could not answer an AdmissionReview (the webhook server answers
+    /// HTTP 500 with this message).
+    #[error("webhook {webhook}: {message}")]
+    Admission {
+        /// The webhook's name.
+        webhook: String,
+        /// Why.
+        message: String,
+    },
+
     /// Registering the call metrics failed (a name clash in the Prometheus registry).
     #[error("registering cloud provider metrics")]
     RegisterMetrics(#[from] prometheus::Error),
@@ -115,6 +125,7 @@ impl Error {
                 status: Some(s), ..
             } => format!("cloud_{s}"),
             Error::Cloud { status: None, .. } => "cloud".into(),
+            Error::Admission { .. } => "admission".into(),
             _ => "config".into(),
         }
     }

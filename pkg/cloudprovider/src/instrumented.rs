@@ -305,6 +305,11 @@ impl Interface for Instrumented {
             .volume_attacher()
             .map(|_| self as &dyn VolumeAttacher)
     }
+    // Admission answers are not cloud calls (a webhook decides from the object, and any
+    // cloud call it makes goes through the provider's own client): passed through untimed.
+    fn webhooks(&self) -> Option<&dyn crate::Webhooks> {
+        self.inner.webhooks()
+    }
 }
 
 #[async_trait]

@@ -25,6 +25,7 @@ pub mod listing;
 pub mod node;
 mod registry;
 pub mod volume;
+pub mod webhook;
 pub mod wellknown;
 
 pub use cloud::{
@@ -35,6 +36,7 @@ pub use cloud::{
 pub use error::{Chain, Error, Result};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};
 pub use registry::{is_external, CloudConfig, Factory, Layout, ProviderInfo, Registry, EXTERNAL};
+pub use webhook::{WebhookSpec, Webhooks};
 
 // The guide's worked example is Markdown for readers and doc tests for us: every Rust block in
 // it is compiled and run by `cargo test --doc`, so the guide cannot drift from the contract.

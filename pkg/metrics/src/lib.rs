@@ -17,6 +17,8 @@
 //!   durations ([`auth`]);
 //! - `/healthz` and `/livez` run the liveness checks, `/readyz` those plus the readiness
 //!   checks ([`health`]), with upstream's `?verbose` output;
+//! - `/configz` (when the component gives one) is its configuration as upstream's
+//!   component-base `configz` serves it, behind the same authentication and authorization;
 //! - `/metrics` is the Prometheus text format of the component's registry plus `process_*`
 //!   metrics read from `/proc/self` ([`process`]).
 
@@ -29,7 +31,7 @@ pub mod tls;
 
 pub use auth::{AuthConfig, Authorizer};
 pub use health::{mark_panicked, Checks, HealthCheck};
-pub use server::{router, serve, AdminServer, ServeConfig};
+pub use server::{router, serve, AdminServer, Configz, ServeConfig};
 
 use std::path::PathBuf;
 

@@ -26,22 +26,44 @@ use crate::{Error, Result};
 struct AppState {
     checks: Checks,
     registry: prometheus::Registry,
+    configz: Option<Arc<Configz>>,
 }
 
-/// The admin endpoints. `auth: None` serves everything to everyone (in-process tests only;
-/// the components always pass an [`Authorizer`]).
+/// What `/configz` serves (upstream component-base `configz`): the component's configuration
+/// under its name, `{"<name>": <config>}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Configz {
+    /// The key, e.g. `cloudcontrollermanager.config.k8s.io`.
+    pub name: String,
+    /// The configuration as upstream's internal type marshals it.
+    pub config: serde_json::Value,
+}
+
+/// The admin endpoints (`/configz` only when given). `auth: None` serves everything to
+/// everyone (in-process tests only; the components always pass an [`Authorizer`]).
 pub fn router(
     registry: prometheus::Registry,
     checks: Checks,
     auth: Option<Arc<Authorizer>>,
+    configz: Option<Configz>,
 ) -> Router {
-    let state = AppState { checks, registry };
+    let has_configz = configz.is_some();
+    let state = AppState {
+        checks,
+        registry,
+        configz: configz.map(Arc::new),
+    };
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state);
+        .route("/metrics", get(metrics));
+    let app = if has_configz {
+        app.route("/configz", get(configz_handler))
+    } else {
+        app
+    };
+    let app = app.with_state(state);
     match auth {
         Some(a) => app.layer(middleware::from_fn_with_state(a, authorize)),
         None => app,
@@ -127,6 +149,15 @@ async fn metrics(State(s): State<AppState>) -> Response {
     }
 }
 
+async fn configz_handler(State(s): State<AppState>) -> Response {
+    let Some(c) = &s.configz else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let mut body = serde_json::Map::new();
+    body.insert(c.name.clone(), c.config.clone());
+    axum::Json(serde_json::Value::Object(body)).into_response()
+}
+
 /// Where and how to serve.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -182,7 +213,7 @@ pub async fn serve(
         addr: config.addr,
         source,
     })?;
-    tracing::info!(%local_addr, "serving securely (/healthz /livez /readyz /metrics)");
+    tracing::info!(%local_addr, "serving securely");
     let task = tokio::spawn(async move {
         tokio::pin!(shutdown);
         loop {
@@ -256,7 +287,11 @@ mod tests {
         c.inc();
         let checks = Checks::new();
         let started = checks.add_ready_flag("started");
-        let app = router(reg, checks, None);
+        let configz = Configz {
+            name: "test.config.k8s.io".into(),
+            config: serde_json::json!({"Generic": {"Controllers": ["*"]}}),
+        };
+        let app = router(reg.clone(), checks.clone(), None, Some(configz));
         assert_eq!(
             get_path(app.clone(), "/healthz").await,
             (StatusCode::OK, "ok".into())
@@ -269,8 +304,20 @@ mod tests {
         let (status, body) = get_path(app.clone(), "/readyz?verbose").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("[+]started ok"), "{body}");
-        let (status, body) = get_path(app, "/metrics").await;
+        let (status, body) = get_path(app.clone(), "/metrics").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("hypercloud_test_total 1"), "{body}");
+        let (status, body) = get_path(app, "/configz").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&body).expect("json"),
+            serde_json::json!({"test.config.k8s.io": {"Generic": {"Controllers": ["*"]}}})
+        );
+        let (status, _) = get_path(router(reg, checks, None, None), "/configz").await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "no configz given, none served"
+        );
     }
 }

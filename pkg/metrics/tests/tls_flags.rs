@@ -88,7 +88,7 @@ async fn start(
             options,
             permit_port_sharing: share,
         },
-        router(prometheus::Registry::new(), Checks::new(), None),
+        router(prometheus::Registry::new(), Checks::new(), None, None),
         std::future::pending(),
     )
     .await

@@ -14,6 +14,7 @@ mod error;
 mod kube_client;
 mod logging;
 pub mod rate_limit;
+mod webhook;
 
 pub use cloud::CloudProviderOptions;
 pub use controller_manager::{
@@ -25,3 +26,6 @@ pub use duration::{GoDuration, MAX_DURATION};
 pub use error::{Error, Result};
 pub use kube_client::KubeClientOptions;
 pub use logging::{LoggingFormat, LoggingOptions};
+pub use webhook::{
+    CloudWebhookOptions, WebhookOptions, WebhookServingOptions, WEBHOOK_PAIR_NAME, WEBHOOK_PORT,
+};

@@ -37,6 +37,7 @@ mod loadbalancer;
 pub mod metadata;
 mod routes;
 mod volumes;
+pub mod webhook;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -262,6 +263,11 @@ impl Interface for OpenStack {
     fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
         (self.client.has_load_balancer() && self.config.load_balancer.enabled != Some(false))
             .then_some(self as &dyn LoadBalancer)
+    }
+
+    /// hypercloud's own (see [`webhook`]): `service-lb-annotations`.
+    fn webhooks(&self) -> Option<&dyn hypercloud_cloudprovider::Webhooks> {
+        Some(self)
     }
 
     /// Only with `[Route] router-id`, as upstream.

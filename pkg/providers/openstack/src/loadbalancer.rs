@@ -475,6 +475,18 @@ impl OpenStack {
         })
     }
 
+    /// What ensuring the Service's load balancer would refuse before asking the cloud
+    /// anything: a bad `loadbalancer.openstack.org/*` (or internal, source-range) annotation
+    /// or source range, with the error the service controller reports in its
+    /// `SyncLoadBalancerFailed` Event. The same parsers decide ([`Self::floating_ip_wish`],
+    /// [`Self::settings`]), so the admission webhook (`crate::webhook`) and the controller
+    /// cannot disagree.
+    pub(crate) fn check_service_settings(&self, service: &Service) -> Result<()> {
+        self.floating_ip_wish(service)?;
+        self.settings(service)?;
+        Ok(())
+    }
+
     /// The Service's listener, pool and monitor settings; a bad annotation is an error
     /// naming it.
     fn settings(&self, service: &Service) -> Result<Settings> {
