@@ -37,12 +37,32 @@ pub(crate) struct ServiceState {
     queue: Arc<Queue>,
     /// Backend node names each Service's load balancer was last given (upstream
     /// `lastSyncedNodes`); only these Services take part in node syncs.
-    last_synced: Mutex<HashMap<String, Vec<String>>>,
+    last_synced: Mutex<HashMap<String, NodeSet>>,
+    /// The node set last recorded: Services synced with the same nodes share it, so 5000
+    /// Services over 5000 Nodes hold one list of names, not 5000 copies (gigabytes).
+    interned: Mutex<NodeSet>,
 }
 
+/// The names of the backend nodes a load balancer was given.
+type NodeSet = Arc<[String]>;
+
 impl ServiceState {
-    fn last_synced(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+    fn last_synced(&self) -> std::sync::MutexGuard<'_, HashMap<String, NodeSet>> {
         self.last_synced.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `nodes`' names, shared with the set recorded last when they are the same.
+    fn node_set(&self, nodes: &[Node]) -> NodeSet {
+        let mut last = self.interned.lock().unwrap_or_else(|p| p.into_inner());
+        let same = last.len() == nodes.len()
+            && last
+                .iter()
+                .zip(nodes)
+                .all(|(a, n)| n.metadata.name.as_deref() == Some(a.as_str()));
+        if !same {
+            *last = nodes.iter().map(|n| n.name_any()).collect();
+        }
+        last.clone()
     }
 }
 
@@ -64,6 +84,7 @@ pub(crate) async fn run(
         nodes: nodes.clone(),
         queue: queue.clone(),
         last_synced: Mutex::new(HashMap::new()),
+        interned: Mutex::new(Arc::from(Vec::new())),
     });
     let mut service_feed = services.subscribe();
     let mut node_feed = nodes.subscribe();
@@ -328,9 +349,8 @@ async fn ensure(
             })
         }
     };
-    state
-        .last_synced()
-        .insert(key.to_string(), node_names(&nodes));
+    let names = state.node_set(&nodes);
+    state.last_synced().insert(key.to_string(), names);
     ctx.event(
         CONTROLLER,
         &reference,
@@ -511,11 +531,11 @@ async fn sync_nodes(state: &ServiceState, services: &Informer<Service>) -> bool 
     let start = Instant::now();
     let cluster = &ctx.options.kube_cloud_shared.cluster_name;
     let nodes = backend_nodes(&state.nodes);
-    let names = node_names(&nodes);
+    let names = state.node_set(&nodes);
     let stale: Vec<String> = state
         .last_synced()
         .iter()
-        .filter(|(_, synced)| **synced != names)
+        .filter(|(_, synced)| !Arc::ptr_eq(synced, &names) && synced[..] != names[..])
         .map(|(k, _)| k.clone())
         .collect();
     let mut ok = true;
@@ -600,10 +620,6 @@ fn backend_nodes(nodes: &Informer<Node>) -> Vec<Node> {
         .collect();
     out.sort_by_key(|n| n.name_any());
     out
-}
-
-fn node_names(nodes: &[Node]) -> Vec<String> {
-    nodes.iter().map(|n| n.name_any()).collect()
 }
 
 /// Upstream `stableNodeSetPredicates`: not being deleted, not labelled for exclusion, not
@@ -771,6 +787,7 @@ mod api_tests {
             nodes: Informer::fixed(vec![node]),
             queue,
             last_synced: Mutex::new(HashMap::new()),
+            interned: Mutex::new(Arc::from(Vec::new())),
         };
         (Arc::new(state), api)
     }
@@ -828,8 +845,8 @@ mod api_tests {
         .expect("reconcile");
         assert_eq!(fake.call_count("ensure_load_balancer"), 1);
         assert_eq!(
-            state.last_synced().get("ns/s"),
-            Some(&vec!["n1".to_string()])
+            state.last_synced().get("ns/s").map(|s| s.to_vec()),
+            Some(vec!["n1".to_string()])
         );
     }
 
