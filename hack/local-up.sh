@@ -39,8 +39,8 @@
 # InternalIP:nodePort standing in for kube-proxy and the pods, curls through the load balancer,
 # and finally stops one instance: its Node turns NotReady and gets the shutdown taint.
 #
-# Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses and
-# the load balancers' 127.0.100.x VIPs); state and logs live in DIR
+# Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses,
+# the load balancers' 127.0.100.x VIPs and 127.24.4.x floating IPs); state and logs live in DIR
 # (default $HOME/.cache/hypercloud/local-up). The cloud-specific steps are the cloud_*
 # functions below.
 set -euo pipefail
