@@ -31,8 +31,7 @@ trap 'rm -rf "$tmp"' EXIT
 hack/update-diagrams.sh --root "$tmp" "${args[@]}"
 
 stale=false
-# Only the diagrams update-diagrams.sh writes for this cloud (the aws-* and vsphere-* ones were
-# rendered by hand from their compare-modes traces and are not checked here).
+# Only the diagrams update-diagrams.sh writes for this cloud.
 for f in in-tree.mmd in-tree.svg external.mmd external.svg; do
   diff -uN "docs/diagrams/$prefix$f" "$tmp/docs/diagrams/$prefix$f" || stale=true
 done
