@@ -4,10 +4,12 @@
 # taints, addresses, providerID), Services (ingress, finalizers) and PVs (labels, affinity).
 # An empty diff means moving from in-tree to external changes nothing a workload can see.
 #
-#   hack/compare-modes.sh [--cloud local|aws|vsphere] [--nodes N] [--dir DIR]
+#   hack/compare-modes.sh [--cloud local|aws|vsphere|gce] [--nodes N] [--dir DIR]
 #
 # --cloud vsphere runs local-up against vcsim (hack/lib/cloud-vsphere.sh): there is no load
 # balancer on vSphere, so each run must instead say that the load balancer step was skipped.
+# --cloud gce runs it against the local cloud's Compute Engine dialect (hack/lib/cloud-gce.sh):
+# the load balancer is a forwarding rule to a target pool, curled through as with --cloud local.
 # Differences upstream Kubernetes has too are listed, each with its reason, in
 # hack/lib/expected-mode-differences.txt; any other difference fails (exit 1). Both runs must
 # also reach "curl through the load balancer succeeded" (with --cloud aws, where moto's ELBs carry

@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere] [--mode external|in-tree] [--nodes N] [--smoke] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce] [--mode external|in-tree] [--nodes N] [--smoke] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -14,6 +14,10 @@
 #   --cloud vsphere:           vcsim, VMware's vCenter simulator, --cloud-provider=vsphere
 #                              (steps in hack/lib/cloud-vsphere.sh); vSphere has no load
 #                              balancers, so the load balancer step is skipped and says so.
+#   --cloud gce:               the local cloud spoken to in its Compute Engine v1 dialect, with
+#                              GCE's metadata server, --cloud-provider=gce (steps in
+#                              hack/lib/cloud-gce.sh); the load balancer is a forwarding rule to
+#                              a target pool, curled through as on the local cloud.
 #   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call; the
 #                              scheduler leaves the demo's pods Pending until the
 #                              cloud-controller-manager initialises the Nodes from the cloud
@@ -35,8 +39,8 @@
 # InternalIP:nodePort standing in for kube-proxy and the pods, curls through the load balancer,
 # and finally stops one instance: its Node turns NotReady and gets the shutdown taint.
 #
-# Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses and
-# the load balancers' 127.0.100.x VIPs); state and logs live in DIR
+# Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses,
+# the load balancers' 127.0.100.x VIPs and 127.24.4.x floating IPs); state and logs live in DIR
 # (default $HOME/.cache/hypercloud/local-up). The cloud-specific steps are the cloud_*
 # functions below.
 set -euo pipefail
@@ -65,7 +69,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
-case "$cloud" in local|aws|vsphere) ;; *) echo "local-up: --cloud must be local, aws or vsphere, got '$cloud'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere|gce) ;; *) echo "local-up: --cloud must be local, aws, vsphere or gce, got '$cloud'" >&2; exit 2 ;; esac
 case "$nodes" in ''|*[!0-9]*) echo "local-up: --nodes must be a number, got '$nodes'" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 50 ] || { echo "local-up: --nodes must be between 1 and 50" >&2; exit 2; }
 
@@ -145,7 +149,10 @@ kcreate() { # kcreate PATH JSON: POST, printing the apiserver's answer; fails on
 # Everything that depends on which cloud plays the machines is in these cloud_* functions, so
 # another cloud (a --cloud option) replaces them and the rest of the flow stays.
 
-# cloud_start: start the cloud and write the provider's config; sets cloud_flags.
+# cloud_start: start the cloud and write the provider's config; sets cloud_flags (every
+# personality's), and may set plugin_flags (the apiserver-plugin's own) and controller_flags
+# (the controller manager's that runs the cloud controllers, in either layout).
+plugin_flags=() controller_flags=()
 cloud_start() {
   step "start the local cloud (OpenStack APIs on 127.0.0.1)"
   api_port=$(free_port) md_port=$(free_port)
@@ -249,26 +256,39 @@ for n in json.load(sys.stdin)["items"]:
 python3 hack/lib/hello-backend.py $listeners >"$dir/logs/hello-backend.log" 2>&1 &
 pids+=($!)
 echo "service default/hello: port 8080 -> nodePort $node_port on $(echo $listeners | wc -w) Nodes"
-ingress() { kget /api/v1/namespaces/default/services/hello | python3 -c '
+wait_for_ingress_ip
+echo "load balancer ready: $vip:8080 (Octavia in the local cloud; members = the Nodes' InternalIP:$node_port)"
+curl_through_lb
+}
+
+# wait_for_ingress_ip: waits for Service default/hello's ingress IP; sets vip.
+wait_for_ingress_ip() {
+  ingress() { kget /api/v1/namespaces/default/services/hello | python3 -c '
 import json, sys
 ing = json.load(sys.stdin).get("status", {}).get("loadBalancer", {}).get("ingress", [])
 if not ing or not ing[0].get("ip"):
     sys.exit(1)
 print(ing[0]["ip"])'; }
-wait_for 90 "the load balancer's ingress IP (see $dir/logs)" ingress
-vip=$(ingress)
-echo "load balancer ready: $vip:8080 (Octavia in the local cloud; members = the Nodes' InternalIP:$node_port)"
-answer=""
-through_lb() { answer=$(curl -fsS --max-time 2 "http://$vip:8080/"); }
-deadline=$((SECONDS + 60))
-until through_lb; do
-  [ "$SECONDS" -lt "$deadline" ] || fail "no answer from http://$vip:8080/ (see $dir/logs/hello-backend.log and $dir/logs/local-cloud.log)"
-  sleep 0.5
-done
-echo "$ curl http://$vip:8080/"
-echo "$answer"
-echo "local-up: curl through the load balancer succeeded"
+  wait_for 90 "the load balancer's ingress IP (see $dir/logs)" ingress
+  vip=$(ingress)
 }
+
+# curl_through_lb: GET http://$vip:8080/ until it answers (60 s), the demo's proof that the
+# load balancer carries traffic.
+curl_through_lb() {
+  local answer="" deadline=$((SECONDS + 60))
+  through_lb() { answer=$(curl -fsS --max-time 2 "http://$vip:8080/"); }
+  until through_lb; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "no answer from http://$vip:8080/ (see $dir/logs/hello-backend.log and $dir/logs/local-cloud.log)"
+    sleep 0.5
+  done
+  echo "$ curl http://$vip:8080/"
+  echo "$answer"
+  echo "local-up: curl through the load balancer succeeded"
+}
+
+# cloud_plugin_started: called in-tree once the apiserver-plugin serves (nothing to show here).
+cloud_plugin_started() { :; }
 
 # cloud_banner: what runs, and how to look at the cloud.
 cloud_banner() {
@@ -312,7 +332,7 @@ echo "kwok plays the kubelet of each Node whose instance runs (hack/lib/kubelet-
 if [ "$mode" = in-tree ]; then
   step "start the apiserver-plugin webhook (--cloud-provider=$provider) and register it with the apiserver"
   plugin_port=$(free_port)
-  "$bin/apiserver-plugin" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" \
+  "$bin/apiserver-plugin" "${cloud_flags[@]}" "${plugin_flags[@]}" --kubeconfig "$kubeconfig" \
     --secure-port "$plugin_port" --bind-address 127.0.0.1 --cert-dir "$dir/apiserver-plugin" \
     --ca-bundle-file "$dir/apiserver-plugin-ca.crt" \
     --trace-cloud-calls "$dir/trace-apiserver-plugin.jsonl" --v=2 \
@@ -343,6 +363,7 @@ if [ "$mode" = in-tree ]; then
   wait_for 30 "the apiserver to call the webhook" ghost_refused
   echo "the apiserver refuses a Node for an instance the cloud does not have:"
   python3 -c 'import json,sys; print("  " + json.load(open(sys.argv[1]))["message"])' "$dir/ghost-node.txt"
+  cloud_plugin_started
 
   step "register $nodes Nodes with kubelet-helper --cloud-provider=$provider (facts from the cloud)"
   kubelet_flags=("--cloud-provider=$provider" --trace-cloud-calls "$dir/trace-kubelet-helper.jsonl")
@@ -414,7 +435,7 @@ if [ "$mode" = external ]; then
 
   step "start the cloud-controller-manager (--cloud-provider=$provider)"
   # The default controllers plus the PV-label controller (pvl; off by default, as upstream).
-  "$bin/cloud-controller-manager" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" --controllers='*,pvl' \
+  "$bin/cloud-controller-manager" "${cloud_flags[@]}" "${controller_flags[@]}" --kubeconfig "$kubeconfig" --controllers='*,pvl' \
     --secure-port "$(free_port)" --bind-address 127.0.0.1 \
     --trace-cloud-calls "$dir/trace-cloud-controller-manager.jsonl" --v=2 \
     >"$dir/logs/cloud-controller-manager.log" 2>&1 &
@@ -423,7 +444,7 @@ else
   step "start hypercloud's controller-manager with the in-tree cloud controllers (--cloud-provider=$provider)"
   # The cloud part of the in-tree kube-controller-manager, beside the upstream one (which has
   # no cloud part left): a Lease of its own, since the upstream one holds kube-controller-manager.
-  "$bin/kube-controller-manager" "${cloud_flags[@]}" --kubeconfig "$kubeconfig" \
+  "$bin/kube-controller-manager" "${cloud_flags[@]}" "${controller_flags[@]}" --kubeconfig "$kubeconfig" \
     --leader-elect-resource-name=hypercloud-controller-manager \
     --secure-port "$(free_port)" --bind-address 127.0.0.1 \
     --trace-cloud-calls "$dir/trace-kube-controller-manager.jsonl" --v=2 \

@@ -105,6 +105,12 @@ hack/compare-modes.sh --cloud vsphere --dir "$HYPERCLOUD_CACHE/compare-modes-vsp
 # carry no traffic: the classic ELB is checked with `aws elb describe-load-balancers` instead).
 step "hack/compare-modes.sh --cloud aws (moto + amazon-ec2-metadata-mock instead of the local cloud)"
 hack/compare-modes.sh --cloud aws --dir "$HYPERCLOUD_CACHE/compare-modes-aws-ci"
+# The same against the local cloud's Compute Engine dialect and GCE metadata server with
+# --cloud-provider=gce (the load balancer a forwarding rule to a target pool, curled through).
+step "hack/compare-modes.sh --cloud gce (the local cloud as a GCE project)"
+gce_start=$SECONDS
+hack/compare-modes.sh --cloud gce --dir "$HYPERCLOUD_CACHE/compare-modes-gce-ci"
+echo "compare-modes --cloud gce: $((SECONDS - gce_start))s"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned (~1 min).
@@ -118,5 +124,11 @@ hack/bench/compare-upstream.sh 20 --services=5
 # The committed sequence diagrams of the local demo (docs/diagrams) must match what its run recorded.
 step "hack/verify-diagrams.sh (the cloud calls of those runs, rendered, against docs/diagrams)"
 hack/verify-diagrams.sh --from "$HYPERCLOUD_CACHE/compare-modes-ci"
+# And each other cloud's (docs/diagrams/<cloud>-*, embedded in docs/guide/<cloud>.md), from its
+# compare-modes run above (a second each: nothing runs again).
+for cloud in vsphere aws gce; do
+  step "hack/verify-diagrams.sh --cloud $cloud (that run's cloud calls against docs/diagrams/$cloud-*)"
+  hack/verify-diagrams.sh --cloud "$cloud" --from "$HYPERCLOUD_CACHE/compare-modes-$cloud-ci"
+done
 
 step "all tests passed"

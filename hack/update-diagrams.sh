@@ -9,7 +9,10 @@
 # docs/cloud-call-traces.md (between its BEGIN/END GENERATED markers). Review the diff and
 # commit it; hack/verify-diagrams.sh fails while the committed files are stale.
 #
-#   hack/update-diagrams.sh [--root DIR] [--from DIR]
+#   hack/update-diagrams.sh [--cloud NAME] [--root DIR] [--from DIR]
+#     --cloud NAME the demo of hack/local-up.sh --cloud NAME (default local): another cloud's
+#                  diagrams are docs/diagrams/NAME-{in-tree,external}.{mmd,svg}, embedded in
+#                  its guide page docs/guide/NAME.md where that has BEGIN/END GENERATED markers
 #     --root DIR   write DIR/docs/... instead of this checkout's docs/ (hack/verify-diagrams.sh
 #                  uses a temp dir)
 #     --from DIR   render the traces of earlier runs in DIR/in-tree and DIR/external (as
@@ -20,20 +23,27 @@ repo="$(pwd)"
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 
-root="$repo" from=""
+root="$repo" from="" cloud=local
 while [ $# -gt 0 ]; do
   case "$1" in
     --root) root="${2:-}"; shift 2 ;;
     --root=*) root="${1#--root=}"; shift ;;
     --from) from="${2:-}"; shift 2 ;;
     --from=*) from="${1#--from=}"; shift ;;
+    --cloud) cloud="${2:-}"; shift 2 ;;
+    --cloud=*) cloud="${1#--cloud=}"; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "update-diagrams: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -n "$root" ] || { echo "update-diagrams: --root needs a directory" >&2; exit 2; }
 
-doc=docs/cloud-call-traces.md
+case "$cloud" in
+  local) doc=docs/cloud-call-traces.md prefix="" title_prefix="" up_args=() ;;
+  [a-z]*) doc="docs/guide/$cloud.md" prefix="$cloud-" title_prefix="$cloud, " up_args=(--cloud "$cloud") ;;
+  *) echo "update-diagrams: bad --cloud '$cloud'" >&2; exit 2 ;;
+esac
+[ -e "hack/lib/cloud-$cloud.sh" ] || [ "$cloud" = local ] || { echo "update-diagrams: no cloud $cloud (hack/lib/cloud-$cloud.sh)" >&2; exit 2; }
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/hypercloud-diagrams.XXXXXX")"
 finish() {
   local rc=$?
@@ -61,9 +71,9 @@ for mode in in-tree external; do
     echo "update-diagrams: the traces of the earlier --mode $mode run in $run"
   else
     run="$scratch/$mode"
-    echo "update-diagrams: hack/local-up.sh --smoke --mode $mode (log: $scratch/local-up-$mode.log)"
-    hack/local-up.sh --smoke --mode "$mode" --dir "$run" >"$scratch/local-up-$mode.log" 2>&1 \
-      || { tail -n 30 "$scratch/local-up-$mode.log" >&2; fail "hack/local-up.sh --smoke --mode $mode"; }
+    echo "update-diagrams: hack/local-up.sh ${up_args[*]} --smoke --mode $mode (log: $scratch/local-up-$mode.log)"
+    hack/local-up.sh "${up_args[@]}" --smoke --mode "$mode" --dir "$run" >"$scratch/local-up-$mode.log" 2>&1 \
+      || { tail -n 30 "$scratch/local-up-$mode.log" >&2; fail "hack/local-up.sh ${up_args[*]} --smoke --mode $mode"; }
   fi
   traces=("$run"/trace-*.jsonl)
   [ -e "${traces[0]}" ] || fail "local-up --mode $mode wrote no trace-*.jsonl"
@@ -72,10 +82,10 @@ for mode in in-tree external; do
   for format in mermaid svg; do
     ext=mmd; [ "$format" = svg ] && ext=svg
     "$bin" trace render --format "$format" --participant kubelet-helper \
-      --title "$mode mode: hack/local-up.sh --smoke --mode $mode" \
-      -o "$root/docs/diagrams/$mode.$ext" "${traces[@]}"
+      --title "$title_prefix$mode mode: hack/local-up.sh ${up_args[*]}${up_args[*]:+ }--smoke --mode $mode" \
+      -o "$root/docs/diagrams/$prefix$mode.$ext" "${traces[@]}"
   done
-  echo "update-diagrams: wrote $root/docs/diagrams/$mode.mmd and .svg"
+  echo "update-diagrams: wrote $root/docs/diagrams/$prefix$mode.mmd and .svg"
 done
 
 # Embed the Mermaid text in the doc, so it renders where people read it.

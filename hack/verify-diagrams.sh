@@ -1,27 +1,44 @@
 #!/usr/bin/env bash
 # Fails when the committed cloud-call diagrams (docs/diagrams/, and their copies embedded in
-# docs/cloud-call-traces.md) differ from what the demo records now: runs
-# hack/update-diagrams.sh into a temp dir and diffs. Fix with hack/update-diagrams.sh.
+# docs/cloud-call-traces.md or the cloud's guide page) differ from what the demo records now:
+# runs hack/update-diagrams.sh into a temp dir and diffs. Fix with hack/update-diagrams.sh.
 #
-#   hack/verify-diagrams.sh [--from DIR]   --from: the traces of earlier local-up runs in
-#                                          DIR/{in-tree,external} (hack/compare-modes.sh --dir DIR)
+#   hack/verify-diagrams.sh [--cloud NAME] [--from DIR]
+#     --cloud NAME  the diagrams of hack/local-up.sh --cloud NAME (default local):
+#                   docs/diagrams/NAME-{in-tree,external}.{mmd,svg} and docs/guide/NAME.md
+#     --from DIR    the traces of earlier local-up runs in DIR/{in-tree,external}
+#                   (hack/compare-modes.sh --dir DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+cloud=local
+args=("$@")
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cloud) cloud="${2:-}"; shift 2 ;;
+    --cloud=*) cloud="${1#--cloud=}"; shift ;;
+    *) shift ;;
+  esac
+done
+if [ "$cloud" = local ]; then
+  prefix="" doc=docs/cloud-call-traces.md
+else
+  prefix="$cloud-" doc="docs/guide/$cloud.md"
+fi
+
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/hypercloud-verify-diagrams.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-hack/update-diagrams.sh --root "$tmp" "$@"
+hack/update-diagrams.sh --root "$tmp" "${args[@]}"
 
 stale=false
-# Only the diagrams update-diagrams.sh writes (the local cloud's demo); the per-cloud pages'
-# diagrams (vsphere-*, aws-*) are rendered by hand from their compare-modes traces.
+# Only the diagrams update-diagrams.sh writes for this cloud.
 for f in in-tree.mmd in-tree.svg external.mmd external.svg; do
-  diff -uN "docs/diagrams/$f" "$tmp/docs/diagrams/$f" || stale=true
+  diff -uN "docs/diagrams/$prefix$f" "$tmp/docs/diagrams/$prefix$f" || stale=true
 done
-diff -u docs/cloud-call-traces.md "$tmp/docs/cloud-call-traces.md" || stale=true
+diff -u "$doc" "$tmp/$doc" || stale=true
 if $stale; then
   echo "verify-diagrams: the committed diagrams are stale (diff above: committed -> now)." >&2
-  echo "verify-diagrams: regenerate with hack/update-diagrams.sh, review the diff and commit it." >&2
+  echo "verify-diagrams: regenerate with hack/update-diagrams.sh ${args[*]}, review the diff and commit it." >&2
   exit 1
 fi
-echo "verify-diagrams: docs/diagrams and docs/cloud-call-traces.md are up to date"
+echo "verify-diagrams: docs/diagrams/${prefix}{in-tree,external} and $doc are up to date"

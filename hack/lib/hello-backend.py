@@ -3,8 +3,9 @@
 
     hello-backend.py ADDRESS:PORT:NAME...
 
-Listens on every ADDRESS:PORT (a Node's InternalIP and the Service's nodePort; all 127.x
-addresses are local on Linux) and answers GET with "hello from NAME". Runs until killed.
+Listens on every ADDRESS:PORT (a Node's InternalIP and the Service's nodePort; with
+--cloud gce, whose forwarding rules keep the destination port, the Service port and kube-proxy's
+health port 10256; all 127.x addresses are local on Linux) and answers GET with "hello from NAME". Runs until killed.
 """
 import http.server
 import sys

@@ -105,6 +105,16 @@ pub(crate) fn stale_fingerprint(what: &str) -> ApiError {
     )
 }
 
+/// The `name` of an insert's body: required, and checked by [`check_name`].
+pub(crate) fn resource_name(b: &Map<String, Value>) -> Result<String, ApiError> {
+    let name = b
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| required("resource.name"))?;
+    check_name(name)?;
+    Ok(name.to_owned())
+}
+
 /// Checks a resource name against GCE's rule (RFC 1035 label, up to 63 characters).
 pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
@@ -400,22 +410,53 @@ pub(crate) fn list_reply(
 // ---------------------------------------------------------------------------------------------
 // Operations
 
-/// What an operation records.
-pub(crate) struct OpSpec<'a> {
+/// What a change did, as its Operation records it.
+pub(crate) struct Done {
     /// `zones/z`, `regions/r` or `global`.
-    pub scope: &'a str,
+    pub scope: String,
     /// `insert`, `delete`, `stop`, `setMetadata`, ...
-    pub op_type: &'a str,
-    pub target_link: String,
+    pub op_type: String,
+    /// The target's path under the project (`zones/z/instances/n`; empty: the project).
+    pub target: String,
     pub target_id: u64,
 }
 
+/// Every change of the dialect (insert, delete, stop, setMetadata, addInstance, ...) is made
+/// here: `change` runs in one write transaction with the request's project and says what it
+/// did; its Operation is recorded in the same transaction, so it is already `DONE` when
+/// answered, and the answer is that Operation, as Compute Engine answers a change.
+pub(crate) async fn change<F>(
+    cloud: &Arc<Cloud>,
+    project: String,
+    change: F,
+) -> Result<Response, ApiError>
+where
+    F: FnOnce(&mut Tx<'_>, &Scope<'_>) -> Result<Done, ApiError> + Send + 'static,
+{
+    let cloud2 = cloud.clone();
+    let (project, op) = cloud
+        .write(move |tx| {
+            let project = Project::find(tx, &project)?;
+            let s = Scope {
+                cloud: &cloud2,
+                project: &project,
+            };
+            let done = change(tx, &s)?;
+            let op = record_operation(tx, &s, done)?;
+            Ok((project, op))
+        })
+        .await?;
+    Ok(operation_reply(
+        &Scope {
+            cloud,
+            project: &project,
+        },
+        &op,
+    ))
+}
+
 /// Records a finished operation (the change it describes is in the same transaction).
-pub(crate) fn record_operation(
-    tx: &mut Tx<'_>,
-    s: &Scope<'_>,
-    spec: OpSpec<'_>,
-) -> Result<GceObject, ApiError> {
+fn record_operation(tx: &mut Tx<'_>, s: &Scope<'_>, spec: Done) -> Result<GceObject, ApiError> {
     let meta = Meta::new(s.project.id.clone());
     let name = format!(
         "operation-{}-{}",
@@ -426,7 +467,10 @@ pub(crate) fn record_operation(
     let t = m::timestamp(&meta.created_at);
     let mut fields = Map::new();
     fields.insert("operationType".into(), json!(spec.op_type));
-    fields.insert("targetLink".into(), json!(spec.target_link));
+    fields.insert(
+        "targetLink".into(),
+        json!(s.link(&spec.target).trim_end_matches('/')),
+    );
     fields.insert("targetId".into(), json!(spec.target_id.to_string()));
     fields.insert("status".into(), json!("DONE"));
     fields.insert("user".into(), json!(user));
@@ -437,7 +481,7 @@ pub(crate) fn record_operation(
     let op = GceObject {
         meta,
         name,
-        scope: spec.scope.to_owned(),
+        scope: spec.scope,
         fields,
     };
     tx.put(OPERATIONS, &GceObject::key(&op.scope, &op.name), &op)?;
@@ -641,39 +685,20 @@ async fn set_common_metadata(
 ) -> Result<Response, ApiError> {
     let b: Value = parse_body(&body)?;
     let (items, fp) = parse_metadata(&b)?;
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let current = common_metadata(tx, &project.id);
-            if fp.is_some_and(|fp| fp != m::fingerprint(&json!(current))) {
-                return Err(stale_fingerprint("metadata"));
-            }
-            tx.put(PROJECT_METADATA, &project.id, &items)?;
-            let s = Scope {
-                cloud: &cloud2,
-                project: &project,
-            };
-            let op = record_operation(
-                tx,
-                &s,
-                OpSpec {
-                    scope: "global",
-                    op_type: "compute.projects.setCommonInstanceMetadata",
-                    target_link: s.link("").trim_end_matches('/').to_owned(),
-                    target_id: project.numeric_id(),
-                },
-            )?;
-            Ok((project, op))
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let current = common_metadata(tx, &s.project.id);
+        if fp.is_some_and(|fp| fp != m::fingerprint(&json!(current))) {
+            return Err(stale_fingerprint("metadata"));
+        }
+        tx.put(PROJECT_METADATA, &s.project.id, &items)?;
+        Ok(Done {
+            scope: "global".into(),
+            op_type: "compute.projects.setCommonInstanceMetadata".into(),
+            target: String::new(),
+            target_id: s.project.numeric_id(),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
 
 fn zone_view(s: &Scope<'_>, zone: &str) -> Value {

@@ -474,235 +474,169 @@ fn release_address(tx: &mut Tx<'_>, project: &Project, address: &str) {
 
 async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
     let b: Map<String, Value> = parse_body(&body)?;
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let (kind, scope) = locate(&cloud2, &project, &p)?;
-            let name = b
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| required("resource.name"))?
-                .to_owned();
-            check_name(&name)?;
-            let table = GceObject::table(kind.collection);
-            let key = GceObject::key(&scope, &name);
-            if tx.get::<GceObject>(&table, &key).is_some() {
-                return Err(already_exists(&format!(
-                    "projects/{}/{scope}/{}/{name}",
-                    project.name, kind.collection
-                )));
-            }
-            let s = Scope {
-                cloud: &cloud2,
-                project: &project,
-            };
-            let fields = prepare(tx, &s, kind, &scope, b)?;
-            let o = GceObject {
-                meta: Meta::new(project.id.clone()),
-                name,
-                scope: scope.clone(),
-                fields,
-            };
-            tx.put(&table, &key, &o)?;
-            if kind.collection == "forwardingRules" {
-                super::forwarding::sync(tx, &cloud2, &project, &o)?;
-            }
-            if kind.collection == "firewalls" {
-                super::forwarding::sync_all(tx, &cloud2, &project)?;
-            }
-            let op = record_operation(
-                tx,
-                &s,
-                OpSpec {
-                    scope: &scope,
-                    op_type: "insert",
-                    target_link: s.link(&format!("{scope}/{}/{}", kind.collection, o.name)),
-                    target_id: m::numeric_id(&o.meta.id),
-                },
-            )?;
-            Ok((project, op))
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let (cloud, project) = (s.cloud, s.project);
+        let (kind, scope) = locate(cloud, project, &p)?;
+        let name = resource_name(&b)?;
+        let table = GceObject::table(kind.collection);
+        let key = GceObject::key(&scope, &name);
+        if tx.get::<GceObject>(&table, &key).is_some() {
+            return Err(already_exists(&format!(
+                "projects/{}/{scope}/{}/{name}",
+                project.name, kind.collection
+            )));
+        }
+        let fields = prepare(tx, s, kind, &scope, b)?;
+        let o = GceObject {
+            meta: Meta::new(project.id.clone()),
+            name,
+            scope: scope.clone(),
+            fields,
+        };
+        tx.put(&table, &key, &o)?;
+        if kind.collection == "forwardingRules" {
+            super::forwarding::sync(tx, cloud, project, &o)?;
+        }
+        if kind.collection == "firewalls" {
+            super::forwarding::sync_all(tx, cloud, project)?;
+        }
+        Ok(Done {
+            target: format!("{scope}/{}/{}", kind.collection, o.name),
+            scope,
+            op_type: "insert".into(),
+            target_id: m::numeric_id(&o.meta.id),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
 
 async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let (kind, scope) = locate(&cloud2, &project, &p)?;
-            let o = find(tx, &project, kind, &scope, param(&p, "name"))?;
-            let link = {
-                let s = Scope {
-                    cloud: &cloud2,
-                    project: &project,
-                };
-                s.link(&format!("{scope}/{}/{}", kind.collection, o.name))
-            };
-            // GCE refuses to delete what another resource uses.
-            let users: Vec<String> = KINDS
-                .iter()
-                .flat_map(|k| objects(tx, k.collection).into_iter().map(move |x| (k, x)))
-                .filter(|(_, x)| x.meta.project_id == project.id)
-                .filter(|(_, x)| {
-                    x.fields.values().any(|v| {
-                        v == link.as_str()
-                            || v.as_array()
-                                .is_some_and(|a| a.iter().any(|e| e == link.as_str()))
-                    })
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let (cloud, project) = (s.cloud, s.project);
+        let (kind, scope) = locate(cloud, project, &p)?;
+        let o = find(tx, project, kind, &scope, param(&p, "name"))?;
+        let target = format!("{scope}/{}/{}", kind.collection, o.name);
+        let link = s.link(&target);
+        // GCE refuses to delete what another resource uses.
+        let users: Vec<String> = KINDS
+            .iter()
+            .flat_map(|k| objects(tx, k.collection).into_iter().map(move |x| (k, x)))
+            .filter(|(_, x)| x.meta.project_id == project.id)
+            .filter(|(_, x)| {
+                x.fields.values().any(|v| {
+                    v == link.as_str()
+                        || v.as_array()
+                            .is_some_and(|a| a.iter().any(|e| e == link.as_str()))
                 })
-                .map(|(k, x)| {
-                    format!(
-                        "projects/{}/{}/{}/{}",
-                        project.name, x.scope, k.collection, x.name
-                    )
-                })
-                .collect();
-            if let Some(user) = users.first() {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "resourceInUseByAnotherResource",
-                    format!(
-                        "The {} resource '{}' is already being used by '{user}'",
-                        kind.kind.trim_start_matches("compute#"),
-                        link
-                    ),
-                ));
+            })
+            .map(|(k, x)| {
+                format!(
+                    "projects/{}/{}/{}/{}",
+                    project.name, x.scope, k.collection, x.name
+                )
+            })
+            .collect();
+        if let Some(user) = users.first() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "resourceInUseByAnotherResource",
+                format!(
+                    "The {} resource '{}' is already being used by '{user}'",
+                    kind.kind.trim_start_matches("compute#"),
+                    link
+                ),
+            ));
+        }
+        if kind.collection == "forwardingRules" {
+            super::forwarding::remove(tx, project, &o)?;
+        }
+        tx.delete(
+            &GceObject::table(kind.collection),
+            &GceObject::key(&scope, &o.name),
+        );
+        if kind.collection == "firewalls" {
+            super::forwarding::sync_all(tx, cloud, project)?;
+        }
+        for key in ["address", "IPAddress"] {
+            if let Some(a) = o.fields.get(key).and_then(Value::as_str) {
+                release_address(tx, project, a);
             }
-            if kind.collection == "forwardingRules" {
-                super::forwarding::remove(tx, &project, &o)?;
-            }
-            tx.delete(
-                &GceObject::table(kind.collection),
-                &GceObject::key(&scope, &o.name),
-            );
-            if kind.collection == "firewalls" {
-                super::forwarding::sync_all(tx, &cloud2, &project)?;
-            }
-            for key in ["address", "IPAddress"] {
-                if let Some(a) = o.fields.get(key).and_then(Value::as_str) {
-                    release_address(tx, &project, a);
-                }
-            }
-            let s = Scope {
-                cloud: &cloud2,
-                project: &project,
-            };
-            let op = record_operation(
-                tx,
-                &s,
-                OpSpec {
-                    scope: &scope,
-                    op_type: "delete",
-                    target_link: link,
-                    target_id: m::numeric_id(&o.meta.id),
-                },
-            )?;
-            Ok((project, op))
+        }
+        Ok(Done {
+            scope,
+            op_type: "delete".into(),
+            target,
+            target_id: m::numeric_id(&o.meta.id),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
 
 /// `targetPools/{name}/addInstance` and `removeInstance`.
 async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
     let b: Value = parse_body(&body)?;
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let (kind, scope) = locate(&cloud2, &project, &p)?;
-            let action = param(&p, "action");
-            if kind.collection != "targetPools"
-                || !["addInstance", "removeInstance"].contains(&action)
-            {
-                return Err(not_found(&format!(
-                    "projects/{}/{scope}/{}/{}/{action}",
-                    project.name,
-                    kind.collection,
-                    param(&p, "name")
-                )));
-            }
-            let mut o = find(tx, &project, kind, &scope, param(&p, "name"))?;
-            let s = Scope {
-                cloud: &cloud2,
-                project: &project,
-            };
-            let mut current: Vec<String> = o
-                .fields
-                .get("instances")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let asked = b["instances"].as_array().cloned().unwrap_or_default();
-            if asked.is_empty() {
-                return Err(required("instances"));
-            }
-            for i in asked {
-                let r = i["instance"]
-                    .as_str()
-                    .ok_or_else(|| required("instances[].instance"))?;
-                let (zone, name) = instance_ref(r).ok_or_else(|| {
-                    invalid(format!("Invalid value for field 'instance': '{r}'."))
-                })?;
-                let link = s.link(&format!("zones/{zone}/instances/{name}"));
-                if action == "addInstance" {
-                    check_instance(tx, &s, r)?;
-                    if !current.contains(&link) {
-                        current.push(link);
-                    }
-                } else {
-                    current.retain(|c| c != &link);
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let (cloud, project) = (s.cloud, s.project);
+        let (kind, scope) = locate(cloud, project, &p)?;
+        let action = param(&p, "action");
+        if kind.collection != "targetPools" || !["addInstance", "removeInstance"].contains(&action)
+        {
+            return Err(not_found(&format!(
+                "projects/{}/{scope}/{}/{}/{action}",
+                project.name,
+                kind.collection,
+                param(&p, "name")
+            )));
+        }
+        let mut o = find(tx, project, kind, &scope, param(&p, "name"))?;
+        let mut current: Vec<String> = o
+            .fields
+            .get("instances")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let asked = b["instances"].as_array().cloned().unwrap_or_default();
+        if asked.is_empty() {
+            return Err(required("instances"));
+        }
+        for i in asked {
+            let r = i["instance"]
+                .as_str()
+                .ok_or_else(|| required("instances[].instance"))?;
+            let (zone, name) = instance_ref(r)
+                .ok_or_else(|| invalid(format!("Invalid value for field 'instance': '{r}'.")))?;
+            let link = s.link(&format!("zones/{zone}/instances/{name}"));
+            if action == "addInstance" {
+                check_instance(tx, s, r)?;
+                if !current.contains(&link) {
+                    current.push(link);
                 }
+            } else {
+                current.retain(|c| c != &link);
             }
-            o.fields.insert("instances".into(), json!(current));
-            o.meta.touch();
-            tx.put(
-                &GceObject::table(kind.collection),
-                &GceObject::key(&scope, &o.name),
-                &o,
-            )?;
-            let pool_link = s.link(&format!("{scope}/{}/{}", kind.collection, o.name));
-            super::forwarding::sync_rules_of_pool(tx, &cloud2, &project, &pool_link)?;
-            let op = record_operation(
-                tx,
-                &s,
-                OpSpec {
-                    scope: &scope,
-                    op_type: action,
-                    target_link: s.link(&format!("{scope}/{}/{}", kind.collection, o.name)),
-                    target_id: m::numeric_id(&o.meta.id),
-                },
-            )?;
-            Ok((project, op))
+        }
+        o.fields.insert("instances".into(), json!(current));
+        o.meta.touch();
+        tx.put(
+            &GceObject::table(kind.collection),
+            &GceObject::key(&scope, &o.name),
+            &o,
+        )?;
+        let target = format!("{scope}/{}/{}", kind.collection, o.name);
+        super::forwarding::sync_rules_of_pool(tx, cloud, project, &s.link(&target))?;
+        Ok(Done {
+            scope,
+            op_type: action.to_owned(),
+            target,
+            target_id: m::numeric_id(&o.meta.id),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
 
 #[cfg(test)]

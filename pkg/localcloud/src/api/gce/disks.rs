@@ -130,12 +130,7 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             "Invalid JSON payload received. Unknown name \"{unknown}\" at 'disk_resource': Cannot find field."
         )));
     }
-    let name = b
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| required("resource.name"))?
-        .to_owned();
-    check_name(&name)?;
+    let name = resource_name(&b)?;
     let size = match b.get("sizeGb") {
         None => 10,
         Some(Value::String(s)) => s
@@ -155,87 +150,58 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
         .get("description")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let zone = param(&p, "zone").to_owned();
-            check_zone(tx, &project, &zone)?;
-            if find_disk(tx, &project, &zone, &name).is_ok() {
-                return Err(already_exists(&format!(
-                    "projects/{}/zones/{zone}/disks/{name}",
-                    project.name
-                )));
-            }
-            let (user_id, _) = user_of(&cloud2, tx);
-            let v = Volume {
-                meta: Meta::new(project.id.clone()),
-                name: Some(name.clone()),
-                description,
-                size,
-                status: volume::AVAILABLE.into(),
-                availability_zone: zone.clone(),
-                volume_type: volume::VOLUME_TYPE.into(),
-                user_id,
-                metadata: BTreeMap::new(),
-                attachments: Vec::new(),
-                multiattach: false,
-            };
-            tx.put(VOLUMES, &v.meta.id, &v)?;
-            let s = Scope {
-                cloud: &cloud2,
-                project: &project,
-            };
-            let op = record_operation(
-                tx,
-                &s,
-                OpSpec {
-                    scope: &format!("zones/{zone}"),
-                    op_type: "insert",
-                    target_link: s.link(&format!("zones/{zone}/disks/{name}")),
-                    target_id: m::numeric_id(&v.meta.id),
-                },
-            )?;
-            Ok((project, op))
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let project = s.project;
+        let zone = param(&p, "zone").to_owned();
+        check_zone(tx, project, &zone)?;
+        if find_disk(tx, project, &zone, &name).is_ok() {
+            return Err(already_exists(&format!(
+                "projects/{}/zones/{zone}/disks/{name}",
+                project.name
+            )));
+        }
+        let (user_id, _) = user_of(s.cloud, tx);
+        let v = Volume {
+            meta: Meta::new(project.id.clone()),
+            name: Some(name.clone()),
+            description,
+            size,
+            status: volume::AVAILABLE.into(),
+            availability_zone: zone.clone(),
+            volume_type: volume::VOLUME_TYPE.into(),
+            user_id,
+            metadata: BTreeMap::new(),
+            attachments: Vec::new(),
+            multiattach: false,
+        };
+        tx.put(VOLUMES, &v.meta.id, &v)?;
+        Ok(Done {
+            scope: format!("zones/{zone}"),
+            op_type: "insert".into(),
+            target: format!("zones/{zone}/disks/{name}"),
+            target_id: m::numeric_id(&v.meta.id),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
 
 async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let zone = param(&p, "zone").to_owned();
-            check_zone(tx, &project, &zone)?;
-            let v = find_disk(tx, &project, &zone, param(&p, "name"))?;
-            if !v.attachments.is_empty() {
-                return Err(ApiError::new(StatusCode::BAD_REQUEST, "resourceInUseByAnotherResource",
-                    format!("The disk resource 'projects/{}/zones/{zone}/disks/{}' is already being used by an instance", project.name, param(&p, "name"))));
-            }
-            tx.delete(VOLUMES, &v.meta.id);
-            let s = Scope { cloud: &cloud2, project: &project };
-            let op = record_operation(tx, &s, OpSpec {
-                scope: &format!("zones/{zone}"),
-                op_type: "delete",
-                target_link: s.link(&format!("zones/{zone}/disks/{}", param(&p, "name"))),
-                target_id: m::numeric_id(&v.meta.id),
-            })?;
-            Ok((project, op))
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let project = s.project;
+        let zone = param(&p, "zone").to_owned();
+        check_zone(tx, project, &zone)?;
+        let v = find_disk(tx, project, &zone, param(&p, "name"))?;
+        if !v.attachments.is_empty() {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "resourceInUseByAnotherResource",
+                format!("The disk resource 'projects/{}/zones/{zone}/disks/{}' is already being used by an instance", project.name, param(&p, "name"))));
+        }
+        tx.delete(VOLUMES, &v.meta.id);
+        Ok(Done {
+            scope: format!("zones/{zone}"),
+            op_type: "delete".into(),
+            target: format!("zones/{zone}/disks/{}", param(&p, "name")),
+            target_id: m::numeric_id(&v.meta.id),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }

@@ -319,12 +319,7 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             "Invalid JSON payload received. Unknown name \"{unknown}\" at 'instance_resource': Cannot find field."
         )));
     }
-    let name = b
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| required("resource.name"))?
-        .to_owned();
-    check_name(&name)?;
+    let name = resource_name(&b)?;
     let machine_type = b
         .get("machineType")
         .and_then(Value::as_str)
@@ -337,112 +332,83 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
         .and_then(Value::as_str)
         .map(str::to_owned);
     let dir = cloud.config.config_drive_dir();
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let zone = param(&p, "zone").to_owned();
-            check_zone(tx, &project, &zone)?;
-            let path = format!("projects/{}/zones/{zone}/instances/{name}", project.name);
-            if find_instance(tx, &project, &zone, &name).is_ok() {
-                return Err(already_exists(&path));
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let project = s.project;
+        let zone = param(&p, "zone").to_owned();
+        check_zone(tx, project, &zone)?;
+        let path = format!("projects/{}/zones/{zone}/instances/{name}", project.name);
+        if find_instance(tx, project, &zone, &name).is_ok() {
+            return Err(already_exists(&path));
+        }
+        let flavor = find_flavor(m::last_segment(&machine_type)).ok_or_else(|| {
+            invalid(format!("Invalid value for field 'resource.machineType': '{machine_type}'. Machine type with name '{}' does not exist in zone '{zone}'.", m::last_segment(&machine_type)))
+        })?;
+        let nics = make_nics(tx, project, b.get("networkInterfaces").unwrap_or(&Value::Null))?;
+        let (user_id, _) = user_of(s.cloud, tx);
+        let server = Server {
+            meta: Meta::new(project.id.clone()),
+            name,
+            status: compute::ACTIVE.into(),
+            flavor_id: flavor.id.into(),
+            image_id: String::new(),
+            availability_zone: zone.clone(),
+            user_id,
+            metadata,
+            key_name: None,
+            description,
+            index: compute::next_index(tx)?,
+            tags,
+        };
+        let requested = nics.iter().map(|n| (None, Some(n.port.meta.id.clone()), None)).collect();
+        add_server(tx, &server, requested, &dir)?;
+        for nic in nics {
+            for wanted in nic.nat {
+                add_access_config(tx, project, &nic.port.meta.id, wanted)?;
             }
-            let flavor = find_flavor(m::last_segment(&machine_type)).ok_or_else(|| {
-                invalid(format!("Invalid value for field 'resource.machineType': '{machine_type}'. Machine type with name '{}' does not exist in zone '{zone}'.", m::last_segment(&machine_type)))
-            })?;
-            let nics = make_nics(tx, &project, b.get("networkInterfaces").unwrap_or(&Value::Null))?;
-            let (user_id, _) = user_of(&cloud2, tx);
-            let server = Server {
-                meta: Meta::new(project.id.clone()),
-                name,
-                status: compute::ACTIVE.into(),
-                flavor_id: flavor.id.into(),
-                image_id: String::new(),
-                availability_zone: zone.clone(),
-                user_id,
-                metadata,
-                key_name: None,
-                description,
-                index: compute::next_index(tx)?,
-                tags,
-            };
-            let requested = nics.iter().map(|n| (None, Some(n.port.meta.id.clone()), None)).collect();
-            add_server(tx, &server, requested, &dir)?;
-            for nic in nics {
-                for wanted in nic.nat {
-                    add_access_config(tx, &project, &nic.port.meta.id, wanted)?;
-                }
-            }
-            let s = Scope { cloud: &cloud2, project: &project };
-            let op = record_operation(tx, &s, OpSpec {
-                scope: &format!("zones/{zone}"),
-                op_type: "insert",
-                target_link: s.link(&format!("zones/{zone}/instances/{}", server.name)),
-                target_id: m::numeric_id(&server.meta.id),
-            })?;
-            tracing::info!(instance = %server.name, %zone, "created GCE instance");
-            Ok((project, op))
+        }
+        tracing::info!(instance = %server.name, %zone, "created GCE instance");
+        Ok(Done {
+            scope: format!("zones/{zone}"),
+            op_type: "insert".into(),
+            target: format!("zones/{zone}/instances/{}", server.name),
+            target_id: m::numeric_id(&server.meta.id),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
 
 async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
     let dir = cloud.config.config_drive_dir();
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let zone = param(&p, "zone");
-            check_zone(tx, &project, zone)?;
-            let server = find_instance(tx, &project, zone, param(&p, "name"))?;
-            let ephemeral: Vec<String> = compute::server_ports(tx, &server.meta.id)
-                .iter()
-                .flat_map(|port| {
-                    tx.list::<network::FloatingIp>(network::FLOATING_IPS)
-                        .into_iter()
-                        .filter(|f| {
-                            f.port_id.as_deref() == Some(port.meta.id.as_str())
-                                && f.description == EPHEMERAL_NAT
-                        })
-                        .map(|f| f.meta.id)
-                        .collect::<Vec<_>>()
-                })
-                .collect();
-            remove_server(tx, &server.meta.id, &dir)?;
-            for id in ephemeral {
-                tx.delete(network::FLOATING_IPS, &id);
-            }
-            let s = Scope {
-                cloud: &cloud2,
-                project: &project,
-            };
-            let op = record_operation(
-                tx,
-                &s,
-                OpSpec {
-                    scope: &format!("zones/{zone}"),
-                    op_type: "delete",
-                    target_link: s.link(&format!("zones/{zone}/instances/{}", server.name)),
-                    target_id: m::numeric_id(&server.meta.id),
-                },
-            )?;
-            Ok((project, op))
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let project = s.project;
+        let zone = param(&p, "zone");
+        check_zone(tx, project, zone)?;
+        let server = find_instance(tx, project, zone, param(&p, "name"))?;
+        let ephemeral: Vec<String> = compute::server_ports(tx, &server.meta.id)
+            .iter()
+            .flat_map(|port| {
+                tx.list::<network::FloatingIp>(network::FLOATING_IPS)
+                    .into_iter()
+                    .filter(|f| {
+                        f.port_id.as_deref() == Some(port.meta.id.as_str())
+                            && f.description == EPHEMERAL_NAT
+                    })
+                    .map(|f| f.meta.id)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        remove_server(tx, &server.meta.id, &dir)?;
+        for id in ephemeral {
+            tx.delete(network::FLOATING_IPS, &id);
+        }
+        Ok(Done {
+            scope: format!("zones/{zone}"),
+            op_type: "delete".into(),
+            target: format!("zones/{zone}/instances/{}", server.name),
+            target_id: m::numeric_id(&server.meta.id),
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
 
 /// Parses GCE's Tags (`{"items": [...], "fingerprint"}`).
@@ -477,55 +443,44 @@ async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
     } else {
         parse_body(&body)?
     };
-    let cloud2 = cloud.clone();
-    let (project, op) = cloud
-        .write(move |tx| {
-            let project = Project::find(tx, param(&p, "project"))?;
-            let zone = param(&p, "zone");
-            check_zone(tx, &project, zone)?;
-            let mut server = find_instance(tx, &project, zone, param(&p, "name"))?;
-            match action.as_str() {
-                "stop" => server.status = compute::SHUTOFF.into(),
-                "start" => server.status = compute::ACTIVE.into(),
-                "reset" if server.status == compute::ACTIVE => {}
-                "reset" => {
-                    return Err(ApiError::new(StatusCode::BAD_REQUEST, "resourceNotReady", format!("The resource 'projects/{}/zones/{zone}/instances/{}' is not ready", project.name, server.name)))
-                }
-                "setMetadata" => {
-                    let (items, fp) = parse_metadata(&b)?;
-                    if fp.is_some_and(|fp| fp != m::fingerprint(&json!(server.metadata))) {
-                        return Err(stale_fingerprint("metadata"));
-                    }
-                    server.metadata = items;
-                }
-                "setTags" => {
-                    let (tags, fp) = parse_tags(&b)?;
-                    if fp.is_some_and(|fp| fp != m::fingerprint(&json!(server.tags))) {
-                        return Err(stale_fingerprint("tags"));
-                    }
-                    server.tags = tags;
-                }
-                other => {
-                    return Err(ApiError::new(StatusCode::NOT_FOUND, "notFound", format!("The instance method '{other}' does not exist here (local cloud: stop, start, reset, setMetadata, setTags)")))
-                }
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let project = s.project;
+        let zone = param(&p, "zone");
+        check_zone(tx, project, zone)?;
+        let mut server = find_instance(tx, project, zone, param(&p, "name"))?;
+        match action.as_str() {
+            "stop" => server.status = compute::SHUTOFF.into(),
+            "start" => server.status = compute::ACTIVE.into(),
+            "reset" if server.status == compute::ACTIVE => {}
+            "reset" => {
+                return Err(ApiError::new(StatusCode::BAD_REQUEST, "resourceNotReady", format!("The resource 'projects/{}/zones/{zone}/instances/{}' is not ready", project.name, server.name)))
             }
-            server.meta.touch();
-            tx.put(SERVERS, &server.meta.id, &server)?;
-            let s = Scope { cloud: &cloud2, project: &project };
-            let op = record_operation(tx, &s, OpSpec {
-                scope: &format!("zones/{zone}"),
-                op_type: &action,
-                target_link: s.link(&format!("zones/{zone}/instances/{}", server.name)),
-                target_id: m::numeric_id(&server.meta.id),
-            })?;
-            Ok((project, op))
+            "setMetadata" => {
+                let (items, fp) = parse_metadata(&b)?;
+                if fp.is_some_and(|fp| fp != m::fingerprint(&json!(server.metadata))) {
+                    return Err(stale_fingerprint("metadata"));
+                }
+                server.metadata = items;
+            }
+            "setTags" => {
+                let (tags, fp) = parse_tags(&b)?;
+                if fp.is_some_and(|fp| fp != m::fingerprint(&json!(server.tags))) {
+                    return Err(stale_fingerprint("tags"));
+                }
+                server.tags = tags;
+            }
+            other => {
+                return Err(ApiError::new(StatusCode::NOT_FOUND, "notFound", format!("The instance method '{other}' does not exist here (local cloud: stop, start, reset, setMetadata, setTags)")))
+            }
+        }
+        server.meta.touch();
+        tx.put(SERVERS, &server.meta.id, &server)?;
+        Ok(Done {
+            scope: format!("zones/{zone}"),
+            target: format!("zones/{zone}/instances/{}", server.name),
+            target_id: m::numeric_id(&server.meta.id),
+            op_type: action,
         })
-        .await?;
-    Ok(operation_reply(
-        &Scope {
-            cloud: &cloud,
-            project: &project,
-        },
-        &op,
-    ))
+    })
+    .await
 }
