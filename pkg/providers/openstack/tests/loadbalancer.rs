@@ -1087,6 +1087,33 @@ async fn ask_from(source: &str, addr: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// The Neutron port of `server` (its one interface).
+async fn port_of_server(cloud: &Cloud, server: &str) -> serde_json::Value {
+    cloud
+        .ok(
+            Method::GET,
+            &format!("/network/v2.0/ports?device_id={server}"),
+            None,
+        )
+        .await["ports"][0]
+        .clone()
+}
+
+/// A server `name` of the local cloud and its Node (provider ID set), a node port on the
+/// server's fixed address answering `answer`: (server id, node port, the Nodes).
+async fn server_node(cloud: &Cloud, name: &str, answer: &'static str) -> (String, u16, [Node; 1]) {
+    let server = cloud.create_server(name, "1", None).await;
+    let node_ip = port_of_server(cloud, &server).await["fixed_ips"][0]["ip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let np = free_port(&node_ip);
+    backend(&node_ip, np, answer).await;
+    let mut n = node(name, &node_ip);
+    n.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{server}"));
+    (server, np, [n])
+}
+
 /// `manage-security-groups = true`, as OCCM: a group `lb-sg-<uid>-<ns>-<name>` whose only rules
 /// open the node port from the members' subnet, put on the node server's port, converged when
 /// the node port changes, and taken off the port and deleted with the load balancer. The
@@ -1096,27 +1123,12 @@ async fn manage_security_groups_opens_node_ports_to_the_load_balancer() {
     let cloud = Cloud::start().await;
     let os = ready(&cloud, "[LoadBalancer]\nmanage-security-groups = true\n").await;
     let lb = os.load_balancer().unwrap();
-    let server = cloud.create_server("sg-node", "1", None).await;
-    let port_of_server = || async {
-        cloud
-            .ok(
-                Method::GET,
-                &format!("/network/v2.0/ports?device_id={server}"),
-                None,
-            )
-            .await["ports"][0]
-            .clone()
-    };
-    let node_port = port_of_server().await;
-    let node_ip = node_port["fixed_ips"][0]["ip_address"]
+    let (server, np, nodes) = server_node(&cloud, "sg-node", "guarded").await;
+    let port_of_server = || port_of_server(&cloud, &server);
+    let node_ip = port_of_server().await["fixed_ips"][0]["ip_address"]
         .as_str()
         .unwrap()
         .to_owned();
-    let np = free_port(&node_ip);
-    backend(&node_ip, np, "guarded").await;
-    let mut n = node("sg-node", &node_ip);
-    n.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{server}"));
-    let nodes = [n];
     let port = free_port("127.0.0.1");
     let with = |np: u16, ranges: &[&str]| {
         let mut s = service(&[(port, np)]);
@@ -1258,25 +1270,9 @@ async fn member_security_groups_refuse_the_load_balancer_until_the_managed_group
         c
     })
     .await;
-    let server = cloud.create_server("sg-enforced", "1", None).await;
-    let node_port = cloud
-        .ok(
-            Method::GET,
-            &format!("/network/v2.0/ports?device_id={server}"),
-            None,
-        )
-        .await["ports"][0]
-        .clone();
+    let (server, np, nodes) = server_node(&cloud, "sg-enforced", "behind-a-group").await;
+    let node_port = port_of_server(&cloud, &server).await;
     let port_id = node_port["id"].as_str().unwrap().to_owned();
-    let node_ip = node_port["fixed_ips"][0]["ip_address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let np = free_port(&node_ip);
-    backend(&node_ip, np, "behind-a-group").await;
-    let mut n = node("sg-enforced", &node_ip);
-    n.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{server}"));
-    let nodes = [n];
     let port = free_port("127.0.0.1");
     let svc = service(&[(port, np)]);
 
