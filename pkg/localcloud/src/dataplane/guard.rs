@@ -187,8 +187,8 @@ mod tests {
 
     #[test]
     fn a_rule_admits_the_member_subnet_on_its_port_only() {
-        let ip: IpAddr = "127.1.0.5".parse().unwrap();
-        let subnet = Some(("127.1.0.0".parse().unwrap(), 16));
+        let ip = IpAddr::from([127, 1, 0, 5]);
+        let subnet = Some((IpAddr::from([127, 1, 0, 0]), 16));
         let node_port = rule(Some("tcp"), Some((30080, 30080)), Some("127.1.0.0/16"));
         assert!(rule_admits(&node_port, ip, "tcp", 30080, subnet));
         assert!(!rule_admits(&node_port, ip, "tcp", 30081, subnet));
