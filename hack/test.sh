@@ -121,6 +121,11 @@ hack/migrate.sh --dir "$HYPERCLOUD_CACHE/migrate-ci"
 # (the figures are in docs/controller-manager-runtime.md).
 step "hack/bench/compare-upstream.sh 20 --services=5 (smoke)"
 hack/bench/compare-upstream.sh 20 --services=5
+# The service controller's LoadBalancer figures against the local cloud (docs/openstack-provider.md
+# "Scale") at a tiny N, with the binary and bench driver `cargo test` built: a smoke of the
+# script (ingress, deletion, cloud requests per Service), never a pass/fail on speed.
+step "hack/bench/lb-services.sh 5 --nodes=2 (smoke)"
+hack/bench/lb-services.sh 5 --nodes=2
 # The committed sequence diagrams of the local demo (docs/diagrams) must match what its run recorded.
 step "hack/verify-diagrams.sh (the cloud calls of those runs, rendered, against docs/diagrams)"
 hack/verify-diagrams.sh --from "$HYPERCLOUD_CACHE/compare-modes-ci"

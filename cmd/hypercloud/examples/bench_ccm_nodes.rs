@@ -328,18 +328,125 @@ struct ServiceReport {
     writes_per_service: f64,
     rss_kb: u64,
     delete_secs: f64,
+    /// Creating (until every Service has ingress) and deleting (until every Service is gone and
+    /// the cloud holds none of their load balancers): the provider calls (the CCM's
+    /// `cloudprovider_api_request_duration_seconds_count`, by request) and, with a counted
+    /// cloud, the requests the cloud answered (by service, method, route and code).
+    phases: [Phase; 2],
+}
+
+/// The requests of one phase of `--services`, in all (not per Service).
+#[derive(Default)]
+struct Phase {
+    provider_calls: BTreeMap<String, f64>,
+    cloud_requests: Option<BTreeMap<String, f64>>,
+    /// The local cloud's CPU seconds (API and data plane).
+    cloud_cpu_secs: Option<f64>,
+}
+
+impl Phase {
+    fn human(&self, name: &str, m: usize) -> String {
+        let per = |total: f64| total / m as f64;
+        let calls: f64 = self.provider_calls.values().sum();
+        let mut out = format!(
+            "  {name}: provider calls/Service {:.2} ({})",
+            per(calls),
+            self.provider_calls
+                .iter()
+                .map(|(k, v)| format!("{k}={:.2}", per(*v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        if let Some(requests) = &self.cloud_requests {
+            let total: f64 = requests.values().sum();
+            let cpu = self
+                .cloud_cpu_secs
+                .map(|s| format!(", local cloud CPU {s:.2}s"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "\n  {name}: cloud API requests/Service {:.2} ({total} in all{cpu})",
+                per(total)
+            ));
+            for (k, v) in requests {
+                out.push_str(&format!("\n      {:>7.2}  {k}", per(*v)));
+            }
+        }
+        out
+    }
+
+    fn cloud_total(&self) -> f64 {
+        self.cloud_requests
+            .as_ref()
+            .map_or(0.0, |r| r.values().sum())
+    }
 }
 
 impl ServiceReport {
     fn human(&self) -> String {
         format!(
-            "services:                {} LoadBalancer Services: ingress on all in {:.2}s, {:.2} CCM writes/Service, CCM RSS holding them {:.1} MiB, deleted in {:.2}s",
+            "services:                {} LoadBalancer Services: ingress on all in {:.2}s, {:.2} CCM writes/Service, CCM RSS holding them {:.1} MiB, deleted in {:.2}s\n{}\n{}",
             self.count,
             self.secs,
             self.writes_per_service,
             self.rss_kb as f64 / 1024.0,
-            self.delete_secs
+            self.delete_secs,
+            self.phases[0].human("create", self.count),
+            self.phases[1].human("delete", self.count),
         )
+    }
+}
+
+/// The provider calls counted by the CCM's metrics at `url`, by request, less `initialize`.
+async fn provider_calls(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> Res<BTreeMap<String, f64>> {
+    let text = get_text(http, url, token).await?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix("cloudprovider_api_request_duration_seconds_count{"))
+        .filter_map(|l| l.rsplit_once("} "))
+        .filter_map(|(labels, v)| {
+            let request = labels.split("request=\"").nth(1)?.split('"').next()?;
+            (request != "initialize").then(|| (request.to_string(), v.parse().unwrap_or(0.0)))
+        })
+        .collect())
+}
+
+/// `after - before`, per key, the keys that grew.
+fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).unwrap_or(&0.0)))
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
+}
+
+/// Provider calls, cloud requests and the local cloud's CPU ticks at one moment.
+type Snap = (
+    BTreeMap<String, f64>,
+    Option<BTreeMap<String, f64>>,
+    Option<u64>,
+);
+
+/// What `hold_services` counts besides the apiserver: the CCM's provider calls, the cloud's
+/// requests and, with the local cloud, its load balancers.
+struct Counters<'a> {
+    ccm_metrics_url: &'a str,
+    cloud: Option<&'a CloudCounter<'a>>,
+    local: Option<&'a LocalCloud>,
+}
+
+impl Counters<'_> {
+    async fn snapshot(&self, http: &reqwest::Client, admin: &str) -> Res<Snap> {
+        let calls = provider_calls(http, self.ccm_metrics_url, admin).await?;
+        let cloud = match self.cloud {
+            Some(c) => Some(c.by_kind(http).await?),
+            None => None,
+        };
+        let cpu = self.local.and_then(|c| cpu_ticks(c.child.id()));
+        Ok((calls, cloud, cpu))
     }
 }
 
@@ -354,7 +461,9 @@ fn ccm_exited(when: &str, status: std::process::ExitStatus, log: &std::path::Pat
 
 /// Creates `m` LoadBalancer Services (namespace `default`, labelled with the run), waits until
 /// every one has an ingress IP, reads the CCM's RSS while it holds them, then deletes them and
-/// waits until the CCM has released them (its finalizer gone).
+/// waits until the CCM has released them (its finalizer gone) and, with the local cloud, until
+/// the cloud holds none of their load balancers. Counts the provider calls and cloud requests
+/// of each phase.
 #[allow(clippy::too_many_arguments)]
 async fn hold_services(
     client: &kube::Client,
@@ -366,10 +475,12 @@ async fn hold_services(
     pid: u32,
     ccm: &mut std::process::Child,
     ccm_log: &std::path::Path,
+    counters: &Counters<'_>,
 ) -> Res<ServiceReport> {
     let api: Api<Service> = Api::namespaced(client.clone(), "default");
     let label = format!("hypercloud.io/bench={run}");
     let before = get_text(http, metrics_url, admin).await?;
+    let snap0 = counters.snapshot(http, admin).await?;
     eprintln!("creating {m} LoadBalancer Services ...");
     let start = Instant::now();
     futures::stream::iter(0..m)
@@ -419,21 +530,54 @@ async fn hold_services(
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = get_text(http, metrics_url, admin).await?;
+    let snap1 = counters.snapshot(http, admin).await?;
     let (wb, wa) = (writes(&before, "services"), writes(&after, "services"));
     let svc_writes: f64 = wa.iter().map(|(k, v)| v - wb.get(k).unwrap_or(&0.0)).sum();
     let rss_kb = vm_rss_kb(pid).unwrap_or(0);
     eprintln!("deleting the {m} Services ...");
     let t = Instant::now();
     api.delete_collection(&DeleteParams::default(), &lp).await?;
-    loop {
-        let left = api.list(&lp).await?.items.len();
+    let mut lookups = 0.0;
+    let delete_secs = loop {
+        let mut left = api.list(&lp).await?.items.len();
         if left == 0 {
-            break;
+            // The CCM removes its finalizer after deleting the load balancer: this only checks.
+            if let Some(cloud) = counters.local {
+                left = cloud.load_balancers_named(http, run).await?;
+                lookups += 1.0;
+            }
+        }
+        if left == 0 {
+            break t.elapsed().as_secs_f64();
+        }
+        if let Some(status) = ccm.try_wait()? {
+            return Err(ccm_exited("while deleting Services", status, ccm_log).into());
         }
         if t.elapsed() > Duration::from_secs(1800) {
-            return Err(format!("{left} Services still held after 1800s").into());
+            return Err(format!("{left} Services or load balancers left after 1800s").into());
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // Requests after the last one that mattered (e.g. a requeue) still count: settle as above.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let snap2 = counters.snapshot(http, admin).await?;
+    let tick = ticks_per_second();
+    let phase = |a: &Snap, b: &Snap| Phase {
+        provider_calls: delta(&a.0, &b.0),
+        cloud_requests: a.1.as_ref().zip(b.1.as_ref()).map(|(a, b)| delta(a, b)),
+        cloud_cpu_secs: a.2.zip(b.2).map(|(a, b)| b.saturating_sub(a) as f64 / tick),
+    };
+    let mut phases = [phase(&snap0, &snap1), phase(&snap1, &snap2)];
+    // The bench's own look-ups (a token and a list each) are not the CCM's.
+    if let Some(r) = phases[1].cloud_requests.as_mut() {
+        for (k, v) in r.iter_mut() {
+            if k == "load-balancer GET /load-balancer/v2/lbaas/loadbalancers 200"
+                || k == "identity POST /identity/v3/auth/tokens 201"
+            {
+                *v -= lookups;
+            }
+        }
+        r.retain(|_, v| *v > 0.0);
     }
     Ok(ServiceReport {
         count: m,
@@ -441,7 +585,8 @@ async fn hold_services(
         // Less the bench's own m creates: what the CCM wrote.
         writes_per_service: (svc_writes - m as f64) / m as f64,
         rss_kb,
-        delete_secs: t.elapsed().as_secs_f64(),
+        delete_secs,
+        phases,
     })
 }
 
@@ -715,6 +860,29 @@ impl LocalCloud {
 
     fn metrics_url(&self) -> String {
         format!("{}/metrics", self.api_url)
+    }
+
+    /// How many load balancers the cloud holds whose name contains `part` (one token request
+    /// and one Octavia list).
+    async fn load_balancers_named(&self, http: &reqwest::Client, part: &str) -> Res<usize> {
+        let token = self.token(http).await?;
+        let list: Value = http
+            .get(format!(
+                "{}/load-balancer/v2/lbaas/loadbalancers",
+                self.api_url
+            ))
+            .header("x-auth-token", &token)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(list["loadbalancers"]
+            .as_array()
+            .ok_or("Octavia's list without loadbalancers")?
+            .iter()
+            .filter(|lb| lb["name"].as_str().is_some_and(|n| n.contains(part)))
+            .count())
     }
 
     fn stop(mut self) {
@@ -1008,6 +1176,11 @@ async fn main() -> Res<()> {
                 pid,
                 &mut ccm,
                 &dir.path().join("ccm.log"),
+                &Counters {
+                    ccm_metrics_url: &ccm_metrics_url,
+                    cloud: counter.as_ref(),
+                    local: local.as_ref(),
+                },
             )
             .await?,
         )
@@ -1161,8 +1334,13 @@ async fn main() -> Res<()> {
     if let Some(r) = &svc_report {
         println!("{}", r.human());
         result.push_str(&format!(
-            " services={services} svc_s={:.2} svc_writes_per_service={:.3} ccm_rss_holding_mib={:.1} ccm_cpu_svc_s={:.2} apiserver_cpu_svc_s={:.2} etcd_cpu_svc_s={:.2}",
+            " services={services} svc_s={:.2} svc_delete_s={:.2} svc_calls_create={:.3} svc_calls_delete={:.3} svc_cloud_create={:.3} svc_cloud_delete={:.3} svc_writes_per_service={:.3} ccm_rss_holding_mib={:.1} ccm_cpu_svc_s={:.2} apiserver_cpu_svc_s={:.2} etcd_cpu_svc_s={:.2}",
             r.secs,
+            r.delete_secs,
+            r.phases[0].provider_calls.values().sum::<f64>() / r.count as f64,
+            r.phases[1].provider_calls.values().sum::<f64>() / r.count as f64,
+            r.phases[0].cloud_total() / r.count as f64,
+            r.phases[1].cloud_total() / r.count as f64,
             r.writes_per_service,
             r.rss_kb as f64 / 1024.0,
             secs(ccm_cpu_end.saturating_sub(ccm_cpu_init)),

@@ -14,9 +14,12 @@
 //! `ACTIVE` (or `ERROR` when a port cannot be bound), and so re-opens every listener after a
 //! restart. Member and pool changes apply to new connections only: established connections keep
 //! running. A floating IP associated with a load balancer's VIP port gets every listener of that
-//! load balancer too (the floating IP forwards to the VIP). It binds nothing but loopback
+//! load balancer too (the floating IP forwards to the VIP). With
+//! `--enforce-member-security-groups`, members' Neutron security groups decide whether the load
+//! balancer reaches them, as Neutron's firewall would ([`guard`]). It binds nothing but loopback
 //! addresses ([`vip`]).
 
+mod guard;
 mod health;
 mod metrics;
 mod proxy;
@@ -30,7 +33,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::api::network::{FloatingIp, FLOATING_IPS};
+use crate::api::network::{FloatingIp, FLOATING_IPS, PORTS, SECURITY_GROUP_RULES, SUBNETS};
 use crate::model::octavia::{
     HealthMonitor, Listener, LoadBalancer, Member, Operating, Pool, Provisioning, Record,
     ALL_TABLES, LISTENERS, LOADBALANCERS, MEMBERS, MONITORS, POOLS,
@@ -72,11 +75,15 @@ struct Snapshot {
     monitors: Vec<HealthMonitor>,
     /// Floating IP addresses by the port they are associated with.
     floating: HashMap<String, Vec<IpAddr>>,
+    /// With `--enforce-member-security-groups`: the ports, groups and subnets members are
+    /// checked against.
+    firewall: Option<guard::Firewall>,
 }
 
 impl Snapshot {
-    fn read(r: &impl Read) -> Snapshot {
+    fn read(r: &impl Read, enforce_member_security_groups: bool) -> Snapshot {
         Snapshot {
+            firewall: enforce_member_security_groups.then(|| guard::Firewall::read(r)),
             lbs: r.list(LOADBALANCERS),
             listeners: r.list(LISTENERS),
             pools: r.list(POOLS),
@@ -114,6 +121,8 @@ fn floating_by_port(r: &impl Read) -> HashMap<String, Vec<IpAddr>> {
 /// The data plane of one server. See the module docs.
 pub(crate) struct DataPlane {
     store: Arc<Store>,
+    /// Members' Neutron security groups filter the load balancer's traffic ([`guard`]).
+    enforce_member_security_groups: bool,
     running: Mutex<Running>,
     follower: Mutex<Option<JoinHandle<()>>>,
 }
@@ -132,9 +141,10 @@ fn udp_idle(l: &Listener) -> Duration {
 }
 
 impl DataPlane {
-    pub(crate) fn new(store: Arc<Store>) -> Arc<Self> {
+    pub(crate) fn new(store: Arc<Store>, enforce_member_security_groups: bool) -> Arc<Self> {
         Arc::new(DataPlane {
             store,
+            enforce_member_security_groups,
             running: Mutex::new(Running::default()),
             follower: Mutex::new(None),
         })
@@ -149,10 +159,20 @@ impl DataPlane {
         let mut changes = self.store.subscribe();
         self.reconcile().await;
         let me = self.clone();
+        // With member security groups enforced, ports, rules and subnets matter too.
+        let firewall_tables: &[&str] = if self.enforce_member_security_groups {
+            &[PORTS, SECURITY_GROUP_RULES, SUBNETS]
+        } else {
+            &[]
+        };
         let task = tokio::spawn(async move {
             loop {
                 match changes.recv().await {
-                    Ok(c) if !ALL_TABLES.contains(&c.kind.as_str()) && c.kind != FLOATING_IPS => {
+                    Ok(c)
+                        if !ALL_TABLES.contains(&c.kind.as_str())
+                            && c.kind != FLOATING_IPS
+                            && !firewall_tables.contains(&c.kind.as_str()) =>
+                    {
                         continue
                     }
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
@@ -188,7 +208,8 @@ impl DataPlane {
     /// Makes the running listeners, pools and monitors match the store, then settles
     /// `PENDING_*` provisioning statuses.
     pub(crate) async fn reconcile(self: &Arc<Self>) {
-        let snap = self.store.read(|r| Snapshot::read(r));
+        let enforce = self.enforce_member_security_groups;
+        let snap = self.store.read(|r| Snapshot::read(r, enforce));
         let failed_listeners = {
             let mut running = self.running();
             sync_pools(&mut running, &snap);
@@ -267,6 +288,14 @@ fn sync_pools(running: &mut Running, snap: &Snapshot) {
             .monitors
             .iter()
             .any(|hm| hm.pool_id() == id && hm.common.admin_state_up);
+        let monitor_udp = snap
+            .monitors
+            .iter()
+            .any(|hm| hm.pool_id() == id && hm.kind == "UDP-CONNECT");
+        let lb = p
+            .loadbalancers
+            .first()
+            .and_then(|r| snap.lbs.iter().find(|l| l.id() == r.id));
         let mut members = Vec::new();
         for m in snap.members.iter().filter(|m| m.pool_id == id) {
             let Ok(ip) = m.address.parse::<IpAddr>() else {
@@ -292,6 +321,8 @@ fn sync_pools(running: &mut Running, snap: &Snapshot) {
                     addr,
                     monitor,
                     admin_up: AtomicBool::new(true),
+                    admitted: AtomicBool::new(true),
+                    monitor_admitted: AtomicBool::new(true),
                     weight: AtomicU64::new(1),
                     healthy: AtomicBool::new(m.common.operating_status != Operating::Error),
                     active: AtomicU64::new(0),
@@ -305,6 +336,16 @@ fn sync_pools(running: &mut Running, snap: &Snapshot) {
                 Ordering::Relaxed,
             );
             member.weight.store(u64::from(m.weight), Ordering::Relaxed);
+            let admits = snap
+                .firewall
+                .as_ref()
+                .map(|f| f.admits(m, p, lb, monitor_udp));
+            member
+                .admitted
+                .store(admits.is_none_or(|a| a.traffic), Ordering::Relaxed);
+            member
+                .monitor_admitted
+                .store(admits.is_none_or(|a| a.monitor), Ordering::Relaxed);
             if !monitored {
                 member.healthy.store(true, Ordering::Relaxed);
             }

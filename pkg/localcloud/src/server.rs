@@ -41,6 +41,9 @@ pub struct ServerConfig {
     pub tls: Option<TlsFiles>,
     /// Where load balancer VIPs come from (default 127.0.100.0/24, loopback on Linux).
     pub lb_vip_pool: crate::dataplane::VipPool,
+    /// Members' Neutron security groups filter load-balancer traffic, as Neutron's firewall
+    /// does (default off: the groups are bookkeeping).
+    pub enforce_member_security_groups: bool,
 }
 
 impl ServerConfig {
@@ -61,6 +64,7 @@ impl ServerConfig {
             faults: Faults::default(),
             tls: None,
             lb_vip_pool: crate::dataplane::VipPool::default(),
+            enforce_member_security_groups: false,
         }
     }
 
@@ -187,7 +191,8 @@ impl Server {
             .clone()
             .map(|u| u.trim_end_matches('/').to_owned())
             .unwrap_or_else(|| format!("{scheme}://{api_addr}"));
-        let dataplane = crate::dataplane::DataPlane::new(store.clone());
+        let dataplane =
+            crate::dataplane::DataPlane::new(store.clone(), config.enforce_member_security_groups);
         let cloud = Arc::new(Cloud {
             dataplane: dataplane.clone(),
             store: store.clone(),

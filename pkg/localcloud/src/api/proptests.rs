@@ -45,7 +45,7 @@ impl Harness {
         let cloud = rt.block_on(async {
             let store = Arc::new(crate::store::Store::open(dir.path()).expect("store"));
             let cloud = Arc::new(Cloud {
-                dataplane: crate::dataplane::DataPlane::new(store.clone()),
+                dataplane: crate::dataplane::DataPlane::new(store.clone(), false),
                 store,
                 faults: Default::default(),
                 requests: Default::default(),

@@ -89,6 +89,11 @@ pub struct ServeArgs {
     /// lie inside 127.0.0.0/8, prefix /8 to /30.
     #[arg(long, value_name = "CIDR", default_value = "127.0.100.0/24")]
     pub lb_vip_pool: crate::dataplane::VipPool,
+    /// Enforce members' Neutron security groups in the load-balancer data plane, as Neutron
+    /// does: a member whose port's groups do not open its port to the load balancer's subnet
+    /// gets no traffic (default: groups are bookkeeping, every member is reached).
+    #[arg(long)]
+    pub enforce_member_security_groups: bool,
 }
 
 /// The longest token lifetime `--token-ttl` accepts: 365 days.

@@ -19,6 +19,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         tls_cert_file,
         tls_private_key_file,
         lb_vip_pool,
+        enforce_member_security_groups,
     } = a;
     let faults = Faults {
         latency: inject_latency.unwrap_or_default(),
@@ -42,6 +43,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
                 key_file,
             }),
         lb_vip_pool,
+        enforce_member_security_groups,
         ..ServerConfig::new(&state_dir)
     };
     // Before binding: a SIGTERM that comes while the server starts (a supervisor or test

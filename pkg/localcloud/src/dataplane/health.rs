@@ -136,7 +136,9 @@ pub(super) async fn monitor(store: Arc<Store>, pool: Arc<PoolRt>, spec: MonitorS
             let m = m.clone();
             let spec = spec.clone();
             probes.spawn(async move {
-                let ok = probe(m.monitor, &spec, timeout).await;
+                // Neutron drops a probe the member's security groups refuse.
+                let ok = m.monitor_admitted.load(Ordering::Relaxed)
+                    && probe(m.monitor, &spec, timeout).await;
                 (m, ok)
             });
         }

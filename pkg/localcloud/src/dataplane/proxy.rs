@@ -21,6 +21,12 @@ pub(super) struct MemberRt {
     /// Where health monitors probe (the member's `monitor_address`/`monitor_port`, else `addr`).
     pub(super) monitor: SocketAddr,
     pub(super) admin_up: AtomicBool,
+    /// The member's security groups let the load balancer reach its port (always, unless
+    /// `--enforce-member-security-groups`): a member they refuse gets no connection, as when
+    /// Neutron drops the amphora's packets.
+    pub(super) admitted: AtomicBool,
+    /// The same for its monitor port: probes a group refuses fail.
+    pub(super) monitor_admitted: AtomicBool,
     /// Weight 0 drains the member: no new connections, as in Octavia.
     pub(super) weight: AtomicU64,
     pub(super) healthy: AtomicBool,
@@ -55,6 +61,7 @@ impl PoolRt {
             .filter(|m| {
                 may_contact(&m.addr)
                     && m.admin_up.load(Ordering::Relaxed)
+                    && m.admitted.load(Ordering::Relaxed)
                     && m.healthy.load(Ordering::Relaxed)
                     && m.weight.load(Ordering::Relaxed) > 0
             })

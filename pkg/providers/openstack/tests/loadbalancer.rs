@@ -1087,6 +1087,33 @@ async fn ask_from(source: &str, addr: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// The Neutron port of `server` (its one interface).
+async fn port_of_server(cloud: &Cloud, server: &str) -> serde_json::Value {
+    cloud
+        .ok(
+            Method::GET,
+            &format!("/network/v2.0/ports?device_id={server}"),
+            None,
+        )
+        .await["ports"][0]
+        .clone()
+}
+
+/// A server `name` of the local cloud and its Node (provider ID set), a node port on the
+/// server's fixed address answering `answer`: (server id, node port, the Nodes).
+async fn server_node(cloud: &Cloud, name: &str, answer: &'static str) -> (String, u16, [Node; 1]) {
+    let server = cloud.create_server(name, "1", None).await;
+    let node_ip = port_of_server(cloud, &server).await["fixed_ips"][0]["ip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let np = free_port(&node_ip);
+    backend(&node_ip, np, answer).await;
+    let mut n = node(name, &node_ip);
+    n.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{server}"));
+    (server, np, [n])
+}
+
 /// `manage-security-groups = true`, as OCCM: a group `lb-sg-<uid>-<ns>-<name>` whose only rules
 /// open the node port from the members' subnet, put on the node server's port, converged when
 /// the node port changes, and taken off the port and deleted with the load balancer. The
@@ -1096,27 +1123,12 @@ async fn manage_security_groups_opens_node_ports_to_the_load_balancer() {
     let cloud = Cloud::start().await;
     let os = ready(&cloud, "[LoadBalancer]\nmanage-security-groups = true\n").await;
     let lb = os.load_balancer().unwrap();
-    let server = cloud.create_server("sg-node", "1", None).await;
-    let port_of_server = || async {
-        cloud
-            .ok(
-                Method::GET,
-                &format!("/network/v2.0/ports?device_id={server}"),
-                None,
-            )
-            .await["ports"][0]
-            .clone()
-    };
-    let node_port = port_of_server().await;
-    let node_ip = node_port["fixed_ips"][0]["ip_address"]
+    let (server, np, nodes) = server_node(&cloud, "sg-node", "guarded").await;
+    let port_of_server = || port_of_server(&cloud, &server);
+    let node_ip = port_of_server().await["fixed_ips"][0]["ip_address"]
         .as_str()
         .unwrap()
         .to_owned();
-    let np = free_port(&node_ip);
-    backend(&node_ip, np, "guarded").await;
-    let mut n = node("sg-node", &node_ip);
-    n.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{server}"));
-    let nodes = [n];
     let port = free_port("127.0.0.1");
     let with = |np: u16, ranges: &[&str]| {
         let mut s = service(&[(port, np)]);
@@ -1242,4 +1254,112 @@ async fn manage_security_groups_opens_node_ports_to_the_load_balancer() {
         "{groups}"
     );
     assert!(lbs(&cloud).await.is_empty());
+}
+
+/// With the local cloud enforcing members' security groups (`enforce_member_security_groups`,
+/// as Neutron's firewall): the node server's port carries only the project's `default` group,
+/// which admits nobody from outside the group, so the load balancer reaches no member; the
+/// same Service under `manage-security-groups = true` gets the per-load-balancer group opening
+/// the node port to the members' subnet, and traffic flows; a rule narrower than the members'
+/// subnet (the VIP address alone) does not let the load balancer in.
+#[tokio::test]
+async fn member_security_groups_refuse_the_load_balancer_until_the_managed_group_opens_the_node_port(
+) {
+    let cloud = Cloud::start_with(|mut c| {
+        c.enforce_member_security_groups = true;
+        c
+    })
+    .await;
+    let (server, np, nodes) = server_node(&cloud, "sg-enforced", "behind-a-group").await;
+    let node_port = port_of_server(&cloud, &server).await;
+    let port_id = node_port["id"].as_str().unwrap().to_owned();
+    let port = free_port("127.0.0.1");
+    let svc = service(&[(port, np)]);
+
+    // Unmanaged: the default group's ingress rules admit only ports of the group itself.
+    let plain = ready(&cloud, "").await;
+    let status = plain
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    let target = format!("{vip}:{port}");
+    assert_eq!(
+        ask(&target).await,
+        None,
+        "the default group let the load balancer in"
+    );
+
+    // A group of our own opening the node port to the VIP address alone: the amphora's source
+    // is its port on the members' subnet, not the VIP, so this does not admit it either.
+    let narrow = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/security-groups",
+            Some(serde_json::json!({"security_group": {"name": "vip-only"}})),
+        )
+        .await["security_group"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/security-group-rules",
+            Some(serde_json::json!({"security_group_rule": {
+                "security_group_id": narrow, "direction": "ingress", "protocol": "tcp",
+                "port_range_min": np, "port_range_max": np,
+                "remote_ip_prefix": format!("{vip}/32")}})),
+        )
+        .await;
+    let default_group = node_port["security_groups"][0].as_str().unwrap().to_owned();
+    cloud
+        .ok(
+            Method::PUT,
+            &format!("/network/v2.0/ports/{port_id}"),
+            Some(serde_json::json!({"port": {"security_groups": [default_group, narrow]}})),
+        )
+        .await;
+    assert_eq!(
+        ask(&target).await,
+        None,
+        "a rule for the VIP alone let the amphora in"
+    );
+
+    // manage-security-groups: the provider's group opens the node port to the members' subnet.
+    let managed = ready(&cloud, "[LoadBalancer]\nmanage-security-groups = true\n").await;
+    managed
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let mut answer = None;
+    // The data plane follows the port change asynchronously: a hang guard, not a timing.
+    for _ in 0..100 {
+        answer = ask(&target).await;
+        if answer.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(answer.as_deref(), Some("behind-a-group"));
+
+    // Deleting the load balancer takes the group off the port: refused again on a new one.
+    managed
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    let status = plain
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let target = format!("{}:{port}", ingress_ip(&status));
+    assert_eq!(ask(&target).await, None);
 }

@@ -3,7 +3,8 @@
 //! group used by a port cannot be deleted), filtered by name like every Neutron list. Every
 //! project has its `default` group (made at seeding, and again on first use should an admin have
 //! deleted it, as Neutron's `_ensure_default_security_group`), which new ports get when they name
-//! none. Rules are bookkeeping: the data plane does not enforce them.
+//! none. Rules are bookkeeping, unless `--enforce-member-security-groups` has the load-balancer
+//! data plane apply members' groups (`crate::dataplane::guard`).
 
 use super::*;
 
