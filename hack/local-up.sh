@@ -455,6 +455,13 @@ echo "local-up: pods scheduled and Running"
 
 cloud_volume
 
+# The in-tree volume path (Cinder and Nova; in-tree only, the local cloud only): hack/lib/volume-demo.sh.
+if [ "$cloud" = local ]; then
+  # shellcheck source=hack/lib/volume-demo.sh
+  source hack/lib/volume-demo.sh
+  volume_demo
+fi
+
 cloud_load_balancer
 
 step "the Service's Endpoints and EndpointSlices (the upstream controller manager's, from the Running pods)"
