@@ -27,4 +27,4 @@ if $stale; then
   echo "verify-diagrams: regenerate with hack/update-diagrams.sh, review the diff and commit it." >&2
   exit 1
 fi
-echo "verify-diagrams: docs/diagrams and docs/cloud-call-traces.md are up to date"
+echo "verify-diagrams: docs/diagrams, docs/cloud-call-traces.md and docs/guide/in-tree-and-external.md are up to date"

@@ -195,12 +195,18 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     assert_eq!(v["type"], "lvmdriver-1");
     assert_eq!(v["name"], format!("kubernetes-dynamic-{pv_name}"));
     assert_eq!(v["attachments"], json!([]));
-    assert_eq!(v["properties"]["kubernetes.io/created-for/pvc/name"], "data");
+    assert_eq!(
+        v["properties"]["kubernetes.io/created-for/pvc/name"],
+        "data"
+    );
     assert_eq!(
         v["properties"]["kubernetes.io/created-for/pvc/namespace"],
         env.namespace()
     );
-    assert_eq!(v["properties"]["kubernetes.io/created-for/pv/name"], pv_name);
+    assert_eq!(
+        v["properties"]["kubernetes.io/created-for/pv/name"],
+        pv_name
+    );
 
     // WaitForFirstConsumer: nothing until the scheduler picks a Node, then that Node's zone.
     let waiting = claims
@@ -232,7 +238,10 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     let v2 = volume_show(&state, &retained_id);
     assert_eq!(v2["availability_zone"], "zone-b");
     assert_eq!(v2["size"], 1);
-    assert_eq!(v2["properties"]["kubernetes.io/created-for/pvc/name"], "later");
+    assert_eq!(
+        v2["properties"]["kubernetes.io/created-for/pvc/name"],
+        "later"
+    );
 
     // Resize: bind the claim as the binder would, then grow its request.
     claims
@@ -368,7 +377,10 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     drop_finalizers(&claims, "later").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let v2 = volume_show(&state, &retained_id);
-    assert_eq!((v2["status"].as_str(), v2["size"].as_u64()), (Some("available"), Some(2)));
+    assert_eq!(
+        (v2["status"].as_str(), v2["size"].as_u64()),
+        (Some("available"), Some(2))
+    );
     assert_eq!(volume_ids(&state), [retained_id.as_str()]);
     let kept = pvs.get(&later_pv).await.unwrap();
     assert!(kept.metadata.deletion_timestamp.is_none());
