@@ -34,6 +34,10 @@
 # from the upstream controller manager) with a tiny HTTP server on every Node's
 # InternalIP:nodePort standing in for kube-proxy and the pods, curls through the load balancer,
 # and finally stops one instance: its Node turns NotReady and gets the shutdown taint.
+# With the local cloud, --mode in-tree also runs the in-tree volume path (hack/lib/volume-demo.sh):
+# a claim of a kubernetes.io/cinder StorageClass and a pod using it, the Cinder volume attached to
+# the pod's Node, shown from the Node (volumesAttached) and from `openstack volume show`;
+# --mode external says that this is a CSI driver's job and skips it.
 #
 # Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses and
 # the load balancers' 127.0.100.x VIPs); state and logs live in DIR
