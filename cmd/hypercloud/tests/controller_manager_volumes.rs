@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const PLUGIN: &str = "kubernetes.io/cinder";
+const CINDER_CSI: &str = "cinder.csi.openstack.org";
 const ZONE: &str = "topology.kubernetes.io/zone";
 const REGION: &str = "topology.kubernetes.io/region";
 
@@ -69,12 +70,18 @@ fn class(name: &str, params: Value, mode: &str, reclaim: &str) -> StorageClass {
     .unwrap()
 }
 
-/// A claim as the binder leaves it for an external provisioner.
-fn claim(name: &str, class: &str, size: &str, mode: &str) -> PersistentVolumeClaim {
+/// A claim as the binder leaves it for an external provisioner named `provisioner`.
+fn claim(
+    name: &str,
+    class: &str,
+    size: &str,
+    mode: &str,
+    provisioner: &str,
+) -> PersistentVolumeClaim {
     serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": {
-            "volume.kubernetes.io/storage-provisioner": PLUGIN,
-            "volume.beta.kubernetes.io/storage-provisioner": PLUGIN,
+            "volume.kubernetes.io/storage-provisioner": provisioner,
+            "volume.beta.kubernetes.io/storage-provisioner": provisioner,
         }},
         "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
                  "volumeMode": mode, "resources": {"requests": {"storage": size}}},
@@ -159,7 +166,7 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     // Immediate: a volume of the request rounded up to GiB, in the class's zone.
     let t = Instant::now();
     let data = claims
-        .create(&pp, &claim("data", &immediate, "1500Mi", "Block"))
+        .create(&pp, &claim("data", &immediate, "1500Mi", "Block", PLUGIN))
         .await
         .unwrap();
     let pv_name = format!("pvc-{}", data.uid().unwrap());
@@ -209,8 +216,12 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     );
 
     // WaitForFirstConsumer: nothing until the scheduler picks a Node, then that Node's zone.
+    // Annotated as the v1.34 binder annotates it (CSI migration: the migrated driver's name).
     let waiting = claims
-        .create(&pp, &claim("later", &delayed, "1Gi", "Filesystem"))
+        .create(
+            &pp,
+            &claim("later", &delayed, "1Gi", "Filesystem", CINDER_CSI),
+        )
         .await
         .unwrap();
     let later_pv = format!("pvc-{}", waiting.uid().unwrap());
