@@ -5,8 +5,10 @@
 #                                                      calls (--trace-cloud-calls)
 #   hypercloud trace render                            normalises and draws them
 #
-# and writes docs/diagrams/{in-tree,external}.{mmd,svg} plus the Mermaid copies embedded in
-# docs/cloud-call-traces.md (between its BEGIN/END GENERATED markers). Review the diff and
+# and writes docs/diagrams/{in-tree,external}.{mmd,svg}, the volume path alone (the volume
+# calls of the same traces) in docs/diagrams/volumes-{in-tree,external}.{mmd,svg}, plus the
+# Mermaid copies embedded in docs/cloud-call-traces.md and docs/guide/in-tree-and-external.md
+# (between their BEGIN/END GENERATED markers). Review the diff and
 # commit it; hack/verify-diagrams.sh fails while the committed files are stale.
 #
 #   hack/update-diagrams.sh [--cloud NAME] [--root DIR] [--from DIR]
@@ -39,8 +41,8 @@ done
 [ -n "$root" ] || { echo "update-diagrams: --root needs a directory" >&2; exit 2; }
 
 case "$cloud" in
-  local) doc=docs/cloud-call-traces.md prefix="" title_prefix="" up_args=() ;;
-  [a-z]*) doc="docs/guide/$cloud.md" prefix="$cloud-" title_prefix="$cloud, " up_args=(--cloud "$cloud") ;;
+  local) docs=(docs/cloud-call-traces.md docs/guide/in-tree-and-external.md) prefix="" title_prefix="" up_args=() ;;
+  [a-z]*) docs=("docs/guide/$cloud.md") prefix="$cloud-" title_prefix="$cloud, " up_args=(--cloud "$cloud") ;;
   *) echo "update-diagrams: bad --cloud '$cloud'" >&2; exit 2 ;;
 esac
 [ -e "hack/lib/cloud-$cloud.sh" ] || [ "$cloud" = local ] || { echo "update-diagrams: no cloud $cloud (hack/lib/cloud-$cloud.sh)" >&2; exit 2; }
@@ -86,27 +88,62 @@ for mode in in-tree external; do
       -o "$root/docs/diagrams/$prefix$mode.$ext" "${traces[@]}"
   done
   echo "update-diagrams: wrote $root/docs/diagrams/$prefix$mode.mmd and .svg"
+
+  # The volume path alone (the local cloud's demo: local-up's volume step,
+  # hack/lib/volume-demo.sh): the calls that create, grow, delete, attach and detach cloud
+  # volumes, find attached disks or label PVs. External, only the PV label controller is
+  # left: the rest is a CSI driver's job.
+  [ "$cloud" = local ] || continue
+  vol="$scratch/volumes-$mode"
+  mkdir -p "$vol"
+  python3 - "$vol" "${traces[@]}" <<'EOF'
+import json, os, sys
+methods = {"create_volume", "delete_volume", "expand_volume", "get_labels_for_volume",
+           "attach_disk", "detach_disk", "disk_is_attached", "disks_are_attached",
+           "get_attachment_disk_path"}
+for path in sys.argv[2:]:
+    with open(path) as f, open(os.path.join(sys.argv[1], os.path.basename(path)), "w") as out:
+        for line in f:
+            if line.strip() and json.loads(line).get("method") in methods:
+                out.write(line)
+EOF
+  if [ "$mode" = in-tree ]; then
+    title="volumes, in-tree mode: hack/local-up.sh --smoke --mode in-tree (provision, label, attach, wait for the disk)"
+    who=(--participant kubelet-helper --participant kube-controller-manager)
+  else
+    title="volumes, external mode: hack/local-up.sh --smoke --mode external (provisioning and attach: a CSI driver's job)"
+    who=(--participant kubelet-helper --participant cloud-controller-manager)
+  fi
+  for format in mermaid svg; do
+    ext=mmd; [ "$format" = svg ] && ext=svg
+    "$bin" trace render --format "$format" "${who[@]}" --title "$title" \
+      -o "$root/docs/diagrams/volumes-$mode.$ext" "$vol"/trace-*.jsonl
+  done
+  echo "update-diagrams: wrote $root/docs/diagrams/volumes-$mode.mmd and .svg"
 done
 
-# Embed the Mermaid text in the doc, so it renders where people read it.
-awk -v dir="$root/docs" '
-  /^<!-- BEGIN GENERATED: / {
-    print
-    file = $0
-    sub(/^<!-- BEGIN GENERATED: /, "", file)
-    sub(/ .*/, "", file)
-    print "```mermaid"
-    while ((got = (getline line < (dir "/" file))) > 0) print line
-    if (got < 0) { print "update-diagrams: " dir "/" file ": cannot read" > "/dev/stderr"; exit 1 }
-    close(dir "/" file)
-    print "```"
-    skipping = 1
-    next
-  }
-  /^<!-- END GENERATED -->/ { skipping = 0 }
-  !skipping { print }
-  END { if (skipping) { print "update-diagrams: BEGIN GENERATED without END GENERATED" > "/dev/stderr"; exit 1 } }
-' "$repo/$doc" >"$scratch/doc.md" || fail "embedding the diagrams in $doc"
-mkdir -p "$(dirname "$root/$doc")"
-cp "$scratch/doc.md" "$root/$doc"
-echo "update-diagrams: wrote $root/$doc"
+# Embed the Mermaid text in the docs, so it renders where people read it (paths in the
+# markers are relative to docs/).
+for doc in "${docs[@]}"; do
+  awk -v dir="$root/docs" '
+    /^<!-- BEGIN GENERATED: / {
+      print
+      file = $0
+      sub(/^<!-- BEGIN GENERATED: /, "", file)
+      sub(/ .*/, "", file)
+      print "```mermaid"
+      while ((got = (getline line < (dir "/" file))) > 0) print line
+      if (got < 0) { print "update-diagrams: " dir "/" file ": cannot read" > "/dev/stderr"; exit 1 }
+      close(dir "/" file)
+      print "```"
+      skipping = 1
+      next
+    }
+    /^<!-- END GENERATED -->/ { skipping = 0 }
+    !skipping { print }
+    END { if (skipping) { print "update-diagrams: BEGIN GENERATED without END GENERATED" > "/dev/stderr"; exit 1 } }
+  ' "$repo/$doc" >"$scratch/doc.md" || fail "embedding the diagrams in $doc"
+  mkdir -p "$(dirname "$root/$doc")"
+  cp "$scratch/doc.md" "$root/$doc"
+  echo "update-diagrams: wrote $root/$doc"
+done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when the committed cloud-call diagrams (docs/diagrams/, and their copies embedded in
-# docs/cloud-call-traces.md or the cloud's guide page) differ from what the demo records now:
-# runs hack/update-diagrams.sh into a temp dir and diffs. Fix with hack/update-diagrams.sh.
+# docs/cloud-call-traces.md and docs/guide/in-tree-and-external.md, or the cloud's guide page)
+# differ from what the demo records now: runs hack/update-diagrams.sh into a temp dir and diffs.
+# Fix with hack/update-diagrams.sh.
 #
 #   hack/verify-diagrams.sh [--cloud NAME] [--from DIR]
 #     --cloud NAME  the diagrams of hack/local-up.sh --cloud NAME (default local):
@@ -21,9 +22,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ "$cloud" = local ]; then
-  prefix="" doc=docs/cloud-call-traces.md
+  prefix="" docs=(docs/cloud-call-traces.md docs/guide/in-tree-and-external.md)
 else
-  prefix="$cloud-" doc="docs/guide/$cloud.md"
+  prefix="$cloud-" docs=("docs/guide/$cloud.md")
 fi
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/hypercloud-verify-diagrams.XXXXXX")"
@@ -31,14 +32,20 @@ trap 'rm -rf "$tmp"' EXIT
 hack/update-diagrams.sh --root "$tmp" "${args[@]}"
 
 stale=false
-# Only the diagrams update-diagrams.sh writes for this cloud.
-for f in in-tree.mmd in-tree.svg external.mmd external.svg; do
+# Only the diagrams update-diagrams.sh writes for this cloud (the local cloud's demo also
+# draws the volume path alone).
+files=(in-tree.mmd in-tree.svg external.mmd external.svg)
+[ "$cloud" != local ] ||
+  files+=(volumes-in-tree.mmd volumes-in-tree.svg volumes-external.mmd volumes-external.svg)
+for f in "${files[@]}"; do
   diff -uN "docs/diagrams/$prefix$f" "$tmp/docs/diagrams/$prefix$f" || stale=true
 done
-diff -u "$doc" "$tmp/$doc" || stale=true
+for doc in "${docs[@]}"; do
+  diff -u "$doc" "$tmp/$doc" || stale=true
+done
 if $stale; then
   echo "verify-diagrams: the committed diagrams are stale (diff above: committed -> now)." >&2
   echo "verify-diagrams: regenerate with hack/update-diagrams.sh ${args[*]}, review the diff and commit it." >&2
   exit 1
 fi
-echo "verify-diagrams: docs/diagrams/${prefix}{in-tree,external} and $doc are up to date"
+echo "verify-diagrams: docs/diagrams/${prefix}* and ${docs[*]} are up to date"

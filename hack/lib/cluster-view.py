@@ -9,7 +9,7 @@ of a UUID that differs between runs; PENDING has one line per pod that the sched
 before the cloud initialised the Nodes (empty when none was). Prints Nodes (labels, taints,
 addresses, providerID, condition statuses), Services (type, class, ingress, finalizers, the
 cloud provider's loadbalancer.openstack.org/* annotations), PVs
-(labels, node affinity) and the scheduling results (pods per phase, EndpointSlice endpoints)
+(labels, node affinity; a dynamically provisioned one in one line, with where it is attached) and the scheduling results (pods per phase, EndpointSlice endpoints)
 as sorted YAML-ish text, one fact a line, so `diff -u` shows exactly what differs. Facts that
 differ between two runs of the same layout (pod names and IPs, which Node a pod landed on,
 heartbeat times) are left out.
@@ -68,7 +68,25 @@ def main(nodes_path, services_path, pvs_path, ids_path, pods_path, slices_path, 
                 out.append(f"  annotation {k}={norm(v)}")
         for i in s.get("status", {}).get("loadBalancer", {}).get("ingress", []):
             out.append(f"  ingress {norm(i.get('ip') or i.get('hostname'))}")
+    attached = {}  # kubernetes.io/cinder/<id> -> device paths on the Nodes
+    for n in load(nodes_path):
+        for v in n.get("status", {}).get("volumesAttached") or []:
+            attached.setdefault(v["name"], []).append(v["devicePath"])
     for p in sorted(load(pvs_path), key=lambda p: p["metadata"]["name"]):
+        provisioner = p["metadata"].get("annotations", {}).get("pv.kubernetes.io/provisioned-by")
+        if provisioner:
+            # A dynamically provisioned PV (local-up's volume step): its name holds the claim's
+            # UID, so one line says what it is.
+            claim = p["spec"].get("claimRef", {})
+            labels = p["metadata"].get("labels", {})
+            volume_id = (p["spec"].get("cinder") or {}).get("volumeID", "")
+            devices = attached.get(f"{provisioner}/{volume_id}", [])
+            out.append(
+                f"pv/pvc-{{uid}} of claim {claim.get('namespace')}/{claim.get('name')}: provisioned by {provisioner}, "
+                + " ".join(f"{k.split('/')[-1]}={v}" for k, v in sorted(labels.items()))
+                + f", attached to {len(devices)} Node(s) at {','.join(devices) or '-'}"
+            )
+            continue
         out.append(f"pv/{p['metadata']['name']}:")
         for k, v in sorted(p["metadata"].get("labels", {}).items()):
             out.append(f"  label {k}={v}")

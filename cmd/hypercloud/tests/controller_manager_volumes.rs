@@ -1,7 +1,7 @@
 //! The in-tree volume path of the `controller-manager` personality with the `local` provider:
 //! the real binary, the real apiserver (pkg/testenv) and a real `hypercloud local-cloud
-//! serve`, checked from both sides (the PV and the claim; the Cinder volume through the local
-//! cloud's API).
+//! serve`, checked from both sides (the PV and the claim; the Cinder volume as the official
+//! `openstack` CLI shows it: `openstack volume show` / `volume list`).
 //!
 //! No upstream kube-controller-manager runs against the test apiserver, so the test plays its
 //! binder (annotating claims `volume.kubernetes.io/storage-provisioner`, binding them), the
@@ -16,7 +16,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hypercloud_testenv::localcloud::{cli, cli_json, state_dir, Serve};
+use hypercloud_testenv::localcloud::{cli, openstack_json, state_dir, Serve};
 use hypercloud_testenv::process::{personality, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 const PLUGIN: &str = "kubernetes.io/cinder";
+const CINDER_CSI: &str = "cinder.csi.openstack.org";
 const ZONE: &str = "topology.kubernetes.io/zone";
 const REGION: &str = "topology.kubernetes.io/region";
 
@@ -42,14 +43,19 @@ fn start_kcm(dir: &Path, kubeconfig: &Path, cloud_conf: &Path) -> Proc {
     Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
 }
 
-/// The Cinder volume with this ID, as the local cloud lists it.
-fn cloud_volume(state: &Path, id: &str) -> Option<Value> {
-    let list = cli_json(BIN, state, &["volume", "list", "-o", "json"]);
-    list.as_array()
+/// The Cinder volume with this ID as `openstack volume show` shows it.
+fn volume_show(state: &Path, id: &str) -> Value {
+    openstack_json(state, &["volume", "show", id])
+}
+
+/// The IDs `openstack volume list` lists.
+fn volume_ids(state: &Path) -> Vec<String> {
+    openstack_json(state, &["volume", "list"])
+        .as_array()
         .unwrap()
         .iter()
-        .find(|v| v["id"] == id)
-        .cloned()
+        .map(|v| v["ID"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn class(name: &str, params: Value, mode: &str, reclaim: &str) -> StorageClass {
@@ -64,12 +70,18 @@ fn class(name: &str, params: Value, mode: &str, reclaim: &str) -> StorageClass {
     .unwrap()
 }
 
-/// A claim as the binder leaves it for an external provisioner.
-fn claim(name: &str, class: &str, size: &str, mode: &str) -> PersistentVolumeClaim {
+/// A claim as the binder leaves it for an external provisioner named `provisioner`.
+fn claim(
+    name: &str,
+    class: &str,
+    size: &str,
+    mode: &str,
+    provisioner: &str,
+) -> PersistentVolumeClaim {
     serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": {
-            "volume.kubernetes.io/storage-provisioner": PLUGIN,
-            "volume.beta.kubernetes.io/storage-provisioner": PLUGIN,
+            "volume.kubernetes.io/storage-provisioner": provisioner,
+            "volume.beta.kubernetes.io/storage-provisioner": provisioner,
         }},
         "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
                  "volumeMode": mode, "resources": {"requests": {"storage": size}}},
@@ -154,7 +166,7 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     // Immediate: a volume of the request rounded up to GiB, in the class's zone.
     let t = Instant::now();
     let data = claims
-        .create(&pp, &claim("data", &immediate, "1500Mi", "Block"))
+        .create(&pp, &claim("data", &immediate, "1500Mi", "Block", PLUGIN))
         .await
         .unwrap();
     let pv_name = format!("pvc-{}", data.uid().unwrap());
@@ -183,29 +195,39 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
             {"key": ZONE, "operator": "In", "values": ["nova"]},
         ])
     );
-    let v = cloud_volume(&state, &volume_id).expect("the Cinder volume");
+    let v = volume_show(&state, &volume_id);
     assert_eq!(v["size"], 2);
     assert_eq!(v["status"], "available");
     assert_eq!(v["availability_zone"], "nova");
-    assert_eq!(v["volume_type"], "lvmdriver-1");
+    assert_eq!(v["type"], "lvmdriver-1");
     assert_eq!(v["name"], format!("kubernetes-dynamic-{pv_name}"));
-    assert_eq!(v["metadata"]["kubernetes.io/created-for/pvc/name"], "data");
+    assert_eq!(v["attachments"], json!([]));
     assert_eq!(
-        v["metadata"]["kubernetes.io/created-for/pvc/namespace"],
+        v["properties"]["kubernetes.io/created-for/pvc/name"],
+        "data"
+    );
+    assert_eq!(
+        v["properties"]["kubernetes.io/created-for/pvc/namespace"],
         env.namespace()
     );
-    assert_eq!(v["metadata"]["kubernetes.io/created-for/pv/name"], pv_name);
+    assert_eq!(
+        v["properties"]["kubernetes.io/created-for/pv/name"],
+        pv_name
+    );
 
     // WaitForFirstConsumer: nothing until the scheduler picks a Node, then that Node's zone.
+    // Annotated as the v1.34 binder annotates it (CSI migration: the migrated driver's name).
     let waiting = claims
-        .create(&pp, &claim("later", &delayed, "1Gi", "Filesystem"))
+        .create(
+            &pp,
+            &claim("later", &delayed, "1Gi", "Filesystem", CINDER_CSI),
+        )
         .await
         .unwrap();
     let later_pv = format!("pvc-{}", waiting.uid().unwrap());
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(pvs.get_opt(&later_pv).await.unwrap().is_none());
-    let listed = cli_json(BIN, &state, &["volume", "list", "-o", "json"]);
-    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(volume_ids(&state), [volume_id.as_str()]);
     claims
         .patch(
             "later",
@@ -224,8 +246,13 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     );
     assert_eq!(spec2.capacity.as_ref().unwrap()["storage"].0, "1Gi");
     let retained_id = spec2.cinder.as_ref().unwrap().volume_id.clone();
-    let v2 = cloud_volume(&state, &retained_id).expect("the WFFC volume");
+    let v2 = volume_show(&state, &retained_id);
     assert_eq!(v2["availability_zone"], "zone-b");
+    assert_eq!(v2["size"], 1);
+    assert_eq!(
+        v2["properties"]["kubernetes.io/created-for/pvc/name"],
+        "later"
+    );
 
     // Resize: bind the claim as the binder would, then grow its request.
     claims
@@ -278,7 +305,7 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     );
     let pv = pvs.get(&pv_name).await.unwrap();
     assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "3Gi");
-    let v = cloud_volume(&state, &volume_id).unwrap();
+    let v = volume_show(&state, &volume_id);
     assert_eq!(v["size"], 3);
     assert_eq!(v["status"], "available");
 
@@ -292,7 +319,7 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     eventually(
         "the Cinder volume to be deleted",
         Duration::from_secs(60),
-        || async { cloud_volume(&state, &volume_id).is_none().then_some(()) },
+        || async { (!volume_ids(&state).contains(&volume_id)).then_some(()) },
     )
     .await;
     eventually("the PV to be deleted", Duration::from_secs(30), || async {
@@ -349,7 +376,9 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     );
     let pv2 = pvs.get(&later_pv).await.unwrap();
     assert_eq!(pv2.spec.unwrap().capacity.unwrap()["storage"].0, "2Gi");
-    assert_eq!(cloud_volume(&state, &retained_id).unwrap()["size"], 2);
+    let v2 = volume_show(&state, &retained_id);
+    assert_eq!(v2["size"], 2);
+    assert_eq!(v2["status"], "available");
 
     // Retain: the claim goes, the volume and the PV stay.
     claims
@@ -358,7 +387,12 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
         .unwrap();
     drop_finalizers(&claims, "later").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(cloud_volume(&state, &retained_id).is_some());
+    let v2 = volume_show(&state, &retained_id);
+    assert_eq!(
+        (v2["status"].as_str(), v2["size"].as_u64()),
+        (Some("available"), Some(2))
+    );
+    assert_eq!(volume_ids(&state), [retained_id.as_str()]);
     let kept = pvs.get(&later_pv).await.unwrap();
     assert!(kept.metadata.deletion_timestamp.is_none());
 

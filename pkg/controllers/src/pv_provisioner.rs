@@ -2,10 +2,11 @@
 //! (`kubernetes.io/cinder`): provisioning and deletion, in the role sig-storage's
 //! external-provisioner library plays beside the binder (kube-controller-manager v1.34 has no
 //! in-tree Cinder plugin left, so its binder annotates such claims
-//! `volume.kubernetes.io/storage-provisioner: kubernetes.io/cinder` and waits for someone
-//! else to provision; the binder still binds and releases).
+//! `volume.kubernetes.io/storage-provisioner` with the plugin's migrated CSI driver,
+//! `cinder.csi.openstack.org` (CSI migration), and waits for someone else to provision; the
+//! binder still binds and releases).
 //!
-//! - A claim annotated for the provider's plugin, without a volume, of a StorageClass of that
+//! - A claim annotated for the provider's plugin or its migrated CSI driver, without a volume, of a StorageClass of that
 //!   plugin (and, with `volumeBindingMode: WaitForFirstConsumer`, once the scheduler chose a
 //!   Node: `volume.kubernetes.io/selected-node`) gets a cloud volume named
 //!   `<cluster>-dynamic-pvc-<claim uid>` of its request rounded up to GiB, tagged with the
@@ -202,9 +203,29 @@ pub enum Skip {
     WaitingForNode,
 }
 
+/// The CSI driver an in-tree plugin was migrated to (csi-translation-lib's table). Since CSI
+/// migration the upstream binder annotates claims of a class naming the in-tree plugin with
+/// this driver as their `volume.kubernetes.io/storage-provisioner`.
+pub fn migrated_csi_driver(plugin: &str) -> Option<&'static str> {
+    match plugin {
+        "kubernetes.io/cinder" => Some("cinder.csi.openstack.org"),
+        "kubernetes.io/aws-ebs" => Some("ebs.csi.aws.com"),
+        "kubernetes.io/gce-pd" => Some("pd.csi.storage.gke.io"),
+        "kubernetes.io/vsphere-volume" => Some("csi.vsphere.vmware.com"),
+        "kubernetes.io/azure-disk" => Some("disk.csi.azure.com"),
+        _ => None,
+    }
+}
+
 /// The first checks of external-provisioner's `shouldProvision`: `None` when `claim` is ours
-/// to provision as far as the claim alone tells (the class is checked next).
-pub fn should_provision(claim: &PersistentVolumeClaim, plugin: &str) -> Option<Skip> {
+/// to provision as far as the claim alone tells (the class is checked next). The claim names
+/// `plugin`, or `csi_driver` (the plugin's migrated CSI driver, which the upstream binder of a
+/// CSI-migrated cluster writes for a class naming the in-tree plugin).
+pub fn should_provision(
+    claim: &PersistentVolumeClaim,
+    plugin: &str,
+    csi_driver: Option<&str>,
+) -> Option<Skip> {
     if claim.metadata.deletion_timestamp.is_some()
         || claim
             .spec
@@ -218,7 +239,8 @@ pub fn should_provision(claim: &PersistentVolumeClaim, plugin: &str) -> Option<S
     let provisioner = ann
         .get(ANN_STORAGE_PROVISIONER)
         .or_else(|| ann.get(ANN_BETA_STORAGE_PROVISIONER));
-    (provisioner.map(String::as_str) != Some(plugin)).then_some(Skip::NotOurs)
+    let ours = provisioner.is_some_and(|p| p == plugin || Some(p.as_str()) == csi_driver);
+    (!ours).then_some(Skip::NotOurs)
 }
 
 /// The class's parameters as the in-tree Cinder plugin reads them (keys case-insensitive).
@@ -297,7 +319,7 @@ pub async fn provision(
         return Ok(Action::AwaitChange);
     };
     let plugin = cloud.plugin_name().to_owned();
-    if should_provision(&claim, &plugin).is_some() {
+    if should_provision(&claim, &plugin, migrated_csi_driver(&plugin)).is_some() {
         return Ok(Action::AwaitChange);
     }
     let ns = claim.namespace().unwrap_or_default();
@@ -645,21 +667,32 @@ mod tests {
         let c = claim(
             json!({"metadata": {"name": "c", "annotations": {ANN_STORAGE_PROVISIONER: plugin}}}),
         );
-        assert_eq!(should_provision(&c, plugin), None);
+        let csi = migrated_csi_driver(plugin);
+        assert_eq!(csi, Some("cinder.csi.openstack.org"));
+        assert_eq!(should_provision(&c, plugin, csi), None);
         let beta = claim(
             json!({"metadata": {"name": "c", "annotations": {ANN_BETA_STORAGE_PROVISIONER: plugin}}}),
         );
-        assert_eq!(should_provision(&beta, plugin), None);
+        assert_eq!(should_provision(&beta, plugin, csi), None);
+        // What the v1.34 binder writes for a class naming kubernetes.io/cinder (CSI migration).
+        let migrated = claim(
+            json!({"metadata": {"name": "c", "annotations": {ANN_STORAGE_PROVISIONER: "cinder.csi.openstack.org"}}}),
+        );
+        assert_eq!(should_provision(&migrated, plugin, csi), None);
+        assert_eq!(
+            should_provision(&migrated, plugin, None),
+            Some(Skip::NotOurs)
+        );
         let other = claim(
             json!({"metadata": {"name": "c", "annotations": {ANN_STORAGE_PROVISIONER: "ebs.csi.aws.com"}}}),
         );
-        assert_eq!(should_provision(&other, plugin), Some(Skip::NotOurs));
+        assert_eq!(should_provision(&other, plugin, csi), Some(Skip::NotOurs));
         let bare = claim(json!({"metadata": {"name": "c"}}));
-        assert_eq!(should_provision(&bare, plugin), Some(Skip::NotOurs));
+        assert_eq!(should_provision(&bare, plugin, csi), Some(Skip::NotOurs));
         let bound = claim(
             json!({"metadata": {"name": "c", "annotations": {ANN_STORAGE_PROVISIONER: plugin}}, "spec": {"volumeName": "pv"}}),
         );
-        assert_eq!(should_provision(&bound, plugin), Some(Skip::Done));
+        assert_eq!(should_provision(&bound, plugin, csi), Some(Skip::Done));
     }
 
     #[test]
