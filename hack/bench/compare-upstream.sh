@@ -4,9 +4,10 @@
 # fake provider answering as hypercloud's fake does: hack/tools/upstream-ccm), on one envtest
 # kube-apiserver, same flags, leader election off, node controllers only (plus the service
 # controller with --services). Runs alternate hc, go, go, hc (--rounds=R repeats that) so drift
-# of the machine hits both alike; each run is cmd/hypercloud/examples/bench_ccm_nodes.rs.
+# of the machine hits both alike; --order=hc,go makes one run of each where runs are long (5000
+# Nodes and Services); each run is cmd/hypercloud/examples/bench_ccm_nodes.rs.
 #
-#   hack/bench/compare-upstream.sh [N] [--services=M] [--rounds=R] [extra CCM flags...]
+#   hack/bench/compare-upstream.sh [N] [--services=M] [--rounds=R] [--order=hc,go,go,hc] [extra CCM flags...]
 #   hack/bench/compare-upstream.sh 1000                                        # QPS-bound defaults
 #   hack/bench/compare-upstream.sh 1000 --kube-api-qps=1000 --kube-api-burst=2000 --concurrent-node-syncs=4
 #   hack/bench/compare-upstream.sh 100 --services=100                          # + LoadBalancer Services
@@ -33,6 +34,7 @@ source hack/versions.env
 
 n=1000
 rounds=1
+order="hc,go,go,hc"
 services=0
 extra=()
 if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then n="$1"; shift; fi
@@ -41,6 +43,10 @@ for a in "$@"; do
 	--rounds=*)
 		rounds="${a#--rounds=}"
 		[[ "$rounds" =~ ^[1-9][0-9]?$ ]] || fail "--rounds=$rounds: want 1 to 99"
+		;;
+	--order=*)
+		order="${a#--order=}"
+		[[ "$order" =~ ^(hc|go)(,(hc|go))*$ ]] || fail "--order=$order: want a comma list of hc and go"
 		;;
 	--services=*)
 		services="${a#--services=}"
@@ -104,14 +110,17 @@ run() {
 	[[ "$services" -gt 0 ]] && args+=("--services=$services")
 	[[ "$who" = go ]] && args+=("--ccm-bin=$go_ccm")
 	step "run $who ($n Nodes${services:+, $services Services})"
-	"$bench" "$hc_bin" "${args[@]}" "${extra[@]}" | tee /dev/stderr | grep '^RESULT ' >>"$results" ||
-		fail "the $who run failed"
+	# Each line to stderr as it comes, the RESULT line also to the results (not `tee
+	# /dev/stderr`: reopening stderr truncates it when stdout and stderr are one file).
+	"$bench" "$hc_bin" "${args[@]}" "${extra[@]}" | while IFS= read -r line; do
+		printf '%s\n' "$line" >&2
+		[[ "$line" != RESULT* ]] || printf '%s\n' "$line" >>"$results"
+	done || fail "the $who run failed"
 }
 for _ in $(seq "$rounds"); do
-	run hc
-	run go
-	run go
-	run hc
+	for who in ${order//,/ }; do
+		run "$who"
+	done
 done
 
 step "report"
