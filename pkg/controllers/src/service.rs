@@ -35,32 +35,43 @@ pub(crate) struct ServiceState {
     ctx: Arc<Context>,
     nodes: Arc<Informer<Node>>,
     queue: Arc<Queue>,
-    /// Backend node names each Service's load balancer was last given (upstream
+    /// Backend nodes each Service's load balancer was last given (upstream
     /// `lastSyncedNodes`); only these Services take part in node syncs.
     last_synced: Mutex<HashMap<String, NodeSet>>,
     /// The node set last recorded: Services synced with the same nodes share it, so 5000
-    /// Services over 5000 Nodes hold one list of names, not 5000 copies (gigabytes).
+    /// Services over 5000 Nodes hold one list, not 5000 copies (gigabytes).
     interned: Mutex<NodeSet>,
 }
 
-/// The names of the backend nodes a load balancer was given.
-type NodeSet = Arc<[String]>;
+/// The backend nodes a load balancer was given: name and provider ID (upstream
+/// `nodesSufficientlyEqual` compares both).
+type NodeSet = Arc<[(String, String)]>;
+
+fn provider_id(node: &Node) -> &str {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or_default()
+}
 
 impl ServiceState {
     fn last_synced(&self) -> std::sync::MutexGuard<'_, HashMap<String, NodeSet>> {
         self.last_synced.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `nodes`' names, shared with the set recorded last when they are the same.
+    /// `nodes`' names and provider IDs, shared with the set recorded last when they are the
+    /// same.
     fn node_set(&self, nodes: &[Node]) -> NodeSet {
         let mut last = self.interned.lock().unwrap_or_else(|p| p.into_inner());
         let same = last.len() == nodes.len()
-            && last
-                .iter()
-                .zip(nodes)
-                .all(|(a, n)| n.metadata.name.as_deref() == Some(a.as_str()));
+            && last.iter().zip(nodes).all(|((name, id), n)| {
+                n.metadata.name.as_deref() == Some(name.as_str()) && provider_id(n) == id
+            });
         if !same {
-            *last = nodes.iter().map(|n| n.name_any()).collect();
+            *last = nodes
+                .iter()
+                .map(|n| (n.name_any(), provider_id(n).to_owned()))
+                .collect();
         }
         last.clone()
     }
@@ -663,15 +674,50 @@ pub fn needs_cleanup(svc: &Service) -> bool {
             || svc.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("LoadBalancer"))
 }
 
-/// Whether a change of a load-balanced Service needs a sync (upstream `needsUpdate`): the
-/// spec, annotations, UID or deletion changed. Status and finalizer changes (our own writes)
-/// do not.
+/// Whether a change of a Service needs a sync: upstream `needsUpdate`, field by field (v1.34):
+/// wanting a load balancer, source ranges, ports (name, protocol, port, node port, target
+/// port, app protocol), session affinity and its config, `loadBalancerIP`, external IPs,
+/// annotations, UID, external traffic policy, health-check node port, the number of IP
+/// families. Anything else (the selector, our own status and finalizer writes, ...) does not.
+/// Deletion is `needs_cleanup`'s business, as upstream's.
 pub fn needs_update(old: &Service, new: &Service) -> bool {
-    wants_load_balancer(old) != wants_load_balancer(new)
-        || old.spec != new.spec
+    let (wants_old, wants_new) = (wants_load_balancer(old), wants_load_balancer(new));
+    if !wants_old && !wants_new {
+        return false;
+    }
+    if wants_old != wants_new {
+        return true;
+    }
+    let none = Default::default();
+    let o = old.spec.as_ref().unwrap_or(&none);
+    let n = new.spec.as_ref().unwrap_or(&none);
+    let list = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
+    let ports_equal = {
+        let (a, b) = (
+            o.ports.as_deref().unwrap_or_default(),
+            n.ports.as_deref().unwrap_or_default(),
+        );
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x.name == y.name
+                    && x.protocol == y.protocol
+                    && x.port == y.port
+                    && x.node_port == y.node_port
+                    && x.target_port == y.target_port
+                    && x.app_protocol == y.app_protocol
+            })
+    };
+    list(&o.load_balancer_source_ranges) != list(&n.load_balancer_source_ranges)
+        || !ports_equal
+        || o.session_affinity != n.session_affinity
+        || o.session_affinity_config != n.session_affinity_config
+        || o.load_balancer_ip != n.load_balancer_ip
+        || list(&o.external_ips) != list(&n.external_ips)
         || old.metadata.annotations != new.metadata.annotations
         || old.metadata.uid != new.metadata.uid
-        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+        || o.external_traffic_policy != n.external_traffic_policy
+        || o.health_check_node_port != n.health_check_node_port
+        || o.ip_families.as_ref().map_or(0, Vec::len) != n.ip_families.as_ref().map_or(0, Vec::len)
 }
 
 #[cfg(test)]
@@ -727,7 +773,51 @@ mod tests {
         let mut changed = new.clone();
         changed.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
         assert!(needs_update(&new, &changed));
-        assert!(needs_update(&new, &deleting(new.clone())));
+    }
+
+    #[test]
+    fn only_the_fields_upstream_compares_trigger_an_update() {
+        use k8s_openapi::api::core::v1::ServicePort;
+        let base = svc("LoadBalancer", None, true);
+        let with = |f: &dyn Fn(&mut ServiceSpec)| {
+            let mut s = base.clone();
+            f(s.spec.as_mut().expect("spec"));
+            s
+        };
+        // Not compared upstream: the selector, traffic distribution, cluster IPs.
+        let ignored = with(&|s| {
+            s.selector = Some([("app".to_string(), "x".to_string())].into());
+            s.internal_traffic_policy = Some("Local".into());
+        });
+        assert!(!needs_update(&base, &ignored));
+        // Absent and empty lists are the same, as Go's nil and empty slices are.
+        assert!(!needs_update(
+            &base,
+            &with(&|s| s.external_ips = Some(vec![]))
+        ));
+        for changed in [
+            with(&|s| s.load_balancer_source_ranges = Some(vec!["10.0.0.0/8".into()])),
+            with(&|s| {
+                s.ports = Some(vec![ServicePort {
+                    port: 80,
+                    ..Default::default()
+                }])
+            }),
+            with(&|s| s.session_affinity = Some("ClientIP".into())),
+            with(&|s| s.load_balancer_ip = Some("192.0.2.9".into())),
+            with(&|s| s.external_ips = Some(vec!["192.0.2.8".into()])),
+            with(&|s| s.external_traffic_policy = Some("Local".into())),
+            with(&|s| s.health_check_node_port = Some(30001)),
+            with(&|s| s.ip_families = Some(vec!["IPv4".into(), "IPv6".into()])),
+            with(&|s| s.type_ = Some("ClusterIP".into())),
+        ] {
+            assert!(needs_update(&base, &changed), "{:?}", changed.spec);
+        }
+        // Neither wants a load balancer: nothing to do, whatever changed.
+        let cluster_ip = with(&|s| s.type_ = Some("ClusterIP".into()));
+        let mut annotated = cluster_ip.clone();
+        annotated.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        assert!(!needs_update(&cluster_ip, &annotated));
     }
 
     fn node(name: &str) -> Node {
@@ -792,6 +882,25 @@ mod api_tests {
         (Arc::new(state), api)
     }
 
+    #[tokio::test]
+    async fn services_synced_with_the_same_nodes_share_one_set_and_provider_ids_count() {
+        let (state, _api) = state(cloud("{}"));
+        let with_id = |name: &str, id: &str| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"providerID": id}}))
+                .expect("node")
+        };
+        let nodes = vec![with_id("a", "fake://a"), with_id("b", "fake://b")];
+        let first = state.node_set(&nodes);
+        let again = state.node_set(&nodes.clone());
+        assert!(Arc::ptr_eq(&first, &again), "the same nodes share one set");
+        // Same names, another provider ID (a replaced instance): a different set, as
+        // upstream's nodesSufficientlyEqual.
+        let replaced = state.node_set(&[with_id("a", "fake://a"), with_id("b", "fake://b2")]);
+        assert!(!Arc::ptr_eq(&first, &replaced));
+        assert_ne!(first[..], replaced[..]);
+        assert_eq!(replaced[1], ("b".to_string(), "fake://b2".to_string()));
+    }
+
     fn service(finalizer: bool, deleting: bool, ingress: Option<&str>) -> Service {
         let mut svc = json!({
             "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "5", "uid": "u1"},
@@ -845,7 +954,10 @@ mod api_tests {
         .expect("reconcile");
         assert_eq!(fake.call_count("ensure_load_balancer"), 1);
         assert_eq!(
-            state.last_synced().get("ns/s").map(|s| s.to_vec()),
+            state
+                .last_synced()
+                .get("ns/s")
+                .map(|s| s.iter().map(|(name, _)| name.clone()).collect::<Vec<_>>()),
             Some(vec!["n1".to_string()])
         );
     }
