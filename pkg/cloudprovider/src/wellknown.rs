@@ -19,9 +19,19 @@ pub const LABEL_FAILURE_DOMAIN_REGION: &str = "failure-domain.beta.kubernetes.io
 pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// Deprecated instance type label.
 pub const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
-/// Nodes with this label get no load balancer traffic.
+/// Nodes with this label get no load balancer traffic, unless its value is false as Go's
+/// `strconv.ParseBool` reads it (upstream v1.34; an unparsable value excludes).
 pub const LABEL_EXCLUDE_FROM_EXTERNAL_LB: &str =
     "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// Go's `strconv.ParseBool`, which upstream reads boolean labels and annotations with.
+pub fn parse_go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
 /// Control-plane role label.
 pub const LABEL_CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 

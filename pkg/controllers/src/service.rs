@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hypercloud_cloudprovider::wellknown::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_EXTERNAL_LB};
+use hypercloud_cloudprovider::wellknown::{
+    parse_go_bool, FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_EXTERNAL_LB,
+};
 use hypercloud_cloudprovider::{Chain, Error as CloudError};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use kube::api::{Patch, PatchParams};
@@ -640,7 +642,12 @@ pub fn include_node(node: &Node) -> bool {
 }
 
 fn included(node: &Node) -> bool {
-    !node.labels().contains_key(LABEL_EXCLUDE_FROM_EXTERNAL_LB)
+    // Upstream v1.34: `=false` (as Go's ParseBool reads it) keeps the node; any other value,
+    // unparsable ones included, excludes it.
+    match node.labels().get(LABEL_EXCLUDE_FROM_EXTERNAL_LB) {
+        None => true,
+        Some(v) => parse_go_bool(v) == Some(false),
+    }
 }
 
 fn autoscaler_tainted(node: &Node) -> bool {
@@ -838,6 +845,24 @@ mod tests {
         excluded.metadata.labels =
             Some([(LABEL_EXCLUDE_FROM_EXTERNAL_LB.to_string(), String::new())].into());
         assert!(!include_node(&excluded));
+        for (value, included) in [
+            ("true", false),
+            ("1", false),
+            ("yes", false),
+            ("false", true),
+            ("F", true),
+            ("0", true),
+        ] {
+            let mut labelled = node("a");
+            labelled.metadata.labels = Some(
+                [(
+                    LABEL_EXCLUDE_FROM_EXTERNAL_LB.to_string(),
+                    value.to_string(),
+                )]
+                .into(),
+            );
+            assert_eq!(include_node(&labelled), included, "label value {value:?}");
+        }
         let mut scaled = node("a");
         scaled.spec.as_mut().expect("spec").taints = Some(vec![Taint {
             key: TO_BE_DELETED_TAINT.into(),

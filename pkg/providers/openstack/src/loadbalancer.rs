@@ -40,6 +40,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use hypercloud_cloudprovider::wellknown::parse_go_bool;
 use hypercloud_cloudprovider::{default_load_balancer_name, Error, Layout, LoadBalancer, Result};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 use reqwest::Method;
@@ -1343,15 +1344,6 @@ fn status_of(address: Option<String>) -> LoadBalancerStatus {
                 ..Default::default()
             }]
         }),
-    }
-}
-
-/// Go's `strconv.ParseBool`, which upstream reads boolean annotations with.
-fn parse_go_bool(v: &str) -> Option<bool> {
-    match v {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
     }
 }
 
