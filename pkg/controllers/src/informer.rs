@@ -3,6 +3,7 @@
 //! caching, and a broadcast of changes that every interested controller subscribes to.
 
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -85,6 +86,9 @@ pub(crate) struct Informer<K: Resource<DynamicType = ()> + 'static> {
     /// `Store::wait_until_ready`: with several controllers waiting on one store, only one of
     /// them was woken.
     ready: watch::Receiver<bool>,
+    /// Counts the changes applied to the store: equal counts, same contents (lets readers
+    /// keep what they derived from the store until it changes).
+    changes: Arc<AtomicU64>,
 }
 
 impl<K> Informer<K>
@@ -105,10 +109,12 @@ where
         // Large enough for bursts of node registrations; a subscriber that lags resyncs.
         let (tx, _) = broadcast::channel(4096);
         let (ready_tx, ready) = watch::channel(false);
+        let changes = Arc::new(AtomicU64::new(0));
         let informer = Arc::new(Self {
             store: store.clone(),
             tx: tx.clone(),
             ready,
+            changes: changes.clone(),
         });
         let task = tokio::spawn(async move {
             let mut stream = watcher(api, config)
@@ -152,6 +158,7 @@ where
                     watcher::Event::Init | watcher::Event::InitApply(_) => None,
                 };
                 writer.apply_watcher_event(&event);
+                changes.fetch_add(1, Ordering::Release);
                 if matches!(event, watcher::Event::InitDone) {
                     ready_tx.send_replace(true);
                 }
@@ -175,7 +182,23 @@ where
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let (tx, _) = broadcast::channel(16);
         let (_, ready) = watch::channel(true);
-        Arc::new(Self { store, tx, ready })
+        Arc::new(Self {
+            store,
+            tx,
+            ready,
+            changes: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Counts a change without one (tests of what readers derive from the store).
+    #[cfg(test)]
+    pub fn touch(&self) {
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many changes the store has taken so far.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
     }
 
     /// A feed of changes from now on.
