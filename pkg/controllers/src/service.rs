@@ -570,6 +570,11 @@ async fn sync_nodes(state: &ServiceState, services: &Informer<Service>) -> bool 
     let Some(lb) = ctx.cloud.load_balancer() else {
         return true;
     };
+    // No load balancer synced yet (a cluster starting: thousands of Node changes, no
+    // Service): nothing to compare, so do not list the Nodes at all.
+    if state.last_synced().is_empty() {
+        return true;
+    }
     let start = Instant::now();
     let cluster = &ctx.options.kube_cloud_shared.cluster_name;
     let nodes = state.backends();
