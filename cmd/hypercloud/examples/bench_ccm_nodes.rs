@@ -167,8 +167,7 @@ fn cloud_requests(before: &str, after: &str) -> BTreeMap<String, f64> {
 /// and the upstream kube-controller-manager (its default 50 s grace period), logs in `dir`.
 fn start_cluster(kubeconfig: &str, dir: &std::path::Path, run: &str) -> Res<(Proc, Proc)> {
     let bin = real_cluster::bin_dir();
-    let stages =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/lib/kwok-stages.yaml");
+    let stages = hypercloud_testenv::repo_root().join("hack/lib/kwok-stages.yaml");
     let mut cmd = Command::new(bin.join("kwok"));
     cmd.arg(format!("--kubeconfig={kubeconfig}"))
         .arg(format!("--config={}", stages.display()))

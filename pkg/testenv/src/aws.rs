@@ -6,7 +6,7 @@
 //!
 //! Like the other process helpers these panic with a message saying what failed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ pub struct Tools {
 pub fn tools() -> &'static Tools {
     static TOOLS: OnceLock<Tools> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/aws-tools.sh");
+        let script = crate::repo_root().join("hack/aws-tools.sh");
         let out = Command::new("bash")
             .arg(&script)
             .arg("install")

@@ -21,7 +21,7 @@ use crate::process::{free_port, Proc};
 pub const KUBELET_LABEL: &str = "hypercloud.io/kubelet";
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    crate::repo_root()
 }
 
 /// The directory holding kube-controller-manager, kube-scheduler and kwok (`hack/cluster.sh

@@ -187,7 +187,29 @@ impl StartOptions {
 fn default_script() -> PathBuf {
     std::env::var_os("HYPERCLOUD_ENVTEST_SCRIPT")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/envtest.sh"))
+        .unwrap_or_else(|| repo_root().join("hack/envtest.sh"))
+}
+
+/// The checkout's root (where `hack/` is), found when the program runs: from
+/// `CARGO_MANIFEST_DIR` as cargo sets it for a test or example it runs, else the working
+/// directory, walking up. Not a path compiled in: cargo reuses a build cache made in another
+/// checkout (its hashes do not depend on where the checkout is), and a compiled-in path would
+/// then name that other checkout's scripts.
+pub fn repo_root() -> PathBuf {
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok());
+    if let Some(mut dir) = start {
+        loop {
+            if dir.join("hack/envtest.sh").is_file() {
+                return dir;
+            }
+            if !dir.pop() {
+                break;
+            }
+        }
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// A running kube-apiserver: where its kubeconfig is and how to reach it.

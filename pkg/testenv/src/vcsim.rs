@@ -19,7 +19,7 @@ static BIN: OnceLock<PathBuf> = OnceLock::new();
 /// The directory with `vcsim` and `govc`, building them on first use (`hack/vcsim.sh bin`).
 pub fn bin_dir() -> &'static Path {
     BIN.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/vcsim.sh");
+        let script = crate::repo_root().join("hack/vcsim.sh");
         let out = Command::new(&script)
             .arg("bin")
             .output()
