@@ -449,6 +449,27 @@ impl Counters<'_> {
     }
 }
 
+/// `call`, tried up to 5 times 2s apart: a loaded apiserver sometimes cuts a connection
+/// (`IncompleteMessage`), which must not end a run of many minutes.
+async fn retry<T, F, Fut>(what: &str, call: F) -> Res<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < 5 => {
+                eprintln!("{what}: {e}; trying again");
+                attempt += 1;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => return Err(format!("{what}: {e}").into()),
+        }
+    }
+}
+
 /// The error for a CCM that exited `when`, with the end of its log (the run's temporary
 /// directory, and the log with it, is gone once the error is reported).
 fn ccm_exited(when: &str, status: std::process::ExitStatus, log: &std::path::Path) -> String {
@@ -504,7 +525,7 @@ async fn hold_services(
         .await?;
     let lp = ListParams::default().labels(&label);
     let secs = loop {
-        let list = api.list(&lp).await?;
+        let list = retry("list the Services", || api.list(&lp)).await?;
         let pending = list
             .items
             .iter()
@@ -535,10 +556,16 @@ async fn hold_services(
     let rss_kb = vm_rss_kb(pid).unwrap_or(0);
     eprintln!("deleting the {m} Services ...");
     let t = Instant::now();
-    api.delete_collection(&DeleteParams::default(), &lp).await?;
+    // Deleting thousands in one call can outlast the apiserver's request timeout on a loaded
+    // machine (the connection is cut): it is idempotent, so it is asked again.
+    let dp = DeleteParams::default();
+    retry("delete the Services", || api.delete_collection(&dp, &lp)).await?;
     let mut lookups = 0.0;
     let delete_secs = loop {
-        let mut left = api.list(&lp).await?.items.len();
+        let mut left = retry("list the Services", || api.list(&lp))
+            .await?
+            .items
+            .len();
         if left == 0 {
             // The CCM removes its finalizer after deleting the load balancer: this only checks.
             if let Some(cloud) = counters.local {
