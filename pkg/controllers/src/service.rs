@@ -46,7 +46,15 @@ pub(crate) struct ServiceState {
     /// The backend Nodes as of the node cache's change count: every Service synced until
     /// the next Node change shares one list (upstream lists pointers from its lister; a copy
     /// of 5000 Nodes per Service was most of the CPU of syncing 5000 Services).
-    backends: Mutex<Option<(u64, Arc<Vec<Node>>)>>,
+    backends: Mutex<Option<(u64, Backends)>>,
+}
+
+/// The backend Nodes of one state of the node cache, and their [`NodeSet`] (derived once
+/// per change, not compared again by every Service sync).
+#[derive(Clone)]
+struct Backends {
+    nodes: Arc<Vec<Node>>,
+    names: NodeSet,
 }
 
 /// The backend nodes a load balancer was given: name and provider ID (upstream
@@ -65,14 +73,15 @@ impl ServiceState {
         self.last_synced.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The backends: cached Nodes that pass [`include_node`], sorted by name.
-    fn backends(&self) -> Arc<Vec<Node>> {
+    /// The backends: cached Nodes that pass [`include_node`], sorted by name, with their
+    /// node set.
+    fn backends(&self) -> Backends {
         // Read before listing: a change while listing makes the next call list again.
         let changes = self.nodes.changes();
         let mut cached = self.backends.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, nodes)) = cached.as_ref() {
+        if let Some((at, backends)) = cached.as_ref() {
             if *at == changes {
-                return nodes.clone();
+                return backends.clone();
             }
         }
         let mut out: Vec<Node> = self
@@ -84,9 +93,12 @@ impl ServiceState {
             .map(|n| (**n).clone())
             .collect();
         out.sort_by_key(|n| n.name_any());
-        let out = Arc::new(out);
-        *cached = Some((changes, out.clone()));
-        out
+        let backends = Backends {
+            names: self.node_set(&out),
+            nodes: Arc::new(out),
+        };
+        *cached = Some((changes, backends.clone()));
+        backends
     }
 
     /// `nodes`' names and provider IDs, shared with the set recorded last when they are the
@@ -368,7 +380,7 @@ async fn ensure(
     };
     let cluster = &ctx.options.kube_cloud_shared.cluster_name;
     let reference = svc.object_ref(&());
-    let nodes = state.backends();
+    let Backends { nodes, names } = state.backends();
     if nodes.is_empty() {
         ctx.event(
             CONTROLLER,
@@ -391,7 +403,6 @@ async fn ensure(
             })
         }
     };
-    let names = state.node_set(&nodes);
     state.last_synced().insert(key.to_string(), names);
     ctx.event(
         CONTROLLER,
@@ -577,8 +588,7 @@ async fn sync_nodes(state: &ServiceState, services: &Informer<Service>) -> bool 
     }
     let start = Instant::now();
     let cluster = &ctx.options.kube_cloud_shared.cluster_name;
-    let nodes = state.backends();
-    let names = state.node_set(&nodes);
+    let Backends { nodes, names } = state.backends();
     let stale: Vec<String> = state
         .last_synced()
         .iter()
@@ -933,15 +943,22 @@ mod api_tests {
     async fn backends_are_listed_once_per_node_cache_change() {
         let (state, _api) = state(cloud("{}"));
         let first = state.backends();
-        assert_eq!(first.len(), 1);
+        assert_eq!(first.nodes.len(), 1);
+        let again = state.backends();
         assert!(
-            Arc::ptr_eq(&first, &state.backends()),
+            Arc::ptr_eq(&first.nodes, &again.nodes),
             "no change: the same list"
         );
+        assert!(Arc::ptr_eq(&first.names, &again.names));
         state.nodes.touch();
         let after = state.backends();
-        assert!(!Arc::ptr_eq(&first, &after), "a change lists again");
-        assert_eq!(after[0].name_any(), "n1");
+        assert!(
+            !Arc::ptr_eq(&first.nodes, &after.nodes),
+            "a change lists again"
+        );
+        assert_eq!(after.nodes[0].name_any(), "n1");
+        // Same names and provider IDs after the change: the node set is still shared.
+        assert!(Arc::ptr_eq(&first.names, &after.names));
     }
 
     #[tokio::test]
