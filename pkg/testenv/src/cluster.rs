@@ -20,16 +20,12 @@ use crate::process::{free_port, Proc};
 /// that carry it (`--manage-nodes-with-label-selector`).
 pub const KUBELET_LABEL: &str = "hypercloud.io/kubelet";
 
-fn repo() -> PathBuf {
-    crate::repo_root()
-}
-
 /// The directory holding kube-controller-manager, kube-scheduler and kwok (`hack/cluster.sh
 /// bin`, which builds them first when needed).
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let script = repo().join("hack/cluster.sh");
+        let script = crate::repo_root().join("hack/cluster.sh");
         let out = Command::new(&script)
             .arg("bin")
             .output()
@@ -46,7 +42,7 @@ pub fn bin_dir() -> &'static Path {
 
 /// A `NAME=value` setting of `hack/lib/cluster.sh`, where the timing of the cluster is decided.
 pub fn setting(name: &str) -> String {
-    let path = repo().join("hack/lib/cluster.sh");
+    let path = crate::repo_root().join("hack/lib/cluster.sh");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     parse_setting(&text, name).unwrap_or_else(|| panic!("{} sets no {name}", path.display()))
@@ -128,7 +124,7 @@ pub struct Kubelets {
 
 impl Kubelets {
     pub fn start(kubeconfig: &Path, dir: &Path, value: &str, instances: &[String]) -> Kubelets {
-        let repo = repo();
+        let repo = crate::repo_root();
         let mut cmd = Command::new(bin_dir().join("kwok"));
         cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!(
