@@ -140,10 +140,12 @@ impl Observer {
         args: impl FnOnce() -> Value,
         call: impl Future<Output = Result<T>>,
     ) -> Result<T> {
-        let ts_unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default();
+        let ts_unix_ms = self.tracer.as_ref().map(|_| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default()
+        });
         let start = Instant::now();
         let result = call.await;
         let elapsed = start.elapsed();
@@ -163,7 +165,7 @@ impl Observer {
                 Err(e) => (None, Some(e.to_string())),
             };
             t.write(&TraceRecord {
-                ts_unix_ms,
+                ts_unix_ms: ts_unix_ms.unwrap_or_default(),
                 component: t.component.clone(),
                 provider: self.provider.clone(),
                 method: method.into(),

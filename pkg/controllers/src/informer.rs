@@ -149,15 +149,28 @@ where
                     }
                 };
                 let notice = match &event {
-                    watcher::Event::Apply(o) => Some(Notice::Applied {
-                        old: store.get(&ObjectRef::from_obj(o)),
-                        new: Arc::new(o.clone()),
-                    }),
-                    watcher::Event::Delete(o) => Some(Notice::Deleted(Arc::new(o.clone()))),
-                    watcher::Event::InitDone => Some(Notice::Resync),
-                    watcher::Event::Init | watcher::Event::InitApply(_) => None,
+                    watcher::Event::Apply(o) => {
+                        let key = ObjectRef::from_obj(o);
+                        let old = store.get(&key);
+                        writer.apply_watcher_event(&event);
+                        // Read back from the store, which holds the object in an `Arc`
+                        // already: subscribers share that copy instead of another clone.
+                        let new = store.get(&key).unwrap_or_else(|| Arc::new(o.clone()));
+                        Some(Notice::Applied { old, new })
+                    }
+                    watcher::Event::Delete(o) => {
+                        writer.apply_watcher_event(&event);
+                        Some(Notice::Deleted(Arc::new(o.clone())))
+                    }
+                    watcher::Event::InitDone => {
+                        writer.apply_watcher_event(&event);
+                        Some(Notice::Resync)
+                    }
+                    watcher::Event::Init | watcher::Event::InitApply(_) => {
+                        writer.apply_watcher_event(&event);
+                        None
+                    }
                 };
-                writer.apply_watcher_event(&event);
                 changes.fetch_add(1, Ordering::Release);
                 if matches!(event, watcher::Event::InitDone) {
                     ready_tx.send_replace(true);

@@ -20,6 +20,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::cloud_node::has_taint;
 use crate::informer::Informer;
@@ -83,10 +84,21 @@ pub fn is_ready(node: &Node) -> bool {
 }
 
 /// One Node of one pass (upstream `MonitorNodes`' loop body).
-#[tracing::instrument(skip_all, fields(node = %node.name_any()))]
+// Not `#[tracing::instrument]`: a pass asks the cloud about every Node that is not Ready (each
+// one at every pass while a cluster's kubelets are away), and a span with a formatted field per
+// Node per pass is work thrown away when the verdict is to keep it. The span is entered only
+// when the verdict acts on the Node.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
     let verdict = verdict(ctx.cloud.as_ref(), &node).await?;
+    if verdict == Verdict::Keep {
+        return Ok(Action::AwaitChange);
+    }
     let name = node.name_any();
+    let span = tracing::info_span!("reconcile", node = %name);
+    act(node, ctx, verdict, name).instrument(span).await
+}
+
+async fn act(node: Arc<Node>, ctx: Arc<Context>, verdict: Verdict, name: String) -> Result<Action> {
     let api: Api<Node> = Api::all(ctx.client.clone());
     match verdict {
         Verdict::Keep => {}
