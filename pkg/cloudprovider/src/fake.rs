@@ -212,15 +212,30 @@ struct State {
     /// the same at 5000 instances as at 5 (benchmarks measure controllers, not the fake).
     by_name: HashMap<String, usize>,
     by_provider_id: HashMap<String, usize>,
-    /// The last node set a load balancer got, shared with the next one if equal.
+    /// The last node set a load balancer got (sorted names), shared with the next one if
+    /// equal, and the node names of that call in the order given.
     last_nodes: Arc<Vec<String>>,
+    last_given: Vec<String>,
 }
 
 impl State {
-    /// `nodes` as a shared list: the previous load balancer's when equal.
-    fn intern_nodes(&mut self, nodes: Vec<String>) -> Arc<Vec<String>> {
-        if *self.last_nodes != nodes {
-            self.last_nodes = Arc::new(nodes);
+    /// The names of `nodes`, sorted, as a shared list: the previous load balancer's when
+    /// equal. The controllers pass the same backends to every load balancer until the nodes
+    /// change, so that case compares names without allocating or sorting (the upstream fake
+    /// the benchmarks compare with ignores the nodes).
+    fn intern_nodes(&mut self, nodes: &[Node]) -> Arc<Vec<String>> {
+        let same = self.last_given.len() == nodes.len()
+            && nodes
+                .iter()
+                .zip(&self.last_given)
+                .all(|(n, given)| n.metadata.name.as_deref().unwrap_or_default() == given);
+        if !same {
+            self.last_given = nodes.iter().map(node_name).collect();
+            let mut sorted = self.last_given.clone();
+            sorted.sort();
+            if *self.last_nodes != sorted {
+                self.last_nodes = Arc::new(sorted);
+            }
         }
         self.last_nodes.clone()
     }
@@ -476,12 +491,6 @@ fn service_key(svc: &Service) -> String {
     )
 }
 
-fn sorted_node_names(nodes: &[Node]) -> Vec<String> {
-    let mut names: Vec<String> = nodes.iter().map(node_name).collect();
-    names.sort();
-    names
-}
-
 fn lb_status(ip: &str) -> LoadBalancerStatus {
     LoadBalancerStatus {
         ingress: Some(vec![LoadBalancerIngress {
@@ -659,7 +668,6 @@ impl LoadBalancer for FakeCloud {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus> {
-        let nodes = sorted_node_names(nodes);
         let args = vec![
             cluster_name.into(),
             service_key(service),
@@ -694,7 +702,6 @@ impl LoadBalancer for FakeCloud {
         service: &Service,
         nodes: &[Node],
     ) -> Result<()> {
-        let nodes = sorted_node_names(nodes);
         let args = vec![
             cluster_name.into(),
             service_key(service),
@@ -1040,6 +1047,34 @@ clusters: {kubernetes: 10.0.0.1}
             ..Default::default()
         });
         assert!(v2.instance_exists(&node("node-3", None)).await.expect("ok"));
+    }
+
+    #[tokio::test]
+    async fn load_balancers_record_sorted_node_sets_shared_while_equal() {
+        let c = cloud();
+        let lb = c.load_balancer().expect("supported");
+        let (a, b, d) = (service("a", "a"), service("b", "b"), service("d", "d"));
+        let given = [node("node-2", None), node("node-1", None)];
+        lb.ensure_load_balancer("k", &a, &given).await.expect("ok");
+        lb.ensure_load_balancer("k", &b, &given).await.expect("ok");
+        // The same set in another order: still the same sorted list.
+        let reordered = [node("node-1", None), node("node-2", None)];
+        lb.ensure_load_balancer("k", &d, &reordered)
+            .await
+            .expect("ok");
+        let lbs = c.load_balancers();
+        let nodes = |svc: &Service| lbs[&default_load_balancer_name(svc)].nodes.clone();
+        assert_eq!(*nodes(&a), vec!["node-1".to_string(), "node-2".to_string()]);
+        assert!(Arc::ptr_eq(&nodes(&a), &nodes(&b)));
+        assert!(Arc::ptr_eq(&nodes(&a), &nodes(&d)));
+        // A changed set is recorded as such, and the earlier load balancers keep theirs.
+        lb.update_load_balancer("k", &b, &[node("node-3", None), node("node-1", None)])
+            .await
+            .expect("ok");
+        let lbs = c.load_balancers();
+        let nodes = |svc: &Service| lbs[&default_load_balancer_name(svc)].nodes.clone();
+        assert_eq!(*nodes(&b), vec!["node-1".to_string(), "node-3".to_string()]);
+        assert_eq!(*nodes(&a), vec!["node-1".to_string(), "node-2".to_string()]);
     }
 
     #[tokio::test]
