@@ -230,11 +230,18 @@ where
 /// Next notice of a feed; a lagged feed becomes a [`Notice::Resync`]; `None` when closed.
 pub(crate) async fn next_notice<K>(rx: &mut broadcast::Receiver<Notice<K>>) -> Option<Notice<K>>
 where
-    K: Clone,
+    K: Resource<DynamicType = ()> + Clone,
 {
     match rx.recv().await {
         Ok(n) => Some(n),
-        Err(broadcast::error::RecvError::Lagged(_)) => Some(Notice::Resync),
+        Err(broadcast::error::RecvError::Lagged(missed)) => {
+            tracing::warn!(
+                kind = %K::kind(&()),
+                missed,
+                "a controller fell behind the cache's changes; it resyncs from the cache"
+            );
+            Some(Notice::Resync)
+        }
         Err(broadcast::error::RecvError::Closed) => None,
     }
 }
