@@ -19,7 +19,7 @@ use crate::{metrics, Context};
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 /// The apiserver's side of the mock: answers requests in the order the test script expects.
-pub(crate) struct ApiServerVerifier(Handle);
+pub(crate) struct ApiServerVerifier(pub(crate) Handle);
 
 /// One request as the mock apiserver received it.
 #[derive(Debug)]
@@ -61,6 +61,15 @@ impl ApiServerVerifier {
             "expected a {reason} event, got {received:?}"
         );
         assert_eq!(received.body["reason"], reason, "{received:?}");
+        respond(send, &received.body);
+        received
+    }
+
+    /// Takes the next request, whatever it is, and answers with its own body (what the
+    /// apiserver returns for an Event it created or patched whole).
+    pub async fn echo(&mut self) -> Received {
+        let (request, send) = self.next().await;
+        let received = received(request).await;
         respond(send, &received.body);
         received
     }

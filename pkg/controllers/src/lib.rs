@@ -118,7 +118,7 @@ pub struct Context {
     pub(crate) options: hypercloud_options::ControllerOptions,
     pub(crate) metrics: metrics::Metrics,
     /// One event recorder per controller, so repeated events become series as upstream.
-    recorders: std::collections::HashMap<&'static str, Recorder>,
+    recorders: std::collections::HashMap<&'static str, Arc<SeriesRecorder>>,
     /// Where [`Context::event`] sends: inline (unit tests, which expect each request in
     /// order) or a bounded queue drained by a background task (running controllers).
     events: EventSink,
@@ -159,7 +159,7 @@ impl Context {
                     controller: component.to_string(),
                     instance: Some(c.name.to_string()),
                 };
-                (c.name, Recorder::new(client.clone(), reporter))
+                (c.name, Arc::new(SeriesRecorder::new(client.clone(), reporter)))
             })
             .collect();
         Context {
@@ -226,9 +226,58 @@ impl Context {
     }
 }
 
-async fn publish(recorder: &Recorder, event: &Event, reference: &ObjectReference) {
-    if let Err(e) = recorder.publish(event, reference).await {
+async fn publish(recorder: &SeriesRecorder, event: &Event, reference: &ObjectReference) {
+    if let Err(e) = recorder.current().publish(event, reference).await {
         tracing::warn!(reason = %event.reason, error = %e, "could not record event");
+    }
+}
+
+/// Upstream's event correlator remembers at most this many events to turn repeats into series
+/// (`maxLruCacheEntries`).
+const MAX_REMEMBERED_EVENTS: usize = 4096;
+
+/// kube-runtime's [`Recorder`], with its memory bounded as upstream's correlator's.
+///
+/// The recorder remembers every event it sent for six minutes, to patch a repeat into a
+/// series, and sweeps that whole cache on each publish: at 5000 Nodes and 5000 Services (15000
+/// Events in a few minutes) that is megabytes held and a sweep of thousands per Event. Here a
+/// fresh recorder takes over after [`MAX_REMEMBERED_EVENTS`] publishes, so at most that many
+/// are remembered (a repeat just after the hand-over starts a new Event instead of a series,
+/// as one evicted from upstream's LRU does).
+struct SeriesRecorder {
+    client: kube::Client,
+    reporter: Reporter,
+    /// Publishes per recorder.
+    limit: usize,
+    current: std::sync::Mutex<(Recorder, usize)>,
+}
+
+impl SeriesRecorder {
+    fn new(client: kube::Client, reporter: Reporter) -> Self {
+        Self::with_limit(client, reporter, MAX_REMEMBERED_EVENTS)
+    }
+
+    fn with_limit(client: kube::Client, reporter: Reporter, limit: usize) -> Self {
+        let recorder = Recorder::new(client.clone(), reporter.clone());
+        Self {
+            client,
+            reporter,
+            limit,
+            current: std::sync::Mutex::new((recorder, 0)),
+        }
+    }
+
+    /// The recorder for the next publish (a clone sharing its cache).
+    fn current(&self) -> Recorder {
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.1 >= self.limit {
+            *current = (
+                Recorder::new(self.client.clone(), self.reporter.clone()),
+                0,
+            );
+        }
+        current.1 += 1;
+        current.0.clone()
     }
 }
 
@@ -501,6 +550,50 @@ async fn run(
 mod tests {
     use super::*;
     use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig};
+
+    #[tokio::test]
+    async fn a_repeated_event_is_a_series_until_the_recorder_hands_over() {
+        let (service, handle) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let client = kube::Client::new(service, "default");
+        let reporter = Reporter {
+            controller: "cloud-controller-manager".into(),
+            instance: Some("cloud-node".into()),
+        };
+        let recorder = SeriesRecorder::with_limit(client, reporter, 2);
+        let reference = ObjectReference {
+            kind: Some("Node".into()),
+            api_version: Some("v1".into()),
+            name: Some("n1".into()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Synced".into(),
+            note: Some("Node synced successfully".into()),
+            action: "Synced".into(),
+            secondary: None,
+        };
+        let mut api = fixtures::ApiServerVerifier(handle);
+        let server = tokio::spawn(async move {
+            let mut methods = Vec::new();
+            for _ in 0..4 {
+                methods.push(api.echo().await.method);
+            }
+            methods
+        });
+        for _ in 0..4 {
+            publish(&recorder, &event, &reference).await;
+        }
+        let methods = tokio::time::timeout(std::time::Duration::from_secs(5), server)
+            .await
+            .expect("four requests")
+            .expect("script");
+        // New, repeat (a series), then a fresh recorder: new again, and its repeat a series.
+        assert_eq!(methods, ["POST", "PATCH", "POST", "PATCH"]);
+    }
 
     fn config(disabled: &[&str]) -> ControllerConfig {
         use clap::Parser;
