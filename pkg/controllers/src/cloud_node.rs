@@ -21,15 +21,18 @@ use hypercloud_cloudprovider::wellknown::{
     TAINT_UNINITIALIZED,
 };
 use hypercloud_cloudprovider::{Chain, Error as CloudError, InstanceMetadata, Interface};
-use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::informer::{next_notice, Informer, Notice};
 use crate::queue::{run_workers, Action, Queue};
-use crate::{names, Context, Error, Result};
+use crate::{merge_patch, names, Context, Error, Result};
 
 const CONTROLLER: &str = names::CLOUD_NODE.name;
 
@@ -154,13 +157,13 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
             return Err(e);
         }
     };
-    let patched = api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    let patched: Node = merge_patch::<Node, PatchedNode>(&ctx.client, None, &name, None, &patch)
         .await
         .map_err(|source| Error::PatchNode {
             node: name.clone(),
             source,
-        })?;
+        })?
+        .into();
     if let Some(age) = seconds_since_creation(&node) {
         ctx.metrics.taint_removal_delay.observe(age);
     }
@@ -191,15 +194,62 @@ fn seconds_since_creation(node: &Node) -> Option<f64> {
 }
 
 async fn patch_addresses(ctx: &Context, name: &str, addresses: Vec<NodeAddress>) -> Result<()> {
-    let api: Api<Node> = Api::all(ctx.client.clone());
     let patch = json!({"status": {"addresses": addresses}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+    merge_patch::<Node, IgnoredAny>(&ctx.client, None, name, Some("status"), &patch)
         .await
         .map_err(|source| Error::PatchNodeStatus {
             node: name.into(),
             source,
         })?;
     Ok(())
+}
+
+/// What initialisation reads back from the patched Node ([`desired_addresses`]' inputs); the
+/// rest of the answer is skipped unparsed.
+#[derive(Deserialize)]
+struct PatchedNode {
+    #[serde(default)]
+    metadata: PatchedMeta,
+    #[serde(default)]
+    spec: Option<PatchedSpec>,
+    #[serde(default)]
+    status: Option<PatchedStatus>,
+}
+
+#[derive(Default, Deserialize)]
+struct PatchedMeta {
+    name: Option<String>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct PatchedSpec {
+    taints: Option<Vec<Taint>>,
+}
+
+#[derive(Deserialize)]
+struct PatchedStatus {
+    addresses: Option<Vec<NodeAddress>>,
+}
+
+impl From<PatchedNode> for Node {
+    fn from(p: PatchedNode) -> Self {
+        Node {
+            metadata: ObjectMeta {
+                name: p.metadata.name,
+                annotations: p.metadata.annotations,
+                ..Default::default()
+            },
+            spec: p.spec.map(|s| NodeSpec {
+                taints: s.taints,
+                ..Default::default()
+            }),
+            status: p.status.map(|s| NodeStatus {
+                addresses: s.addresses,
+                ..Default::default()
+            }),
+        }
+    }
 }
 
 /// The periodic address refresh of all initialised Nodes (upstream `UpdateNodeStatus`).
@@ -519,6 +569,39 @@ pub fn labels_to_reconcile(node: &Node) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_patched_node_is_read_back_with_what_initialisation_needs() {
+        let answer = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": "n1", "resourceVersion": "7",
+                "annotations": {ANNOTATION_PROVIDED_NODE_IP: "10.0.0.1"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:status": {"f:addresses": {}}}}],
+            },
+            "spec": {"providerID": "fake:///n1", "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {"addresses": [{"type": "Hostname", "address": "host-1"}], "nodeInfo": {"kubeletVersion": "v1.34.4"}},
+        });
+        let node: Node = serde_json::from_value::<PatchedNode>(answer)
+            .expect("decodes")
+            .into();
+        assert_eq!(node.name_any(), "n1");
+        assert_eq!(node.annotations()[ANNOTATION_PROVIDED_NODE_IP], "10.0.0.1");
+        assert!(has_taint(&node, "k"));
+        let status = node.status.as_ref().expect("status");
+        assert_eq!(
+            status.addresses.as_deref(),
+            Some(&[addr("Hostname", "host-1")][..])
+        );
+        // Nothing else is kept.
+        assert!(node.metadata.managed_fields.is_none());
+        assert!(status.node_info.is_none());
+        let bare: Node = serde_json::from_value::<PatchedNode>(json!({"metadata": {"name": "n2"}}))
+            .expect("decodes")
+            .into();
+        assert!(bare.spec.is_none() && bare.status.is_none());
+    }
     use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig, FakeInstance};
     use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

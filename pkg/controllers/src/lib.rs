@@ -159,7 +159,10 @@ impl Context {
                     controller: component.to_string(),
                     instance: Some(c.name.to_string()),
                 };
-                (c.name, Arc::new(SeriesRecorder::new(client.clone(), reporter)))
+                (
+                    c.name,
+                    Arc::new(SeriesRecorder::new(client.clone(), reporter)),
+                )
             })
             .collect();
         Context {
@@ -232,6 +235,33 @@ async fn publish(recorder: &SeriesRecorder, event: &Event, reference: &ObjectRef
     }
 }
 
+/// A merge PATCH of `name` (of `K`, in `namespace` when namespaced; `subresource` such as
+/// `status` when given) whose answer is decoded as `T`: a type with only the fields the caller
+/// reads, or [`serde::de::IgnoredAny`]. Decoding the whole object would parse its
+/// managedFields (JSON trees) and every other field only to drop them; at thousands of Nodes
+/// and Services that was a good part of the controllers' CPU.
+pub(crate) async fn merge_patch<K, T>(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    name: &str,
+    subresource: Option<&str>,
+    patch: &serde_json::Value,
+) -> std::result::Result<T, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()>,
+    T: serde::de::DeserializeOwned,
+{
+    let request = kube::core::Request::new(K::url_path(&(), namespace));
+    let params = kube::api::PatchParams::default();
+    let patch = kube::api::Patch::Merge(patch);
+    let built = match subresource {
+        Some(sub) => request.patch_subresource(sub, name, &params, &patch),
+        None => request.patch(name, &params, &patch),
+    }
+    .map_err(kube::Error::BuildRequest)?;
+    client.request::<T>(built).await
+}
+
 /// Upstream's event correlator remembers at most this many events to turn repeats into series
 /// (`maxLruCacheEntries`).
 const MAX_REMEMBERED_EVENTS: usize = 4096;
@@ -271,10 +301,7 @@ impl SeriesRecorder {
     fn current(&self) -> Recorder {
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if current.1 >= self.limit {
-            *current = (
-                Recorder::new(self.client.clone(), self.reporter.clone()),
-                0,
-            );
+            *current = (Recorder::new(self.client.clone(), self.reporter.clone()), 0);
         }
         current.1 += 1;
         current.0.clone()

@@ -18,15 +18,15 @@ use hypercloud_cloudprovider::wellknown::{
 };
 use hypercloud_cloudprovider::{Chain, Error as CloudError};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
-use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
+use serde::de::IgnoredAny;
 use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::informer::{get_by_key, key_of, next_notice, Informer, Notice};
 use crate::queue::{run_workers, Action, Queue};
-use crate::{names, Context, Error, Result};
+use crate::{merge_patch, names, Context, Error, Result};
 
 const CONTROLLER: &str = names::SERVICE_LB.name;
 /// Cluster autoscaler's taint for nodes it is about to delete.
@@ -459,23 +459,21 @@ async fn patch_status(
     key: &str,
     status: &LoadBalancerStatus,
 ) -> Result<()> {
-    let api: Api<Service> = Api::namespaced(
-        ctx.client.clone(),
-        svc.namespace().as_deref().unwrap_or("default"),
-    );
+    let namespace = svc.namespace();
     let mut lb_json = serde_json::to_value(status).unwrap_or_else(|_| json!({}));
     // A merge patch only clears what it names.
     if status.ingress.is_none() {
         lb_json["ingress"] = serde_json::Value::Null;
     }
     let patch = json!({"status": {"loadBalancer": lb_json}});
-    match api
-        .patch_status(
-            &svc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
+    match merge_patch::<Service, IgnoredAny>(
+        &ctx.client,
+        Some(namespace.as_deref().unwrap_or("default")),
+        &svc.name_any(),
+        Some("status"),
+        &patch,
+    )
+    .await
     {
         Ok(_) => Ok(()),
         // The Service went away right after its finalizer did.
@@ -549,21 +547,19 @@ async fn patch_finalizers(ctx: &Context, svc: &Service, add: bool) -> Result<()>
     } else if finalizers.len() == svc.finalizers().len() {
         return Ok(());
     }
-    let api: Api<Service> = Api::namespaced(
-        ctx.client.clone(),
-        svc.namespace().as_deref().unwrap_or("default"),
-    );
+    let namespace = svc.namespace();
     let patch = json!({"metadata": {
         "finalizers": finalizers,
         "resourceVersion": svc.resource_version(),
     }});
-    match api
-        .patch(
-            &svc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
+    match merge_patch::<Service, IgnoredAny>(
+        &ctx.client,
+        Some(namespace.as_deref().unwrap_or("default")),
+        &svc.name_any(),
+        None,
+        &patch,
+    )
+    .await
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 && !add => Ok(()),
