@@ -2,13 +2,14 @@
 //! message and the Rust helper's error. (Tests then fail; nothing is skipped.)
 
 use hypercloud_testenv::{ControlPlane, Error, StartOptions};
-use std::path::Path;
 use std::process::Command;
 
 const STEP: &str = "find kube-apiserver and etcd binaries";
 
+// Found at run time: a test executable built in another checkout sharing the target
+// directory (CI's copy) would otherwise carry that checkout's path.
 fn script() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/envtest.sh")
+    hypercloud_testenv::repo_root().join("hack/envtest.sh")
 }
 
 #[test]

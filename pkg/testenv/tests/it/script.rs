@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn envtest(command: &str, run_dir: &Path) -> Output {
-    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/envtest.sh"))
+    // Found at run time, not from the checkout the test was compiled in.
+    Command::new(hypercloud_testenv::repo_root().join("hack/envtest.sh"))
         .arg(command)
         .env("HYPERCLOUD_ENVTEST_DIR", run_dir)
         .env_remove("HYPERCLOUD_ENVTEST_OWNER_PID")
