@@ -46,8 +46,9 @@ const TIMING: [&str; 3] = [
 ];
 
 fn shipped(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../deploy/components/leader-migration")
+    // Found at run time, not in the checkout the test was compiled in.
+    hypercloud_testenv::repo_root()
+        .join("deploy/components/leader-migration")
         .join(file)
 }
 

@@ -5,7 +5,6 @@
 //! carrying that label are sent to this webhook.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
@@ -22,8 +21,8 @@ pub fn shipped(
     ca_pem: &[u8],
     selector: (&str, &str),
 ) -> (MutatingWebhookConfiguration, ValidatingWebhookConfiguration) {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/apiserver-plugin/webhooks.yaml");
+    // Found at run time, not in the checkout the test was compiled in.
+    let path = hypercloud_testenv::repo_root().join("deploy/apiserver-plugin/webhooks.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut mutating: Option<MutatingWebhookConfiguration> = None;
     let mut validating: Option<ValidatingWebhookConfiguration> = None;
