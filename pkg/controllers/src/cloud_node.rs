@@ -569,6 +569,7 @@ pub fn labels_to_reconcile(node: &Node) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig, FakeInstance};
 
     #[test]
     fn a_patched_node_is_read_back_with_what_initialisation_needs() {
@@ -602,9 +603,6 @@ mod tests {
             .into();
         assert!(bare.spec.is_none() && bare.status.is_none());
     }
-    use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig, FakeInstance};
-    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn addr(t: &str, a: &str) -> NodeAddress {
         NodeAddress {

@@ -19,7 +19,7 @@ use crate::{metrics, Context};
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 /// The apiserver's side of the mock: answers requests in the order the test script expects.
-pub(crate) struct ApiServerVerifier(pub(crate) Handle);
+pub(crate) struct ApiServerVerifier(Handle);
 
 /// One request as the mock apiserver received it.
 #[derive(Debug)]
@@ -158,11 +158,19 @@ pub(crate) fn context_with(
     args: &[&str],
     component: &str,
 ) -> (Arc<Context>, ApiServerVerifier) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
+    let (client, api) = client();
     let metrics = metrics::Metrics::new(&prometheus::Registry::new()).expect("metrics");
     let ctx = Context::new(client, cloud, component, options(args), metrics);
-    (Arc::new(ctx), ApiServerVerifier(handle))
+    (Arc::new(ctx), api)
+}
+
+/// A client whose requests the returned verifier answers.
+pub(crate) fn client() -> (kube::Client, ApiServerVerifier) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (
+        kube::Client::new(service, "default"),
+        ApiServerVerifier(handle),
+    )
 }
 
 /// A fake cloud from its YAML configuration.

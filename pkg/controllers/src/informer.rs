@@ -148,28 +148,26 @@ where
                         continue;
                     }
                 };
-                let notice = match &event {
+                // The object an Apply replaces, read before the store takes the new one.
+                let applied = match &event {
                     watcher::Event::Apply(o) => {
                         let key = ObjectRef::from_obj(o);
                         let old = store.get(&key);
-                        writer.apply_watcher_event(&event);
-                        // Read back from the store, which holds the object in an `Arc`
-                        // already: subscribers share that copy instead of another clone.
-                        let new = store.get(&key).unwrap_or_else(|| Arc::new(o.clone()));
-                        Some(Notice::Applied { old, new })
+                        Some((key, old))
                     }
-                    watcher::Event::Delete(o) => {
-                        writer.apply_watcher_event(&event);
-                        Some(Notice::Deleted(Arc::new(o.clone())))
-                    }
-                    watcher::Event::InitDone => {
-                        writer.apply_watcher_event(&event);
-                        Some(Notice::Resync)
-                    }
-                    watcher::Event::Init | watcher::Event::InitApply(_) => {
-                        writer.apply_watcher_event(&event);
-                        None
-                    }
+                    _ => None,
+                };
+                writer.apply_watcher_event(&event);
+                let notice = match (&event, applied) {
+                    // Read back from the store, which holds the object in an `Arc` already:
+                    // subscribers share that copy instead of another clone.
+                    (watcher::Event::Apply(o), Some((key, old))) => Some(Notice::Applied {
+                        old,
+                        new: store.get(&key).unwrap_or_else(|| Arc::new(o.clone())),
+                    }),
+                    (watcher::Event::Delete(o), _) => Some(Notice::Deleted(Arc::new(o.clone()))),
+                    (watcher::Event::InitDone, _) => Some(Notice::Resync),
+                    _ => None,
                 };
                 changes.fetch_add(1, Ordering::Release);
                 if matches!(event, watcher::Event::InitDone) {

@@ -580,11 +580,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_repeated_event_is_a_series_until_the_recorder_hands_over() {
-        let (service, handle) = tower_test::mock::pair::<
-            http::Request<kube::client::Body>,
-            http::Response<kube::client::Body>,
-        >();
-        let client = kube::Client::new(service, "default");
+        let (client, mut api) = fixtures::client();
         let reporter = Reporter {
             controller: "cloud-controller-manager".into(),
             instance: Some("cloud-node".into()),
@@ -603,7 +599,6 @@ mod tests {
             action: "Synced".into(),
             secondary: None,
         };
-        let mut api = fixtures::ApiServerVerifier(handle);
         let server = tokio::spawn(async move {
             let mut methods = Vec::new();
             for _ in 0..4 {
