@@ -8,7 +8,49 @@ export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 mkdir -p "$HYPERCLOUD_CACHE"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed as a table at the end (and on failure: which step failed, after
+# how long) and written to $HYPERCLOUD_CACHE/test-steps.tsv, so every change can state its CI cost.
+steps_file="$HYPERCLOUD_CACHE/test-steps.tsv"
+step_names=()
+step_secs=()
+step_name=""
+step_start=$SECONDS
+run_start=$SECONDS
+step_close() {
+	[ -n "$step_name" ] || return 0
+	step_names+=("$step_name")
+	step_secs+=($((SECONDS - step_start)))
+	step_name=""
+}
+step() {
+	step_close
+	step_name="$*"
+	step_start=$SECONDS
+	printf '\n==> %s\n' "$*"
+}
+step_table() {
+	local status=$1 i total=$((SECONDS - run_start))
+	{
+		printf '# hack/test.sh %s, %s, commit %s\n' "$status" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+			"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		printf 'seconds\tstep\n'
+		for i in "${!step_names[@]}"; do printf '%s\t%s\n' "${step_secs[$i]}" "${step_names[$i]}"; done
+		printf '%s\t%s\n' "$total" "total"
+	} >"$steps_file.tmp" && mv "$steps_file.tmp" "$steps_file"
+	printf '\n==> step times (%s; also in %s)\n' "$status" "$steps_file" >&2
+	for i in "${!step_names[@]}"; do printf '%6ss  %s\n' "${step_secs[$i]}" "${step_names[$i]}" >&2; done
+	printf '%6ss  total (%dm%02ds)\n' "$total" $((total / 60)) $((total % 60)) >&2
+}
+on_exit() {
+	local rc=$?
+	if [ "$rc" -ne 0 ] && [ -n "$step_name" ]; then
+		printf 'hack/test.sh: step failed after %ss: %s\n' $((SECONDS - step_start)) "$step_name" >&2
+		step_close
+		step_table "failed (exit $rc)" || true
+	fi
+	if [ -n "${envtest_started:-}" ]; then stop_envtest "$rc"; fi
+}
+trap on_exit EXIT
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -40,11 +82,11 @@ export HYPERCLOUD_KUBECTL
 step "envtest: start kube-apiserver + etcd"
 export HYPERCLOUD_ENVTEST_DIR="$HYPERCLOUD_CACHE/envtest/runs/test-sh-$$"
 stop_envtest() {
-	local rc=$?
+	local rc=$1
 	hack/envtest.sh stop || true
 	if [ "$rc" -eq 0 ]; then rm -rf "$HYPERCLOUD_ENVTEST_DIR"; else echo "envtest logs: $HYPERCLOUD_ENVTEST_DIR" >&2; fi
 }
-trap stop_envtest EXIT
+envtest_started=1
 envtest_env="$(HYPERCLOUD_ENVTEST_OWNER_PID=$$ hack/envtest.sh start)"
 eval "$envtest_env"
 
@@ -136,4 +178,6 @@ for cloud in vsphere aws gce; do
   hack/verify-diagrams.sh --cloud "$cloud" --from "$HYPERCLOUD_CACHE/compare-modes-$cloud-ci"
 done
 
-step "all tests passed"
+step_close
+step_table passed
+printf '\n==> all tests passed\n'
