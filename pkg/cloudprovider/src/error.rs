@@ -108,6 +108,11 @@ pub enum Error {
         message: String,
     },
 
+    /// An SSH key or user name that would not make exactly one entry of the cloud's key list
+    /// (`AddSSHKeyToAllInstances`).
+    #[error("refusing the SSH key")]
+    RefusedSshKey(#[source] crate::ssh::SshError),
+
     /// Registering the call metrics failed (a name clash in the Prometheus registry).
     #[error("registering cloud provider metrics")]
     RegisterMetrics(#[from] prometheus::Error),

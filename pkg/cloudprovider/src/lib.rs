@@ -24,6 +24,7 @@ mod instrumented;
 pub mod listing;
 pub mod node;
 mod registry;
+pub mod ssh;
 pub mod volume;
 pub mod webhook;
 pub mod wellknown;
