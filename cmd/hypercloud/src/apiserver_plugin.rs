@@ -56,28 +56,47 @@ pub struct Args {
     pub ssh_keyfile: Option<PathBuf>,
 }
 
-/// Reads the public key of `--ssh-keyfile` (`<file>.pub`). Upstream's tunneler generates a key
-/// pair when the file is missing; here a missing key is a start-up error naming the command
-/// that makes one.
+/// The largest `.pub` file read: a key line is at most
+/// [`hypercloud_cloudprovider::ssh::MAX_KEY_LINE_BYTES`].
+const MAX_PUBLIC_KEY_FILE_BYTES: u64 = 64 << 10;
+
+/// Reads the public key of `--ssh-keyfile` (`<file>.pub`) and checks it as OpenSSH does (one
+/// line, a known type whose blob names it) so nothing else reaches the cloud's key list.
+/// Upstream's tunneler generates a key pair when the file is missing; here a missing key is a
+/// start-up error naming the command that makes one. Returns the key as one canonical line.
 fn read_public_key(keyfile: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    use hypercloud_cloudprovider::ssh::SshPublicKey;
     let mut pub_path = keyfile.as_os_str().to_owned();
     pub_path.push(".pub");
     let pub_path = PathBuf::from(pub_path);
-    let key = std::fs::read(&pub_path).map_err(|e| {
-        UsageError(format!(
-            "--ssh-keyfile: cannot read the public key {}: {e} (make a key pair with `ssh-keygen -t ed25519 -N '' -f {}`)",
-            pub_path.display(),
+    let bytes = hypercloud_cloudprovider::input::read_named(
+        "--ssh-keyfile",
+        &pub_path,
+        MAX_PUBLIC_KEY_FILE_BYTES,
+    )
+    .map_err(|e| {
+        let hint = format!(
+            " (make a key pair with `ssh-keygen -t ed25519 -N '' -f {}`)",
             keyfile.display()
+        );
+        let missing = e.source.kind() == std::io::ErrorKind::NotFound;
+        UsageError(format!(
+            "{}{}",
+            hypercloud_cloudprovider::Chain(&e),
+            if missing { hint.as_str() } else { "" }
         ))
     })?;
-    if String::from_utf8_lossy(&key).split_whitespace().count() < 2 {
-        return Err(UsageError(format!(
-            "--ssh-keyfile: {} is not an OpenSSH public key (`<type> <base64> [comment]`)",
+    let key = SshPublicKey::parse(&bytes).map_err(|e| {
+        UsageError(format!(
+            "--ssh-keyfile: {} is not a usable OpenSSH public key: {e}",
             pub_path.display()
         ))
-        .into());
-    }
-    Ok(key)
+    })?;
+    let line = match &key.comment {
+        Some(c) => format!("{} {} {c}", key.key_type, key.blob),
+        None => format!("{} {}", key.key_type, key.blob),
+    };
+    Ok(line.into_bytes())
 }
 
 /// Adds the SSH key to every instance, retrying every 5s until the cloud takes it, as
@@ -147,7 +166,11 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         .into());
     }
     let ssh = match (ssh_user, ssh_keyfile) {
-        (Some(user), Some(file)) => Some((user, read_public_key(&file)?)),
+        (Some(user), Some(file)) => {
+            hypercloud_cloudprovider::ssh::check_user(&user)
+                .map_err(|e| UsageError(format!("--ssh-user: {e}")))?;
+            Some((user, read_public_key(&file)?))
+        }
         _ => None,
     };
     let options = crate::runtime::tls_options(&serving)?;
@@ -164,7 +187,7 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     let client = common.kube.client().await?;
 
     // Load (or generate) the certificate once, so the caBundle printed is the one served.
-    let source = crate::runtime::tls_source(&serving, "apiserver-plugin");
+    let source = crate::runtime::tls_source(&serving, "apiserver-plugin")?;
     let pair = source.load().context("loading the serving certificate")?;
     let files = match source {
         TlsSource::Files { .. } => source,

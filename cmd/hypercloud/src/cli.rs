@@ -283,14 +283,32 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                     P::UnknownProvider { .. }
                         | P::ReadCloudConfig { .. }
                         | P::InvalidCloudConfig { .. }
+                        | P::InvalidSetting { .. }
                         | P::MissingCloudConfig { .. }
                         | P::OpenTraceFile { .. }
                 )
             )
             || matches!(
                 cause.downcast_ref::<O>(),
-                Some(O::InvalidFlag { .. } | O::ParseMaster { .. } | O::LoadKubeconfig { .. })
-            );
+                Some(
+                    O::InvalidFlag { .. }
+                        | O::ParseMaster { .. }
+                        | O::LoadKubeconfig { .. }
+                        | O::ReadKubeconfig { .. }
+                )
+            )
+            // A file given by flag, key or variable that is missing, not a regular file or
+            // over its limit, wherever it was read.
+            || cause.is::<hypercloud_cloudprovider::input::InputFileError>()
+            || matches!(
+                cause.downcast_ref::<hypercloud_metrics::Error>(),
+                Some(hypercloud_metrics::Error::ReadTlsFile(_))
+            )
+            || matches!(
+                cause.downcast_ref::<hypercloud_localcloud::Error>(),
+                Some(hypercloud_localcloud::Error::ReadInput(_))
+            )
+            || hypercloud_cloudprovider::input::Refused::is_refusal(cause);
         if usage {
             return 2;
         }

@@ -110,33 +110,58 @@ fn shutdown_signal() -> watch::Receiver<bool> {
 pub(crate) fn tls_source(
     serving: &hypercloud_options::SecureServingOptions,
     pair_name: &str,
-) -> TlsSource {
+) -> Result<TlsSource, hypercloud_metrics::Error> {
     certificate(
-        (&serving.tls_cert_file, &serving.tls_private_key_file),
+        [
+            ("--tls-cert-file", &serving.tls_cert_file),
+            ("--tls-private-key-file", &serving.tls_private_key_file),
+        ],
         &serving.cert_dir,
         pair_name,
         serving.bind_address,
     )
 }
 
+/// The webhook server's certificate ([`certificate`]).
+fn webhook_tls_source(o: &WebhookServingOptions) -> Result<TlsSource, hypercloud_metrics::Error> {
+    certificate(
+        [
+            ("--webhook-tls-cert-file", &o.webhook_tls_cert_file),
+            (
+                "--webhook-tls-private-key-file",
+                &o.webhook_tls_private_key_file,
+            ),
+        ],
+        &o.webhook_cert_dir,
+        hypercloud_options::WEBHOOK_PAIR_NAME,
+        o.webhook_bind_address,
+    )
+}
+
 /// The certificate and key files when both are given, else a self-signed pair named
 /// `pair_name` (kept in `cert_dir` when set): the admin server's and the webhook server's rule.
+/// Given files are read once here (bounded, regular files only), so a bad one fails start-up
+/// naming its flag rather than when the server starts.
 fn certificate(
-    files: (&Option<PathBuf>, &Option<PathBuf>),
+    files: [(&'static str, &Option<PathBuf>); 2],
     cert_dir: &Option<PathBuf>,
     pair_name: &str,
     bind_address: std::net::IpAddr,
-) -> TlsSource {
+) -> Result<TlsSource, hypercloud_metrics::Error> {
     match files {
-        (Some(cert), Some(key)) => TlsSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-        },
-        _ => TlsSource::SelfSigned {
+        [(cert_flag, Some(cert)), (key_flag, Some(key))] => {
+            hypercloud_metrics::tls::read(cert_flag, cert)?;
+            hypercloud_metrics::tls::read(key_flag, key)?;
+            Ok(TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            })
+        }
+        _ => Ok(TlsSource::SelfSigned {
             cert_dir: cert_dir.clone(),
             pair_name: pair_name.to_string(),
             bind_address,
-        },
+        }),
     }
 }
 
@@ -192,6 +217,7 @@ async fn delegated_client(
     main: &kube::Client,
     kube: &KubeClientOptions,
     path: Option<&std::path::PathBuf>,
+    flag: &'static str,
 ) -> anyhow::Result<kube::Client> {
     match path.filter(|p| !p.as_os_str().is_empty()) {
         None => Ok(main.clone()),
@@ -201,7 +227,7 @@ async fn delegated_client(
                 master: None,
                 ..kube.clone()
             };
-            Ok(opts.client().await?)
+            Ok(opts.client_named(flag).await?)
         }
     }
 }
@@ -225,6 +251,11 @@ pub async fn start_and_run(
         w.validate(controllers.secure_serving.secure_port)?;
     }
     tls_options(&controllers.secure_serving)?;
+    // Every file flag is read here too, before anything starts.
+    tls_source(&controllers.secure_serving, component)?;
+    if let Some(w) = &webhooks {
+        webhook_tls_source(&w.serving)?;
+    }
     // Every CIDR flag is checked here, before anything starts, not when a controller does.
     if let Some(cidrs) = controllers
         .kube_cloud_shared
@@ -334,12 +365,7 @@ async fn serve_webhooks(
             return Ok(None);
         }
     };
-    let tls = certificate(
-        (&o.webhook_tls_cert_file, &o.webhook_tls_private_key_file),
-        &o.webhook_cert_dir,
-        hypercloud_options::WEBHOOK_PAIR_NAME,
-        o.webhook_bind_address,
-    );
+    let tls = webhook_tls_source(o)?;
     let app = hypercloud_admission::provider_webhooks::router(
         cloud.clone(),
         &server.enabled,
@@ -435,12 +461,20 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
     let serving = &c.options.secure_serving;
     let server = if serving.secure_port != 0 {
         let auth = &c.options.auth;
-        let authn = delegated_client(&client, &c.kube, auth.authentication_kubeconfig.as_ref())
-            .await
-            .context("--authentication-kubeconfig")?;
-        let authz = delegated_client(&client, &c.kube, auth.authorization_kubeconfig.as_ref())
-            .await
-            .context("--authorization-kubeconfig")?;
+        let authn = delegated_client(
+            &client,
+            &c.kube,
+            auth.authentication_kubeconfig.as_ref(),
+            "--authentication-kubeconfig",
+        )
+        .await?;
+        let authz = delegated_client(
+            &client,
+            &c.kube,
+            auth.authorization_kubeconfig.as_ref(),
+            "--authorization-kubeconfig",
+        )
+        .await?;
         let certificates = delegating_authentication(auth).build(&authn).await?;
         for (what, ca) in [
             ("client certificates", certificates.client_ca.as_ref()),
@@ -462,7 +496,7 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             unauthorized_ttl: auth.authorization_webhook_cache_unauthorized_ttl.get(),
         };
         let authorizer = Arc::new(Authorizer::new(authn, authz, config));
-        let tls = tls_source(serving, c.name);
+        let tls = tls_source(serving, c.name)?;
         let options = TlsOptions {
             request_client_certificates: authorizer.wants_client_certificates(),
             ..tls_options(serving)?

@@ -80,6 +80,21 @@ pub enum Error {
         provider: String,
     },
 
+    /// A setting the provider (or its SDK) takes from the environment or from a file of its
+    /// own (an AWS credential variable, the shared config file) is unusable. Named, never
+    /// quoted: it may be a secret.
+    #[error("{provider}: {setting}: {message}")]
+    InvalidSetting {
+        /// Provider name.
+        provider: String,
+        /// The variable, file or key (`AWS_SECRET_ACCESS_KEY`, `~/.aws/config`).
+        setting: String,
+        /// What is wrong.
+        message: String,
+        /// The file that could not be read, if that is the problem.
+        source: Option<crate::input::InputFileError>,
+    },
+
     /// `initialize` failed.
     #[error("initializing cloud provider {provider}: {message}")]
     Initialize {
@@ -119,6 +134,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// A file named by the provider's config or environment (a CA bundle, the AWS shared
+    /// config) that could not be read: [`Error::InvalidSetting`] naming where it was named.
+    pub fn unreadable_file(provider: &str, e: crate::input::InputFileError) -> Self {
+        Error::InvalidSetting {
+            provider: provider.into(),
+            setting: e.what.clone(),
+            message: format!("cannot read {}", e.path.display()),
+            source: Some(e),
+        }
+    }
+
     /// A short, stable label for metrics and traces (`instance_not_found`, `cloud_503`, ...).
     pub fn kind(&self) -> String {
         match self {

@@ -25,10 +25,10 @@ pub enum Refused {
     #[error("not a regular file (a {0})")]
     NotRegular(&'static str),
     /// More bytes than the limit.
-    #[error("larger than the {} limit", Size(*limit))]
+    #[error("larger than the {limit} limit")]
     TooLarge {
-        /// The limit, in bytes.
-        limit: u64,
+        /// The limit.
+        limit: Size,
     },
     /// Not UTF-8 text where text is expected.
     #[error("not UTF-8 text")]
@@ -46,8 +46,9 @@ impl Refused {
     }
 }
 
-/// A byte count as people say it (`1 MiB`, `64 MiB`, `512 bytes`).
-struct Size(u64);
+/// A byte count, shown as people say it (`1 MiB`, `64 KiB`, `512 bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
 
 impl std::fmt::Display for Size {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,7 +102,7 @@ fn check(meta: &Metadata, limit: u64) -> std::io::Result<()> {
         return Err(refuse(Refused::NotRegular(kind)));
     }
     if meta.len() > limit {
-        return Err(refuse(Refused::TooLarge { limit }));
+        return Err(refuse(Refused::TooLarge { limit: Size(limit) }));
     }
     Ok(())
 }
@@ -120,7 +121,7 @@ pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     // A regular file may grow while we read (or be a /proc file reporting size 0).
     if bytes.len() as u64 > limit {
-        return Err(refuse(Refused::TooLarge { limit }));
+        return Err(refuse(Refused::TooLarge { limit: Size(limit) }));
     }
     Ok(bytes)
 }
@@ -132,11 +133,12 @@ pub fn read_input_file(path: &Path) -> std::io::Result<Vec<u8>> {
 
 /// [`read_input_file`] as UTF-8 text.
 pub fn read_input_text(path: &Path) -> std::io::Result<String> {
-    text(read_input_file(path)?)
+    read_limited_text(path, MAX_INPUT_FILE_BYTES)
 }
 
-fn text(bytes: Vec<u8>) -> std::io::Result<String> {
-    String::from_utf8(bytes).map_err(|_| refuse(Refused::NotText))
+/// [`read_limited`] as UTF-8 text.
+pub fn read_limited_text(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_limited(path, limit)?).map_err(|_| refuse(Refused::NotText))
 }
 
 /// [`read_limited`], the failure naming `what` (the flag, key or variable) and the file.
@@ -150,13 +152,11 @@ pub fn read_named(what: &str, path: &Path, limit: u64) -> Result<Vec<u8>, InputF
 
 /// [`read_named`] as UTF-8 text.
 pub fn read_named_text(what: &str, path: &Path, limit: u64) -> Result<String, InputFileError> {
-    read_limited(path, limit)
-        .and_then(text)
-        .map_err(|source| InputFileError {
-            what: what.to_owned(),
-            path: path.to_owned(),
-            source,
-        })
+    read_limited_text(path, limit).map_err(|source| InputFileError {
+        what: what.to_owned(),
+        path: path.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -36,7 +36,10 @@ pub enum SshError {
     #[error("an SSH public key is one line; this has line breaks inside")]
     MultiLine,
     /// Not text, or over [`MAX_KEY_LINE_BYTES`].
-    #[error("not an OpenSSH public key line (UTF-8 text of at most {MAX_KEY_LINE_BYTES} bytes)")]
+    #[error(
+        "not an OpenSSH public key line (UTF-8 text of at most {} bytes)",
+        MAX_KEY_LINE_BYTES
+    )]
     NotText,
     /// Fewer than two fields.
     #[error("not an OpenSSH public key (`<type> <base64> [comment]`)")]
@@ -51,7 +54,7 @@ pub enum SshError {
     #[error("the key's comment has a control character")]
     Comment,
     /// A user name outside the portable set.
-    #[error("{user:?} is not a valid user name (lower-case letters, digits, '_' and '-', starting with a letter or '_', optionally ending in '$', at most {MAX_USER_LEN} characters)")]
+    #[error("{user:?} is not a valid user name (lower-case letters, digits, '_' and '-', starting with a letter or '_', optionally ending in '$', at most {} characters)", MAX_USER_LEN)]
     User {
         /// The name, cut to [`MAX_USER_LEN`] characters and escaped by `{:?}`.
         user: String,
@@ -153,7 +156,8 @@ mod tests {
     use proptest::prelude::*;
 
     /// A real `ssh-keygen -t ed25519` public key.
-    const ED25519: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEi4f6mL8jK/UVooVHPrQrgtpH7wEnDmdRlOjVSrHcW1 me@host";
+    const ED25519: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEi4f6mL8jK/UVooVHPrQrgtpH7wEnDmdRlOjVSrHcW1 me@host";
 
     #[test]
     fn real_keys_parse() {
@@ -168,18 +172,30 @@ mod tests {
     #[test]
     fn injected_and_fake_keys_are_refused() {
         let two = format!("{ED25519}\nevil:ssh-ed25519 AAAA evil");
-        assert_eq!(SshPublicKey::parse(two.as_bytes()), Err(SshError::MultiLine));
+        assert_eq!(
+            SshPublicKey::parse(two.as_bytes()),
+            Err(SshError::MultiLine)
+        );
         let cr = format!("{ED25519}\revil");
         assert_eq!(SshPublicKey::parse(cr.as_bytes()), Err(SshError::MultiLine));
         for (text, want) in [
             ("", SshError::Format),
             ("ssh-ed25519", SshError::Format),
             ("hello world", SshError::UnknownType),
-            ("ssh-ed25519 not-base64!", SshError::BadBlob("ssh-ed25519".into())),
+            (
+                "ssh-ed25519 not-base64!",
+                SshError::BadBlob("ssh-ed25519".into()),
+            ),
             // base64 of an RSA blob under an ed25519 label.
-            ("ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQAB", SshError::BadBlob("ssh-ed25519".into())),
+            (
+                "ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQAB",
+                SshError::BadBlob("ssh-ed25519".into()),
+            ),
             // The type string and nothing after it.
-            ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5", SshError::BadBlob("ssh-ed25519".into())),
+            (
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5",
+                SshError::BadBlob("ssh-ed25519".into()),
+            ),
         ] {
             assert_eq!(SshPublicKey::parse(text.as_bytes()), Err(want), "{text:?}");
         }
@@ -193,7 +209,18 @@ mod tests {
         for ok in ["core", "_x", "a-b_c9", "machine$", &"a".repeat(32)] {
             check_user(ok).unwrap();
         }
-        for bad in ["", "Root", "9a", "a:b", "a\nb", "a b", "-a", "a$b", &"a".repeat(33), "é"] {
+        for bad in [
+            "",
+            "Root",
+            "9a",
+            "a:b",
+            "a\nb",
+            "a b",
+            "-a",
+            "a$b",
+            &"a".repeat(33),
+            "é",
+        ] {
             let err = check_user(bad).unwrap_err();
             assert!(err.to_string().contains("not a valid user name"), "{bad:?}");
         }

@@ -68,6 +68,10 @@ pub enum Error {
     },
     #[error("cannot load TLS material from {path}: {reason}")]
     LoadTls { path: PathBuf, reason: String },
+    /// A file named by a flag (or by the running server's `server.json`) that is missing, not
+    /// a regular file or over its limit; the error names the flag.
+    #[error(transparent)]
+    ReadInput(#[from] hypercloud_cloudprovider::input::InputFileError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: std::net::SocketAddr,

@@ -35,8 +35,17 @@ fn load_error(path: &Path, reason: impl std::fmt::Display) -> Error {
 
 /// Reads the files into a rustls server configuration (HTTP/1.1).
 pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert_file)
-        .map_err(|e| load_error(&files.cert_file, e))?
+    // Read by us, bounded and regular files only: rustls' own file readers would read
+    // /dev/zero until memory runs out.
+    let limit = hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES;
+    let cert_pem =
+        hypercloud_cloudprovider::input::read_named("--tls-cert-file", &files.cert_file, limit)?;
+    let key_pem = hypercloud_cloudprovider::input::read_named(
+        "--tls-private-key-file",
+        &files.key_file,
+        limit,
+    )?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| load_error(&files.cert_file, e))?;
     if certs.is_empty() {
@@ -45,8 +54,8 @@ pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig
             "no PEM certificate in the file",
         ));
     }
-    let key = PrivateKeyDer::from_pem_file(&files.key_file)
-        .map_err(|e| load_error(&files.key_file, e))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| load_error(&files.key_file, e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

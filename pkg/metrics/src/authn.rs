@@ -72,11 +72,8 @@ impl ClientCa {
 
     /// The CAs of a PEM file.
     pub fn from_file(flag: &str, path: &Path) -> Result<Self> {
-        let pem = std::fs::read(path).map_err(|source| Error::ReadTlsFile {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::from_pem(format!("{flag} {}", path.display()), &pem)
+        let pem = crate::tls::read(flag, path)?;
+        Self::from_pem(format!("{flag} {}", path.display()), pem.as_bytes())
     }
 
     /// Where the CAs came from.

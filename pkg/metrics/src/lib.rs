@@ -38,14 +38,10 @@ use std::path::PathBuf;
 /// Errors of the admin server; each variant names the operation that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The TLS certificate or key file could not be read.
-    #[error("reading {}", path.display())]
-    ReadTlsFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// A TLS certificate, key or CA file could not be read (missing, not a regular file,
+    /// over the limit); the error names the flag.
+    #[error(transparent)]
+    ReadTlsFile(hypercloud_cloudprovider::input::InputFileError),
     /// The TLS certificate or key file holds no usable PEM data.
     #[error("parsing {}: {message}", path.display())]
     ParseTlsFile {

@@ -52,8 +52,8 @@ impl TlsSource {
     pub fn load(&self) -> Result<CertPair> {
         match self {
             TlsSource::Files { cert, key } => Ok(CertPair {
-                cert_pem: read(cert)?,
-                key_pem: read(key)?,
+                cert_pem: read("--tls-cert-file", cert)?,
+                key_pem: read("--tls-private-key-file", key)?,
             }),
             TlsSource::SelfSigned {
                 cert_dir,
@@ -64,8 +64,8 @@ impl TlsSource {
                     let (c, k) = pair_paths(dir, pair_name);
                     if c.exists() && k.exists() {
                         return Ok(CertPair {
-                            cert_pem: read(&c)?,
-                            key_pem: read(&k)?,
+                            cert_pem: read("--cert-dir", &c)?,
+                            key_pem: read("--cert-dir", &k)?,
                         });
                     }
                 }
@@ -89,11 +89,15 @@ fn pair_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     )
 }
 
-fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::ReadTlsFile {
-        path: path.to_path_buf(),
-        source,
-    })
+/// A PEM file named by `flag`: a regular file of at most 1 MiB (upstream's CA bundle limit,
+/// and far above any certificate chain).
+pub fn read(flag: &str, path: &Path) -> Result<String> {
+    hypercloud_cloudprovider::input::read_named_text(
+        flag,
+        path,
+        hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES,
+    )
+    .map_err(Error::ReadTlsFile)
 }
 
 fn write(dir: &Path, path: &Path, text: &str) -> Result<()> {
@@ -173,11 +177,10 @@ pub fn server_config(
         let default = certified_key(certs, &key, &provider)?;
         let mut named = Vec::new();
         for n in &options.sni {
-            let pair = TlsSource::Files {
-                cert: n.cert.clone(),
-                key: n.key.clone(),
-            }
-            .load()?;
+            let pair = CertPair {
+                cert_pem: read("--tls-sni-cert-key", &n.cert)?,
+                key_pem: read("--tls-sni-cert-key", &n.key)?,
+            };
             let (certs, key) = parse_pair(&pair, n.cert.clone(), n.key.clone())?;
             named.push((certified_key(certs, &key, &provider)?, n.names.clone()));
         }

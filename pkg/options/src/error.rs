@@ -14,13 +14,27 @@ pub enum Error {
         message: String,
     },
 
-    /// The kubeconfig file could not be read or parsed.
-    #[error("--kubeconfig: cannot load {}", path.display())]
+    /// The kubeconfig file could not be parsed or used.
+    #[error("{flag}: cannot load {}", path.display())]
     LoadKubeconfig {
+        /// The flag or variable naming the file (`--kubeconfig`, `KUBECONFIG`).
+        flag: &'static str,
         /// The file.
         path: PathBuf,
         /// Why.
         source: kube::config::KubeconfigError,
+    },
+
+    /// A kubeconfig, or a file it names (CA, client certificate or key, token file), or an
+    /// in-cluster service-account file, is missing, not a regular file or over the 1 MiB limit.
+    #[error("{what}: cannot load {}", path.display())]
+    ReadKubeconfig {
+        /// The flag or variable that named the file (`--kubeconfig`, `KUBECONFIG`).
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// Why: an I/O error, or a refusal ([`hypercloud_cloudprovider::input::Refused`]).
+        source: std::io::Error,
     },
 
     /// No kubeconfig was given and none could be inferred (in-cluster or `~/.kube/config`).
@@ -43,6 +57,16 @@ pub enum Error {
     /// The tracing subscriber could not be installed (already installed).
     #[error("initialising logging: {0}")]
     InitLogging(String),
+}
+
+impl From<hypercloud_cloudprovider::input::InputFileError> for Error {
+    fn from(e: hypercloud_cloudprovider::input::InputFileError) -> Self {
+        Error::ReadKubeconfig {
+            what: e.what,
+            path: e.path,
+            source: e.source,
+        }
+    }
 }
 
 /// Result with the crate's [`Error`].

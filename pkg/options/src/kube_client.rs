@@ -1,7 +1,7 @@
 //! `--kubeconfig`, `--master`, `--kube-api-qps`, `--kube-api-burst`: how a personality reaches
 //! the Kubernetes API server.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -92,27 +92,57 @@ impl KubeClientOptions {
 
     /// The client configuration these flags describe.
     pub async fn config(&self) -> Result<kube::Config> {
+        self.config_named("--kubeconfig").await
+    }
+
+    /// [`Self::config`], errors about the kubeconfig file naming `flag` (the delegated
+    /// clients' `--authentication-kubeconfig` and `--authorization-kubeconfig`).
+    pub async fn config_named(&self, flag: &'static str) -> Result<kube::Config> {
         self.validate()?;
-        let mut config = match self
+        let given = self
             .kubeconfig
             .as_ref()
             .filter(|p| !p.as_os_str().is_empty())
-        {
-            Some(path) => {
-                let kc = Kubeconfig::read_from(path).map_err(|source| Error::LoadKubeconfig {
-                    path: path.clone(),
-                    source,
-                })?;
-                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .map(|p| (flag, vec![p.clone()]));
+        // Upstream's order without the flag: $KUBECONFIG, ~/.kube/config, in-cluster. Every file
+        // is read here, bounded, never by kube (which would read /dev/zero until memory ran out
+        // and wait forever on a FIFO).
+        let found = given.or_else(|| {
+            let env = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty());
+            match env {
+                Some(v) => Some(("KUBECONFIG", std::env::split_paths(&v).collect())),
+                None => std::env::home_dir()
+                    .map(|h| h.join(".kube").join("config"))
+                    .filter(|p| p.exists())
+                    .map(|p| ("~/.kube/config", vec![p])),
+            }
+        });
+        let mut config = match found {
+            Some((flag, paths)) => {
+                let mut merged = Kubeconfig::default();
+                for path in &paths {
+                    let kc = read_kubeconfig(flag, path)?;
+                    merged = merged.merge(kc).map_err(|source| Error::LoadKubeconfig {
+                        flag,
+                        path: path.clone(),
+                        source,
+                    })?;
+                }
+                let first = paths.first().cloned().unwrap_or_default();
+                kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
                     .await
                     .map_err(|source| Error::LoadKubeconfig {
-                        path: path.clone(),
+                        flag,
+                        path: first,
                         source,
                     })?
             }
-            None => kube::Config::infer()
-                .await
-                .map_err(Error::InferKubeconfig)?,
+            None => {
+                check_in_cluster_files()?;
+                kube::Config::infer()
+                    .await
+                    .map_err(Error::InferKubeconfig)?
+            }
         };
         if let Some(m) = &self.master {
             config.cluster_url =
@@ -128,11 +158,91 @@ impl KubeClientOptions {
     /// A client built from [`Self::config`], limited to `--kube-api-qps` requests per second
     /// with bursts of `--kube-api-burst` ([`crate::rate_limit`]).
     pub async fn client(&self) -> Result<kube::Client> {
-        let builder = kube::client::ClientBuilder::try_from(self.config().await?)
+        self.client_named("--kubeconfig").await
+    }
+
+    /// [`Self::client`], errors about the kubeconfig file naming `flag`
+    /// ([`Self::config_named`]).
+    pub async fn client_named(&self, flag: &'static str) -> Result<kube::Client> {
+        let builder = kube::client::ClientBuilder::try_from(self.config_named(flag).await?)
             .map_err(Error::BuildClient)?;
         let limit = crate::rate_limit::RateLimitLayer::new(self.kube_api_qps, self.kube_api_burst);
         Ok(builder.with_layer(&limit).build())
     }
+}
+
+/// The in-cluster service-account files, checked before kube reads them (they are mounted by
+/// the kubelet, but a wrong mount must not hang the process).
+fn check_in_cluster_files() -> Result<()> {
+    let limit = hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES;
+    // kube's own constants (its `incluster_config` module is private).
+    for file in [
+        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+    ] {
+        let path = Path::new(file);
+        if path.exists() {
+            hypercloud_cloudprovider::input::read_named("in-cluster service account", path, limit)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads and parses the kubeconfig `path` (bounded, a regular file), makes the paths it names
+/// absolute (relative to its directory, as kube's `read_from` does) and checks the files they
+/// name the same way, so that kube, which reads them later, finds bounded regular files.
+fn read_kubeconfig(flag: &'static str, path: &Path) -> Result<Kubeconfig> {
+    let limit = hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES;
+    let text = hypercloud_cloudprovider::input::read_named_text(flag, path, limit)?;
+    let mut kc = Kubeconfig::from_yaml(&text).map_err(|source| Error::LoadKubeconfig {
+        flag,
+        path: path.to_owned(),
+        source,
+    })?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let absolute = |p: &mut Option<String>| -> Result<()> {
+        if let Some(file) = p.as_mut() {
+            let full = dir.join(&*file);
+            hypercloud_cloudprovider::input::read_named(flag, &full, limit)?;
+            *file = full.to_string_lossy().into_owned();
+        }
+        Ok(())
+    };
+    for named in &mut kc.clusters {
+        if let Some(cluster) = named.cluster.as_mut() {
+            absolute(&mut cluster.certificate_authority)?;
+        }
+    }
+    for named in &mut kc.auth_infos {
+        if let Some(auth) = named.auth_info.as_mut() {
+            // kube would refuse it only when sending the first request, as a header error.
+            let token = auth
+                .token
+                .as_ref()
+                .map(secrecy::ExposeSecret::expose_secret);
+            if token.is_some_and(|t| t.chars().any(char::is_control)) {
+                return Err(Error::InvalidFlag {
+                    flag,
+                    message: format!(
+                        "{}: the token of user {:?} has a control character",
+                        path.display(),
+                        named.name
+                    ),
+                });
+            }
+            absolute(&mut auth.client_certificate)?;
+            absolute(&mut auth.client_key)?;
+            absolute(&mut auth.token_file)?;
+            if let Some(exec) = auth.exec.as_mut() {
+                if let Some(cmd) = exec.command.as_mut() {
+                    if cmd.contains(std::path::MAIN_SEPARATOR) {
+                        *cmd = dir.join(&*cmd).to_string_lossy().into_owned();
+                    }
+                }
+            }
+        }
+    }
+    Ok(kc)
 }
 
 #[cfg(test)]
@@ -201,6 +311,46 @@ mod tests {
         };
         let err = o.config().await.expect_err("missing file");
         assert!(err.to_string().contains("/nonexistent/kubeconfig"), "{err}");
+    }
+
+    #[test]
+    fn kubeconfig_files_are_bounded_and_their_paths_made_absolute() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("ca.pem"), "pem").expect("write");
+        let path = dir.path().join("kubeconfig");
+        let text = |ca: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:1', certificate-authority: '{ca}'}}}}]\n\
+                 users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+            )
+        };
+        std::fs::write(&path, text("ca.pem")).expect("write");
+        let kc = read_kubeconfig("--kubeconfig", &path).expect("read");
+        let ca = kc.clusters[0]
+            .cluster
+            .as_ref()
+            .and_then(|c| c.certificate_authority.clone());
+        assert_eq!(ca, Some(dir.path().join("ca.pem").display().to_string()));
+        // A CA that is a device: refused naming the flag, before kube reads it.
+        std::fs::write(&path, text("/dev/zero")).expect("write");
+        let err = read_kubeconfig("--authentication-kubeconfig", &path).expect_err("device");
+        assert_eq!(
+            hypercloud_cloudprovider::Chain(&err).to_string(),
+            "--authentication-kubeconfig: cannot load /dev/zero: not a regular file (a character device)"
+        );
+        let err = read_kubeconfig("KUBECONFIG", Path::new("/dev/zero")).expect_err("device");
+        assert!(
+            err.to_string().starts_with("KUBECONFIG: cannot load"),
+            "{err}"
+        );
+        // A token with a line break would become a header.
+        std::fs::write(
+            &path,
+            text("ca.pem").replace("token: t", "token: \"t\\nX: y\""),
+        )
+        .expect("write");
+        let err = read_kubeconfig("--kubeconfig", &path).expect_err("token");
+        assert!(err.to_string().contains("control character"), "{err}");
     }
 
     #[tokio::test]

@@ -88,11 +88,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<TraceRecord>> {
         .collect()
 }
 
-/// Reads and parses every file, records of all files together.
+/// The largest trace file read: traces are held whole, and a day of a busy controller's calls
+/// stays well below this.
+pub const MAX_TRACE_FILE_BYTES: u64 = 256 << 20;
+
+/// Reads and parses every file (regular files of at most [`MAX_TRACE_FILE_BYTES`]), records
+/// of all files together.
 pub fn read_files(paths: &[PathBuf]) -> Result<Vec<TraceRecord>> {
     let mut records = Vec::new();
     for path in paths {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadTrace {
+        let text = hypercloud_cloudprovider::input::read_limited_text(path, MAX_TRACE_FILE_BYTES)
+            .map_err(|source| Error::ReadTrace {
             path: path.clone(),
             source,
         })?;

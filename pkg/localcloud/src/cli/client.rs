@@ -18,10 +18,11 @@ impl Client {
         let (base, local) = if store::is_locked(state_dir) {
             let (url, cert) = running_server(state_dir)?;
             if let Some(cert) = cert {
-                let pem = std::fs::read(&cert).map_err(|e| Error::LoadTls {
-                    path: cert.clone(),
-                    reason: e.to_string(),
-                })?;
+                let pem = hypercloud_cloudprovider::input::read_named(
+                    "the running server's certificate (tls_cert_file in server.json)",
+                    &cert,
+                    hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES,
+                )?;
                 for c in
                     reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| Error::LoadTls {
                         path: cert.clone(),

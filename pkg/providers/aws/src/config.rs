@@ -305,6 +305,18 @@ impl Config {
                     return Err(err(format!("{t}: {key} is required")));
                 }
             }
+            // Signing puts the region in a header and the URL in the request line; the SDK
+            // panics on a control character in either.
+            for (key, v) in [
+                ("Service", Some(&o.service)),
+                ("Region", Some(&o.region)),
+                ("URL", Some(&o.url)),
+                ("SigningRegion", o.signing_region.as_ref()),
+            ] {
+                if v.is_some_and(|v| v.chars().any(|c| c.is_control() || c == ' ')) {
+                    return Err(err(format!("{t}: {key} has a space or control character")));
+                }
+            }
             if !(o.url.starts_with("http://") || o.url.starts_with("https://")) {
                 return Err(err(format!("{t}: URL {:?} is not an http(s) URL", o.url)));
             }

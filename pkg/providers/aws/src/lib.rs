@@ -30,6 +30,7 @@
 //! ```
 
 pub mod config;
+mod environment;
 mod error;
 mod instances;
 mod loadbalancer;
@@ -111,6 +112,8 @@ impl Aws {
     pub fn from_cloud_config(
         config: Option<&CloudConfig>,
     ) -> hypercloud_cloudprovider::Result<Self> {
+        // At start-up, what the SDK will read by itself.
+        environment::check()?;
         let parsed = match config {
             Some(cc) => Config::parse(cc.text(PROVIDER_NAME)?, &cc.origin),
             None => Ok(Config {

@@ -132,6 +132,8 @@ impl Aws {
     }
 
     pub(crate) async fn connect(&self) -> hypercloud_cloudprovider::Result<Session> {
+        // The SDK panics on some of what it reads by itself: checked before it does.
+        crate::environment::check()?;
         let region = self.resolve_region().await?;
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(Provider::Rustls(CryptoMode::Ring))

@@ -296,19 +296,42 @@ impl Instances for Gce {
         Ok(machine_type(&self.must_by_provider_id(provider_id).await?))
     }
 
-    /// Adds `user:KEY user@user` to the project's `ssh-keys` metadata (once), so that every
-    /// instance's metadata server shows it: the kube-apiserver's SSH tunnels to the nodes.
+    /// Adds `user:TYPE BLOB [COMMENT] user@user` to the project's `ssh-keys` metadata (once), so that
+    /// every instance's metadata server shows it: the kube-apiserver's SSH tunnels to the
+    /// nodes. The user and key are checked first ([`hypercloud_cloudprovider::ssh`]): one entry
+    /// per line, so a line break or a colon would add entries of the sender's choosing; and an
+    /// entry for the same user and key (type and blob, whatever its comment) counts as present,
+    /// so a restart adds nothing.
     async fn add_ssh_key_to_all_instances(
         &self,
         user: &str,
         key: &[u8],
     ) -> hypercloud_cloudprovider::Result<()> {
+        use hypercloud_cloudprovider::ssh::{check_user, SshPublicKey};
+        use hypercloud_cloudprovider::Error::RefusedSshKey;
+        check_user(user).map_err(RefusedSshKey)?;
+        let key = SshPublicKey::parse(key).map_err(RefusedSshKey)?;
+        // Upstream's entry: the key line as given, then `user@user`.
+        let comment = key
+            .comment
+            .as_deref()
+            .map(|c| format!(" {c}"))
+            .unwrap_or_default();
+        let key_string = format!(
+            "{user}:{} {}{comment} {user}@{user}",
+            key.key_type, key.blob
+        );
+        let present = |value: &str| {
+            value.lines().any(|line| {
+                line.trim()
+                    .split_once(':')
+                    .filter(|(u, _)| *u == user)
+                    .and_then(|(_, k)| SshPublicKey::parse(k.as_bytes()).ok())
+                    .is_some_and(|k| k.same_key(&key))
+            })
+        };
         let r = self.resolved().await?;
         let c = &r.compute;
-        let key_string = format!(
-            "{user}:{} {user}@{user}",
-            String::from_utf8_lossy(key).trim()
-        );
         // A concurrent change makes the fingerprint stale (412): read again and retry, as
         // upstream polls.
         for _ in 0..5 {
@@ -320,7 +343,7 @@ impl Instances for Gce {
             match items.iter_mut().find(|i| i["key"] == SSH_KEYS) {
                 Some(item) => {
                     let value = item["value"].as_str().unwrap_or_default().to_owned();
-                    if value.lines().any(|l| l.trim() == key_string) {
+                    if present(&value) {
                         tracing::info!(user, "SSH key already in the project metadata");
                         return Ok(());
                     }

@@ -94,9 +94,11 @@ impl Client {
             builder = builder.danger_accept_invalid_certs(true);
         }
         if let Some(path) = &config.global.ca_file {
-            let pem = hypercloud_cloudprovider::input::read_input_file(path).map_err(|e| {
-                crate::Error::BuildHttpClient(format!("[Global] ca-file {}: {e}", path.display()))
-            })?;
+            let pem = hypercloud_cloudprovider::input::read_named(
+                "[Global] ca-file",
+                path,
+                hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES,
+            )?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
                 crate::Error::BuildHttpClient(format!("[Global] ca-file {}: {e}", path.display()))
             })?;

@@ -35,6 +35,11 @@ pub enum Error {
     /// Building the HTTP client failed (a bad CA file, for instance).
     #[error("building the HTTP client: {0}")]
     BuildHttpClient(String),
+
+    /// A file the cloud config names (`ca-file`) is missing, not a regular file or over the
+    /// 1 MiB limit.
+    #[error(transparent)]
+    ReadInput(#[from] hypercloud_cloudprovider::input::InputFileError),
 }
 
 impl Error {
@@ -55,6 +60,7 @@ impl Error {
                     message,
                 }
             }
+            Error::ReadInput(e) => hypercloud_cloudprovider::Error::unreadable_file(provider, e),
             other => hypercloud_cloudprovider::Error::Initialize {
                 provider: provider.into(),
                 message: other.to_string(),

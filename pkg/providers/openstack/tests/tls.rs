@@ -65,6 +65,10 @@ async fn ca_file_trusts_the_cloud_and_nothing_else_does() {
         hypercloud_cloudprovider::Layout::External,
     )
     .unwrap_err();
-    assert!(e.to_string().contains("ca-file /nonexistent/ca.pem"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("[Global] ca-file: cannot read /nonexistent/ca.pem"),
+        "{e}"
+    );
     cloud.shutdown().await;
 }

@@ -52,8 +52,11 @@ impl Client {
             .user_agent(USER_AGENT)
             .danger_accept_invalid_certs(vc.insecure);
         if let Some(path) = &vc.ca_file {
-            let pem = std::fs::read(path)
-                .map_err(|e| Error::BuildHttpClient(format!("ca-file {}: {e}", path.display())))?;
+            let pem = hypercloud_cloudprovider::input::read_named(
+                "[VirtualCenter] ca-file",
+                path,
+                hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES,
+            )?;
             for cert in reqwest::Certificate::from_pem_bundle(&pem)
                 .map_err(|e| Error::BuildHttpClient(format!("ca-file {}: {e}", path.display())))?
             {

@@ -17,6 +17,11 @@ pub enum Error {
     #[error("building the HTTP client: {0}")]
     BuildHttpClient(String),
 
+    /// A file the cloud config names (`ca-file`) is missing, not a regular file or over the
+    /// 1 MiB limit.
+    #[error(transparent)]
+    ReadInput(#[from] hypercloud_cloudprovider::input::InputFileError),
+
     /// The request did not reach vCenter or no answer came back.
     #[error("{operation}: {message}")]
     Transport {
@@ -132,6 +137,9 @@ impl Error {
                     origin,
                     message,
                 }
+            }
+            Error::ReadInput(e) => {
+                hypercloud_cloudprovider::Error::unreadable_file(crate::PROVIDER_NAME, e)
             }
             other => hypercloud_cloudprovider::Error::Initialize {
                 provider: crate::PROVIDER_NAME.into(),

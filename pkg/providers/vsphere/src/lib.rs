@@ -163,7 +163,8 @@ impl VSphere {
             path: path.display().to_string(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let text = hypercloud_cloudprovider::input::read_input_text(path)
+            .map_err(|e| err(e.to_string()))?;
         let uuid = text.trim().to_lowercase();
         let shape_ok = uuid.len() == 36
             && uuid.chars().enumerate().all(|(i, c)| {
