@@ -92,7 +92,7 @@ pub enum Error {
         /// What is wrong.
         message: String,
         /// The file that could not be read, if that is the problem.
-        source: Option<crate::input::InputFileError>,
+        source: Option<Box<crate::input::InputFileError>>,
     },
 
     /// `initialize` failed.
@@ -141,7 +141,7 @@ impl Error {
             provider: provider.into(),
             setting: e.what.clone(),
             message: format!("cannot read {}", e.path.display()),
-            source: Some(e),
+            source: Some(Box::new(e)),
         }
     }
 

@@ -9,6 +9,7 @@
 //!   the SDK panicked (exit 101).
 //! - SSH keys and users that would add entries to GCE's `ssh-keys`: refused by name, the
 //!   project metadata unchanged; a restart with the same key appends nothing.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
