@@ -16,6 +16,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::{peak_rss_kib, BIN};
+
+/// The binary under test: [`BIN`], or `$HYPERCLOUD_TEST_BIN` (a copy taken right after the
+/// build, where several checkouts share one target directory and overwrite each other's).
+fn bin() -> String {
+    std::env::var("HYPERCLOUD_TEST_BIN").unwrap_or_else(|_| BIN.to_owned())
+}
 use hypercloud_testenv::process::free_port;
 
 /// How long a refusal may take; a process still running after it hangs (a FIFO read).
@@ -151,7 +157,7 @@ const SCRUB: &[&str] = &[
 
 /// `hypercloud NAME ARGS`, with HOME in the fixture (no ~/.kube/config, no ~/.aws).
 fn hypercloud(fx: &Fx, args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(bin());
     c.args(args).env("HOME", fx.path());
     for v in SCRUB {
         c.env_remove(v);
@@ -682,7 +688,7 @@ fn every_file_flag_has_a_case() {
     ] {
         let mut args: Vec<&str> = p.split(' ').collect();
         args.push("--help");
-        let out = Command::new(BIN).args(&args).output().unwrap();
+        let out = Command::new(bin()).args(&args).output().unwrap();
         let help = String::from_utf8_lossy(&out.stdout);
         for line in help.lines() {
             let line = line.trim_start();
@@ -859,7 +865,7 @@ fn gce_ssh_keys_are_unchanged_by_refused_keys_and_not_repeated_on_restart() {
 
     let fx = Fx::new();
     let serve = Serve::start(
-        BIN,
+        bin(),
         &fx.path().join("cloud"),
         &[
             "--availability-zones",
