@@ -92,7 +92,15 @@ where
     if body.size_hint().lower() > limit {
         return Err(too_large());
     }
-    let (bytes, cut) = read_up_to(body, limit, api, call).await?;
+    // The announced length is at most the limit here: room for it at once.
+    let mut bytes = Vec::with_capacity(usize::try_from(body.size_hint().lower()).unwrap_or(0));
+    let cut = read_up_to(body, limit, &mut bytes)
+        .await
+        .map_err(|source| BodyError::Read {
+            api: api.into(),
+            call: call.into(),
+            source,
+        })?;
     if cut {
         return Err(too_large());
     }
@@ -107,33 +115,113 @@ where
     B: Body,
     B::Error: Into<Box<dyn StdError + Send + Sync>>,
 {
-    match read_up_to(body, ERROR_PREFIX_LIMIT, "", "").await {
-        Ok(read) => read,
-        Err(_) => (Vec::new(), false),
+    let mut bytes = Vec::new();
+    let cut = read_up_to(body, ERROR_PREFIX_LIMIT, &mut bytes)
+        .await
+        .unwrap_or(false);
+    (bytes, cut)
+}
+
+/// A body that passes `inner` through, but fails with [`BodyError::TooLarge`] as soon as it
+/// announces or sends more than its limit: the cap for clients that read bodies themselves
+/// (the AWS SDK), given to them in place of the network's body.
+#[derive(Debug)]
+pub struct Limited<B> {
+    inner: B,
+    limit: u64,
+    seen: u64,
+    api: String,
+    call: String,
+    failed: bool,
+}
+
+impl<B> Limited<B> {
+    /// `inner`, capped at `limit` bytes; errors name `api` and `call`.
+    pub fn new(inner: B, limit: u64, api: impl Into<String>, call: impl Into<String>) -> Self {
+        Limited {
+            inner,
+            limit,
+            seen: 0,
+            api: api.into(),
+            call: call.into(),
+            failed: false,
+        }
+    }
+
+    fn too_large(&mut self) -> BodyError {
+        self.failed = true;
+        BodyError::TooLarge {
+            api: self.api.clone(),
+            call: self.call.clone(),
+            limit: self.limit,
+        }
     }
 }
 
-/// Up to `limit` bytes of `body`, and whether it had more.
+impl<B> Body for Limited<B>
+where
+    B: Body + Unpin,
+    B::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
+    type Data = B::Data;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, BodyError>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.failed {
+            return Poll::Ready(None);
+        }
+        if this.seen == 0 && this.inner.size_hint().lower() > this.limit {
+            return Poll::Ready(Some(Err(this.too_large())));
+        }
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.seen = this.seen.saturating_add(data.remaining() as u64);
+                    if this.seen > this.limit {
+                        return Poll::Ready(Some(Err(this.too_large())));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::Read {
+                api: this.api.clone(),
+                call: this.call.clone(),
+                source: e.into(),
+            }))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.failed || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Appends up to `limit` bytes of `body` to `bytes`; whether it had more. On a transport
+/// failure, `bytes` holds what came before it.
 async fn read_up_to<B>(
     body: B,
     limit: u64,
-    api: &str,
-    call: &str,
-) -> Result<(Vec<u8>, bool), BodyError>
+    bytes: &mut Vec<u8>,
+) -> Result<bool, Box<dyn StdError + Send + Sync>>
 where
     B: Body,
     B::Error: Into<Box<dyn StdError + Send + Sync>>,
 {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut body = pin!(body);
-    let mut bytes = Vec::new();
     while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
-        let frame = frame.map_err(|e| BodyError::Read {
-            api: api.into(),
-            call: call.into(),
-            source: e.into(),
-        })?;
-        let Ok(mut data) = frame.into_data() else {
+        let Ok(mut data) = frame.map_err(Into::into)?.into_data() else {
             continue; // trailers
         };
         while data.has_remaining() {
@@ -141,22 +229,30 @@ where
             let room = limit - bytes.len();
             if chunk.len() > room {
                 bytes.extend_from_slice(&chunk[..room]);
-                return Ok((bytes, true));
+                return Ok(true);
             }
             bytes.extend_from_slice(chunk);
             let n = chunk.len();
             data.advance(n);
         }
     }
-    Ok((bytes, false))
+    Ok(false)
 }
 
 /// What a server said, fit to quote in an error or a log line: lossy UTF-8, surrounding
 /// white space trimmed, control characters escaped, at most [`EXCERPT_CHARS`] characters
 /// (`\n`, `\u{1b}`), and `… (N bytes in all)` when cut.
 pub fn excerpt(bytes: &[u8]) -> String {
+    excerpt_with(bytes, EXCERPT_CHARS)
+}
+
+/// [`excerpt`] keeping at most `max_chars` characters: for a chain of error messages that
+/// may hold what a server said, longer than one quote but still bounded.
+pub fn excerpt_with(bytes: &[u8], max_chars: usize) -> String {
     // Four bytes per character at most: no need to decode more than that.
-    let head = &bytes[..bytes.len().min(EXCERPT_CHARS * 4 + 4)];
+    let head = &bytes[..bytes
+        .len()
+        .min(max_chars.saturating_mul(4).saturating_add(4))];
     let text = String::from_utf8_lossy(head);
     let text = text.trim();
     let mut out = String::new();
@@ -169,7 +265,7 @@ pub fn excerpt(bytes: &[u8]) -> String {
         } else {
             1
         };
-        if kept + width > EXCERPT_CHARS {
+        if kept + width > max_chars {
             cut = true;
             break;
         }
@@ -361,6 +457,10 @@ mod tests {
         let (bytes, more) = block_on(read_prefix(Endless::new(b"{\"error\": 1}", Some(12))));
         assert_eq!(bytes, b"{\"error\": 1}");
         assert!(!more);
+        // A connection that breaks midway leaves what came before it.
+        let mut broken = Endless::new(b"abc", None);
+        broken.fail_after = Some(6);
+        assert_eq!(block_on(read_prefix(broken)), (b"abcabc".to_vec(), false));
     }
 
     #[test]
@@ -390,6 +490,47 @@ mod tests {
         assert!(
             !e.contains('\n') && !e.contains('\r') && !e.chars().any(char::is_control),
             "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_limited_body_passes_what_fits_and_fails_past_the_limit() {
+        let fits = Limited::new(Endless::new(b"0123456789", Some(30)), 30, "a", "c");
+        assert_eq!(
+            block_on(read_limited(fits, u64::MAX, "outer", "c"))
+                .unwrap()
+                .len(),
+            30
+        );
+        let mut endless = Endless::new(&[b'x'; 4096], None);
+        endless.fail_after = Some(1 << 20);
+        let capped = Limited::new(endless, 5000, "AWS ec2.example", "POST /");
+        let e = block_on(read_limited(capped, u64::MAX, "outer", "c")).unwrap_err();
+        let BodyError::Read { source, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert!(
+            source.to_string().contains("AWS ec2.example") && source.to_string().contains("5000"),
+            "{source}"
+        );
+        let mut announced = Endless::new(b"x", Some(1));
+        announced.announce = Some(1 << 40);
+        announced.fail_after = Some(0);
+        let e = block_on(read_limited(
+            Limited::new(announced, 10, "a", "c"),
+            u64::MAX,
+            "o",
+            "c",
+        ))
+        .unwrap_err();
+        let BodyError::Read { source, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert!(
+            source
+                .to_string()
+                .contains("larger than the limit of 10 bytes"),
+            "{source}"
         );
     }
 
