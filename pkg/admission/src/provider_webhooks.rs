@@ -298,6 +298,18 @@ mod tests {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// Issue #29: a review larger than the request-body limit (axum's 2 MiB default for
+    /// `Bytes`; the objects reviewed here, Nodes, PVs, PVCs and Services, are far smaller) is
+    /// refused with 413, never buffered whole.
+    #[tokio::test]
+    async fn a_huge_review_is_refused_with_413() {
+        let app = router(Arc::new(Cloud), &[ON], None);
+        let mut huge = review("ok");
+        huge.insert_str(1, &format!("\"pad\": \"{}\", ", "x".repeat(3 << 20)));
+        let (code, _) = post(&app, "/validate/on", "application/json", huge).await;
+        assert_eq!(code, 413);
+    }
+
     #[tokio::test]
     async fn routes_by_path_and_answers_as_upstream() {
         let registry = prometheus::Registry::new();

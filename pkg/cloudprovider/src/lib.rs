@@ -19,6 +19,7 @@ mod cloud;
 mod error;
 pub mod fake;
 pub mod gcfg;
+pub mod http_body;
 pub mod input;
 mod instrumented;
 pub mod listing;

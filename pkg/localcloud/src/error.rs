@@ -93,6 +93,13 @@ pub enum Error {
         url: String,
         source: reqwest::Error,
     },
+    #[error("reading the answer to {method} {url}")]
+    ReadBody {
+        method: &'static str,
+        url: String,
+        source: hypercloud_cloudprovider::http_body::BodyError,
+    },
+    /// `body` is an excerpt of the answer.
     #[error("{method} {url} answered {status}: {body}")]
     Api {
         method: &'static str,

@@ -2,6 +2,7 @@
 //! in-process server on a free loopback port when none runs.
 
 use super::*;
+use hypercloud_cloudprovider::http_body;
 
 /// An authenticated API client for the operator commands (see the module docs).
 pub(super) struct Client {
@@ -67,15 +68,16 @@ impl Client {
             .get("x-subject-token")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let text = response.text().await.unwrap_or_default();
         let Some(token) = token.filter(|_| status.is_success()) else {
+            let (prefix, _) = http_body::read_prefix(reqwest::Body::from(response)).await;
             return Err(Error::Api {
                 method: "POST",
                 url,
                 status: status.as_u16(),
-                body: text,
+                body: http_body::excerpt(&prefix),
             });
         };
+        let text = read_answer("POST", &url, response).await?;
         let body: Value = serde_json::from_str(&text).unwrap_or_default();
         let project_id = body["token"]["project"]["id"]
             .as_str()
@@ -143,19 +145,16 @@ impl Client {
             source,
         })?;
         let status = response.status();
-        let text = response.text().await.map_err(|source| Error::Request {
-            method: name,
-            url: url.clone(),
-            source,
-        })?;
         if !status.is_success() {
+            let (prefix, _) = http_body::read_prefix(reqwest::Body::from(response)).await;
             return Err(Error::Api {
                 method: name,
                 url,
                 status: status.as_u16(),
-                body: text,
+                body: http_body::excerpt(&prefix),
             });
         }
+        let text = read_answer(name, &url, response).await?;
         Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
@@ -223,4 +222,26 @@ pub(super) fn running_server(state_dir: &Path) -> Result<(String, Option<PathBuf
             what: "api_url in",
             name: path.display().to_string(),
         })
+}
+
+/// A successful answer's text, at most [`http_body::LIST_LIMIT`] bytes (a list of every
+/// server of the cloud is the largest the CLI asks for).
+async fn read_answer(
+    method: &'static str,
+    url: &str,
+    response: reqwest::Response,
+) -> Result<String> {
+    let bytes = http_body::read_limited(
+        reqwest::Body::from(response),
+        http_body::LIST_LIMIT,
+        "the local cloud",
+        &format!("{method} {url}"),
+    )
+    .await
+    .map_err(|source| Error::ReadBody {
+        method,
+        url: url.to_owned(),
+        source,
+    })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

@@ -4,9 +4,10 @@
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use aws_types::request_id::RequestId;
+use hypercloud_cloudprovider::http_body::{excerpt_str, excerpt_with};
+use hypercloud_cloudprovider::Chain;
 
 use crate::PROVIDER_NAME;
 
@@ -84,10 +85,13 @@ where
         let body = e.raw_response()?.body().bytes()?;
         body_request_id(&String::from_utf8_lossy(body))
     });
+    let request_id = request_id.map(|r| excerpt_str(&r));
+    // What the server said is quoted as an excerpt; the SDK's `DisplayErrorContext` is not
+    // used, as it appends the whole error's Debug form, raw body included (issue #29).
     let message = match (e.code(), e.message()) {
-        (Some(code), Some(msg)) => format!("{code}: {msg}"),
-        (Some(code), None) => code.to_owned(),
-        _ => DisplayErrorContext(&e).to_string(),
+        (Some(code), Some(msg)) => format!("{}: {}", excerpt_str(code), excerpt_str(msg)),
+        (Some(code), None) => excerpt_str(code),
+        _ => excerpt_with(Chain(&e).to_string().as_bytes(), 1000),
     };
     hypercloud_cloudprovider::Error::Cloud {
         provider: PROVIDER_NAME.into(),

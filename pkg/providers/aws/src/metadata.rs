@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use hypercloud_cloudprovider::http_body::{self, METADATA_LIMIT};
+use hypercloud_cloudprovider::Chain;
 use reqwest::StatusCode;
 
 use crate::error::{Error, Result};
@@ -46,6 +48,8 @@ impl MetadataClient {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .no_proxy()
+            // IMDS never redirects; a redirect is refused (see `send`), not followed.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| Error::ReadMetadata {
                 endpoint: endpoint.into(),
@@ -71,26 +75,57 @@ impl MetadataClient {
         }
     }
 
+    /// Sends `req` for `path`, refusing a redirect.
+    async fn send(&self, req: reqwest::RequestBuilder, path: &str) -> Result<reqwest::Response> {
+        let reply = req
+            .send()
+            .await
+            .map_err(|e| self.err(path, e.to_string()))?;
+        let location = reply.headers().get(reqwest::header::LOCATION);
+        http_body::refuse_redirect(
+            reply.status().as_u16(),
+            location.map(|l| l.as_bytes()),
+            &format!("IMDS {}", self.endpoint),
+            path,
+        )
+        .map_err(|e| self.err(path, e.to_string()))?;
+        Ok(reply)
+    }
+
+    /// The body of `reply`, at most [`METADATA_LIMIT`] bytes, as trimmed text.
+    async fn text(&self, reply: reqwest::Response, path: &str) -> Result<String> {
+        let bytes = http_body::read_limited(
+            reqwest::Body::from(reply),
+            METADATA_LIMIT,
+            &format!("IMDS {}", self.endpoint),
+            path,
+        )
+        .await
+        .map_err(|e| self.err(path, Chain(&e).to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            self.err(
+                path,
+                format!("not UTF-8: {}", http_body::excerpt(e.as_bytes())),
+            )
+        })?;
+        Ok(text.trim().to_owned())
+    }
+
     /// A session token, or `None` when the service answers the token request with an HTTP
     /// error (IMDSv1 only). A connection failure is an error: v1 would fail the same way.
     pub async fn token(&self) -> Result<Option<String>> {
         let path = "/latest/api/token";
-        let reply = self
+        let req = self
             .http
             .put(format!("{}{path}", self.endpoint))
-            .header("X-aws-ec2-metadata-token-ttl-seconds", TOKEN_TTL_SECONDS)
-            .send()
-            .await
-            .map_err(|e| self.err(path, e.to_string()))?;
+            .header("X-aws-ec2-metadata-token-ttl-seconds", TOKEN_TTL_SECONDS);
+        let reply = self.send(req, path).await?;
         if !reply.status().is_success() {
             tracing::debug!(status = %reply.status(), "no IMDSv2 token; falling back to IMDSv1");
             return Ok(None);
         }
-        let token = reply
-            .text()
-            .await
-            .map_err(|e| self.err(path, e.to_string()))?;
-        Ok(Some(token.trim().to_owned()).filter(|t| !t.is_empty()))
+        let token = self.text(reply, path).await?;
+        Ok(Some(token).filter(|t| !t.is_empty()))
     }
 
     /// `GET /latest/meta-data/<path>`, with the token when there is one; `Ok(None)` on 404
@@ -101,20 +136,10 @@ impl MetadataClient {
         if let Some(t) = token {
             req = req.header("X-aws-ec2-metadata-token", t);
         }
-        let reply = req
-            .send()
-            .await
-            .map_err(|e| self.err(&path, e.to_string()))?;
+        let reply = self.send(req, &path).await?;
         match reply.status() {
             StatusCode::NOT_FOUND => Ok(None),
-            s if s.is_success() => Ok(Some(
-                reply
-                    .text()
-                    .await
-                    .map_err(|e| self.err(&path, e.to_string()))?
-                    .trim()
-                    .to_owned(),
-            )),
+            s if s.is_success() => Ok(Some(self.text(reply, &path).await?)),
             s => Err(self.err(&path, format!("HTTP {s}"))),
         }
     }

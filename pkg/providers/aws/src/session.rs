@@ -14,10 +14,17 @@ use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region};
 use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
+    SharedHttpConnector,
+};
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
+use hypercloud_cloudprovider::http_body::{Limited, ERROR_PREFIX_LIMIT, LIST_LIMIT};
 
 use crate::config::{zone_to_region, SERVICE_EC2, SERVICE_ELB};
 use crate::error::sdk;
@@ -75,6 +82,58 @@ impl Intercept for Counter {
         };
         c.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// The SDK's HTTPS client with every answer capped (issue #29): the SDK reads bodies itself,
+/// so each response body it gets is a [`Limited`] one: [`LIST_LIMIT`] for a success (a page of
+/// a describe call), [`ERROR_PREFIX_LIMIT`] for an error (AWS error documents are a few hundred
+/// bytes). Under every SDK client: EC2, ELB, ELBv2 and the credential chain (IMDS, STS).
+#[derive(Debug)]
+struct CappedClient(SharedHttpClient);
+
+impl HttpClient for CappedClient {
+    fn http_connector(
+        &self,
+        settings: &HttpConnectorSettings,
+        components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(CappedConnector(self.0.http_connector(settings, components)))
+    }
+
+    fn validate_base_client_config(
+        &self,
+        runtime_components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponentsBuilder,
+        cfg: &ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.validate_base_client_config(runtime_components, cfg)
+    }
+
+    fn connector_metadata(
+        &self,
+    ) -> Option<aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata> {
+        self.0.connector_metadata()
+    }
+}
+
+#[derive(Debug)]
+struct CappedConnector(SharedHttpConnector);
+
+impl HttpConnector for CappedConnector {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let call = format!("{} {}", request.method(), request.uri());
+        let reply = self.0.call(request);
+        HttpConnectorFuture::new(async move {
+            let mut reply = reply.await?;
+            let limit = if reply.status().is_success() {
+                LIST_LIMIT
+            } else {
+                ERROR_PREFIX_LIMIT
+            };
+            let body = reply.take_body();
+            *reply.body_mut() = SdkBody::from_body_1_x(Limited::new(body, limit, "AWS", call));
+            Ok(reply)
+        })
     }
 }
 
@@ -138,6 +197,7 @@ impl Aws {
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(Provider::Rustls(CryptoMode::Ring))
             .build_https();
+        let http = SharedHttpClient::new(CappedClient(http));
         let provider_config = ProviderConfig::without_region()
             .with_http_client(http.clone())
             .with_region(Some(Region::new(region.clone())));

@@ -7,6 +7,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use hypercloud_cloudprovider::http_body::{
+    self, excerpt, excerpt_str, LIST_LIMIT, METADATA_LIMIT, OBJECT_LIMIT,
+};
+use hypercloud_cloudprovider::Chain;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -24,7 +28,9 @@ impl Metadata {
     pub fn new(config: &Config) -> Result<Self> {
         let mut b = reqwest::Client::builder()
             .timeout(config.tuning.metadata_timeout)
-            .no_proxy();
+            .no_proxy()
+            // The metadata server never redirects; a redirect is refused (see `get`).
+            .redirect(reqwest::redirect::Policy::none());
         if let Some(addr) = config.tuning.metadata_source_address {
             b = b.local_address(addr);
         }
@@ -50,10 +56,28 @@ impl Metadata {
             .await
             .map_err(|e| err(e.to_string()))?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| err(e.to_string()))?;
+        let location = resp.headers().get(reqwest::header::LOCATION);
+        http_body::refuse_redirect(
+            status.as_u16(),
+            location.map(|l| l.as_bytes()),
+            "GCE metadata server",
+            path,
+        )
+        .map_err(|e| err(e.to_string()))?;
         if !status.is_success() {
-            return Err(err(format!("HTTP {status}: {}", text.trim())));
+            let (prefix, _) = http_body::read_prefix(reqwest::Body::from(resp)).await;
+            return Err(err(format!("HTTP {status}: {}", excerpt(&prefix))));
         }
+        let bytes = http_body::read_limited(
+            reqwest::Body::from(resp),
+            METADATA_LIMIT,
+            "GCE metadata server",
+            path,
+        )
+        .await
+        .map_err(|e| err(Chain(&e).to_string()))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| err(format!("not UTF-8: {}", excerpt(e.as_bytes()))))?;
         Ok(text.trim().to_owned())
     }
 }
@@ -79,16 +103,17 @@ pub(crate) struct Compute {
     calls: AtomicU64,
 }
 
-/// GCE's error body: `{"error": {"code", "message", "errors": [{"reason"}]}}`.
+/// GCE's error body: `{"error": {"code", "message", "errors": [{"reason"}]}}`; what it says
+/// is quoted as an excerpt.
 fn api_error(operation: &str, status: u16, body: &str) -> Error {
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let message = v["error"]["message"]
         .as_str()
-        .map_or_else(|| body.chars().take(300).collect(), str::to_owned);
+        .map_or_else(|| excerpt_str(body), excerpt_str);
     let reason = v["error"]["errors"][0]["reason"]
         .as_str()
-        .unwrap_or_default()
-        .to_owned();
+        .map(excerpt_str)
+        .unwrap_or_default();
     Error::Api {
         operation: operation.into(),
         status,
@@ -155,10 +180,11 @@ impl Compute {
                         message: e.to_string(),
                     })?;
                 let status = resp.status().as_u16();
-                let text = resp.text().await.unwrap_or_default();
                 if !(200..300).contains(&status) {
-                    return Err(api_error(op, status, &text));
+                    let (prefix, _) = http_body::read_prefix(reqwest::Body::from(resp)).await;
+                    return Err(api_error(op, status, &String::from_utf8_lossy(&prefix)));
                 }
+                let text = read_answer(resp, OBJECT_LIMIT, op).await?;
                 let v: Value = serde_json::from_str(&text).map_err(|e| Error::Decode {
                     operation: op.into(),
                     message: e.to_string(),
@@ -217,19 +243,28 @@ impl Compute {
             message: e.to_string(),
         })?;
         let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| Error::Transport {
-            operation: operation.into(),
-            message: e.to_string(),
-        })?;
         if !(200..300).contains(&status) {
-            return Err(api_error(operation, status, &text));
+            let (prefix, _) = http_body::read_prefix(reqwest::Body::from(resp)).await;
+            return Err(api_error(
+                operation,
+                status,
+                &String::from_utf8_lossy(&prefix),
+            ));
         }
+        // A page of a list (asked for with maxResults) may be large; any other answer is one
+        // object or operation.
+        let limit = if query.iter().any(|(k, _)| *k == "maxResults") {
+            LIST_LIMIT
+        } else {
+            OBJECT_LIMIT
+        };
+        let text = read_answer(resp, limit, operation).await?;
         if text.trim().is_empty() {
             return Ok(Value::Null);
         }
         serde_json::from_str(&text).map_err(|e| Error::Decode {
             operation: operation.into(),
-            message: e.to_string(),
+            message: excerpt_str(&e.to_string()),
         })
     }
 
@@ -284,7 +319,8 @@ impl Compute {
                 if let Some(errors) = op["error"]["errors"].as_array() {
                     let message = errors
                         .iter()
-                        .filter_map(|e| e["message"].as_str())
+                        .filter_map(|e| e["message"].as_str().map(excerpt_str))
+                        .take(5)
                         .collect::<Vec<_>>()
                         .join("; ");
                     return Err(Error::Operation {
@@ -329,6 +365,25 @@ impl Compute {
                 .await?;
         }
     }
+}
+
+/// The body of a successful answer, at most `limit` bytes, as text.
+async fn read_answer(resp: reqwest::Response, limit: u64, operation: &str) -> Result<String> {
+    let bytes = http_body::read_limited(
+        reqwest::Body::from(resp),
+        limit,
+        "Compute Engine",
+        operation,
+    )
+    .await
+    .map_err(|e| Error::Transport {
+        operation: operation.into(),
+        message: Chain(&e).to_string(),
+    })?;
+    String::from_utf8(bytes).map_err(|e| Error::Decode {
+        operation: operation.into(),
+        message: format!("not UTF-8: {}", excerpt(e.as_bytes())),
+    })
 }
 
 /// The last path segment of a GCE reference (`.../zones/us-central1-a` → `us-central1-a`).

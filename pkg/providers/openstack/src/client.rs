@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hypercloud_cloudprovider::http_body::{self, excerpt, excerpt_str, LIST_LIMIT};
 use hypercloud_cloudprovider::{Error, Result};
 use reqwest::Method;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -372,7 +373,7 @@ impl Client {
                         tokio::time::sleep(delay).await;
                         continue;
                     }
-                    let text = resp.text().await.unwrap_or_default();
+                    let text = self.body(operation, status, &headers, resp).await?;
                     tracing::trace!(provider = %self.provider, operation, status, elapsed_ms = started.elapsed().as_millis() as u64, "cloud call");
                     if status >= 500 || status == 429 {
                         let mut e = self.error(
@@ -390,6 +391,44 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// The text of an answer: a success's whole body, at most [`LIST_LIMIT`] bytes (a page
+    /// of a list); of any other answer, the first [`ERROR_PREFIX_LIMIT`](http_body) bytes.
+    async fn body(
+        &self,
+        operation: &str,
+        status: u16,
+        headers: &reqwest::header::HeaderMap,
+        resp: reqwest::Response,
+    ) -> Result<String> {
+        if !(200..300).contains(&status) {
+            let (prefix, _) = http_body::read_prefix(reqwest::Body::from(resp)).await;
+            return Ok(String::from_utf8_lossy(&prefix).into_owned());
+        }
+        let bytes = http_body::read_limited(
+            reqwest::Body::from(resp),
+            LIST_LIMIT,
+            &format!("OpenStack {}", self.provider),
+            operation,
+        )
+        .await
+        .map_err(|e| {
+            self.error(
+                operation,
+                Some(status),
+                request_id(headers),
+                hypercloud_cloudprovider::Chain(&e).to_string(),
+            )
+        })?;
+        String::from_utf8(bytes).map_err(|e| {
+            self.error(
+                operation,
+                Some(status),
+                request_id(headers),
+                format!("the answer is not UTF-8: {}", excerpt(e.as_bytes())),
+            )
+        })
     }
 
     fn backoff(&self, attempt: u32) -> Duration {
@@ -517,7 +556,11 @@ impl Client {
                     operation,
                     None,
                     None,
-                    format!("unexpected answer from {p}: {e}"),
+                    format!(
+                        "unexpected answer from {}: {}",
+                        excerpt_str(&p),
+                        excerpt_str(&e.to_string())
+                    ),
                 )
             })?;
             out.extend(page.items);
@@ -638,7 +681,7 @@ fn request_id(headers: &reqwest::header::HeaderMap) -> Option<String> {
     ]
     .iter()
     .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
-    .map(str::to_owned)
+    .map(excerpt_str)
 }
 
 /// The `Retry-After` of an answer (RFC 9110: delay-seconds or an HTTP date), at most `max`
@@ -690,24 +733,24 @@ fn parse_retry_after(v: &str, now: u64) -> Option<f64> {
     Some(at.saturating_sub(now) as f64)
 }
 
-/// The message of an OpenStack error body, whatever the service's format
+/// The message of an OpenStack error body, whatever the service's format, as an excerpt
 /// (`{"itemNotFound": {"message": ..}}`, `{"NeutronError": {..}}`, `{"error": {..}}`).
 fn message(body: &Value) -> String {
     match body {
         Value::Object(map) => {
             if let Some(m) = map.get("message").and_then(Value::as_str) {
-                return m.to_owned();
+                return excerpt_str(m);
             }
             for v in map.values() {
                 if let Some(m) = v.get("message").and_then(Value::as_str) {
-                    return m.to_owned();
+                    return excerpt_str(m);
                 }
             }
-            body.to_string()
+            excerpt_str(&body.to_string())
         }
-        Value::String(s) => s.chars().take(300).collect(),
+        Value::String(s) => excerpt_str(s),
         Value::Null => "(empty body)".into(),
-        other => other.to_string(),
+        other => excerpt_str(&other.to_string()),
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use hypercloud_cloudprovider::http_body;
 use serde::Deserialize;
 
 use crate::config::{MetadataConfig, MetadataSource};
@@ -68,6 +69,8 @@ impl MetadataReader {
     pub fn new(config: MetadataConfig) -> Result<Self> {
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
+            // The metadata service never redirects; a redirect is refused, not followed.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| Error::BuildHttpClient(e.to_string()))?;
         Ok(MetadataReader { config, http })
@@ -178,34 +181,40 @@ impl MetadataReader {
         if let Some(id) = &self.config.instance_id {
             req = req.header("x-instance-id", id);
         }
-        let mut resp = req.send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        let resp = req.send().await.map_err(|e| format!("GET {url}: {e}"))?;
         let status = resp.status();
-        // As for a config drive's file: at most 1 MiB, however much the service sends.
-        let limit = hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| format!("GET {url}: {e}"))? {
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() as u64 > limit {
-                return Err(format!(
-                    "GET {url}: the answer is larger than the {limit}-byte (1 MiB) limit"
-                ));
-            }
-        }
+        let api = "the OpenStack metadata service";
+        let location = resp.headers().get(reqwest::header::LOCATION);
+        http_body::refuse_redirect(status.as_u16(), location.map(|l| l.as_bytes()), api, &url)
+            .map_err(|e| e.to_string())?;
         if !status.is_success() {
-            let body = String::from_utf8_lossy(&bytes);
+            let (prefix, _) = http_body::read_prefix(reqwest::Body::from(resp)).await;
             return Err(format!(
                 "GET {url}: HTTP {}: {}",
                 status.as_u16(),
-                body.chars().take(200).collect::<String>()
+                http_body::excerpt(&prefix)
             ));
         }
+        // As for a config drive's file: at most 1 MiB, however much the service sends.
+        let bytes = http_body::read_limited(
+            reqwest::Body::from(resp),
+            http_body::METADATA_LIMIT,
+            api,
+            &format!("GET {url}"),
+        )
+        .await
+        .map_err(|e| hypercloud_cloudprovider::Chain(&e).to_string())?;
         parse(&bytes).map_err(|e| format!("GET {url}: {e}"))
     }
 }
 
 fn parse(bytes: &[u8]) -> Result<Metadata, String> {
-    let md: Metadata =
-        serde_json::from_slice(bytes).map_err(|e| format!("invalid meta_data.json: {e}"))?;
+    let md: Metadata = serde_json::from_slice(bytes).map_err(|e| {
+        format!(
+            "invalid meta_data.json: {}",
+            http_body::excerpt_str(&e.to_string())
+        )
+    })?;
     if md.uuid.is_empty() {
         return Err("meta_data.json has no uuid".into());
     }

@@ -11,6 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use hypercloud_cloudprovider::http_body::{self, excerpt_str, LIST_LIMIT};
+use hypercloud_cloudprovider::Chain;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell, RwLock};
@@ -266,16 +268,15 @@ impl Client {
             .find(|v| v.starts_with(SESSION_COOKIE))
             .and_then(|v| v.split(';').next())
             .map(str::to_owned);
-        let text = resp.text().await.map_err(|e| Error::Transport {
-            operation: M::NAME.into(),
-            message: format!("reading the answer: {e}"),
-        })?;
+        // A page of the property collector may be large; a fault is read only as far as
+        // ERROR_PREFIX_LIMIT.
+        let text = read_text(M::NAME, status, resp, "vSphere SOAP").await?;
         if status == 200 {
             let r: soap::Response<M::Return> =
                 quick_xml::de::from_str(&text).map_err(|e| Error::Decode {
                     operation: M::NAME.into(),
                     status,
-                    message: format!("{e}: {}", shorten(&text)),
+                    message: format!("{}: {}", excerpt_str(&e.to_string()), excerpt_str(&text)),
                 })?;
             return Ok((r.into_inner(), cookie));
         }
@@ -284,14 +285,14 @@ impl Client {
                 let (fault, message) = f.fault();
                 Err(Error::Fault {
                     operation: M::NAME.into(),
-                    fault,
-                    message,
+                    fault: excerpt_str(&fault),
+                    message: excerpt_str(&message),
                 })
             }
             Err(_) => Err(Error::Decode {
                 operation: M::NAME.into(),
                 status,
-                message: shorten(&text),
+                message: excerpt_str(&text),
             }),
         }
     }
@@ -378,28 +379,33 @@ struct Wrapped<T> {
 
 async fn read_json<T: DeserializeOwned>(op: &str, resp: reqwest::Response) -> Result<T> {
     let status = resp.status().as_u16();
-    let text = resp.text().await.map_err(|e| Error::Transport {
-        operation: op.into(),
-        message: e.to_string(),
-    })?;
+    let text = read_text(op, status, resp, "vSphere vAPI").await?;
     if !(200..300).contains(&status) {
         return Err(Error::Rest {
             operation: op.into(),
             status,
-            message: shorten(&text),
+            message: excerpt_str(&text),
         });
     }
     serde_json::from_str(&text).map_err(|e| Error::Decode {
         operation: op.into(),
         status,
-        message: format!("{e}: {}", shorten(&text)),
+        message: format!("{}: {}", excerpt_str(&e.to_string()), excerpt_str(&text)),
     })
 }
 
-fn shorten(text: &str) -> String {
-    let t = text.trim();
-    match t.char_indices().nth(300) {
-        Some((i, _)) => format!("{}...", &t[..i]),
-        None => t.to_owned(),
-    }
+/// The text of an answer: of a success, the whole body up to [`LIST_LIMIT`]; of anything
+/// else, its first [`ERROR_PREFIX_LIMIT`](http_body) bytes.
+async fn read_text(op: &str, status: u16, resp: reqwest::Response, api: &str) -> Result<String> {
+    let bytes = if (200..300).contains(&status) {
+        http_body::read_limited(reqwest::Body::from(resp), LIST_LIMIT, api, op)
+            .await
+            .map_err(|e| Error::Transport {
+                operation: op.into(),
+                message: Chain(&e).to_string(),
+            })?
+    } else {
+        http_body::read_prefix(reqwest::Body::from(resp)).await.0
+    };
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
