@@ -23,8 +23,10 @@ pub mod input;
 mod instrumented;
 pub mod listing;
 pub mod node;
+pub mod pager;
 mod registry;
 pub mod volume;
+pub mod wait;
 pub mod webhook;
 pub mod wellknown;
 
