@@ -44,6 +44,15 @@ pub enum PagerError {
     },
 }
 
+impl PagerError {
+    /// The call whose listing was abandoned.
+    pub fn call(&self) -> &str {
+        match self {
+            PagerError::RepeatedToken { call, .. } | PagerError::TooManyPages { call, .. } => call,
+        }
+    }
+}
+
 /// The state of one listing: the tokens followed so far (as keyed hashes, so a server cannot
 /// grow our memory with huge tokens nor forge a collision) and the page count.
 #[derive(Debug)]
