@@ -45,6 +45,8 @@ impl MetadataClient {
     pub fn new(endpoint: &str, timeout: Duration) -> Result<Self> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
+            // IMDS is link-local: the SDKs' own IMDS client connects within 1s.
+            .connect_timeout(timeout.min(Duration::from_secs(1)))
             .no_proxy()
             .build()
             .map_err(|e| Error::ReadMetadata {
