@@ -7,6 +7,7 @@
 //! cloud-provider-openstack's `pkg/util/metadata`.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -57,6 +58,9 @@ pub struct Device {
 }
 
 /// Reads instance metadata per `[Metadata]`.
+/// The longest a connection to the metadata service may take.
+const METADATA_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 #[derive(Clone, Debug)]
 pub struct MetadataReader {
     config: MetadataConfig,
@@ -68,6 +72,9 @@ impl MetadataReader {
     pub fn new(config: MetadataConfig) -> Result<Self> {
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
+            // The metadata service is link-local: a connection that is not made at once will
+            // not be; the request timeout bounds the rest.
+            .connect_timeout(config.request_timeout.min(METADATA_CONNECT_TIMEOUT))
             .build()
             .map_err(|e| Error::BuildHttpClient(e.to_string()))?;
         Ok(MetadataReader { config, http })
