@@ -24,9 +24,11 @@ pub mod input;
 mod instrumented;
 pub mod listing;
 pub mod node;
+pub mod pager;
 mod registry;
 pub mod ssh;
 pub mod volume;
+pub mod wait;
 pub mod webhook;
 pub mod wellknown;
 

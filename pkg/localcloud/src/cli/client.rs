@@ -4,6 +4,12 @@
 use super::*;
 use hypercloud_cloudprovider::http_body;
 
+/// Connecting to the local cloud's API (a loopback server: at once, or never).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// One operator request, answer included: every command is a small read or write, and a
+/// server that accepted and never answers must not hang the command.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// An authenticated API client for the operator commands (see the module docs).
 pub(super) struct Client {
     pub(super) http: reqwest::Client,
@@ -15,7 +21,9 @@ pub(super) struct Client {
 
 impl Client {
     pub(super) async fn connect(state_dir: &Path, password: &str) -> Result<Self> {
-        let mut http = reqwest::Client::builder();
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT);
         let (base, local) = if store::is_locked(state_dir) {
             let (url, cert) = running_server(state_dir)?;
             if let Some(cert) = cert {

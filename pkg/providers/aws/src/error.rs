@@ -69,6 +69,20 @@ impl From<Error> for hypercloud_cloudprovider::Error {
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A listing abandoned by its [`Pager`](hypercloud_cloudprovider::pager::Pager) as the
+/// contract's `Cloud` error of that call.
+pub(crate) fn paginate(
+    e: hypercloud_cloudprovider::pager::PagerError,
+) -> hypercloud_cloudprovider::Error {
+    hypercloud_cloudprovider::Error::Cloud {
+        provider: PROVIDER_NAME.into(),
+        operation: e.call().into(),
+        status: None,
+        request_id: None,
+        message: e.to_string(),
+    }
+}
+
 /// An SDK error as the contract's `Cloud` error: `operation` is the AWS action
 /// (`DescribeInstances`); the message starts with the AWS error code.
 pub(crate) fn sdk<E>(

@@ -16,13 +16,14 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, Instance, InstanceStateName};
+use hypercloud_cloudprovider::pager::Pager;
 use hypercloud_cloudprovider::{
     Error, InstanceMetadata, Instances, InstancesV2, Result, Zone, Zones,
 };
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::config::IpFamily;
-use crate::error::{cloud, code, sdk};
+use crate::error::{cloud, code, paginate, sdk};
 use crate::session::ClusterTag;
 use crate::{Aws, CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
 
@@ -226,6 +227,9 @@ impl Aws {
             req = req.set_instance_ids(Some(ids.to_vec()));
         }
         let mut pages = req.into_paginator().send();
+        // The SDK's paginator stops quietly on a token repeated at once, not on one that
+        // alternates or comes back later, nor after any number of pages.
+        let mut pager = Pager::new("ec2", "DescribeInstances");
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = match page {
@@ -243,6 +247,9 @@ impl Aws {
                 if let Some(info) = self.to_info(i) {
                     out.push(info);
                 }
+            }
+            if pager.next(page.next_token()).map_err(paginate)?.is_none() {
+                break;
             }
         }
         Ok(out)

@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, IpPermission, IpRange, UserIdGroupPair};
 use aws_sdk_elasticloadbalancing::types as elb;
 use aws_sdk_elasticloadbalancingv2::types as elbv2;
+use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
 use hypercloud_cloudprovider::{default_load_balancer_name, Error, LoadBalancer, Result};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
@@ -42,6 +43,13 @@ pub const ANNOTATION_SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-bala
 pub const TAG_SERVICE_NAME: &str = "kubernetes.io/service-name";
 
 // Classic ELB health check, as upstream's defaults.
+/// Deleting a load balancer's security group is retried while EC2 says the balancer's network
+/// interfaces still use it (they go within a minute or two of the balancer).
+const GROUP_RELEASE: Backoff = Backoff::new(
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(15),
+    std::time::Duration::from_secs(180),
+);
 const HC_HEALTHY: i32 = 2;
 const HC_UNHEALTHY: i32 = 6;
 const HC_TIMEOUT: i32 = 5;
@@ -592,7 +600,7 @@ impl Aws {
 
     async fn delete_group(&self, id: &str) -> Result<()> {
         let s = self.session().await?;
-        for attempt in 0..10 {
+        let deleted = poll_until(GROUP_RELEASE, || async {
             match s
                 .ec2
                 .delete_security_group()
@@ -601,16 +609,27 @@ impl Aws {
                 .await
                 .map_err(|e| sdk("DeleteSecurityGroup", e))
             {
-                Ok(_) => return Ok(()),
-                Err(e) if code(&e) == Some("InvalidGroup.NotFound") => return Ok(()),
+                Ok(_) => Ok(Poll::Ready(())),
+                Err(e) if code(&e) == Some("InvalidGroup.NotFound") => Ok(Poll::Ready(())),
                 // The load balancer's interfaces may still hold it for a while.
-                Err(e) if code(&e) == Some("DependencyViolation") && attempt < 9 => {
-                    tokio::time::sleep(std::time::Duration::from_secs(2)).await
+                Err(e) if code(&e) == Some("DependencyViolation") => {
+                    Ok(Poll::Pending("in use (DependencyViolation)".into()))
                 }
-                Err(e) => return Err(e),
+                Err(e) => Err(e),
             }
+        })
+        .await;
+        match deleted {
+            Ok(()) => Ok(()),
+            Err(WaitError::Failed(e)) => Err(e),
+            Err(WaitError::TimedOut(t)) => Err(hypercloud_cloudprovider::Error::Cloud {
+                provider: crate::PROVIDER_NAME.into(),
+                operation: "DeleteSecurityGroup".into(),
+                status: None,
+                request_id: None,
+                message: format!("security group {id} {t}"),
+            }),
         }
-        Ok(())
     }
 
     // ------------------------------------------------------------ classic ELB

@@ -47,6 +47,8 @@ impl MetadataClient {
     pub fn new(endpoint: &str, timeout: Duration) -> Result<Self> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
+            // IMDS is link-local: the SDKs' own IMDS client connects within 1s.
+            .connect_timeout(timeout.min(Duration::from_secs(1)))
             .no_proxy()
             // IMDS never redirects; a redirect is refused (see `send`), not followed.
             .redirect(reqwest::redirect::Policy::none())

@@ -8,9 +8,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use aws_config::provider_config::ProviderConfig;
 use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -29,6 +31,25 @@ use hypercloud_cloudprovider::http_body::{Limited, ERROR_PREFIX_LIMIT, LIST_LIMI
 use crate::config::{zone_to_region, SERVICE_EC2, SERVICE_ELB};
 use crate::error::sdk;
 use crate::{Aws, CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
+
+/// Connecting to an AWS endpoint (the SDK's own default is 3.1s; a little more for a loaded
+/// node). Upstream's config has no key for any of these timeouts; the SDK has none by default
+/// beyond connecting, so a server that accepts and never answers would hang the provider.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// One attempt of a call: the largest answers we ask for (a `DescribeInstances` page of 1000
+/// instances) take a few seconds.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
+/// One call, its retries and their back-off included.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The SDK clients' timeouts (EC2, ELB, ELBv2 and the credential chain's HTTP calls).
+fn timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+        .operation_timeout(OPERATION_TIMEOUT)
+        .build()
+}
 
 /// Requests sent to AWS (every attempt, retries included), per API.
 #[derive(Debug, Default)]
@@ -216,6 +237,7 @@ impl Aws {
             .build()
             .await;
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .timeout_config(timeouts())
             .http_client(http)
             .region(Region::new(region.clone()))
             .credentials_provider(credentials);

@@ -11,11 +11,24 @@ use hypercloud_cloudprovider::http_body::{
     self, excerpt, excerpt_str, LIST_LIMIT, METADATA_LIMIT, OBJECT_LIMIT,
 };
 use hypercloud_cloudprovider::Chain;
+use hypercloud_cloudprovider::pager::Pager;
+use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
 use crate::config::{Config, TokenSource};
 use crate::error::{Error, Result};
+
+/// The first pause between `operations.wait` calls; the real API blocks in `wait` for up to
+/// two minutes, so on Google these pauses only follow its own long polls.
+const OPERATION_POLL_FIRST: Duration = Duration::from_millis(500);
+/// The longest pause between `operations.wait` calls (before jitter).
+const OPERATION_POLL_MAX: Duration = Duration::from_secs(10);
+/// Every Compute Engine request: longer than `operations.wait`'s own two-minute bound would be
+/// pointless, but one whole request (connect, send, answer) beyond a minute is a hung server.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Connecting to Compute Engine (or the token URL): an unreachable endpoint fails fast.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Talks to the metadata server.
 #[derive(Debug, Clone)]
@@ -28,6 +41,7 @@ impl Metadata {
     pub fn new(config: &Config) -> Result<Self> {
         let mut b = reqwest::Client::builder()
             .timeout(config.tuning.metadata_timeout)
+            .connect_timeout(config.tuning.metadata_timeout.min(CONNECT_TIMEOUT))
             .no_proxy()
             // The metadata server never redirects; a redirect is refused (see `get`).
             .redirect(reqwest::redirect::Policy::none());
@@ -126,7 +140,8 @@ impl Compute {
     pub fn new(config: &Config, project: String, metadata: Metadata) -> Result<Self> {
         Ok(Compute {
             http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
+                .timeout(REQUEST_TIMEOUT)
+                .connect_timeout(CONNECT_TIMEOUT)
                 .build()
                 .map_err(|e| Error::BuildHttpClient(e.to_string()))?,
             base: config.global.api_endpoint.clone(),
@@ -273,9 +288,11 @@ impl Compute {
             .await
     }
 
-    /// Every item of a list (following `nextPageToken`), with a `filter`.
+    /// Every item of a list (following `nextPageToken`, bounded, no token twice), with a
+    /// `filter`.
     pub async fn list(&self, path: &str, filter: &str, operation: &str) -> Result<Vec<Value>> {
         let mut items = Vec::new();
+        let mut pager = Pager::new("compute", operation);
         let mut token = String::new();
         loop {
             let mut q = vec![("maxResults", "500")];
@@ -291,9 +308,9 @@ impl Compute {
             if let Some(a) = page["items"].as_array() {
                 items.extend(a.iter().cloned());
             }
-            match page["nextPageToken"].as_str() {
-                Some(t) if !t.is_empty() => token = t.to_owned(),
-                _ => return Ok(items),
+            match pager.next(page["nextPageToken"].as_str())? {
+                Some(t) => token = t,
+                None => return Ok(items),
             }
         }
     }
@@ -310,60 +327,89 @@ impl Compute {
         self.wait(op, operation).await
     }
 
-    /// Waits for an operation (`zoneOperations.wait` etc.) until it is `DONE`; its `error`
-    /// becomes [`Error::Operation`].
-    pub async fn wait(&self, mut op: Value, operation: &str) -> Result<()> {
-        let deadline = Instant::now() + self.operation_timeout;
-        loop {
-            if op["status"] == "DONE" {
-                if let Some(errors) = op["error"]["errors"].as_array() {
-                    let message = errors
-                        .iter()
-                        .filter_map(|e| e["message"].as_str().map(excerpt_str))
-                        .take(5)
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    return Err(Error::Operation {
-                        operation: operation.into(),
-                        name: op["name"].as_str().unwrap_or_default().into(),
-                        message,
-                    });
+    /// Waits for an operation (`zoneOperations.wait` etc.) until it is `DONE`, backing off
+    /// between `wait` calls (a server may answer them at once, still `RUNNING`) and giving up
+    /// after `[Hypercloud] operation-timeout`; its `error` becomes [`Error::Operation`].
+    pub async fn wait(&self, op: Value, operation: &str) -> Result<()> {
+        let name = op["name"].as_str().unwrap_or_default().to_owned();
+        let wait_path = self.operation_wait_path(&op, &name);
+        let mut first = Some(op);
+        let backoff = Backoff::new(
+            OPERATION_POLL_FIRST,
+            OPERATION_POLL_MAX,
+            self.operation_timeout,
+        );
+        let done = poll_until(backoff, || {
+            let known = first.take();
+            let wait_path = &wait_path;
+            async move {
+                let op = match known {
+                    Some(op) => op,
+                    None => {
+                        self.call(
+                            reqwest::Method::POST,
+                            wait_path,
+                            &[],
+                            None,
+                            "operations.wait",
+                        )
+                        .await?
+                    }
+                };
+                if op["status"] == "DONE" {
+                    return Ok(Poll::Ready(op));
                 }
-                return Ok(());
+                let status = op["status"].as_str().unwrap_or("without a status");
+                Ok::<_, Error>(Poll::Pending(status.chars().take(32).collect()))
             }
-            if Instant::now() > deadline {
+        })
+        .await;
+        let op = match done {
+            Ok(op) => op,
+            Err(WaitError::Failed(e)) => return Err(e),
+            Err(WaitError::TimedOut(t)) => {
                 return Err(Error::Operation {
                     operation: operation.into(),
-                    name: op["name"].as_str().unwrap_or_default().into(),
-                    message: format!("not done after {:?}", self.operation_timeout),
-                });
+                    name,
+                    message: t.to_string(),
+                })
             }
-            let name = op["name"].as_str().unwrap_or_default().to_owned();
-            // The operation's own link says which project and scope it lives in.
-            let link = op["selfLink"].as_str().unwrap_or_default();
-            let project = link
-                .split("/projects/")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .unwrap_or(&self.project)
-                .to_owned();
-            let scope = if let Some(z) = op["zone"].as_str() {
-                format!("zones/{}", last_segment(z))
-            } else if let Some(r) = op["region"].as_str() {
-                format!("regions/{}", last_segment(r))
-            } else {
-                "global".to_owned()
-            };
-            op = self
-                .call(
-                    reqwest::Method::POST,
-                    &format!("projects/{project}/{scope}/operations/{name}/wait"),
-                    &[],
-                    None,
-                    "operations.wait",
-                )
-                .await?;
+        };
+        if let Some(errors) = op["error"]["errors"].as_array() {
+            let message = errors
+                .iter()
+                .filter_map(|e| e["message"].as_str().map(excerpt_str))
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(Error::Operation {
+                operation: operation.into(),
+                name: op["name"].as_str().unwrap_or_default().into(),
+                message,
+            });
         }
+        Ok(())
+    }
+}
+
+impl Compute {
+    /// `projects/P/<scope>/operations/N/wait` of an operation: its own link says which
+    /// project and scope it lives in.
+    fn operation_wait_path(&self, op: &Value, name: &str) -> String {
+        let link = op["selfLink"].as_str().unwrap_or_default();
+        let project = link
+            .split("/projects/")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap_or(&self.project);
+        let scope = if let Some(z) = op["zone"].as_str() {
+            format!("zones/{}", last_segment(z))
+        } else if let Some(r) = op["region"].as_str() {
+            format!("regions/{}", last_segment(r))
+        } else {
+            "global".to_owned()
+        };
+        format!("projects/{project}/{scope}/operations/{name}/wait")
     }
 }
 

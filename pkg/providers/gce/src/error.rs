@@ -59,6 +59,10 @@ pub enum Error {
         message: String,
     },
 
+    /// A listing's pages did not end (a repeated `nextPageToken`, or too many pages).
+    #[error(transparent)]
+    Paginate(#[from] hypercloud_cloudprovider::pager::PagerError),
+
     /// The metadata server did not answer as expected.
     #[error("metadata server {path}: {message}")]
     Metadata {
@@ -95,6 +99,7 @@ impl Error {
             | Error::Operation { operation, .. }
             | Error::Decode { operation, .. } => operation.clone(),
             Error::Metadata { .. } => "metadata".into(),
+            Error::Paginate(p) => p.call().into(),
             _ => "configure".into(),
         };
         hypercloud_cloudprovider::Error::Cloud {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hypercloud_cloudprovider::http_body::{self, excerpt, excerpt_str, LIST_LIMIT};
+use hypercloud_cloudprovider::pager::Pager;
 use hypercloud_cloudprovider::{Error, Result};
 use reqwest::Method;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -35,6 +36,16 @@ impl Service {
             Service::Network => &["network"],
             Service::Volume => &["block-storage", "volumev3", "volume"],
             Service::LoadBalancer => &["load-balancer"],
+        }
+    }
+
+    /// The API's name in errors (`nova`, `neutron`, `cinder`, `octavia`).
+    fn api_name(self) -> &'static str {
+        match self {
+            Service::Compute => "nova",
+            Service::Network => "neutron",
+            Service::Volume => "cinder",
+            Service::LoadBalancer => "octavia",
         }
     }
 }
@@ -545,9 +556,8 @@ impl Client {
     ) -> Result<Vec<T>> {
         let mut out = Vec::new();
         let mut next = Some(path.to_owned());
-        let mut pages = 0;
+        let mut pager = Pager::new(service.api_name(), operation);
         while let Some(p) = next.take() {
-            pages += 1;
             let text = self
                 .request_text(service, Method::GET, &p, None, operation)
                 .await?;
@@ -564,15 +574,10 @@ impl Client {
                 )
             })?;
             out.extend(page.items);
-            next = page.next;
-            if pages > 10_000 {
-                return Err(self.error(
-                    operation,
-                    None,
-                    None,
-                    "more than 10000 pages; giving up".into(),
-                ));
-            }
+            // A `next` link seen before (repeated, alternating) or pages without end.
+            next = pager
+                .next(page.next.as_deref())
+                .map_err(|e| self.error(operation, None, None, e.to_string()))?;
         }
         Ok(out)
     }

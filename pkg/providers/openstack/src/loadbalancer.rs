@@ -40,6 +40,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
 use hypercloud_cloudprovider::wellknown::parse_go_bool;
 use hypercloud_cloudprovider::{default_load_balancer_name, Error, Layout, LoadBalancer, Result};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
@@ -309,9 +310,13 @@ struct FloatingIpWish {
 }
 
 /// How long to wait for the load balancer to leave `PENDING_*`.
-const ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
-const POLL_START: Duration = Duration::from_millis(50);
-const POLL_MAX: Duration = Duration::from_secs(2);
+/// Waiting for a load balancer to become `ACTIVE` or go: Octavia builds amphorae in a minute
+/// or two; polls start fast (the local cloud is immediate) and back off to 2 s.
+const ACTIVE_WAIT: Backoff = Backoff::new(
+    Duration::from_millis(50),
+    Duration::from_secs(2),
+    Duration::from_secs(120),
+);
 const LBAAS: &str = "/v2/lbaas";
 
 /// One wanted listener: protocol, port, node port.
@@ -803,77 +808,55 @@ impl OpenStack {
         Ok(())
     }
 
-    /// Polls until the load balancer is `ACTIVE` (bounded); `ERROR` fails.
+    /// Polls until the load balancer is `ACTIVE` (back-off, bounded); `ERROR` fails.
     async fn wait_active(&self, id: &str) -> Result<Value> {
-        let start = Instant::now();
-        let mut pause = POLL_START;
-        loop {
+        let op = "wait for load balancer";
+        let active = poll_until(ACTIVE_WAIT, || async {
             let lb = self
-                .lb_call(
-                    Method::GET,
-                    &format!("/loadbalancers/{id}"),
-                    None,
-                    "wait for load balancer",
-                )
+                .lb_call(Method::GET, &format!("/loadbalancers/{id}"), None, op)
                 .await?;
             let status = lb["loadbalancer"]["provisioning_status"]
                 .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            match status.as_str() {
-                "ACTIVE" => return Ok(lb["loadbalancer"].clone()),
-                "ERROR" => {
-                    return Err(self.lb_error(
-                        "wait for load balancer",
-                        format!("load balancer {id} is in ERROR"),
-                    ))
-                }
-                _ => {}
+                .unwrap_or_default();
+            match status {
+                "ACTIVE" => Ok(Poll::Ready(lb["loadbalancer"].clone())),
+                "ERROR" => Err(self.lb_error(op, format!("load balancer {id} is in ERROR"))),
+                s => Ok(Poll::Pending(s.chars().take(32).collect())),
             }
-            if start.elapsed() > ACTIVE_TIMEOUT {
-                return Err(self.lb_error(
-                    "wait for load balancer",
-                    format!(
-                        "load balancer {id} still {status} after {}s",
-                        ACTIVE_TIMEOUT.as_secs()
-                    ),
-                ));
+        })
+        .await;
+        match active {
+            Ok(lb) => Ok(lb),
+            Err(WaitError::Failed(e)) => Err(e),
+            Err(WaitError::TimedOut(t)) => {
+                Err(self.lb_error(op, format!("load balancer {id} {t}")))
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(POLL_MAX);
         }
     }
 
-    /// Polls until the load balancer is gone (bounded).
+    /// Polls until the load balancer is gone (back-off, bounded).
     async fn wait_gone(&self, id: &str) -> Result<()> {
-        let start = Instant::now();
-        let mut pause = POLL_START;
-        loop {
+        let op = "wait for load balancer deletion";
+        let gone = poll_until(ACTIVE_WAIT, || async {
             match self
-                .lb_call(
-                    Method::GET,
-                    &format!("/loadbalancers/{id}"),
-                    None,
-                    "wait for load balancer deletion",
-                )
+                .lb_call(Method::GET, &format!("/loadbalancers/{id}"), None, op)
                 .await
             {
-                Err(e) if is_not_found(&e) => return Ok(()),
-                Err(e) => return Err(e),
-                Ok(lb) if lb["loadbalancer"]["provisioning_status"] == "DELETED" => return Ok(()),
-                Ok(_) => {}
+                Err(e) if is_not_found(&e) => Ok(Poll::Ready(())),
+                Err(e) => Err(e),
+                Ok(lb) if lb["loadbalancer"]["provisioning_status"] == "DELETED" => {
+                    Ok(Poll::Ready(()))
+                }
+                Ok(_) => Ok(Poll::Pending("present".into())),
             }
-            if start.elapsed() > ACTIVE_TIMEOUT {
-                return Err(self.lb_error(
-                    "wait for load balancer deletion",
-                    format!(
-                        "load balancer {id} still exists after {}s",
-                        ACTIVE_TIMEOUT.as_secs()
-                    ),
-                ));
+        })
+        .await;
+        match gone {
+            Ok(()) => Ok(()),
+            Err(WaitError::Failed(e)) => Err(e),
+            Err(WaitError::TimedOut(t)) => {
+                Err(self.lb_error(op, format!("load balancer {id} {t}")))
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(POLL_MAX);
         }
     }
 

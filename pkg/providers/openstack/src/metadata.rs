@@ -7,6 +7,7 @@
 //! cloud-provider-openstack's `pkg/util/metadata`.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use hypercloud_cloudprovider::http_body;
 use serde::Deserialize;
@@ -58,6 +59,9 @@ pub struct Device {
 }
 
 /// Reads instance metadata per `[Metadata]`.
+/// The longest a connection to the metadata service may take.
+const METADATA_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 #[derive(Clone, Debug)]
 pub struct MetadataReader {
     config: MetadataConfig,
@@ -71,6 +75,9 @@ impl MetadataReader {
             .timeout(config.request_timeout)
             // The metadata service never redirects; a redirect is refused, not followed.
             .redirect(reqwest::redirect::Policy::none())
+            // The metadata service is link-local: a connection that is not made at once will
+            // not be; the request timeout bounds the rest.
+            .connect_timeout(config.request_timeout.min(METADATA_CONNECT_TIMEOUT))
             .build()
             .map_err(|e| Error::BuildHttpClient(e.to_string()))?;
         Ok(MetadataReader { config, http })

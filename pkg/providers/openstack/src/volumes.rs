@@ -8,9 +8,10 @@
 //! `GetAttachmentDiskPath` (`openstack_volumes.go`).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{
     Error, ProvisionedVolume, PvLabeler, Result, VolumeAttacher, VolumeProvisioner, VolumeRequest,
@@ -111,8 +112,13 @@ pub const CINDER_PLUGIN: &str = "kubernetes.io/cinder";
 /// Cinder's statuses the provisioner waits on.
 const AVAILABLE: &str = "available";
 const IN_USE: &str = "in-use";
-/// How long a created or extended volume may take to become `available` again.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How a created, extended, attached or detached volume is waited for: polls from 50 ms backing
+/// off to 2 s, for up to two minutes.
+const SETTLE_WAIT: Backoff = Backoff::new(
+    Duration::from_millis(50),
+    Duration::from_secs(2),
+    Duration::from_secs(120),
+);
 
 impl OpenStack {
     async fn get_volume(&self, volume_id: &str) -> Result<Option<Value>> {
@@ -335,16 +341,20 @@ impl OpenStack {
         operation: &str,
         done: impl Fn(&Value) -> bool,
     ) -> Result<Value> {
-        let start = Instant::now();
-        let mut delay = Duration::from_millis(50);
-        loop {
+        let done = &done;
+        let settled = poll_until(SETTLE_WAIT, || async move {
             let Some(v) = self.get_volume(volume_id).await? else {
                 return Err(Error::DiskNotFound);
             };
             if done(&v) {
-                return Ok(v);
+                return Ok(Poll::Ready(v));
             }
-            let status = v["status"].as_str().unwrap_or_default();
+            let status: String = v["status"]
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .take(32)
+                .collect();
             if status.starts_with("error") {
                 return Err(self.client.error(
                     operation,
@@ -353,19 +363,17 @@ impl OpenStack {
                     format!("volume {volume_id} went to status {status}"),
                 ));
             }
-            if start.elapsed() > SETTLE_TIMEOUT {
-                return Err(self.client.error(
-                    operation,
-                    None,
-                    None,
-                    format!(
-                        "volume {volume_id} still {status} after {}s",
-                        SETTLE_TIMEOUT.as_secs()
-                    ),
-                ));
+            Ok(Poll::Pending(status))
+        })
+        .await;
+        match settled {
+            Ok(v) => Ok(v),
+            Err(WaitError::Failed(e)) => Err(e),
+            Err(WaitError::TimedOut(t)) => {
+                Err(self
+                    .client
+                    .error(operation, None, None, format!("volume {volume_id} {t}")))
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(2));
         }
     }
 }

@@ -23,7 +23,14 @@ use crate::{Error, Result};
 
 const SOAP_ACTION: &str = "urn:vim25/6.5";
 const SESSION_COOKIE: &str = "vmware_soap_session";
+/// One HTTP round trip (connect, send, answer). Upstream's config has no key for it; govmomi's
+/// clients use none, which is how a slow vCenter times every retry by minutes.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// One SOAP call, all its `soap-roundtrip-count` attempts together: one deadline, so a slow
+/// endpoint costs at most this, not the request timeout times the round-trip count.
+const CALL_DEADLINE: Duration = Duration::from_secs(60);
+/// Connecting to vCenter: an unreachable address fails fast.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Shown in vCenter's session list.
 pub(crate) const USER_AGENT: &str = concat!("hypercloud-vsphere/", env!("CARGO_PKG_VERSION"));
 
@@ -51,6 +58,7 @@ impl Client {
     pub fn new(vc: VCenter) -> Result<Self> {
         let mut b = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(USER_AGENT)
             .danger_accept_invalid_certs(vc.insecure);
         if let Some(path) = &vc.ca_file {
@@ -231,13 +239,16 @@ impl Client {
             message: format!("encoding the request: {e}"),
         })?;
         let url = format!("{}/sdk", self.vc.base_url());
+        let deadline = tokio::time::Instant::now() + CALL_DEADLINE;
         let mut attempt = 0;
         let resp = loop {
             attempt += 1;
             self.calls.fetch_add(1, Ordering::Relaxed);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let mut req = self
                 .http
                 .post(&url)
+                .timeout(left.min(REQUEST_TIMEOUT))
                 .header("Content-Type", "text/xml; charset=utf-8")
                 .header("SOAPAction", SOAP_ACTION)
                 .body(body.clone());
@@ -247,7 +258,9 @@ impl Client {
             match req.send().await {
                 Ok(r) => break r,
                 Err(e)
-                    if attempt < self.vc.roundtrip_count && (e.is_connect() || e.is_timeout()) =>
+                    if attempt < self.vc.roundtrip_count
+                        && (e.is_connect() || e.is_timeout())
+                        && tokio::time::Instant::now() < deadline =>
                 {
                     tracing::debug!(method = M::NAME, attempt, error = %e, "retrying SOAP call");
                 }

@@ -31,6 +31,10 @@ pub enum Error {
         message: String,
     },
 
+    /// A `RetrievePropertiesEx` listing's continuation tokens did not end.
+    #[error(transparent)]
+    Paginate(#[from] hypercloud_cloudprovider::pager::PagerError),
+
     /// vCenter answered a SOAP call with a fault.
     #[error("{operation}: vCenter fault {fault}: {message}")]
     Fault {

@@ -15,6 +15,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hypercloud_cloudprovider::pager::Pager;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
@@ -461,9 +462,12 @@ impl Inventory {
             })
             .await?;
         let mut page = first;
+        let mut pager = Pager::new("vim25", "ContinueRetrievePropertiesEx");
         while let Some(r) = page.take() {
             out.extend(r.objects);
-            let Some(token) = r.token else { break };
+            let Some(token) = pager.next(r.token.as_deref())? else {
+                break;
+            };
             page = self
                 .client
                 .call(|sc| {

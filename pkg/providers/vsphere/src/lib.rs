@@ -66,6 +66,10 @@ pub(crate) fn cloud_error(
 /// How long tag associations and host ancestry are cached: they change far less often than
 /// VMs come and go.
 const TAG_CACHE_TTL: Duration = Duration::from_secs(300);
+/// Start-up's whole conversation with vCenter (service content, login, datacenters), retries
+/// included: a slow or silent endpoint stops start-up within this, naming the endpoint,
+/// instead of the request timeout times the round-trip count per call. Upstream has no key.
+const STARTUP_DEADLINE: Duration = Duration::from_secs(90);
 
 /// Registers `vsphere` in the binary's registry.
 pub fn register(registry: &mut Registry) {
@@ -210,11 +214,20 @@ impl Interface for VSphere {
                 .resolve_datacenters(&self.config.vcenter.datacenters)
                 .await
         };
-        init.await
-            .map_err(|e| hypercloud_cloudprovider::Error::Initialize {
+        match tokio::time::timeout(STARTUP_DEADLINE, init).await {
+            Ok(done) => done.map_err(|e| hypercloud_cloudprovider::Error::Initialize {
                 provider: PROVIDER_NAME.into(),
                 message: e.to_string(),
-            })
+            }),
+            Err(_) => Err(hypercloud_cloudprovider::Error::Initialize {
+                provider: PROVIDER_NAME.into(),
+                message: format!(
+                    "vCenter {}: logging in and finding the datacenters took more than {}s (start-up deadline, all retries included)",
+                    self.config.vcenter.address(),
+                    STARTUP_DEADLINE.as_secs()
+                ),
+            }),
+        }
     }
 
     fn provider_name(&self) -> &str {
