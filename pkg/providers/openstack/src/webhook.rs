@@ -191,17 +191,23 @@ mod tests {
     #[tokio::test]
     async fn an_object_that_is_not_a_service_is_denied_not_an_error() {
         for object in [
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": 7}}),
+            // (A bad `metadata` fails decoding the review itself: the server's 400.)
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": "all"}}),
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"type": ["LoadBalancer"]}}),
         ] {
             let review = cloud()
-                .admit(SERVICE_LB_ANNOTATIONS.name, &request("CREATE", object.clone(), None))
+                .admit(
+                    SERVICE_LB_ANNOTATIONS.name,
+                    &request("CREATE", object.clone(), None),
+                )
                 .await
                 .expect("a denial, not an error");
             assert!(!review.allowed, "{object}");
             assert!(
-                review.result.message.contains("decoding the Service under review"),
+                review
+                    .result
+                    .message
+                    .contains("decoding the Service under review"),
                 "{}",
                 review.result.message
             );
