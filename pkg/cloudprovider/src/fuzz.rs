@@ -139,10 +139,8 @@ pub fn mutated(sample: &'static str) -> impl Strategy<Value = String> {
         any::<usize>().prop_map(Mutation::RepeatLine),
         any::<usize>().prop_map(Mutation::Truncate),
     ];
-    proptest::collection::vec(mutation, 1..5).prop_map(move |ms| {
-        ms.iter()
-            .fold(sample.to_string(), |s, m| apply(s, m))
-    })
+    proptest::collection::vec(mutation, 1..5)
+        .prop_map(move |ms| ms.iter().fold(sample.to_string(), |s, m| apply(s, m)))
 }
 
 /// How many cases each config-format property runs (the closing note of issue #29 counts
@@ -216,6 +214,9 @@ mod tests {
                 v != sample
             })
             .count();
-        assert!(changed > 150, "only {changed} of 200 mutations changed the sample");
+        assert!(
+            changed > 150,
+            "only {changed} of 200 mutations changed the sample"
+        );
     }
 }

@@ -45,10 +45,18 @@ mod tests {
 
     #[test]
     fn subdomains_and_labels_as_the_apiserver() {
-        for ok in ["a", "kube-system", "cloud-controller-manager", "a.b-c.d0", "0"] {
+        for ok in [
+            "a",
+            "kube-system",
+            "cloud-controller-manager",
+            "a.b-c.d0",
+            "0",
+        ] {
             dns1123_subdomain(ok).expect(ok);
         }
-        for bad in ["", "A", "a/b", "../etc", "a..b", "-a", "a-", ".a", "a b", "a\nb", "é"] {
+        for bad in [
+            "", "A", "a/b", "../etc", "a..b", "-a", "a-", ".a", "a b", "a\nb", "é",
+        ] {
             assert!(dns1123_subdomain(bad).is_err(), "{bad:?}");
         }
         assert!(dns1123_subdomain(&"a".repeat(254)).is_err());

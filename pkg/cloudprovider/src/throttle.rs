@@ -142,7 +142,11 @@ mod tests {
             assert_eq!(l.allow(), None);
         }
         std::thread::sleep(Duration::from_millis(250));
-        assert_eq!(l.allow(), Some(1000), "the held-back count is reported once");
+        assert_eq!(
+            l.allow(),
+            Some(1000),
+            "the held-back count is reported once"
+        );
         assert_eq!(l.allow(), None);
     }
 

@@ -35,10 +35,7 @@ pub fn check_depth(text: &str) -> Result<(), String> {
         // Compact nested entries on one line: `- - - a`, `? - a`.
         let mut rest = body;
         let mut compact = 0;
-        while let Some(r) = rest
-            .strip_prefix("- ")
-            .or_else(|| rest.strip_prefix("? "))
-        {
+        while let Some(r) = rest.strip_prefix("- ").or_else(|| rest.strip_prefix("? ")) {
             compact += 1;
             rest = r.trim_start_matches(' ');
         }
@@ -79,7 +76,9 @@ mod tests {
             check_depth(&flow).expect_err("flow"),
             "line 1: nested deeper than 64 levels"
         );
-        let block: String = (0..200).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+        let block: String = (0..200)
+            .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+            .collect();
         let err = check_depth(&block).expect_err("block");
         assert!(err.starts_with("line 65:"), "{err}");
         let dashes = format!("{}a\n", "- ".repeat(100));

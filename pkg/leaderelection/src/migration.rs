@@ -216,7 +216,9 @@ impl LeaderMigrationConfiguration {
                 "leaderName: Required value: leaderName must be set for LeaderMigrationConfiguration"
                     .to_string(),
             );
-        } else if let Err(why) = hypercloud_cloudprovider::names::dns1123_subdomain(&self.leader_name) {
+        } else if let Err(why) =
+            hypercloud_cloudprovider::names::dns1123_subdomain(&self.leader_name)
+        {
             errors.push(format!(
                 "leaderName: Invalid value: {:?}: {why}",
                 self.leader_name

@@ -23,7 +23,9 @@ use crate::authn::CertAuthenticators;
 
 /// Failed reviews, which every request repeats while the API server is unreachable.
 static REVIEW_WARNINGS: hypercloud_cloudprovider::throttle::WarnLimiter =
-    hypercloud_cloudprovider::throttle::WarnLimiter::new(hypercloud_cloudprovider::throttle::WARN_INTERVAL);
+    hypercloud_cloudprovider::throttle::WarnLimiter::new(
+        hypercloud_cloudprovider::throttle::WARN_INTERVAL,
+    );
 
 /// Upstream's default cache durations of the token and authorization webhooks.
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(10);

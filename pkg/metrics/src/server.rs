@@ -11,9 +11,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use hypercloud_cloudprovider::throttle::AcceptBackoff;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use hypercloud_cloudprovider::throttle::AcceptBackoff;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 

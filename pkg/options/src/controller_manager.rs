@@ -104,12 +104,12 @@ impl LeaderElectionOptions {
         // The Lease's name and namespace as the API server validates them, so a name it
         // would refuse (empty, `../x`, upper case) is refused at start, not at the first
         // election.
-        hypercloud_cloudprovider::names::dns1123_subdomain(&self.resource_name).map_err(
-            |why| crate::Error::InvalidFlag {
+        hypercloud_cloudprovider::names::dns1123_subdomain(&self.resource_name).map_err(|why| {
+            crate::Error::InvalidFlag {
                 flag: "--leader-elect-resource-name",
                 message: format!("{:?} is not a valid Lease name: {why}", self.resource_name),
-            },
-        )?;
+            }
+        })?;
         hypercloud_cloudprovider::names::dns1123_label(&self.resource_namespace).map_err(
             |why| crate::Error::InvalidFlag {
                 flag: "--leader-elect-resource-namespace",

@@ -259,7 +259,14 @@ mod tests {
             let err = parse_qps(bad).expect_err(bad);
             assert!(err.contains(&format!("{bad:?}")), "{err}");
         }
-        for (s, v) in [("0", 0.0), ("0.0", 0.0), ("0e10", 0.0), ("-0", 0.0), ("20", 20.0), ("1e6", 1e6)] {
+        for (s, v) in [
+            ("0", 0.0),
+            ("0.0", 0.0),
+            ("0e10", 0.0),
+            ("-0", 0.0),
+            ("20", 20.0),
+            ("1e6", 1e6),
+        ] {
             assert_eq!(parse_qps(s), Ok(v), "{s}");
         }
     }

@@ -172,7 +172,11 @@ fn bound_json(body: &[u8]) -> Vec<u8> {
     }
     let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
         // Not JSON (cannot happen with the JSON formatter): cut as text.
-        return cut_text(body[..body.len().min(MAX_LOG_LINE_BYTES)].to_vec(), body.len(), MAX_LOG_LINE_BYTES - 1);
+        return cut_text(
+            body[..body.len().min(MAX_LOG_LINE_BYTES)].to_vec(),
+            body.len(),
+            MAX_LOG_LINE_BYTES - 1,
+        );
     };
     cut_values(&mut value);
     let line = value.to_string().into_bytes();
@@ -244,7 +248,11 @@ mod tests {
         assert!(line.len() <= MAX_LOG_LINE_BYTES, "{}", line.len());
         let line = String::from_utf8(line).expect("utf-8");
         assert!(line.starts_with("2026 WARN hypercloud: body=xxx"));
-        assert!(line.ends_with("bytes]\n") && line.contains("…[truncated "), "{}", &line[line.len() - 60..]);
+        assert!(
+            line.ends_with("bytes]\n") && line.contains("…[truncated "),
+            "{}",
+            &line[line.len() - 60..]
+        );
         assert_eq!(line.matches('\n').count(), 1);
 
         let forged = "INFO ok=1\nERROR hypercloud: forged\r\n";
@@ -252,7 +260,10 @@ mod tests {
         assert_eq!(line, b"INFO ok=1\\nERROR hypercloud: forged\\r\n");
 
         let short = "INFO fine\n";
-        assert_eq!(bound_line(LoggingFormat::Text, short.as_bytes()), short.as_bytes());
+        assert_eq!(
+            bound_line(LoggingFormat::Text, short.as_bytes()),
+            short.as_bytes()
+        );
 
         // Multi-byte characters are cut at a boundary.
         let wide = format!("{}\n", "é".repeat(MAX_LOG_LINE_BYTES));
@@ -273,12 +284,16 @@ mod tests {
         assert_eq!(v["fields"]["message"], "request failed");
         assert_eq!(v["fields"]["status"], 500);
         let body = v["fields"]["body"].as_str().expect("body");
-        assert!(body.len() <= MAX_LOG_VALUE_BYTES && body.contains("…[truncated "), "{body}");
+        assert!(
+            body.len() <= MAX_LOG_VALUE_BYTES && body.contains("…[truncated "),
+            "{body}"
+        );
 
         let many: serde_json::Map<String, serde_json::Value> = (0..100)
             .map(|i| (format!("f{i}"), serde_json::Value::String("z".repeat(4000))))
             .collect();
-        let event = serde_json::json!({"timestamp": "t", "level": "WARN", "target": "x", "fields": many});
+        let event =
+            serde_json::json!({"timestamp": "t", "level": "WARN", "target": "x", "fields": many});
         let line = bound_line(LoggingFormat::Json, event.to_string().as_bytes());
         assert!(line.len() <= MAX_LOG_LINE_BYTES, "{}", line.len());
         let v: serde_json::Value = serde_json::from_slice(&line).expect("valid JSON");

@@ -16,7 +16,9 @@ use axum::response::Response;
 use super::Service;
 
 static SERVER_ERROR_WARNINGS: hypercloud_cloudprovider::throttle::WarnLimiter =
-    hypercloud_cloudprovider::throttle::WarnLimiter::new(hypercloud_cloudprovider::throttle::WARN_INTERVAL);
+    hypercloud_cloudprovider::throttle::WarnLimiter::new(
+        hypercloud_cloudprovider::throttle::WARN_INTERVAL,
+    );
 
 /// Label values of one series: service, method, route, code.
 type Key = (&'static str, String, String, u16);

@@ -249,7 +249,10 @@ mod tests {
             &["local-cloud", "serve", "--availability-zones=nova,a/b"],
         ] {
             let err = Top::try_parse_from(args).expect_err("refused").to_string();
-            assert!(err.contains(args[2].split('=').next().unwrap_or("")), "{err}");
+            assert!(
+                err.contains(args[2].split('=').next().unwrap_or("")),
+                "{err}"
+            );
         }
     }
 
