@@ -114,7 +114,12 @@ pub fn main(argv: Vec<OsString>) -> ExitCode {
         Ok((cmd, name)) => run(cmd, &name),
         Err(e) => {
             let code = e.exit_code();
-            let _ = e.print();
+            if e.use_stderr() {
+                // Clap quotes the value it refused: a huge one makes no line over the limit.
+                eprint_bounded(&e.render().to_string());
+            } else {
+                let _ = e.print();
+            }
             ExitCode::from(u8::try_from(code).unwrap_or(2))
         }
     }
@@ -213,9 +218,23 @@ fn run(cmd: Cmd, name: &str) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{name}: error: {}", render(&e));
+            eprint_bounded(&format!("{name}: error: {}", render(&e)));
             ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// Writes `text` to stderr, each line as a log line is written: at most
+/// [`hypercloud_options::MAX_LOG_LINE_BYTES`], a cut marked (an error quoting a huge flag
+/// value or file name stays one bounded line).
+fn eprint_bounded(text: &str) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for line in text.lines() {
+        let _ = err.write_all(&hypercloud_options::bound_line(
+            hypercloud_options::LoggingFormat::Text,
+            line.as_bytes(),
+        ));
     }
 }
 

@@ -21,5 +21,24 @@ mod trace;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    raise_open_files_limit();
     cli::main(std::env::args_os().collect())
+}
+
+/// Raises the soft limit on open files to the hard limit, as every Go binary does at start
+/// (Go 1.19, `syscall.rlimit`): the soft default (often 1024) is far below what a server of
+/// many connections needs, and the hard limit is what the operator allowed. Failure leaves
+/// the limit as it was (nothing to report: it is no worse than before).
+fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some() && limit.current != limit.maximum {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        );
+    }
 }

@@ -5,6 +5,7 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use hypercloud_cloudprovider::throttle::{WarnLimiter, WARN_INTERVAL};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::DynamicObject;
 
@@ -63,9 +64,15 @@ pub fn decode(body: &Bytes) -> Result<AdmissionRequest<DynamicObject>, String> {
         })
 }
 
+/// Whoever can reach the webhook can send malformed reviews at will: their warnings are
+/// rate-limited.
+static BAD_REQUEST_WARNINGS: WarnLimiter = WarnLimiter::new(WARN_INTERVAL);
+
 /// The 400 answer to an undecodable review.
 pub fn bad_request(message: String) -> Response {
-    tracing::warn!(%message, "rejecting webhook call");
+    if let Some(suppressed) = BAD_REQUEST_WARNINGS.allow() {
+        tracing::warn!(%message, suppressed, "rejecting webhook call");
+    }
     (StatusCode::BAD_REQUEST, message).into_response()
 }
 

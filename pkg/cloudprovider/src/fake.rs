@@ -281,11 +281,13 @@ impl FakeCloud {
         let config: FakeConfig = if bytes.iter().all(u8::is_ascii_whitespace) {
             FakeConfig::default()
         } else {
-            serde_yaml::from_slice(bytes).map_err(|e| Error::InvalidCloudConfig {
+            let invalid = |message: String| Error::InvalidCloudConfig {
                 provider: PROVIDER.into(),
                 origin: origin.into(),
-                message: e.to_string(),
-            })?
+                message,
+            };
+            crate::yaml::check_depth(&String::from_utf8_lossy(bytes)).map_err(invalid)?;
+            serde_yaml::from_slice(bytes).map_err(|e| invalid(e.to_string()))?
         };
         for cap in &config.disabled {
             if !crate::cloud::CAPABILITY_NAMES.contains(&cap.as_str()) {
@@ -1422,6 +1424,21 @@ clusters: {kubernetes: 10.0.0.1}
                         mutations.iter().any(|(path, _)| path.iter().any(|k| msg.contains(k))),
                         "names none of the mutated keys: {msg}"
                     );
+                }
+            }
+
+            /// Any bytes, and the sample's text mutated (not only its values): accepted or
+            /// refused naming the file, with a line or field where YAML gives one.
+            #[test]
+            fn arbitrary_and_mutated_text_never_panics(
+                text in prop_oneof![
+                    crate::fuzz::arbitrary_text(),
+                    crate::fuzz::mutated("region: r\nzone: z\ninstances:\n  - name: n\n    instanceType: t\n    addresses: [{type: InternalIP, address: 10.0.0.1}]\nvolumes: [{id: v}]\n"),
+                ],
+            ) {
+                if let Err(e) = FakeCloud::from_config_bytes(text.as_bytes(), "f.yaml") {
+                    let msg = e.to_string();
+                    prop_assert!(msg.contains("f.yaml"), "{msg}");
                 }
             }
         }

@@ -229,4 +229,34 @@ mod tests {
         assert!(!parse_bool(Some("False")).unwrap());
         assert!(parse_bool(Some("maybe")).is_err());
     }
+
+    mod props {
+        use super::*;
+        use crate::fuzz::{arbitrary_text, mutated, CASES};
+        use proptest::prelude::*;
+
+        const SAMPLE: &str = "; comment\n[Global]\nZone = us-east-1a\nname = \"quoted \\\"x\\\"\"\nflag\n\n[ServiceOverride \"1\"]\nService = ec2\nURL = http://127.0.0.1:5000/\n";
+
+        /// The reader's only errors name the line (`line N: ...`).
+        fn check(text: &str) -> Result<(), TestCaseError> {
+            if let Err(e) = parse(text) {
+                prop_assert!(e.starts_with("line "), "{text:?}: {e}");
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+            #[test]
+            fn arbitrary_text_parses_or_names_the_line(text in arbitrary_text()) {
+                check(&text)?;
+            }
+
+            #[test]
+            fn mutated_files_parse_or_name_the_line(text in mutated(SAMPLE)) {
+                check(&text)?;
+            }
+        }
+    }
 }

@@ -18,19 +18,24 @@
 mod cloud;
 mod error;
 pub mod fake;
+#[cfg(any(test, feature = "fuzz"))]
+pub mod fuzz;
 pub mod gcfg;
 pub mod http_body;
 pub mod input;
 mod instrumented;
 pub mod listing;
+pub mod names;
 pub mod node;
 pub mod pager;
 mod registry;
 pub mod ssh;
+pub mod throttle;
 pub mod volume;
 pub mod wait;
 pub mod webhook;
 pub mod wellknown;
+pub mod yaml;
 
 pub use cloud::{
     capabilities, default_load_balancer_name, Capability, Clusters, InstanceMetadata, Instances,

@@ -159,6 +159,7 @@ impl LeaderMigrationConfiguration {
                 "the file is empty; expected apiVersion {API_GROUP}/v1 and kind {KIND}"
             ));
         }
+        hypercloud_cloudprovider::yaml::check_depth(text)?;
         let meta: TypeMeta =
             serde_yaml::from_str(text).map_err(|e| format!("not a {KIND}: {e}"))?;
         match meta.kind.as_deref() {
@@ -215,7 +216,9 @@ impl LeaderMigrationConfiguration {
                 "leaderName: Required value: leaderName must be set for LeaderMigrationConfiguration"
                     .to_string(),
             );
-        } else if let Err(why) = dns1123_subdomain(&self.leader_name) {
+        } else if let Err(why) =
+            hypercloud_cloudprovider::names::dns1123_subdomain(&self.leader_name)
+        {
             errors.push(format!(
                 "leaderName: Invalid value: {:?}: {why}",
                 self.leader_name
@@ -254,27 +257,6 @@ impl LeaderMigrationConfiguration {
         } else {
             Err(errors)
         }
-    }
-}
-
-/// A DNS-1123 subdomain, as a Lease name must be: at most 253 characters, lower-case
-/// alphanumeric labels separated by `.`, `-` inside labels.
-fn dns1123_subdomain(name: &str) -> Result<(), String> {
-    const WHY: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-    if name.len() > 253 {
-        return Err("must be no more than 253 characters".into());
-    }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if name.split('.').all(label_ok) {
-        Ok(())
-    } else {
-        Err(WHY.into())
     }
 }
 
@@ -683,11 +665,13 @@ mod tests {
             errs[2],
             "controllerLeaders[2].name: Duplicate value: \"service\""
         );
-        for good in ["m", "cloud-provider-extraction-migration", "a.b-c.d9"] {
-            assert_eq!(dns1123_subdomain(good), Ok(()), "{good}");
-        }
-        for bad in ["", "-a", "a-", "a..b", "A", "a_b", &"a".repeat(254)] {
-            assert!(dns1123_subdomain(bad).is_err(), "{bad}");
+        for bad in ["-a", "a/b", "../lm", &"a".repeat(254)] {
+            let c = LeaderMigrationConfiguration {
+                leader_name: bad.to_string(),
+                ..LeaderMigrationConfiguration::default()
+            };
+            let errs = c.validate().expect_err(bad);
+            assert!(errs[0].starts_with("leaderName: Invalid value"), "{errs:?}");
         }
     }
 
@@ -721,6 +705,31 @@ mod tests {
                     }),
                 ].prop_map(|v| (v, true)),
             ]
+        }
+
+        const SAMPLE: &str = "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\nleaderName: cloud-provider-extraction-migration\ncontrollerLeaders:\n  - name: route\n    component: '*'\n  - {name: service, component: cloud-controller-manager}\n";
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(hypercloud_cloudprovider::fuzz::CASES))]
+
+            /// Any text, and the sample's text mutated (not only its values): decoded or
+            /// refused with a message, never a panic; a decoded one validates or names fields.
+            #[test]
+            fn arbitrary_and_mutated_text_never_panics(
+                text in prop_oneof![
+                    hypercloud_cloudprovider::fuzz::arbitrary_text(),
+                    hypercloud_cloudprovider::fuzz::mutated(SAMPLE),
+                ],
+            ) {
+                match LeaderMigrationConfiguration::decode(&text) {
+                    Err(e) => prop_assert!(!e.is_empty() && e.len() < 4096, "{e}"),
+                    Ok(c) => {
+                        if let Err(errs) = c.validate() {
+                            prop_assert!(errs.iter().all(|e| e.contains(':')), "{errs:?}");
+                        }
+                    }
+                }
+            }
         }
 
         proptest! {

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use crate::api::{self, compute, identity, network, ApiError, Cloud};
 use crate::faults::Faults;
 use crate::store::{self, Read, Store};
-use crate::tls::{self, TlsFiles, TlsListener};
+use crate::tls::{self, PlainListener, TlsFiles, TlsListener};
 use crate::{defaults, Error, Result};
 
 /// Everything a server needs to start; [`ServerConfig::new`] gives the defaults.
@@ -252,7 +252,8 @@ impl Server {
                 }));
             }
             None => tasks.push(tokio::spawn(async move {
-                axum::serve(api_listener, app.into_make_service())
+                let listener = PlainListener::new(api_listener, "local cloud API connection");
+                axum::serve(listener, app.into_make_service())
                     .with_graceful_shutdown(until_stopped)
                     .await
             })),
@@ -262,7 +263,11 @@ impl Server {
             let mut rx = stopped.clone();
             tasks.push(tokio::spawn(async move {
                 axum::serve(
-                    listener,
+                    // tap_io: a wrapper axum gives the peer address (ConnectInfo) for.
+                    axum::serve::ListenerExt::tap_io(
+                        PlainListener::new(listener, "metadata service connection"),
+                        |_| {},
+                    ),
                     app.into_make_service_with_connect_info::<SocketAddr>(),
                 )
                 .with_graceful_shutdown(async move {

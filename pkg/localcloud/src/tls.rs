@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hypercloud_cloudprovider::throttle::AcceptBackoff;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
@@ -83,13 +84,16 @@ impl TlsListener {
         let acceptor = TlsAcceptor::from(config);
         let (tx, ready) = mpsc::channel(64);
         let acceptor_task = tokio::spawn(async move {
+            let mut backoff = AcceptBackoff::new("local cloud API TLS connection");
             loop {
                 let (stream, peer) = match tcp.accept().await {
-                    Ok(conn) => conn,
+                    Ok(conn) => {
+                        backoff.succeeded();
+                        conn
+                    }
                     Err(error) => {
                         // Out of file descriptors and the like: back off, do not spin.
-                        tracing::warn!(%error, "accepting a TLS connection failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        backoff.failed(&error).await;
                         continue;
                     }
                 };
@@ -134,5 +138,42 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(self.local)
+    }
+}
+
+/// A plain TCP listener for axum whose accept errors (the open-files limit) back off and warn
+/// through the shared [`AcceptBackoff`], as every other accept loop of the process does.
+pub(crate) struct PlainListener {
+    tcp: TcpListener,
+    backoff: AcceptBackoff,
+}
+
+impl PlainListener {
+    pub(crate) fn new(tcp: TcpListener, what: &'static str) -> Self {
+        Self {
+            tcp,
+            backoff: AcceptBackoff::new(what),
+        }
+    }
+}
+
+impl axum::serve::Listener for PlainListener {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.tcp.accept().await {
+                Ok(conn) => {
+                    self.backoff.succeeded();
+                    return conn;
+                }
+                Err(error) => self.backoff.failed(&error).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
     }
 }

@@ -21,6 +21,12 @@ use rustls_pki_types::CertificateDer;
 
 use crate::authn::CertAuthenticators;
 
+/// Failed reviews, which every request repeats while the API server is unreachable.
+static REVIEW_WARNINGS: hypercloud_cloudprovider::throttle::WarnLimiter =
+    hypercloud_cloudprovider::throttle::WarnLimiter::new(
+        hypercloud_cloudprovider::throttle::WARN_INTERVAL,
+    );
+
 /// Upstream's default cache durations of the token and authorization webhooks.
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(10);
 /// Caches are cleared when they grow beyond this many entries.
@@ -144,7 +150,10 @@ impl Authorizer {
                     None
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "TokenReview failed");
+                    // Any client can trigger this at will (the API server being away).
+                    if let Some(suppressed) = REVIEW_WARNINGS.allow() {
+                        tracing::warn!(error = %e, suppressed, "TokenReview failed");
+                    }
                     failures.push(format!("token review failed: {e}"));
                     None
                 }
@@ -178,7 +187,9 @@ impl Authorizer {
                 }
             )),
             Err(e) => {
-                tracing::warn!(error = %e, "SubjectAccessReview failed");
+                if let Some(suppressed) = REVIEW_WARNINGS.allow() {
+                    tracing::warn!(error = %e, suppressed, "SubjectAccessReview failed");
+                }
                 // Not cached: the next request asks again.
                 return Decision::Forbidden(format!("authorization failed: {e}"));
             }

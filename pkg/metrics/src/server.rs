@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -10,8 +11,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use hypercloud_cloudprovider::throttle::AcceptBackoff;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -173,6 +175,13 @@ pub struct ServeConfig {
     pub permit_port_sharing: bool,
 }
 
+/// How long a client may take to complete the TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send a request's headers, counted from the moment the
+/// server waits for them: after the handshake and between keep-alive requests, so it is also
+/// the idle timeout (Go's `ReadHeaderTimeout` of the apiserver's secure serving is 32 s).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
 /// A running admin server.
 pub struct AdminServer {
     /// The bound address (the real port when 0 was asked for).
@@ -216,24 +225,37 @@ pub async fn serve(
     tracing::info!(%local_addr, "serving securely");
     let task = tokio::spawn(async move {
         tokio::pin!(shutdown);
+        let mut backoff = AcceptBackoff::new("HTTPS connection");
         loop {
             let (stream, peer) = tokio::select! {
                 _ = &mut shutdown => break,
                 r = listener.accept() => match r {
-                    Ok(c) => c,
+                    Ok(c) => {
+                        backoff.succeeded();
+                        c
+                    }
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        continue;
+                        // At the open-files limit: wait (shutdown still ends the loop).
+                        tokio::select! {
+                            _ = &mut shutdown => break,
+                            _ = backoff.failed(&e) => continue,
+                        }
                     }
                 },
             };
             let acceptor = acceptor.clone();
             let app = app.clone();
             tokio::spawn(async move {
-                let tls = match acceptor.accept(stream).await {
-                    Ok(t) => t,
-                    Err(e) => {
+                let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream))
+                    .await
+                {
+                    Ok(Ok(t)) => t,
+                    Ok(Err(e)) => {
                         tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
                         return;
                     }
                 };
@@ -246,6 +268,8 @@ pub async fn serve(
                 ));
                 let svc = TowerToHyperService::new(app.layer(axum::Extension(peer_certificates)));
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
                     .serve_connection(TokioIo::new(tls), svc)
                     .await
                 {

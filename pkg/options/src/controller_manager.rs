@@ -101,6 +101,24 @@ impl LeaderElectionOptions {
     /// Upstream's checks: renew deadline < lease duration, retry period > 0, renew deadline >
     /// 1.2 x retry period (client-go's `NewLeaderElector`), so the flag is named at start.
     pub fn validate(&self) -> crate::Result<()> {
+        // The Lease's name and namespace as the API server validates them, so a name it
+        // would refuse (empty, `../x`, upper case) is refused at start, not at the first
+        // election.
+        hypercloud_cloudprovider::names::dns1123_subdomain(&self.resource_name).map_err(|why| {
+            crate::Error::InvalidFlag {
+                flag: "--leader-elect-resource-name",
+                message: format!("{:?} is not a valid Lease name: {why}", self.resource_name),
+            }
+        })?;
+        hypercloud_cloudprovider::names::dns1123_label(&self.resource_namespace).map_err(
+            |why| crate::Error::InvalidFlag {
+                flag: "--leader-elect-resource-namespace",
+                message: format!(
+                    "{:?} is not a valid namespace name: {why}",
+                    self.resource_namespace
+                ),
+            },
+        )?;
         if self.renew_deadline >= self.lease_duration {
             return Err(crate::Error::InvalidFlag {
                 flag: "--leader-elect-renew-deadline",
@@ -258,6 +276,10 @@ impl NodeIpamOptions {
     }
 }
 
+/// The most workers a `--concurrent-*-syncs` flag starts: far more than any cluster needs
+/// (upstream's defaults are 1 to 5), far fewer than would exhaust memory or the API server.
+pub const MAX_CONCURRENT_SYNCS: u32 = 1000;
+
 /// The cloud-node controller's tuning.
 #[derive(Args, Clone, Debug, PartialEq)]
 #[command(next_help_heading = "Node controller flags")]
@@ -270,8 +292,8 @@ pub struct NodeControllerOptions {
     )]
     pub node_status_update_frequency: GoDuration,
 
-    /// The number of workers concurrently synchronizing nodes.
-    #[arg(long = "concurrent-node-syncs", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// The number of workers concurrently synchronizing nodes (1 to 1000).
+    #[arg(long = "concurrent-node-syncs", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_CONCURRENT_SYNCS as i64))]
     pub concurrent_node_syncs: u32,
 }
 
@@ -280,8 +302,8 @@ pub struct NodeControllerOptions {
 #[command(next_help_heading = "Service controller flags")]
 pub struct ServiceControllerOptions {
     /// The number of services that are allowed to sync concurrently. Larger number = more
-    /// responsive service management, but more CPU (and network) load.
-    #[arg(long = "concurrent-service-syncs", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// responsive service management, but more CPU (and network) load (1 to 1000).
+    #[arg(long = "concurrent-service-syncs", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_CONCURRENT_SYNCS as i64))]
     pub concurrent_service_syncs: u32,
 }
 
@@ -772,6 +794,25 @@ mod tests {
         assert!(T::try_parse_from(["t", "--node-cidr-mask-size-ipv6=129"]).is_err());
         assert!(T::try_parse_from(["t", "--node-cidr-mask-size=-1"]).is_err());
         assert!(T::try_parse_from(["t", "--concurrent-service-syncs=0"]).is_err());
+        for flag in ["--concurrent-service-syncs", "--concurrent-node-syncs"] {
+            let err = T::try_parse_from(["t", &format!("{flag}=1000000")])
+                .expect_err("above the maximum")
+                .to_string();
+            assert!(err.contains(flag) && err.contains("1000"), "{err}");
+            T::try_parse_from(["t", &format!("{flag}={MAX_CONCURRENT_SYNCS}")]).expect("maximum");
+        }
+        for (flag, value) in [
+            ("--leader-elect-resource-name", ""),
+            ("--leader-elect-resource-name", "../../etc/x"),
+            ("--leader-elect-resource-name", "Upper"),
+            ("--leader-elect-resource-namespace", ""),
+            ("--leader-elect-resource-namespace", "a/b"),
+            ("--leader-elect-resource-namespace", "kube.system"),
+        ] {
+            let t = T::try_parse_from(["t", &format!("{flag}={value}")]).expect("parse");
+            let err = t.c.validate().expect_err(value).to_string();
+            assert!(err.starts_with(&format!("{flag}: ")), "{err}");
+        }
         assert!(T::try_parse_from(["t", "--leader-elect-resource-lock=endpoints"]).is_err());
         assert!(T::try_parse_from(["t", "--node-monitor-period=5"]).is_err());
         assert!(T::try_parse_from(["t", "--tls-cert-file=/x"]).is_err());

@@ -32,7 +32,7 @@ pub struct KubeClientOptions {
     pub master: Option<String>,
 
     /// QPS to use while talking with the Kubernetes API server.
-    #[arg(long = "kube-api-qps", value_name = "QPS", default_value_t = 20.0)]
+    #[arg(long = "kube-api-qps", value_name = "QPS", default_value_t = 20.0, value_parser = parse_qps)]
     pub kube_api_qps: f32,
 
     /// Burst to use while talking with the Kubernetes API server.
@@ -58,6 +58,39 @@ pub const QPS_RANGE: std::ops::RangeInclusive<f32> = 0.01..=1_000_000.0;
 /// The largest `--kube-api-burst`.
 pub const MAX_BURST: u32 = 1_000_000;
 
+/// `--kube-api-qps` as written: a finite number, 0 (the default) or within [`QPS_RANGE`]. A
+/// value too small for a float (`1e-50`) is refused rather than read as 0, which would
+/// silently mean the default.
+pub fn parse_qps(s: &str) -> std::result::Result<f32, String> {
+    let range = || {
+        format!(
+            "{s:?} is out of range (0 for the default, or {} to {})",
+            QPS_RANGE.start(),
+            QPS_RANGE.end()
+        )
+    };
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if !v.is_finite() {
+        return Err(range());
+    }
+    if v == 0.0 {
+        // Only a literal zero means the default: `1e-400` parses as 0 but asks for more.
+        let mantissa = s.split(['e', 'E']).next().unwrap_or("");
+        return if mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+            Err(range())
+        } else {
+            Ok(0.0)
+        };
+    }
+    if v < f64::from(*QPS_RANGE.start()) || v > f64::from(*QPS_RANGE.end()) {
+        return Err(range());
+    }
+    Ok(v as f32)
+}
+
 impl KubeClientOptions {
     /// Checks values clap cannot: the ranges of [`QPS_RANGE`] and [`MAX_BURST`].
     pub fn validate(&self) -> Result<()> {
@@ -82,10 +115,19 @@ impl KubeClientOptions {
             });
         }
         if let Some(m) = &self.master {
-            m.parse::<http::Uri>().map_err(|e| Error::ParseMaster {
+            let uri = m.parse::<http::Uri>().map_err(|e| Error::ParseMaster {
                 master: m.clone(),
                 message: e.to_string(),
             })?;
+            // The client speaks HTTP(S) only: `ftp://`, `unix:` or a bare host would be
+            // accepted here and fail at the first request.
+            let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+            if !scheme_ok || uri.host().is_none_or(str::is_empty) {
+                return Err(Error::ParseMaster {
+                    master: m.clone(),
+                    message: "must be an http:// or https:// URL with a host".into(),
+                });
+            }
         }
         Ok(())
     }
@@ -295,12 +337,48 @@ mod tests {
 
     #[test]
     fn bad_master_is_rejected_naming_the_flag() {
-        let o = KubeClientOptions {
-            master: Some("http://bad host".into()),
-            ..Default::default()
-        };
-        let err = o.validate().expect_err("bad url");
-        assert!(err.to_string().contains("--master"), "{err}");
+        for bad in [
+            "http://bad host",
+            "ftp://127.0.0.1:6443",
+            "unix:///run/k8s.sock",
+            "127.0.0.1:6443",
+            "/api",
+            "https://",
+        ] {
+            let o = KubeClientOptions {
+                master: Some(bad.into()),
+                ..Default::default()
+            };
+            let err = o.validate().expect_err(bad);
+            assert!(err.to_string().starts_with("--master"), "{err}");
+        }
+        for good in ["https://127.0.0.1:6443", "http://localhost:8080/"] {
+            let o = KubeClientOptions {
+                master: Some(good.into()),
+                ..Default::default()
+            };
+            o.validate().expect(good);
+        }
+    }
+
+    #[test]
+    fn qps_is_parsed_without_silent_underflow() {
+        for bad in [
+            "1e-50", "1e-400", "-0.5", "NaN", "inf", "-inf", "1e7", "0.001", "x", "",
+        ] {
+            let err = parse_qps(bad).expect_err(bad);
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+        for (s, v) in [
+            ("0", 0.0),
+            ("0.0", 0.0),
+            ("0e10", 0.0),
+            ("-0", 0.0),
+            ("20", 20.0),
+            ("1e6", 1e6),
+        ] {
+            assert_eq!(parse_qps(s), Ok(v), "{s}");
+        }
     }
 
     #[tokio::test]
@@ -372,5 +450,25 @@ mod tests {
         let config = o.config().await.expect("config");
         assert_eq!(config.cluster_url.to_string(), "https://127.0.0.2:7443/");
         std::fs::remove_dir_all(dir).expect("cleanup");
+    }
+
+    mod props {
+        use hypercloud_cloudprovider::fuzz::{arbitrary_text, mutated, CASES};
+        use proptest::prelude::*;
+
+        const SAMPLE: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context: {cluster: c, user: u, namespace: n}\ncurrent-context: x\n";
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+            /// The kubeconfig reader (kube's, which `--kubeconfig` uses) on any text and on
+            /// a mutated file: parsed or an error, never a panic.
+            #[test]
+            fn kubeconfigs_parse_or_fail(text in prop_oneof![arbitrary_text(), mutated(SAMPLE)]) {
+                if let Err(e) = kube::config::Kubeconfig::from_yaml(&text) {
+                    prop_assert!(!e.to_string().is_empty());
+                }
+            }
+        }
     }
 }

@@ -20,12 +20,15 @@ pub use cloud::CloudProviderOptions;
 pub use controller_manager::{
     non_empty_entries, AuthOptions, ControllerOptions, GenericControllerManagerOptions,
     KubeCloudSharedOptions, LeaderElectionOptions, LeaderMigrationOptions, NodeControllerOptions,
-    NodeIpamOptions, SecureServingOptions, ServiceControllerOptions, RANGE_ALLOCATOR,
+    NodeIpamOptions, SecureServingOptions, ServiceControllerOptions, MAX_CONCURRENT_SYNCS,
+    RANGE_ALLOCATOR,
 };
 pub use duration::{GoDuration, MAX_DURATION};
 pub use error::{Error, Result};
-pub use kube_client::KubeClientOptions;
-pub use logging::{LoggingFormat, LoggingOptions};
+pub use kube_client::{parse_qps, KubeClientOptions};
+pub use logging::{
+    bound_line, LoggingFormat, LoggingOptions, MAX_LOG_LINE_BYTES, MAX_LOG_VALUE_BYTES,
+};
 pub use webhook::{
     CloudWebhookOptions, WebhookOptions, WebhookServingOptions, WEBHOOK_PAIR_NAME, WEBHOOK_PORT,
 };

@@ -15,6 +15,11 @@ use axum::response::Response;
 
 use super::Service;
 
+static SERVER_ERROR_WARNINGS: hypercloud_cloudprovider::throttle::WarnLimiter =
+    hypercloud_cloudprovider::throttle::WarnLimiter::new(
+        hypercloud_cloudprovider::throttle::WARN_INTERVAL,
+    );
+
 /// Label values of one series: service, method, route, code.
 type Key = (&'static str, String, String, u16);
 
@@ -98,7 +103,10 @@ pub(crate) async fn observe(
     counter.add((service, method.as_str().to_owned(), route, status));
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if status >= 500 {
-        tracing::warn!(%method, %path, status, ms, "local-cloud request");
+        // Injected errors and floods repeat this: rate-limited.
+        if let Some(suppressed) = SERVER_ERROR_WARNINGS.allow() {
+            tracing::warn!(%method, %path, status, ms, suppressed, "local-cloud request");
+        }
     } else {
         tracing::debug!(%method, %path, status, ms, "local-cloud request");
     }

@@ -61,10 +61,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
     /// Region name in the service catalog.
-    #[arg(long, default_value = defaults::REGION)]
+    #[arg(long, default_value = defaults::REGION, value_parser = parse_location)]
     pub region: String,
     /// Availability zones, comma-separated (replaces the stored set; kept across restarts).
-    #[arg(long, value_delimiter = ',', value_name = "ZONES")]
+    #[arg(long, value_delimiter = ',', value_name = "ZONES", value_parser = parse_location)]
     pub availability_zones: Option<Vec<String>>,
     /// Token lifetime (e.g. 1h is Keystone's default; 90s, 5m), 1s to 8760h.
     #[arg(long, default_value = "3600s", value_parser = parse_ttl)]
@@ -98,6 +98,24 @@ pub struct ServeArgs {
 
 /// The longest token lifetime `--token-ttl` accepts: 365 days.
 pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(365 * 86_400);
+
+/// A region or zone name: it becomes part of URLs (`/zones/<zone>`), metadata paths and
+/// label values, so 1 to 63 of `A-Z a-z 0-9 . _ -` (every real cloud's names fit), never
+/// empty, a slash, a space or a control character.
+pub(super) fn parse_location(s: &str) -> std::result::Result<String, String> {
+    let ok = (1..=63).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && s != "."
+        && s != "..";
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?} is not a region or zone name (1 to 63 of A-Z, a-z, 0-9, '.', '_', '-')"
+        ))
+    }
+}
 
 pub(super) fn parse_ttl(s: &str) -> std::result::Result<Duration, String> {
     let range = || {
@@ -215,6 +233,27 @@ mod tests {
     #[test]
     fn clap_definition_is_valid() {
         Top::command().debug_assert();
+    }
+
+    #[test]
+    fn region_and_zone_names_are_checked_at_parse() {
+        for ok in ["RegionOne", "nova", "us-central1-a", "zone_b.1"] {
+            assert_eq!(parse_location(ok).as_deref(), Ok(ok));
+        }
+        for bad in ["", "a/b", "..", ".", "a b", "a\nb", "é", &"z".repeat(64)] {
+            assert!(parse_location(bad).is_err(), "{bad:?}");
+        }
+        for args in [
+            &["local-cloud", "serve", "--region="][..],
+            &["local-cloud", "serve", "--availability-zones=nova,"],
+            &["local-cloud", "serve", "--availability-zones=nova,a/b"],
+        ] {
+            let err = Top::try_parse_from(args).expect_err("refused").to_string();
+            assert!(
+                err.contains(args[2].split('=').next().unwrap_or("")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

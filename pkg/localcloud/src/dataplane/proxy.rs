@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use hypercloud_cloudprovider::throttle::AcceptBackoff;
 use tokio::net::{TcpSocket, TcpStream};
 
 /// One member as the proxy sees it; kept across reconciles so health and counters persist.
@@ -281,12 +282,15 @@ pub(super) async fn serve_tcp(
     allowed: AllowedSlot,
     stats: Arc<ListenerStats>,
 ) {
+    let mut backoff = AcceptBackoff::new("load balancer listener connection");
     loop {
         let (client, peer) = match listener.accept().await {
-            Ok(c) => c,
+            Ok(c) => {
+                backoff.succeeded();
+                c
+            }
             Err(error) => {
-                tracing::debug!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                backoff.failed(&error).await;
                 continue;
             }
         };

@@ -605,4 +605,6 @@ URL = http://127.0.0.1:5000
         assert_eq!(zone_to_region("x").as_deref(), None);
         assert_eq!(zone_to_region("us-east-1").as_deref(), None);
     }
+
+    hypercloud_cloudprovider::config_fuzz!(Config::parse, "fuzz.conf", mutated_upstream => UPSTREAM);
 }

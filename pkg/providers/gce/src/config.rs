@@ -365,4 +365,8 @@ mod tests {
             assert!(e.contains(want), "{text}: {e}");
         }
     }
+
+    const SAMPLE: &str = "[global]\nproject-id = demo\nnetwork-name = private\nnode-tags = a\nnode-tags = b\nnode-instance-prefix = kubernetes-minion\nmultizone = true\nlocal-zone = us-central1-a\napi-endpoint = http://127.0.0.1:8800/compute/v1\ntoken-url = nil\n";
+
+    hypercloud_cloudprovider::config_fuzz!(Config::parse, "fuzz.conf", mutated_sample => SAMPLE);
 }

@@ -1398,4 +1398,6 @@ max-attempts = 3
             }
         }
     }
+
+    hypercloud_cloudprovider::config_fuzz!(Config::parse, "fuzz.conf", mutated_full => FULL);
 }

@@ -11,7 +11,7 @@
 //! service controller's finalizer and annotation writes never get stuck behind it.
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{Error, Result, WebhookSpec, Webhooks};
+use hypercloud_cloudprovider::{Chain, Error, Result, WebhookSpec, Webhooks};
 use k8s_openapi::api::core::v1::Service;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
@@ -60,7 +60,12 @@ fn review(
     let Some(object) = &request.object else {
         return Ok(response);
     };
-    let service = decode(object)?;
+    // An object that is not a Service under a Service kind is the request's fault: a denial
+    // that says so (as the apiserver's own decoding would), not a 500.
+    let service = match decode(object) {
+        Ok(s) => s,
+        Err(e) => return Ok(response.deny(Chain(&e).to_string())),
+    };
     if service.metadata.deletion_timestamp.is_some() {
         return Ok(response);
     }
@@ -69,7 +74,8 @@ fn review(
     };
     if request.operation == Operation::Update {
         if let Some(old) = &request.old_object {
-            if problem(cloud, &decode(old)?).as_deref() == Some(message.as_str()) {
+            let old_problem = decode(old).ok().and_then(|old| problem(cloud, &old));
+            if old_problem.as_deref() == Some(message.as_str()) {
                 let mut response = response;
                 response.warnings = Some(vec![message]);
                 return Ok(response);
@@ -180,6 +186,32 @@ mod tests {
             "LoadBalancer",
         );
         assert!(!admit(&request("CREATE", bad, None)).await.allowed);
+    }
+
+    #[tokio::test]
+    async fn an_object_that_is_not_a_service_is_denied_not_an_error() {
+        for object in [
+            // (A bad `metadata` fails decoding the review itself: the server's 400.)
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": "all"}}),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"type": ["LoadBalancer"]}}),
+        ] {
+            let review = cloud()
+                .admit(
+                    SERVICE_LB_ANNOTATIONS.name,
+                    &request("CREATE", object.clone(), None),
+                )
+                .await
+                .expect("a denial, not an error");
+            assert!(!review.allowed, "{object}");
+            assert!(
+                review
+                    .result
+                    .message
+                    .contains("decoding the Service under review"),
+                "{}",
+                review.result.message
+            );
+        }
     }
 
     #[tokio::test]

@@ -646,6 +646,8 @@ fn ini_entries(text: &str) -> std::result::Result<Vec<Entry>, String> {
 /// comma-separated values.
 fn yaml_entries(text: &str) -> std::result::Result<Vec<Entry>, String> {
     use serde_yaml::Value;
+    // Before parsing: the parser's time grows with the square of the nesting.
+    hypercloud_cloudprovider::yaml::check_depth(text)?;
     let doc: Value =
         serde_yaml::from_str(text).map_err(|e| format!("neither INI nor valid YAML: {e}"))?;
     let Value::Mapping(top) = doc else {
@@ -918,4 +920,11 @@ cache-ttl = 500ms
             .to_string();
         assert!(err.contains("not a CIDR"), "{err}");
     }
+
+    hypercloud_cloudprovider::config_fuzz!(
+        Config::parse,
+        "fuzz.conf",
+        mutated_ini => INI,
+        mutated_yaml => YAML,
+    );
 }
