@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use hypercloud_cloudprovider::http_body::{
     self, excerpt, excerpt_str, LIST_LIMIT, METADATA_LIMIT, OBJECT_LIMIT,
 };
-use hypercloud_cloudprovider::Chain;
 use hypercloud_cloudprovider::pager::Pager;
 use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
+use hypercloud_cloudprovider::Chain;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
