@@ -140,7 +140,7 @@ pub fn mutated(sample: &'static str) -> impl Strategy<Value = String> {
         any::<usize>().prop_map(Mutation::Truncate),
     ];
     proptest::collection::vec(mutation, 1..5)
-        .prop_map(move |ms| ms.iter().fold(sample.to_string(), |s, m| apply(s, m)))
+        .prop_map(move |ms| ms.iter().fold(sample.to_string(), apply))
 }
 
 /// How many cases each config-format property runs (the closing note of issue #29 counts
