@@ -92,8 +92,10 @@ where
     if body.size_hint().lower() > limit {
         return Err(too_large());
     }
-    // The announced length is at most the limit here: room for it at once.
-    let mut bytes = Vec::with_capacity(usize::try_from(body.size_hint().lower()).unwrap_or(0));
+    // Room for the announced length at once, but never more than 1 MiB on a server's word
+    // (the limit may be far larger than anything meant to be allocated up front).
+    let announced = body.size_hint().lower().min(METADATA_LIMIT);
+    let mut bytes = Vec::with_capacity(usize::try_from(announced).unwrap_or(0));
     let cut = read_up_to(body, limit, &mut bytes)
         .await
         .map_err(|source| BodyError::Read {
