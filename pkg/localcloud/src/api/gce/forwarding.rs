@@ -12,7 +12,7 @@
 //! one gets in, as GCE denies ingress by default). The Octavia load balancer is named `gce-<region>-<rule>`; Octavia
 //! clients see it too.
 
-use super::collections::{instance_ref, objects};
+use super::collections::{instance_ref, objects, parse_port_range, target_pool_key};
 use super::instances::find_instance;
 use super::*;
 use crate::api::compute::server_ports;
@@ -83,12 +83,10 @@ struct Backends {
 
 fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends> {
     let target = rule.fields.get("target")?.as_str()?;
-    let i = target.find("/regions/")?;
-    let rest = &target[i + 1..];
-    let (scope, name) = rest.split_once("/targetPools/")?;
+    let (scope, name) = target_pool_key(target)?;
     let pool = tx.get::<GceObject>(
         &GceObject::table("targetPools"),
-        &GceObject::key(scope, name),
+        &GceObject::key(&scope, &name),
     )?;
     let mut addresses = Vec::new();
     let mut tags = std::collections::BTreeSet::new();
@@ -140,11 +138,7 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends
 
 /// Whether a firewall's `ports` entry (`80`, `8000-8100`) holds `port`.
 fn port_matches(entry: &str, port: u16) -> bool {
-    let (a, b) = entry.split_once('-').unwrap_or((entry, entry));
-    match (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
-        (Ok(a), Ok(b)) => (a..=b).contains(&port),
-        _ => false,
-    }
+    parse_port_range(entry).is_some_and(|(a, b)| (a..=b).contains(&port))
 }
 
 /// The source ranges the project's firewalls let reach `protocol`/`port` on instances with
