@@ -60,11 +60,12 @@ pub struct ServeArgs {
     /// URL clients use to reach the API, if not http://<listen> (e.g. behind a proxy).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
-    /// Region name in the service catalog.
-    #[arg(long, default_value = defaults::REGION)]
+    /// Region name in the service catalog (letters, digits, '-', '_', '.').
+    #[arg(long, default_value = defaults::REGION, value_parser = parse_location)]
     pub region: String,
-    /// Availability zones, comma-separated (replaces the stored set; kept across restarts).
-    #[arg(long, value_delimiter = ',', value_name = "ZONES")]
+    /// Availability zones, comma-separated (replaces the stored set; kept across restarts);
+    /// each as a region name.
+    #[arg(long, value_delimiter = ',', value_name = "ZONES", value_parser = parse_location)]
     pub availability_zones: Option<Vec<String>>,
     /// Token lifetime (e.g. 1h is Keystone's default; 90s, 5m), 1s to 8760h.
     #[arg(long, default_value = "3600s", value_parser = parse_ttl)]
@@ -94,6 +95,12 @@ pub struct ServeArgs {
     /// gets no traffic (default: groups are bookkeeping, every member is reached).
     #[arg(long)]
     pub enforce_member_security_groups: bool,
+}
+
+/// A region or availability zone name, checked by [`crate::server::check_location`].
+pub(super) fn parse_location(s: &str) -> std::result::Result<String, String> {
+    crate::server::check_location(s)?;
+    Ok(s.to_owned())
 }
 
 /// The longest token lifetime `--token-ttl` accepts: 365 days.
@@ -127,7 +134,7 @@ pub enum InstanceCommand {
         /// Instance name.
         name: String,
         /// Availability zone.
-        #[arg(long, default_value = defaults::AVAILABILITY_ZONE)]
+        #[arg(long, default_value = defaults::AVAILABILITY_ZONE, value_parser = parse_location)]
         zone: String,
         /// Flavor name or ID.
         #[arg(long, default_value = defaults::FLAVOR)]
@@ -171,7 +178,7 @@ pub enum VolumeCommand {
         #[arg(long, default_value_t = 1)]
         size: u64,
         /// Availability zone.
-        #[arg(long, default_value = defaults::AVAILABILITY_ZONE)]
+        #[arg(long, default_value = defaults::AVAILABILITY_ZONE, value_parser = parse_location)]
         zone: String,
         #[command(flatten)]
         output: OutputArgs,
@@ -264,11 +271,27 @@ mod tests {
             ("--inject-throttle-rate", "NaN"),
             ("--lb-vip-pool", "10.0.0.0/24"),
             ("--lb-vip-pool", "0.0.0.0/8"),
+            ("--region", ""),
+            ("--region", "Region/One"),
+            ("--region", ".."),
+            ("--region", "a b"),
+            ("--availability-zones", "nova,,az2"),
+            ("--availability-zones", "nova,az/2"),
+            ("--availability-zones", "az\n2"),
         ] {
             let e = Top::try_parse_from(["local-cloud", "serve", flag, value])
                 .expect_err(value)
                 .to_string();
             assert!(e.contains(flag), "{flag} {value}: {e}");
+        }
+        for command in ["instance", "volume"] {
+            for zone in ["", "a/b", "."] {
+                let e =
+                    Top::try_parse_from(["local-cloud", command, "create", "x", "--zone", zone])
+                        .expect_err(zone)
+                        .to_string();
+                assert!(e.contains("--zone"), "{command} --zone {zone:?}: {e}");
+            }
         }
     }
 }
