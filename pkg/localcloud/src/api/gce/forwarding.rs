@@ -44,17 +44,22 @@ fn find_lb(r: &impl Read, project_id: &str, name: &str) -> Option<LoadBalancer> 
 
 /// The ports of a rule: `portRange` (`80`, `8000-8100`) or `ports`.
 fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
-    let parse = |s: &str| {
+    let parse = |field: &str, s: &str| {
         s.trim()
             .parse::<u16>()
             .ok()
             .filter(|p| *p > 0)
-            .ok_or_else(|| invalid(format!("Invalid port '{s}'")))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "Invalid value for field 'resource.{field}': '{}'. Must be a port within 1-65535.",
+                    s.escape_default()
+                ))
+            })
     };
     let mut ports = Vec::new();
     if let Some(range) = rule.fields.get("portRange").and_then(Value::as_str) {
         let (a, b) = range.split_once('-').unwrap_or((range, range));
-        let (a, b) = (parse(a)?, parse(b)?);
+        let (a, b) = (parse("portRange", a)?, parse("portRange", b)?);
         if a > b || u32::from(b - a) >= MAX_PORTS {
             return Err(invalid(format!(
                 "Invalid value for field 'resource.portRange': '{range}'. The local cloud forwards at most {MAX_PORTS} ports per rule"
@@ -64,7 +69,7 @@ fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
     }
     if let Some(list) = rule.fields.get("ports").and_then(Value::as_array) {
         for p in list {
-            ports.push(parse(p.as_str().unwrap_or_default())?);
+            ports.push(parse("ports", p.as_str().unwrap_or_default())?);
         }
     }
     ports.sort_unstable();
