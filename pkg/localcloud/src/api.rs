@@ -630,6 +630,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(gce::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
+        .layer(axum::middleware::from_fn(refuse_control_characters))
         .layer(axum::middleware::from_fn_with_state(
             cloud.clone(),
             |State(cloud): Ctx, req, next| async move {
@@ -637,6 +638,36 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
             },
         ))
         .with_state(cloud)
+}
+
+/// Whether a request path, once percent-decoded, holds a control character (`%0D%0A`, `%00`,
+/// `%7F`): no resource name or ID of any service has one, and echoing one into an error,
+/// a log line or a `Location` would let a client forge lines.
+pub(crate) fn has_control_characters(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    bytes.iter().enumerate().any(|(i, &b)| {
+        b.is_ascii_control()
+            || (b == b'%'
+                && bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .is_some_and(|c| c.is_ascii_control()))
+    })
+}
+
+/// Middleware: a path with a control character is a 400 in the service's format before any
+/// handler sees it.
+async fn refuse_control_characters(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if !has_control_characters(path) {
+        return next.run(req).await;
+    }
+    let service = requests::service_of(path).unwrap_or(Service::Compute);
+    let error = ApiError::bad_request("Malformed request url: the path holds a control character");
+    let mut response = reply(StatusCode::BAD_REQUEST, error_body(service, &error));
+    response.extensions_mut().insert(Formatted);
+    response
 }
 
 async fn unknown_path(uri: Uri) -> Response {
@@ -706,6 +737,23 @@ pub(crate) fn service_layers(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_in_paths_are_found_encoded_or_not() {
+        for bad in ["/a%0d%0ab", "/a%0A", "/x%00", "/x%7f", "/x%1F/y", "/a\rb"] {
+            assert!(has_control_characters(bad), "{bad}");
+        }
+        for good in [
+            "/compute/v2.1/servers",
+            "/a%20b",
+            "/a%2Fb",
+            "/100%",
+            "/a%0",
+            "/a%zz",
+        ] {
+            assert!(!has_control_characters(good), "{good}");
+        }
+    }
 
     #[test]
     fn iso_formats_known_instants() {

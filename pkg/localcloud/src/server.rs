@@ -46,6 +46,33 @@ pub struct ServerConfig {
     pub enforce_member_security_groups: bool,
 }
 
+/// Why `name` cannot be a region or an availability zone: both are path segments of the APIs
+/// (`/compute/v1/projects/P/zones/NAME`), catalog entries and config-file values, so a name is
+/// letters, digits, `-`, `_` and `.`, and not a dot segment (no `/`, spaces or
+/// control characters, which would only fail later, at the first request that names them), and
+/// at most 63 long: zones become `topology.kubernetes.io/zone` label values, which cannot be longer.
+pub(crate) fn check_location(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > 63 {
+        return Err(format!("is {} bytes long; at most 63", name.len()));
+    }
+    if name == "." || name == ".." {
+        return Err("must not be a dot segment".into());
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!(
+            "holds {:?}; only letters, digits, '-', '_' and '.' are allowed",
+            c
+        ));
+    }
+    Ok(())
+}
+
 impl ServerConfig {
     /// The defaults of [`defaults`], on the given state directory.
     pub fn new(state_dir: impl Into<PathBuf>) -> Self {
@@ -85,6 +112,10 @@ impl ServerConfig {
         self.lb_vip_pool
             .check()
             .map_err(|r| invalid("lb_vip_pool", r))?;
+        check_location(&self.region).map_err(|r| invalid("region", r))?;
+        for zone in self.availability_zones.iter().flatten() {
+            check_location(zone).map_err(|r| invalid("availability_zones", r))?;
+        }
         if self.token_ttl < Duration::from_secs(1) || self.token_ttl > crate::cli::MAX_TOKEN_TTL {
             return Err(invalid(
                 "token_ttl",
@@ -369,4 +400,37 @@ pub(crate) async fn seed(cloud: &Arc<Cloud>) -> Result<()> {
         })
         .await;
     result.map_err(|e: ApiError| Error::Serve(format!("seeding the state failed: {}", e.message)))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_and_zones_are_path_safe_names() {
+        for ok in ["RegionOne", "nova", "us-east1-b", "az_2.x"] {
+            assert!(check_location(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a b",
+            "a\nb",
+            "a%2Fb",
+            &"x".repeat(64),
+        ] {
+            assert!(check_location(bad).is_err(), "{bad:?}");
+        }
+        let mut config = ServerConfig::ephemeral("/nonexistent");
+        config.availability_zones = Some(vec!["nova".into(), "".into()]);
+        let e = config.validate().unwrap_err().to_string();
+        assert!(e.contains("availability_zones"), "{e}");
+        config.availability_zones = None;
+        config.region = "a/b".into();
+        let e = config.validate().unwrap_err().to_string();
+        assert!(e.contains("region"), "{e}");
+    }
 }

@@ -1,10 +1,13 @@
-//! Property tests of every create and update call of every service: a valid body, then one
-//! structure-preserving mutation (a field set to a huge, tiny, negative, fractional or NaN-like
-//! number, a wrong type, a long string; a field removed; an unknown field added) or a body
-//! replaced by arbitrary JSON, sent in process to the API router (`tower::ServiceExt::oneshot`,
-//! no sockets). Properties: no panic, no 5xx, and a 400 names the field that was made bad.
-//! Load balancers are settled to `ACTIVE` after each call, as the data plane would, so the
-//! Octavia calls get past the 409 of a pending load balancer.
+//! Property tests of every write of every dialect (OpenStack's services and Compute Engine):
+//! a valid body, then one structure-preserving mutation (a field set to a huge, tiny,
+//! negative, fractional or NaN-like number, a wrong type, a long string; a field removed; an
+//! unknown field added) or a body replaced by arbitrary JSON (`null`, a number, a string, a
+//! list...), sent in process to the API router (`tower::ServiceExt::oneshot`, no sockets); and
+//! every write route with a hostile path segment (unknown IDs, control characters, `..`).
+//! Properties: no panic, no 5xx, a 400 names the field that was made bad, and every 4xx leaves
+//! the store exactly as it was (no write committed: the store announces every commit). Load balancers
+//! are settled to `ACTIVE` after each call, as the data plane would, so the Octavia calls get
+//! past the 409 of a pending load balancer.
 
 use std::sync::Arc;
 
@@ -19,11 +22,13 @@ use tower::ServiceExt as _;
 use super::Cloud;
 use crate::ServerConfig;
 
-/// Cases per target; 29 targets.
-const CASES: u32 = 160;
+/// Cases per body target (48 targets) and per path target.
+const CASES: u32 = 128;
 
 struct Harness {
     rt: tokio::runtime::Runtime,
+    /// The store's announcements of committed writes.
+    changes: std::cell::RefCell<tokio::sync::broadcast::Receiver<crate::store::Change>>,
     cloud: Arc<Cloud>,
     router: Router,
     token: String,
@@ -50,14 +55,16 @@ impl Harness {
                 faults: Default::default(),
                 requests: Default::default(),
                 config,
-                base_url: "http://127.0.0.1:1".into(),
+                base_url: BASE_URL.into(),
             });
             crate::server::seed(&cloud).await.expect("seed");
             cloud
         });
         let router = super::router(cloud.clone());
+        let changes = std::cell::RefCell::new(cloud.store.subscribe());
         let mut h = Harness {
             rt,
+            changes,
             cloud,
             router,
             token: String::new(),
@@ -91,6 +98,20 @@ impl Harness {
         path: &str,
         body: Vec<u8>,
     ) -> (StatusCode, Value, axum::http::HeaderMap) {
+        let (status, body, headers, _) = self.exchange(method, path, body);
+        (status, body, headers)
+    }
+
+    /// Sends a request; also says which tables it changed (before the data plane's settling).
+    fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value, axum::http::HeaderMap, Vec<String>) {
+        // Commits of earlier calls (and of the settling after them) are not this call's.
+        let mut changes = self.changes.borrow_mut();
+        while changes.try_recv().is_ok() {}
         let req = Request::builder()
             .method(method)
             .uri(path)
@@ -107,6 +128,18 @@ impl Harness {
                 .unwrap_or_default();
             (status, headers, bytes)
         });
+        // Every committed write is announced; a refused call must have committed none.
+        let mut changed: Vec<String> = Vec::new();
+        loop {
+            match changes.try_recv() {
+                Ok(c) => changed.push(format!("{}/{}", c.kind, c.id)),
+                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
+                    changed.push(format!("{n} more"));
+                }
+                Err(_) => break,
+            }
+        }
+        drop(changes);
         // What the data plane does after each change (without opening sockets).
         let _ = self
             .cloud
@@ -114,7 +147,7 @@ impl Harness {
             .write(|tx| crate::dataplane::settle(tx, &[]));
         let body = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        (status, body, headers)
+        (status, body, headers, changed)
     }
 
     /// Creates through the API (must succeed) and returns `body[key]["id"]`.
@@ -137,8 +170,22 @@ impl Harness {
                 Ok(())
             });
         }
-        if target.method != Method::POST || !status.is_success() || target.path.ends_with("/action")
-        {
+        if !status.is_success() {
+            return;
+        }
+        if target.name.starts_with("gce set") {
+            self.restore_gce(target);
+            return;
+        }
+        if target.name.starts_with("gce insert") {
+            // The answer is the insert's Operation; its target is what was made.
+            let link = reply["targetLink"].as_str().unwrap_or_default();
+            let path = link.strip_prefix(BASE_URL).unwrap_or(link).to_owned();
+            let (status, reply, _) = self.send(Method::DELETE, &path, &Value::Null);
+            assert!(status.is_success(), "cleaning up {path}: {status} {reply}");
+            return;
+        }
+        if target.method != Method::POST || target.path.ends_with("/action") || !target.wrapped {
             return;
         }
         let id = reply
@@ -155,7 +202,38 @@ impl Harness {
     fn get(&self, path: &str) -> Value {
         self.send(Method::GET, path, &Value::Null).1
     }
+
+    /// Puts back what a `gce set*` target's valid body sets, with the current fingerprint, so
+    /// the next case's fingerprint is current again.
+    fn restore_gce(&self, target: &Target) {
+        let resource = target.path.rsplit_once('/').map_or("", |(r, _)| r);
+        let shown = self.get(resource);
+        let current = match target.path.rsplit('/').next() {
+            Some("setTags") => &shown["tags"]["fingerprint"],
+            Some("setMetadata") => &shown["metadata"]["fingerprint"],
+            _ => &shown["commonInstanceMetadata"]["fingerprint"],
+        };
+        let mut body = target.body.clone();
+        body["fingerprint"] = current.clone();
+        let (status, reply, _) = self.send(Method::POST, &target.path, &body);
+        assert!(
+            status.is_success(),
+            "restoring {}: {status} {reply}",
+            target.path
+        );
+    }
+
+    /// The fingerprint `resource` shows at `pointer`.
+    fn fingerprint(&self, resource: &str, pointer: &str) -> Value {
+        self.get(resource)
+            .pointer(pointer)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
 }
+
+/// Where the in-process cloud says it is.
+const BASE_URL: &str = "http://127.0.0.1:1";
 
 /// One create or update call and a valid body for it.
 struct Target {
@@ -163,6 +241,8 @@ struct Target {
     method: Method,
     path: String,
     body: Value,
+    /// OpenStack wraps a body in the resource's name (`{"server": {...}}`); GCE does not.
+    wrapped: bool,
 }
 
 fn targets(h: &Harness) -> Vec<Target> {
@@ -248,14 +328,67 @@ fn targets(h: &Harness) -> Vec<Target> {
         json!({"healthmonitor": {"pool_id": pool, "type": "TCP", "delay": 5, "timeout": 3, "max_retries": 3}}),
         "healthmonitor",
     );
+    let sg = h.create(
+        "/network/v2.0/security-groups",
+        json!({"security_group": {"name": "fx"}}),
+        "security_group",
+    );
     let t = |name, method, path: String, body| Target {
         name,
         method,
         path,
         body,
+        wrapped: true,
     };
     let (post, put) = (Method::POST, Method::PUT);
-    vec![
+    let mut all = vec![
+        t(
+            "compute server stop",
+            post.clone(),
+            format!("/compute/v2.1/servers/{server}/action"),
+            json!({"os-stop": null}),
+        ),
+        t(
+            "compute volume attach",
+            post.clone(),
+            format!("/compute/v2.1/servers/{server}/os-volume_attachments"),
+            json!({"volumeAttachment": {"volumeId": volume}}),
+        ),
+        t(
+            "router add interface",
+            put.clone(),
+            format!("/network/v2.0/routers/{router}/add_router_interface"),
+            json!({"subnet_id": subnet}),
+        ),
+        t(
+            "router extra routes",
+            put.clone(),
+            format!("/network/v2.0/routers/{router}/add_extraroutes"),
+            json!({"router": {"routes": [{"destination": "10.99.0.0/24", "nexthop": "10.77.0.9"}]}}),
+        ),
+        t(
+            "security group create",
+            post.clone(),
+            "/network/v2.0/security-groups".into(),
+            json!({"security_group": {"name": "g", "description": "d", "stateful": true}}),
+        ),
+        t(
+            "security group update",
+            put.clone(),
+            format!("/network/v2.0/security-groups/{sg}"),
+            json!({"security_group": {"name": "fx", "description": "d2"}}),
+        ),
+        t(
+            "security group rule create",
+            post.clone(),
+            "/network/v2.0/security-group-rules".into(),
+            json!({"security_group_rule": {"security_group_id": sg, "direction": "ingress",
+                "ethertype": "IPv4", "protocol": "tcp", "port_range_min": 80, "port_range_max": 90,
+                "remote_ip_prefix": "10.0.0.0/8", "description": "d"}}),
+        ),
+    ];
+    all.extend(gce_targets(h));
+    all.extend(vec![
         t(
             "identity token",
             post.clone(),
@@ -447,6 +580,136 @@ fn targets(h: &Harness) -> Vec<Target> {
             format!("{lbaas}/healthmonitors/{monitor}"),
             json!({"healthmonitor": {"delay": 10, "timeout": 5, "max_retries": 2, "name": "m"}}),
         ),
+    ]);
+    all
+}
+
+/// The project, zone and region of the GCE dialect, and its API prefix for the project.
+fn gce_scope(h: &Harness) -> (String, String, String) {
+    let zone = h.cloud.store.read(|r| super::gce::zones(r)[0].clone());
+    (
+        "/compute/v1/projects/demo".to_owned(),
+        zone,
+        h.cloud.config.region.clone(),
+    )
+}
+
+/// Every write of the Compute Engine dialect, with fixtures made through it: an instance
+/// `fx` (metadata `role=node`, tag `web`), an HTTP health check `fxhc` and a target pool
+/// `fxpool`, project metadata `k=v`.
+fn gce_targets(h: &Harness) -> Vec<Target> {
+    let (p, zone, region) = gce_scope(h);
+    let flavor = crate::defaults::FLAVORS[1].name;
+    let ok = |path: String, body: Value| {
+        let (status, reply, _) = h.send(Method::POST, &path, &body);
+        assert!(status.is_success(), "{path}: {status} {reply}");
+    };
+    let instances = format!("{p}/zones/{zone}/instances");
+    ok(
+        instances.clone(),
+        json!({"name": "fx", "machineType": format!("zones/{zone}/machineTypes/{flavor}"),
+            "metadata": {"items": [{"key": "role", "value": "node"}]}, "tags": {"items": ["web"]}}),
+    );
+    ok(
+        format!("{p}/global/httpHealthChecks"),
+        json!({"name": "fxhc", "port": 8080}),
+    );
+    ok(
+        format!("{p}/regions/{region}/targetPools"),
+        json!({"name": "fxpool", "healthChecks": ["global/httpHealthChecks/fxhc"]}),
+    );
+    let fp = h.fingerprint(&p, "/commonInstanceMetadata/fingerprint");
+    ok(
+        format!("{p}/setCommonInstanceMetadata"),
+        json!({"fingerprint": fp, "items": [{"key": "k", "value": "v"}]}),
+    );
+    let fx = format!("{instances}/fx");
+    let t = |name, path: String, body| Target {
+        name,
+        method: Method::POST,
+        path,
+        body,
+        wrapped: false,
+    };
+    let pool = format!("{p}/regions/{region}/targetPools/fxpool");
+    let fx_ref = json!({"instances": [{"instance": format!("zones/{zone}/instances/fx")}]});
+    vec![
+        t(
+            "gce insert instance",
+            instances.clone(),
+            json!({"name": "gi", "machineType": format!("zones/{zone}/machineTypes/{flavor}"),
+                "description": "d", "networkInterfaces": [{"network": "global/networks/default"}],
+                "metadata": {"items": [{"key": "a", "value": "b"}]}, "tags": {"items": ["web"]}}),
+        ),
+        t(
+            "gce set instance metadata",
+            format!("{fx}/setMetadata"),
+            json!({"fingerprint": h.fingerprint(&fx, "/metadata/fingerprint"),
+                "items": [{"key": "role", "value": "node"}]}),
+        ),
+        t(
+            "gce set instance tags",
+            format!("{fx}/setTags"),
+            json!({"fingerprint": h.fingerprint(&fx, "/tags/fingerprint"), "items": ["web"]}),
+        ),
+        t(
+            "gce set common instance metadata",
+            format!("{p}/setCommonInstanceMetadata"),
+            json!({"fingerprint": h.fingerprint(&p, "/commonInstanceMetadata/fingerprint"),
+                "items": [{"key": "k", "value": "v"}]}),
+        ),
+        t(
+            "gce insert disk",
+            format!("{p}/zones/{zone}/disks"),
+            json!({"name": "gd", "sizeGb": "10", "description": "d"}),
+        ),
+        t(
+            "gce insert route",
+            format!("{p}/global/routes"),
+            json!({"name": "gr", "network": "global/networks/default", "destRange": "10.250.0.0/24",
+                "nextHopInstance": format!("zones/{zone}/instances/fx"), "priority": 1000,
+                "tags": ["web"]}),
+        ),
+        t(
+            "gce insert firewall",
+            format!("{p}/global/firewalls"),
+            json!({"name": "gf", "network": "global/networks/default", "sourceRanges": ["10.0.0.0/8"],
+                "targetTags": ["web"], "allowed": [{"IPProtocol": "tcp", "ports": ["80", "8000-8100"]}],
+                "priority": 1000, "direction": "INGRESS"}),
+        ),
+        t(
+            "gce insert http health check",
+            format!("{p}/global/httpHealthChecks"),
+            json!({"name": "gh", "port": 8080, "requestPath": "/healthz", "checkIntervalSec": 8,
+                "timeoutSec": 1, "healthyThreshold": 1, "unhealthyThreshold": 3}),
+        ),
+        t(
+            "gce insert address",
+            format!("{p}/regions/{region}/addresses"),
+            json!({"name": "ga", "description": "d", "addressType": "EXTERNAL"}),
+        ),
+        t(
+            "gce insert target pool",
+            format!("{p}/regions/{region}/targetPools"),
+            json!({"name": "gp", "instances": [format!("zones/{zone}/instances/fx")],
+                "healthChecks": ["global/httpHealthChecks/fxhc"], "sessionAffinity": "NONE"}),
+        ),
+        t(
+            "gce insert forwarding rule",
+            format!("{p}/regions/{region}/forwardingRules"),
+            json!({"name": "gfr", "IPProtocol": "TCP", "portRange": "8080-8081",
+                "target": format!("regions/{region}/targetPools/fxpool")}),
+        ),
+        t(
+            "gce target pool add instance",
+            format!("{pool}/addInstance"),
+            fx_ref.clone(),
+        ),
+        t(
+            "gce target pool remove instance",
+            format!("{pool}/removeInstance"),
+            fx_ref,
+        ),
     ]
 }
 
@@ -559,16 +822,17 @@ fn split(pointer: &str) -> (&str, &str) {
 /// The names a 400 about the field at `pointer` may use: the field or an enclosing one
 /// (`fixed_ips` for `/port/fixed_ips/0/subnet_id`), not the body's wrapper key. None for the
 /// wrapper itself (`/server`), whose error is about the body.
-fn names_for(pointer: &str) -> Option<Vec<String>> {
+fn names_for(pointer: &str, wrapped: bool) -> Option<Vec<String>> {
     let segments: Vec<&str> = pointer
         .split('/')
         .filter(|s| !s.is_empty() && s.parse::<usize>().is_err())
         .collect();
-    (segments.len() >= 2).then(|| segments[1..].iter().map(|s| (*s).to_owned()).collect())
+    let skip = usize::from(wrapped);
+    (segments.len() > skip).then(|| segments[skip..].iter().map(|s| (*s).to_owned()).collect())
 }
 
 /// Applies `m` to `base`: the bytes to send and the names a 400 must use (one of them).
-fn apply(base: &Value, m: &Mutation) -> (Vec<u8>, Option<Vec<String>>) {
+fn apply(base: &Value, m: &Mutation, wrapped: bool) -> (Vec<u8>, Option<Vec<String>>) {
     let mut body = base.clone();
     let mut ptrs = Vec::new();
     pointers(base, "", &mut ptrs);
@@ -578,7 +842,7 @@ fn apply(base: &Value, m: &Mutation) -> (Vec<u8>, Option<Vec<String>>) {
             if let Some(slot) = body.pointer_mut(p) {
                 *slot = v.clone();
             }
-            (body.to_string().into_bytes(), names_for(p))
+            (body.to_string().into_bytes(), names_for(p, wrapped))
         }
         Mutation::Remove(i) => {
             let p = &ptrs[i.index(ptrs.len())];
@@ -586,7 +850,7 @@ fn apply(base: &Value, m: &Mutation) -> (Vec<u8>, Option<Vec<String>>) {
             if let Some(Value::Object(o)) = body.pointer_mut(parent) {
                 o.remove(key);
             }
-            (body.to_string().into_bytes(), names_for(p))
+            (body.to_string().into_bytes(), names_for(p, wrapped))
         }
         Mutation::AddUnknown(i, v) => {
             let p = &ptrs[i.index(ptrs.len())];
@@ -594,7 +858,7 @@ fn apply(base: &Value, m: &Mutation) -> (Vec<u8>, Option<Vec<String>>) {
             if let Some(Value::Object(o)) = body.pointer_mut(parent) {
                 o.insert("zz_unknown_field".into(), v.clone());
             }
-            let mut names = names_for(&format!("{parent}/zz_unknown_field"))
+            let mut names = names_for(&format!("{parent}/zz_unknown_field"), wrapped)
                 .unwrap_or_else(|| vec!["zz_unknown_field".into()]);
             names.push("zz_unknown_field".into());
             (body.to_string().into_bytes(), Some(names))
@@ -650,11 +914,42 @@ fn runner(target: &str) -> TestRunner {
     })
 }
 
+/// The service group a target belongs to, for the case counts printed at the end.
+fn group(path: &str) -> &'static str {
+    let groups = [
+        ("/compute/v1/", "gce"),
+        ("/identity/", "keystone"),
+        ("/compute/v2.1/", "nova"),
+        ("/network/", "neutron"),
+        ("/volume/", "cinder"),
+        ("/load-balancer/", "octavia"),
+    ];
+    groups
+        .iter()
+        .find(|(prefix, _)| path.starts_with(prefix))
+        .map_or("other", |(_, g)| g)
+}
+
+/// Checks one answer: no 5xx, and a 4xx changed nothing.
+fn check_answer(
+    what: &str,
+    status: StatusCode,
+    reply: &Value,
+    changed: &[String],
+) -> Result<(), TestCaseError> {
+    prop_assert!(status.as_u16() < 500, "{what} got {status} {reply}");
+    prop_assert!(
+        !status.is_client_error() || changed.is_empty(),
+        "{what} got {status} but committed writes to {changed:?}: {reply}"
+    );
+    Ok(())
+}
+
 #[test]
 fn every_service_survives_hostile_bodies_and_names_the_bad_field() {
     let h = Harness::new();
     let started = std::time::Instant::now();
-    let mut total = 0u32;
+    let mut counts: std::collections::BTreeMap<&str, (u32, u32)> = Default::default();
     let mut failures = Vec::new();
     for target in targets(&h) {
         // The valid body is accepted (the generator starts from a real call).
@@ -667,13 +962,10 @@ fn every_service_survives_hostile_bodies_and_names_the_bad_field() {
         h.clean_up(&target, status, &reply);
         let mut runner = runner(target.name);
         let result = runner.run(&mutation(), |m| {
-            let (bytes, field) = apply(&target.body, &m);
-            let (status, reply, _) = h.send_bytes(target.method.clone(), &target.path, bytes);
-            prop_assert!(
-                status.as_u16() < 500,
-                "{}: {m:?} got {status} {reply}",
-                target.name
-            );
+            let (bytes, field) = apply(&target.body, &m, target.wrapped);
+            let (status, reply, _, changed) =
+                h.exchange(target.method.clone(), &target.path, bytes);
+            check_answer(&format!("{}: {m:?}", target.name), status, &reply, &changed)?;
             if status == StatusCode::BAD_REQUEST {
                 if let Some(fields) = field {
                     let text = message(&reply);
@@ -690,11 +982,213 @@ fn every_service_survives_hostile_bodies_and_names_the_bad_field() {
         if let Err(e) = result {
             failures.push(format!("{}: {e}", target.name));
         }
-        total += runner.config().cases;
+        let entry = counts.entry(group(&target.path)).or_default();
+        entry.0 += 1;
+        entry.1 += runner.config().cases;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let total: u32 = counts.values().map(|c| c.1).sum();
+    for (group, (targets, cases)) in &counts {
+        eprintln!("{group}: {targets} targets, {cases} generated bodies");
+    }
+    eprintln!(
+        "{total} generated requests in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// A hostile path segment: an unknown ID, a control character (raw or percent-encoded), a
+/// dot segment, an encoded slash, a long or non-ASCII string.
+fn hostile_segment() -> impl Strategy<Value = String> {
+    let encode = |s: String| {
+        s.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect::<String>()
+    };
+    prop_oneof![
+        prop::sample::select(vec![
+            "x%0D%0AX-Injected:%201".to_owned(),
+            "%00".to_owned(),
+            "%7F".to_owned(),
+            "..".to_owned(),
+            "%2E%2E".to_owned(),
+            "a%2Fb".to_owned(),
+            "%20".to_owned(),
+            "0".to_owned(),
+            "-1".to_owned(),
+            "00000000-0000-0000-0000-000000000000".to_owned(),
+            "x".repeat(4096),
+        ]),
+        "\\PC{1,24}".prop_map(encode),
+        "[\\x00-\\x1f]{1,3}".prop_map(encode),
+        "[a-z0-9-]{1,40}",
+    ]
+}
+
+/// Every write route, with `{}` where the hostile segment goes: all of them answer a path that
+/// names nothing (or holds a control character) with a 4xx that changes nothing.
+fn path_targets(h: &Harness) -> Vec<(Method, String)> {
+    let project = h.cloud.store.read(|r| {
+        use crate::store::Read as _;
+        r.list::<Value>("projects")[0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    let (p, zone, region) = gce_scope(h);
+    let (post, put, delete) = (Method::POST, Method::PUT, Method::DELETE);
+    let lbaas = "/load-balancer/v2/lbaas";
+    let mut routes = vec![
+        (put.clone(), "/compute/v2.1/servers/{}".to_owned()),
+        (delete.clone(), "/compute/v2.1/servers/{}".to_owned()),
+        (post.clone(), "/compute/v2.1/servers/{}/action".to_owned()),
+        (
+            post.clone(),
+            "/compute/v2.1/servers/{}/os-volume_attachments".to_owned(),
+        ),
+        (
+            delete.clone(),
+            "/compute/v2.1/servers/{}/os-volume_attachments/{}".to_owned(),
+        ),
+        (
+            put.clone(),
+            "/network/v2.0/routers/{}/add_router_interface".to_owned(),
+        ),
+        (
+            put.clone(),
+            "/network/v2.0/routers/{}/remove_router_interface".to_owned(),
+        ),
+        (
+            put.clone(),
+            "/network/v2.0/routers/{}/add_extraroutes".to_owned(),
+        ),
+        (
+            put.clone(),
+            "/network/v2.0/routers/{}/remove_extraroutes".to_owned(),
+        ),
+        (
+            delete.clone(),
+            "/network/v2.0/security-group-rules/{}".to_owned(),
+        ),
+        (put.clone(), format!("/volume/v3/{project}/volumes/{{}}")),
+        (delete.clone(), format!("/volume/v3/{project}/volumes/{{}}")),
+        (
+            post.clone(),
+            format!("/volume/v3/{project}/volumes/{{}}/action"),
+        ),
+        (post.clone(), "/volume/v3/{}/volumes".to_owned()),
+        (post.clone(), format!("{lbaas}/pools/{{}}/members")),
+        (put.clone(), format!("{lbaas}/pools/{{}}/members")),
+        (put.clone(), format!("{lbaas}/pools/{{}}/members/{{}}")),
+        (delete.clone(), format!("{lbaas}/pools/{{}}/members/{{}}")),
+        (
+            delete.clone(),
+            "/identity/v3/users/{}/application_credentials/{}".to_owned(),
+        ),
+        (
+            post.clone(),
+            "/identity/v3/users/{}/application_credentials".to_owned(),
+        ),
+        (
+            post.clone(),
+            "/compute/v1/projects/{}/setCommonInstanceMetadata".to_owned(),
+        ),
+        (post.clone(), format!("{p}/zones/{{}}/instances")),
+        (delete.clone(), format!("{p}/zones/{zone}/instances/{{}}")),
+        (
+            post.clone(),
+            format!("{p}/zones/{zone}/instances/{{}}/setMetadata"),
+        ),
+        (post.clone(), format!("{p}/zones/{zone}/instances/fx/{{}}")),
+        (delete.clone(), format!("{p}/zones/{zone}/disks/{{}}")),
+        (delete.clone(), format!("{p}/zones/{zone}/operations/{{}}")),
+        (post.clone(), format!("{p}/regions/{{}}/targetPools")),
+        (
+            post.clone(),
+            format!("{p}/regions/{region}/targetPools/{{}}/addInstance"),
+        ),
+        (
+            post.clone(),
+            format!("{p}/regions/{region}/targetPools/fxpool/{{}}"),
+        ),
+        (post.clone(), format!("{p}/global/{{}}")),
+    ];
+    for c in [
+        "networks",
+        "subnets",
+        "ports",
+        "routers",
+        "floatingips",
+        "security-groups",
+    ] {
+        routes.push((put.clone(), format!("/network/v2.0/{c}/{{}}")));
+        routes.push((delete.clone(), format!("/network/v2.0/{c}/{{}}")));
+    }
+    for c in ["loadbalancers", "listeners", "pools", "healthmonitors"] {
+        routes.push((put.clone(), format!("{lbaas}/{c}/{{}}")));
+        routes.push((delete.clone(), format!("{lbaas}/{c}/{{}}")));
+    }
+    for c in ["routes", "firewalls", "httpHealthChecks"] {
+        routes.push((delete.clone(), format!("{p}/global/{c}/{{}}")));
+    }
+    for c in ["addresses", "targetPools", "forwardingRules"] {
+        routes.push((delete.clone(), format!("{p}/regions/{region}/{c}/{{}}")));
+    }
+    routes
+}
+
+#[test]
+fn every_write_route_refuses_hostile_paths_without_changing_anything() {
+    let h = Harness::new();
+    // The fixtures the routes name (`fx`, `fxpool`), made as the body test makes them.
+    let _ = targets(&h);
+    let started = std::time::Instant::now();
+    let routes = path_targets(&h);
+    let mut failures = Vec::new();
+    let mut total = 0u32;
+    for (method, template) in &routes {
+        let base = runner(template);
+        let cases = (base.config().cases / 4).max(1);
+        let mut runner = TestRunner::new(Config {
+            cases,
+            ..base.config().clone()
+        });
+        let result = runner.run(&(hostile_segment(), any_json()), |(segment, body)| {
+            let path = template.replace("{}", &segment);
+            let (status, reply, _, changed) =
+                h.exchange(method.clone(), &path, body.to_string().into_bytes());
+            check_answer(&format!("{method} {path}"), status, &reply, &changed)?;
+            prop_assert!(
+                status.is_client_error(),
+                "{method} {path} names nothing but got {status} {reply}"
+            );
+            if crate::api::has_control_characters(&path) {
+                prop_assert_eq!(
+                    status,
+                    StatusCode::BAD_REQUEST,
+                    "{} {}: {}",
+                    method,
+                    path,
+                    reply
+                );
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            failures.push(format!("{method} {template}: {e}"));
+        }
+        total += cases;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     eprintln!(
-        "{total} generated requests in {:.1}s",
+        "{} write routes, {total} hostile paths in {:.1}s",
+        routes.len(),
         started.elapsed().as_secs_f64()
     );
 }

@@ -60,10 +60,11 @@ pub struct ServeArgs {
     /// URL clients use to reach the API, if not http://<listen> (e.g. behind a proxy).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
-    /// Region name in the service catalog.
+    /// Region name in the service catalog (letters, digits, '-', '_', '.').
     #[arg(long, default_value = defaults::REGION, value_parser = parse_location)]
     pub region: String,
-    /// Availability zones, comma-separated (replaces the stored set; kept across restarts).
+    /// Availability zones, comma-separated (replaces the stored set; kept across restarts);
+    /// each as a region name.
     #[arg(long, value_delimiter = ',', value_name = "ZONES", value_parser = parse_location)]
     pub availability_zones: Option<Vec<String>>,
     /// Token lifetime (e.g. 1h is Keystone's default; 90s, 5m), 1s to 8760h.
@@ -96,26 +97,14 @@ pub struct ServeArgs {
     pub enforce_member_security_groups: bool,
 }
 
+/// A region or availability zone name, checked by [`crate::server::check_location`].
+pub(super) fn parse_location(s: &str) -> std::result::Result<String, String> {
+    crate::server::check_location(s)?;
+    Ok(s.to_owned())
+}
+
 /// The longest token lifetime `--token-ttl` accepts: 365 days.
 pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(365 * 86_400);
-
-/// A region or zone name: it becomes part of URLs (`/zones/<zone>`), metadata paths and
-/// label values, so 1 to 63 of `A-Z a-z 0-9 . _ -` (every real cloud's names fit), never
-/// empty, a slash, a space or a control character.
-pub(super) fn parse_location(s: &str) -> std::result::Result<String, String> {
-    let ok = (1..=63).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && s != "."
-        && s != "..";
-    if ok {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "{s:?} is not a region or zone name (1 to 63 of A-Z, a-z, 0-9, '.', '_', '-')"
-        ))
-    }
-}
 
 pub(super) fn parse_ttl(s: &str) -> std::result::Result<Duration, String> {
     let range = || {
@@ -145,7 +134,7 @@ pub enum InstanceCommand {
         /// Instance name.
         name: String,
         /// Availability zone.
-        #[arg(long, default_value = defaults::AVAILABILITY_ZONE)]
+        #[arg(long, default_value = defaults::AVAILABILITY_ZONE, value_parser = parse_location)]
         zone: String,
         /// Flavor name or ID.
         #[arg(long, default_value = defaults::FLAVOR)]
@@ -189,7 +178,7 @@ pub enum VolumeCommand {
         #[arg(long, default_value_t = 1)]
         size: u64,
         /// Availability zone.
-        #[arg(long, default_value = defaults::AVAILABILITY_ZONE)]
+        #[arg(long, default_value = defaults::AVAILABILITY_ZONE, value_parser = parse_location)]
         zone: String,
         #[command(flatten)]
         output: OutputArgs,
@@ -303,11 +292,27 @@ mod tests {
             ("--inject-throttle-rate", "NaN"),
             ("--lb-vip-pool", "10.0.0.0/24"),
             ("--lb-vip-pool", "0.0.0.0/8"),
+            ("--region", ""),
+            ("--region", "Region/One"),
+            ("--region", ".."),
+            ("--region", "a b"),
+            ("--availability-zones", "nova,,az2"),
+            ("--availability-zones", "nova,az/2"),
+            ("--availability-zones", "az\n2"),
         ] {
             let e = Top::try_parse_from(["local-cloud", "serve", flag, value])
                 .expect_err(value)
                 .to_string();
             assert!(e.contains(flag), "{flag} {value}: {e}");
+        }
+        for command in ["instance", "volume"] {
+            for zone in ["", "a/b", "."] {
+                let e =
+                    Top::try_parse_from(["local-cloud", command, "create", "x", "--zone", zone])
+                        .expect_err(zone)
+                        .to_string();
+                assert!(e.contains("--zone"), "{command} --zone {zone:?}: {e}");
+            }
         }
     }
 }

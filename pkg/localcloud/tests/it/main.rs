@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod compute;
+mod dialects;
 mod durability;
 mod faults;
 mod hardening;

@@ -12,6 +12,22 @@ pub(crate) enum Where {
     Regional,
 }
 
+/// The type GCE's schema gives a field; an insert whose field has another type is a 400.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Ty {
+    Str,
+    Bool,
+    /// An integer within the inclusive range.
+    Int(i64, i64),
+    /// A number within the inclusive range.
+    Float(f64, f64),
+    /// A list of strings, at most this many.
+    Strs(usize),
+    /// A list of objects.
+    Objects,
+    Object,
+}
+
 /// One collection.
 pub(crate) struct Kind {
     /// The path segment (`routes`).
@@ -20,26 +36,35 @@ pub(crate) struct Kind {
     pub kind: &'static str,
     pub place: Where,
     /// Fields an insert must have.
-    pub required: &'static [&'static str],
+    pub required: &'static [(&'static str, Ty)],
     /// Fields an insert may have (besides `name`, `description`, `kind`).
-    pub optional: &'static [&'static str],
+    pub optional: &'static [(&'static str, Ty)],
     /// Defaults GCE fills in.
     pub defaults: fn() -> Value,
 }
+
+/// Most strings a list field takes (GCE's limits are in the hundreds; none of ours needs more).
+const MANY: usize = 256;
+/// A firewall or route priority.
+const PRIORITY: Ty = Ty::Int(0, 65_535);
+/// A legacy HTTP health check's interval and timeout, in seconds.
+const CHECK_SECONDS: Ty = Ty::Int(1, 300);
+/// A health check's healthy and unhealthy thresholds.
+const THRESHOLD: Ty = Ty::Int(1, 10);
 
 pub(crate) const KINDS: &[Kind] = &[
     Kind {
         collection: "routes",
         kind: "compute#route",
         place: Where::Global,
-        required: &["network", "destRange"],
+        required: &[("network", Ty::Str), ("destRange", Ty::Str)],
         optional: &[
-            "nextHopInstance",
-            "nextHopIp",
-            "nextHopGateway",
-            "nextHopNetwork",
-            "priority",
-            "tags",
+            ("nextHopInstance", Ty::Str),
+            ("nextHopIp", Ty::Str),
+            ("nextHopGateway", Ty::Str),
+            ("nextHopNetwork", Ty::Str),
+            ("priority", PRIORITY),
+            ("tags", Ty::Strs(MANY)),
         ],
         defaults: || json!({"priority": 1000, "routeType": "STATIC", "routeStatus": "ACTIVE"}),
     },
@@ -49,19 +74,19 @@ pub(crate) const KINDS: &[Kind] = &[
         place: Where::Global,
         required: &[],
         optional: &[
-            "network",
-            "allowed",
-            "denied",
-            "sourceRanges",
-            "sourceTags",
-            "targetTags",
-            "destinationRanges",
-            "direction",
-            "priority",
-            "disabled",
-            "logConfig",
-            "sourceServiceAccounts",
-            "targetServiceAccounts",
+            ("network", Ty::Str),
+            ("allowed", Ty::Objects),
+            ("denied", Ty::Objects),
+            ("sourceRanges", Ty::Strs(MANY)),
+            ("sourceTags", Ty::Strs(MANY)),
+            ("targetTags", Ty::Strs(MANY)),
+            ("destinationRanges", Ty::Strs(MANY)),
+            ("direction", Ty::Str),
+            ("priority", PRIORITY),
+            ("disabled", Ty::Bool),
+            ("logConfig", Ty::Object),
+            ("sourceServiceAccounts", Ty::Strs(MANY)),
+            ("targetServiceAccounts", Ty::Strs(MANY)),
         ],
         defaults: || json!({"network": "global/networks/default", "direction": "INGRESS", "priority": 1000, "disabled": false}),
     },
@@ -71,13 +96,13 @@ pub(crate) const KINDS: &[Kind] = &[
         place: Where::Global,
         required: &[],
         optional: &[
-            "host",
-            "requestPath",
-            "port",
-            "checkIntervalSec",
-            "timeoutSec",
-            "unhealthyThreshold",
-            "healthyThreshold",
+            ("host", Ty::Str),
+            ("requestPath", Ty::Str),
+            ("port", Ty::Int(1, 65_535)),
+            ("checkIntervalSec", CHECK_SECONDS),
+            ("timeoutSec", CHECK_SECONDS),
+            ("unhealthyThreshold", THRESHOLD),
+            ("healthyThreshold", THRESHOLD),
         ],
         defaults: || json!({"requestPath": "/", "port": 80, "checkIntervalSec": 5, "timeoutSec": 5, "unhealthyThreshold": 2, "healthyThreshold": 2}),
     },
@@ -87,14 +112,14 @@ pub(crate) const KINDS: &[Kind] = &[
         place: Where::Regional,
         required: &[],
         optional: &[
-            "address",
-            "addressType",
-            "networkTier",
-            "purpose",
-            "subnetwork",
-            "network",
-            "ipVersion",
-            "prefixLength",
+            ("address", Ty::Str),
+            ("addressType", Ty::Str),
+            ("networkTier", Ty::Str),
+            ("purpose", Ty::Str),
+            ("subnetwork", Ty::Str),
+            ("network", Ty::Str),
+            ("ipVersion", Ty::Str),
+            ("prefixLength", Ty::Int(0, 128)),
         ],
         defaults: || json!({"addressType": "EXTERNAL", "networkTier": "PREMIUM", "status": "RESERVED"}),
     },
@@ -104,11 +129,12 @@ pub(crate) const KINDS: &[Kind] = &[
         place: Where::Regional,
         required: &[],
         optional: &[
-            "instances",
-            "healthChecks",
-            "sessionAffinity",
-            "failoverRatio",
-            "backupPool",
+            ("instances", Ty::Strs(1000)),
+            // GCE takes at most one legacy HTTP health check per pool.
+            ("healthChecks", Ty::Strs(1)),
+            ("sessionAffinity", Ty::Str),
+            ("failoverRatio", Ty::Float(0.0, 1.0)),
+            ("backupPool", Ty::Str),
         ],
         defaults: || json!({"sessionAffinity": "NONE"}),
     },
@@ -116,23 +142,74 @@ pub(crate) const KINDS: &[Kind] = &[
         collection: "forwardingRules",
         kind: "compute#forwardingRule",
         place: Where::Regional,
-        required: &["target"],
+        required: &[("target", Ty::Str)],
         optional: &[
-            "IPAddress",
-            "IPProtocol",
-            "portRange",
-            "ports",
-            "allPorts",
-            "loadBalancingScheme",
-            "network",
-            "subnetwork",
-            "networkTier",
-            "backendService",
-            "allowGlobalAccess",
+            ("IPAddress", Ty::Str),
+            ("IPProtocol", Ty::Str),
+            ("portRange", Ty::Str),
+            // GCE takes up to five ports in `ports`.
+            ("ports", Ty::Strs(5)),
+            ("allPorts", Ty::Bool),
+            ("loadBalancingScheme", Ty::Str),
+            ("network", Ty::Str),
+            ("subnetwork", Ty::Str),
+            ("networkTier", Ty::Str),
+            ("backendService", Ty::Str),
+            ("allowGlobalAccess", Ty::Bool),
         ],
         defaults: || json!({"IPProtocol": "TCP", "loadBalancingScheme": "EXTERNAL", "networkTier": "PREMIUM"}),
     },
 ];
+
+/// Checks that `v`, the insert's field `key`, has type `ty`.
+fn check_type(key: &str, ty: Ty, v: &Value) -> Result<(), ApiError> {
+    let field = format!("resource.{key}");
+    let bad = |must: &str| {
+        invalid(format!(
+            "Invalid value for field '{field}': {}. Must be {must}.",
+            json_kind(v)
+        ))
+    };
+    match ty {
+        Ty::Str => v.is_string().then_some(()).ok_or_else(|| bad("a string")),
+        Ty::Bool => v.is_boolean().then_some(()).ok_or_else(|| bad("a boolean")),
+        Ty::Object => v.is_object().then_some(()).ok_or_else(|| bad("an object")),
+        Ty::Int(lo, hi) => match v.as_i64() {
+            Some(n) if (lo..=hi).contains(&n) => Ok(()),
+            Some(n) => Err(invalid(format!(
+                "Invalid value for field '{field}': '{n}'. Must be between {lo} and {hi}."
+            ))),
+            None => Err(bad(&format!("an integer between {lo} and {hi}"))),
+        },
+        Ty::Float(lo, hi) => match v.as_f64() {
+            Some(n) if (lo..=hi).contains(&n) => Ok(()),
+            _ => Err(bad(&format!("a number between {lo} and {hi}"))),
+        },
+        Ty::Strs(max) => match v.as_array() {
+            Some(a) if a.len() > max => Err(invalid(format!(
+                "Invalid value for field '{field}': at most {max} values are allowed."
+            ))),
+            Some(a) => match a.iter().position(|x| !x.is_string()) {
+                Some(i) => Err(invalid(format!(
+                    "Invalid value for field '{field}[{i}]': {}. Must be a string.",
+                    json_kind(&a[i])
+                ))),
+                None => Ok(()),
+            },
+            None => Err(bad("a list of strings")),
+        },
+        Ty::Objects => match v.as_array() {
+            Some(a) => match a.iter().position(|x| !x.is_object()) {
+                Some(i) => Err(invalid(format!(
+                    "Invalid value for field '{field}[{i}]': {}. Must be an object.",
+                    json_kind(&a[i])
+                ))),
+                None => Ok(()),
+            },
+            None => Err(bad("a list of objects")),
+        },
+    }
+}
 
 fn kind_of(collection: &str, place: Where) -> Option<&'static Kind> {
     KINDS
@@ -259,18 +336,30 @@ fn prepare(
     scope: &str,
     mut fields: Map<String, Value>,
 ) -> Result<Map<String, Value>, ApiError> {
-    for key in fields.keys() {
-        let known = ["name", "description", "kind"].contains(&key.as_str())
-            || kind.required.contains(&key.as_str())
-            || kind.optional.contains(&key.as_str());
-        if !known {
-            return Err(invalid(format!(
-                "Invalid JSON payload received. Unknown name \"{key}\": Cannot find field."
-            )));
+    // `null` is an absent field, as in GCE's JSON.
+    fields.retain(|_, v| !v.is_null());
+    for (key, v) in &fields {
+        let ty = match key.as_str() {
+            "name" | "description" | "kind" => Some(Ty::Str),
+            k => kind
+                .required
+                .iter()
+                .chain(kind.optional)
+                .find(|(name, _)| *name == k)
+                .map(|(_, ty)| *ty),
+        };
+        match ty {
+            Some(ty) => check_type(key, ty, v)?,
+            None => {
+                return Err(invalid(format!(
+                    "Invalid JSON payload received. Unknown name \"{key}\": Cannot find field."
+                )))
+            }
         }
     }
-    for key in kind.required {
-        if fields.get(*key).is_none_or(Value::is_null) {
+    let given: std::collections::BTreeSet<String> = fields.keys().cloned().collect();
+    for (key, _) in kind.required {
+        if !fields.contains_key(*key) {
             return Err(required(&format!("resource.{key}")));
         }
     }
@@ -279,6 +368,11 @@ fn prepare(
     if let Value::Object(defaults) = (kind.defaults)() {
         for (k, v) in defaults {
             fields.entry(k).or_insert(v);
+        }
+    }
+    if kind.collection == "httpHealthChecks" && !given.contains("timeoutSec") {
+        if let Some(interval) = fields.get("checkIntervalSec").and_then(Value::as_i64) {
+            fields.insert("timeoutSec".into(), json!(interval.min(5)));
         }
     }
     for key in ["network", "nextHopInstance", "target", "subnetwork"] {
@@ -326,13 +420,74 @@ fn prepare(
                     "Exactly one of 'allowed' or 'denied' must be specified",
                 ));
             }
-            if let Some(Value::Array(ranges)) = fields.get("sourceRanges") {
-                for r in ranges {
-                    check_cidr("sourceRanges", Some(r))?;
+            for key in ["sourceRanges", "destinationRanges"] {
+                if let Some(Value::Array(ranges)) = fields.get(key) {
+                    for r in ranges {
+                        check_cidr(key, Some(r))?;
+                    }
+                }
+            }
+            one_of(&fields, "direction", &["INGRESS", "EGRESS"])?;
+            for key in ["allowed", "denied"] {
+                if let Some(Value::Array(rules)) = fields.get(key) {
+                    for (i, rule) in rules.iter().enumerate() {
+                        check_firewall_rule(&format!("{key}[{i}]"), rule)?;
+                    }
                 }
             }
         }
+        "httpHealthChecks" => {
+            // A timeout longer than the interval is GCE's 400; when the interval is shorter
+            // than the default timeout and no timeout is given, the timeout follows it.
+            let interval = fields
+                .get("checkIntervalSec")
+                .and_then(Value::as_i64)
+                .unwrap_or(5);
+            let timeout = fields
+                .get("timeoutSec")
+                .and_then(Value::as_i64)
+                .unwrap_or(5);
+            if timeout > interval {
+                return Err(invalid(format!(
+                    "Invalid value for field 'resource.timeoutSec': '{timeout}'. TimeoutSec should be less than or equal to checkIntervalSec ({interval})."
+                )));
+            }
+            let path = fields
+                .get("requestPath")
+                .and_then(Value::as_str)
+                .unwrap_or("/");
+            if !path.starts_with('/') || path.chars().any(char::is_control) {
+                return Err(invalid(format!(
+                    "Invalid value for field 'resource.requestPath': '{}'. Must start with '/' and hold no control characters.",
+                    path.escape_default()
+                )));
+            }
+        }
         "targetPools" => {
+            one_of(
+                &fields,
+                "sessionAffinity",
+                &["NONE", "CLIENT_IP", "CLIENT_IP_PROTO"],
+            )?;
+            // References must name what exists, as GCE answers 404 for a missing one.
+            for hc in string_list(&fields, "healthChecks") {
+                let name = m::last_segment(&hc);
+                if tx
+                    .get::<GceObject>(
+                        &GceObject::table("httpHealthChecks"),
+                        &GceObject::key("global", name),
+                    )
+                    .is_none_or(|o| o.meta.project_id != s.project.id)
+                {
+                    return Err(not_found(&format!(
+                        "projects/{}/global/httpHealthChecks/{name}",
+                        s.project.name
+                    )));
+                }
+            }
+            if let Some(Value::String(backup)) = fields.get("backupPool") {
+                find(tx, s.project, kind, scope, m::last_segment(backup))?;
+            }
             let list = fields.get("instances").cloned().unwrap_or(json!([]));
             let list = list.as_array().cloned().unwrap_or_default();
             let mut out = Vec::new();
@@ -359,19 +514,123 @@ fn prepare(
                 "IPAddress"
             };
             let wanted = fields.get(key).and_then(Value::as_str).map(str::to_owned);
-            let address = reserve_address(tx, s, scope, wanted)?;
-            fields.insert(key.into(), json!(address));
+            if let Some(w) = &wanted {
+                if w.parse::<std::net::Ipv4Addr>().is_err() {
+                    return Err(invalid(format!(
+                        "Invalid value for field 'resource.{key}': '{}'. Must be an IPv4 address.",
+                        w.escape_default()
+                    )));
+                }
+            }
             if kind.collection == "forwardingRules" {
-                if let Some(Value::String(t)) = fields.get("target") {
-                    if m::last_segment(t).is_empty() {
-                        return Err(invalid("Invalid value for field 'resource.target'"));
+                one_of(&fields, "IPProtocol", &["TCP", "UDP"])?;
+                let target = fields
+                    .get("target")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let pools = kind_of("targetPools", Where::Regional)
+                    .ok_or_else(|| ApiError::internal("the targetPools collection is missing"))?;
+                match target_pool_key(target) {
+                    Some((pool_scope, name)) => {
+                        find(tx, s.project, pools, &pool_scope, &name)?;
+                    }
+                    None => {
+                        return Err(invalid(format!(
+                        "Invalid value for field 'resource.target': '{}'. Must be a target pool.",
+                        target.escape_default()
+                    )))
                     }
                 }
             }
+            let address = reserve_address(tx, s, scope, wanted)?;
+            fields.insert(key.into(), json!(address));
         }
         _ => {}
     }
     Ok(fields)
+}
+
+/// The strings of the list field `key` (types already checked).
+fn string_list(fields: &Map<String, Value>, key: &str) -> Vec<String> {
+    fields
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Checks that the string field `key`, when given, is one of `allowed` (GCE's enums).
+fn one_of(fields: &Map<String, Value>, key: &str, allowed: &[&str]) -> Result<(), ApiError> {
+    match fields.get(key).and_then(Value::as_str) {
+        Some(v) if !allowed.contains(&v) => Err(invalid(format!(
+            "Invalid value for field 'resource.{key}': '{}'. Must be one of {allowed:?}.",
+            v.escape_default()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `(scope, name)` of a target pool reference (`.../regions/r/targetPools/p`).
+pub(crate) fn target_pool_key(reference: &str) -> Option<(String, String)> {
+    let parts: Vec<&str> = reference.trim_end_matches('/').split('/').collect();
+    let i = parts.iter().rposition(|p| *p == "targetPools")?;
+    let (region, name) = (parts.get(i.checked_sub(1)?)?, parts.get(i + 1)?);
+    (i >= 2 && parts[i - 2] == "regions" && !name.is_empty())
+        .then(|| (format!("regions/{region}"), name.to_string()))
+}
+
+/// A port or port range of a firewall rule: `80` or `8000-8100`, within 1..=65535, low ≤ high.
+pub(crate) fn parse_port_range(entry: &str) -> Option<(u16, u16)> {
+    let (a, b) = entry.split_once('-').unwrap_or((entry, entry));
+    let (a, b) = (a.parse::<u16>().ok()?, b.parse::<u16>().ok()?);
+    (a >= 1 && a <= b).then_some((a, b))
+}
+
+/// One `allowed`/`denied` entry of a firewall: `IPProtocol` (a name or a number 0..=255) and
+/// `ports`, which only TCP, UDP and SCTP take.
+fn check_firewall_rule(at: &str, rule: &Value) -> Result<(), ApiError> {
+    let o = object(rule, &format!("resource.{at}"))?;
+    known_fields(o, &format!("resource.{at}"), &["IPProtocol", "ports"])?;
+    let proto = opt_str(o, "IPProtocol", &format!("resource.{at}.IPProtocol"))?
+        .ok_or_else(|| required(&format!("resource.{at}.IPProtocol")))?;
+    let named = ["tcp", "udp", "icmp", "esp", "ah", "sctp", "ipip", "all"];
+    let lower = proto.to_ascii_lowercase();
+    if !named.contains(&lower.as_str()) && proto.parse::<u8>().is_err() {
+        return Err(invalid(format!(
+            "Invalid value for field 'resource.{at}.IPProtocol': '{}'. Must be a protocol name or number.",
+            proto.escape_default()
+        )));
+    }
+    let ports = match o.get("ports") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.{at}.ports': {}. Must be a list.",
+                json_kind(other)
+            )))
+        }
+    };
+    if !ports.is_empty() && !["tcp", "udp", "sctp", "6", "17", "132"].contains(&lower.as_str()) {
+        return Err(invalid(format!(
+            "Invalid value for field 'resource.{at}.ports': ports are only allowed for tcp, udp and sctp."
+        )));
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let ok = p.as_str().and_then(parse_port_range).is_some();
+        if !ok {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.{at}.ports[{i}]': {}. Must be a port or a range of ports within 1-65535, low before high.",
+                p.as_str().map_or_else(|| json_kind(p).to_owned(), |s| format!("'{}'", s.escape_default()))
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_cidr(field: &str, v: Option<&Value>) -> Result<(), ApiError> {
@@ -386,7 +645,8 @@ fn check_cidr(field: &str, v: Option<&Value>) -> Result<(), ApiError> {
         Ok(())
     } else {
         Err(invalid(format!(
-            "Invalid value for field 'resource.{field}': '{s}'. Must be a CIDR address range"
+            "Invalid value for field 'resource.{field}': '{}'. Must be a CIDR address range",
+            s.escape_default()
         )))
     }
 }

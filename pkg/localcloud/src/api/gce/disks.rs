@@ -132,7 +132,7 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
     }
     let name = resource_name(&b)?;
     let size = match b.get("sizeGb") {
-        None => 10,
+        None | Some(Value::Null) => 10,
         Some(Value::String(s)) => s
             .parse::<u64>()
             .map_err(|_| invalid(format!("Invalid value for field 'resource.sizeGb': '{s}'.")))?,
@@ -146,10 +146,10 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             "Invalid value for field 'resource.sizeGb': '{size}'. Must be between 1 and 65536."
         )));
     }
-    let description = b
-        .get("description")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let description = opt_str(&b, "description", "resource.description")?.map(str::to_owned);
+    for key in ["type", "sourceImage", "kind"] {
+        opt_str(&b, key, &format!("resource.{key}"))?;
+    }
     change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
         let project = s.project;
         let zone = param(&p, "zone").to_owned();

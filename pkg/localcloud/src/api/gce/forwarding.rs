@@ -12,7 +12,7 @@
 //! one gets in, as GCE denies ingress by default). The Octavia load balancer is named `gce-<region>-<rule>`; Octavia
 //! clients see it too.
 
-use super::collections::{instance_ref, objects};
+use super::collections::{instance_ref, objects, parse_port_range, target_pool_key};
 use super::instances::find_instance;
 use super::*;
 use crate::api::compute::server_ports;
@@ -44,17 +44,22 @@ fn find_lb(r: &impl Read, project_id: &str, name: &str) -> Option<LoadBalancer> 
 
 /// The ports of a rule: `portRange` (`80`, `8000-8100`) or `ports`.
 fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
-    let parse = |s: &str| {
+    let parse = |field: &str, s: &str| {
         s.trim()
             .parse::<u16>()
             .ok()
             .filter(|p| *p > 0)
-            .ok_or_else(|| invalid(format!("Invalid port '{s}'")))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "Invalid value for field 'resource.{field}': '{}'. Must be a port within 1-65535.",
+                    s.escape_default()
+                ))
+            })
     };
     let mut ports = Vec::new();
     if let Some(range) = rule.fields.get("portRange").and_then(Value::as_str) {
         let (a, b) = range.split_once('-').unwrap_or((range, range));
-        let (a, b) = (parse(a)?, parse(b)?);
+        let (a, b) = (parse("portRange", a)?, parse("portRange", b)?);
         if a > b || u32::from(b - a) >= MAX_PORTS {
             return Err(invalid(format!(
                 "Invalid value for field 'resource.portRange': '{range}'. The local cloud forwards at most {MAX_PORTS} ports per rule"
@@ -64,7 +69,7 @@ fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
     }
     if let Some(list) = rule.fields.get("ports").and_then(Value::as_array) {
         for p in list {
-            ports.push(parse(p.as_str().unwrap_or_default())?);
+            ports.push(parse("ports", p.as_str().unwrap_or_default())?);
         }
     }
     ports.sort_unstable();
@@ -83,12 +88,10 @@ struct Backends {
 
 fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends> {
     let target = rule.fields.get("target")?.as_str()?;
-    let i = target.find("/regions/")?;
-    let rest = &target[i + 1..];
-    let (scope, name) = rest.split_once("/targetPools/")?;
+    let (scope, name) = target_pool_key(target)?;
     let pool = tx.get::<GceObject>(
         &GceObject::table("targetPools"),
-        &GceObject::key(scope, name),
+        &GceObject::key(&scope, &name),
     )?;
     let mut addresses = Vec::new();
     let mut tags = std::collections::BTreeSet::new();
@@ -140,11 +143,7 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends
 
 /// Whether a firewall's `ports` entry (`80`, `8000-8100`) holds `port`.
 fn port_matches(entry: &str, port: u16) -> bool {
-    let (a, b) = entry.split_once('-').unwrap_or((entry, entry));
-    match (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
-        (Ok(a), Ok(b)) => (a..=b).contains(&port),
-        _ => false,
-    }
+    parse_port_range(entry).is_some_and(|(a, b)| (a..=b).contains(&port))
 }
 
 /// The source ranges the project's firewalls let reach `protocol`/`port` on instances with

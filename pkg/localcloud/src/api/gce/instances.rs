@@ -225,6 +225,55 @@ struct Nic {
     nat: Vec<Option<String>>,
 }
 
+/// Checks the shape of an insert's `networkInterfaces` before anything is made: a list of
+/// objects whose references and addresses are strings.
+fn check_interfaces(interfaces: &Value) -> Result<(), ApiError> {
+    let list = match interfaces {
+        Value::Null => return Ok(()),
+        Value::Array(a) => a,
+        other => {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.networkInterfaces': {}. Must be a list.",
+                json_kind(other)
+            )))
+        }
+    };
+    for (i, nic) in list.iter().enumerate() {
+        let at = format!("resource.networkInterfaces[{i}]");
+        let o = object(nic, &at)?;
+        for key in [
+            "network",
+            "subnetwork",
+            "networkIP",
+            "name",
+            "kind",
+            "stackType",
+            "nicType",
+        ] {
+            opt_str(o, key, &format!("{at}.{key}"))?;
+        }
+        match o.get("accessConfigs") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(configs)) => {
+                for (j, c) in configs.iter().enumerate() {
+                    let at = format!("{at}.accessConfigs[{j}]");
+                    let c = object(c, &at)?;
+                    for key in ["natIP", "name", "type", "networkTier", "kind"] {
+                        opt_str(c, key, &format!("{at}.{key}"))?;
+                    }
+                }
+            }
+            Some(other) => {
+                return Err(invalid(format!(
+                    "Invalid value for field '{at}.accessConfigs': {}. Must be a list.",
+                    json_kind(other)
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 fn make_nics(tx: &mut Tx<'_>, project: &Project, interfaces: &Value) -> Result<Vec<Nic>, ApiError> {
     let list = match interfaces {
         Value::Null => vec![json!({})],
@@ -320,17 +369,19 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
         )));
     }
     let name = resource_name(&b)?;
-    let machine_type = b
-        .get("machineType")
-        .and_then(Value::as_str)
+    let machine_type = opt_str(&b, "machineType", "resource.machineType")?
         .ok_or_else(|| required("resource.machineType"))?
         .to_owned();
-    let (metadata, _) = parse_metadata(b.get("metadata").unwrap_or(&Value::Null))?;
-    let tags = parse_tags(b.get("tags").unwrap_or(&Value::Null))?.0;
-    let description = b
-        .get("description")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let metadata = match b.get("metadata") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(v) => parse_metadata(v, "resource.metadata")?.0,
+    };
+    let tags = match b.get("tags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => parse_tags(v, "resource.tags")?.0,
+    };
+    let description = opt_str(&b, "description", "resource.description")?.map(str::to_owned);
+    check_interfaces(b.get("networkInterfaces").unwrap_or(&Value::Null))?;
     let dir = cloud.config.config_drive_dir();
     change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
         let project = s.project;
@@ -411,29 +462,36 @@ async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiErro
     .await
 }
 
-/// Parses GCE's Tags (`{"items": [...], "fingerprint"}`).
-fn parse_tags(v: &Value) -> Result<(Vec<String>, Option<String>), ApiError> {
+/// Parses GCE's Tags (`{"items": [...], "fingerprint"}`) at `field` of a body.
+fn parse_tags(v: &Value, field: &str) -> Result<(Vec<String>, Option<String>), ApiError> {
+    let o = object(v, field)?;
+    known_fields(o, field, &["items", "fingerprint"])?;
     let mut tags = Vec::new();
-    match &v["items"] {
-        Value::Null => {}
-        Value::Array(a) => {
-            for t in a {
+    match o.get("items") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) => {
+            for (i, t) in a.iter().enumerate() {
                 let t = t.as_str().ok_or_else(|| {
-                    invalid("Invalid value for field 'tags.items': must be strings")
+                    invalid(format!(
+                        "Invalid value for field '{field}.items[{i}]': {}. Must be a string.",
+                        json_kind(t)
+                    ))
                 })?;
-                check_name(t).map_err(|_| invalid(format!("Invalid value for field 'tags.items': '{t}'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?)'")))?;
+                check_name(t).map_err(|_| invalid(format!("Invalid value for field '{field}.items[{i}]': '{t}'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?)'")))?;
                 if !tags.iter().any(|x| x == t) {
                     tags.push(t.to_owned());
                 }
             }
         }
-        _ => {
-            return Err(invalid(
-                "Invalid value for field 'tags.items': must be a list",
-            ))
+        Some(other) => {
+            return Err(invalid(format!(
+                "Invalid value for field '{field}.items': {}. Must be a list.",
+                json_kind(other)
+            )))
         }
     }
-    Ok((tags, v["fingerprint"].as_str().map(str::to_owned)))
+    let fingerprint = opt_str(o, "fingerprint", &format!("{field}.fingerprint"))?;
+    Ok((tags, fingerprint.map(str::to_owned)))
 }
 
 async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
@@ -456,17 +514,14 @@ async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
                 return Err(ApiError::new(StatusCode::BAD_REQUEST, "resourceNotReady", format!("The resource 'projects/{}/zones/{zone}/instances/{}' is not ready", project.name, server.name)))
             }
             "setMetadata" => {
-                let (items, fp) = parse_metadata(&b)?;
-                if fp.is_some_and(|fp| fp != m::fingerprint(&json!(server.metadata))) {
-                    return Err(stale_fingerprint("metadata"));
-                }
+                let (items, fp) = parse_metadata(&b, "metadata")?;
+                let current = m::fingerprint(&json!(server.metadata));
+                check_fingerprint(fp.as_deref(), &current, "metadata")?;
                 server.metadata = items;
             }
             "setTags" => {
-                let (tags, fp) = parse_tags(&b)?;
-                if fp.is_some_and(|fp| fp != m::fingerprint(&json!(server.tags))) {
-                    return Err(stale_fingerprint("tags"));
-                }
+                let (tags, fp) = parse_tags(&b, "tags")?;
+                check_fingerprint(fp.as_deref(), &m::fingerprint(&json!(server.tags)), "tags")?;
                 server.tags = tags;
             }
             other => {

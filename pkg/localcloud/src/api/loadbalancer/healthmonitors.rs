@@ -53,9 +53,36 @@ fn to_u8(n: i64) -> u8 {
     u8::try_from(n).unwrap_or(u8::MAX)
 }
 
+/// Octavia's form of `expected_codes`: `200`, `200,202` or `200-204`, three-digit codes
+/// 100..=599, a range low before high.
+fn valid_expected_codes(c: &str) -> bool {
+    let code = |s: &str| {
+        let s = s.trim();
+        (s.len() == 3)
+            .then(|| s.parse::<u16>().ok())
+            .flatten()
+            .filter(|n| (100..=599).contains(n))
+    };
+    match c.split_once('-') {
+        Some((a, b)) => matches!((code(a), code(b)), (Some(a), Some(b)) if a <= b),
+        None => c.split(',').all(|p| code(p).is_some()),
+    }
+}
+
 /// Copies the probe settings of a create or update body, with Octavia's ranges: `delay` and
 /// `timeout` 0..=2147483647 seconds, `max_retries`/`max_retries_down` 1..=10.
 fn apply_settings(b: &Body, hm: &mut HealthMonitor) -> Result<(), ApiError> {
+    // Octavia's InvalidOption: the HTTP settings belong to HTTP(S) monitors only.
+    if !hm.kind.starts_with("HTTP") {
+        for k in ["http_method", "url_path", "expected_codes"] {
+            if b.raw(k).is_some_and(|v| !v.is_null()) {
+                return Err(invalid(format!(
+                    "{k} is not a valid option for health monitors of type {}",
+                    hm.kind
+                )));
+            }
+        }
+    }
     if let Some(n) = b.opt_int("delay", 0, MAX_INT)? {
         hm.delay = to_u32(n);
     }
@@ -69,10 +96,7 @@ fn apply_settings(b: &Body, hm: &mut HealthMonitor) -> Result<(), ApiError> {
         hm.max_retries_down = to_u8(n);
     }
     if let Some(c) = b.opt_str("expected_codes")? {
-        if !c
-            .split(',')
-            .all(|p| p.split('-').all(|n| n.trim().parse::<u16>().is_ok()))
-        {
+        if !valid_expected_codes(&c) {
             return Err(invalid(format!(
                 "expected_codes. Value: '{c}'. Value should be status codes"
             )));
@@ -195,4 +219,21 @@ pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResu
         })
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_codes_take_octavias_forms() {
+        for ok in ["200", "200,202", "200-204", "599"] {
+            assert!(valid_expected_codes(ok), "{ok}");
+        }
+        for bad in [
+            "", "20", "2000", "600", "204-200", "200-", "a", "200,", "99",
+        ] {
+            assert!(!valid_expected_codes(bad), "{bad}");
+        }
+    }
 }

@@ -13,7 +13,9 @@ use super::body::{invalid, Body};
 use super::{
     conflict, find, healthmonitors, listeners, lock_lb, members, one, pools, put, ApiResult, View,
 };
-use crate::api::network::{create_vip_port, delete_vip_port, in_cidr, Subnet, SUBNETS};
+use crate::api::network::{
+    create_vip_port, delete_vip_port, in_cidr, is_network_or_broadcast, Subnet, SUBNETS,
+};
 use crate::api::{new_id, ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{
     self as m, Common, HealthMonitor, Listener, LoadBalancer, Pool, Record, StatusTree,
@@ -63,7 +65,7 @@ fn check_vip(
     // given: the VIP pool is what places VIPs here.)
     if let (Some(id), std::net::IpAddr::V4(v4)) = (subnet_id, vip) {
         if let Some(subnet) = r.get::<Subnet>(SUBNETS, id) {
-            if !in_cidr(v4, &subnet.cidr) {
+            if !in_cidr(v4, &subnet.cidr) || is_network_or_broadcast(v4, &subnet.cidr) {
                 return Err(ApiError::bad_request(format!(
                     "Validation failure: vip_address {vip} is not a valid IP for the specified subnet {id} ({}).",
                     subnet.cidr

@@ -84,6 +84,23 @@ fn apply_settings(b: &Body, member: &mut Member) -> Result<(), ApiError> {
     b.apply_common(&mut member.common)
 }
 
+/// A member's `subnet_id`: one that exists, as Octavia checks it (404 otherwise).
+fn member_subnet(tx: &Tx<'_>, b: &Body) -> Result<Option<String>, ApiError> {
+    let subnet = b.opt_str("subnet_id")?;
+    if let Some(id) = &subnet {
+        if tx
+            .get::<crate::api::network::Subnet>(crate::api::network::SUBNETS, id)
+            .is_none()
+        {
+            return Err(ApiError::not_found(
+                "NotFound",
+                format!("Subnet {id} not found."),
+            ));
+        }
+    }
+    Ok(subnet)
+}
+
 /// A new member of `pool_id` from a create body (validated).
 pub(super) fn new_member(
     tx: &Tx<'_>,
@@ -115,7 +132,7 @@ pub(super) fn new_member(
         protocol_port: port,
         weight: 1,
         backup: false,
-        subnet_id: b.opt_str("subnet_id")?,
+        subnet_id: member_subnet(tx, b)?,
         monitor_address: None,
         monitor_port: None,
     };

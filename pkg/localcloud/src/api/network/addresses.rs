@@ -25,6 +25,15 @@ pub(crate) fn in_cidr(ip: Ipv4Addr, cidr: &str) -> bool {
     parse_cidr(cidr).is_some_and(|(net, len)| u32::from(ip) & mask(len) == u32::from(net))
 }
 
+/// Whether `ip` is the network or the broadcast address of `cidr`, which Neutron never gives
+/// a port or floating IP (`check_subnet_ip`; /31 and /32 have neither).
+pub(crate) fn is_network_or_broadcast(ip: Ipv4Addr, cidr: &str) -> bool {
+    parse_cidr(cidr).is_some_and(|(net, len)| {
+        let broadcast = u32::from(net) | !mask(len);
+        len < 31 && (ip == net || u32::from(ip) == broadcast)
+    })
+}
+
 /// `s` as an IPv4 address; 400 naming `field` otherwise.
 pub(super) fn parse_ip(field: &str, s: &str) -> Result<Ipv4Addr, ApiError> {
     s.parse().map_err(|_| {
@@ -69,7 +78,7 @@ pub(super) fn allocate_ip(
     let used = used_ips(r, subnet, for_router);
     if let Some(wanted) = wanted {
         let ip = parse_ip("ip_address", wanted)?;
-        if !in_cidr(ip, &subnet.cidr) {
+        if !in_cidr(ip, &subnet.cidr) || is_network_or_broadcast(ip, &subnet.cidr) {
             return Err(ApiError::bad_request(format!(
                 "IP address {ip} is not a valid IP for the specified subnet."
             ))
@@ -121,6 +130,22 @@ mod tests {
         assert!(parse_cidr("10.0.0.0/33").is_none());
         assert!(in_cidr(Ipv4Addr::new(10, 0, 0, 200), "10.0.0.0/24"));
         assert!(!in_cidr(Ipv4Addr::new(10, 0, 1, 1), "10.0.0.0/24"));
+        assert!(is_network_or_broadcast(
+            Ipv4Addr::new(10, 0, 0, 0),
+            "10.0.0.0/24"
+        ));
+        assert!(is_network_or_broadcast(
+            Ipv4Addr::new(10, 0, 0, 255),
+            "10.0.0.0/24"
+        ));
+        assert!(!is_network_or_broadcast(
+            Ipv4Addr::new(10, 0, 0, 1),
+            "10.0.0.0/24"
+        ));
+        assert!(!is_network_or_broadcast(
+            Ipv4Addr::new(10, 0, 0, 1),
+            "10.0.0.0/31"
+        ));
         let (gw, pools) = default_pools("10.0.0.0/24").unwrap();
         assert_eq!(gw.as_deref(), Some("10.0.0.1"));
         assert_eq!(

@@ -268,14 +268,33 @@ fn rule_from(b: SecurityGroupRuleBody, project_id: String) -> Result<SecurityGro
             .with_kind("SecurityGroupRuleInvalidProtocol"))
         }
     };
+    // Neutron's ranges: a port of a port-based protocol is 1..=65535 (0 is refused), an ICMP
+    // type or code is 0..=255.
+    let icmp = matches!(protocol.as_deref(), Some("icmp" | "icmpv6" | "ipv6-icmp"));
     let port = |k: &str, v: Option<i64>| -> Result<Option<u16>, ApiError> {
+        let (lo, hi) = if icmp { (0, 255) } else { (1, 65_535) };
         match v {
             None => Ok(None),
             Some(n) => u16::try_from(n)
                 .ok()
-                .filter(|p| (1..=65535).contains(p) || protocol.as_deref() != Some("tcp"))
+                .filter(|p| (lo..=hi).contains(p))
                 .map(Some)
-                .ok_or_else(|| invalid_rule(format!("Invalid value for port {n} ({k})"))),
+                .ok_or_else(|| {
+                    if icmp {
+                        ApiError::bad_request(format!(
+                            "Invalid value for ICMP {} (port-range-min): {n}",
+                            if k == "port_range_min" {
+                                "type"
+                            } else {
+                                "code"
+                            }
+                        ))
+                        .with_kind("SecurityGroupInvalidIcmpValue")
+                    } else {
+                        ApiError::bad_request(format!("Invalid value for port {n} ({k})"))
+                            .with_kind("InvalidPortValue")
+                    }
+                }),
         }
     };
     let min = port("port_range_min", b.port_range_min)?;
