@@ -12,6 +12,8 @@
 //! - [`servers`]: bad flag values refused by name, servers under file-descriptor exhaustion and
 //!   idle connections, bounded logs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod bodies;
 mod dialects;
 mod files;
