@@ -4,6 +4,7 @@
 //! pointed at one through its cloud config, and each test asserts a clear error naming the API
 //! and call within a bounded wait, the number of requests the server received (counted here),
 //! and the process's peak RSS (from /proc).
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
