@@ -173,6 +173,11 @@ fn manager(fx: &Fx, name: &str) -> Command {
 
 /// [`manager`] on `provider`.
 fn manager_on(fx: &Fx, name: &str, provider: &str) -> Command {
+    manager_electing(fx, name, provider, false)
+}
+
+/// [`manager_on`], with leader election on or off (leader migration requires it on).
+fn manager_electing(fx: &Fx, name: &str, provider: &str, leader_elect: bool) -> Command {
     let port = free_port().to_string();
     let webhook_port = free_port().to_string();
     let mut c = hypercloud(
@@ -180,7 +185,7 @@ fn manager_on(fx: &Fx, name: &str, provider: &str) -> Command {
         &[
             name,
             &format!("--cloud-provider={provider}"),
-            "--leader-elect=false",
+            &format!("--leader-elect={leader_elect}"),
             "--authentication-skip-lookup",
             "--bind-address=127.0.0.1",
         ],
@@ -476,8 +481,9 @@ fn cases() -> Vec<Case> {
             "ccm --leader-migration-config",
             "--leader-migration-config",
             |fx, bad| {
-                let mut c = ccm(fx);
-                c.arg("--enable-leader-migration")
+                let mut c = manager_electing(fx, "cloud-controller-manager", "fake", true);
+                c.arg(format!("--kubeconfig={}", fx.kubeconfig.display()))
+                    .arg("--enable-leader-migration")
                     .arg(arg("--leader-migration-config", bad));
                 c
             },
