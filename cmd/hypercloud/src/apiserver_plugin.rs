@@ -99,8 +99,10 @@ fn read_public_key(keyfile: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     Ok(line.into_bytes())
 }
 
-/// Adds the SSH key to every instance, retrying every 5s until the cloud takes it, as
-/// upstream's tunneler; a provider without the method is told once and left alone.
+/// Adds the SSH key to every instance, retrying until the cloud takes it, as upstream's
+/// tunneler; the pause doubles from 5 s to 5 min (a cloud that keeps failing is not asked
+/// every 5 s forever, nor is the same warning logged that often). A provider without the
+/// method is told once and left alone.
 async fn distribute_ssh_key(
     cloud: Arc<dyn hypercloud_cloudprovider::Interface>,
     user: String,
@@ -113,6 +115,9 @@ async fn distribute_ssh_key(
         );
         return;
     };
+    const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_secs(5);
+    const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(300);
+    let mut pause = FIRST_PAUSE;
     loop {
         match instances.add_ssh_key_to_all_instances(&user, &key).await {
             Ok(()) => {
@@ -124,8 +129,9 @@ async fn distribute_ssh_key(
                 return;
             }
             Err(e) => {
-                tracing::warn!(error = %hypercloud_cloudprovider::Chain(&e), "adding the SSH key to all instances failed; retrying in 5s");
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                tracing::warn!(error = %hypercloud_cloudprovider::Chain(&e), retry_in = ?pause, "adding the SSH key to all instances failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
             }
         }
     }

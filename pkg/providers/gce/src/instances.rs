@@ -14,6 +14,10 @@ use crate::client::last_segment;
 use crate::error::{Error, Result};
 use crate::{Gce, Resolved};
 
+/// The pause before reading the project metadata again after a stale fingerprint (412):
+/// upstream's `AddSSHKeyToAllInstances` polls every 2 s.
+const STALE_FINGERPRINT_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `gce://`
 pub const PROVIDER_ID_PREFIX: &str = "gce://";
 
@@ -332,9 +336,12 @@ impl Instances for Gce {
         };
         let r = self.resolved().await?;
         let c = &r.compute;
-        // A concurrent change makes the fingerprint stale (412): read again and retry, as
-        // upstream polls.
-        for _ in 0..5 {
+        // A concurrent change makes the fingerprint stale (412): read again and retry after a
+        // pause, as upstream polls (every 2 s); never back to back.
+        for attempt in 0..5 {
+            if attempt > 0 {
+                tokio::time::sleep(STALE_FINGERPRINT_PAUSE).await;
+            }
             let project = c
                 .get(c.path("").trim_end_matches('/'), "projects.get")
                 .await?;
