@@ -189,25 +189,24 @@ fn check_type(key: &str, ty: Ty, v: &Value) -> Result<(), ApiError> {
             Some(a) if a.len() > max => Err(invalid(format!(
                 "Invalid value for field '{field}': at most {max} values are allowed."
             ))),
-            Some(a) => match a.iter().position(|x| !x.is_string()) {
-                Some(i) => Err(invalid(format!(
-                    "Invalid value for field '{field}[{i}]': {}. Must be a string.",
-                    json_kind(&a[i])
-                ))),
-                None => Ok(()),
-            },
+            Some(a) => each_is(&field, a, Value::is_string, "a string"),
             None => Err(bad("a list of strings")),
         },
         Ty::Objects => match v.as_array() {
-            Some(a) => match a.iter().position(|x| !x.is_object()) {
-                Some(i) => Err(invalid(format!(
-                    "Invalid value for field '{field}[{i}]': {}. Must be an object.",
-                    json_kind(&a[i])
-                ))),
-                None => Ok(()),
-            },
+            Some(a) => each_is(&field, a, Value::is_object, "an object"),
             None => Err(bad("a list of objects")),
         },
+    }
+}
+
+/// Checks that every element of the list `field` is `what` (`is`), naming the first that is not.
+fn each_is(field: &str, a: &[Value], is: fn(&Value) -> bool, what: &str) -> Result<(), ApiError> {
+    match a.iter().position(|x| !is(x)) {
+        Some(i) => Err(invalid(format!(
+            "Invalid value for field '{field}[{i}]': {}. Must be {what}.",
+            json_kind(&a[i])
+        ))),
+        None => Ok(()),
     }
 }
 
