@@ -395,6 +395,7 @@ for n in json.load(sys.stdin)["items"]:
         continue
     ready = next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
     taints = [t["key"] for t in n["spec"].get("taints", [])]
+    effects = [(t["key"], t["effect"]) for t in n["spec"].get("taints", [])]
     ok += bool(eval(cond))
 sys.exit(0 if ok >= want else 1)' "$nodes" "$1" "$node_prefix"
 }
@@ -512,8 +513,11 @@ echo "local-up: the Service has an endpoint for every pod"
 last_node=$(node_name "$nodes")
 step "stop the instance of $last_node in the cloud: its kubelet stops, the Node turns NotReady and gets the shutdown taint"
 cloud_stop_instance "$nodes"
-wait_for 90 "$last_node to be NotReady with the shutdown taint (see $dir/logs)" \
-  nodes_where 'n["metadata"]["name"] != "'"$last_node"'" or (ready != "True" and "node.cloudprovider.kubernetes.io/shutdown" in taints)'
+# Also until the upstream node-lifecycle controller's unreachable taints are both there: it
+# adds NoSchedule at once but NoExecute through its rate-limited eviction queue (0.1 Node/s),
+# and a cluster view taken in between differs between two runs of the same layout.
+wait_for 90 "$last_node to be NotReady with the shutdown and both unreachable taints (see $dir/logs)" \
+  nodes_where 'n["metadata"]["name"] != "'"$last_node"'" or (ready != "True" and "node.cloudprovider.kubernetes.io/shutdown" in taints and ("node.kubernetes.io/unreachable", "NoSchedule") in effects and ("node.kubernetes.io/unreachable", "NoExecute") in effects)'
 kget "/api/v1/nodes/$last_node" | python3 -c '
 import json, sys
 n = json.load(sys.stdin)
