@@ -61,6 +61,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "hack/verify-architecture.sh (docs/architecture.md's crate graph against Cargo.toml)"
 hack/verify-architecture.sh
 
+step "hack/verify-docs.sh (the docs' lists against the code, the paths they name)"
+hack/verify-docs.sh
+
 # --- real servers the integration tests need (each script installs what it needs) ---
 # (envtest: kube-apiserver + etcd; python tools: openstackclient) are added here by their issues.
 

@@ -351,3 +351,136 @@ mod tests {
         );
     }
 }
+
+/// The docs' controller tables list exactly the controllers, aliases and per-component sets
+/// defined above, so a new controller or alias cannot be forgotten there.
+#[cfg(test)]
+mod doc_tests {
+    use super::*;
+
+    const RUNTIME: &str = include_str!("../../../docs/controller-manager-runtime.md");
+    const GUIDE: &str = include_str!("../../../docs/guide/in-tree-and-external.md");
+
+    /// How a component has a controller: "on" (`*` runs it), "off" (only when named), "no".
+    fn membership(table: &[ControllerName], name: &str) -> &'static str {
+        match lookup(table, name) {
+            Some(c) if c.on_by_default => "on",
+            Some(_) => "off",
+            None => "no",
+        }
+    }
+
+    /// Every controller of either component, in the cloud-controller-manager's order and then
+    /// kube-controller-manager's.
+    fn all() -> Vec<ControllerName> {
+        let mut all: Vec<ControllerName> = CLOUD_CONTROLLER_MANAGER.to_vec();
+        for c in KUBE_CONTROLLER_MANAGER {
+            if !all.iter().any(|a| a.id == c.id) {
+                all.push(*c);
+            }
+        }
+        all
+    }
+
+    /// The cells of each row of the table under `header` (after its `|---|` line).
+    fn rows<'a>(doc: &'a str, header: &str) -> Vec<Vec<&'a str>> {
+        let start = doc
+            .find(header)
+            .unwrap_or_else(|| panic!("no table headed {header:?}"));
+        doc[start..]
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+            .collect()
+    }
+
+    /// The backticked words of a cell.
+    fn ticked(cell: &str) -> Vec<&str> {
+        cell.split('`').skip(1).step_by(2).collect()
+    }
+
+    type Row = (String, Vec<String>, &'static str, &'static str);
+
+    /// (name, aliases, cloud-controller-manager, kube-controller-manager) from the code.
+    fn expected() -> Vec<Row> {
+        all()
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_owned(),
+                    c.aliases.iter().map(|a| a.to_string()).collect(),
+                    membership(CLOUD_CONTROLLER_MANAGER, c.name),
+                    membership(KUBE_CONTROLLER_MANAGER, c.name),
+                )
+            })
+            .collect()
+    }
+
+    fn owned(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn docs_list_every_controller() {
+        // docs/controller-manager-runtime.md: "`name` (`alias`, ...) | on / off by default / – | ..."
+        let cell = |c: &str| match c {
+            "on" => "on",
+            "off by default" => "off",
+            "–" => "no",
+            other => panic!("controller-manager-runtime.md: unknown cell {other:?}"),
+        };
+        let runtime: Vec<Row> = rows(
+            RUNTIME,
+            "| controller (aliases) | cloud-controller-manager | controller-manager (in-tree) |",
+        )
+        .iter()
+        .map(|r| {
+            let words = ticked(r[0]);
+            (
+                words[0].to_owned(),
+                owned(&words[1..]),
+                cell(r[1]),
+                cell(r[2]),
+            )
+        })
+        .collect();
+        assert_eq!(
+            runtime,
+            expected(),
+            "docs/controller-manager-runtime.md's controller table"
+        );
+
+        // docs/guide/in-tree-and-external.md: "`name` | `alias`, ... | yes / no ... | yes / off by default / no ..."
+        let cell = |c: &str| {
+            if c.starts_with("yes") {
+                "on"
+            } else if c.starts_with("off by default") {
+                "off"
+            } else if c.starts_with("no") {
+                "no"
+            } else {
+                panic!("in-tree-and-external.md: unknown cell {c:?}")
+            }
+        };
+        let guide: Vec<Row> = rows(
+            GUIDE,
+            "| controller | aliases | kube-controller-manager (in-tree) | cloud-controller-manager |",
+        )
+        .iter()
+        .map(|r| {
+            (
+                ticked(r[0])[0].to_owned(),
+                owned(&ticked(r[1])),
+                cell(r[3]),
+                cell(r[2]),
+            )
+        })
+        .collect();
+        assert_eq!(
+            guide,
+            expected(),
+            "docs/guide/in-tree-and-external.md's controller table"
+        );
+    }
+}
