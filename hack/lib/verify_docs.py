@@ -14,7 +14,10 @@ Checked here (each list against the one place in the code that defines it):
   treatment, and names no key that list does not have;
 - paths: every repository path in backticks or in a relative link of DOCS exists (a glob must
   match something; a path with a placeholder such as `<cloud>` is not checked), and every bare
-  `name.rs` there is the end of some file's path under cmd/ or pkg/.
+  `name.rs` there is the end of some file's path under cmd/ or pkg/;
+- hack/: the code map's hack/ table names every script directly under hack/ and hack/bench/;
+- names: every function, module, constant or type the code map (docs/architecture.md) names
+  with an underscore (`initialisation_patch`, `pv_label::check`) is defined under cmd/ or pkg/ (or in hack/lib/*.py).
 The controller tables (names, aliases, which component runs which) are checked by the unit
 test `docs_list_every_controller` in pkg/controllers/src/names.rs instead, beside the code.
 Prints one line per difference and exits 1 if there is any.
@@ -219,6 +222,40 @@ def check_paths(root, errors):
                 errors.append(f"{doc}:{n}: {path} does not exist")
 
 
+def check_names(root, errors):
+    """Every function, module or constant named with an underscore in the code map exists."""
+    defined = set()
+    for top in ("cmd", "pkg"):
+        for f in (root / top).rglob("*.rs"):
+            if "target" in f.parts:
+                continue
+            defined.add(f.stem)
+            defined.update(re.findall(r"\b(?:fn|mod|const|static|struct|enum|trait)\s+(\w+)", f.read_text()))
+    for f in (root / "hack/lib").glob("*.py"):
+        defined.update(re.findall(r"^(?:def\s+)?(\w+)", f.read_text(), re.M))
+    doc = "docs/architecture.md"
+    for n, line in enumerate((root / doc).read_text().splitlines(), 1):
+        for word in line.split("`")[1::2]:
+            word = re.sub(r"\(.*", "", word)
+            if not re.fullmatch(r"[A-Za-z_][\w]*(::\w+)*", word) or "_" not in word.split("::")[-1]:
+                continue
+            if word.startswith(("hypercloud_",)) and "::" not in word:
+                continue  # a crate's name
+            if word.split("::")[-1] not in defined:
+                errors.append(f"{doc}:{n}: {word}: no fn, mod, const or type of that name under cmd/ or pkg/")
+
+
+def check_hack(root, errors):
+    """The code map's hack/ table names every script directly under hack/ and hack/bench/."""
+    doc = (root / "docs/architecture.md").read_text()
+    section = doc[doc.index("## hack/"):]
+    section = section[:section.index("\n## ", 1)]
+    for f in sorted((root / "hack").glob("*.sh")) + sorted((root / "hack/bench").glob("*.sh")):
+        rel = f.relative_to(root).as_posix()
+        if rel not in section and f.name not in section:
+            errors.append(f"docs/architecture.md: the hack/ table does not say what {rel} is for")
+
+
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
     if len(sys.argv) == 3 and sys.argv[1] == "--root":
@@ -228,6 +265,8 @@ def main():
     check_crates(root, errors)
     check_openstack_keys(root, errors)
     check_paths(root, errors)
+    check_names(root, errors)
+    check_hack(root, errors)
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0
