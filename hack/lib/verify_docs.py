@@ -15,6 +15,9 @@ Checked here (each list against the one place in the code that defines it):
 - paths: every repository path in backticks or in a relative link of DOCS exists (a glob must
   match something; a path with a placeholder such as `<cloud>` is not checked), and every bare
   `name.rs` there is the end of some file's path under cmd/ or pkg/;
+- flags: each flag the tables of docs/guide/personalities.md name exists (the controller
+  managers' against their golden --help in cmd/hypercloud/tests/golden/, the others among the
+  flags clap derives from the code);
 - hack/: the code map's hack/ table names every script directly under hack/ and hack/bench/;
 - names: every function, module, constant or type the code map (docs/architecture.md) names
   with an underscore (`initialisation_patch`, `pv_label::check`) is defined under cmd/ or pkg/ (or in hack/lib/*.py).
@@ -256,6 +259,69 @@ def check_hack(root, errors):
             errors.append(f"docs/architecture.md: the hack/ table does not say what {rel} is for")
 
 
+def defined_flags(root):
+    """Every long flag clap derives from the binary's, the options' and the local cloud's args."""
+    flags = set()
+    sources = list((root / "cmd/hypercloud/src").rglob("*.rs")) + list((root / "pkg/options/src").rglob("*.rs"))
+    sources += list((root / "pkg/localcloud/src/cli").rglob("*.rs")) + [root / "pkg/localcloud/src/cli.rs"]
+    attr = re.compile(r"#\[(?:arg|clap)\(((?:\"[^\"]*\"|[^\]\"])*)\)\]\s*((?:#\[[^\]]*\]\s*|///[^\n]*\n\s*)*)(?:pub(?:\([a-z]+\))?\s+)?(\w+)\s*:", re.S)
+    for f in sources:
+        if not f.exists():
+            continue
+        text = f.read_text()
+        flags.update(re.findall(r'long\s*=\s*"([\w-]+)"', text))
+        flags.update(re.findall(r'alias(?:es)?\s*=\s*\[?"([\w-]+)"', text))
+        for args, _, field in attr.findall(text):
+            if re.search(r"\blong\b(?!\s*=)", args):
+                flags.add(field.replace("_", "-"))
+    return flags
+
+
+def check_flags(root, errors):
+    """Each flag the personalities guide lists exists: in the golden --help of the controller
+    managers for theirs and the shared ones, else among the flags clap derives from the code."""
+    doc = "docs/guide/personalities.md"
+    text = (root / doc).read_text()
+    golden = {
+        name: (root / f"cmd/hypercloud/tests/golden/{name}.help").read_text()
+        for name in ("cloud-controller-manager", "controller-manager")
+    }
+    defined = defined_flags(root)
+    section = ""
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("## "):
+            section = line[3:]
+            continue
+        if not line.startswith("| `"):
+            continue
+        first = line.strip("|").split("|")[0]
+        previous = None
+        for word in ticked(first):
+            for m in re.finditer(r"(?:^|\s)(--?[a-z][\w-]*)", word):
+                flag = m.group(1)
+                if flag.startswith("--"):
+                    name = flag[2:]
+                elif previous:  # `-renew-deadline` after `--leader-elect-lease-duration`
+                    parts = previous.split("-")
+                    names = ["-".join(parts[:i]) + flag for i in range(len(parts) - 1, 0, -1)]
+                    name = next((c for c in names if c in defined or any(f"--{c} " in g or f"--{c}\n" in g for g in golden.values())), names[0])
+                else:
+                    continue
+                if len(name) < 2:
+                    continue
+                previous = name
+                if section.startswith(("cloud-controller-manager", "controller-manager", "Flags every")):
+                    helps = [golden["cloud-controller-manager"]] if section.startswith("cloud-") else list(golden.values())
+                    if section.startswith("controller-manager"):
+                        helps = [golden["controller-manager"]]
+                    for h in helps:
+                        if not re.search(rf"--{re.escape(name)}\b(?!-)", h):
+                            errors.append(f"{doc}:{n}: --{name} is not in a golden --help of its section ({section})")
+                            break
+                elif name not in defined:
+                    errors.append(f"{doc}:{n}: --{name}: no clap argument of that name in the code")
+
+
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
     if len(sys.argv) == 3 and sys.argv[1] == "--root":
@@ -267,6 +333,7 @@ def main():
     check_paths(root, errors)
     check_names(root, errors)
     check_hack(root, errors)
+    check_flags(root, errors)
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0
