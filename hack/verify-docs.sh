@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fails when a list in the docs or the README differs from what the code defines
 # (personalities, workspace crates, the openstack provider's documented cloud.conf keys, the
-# code map's hack/ scripts, the flags of docs/guide/personalities.md), when a doc names a repository path that does not exist, or the code
-# map (docs/architecture.md) a function, module or constant that does not
-# (hack/lib/verify_docs.py says which; fast, no build). The controller tables are checked by pkg/controllers' unit test
+# code map's hack/ scripts, the flags of docs/guide/personalities.md), when a doc names a
+# repository path that does not exist, or when the code map (docs/architecture.md) names a
+# function, module or constant that does not (hack/lib/verify_docs.py says which; fast, no
+# build). The controller tables are checked by pkg/controllers' unit test
 # `docs_list_every_controller` (names.rs), which `cargo test` runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
