@@ -13,6 +13,14 @@
 //!
 //! [`provider_webhooks`] is the cloud-controller-manager's server for the webhooks a provider
 //! declares itself (upstream k8s.io/cloud-provider `app/webhooks.go`).
+//!
+//! Start here: [`router`] (one route per check), then one check, e.g. [`pv_label::check`], and
+//! `src/review.rs` (decoding an AdmissionReview and answering it). The process around it (flags,
+//! TLS, the server loop) is the `apiserver-plugin` personality, `cmd/hypercloud/src/apiserver_plugin.rs`.
+//!
+//! Not here: any cloud API (every check asks the provider through `hypercloud-cloudprovider`'s
+//! traits), the webhook configurations (`deploy/apiserver-plugin/`), or controllers: the
+//! external layout's PV labels are `hypercloud-controllers`' `pv_label`.
 
 mod error;
 pub mod node;

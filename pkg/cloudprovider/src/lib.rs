@@ -14,6 +14,14 @@
 //! let found: Vec<_> = capabilities(&cloud).into_iter().filter(|c| c.supported).map(|c| c.name).collect();
 //! assert!(found.contains(&"instances-v2"));
 //! ```
+//!
+//! Start here: [`Interface`] and its capability traits (`src/cloud.rs`), then [`Registry`] (how
+//! `--cloud-provider` finds a factory) and [`Instrumented`] (what every call goes through);
+//! [`fake::FakeCloud`] is the provider to test with.
+//!
+//! Not here: any cloud's client (each is a `hypercloud-providers-*` crate under `pkg/providers/`)
+//! or any controller. The small modules beside the traits ([`gcfg`], [`http_body`], [`pager`],
+//! [`wait`], ...) are helpers every provider shares, so each protocol detail is decided once.
 
 mod cloud;
 mod error;

@@ -25,6 +25,14 @@
 //! Each controller follows kube-rs controller-rs: a long-lived state builds a [`Context`]
 //! shared by its workers, `reconcile(Arc<K>, Arc<Context>) -> Result<Action>` does the work,
 //! and `error_policy` counts the failure and requeues with a per-item exponential backoff.
+//!
+//! Start here: [`names`] and [`plan()`] (which controllers run), [`run_plan`] (how they start),
+//! then one controller's `run` and `reconcile`, e.g. [`cloud_node`]; the mocked-apiserver tests at
+//! the bottom of each module pin the exact requests a reconcile sends.
+//!
+//! Not here: flags (`hypercloud-options`), leader election (`hypercloud-leaderelection`), the
+//! process and its start-up report (`cmd/hypercloud/src/runtime.rs`), or any cloud API: every
+//! cloud call goes through the provider traits of `hypercloud-cloudprovider`.
 
 // Errors carry the cloud's and the apiserver's errors whole; they are the slow path, so their
 // size does not matter.

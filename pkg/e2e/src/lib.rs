@@ -33,3 +33,9 @@
 //! `cargo build -p hypercloud` first. The service load-balancer controller of a scenario
 //! serves every `LoadBalancer` Service of the cluster, so each scenario is a test binary of
 //! its own: cargo runs test binaries one after the other.
+//!
+//! Start here: the in-tree and external scenarios in `tests/`, then `hypercloud-testenv`'s
+//! `cluster` module, which starts the cluster around them.
+//!
+//! Not here: the fast tests (unit tests beside the code, each crate's integration tests against a
+//! bare apiserver) or any shared helper (those are `hypercloud-testenv`'s).

@@ -10,6 +10,13 @@
 //! beside its Hostname; without `--node-ip` no address at all) and the cloud-node controller of
 //! the cloud-controller-manager fills in the rest. [`registration`] builds and registers the
 //! Node; [`volumes`] is the cloud part of mounting in-tree plugin volumes (in-tree only).
+//!
+//! Start here: [`registration::initial_node`] and [`registration::register`] (what a Node is
+//! registered with), then [`volumes::sync`]. The loop around them (flags, periodic address sync)
+//! is the `kubelet-helper` personality, `cmd/hypercloud/src/kubelet_helper.rs`.
+//!
+//! Not here: a kubelet. Nothing runs pods or mounts disks, and the rest of the Node's status
+//! (conditions, heartbeats, Leases) is the real kubelet's (kwok's in the demo).
 
 mod error;
 pub mod registration;

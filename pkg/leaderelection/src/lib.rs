@@ -21,6 +21,12 @@
 //! One [`LeaderElector`] is one Lease. Leader migration (KEP-2436) runs a second elector on
 //! the migration Lease inside the first one's `lead` future; [`migration`] reads its
 //! configuration and decides which controllers run under which Lease.
+//!
+//! Start here: [`LeaderElector::run`], then [`Config`] (the durations) and [`migration`].
+//!
+//! Not here: what runs while leading (the caller's future; the controller managers' is in
+//! `cmd/hypercloud/src/runtime.rs`), or any lock other than a Lease (no ConfigMap or Endpoints
+//! locks).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

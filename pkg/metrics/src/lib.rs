@@ -21,6 +21,13 @@
 //!   component-base `configz` serves it, behind the same authentication and authorization;
 //! - `/metrics` is the Prometheus text format of the component's registry plus `process_*`
 //!   metrics read from `/proc/self` ([`process`]).
+//!
+//! Start here: [`serve`] and [`router`], then [`auth`] (who may read which path) and [`health`]
+//! (the checks behind `/healthz` and `/readyz`).
+//!
+//! Not here: the metrics themselves: each crate registers its own (provider calls in
+//! `hypercloud-cloudprovider`, the controllers' in `hypercloud-controllers`) on the registry the
+//! server is given.
 
 pub mod auth;
 pub mod authn;

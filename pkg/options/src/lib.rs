@@ -6,6 +6,13 @@
 //! kube-controller-manager flags); Go duration values such as `5m0s` parse with
 //! [`GoDuration`]. Every flag can also be set from an environment variable named after it
 //! (`HYPERCLOUD_CLOUD_PROVIDER` for `--cloud-provider`).
+//!
+//! Start here: [`CloudProviderOptions`], [`ControllerOptions`] (the controller managers' groups,
+//! `src/controller_manager.rs`) and [`GoDuration`]; each personality's `Args` in `cmd/hypercloud`
+//! flattens them.
+//!
+//! Not here: decisions that need a provider or a cluster (which controllers can run is
+//! `hypercloud-controllers`' plan), or what a flag does: each group only parses and validates.
 
 mod cloud;
 mod controller_manager;

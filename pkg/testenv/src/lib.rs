@@ -18,6 +18,12 @@
 //! mock), [`vcsim`] (VMware's vCenter simulator and `govc`) and [`wait`].
 //! Unlike the control plane above, these
 //! panic with a message saying what failed, as the tests calling them would.
+//!
+//! Start here: [`TestEnv`] (what a test gets) and [`ControlPlane`] (how the apiserver is found or
+//! started); `hack/envtest.sh` builds and starts the binaries.
+//!
+//! Not here: the tests themselves (each crate's `tests/`), or anything shipped: every crate uses
+//! this one only as a dev-dependency.
 
 pub mod aws;
 pub mod cluster;

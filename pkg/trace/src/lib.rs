@@ -1,7 +1,7 @@
 //! Cloud-call traces as sequence diagrams: `hypercloud trace render`.
 //!
 //! Every personality run with `--trace-cloud-calls FILE` writes one
-//! [`TraceRecord`](hypercloud_cloudprovider::TraceRecord) a line for each provider call
+//! [`TraceRecord`] a line for each provider call
 //! (`hypercloud_cloudprovider::Instrumented`). This crate reads such files, normalises the
 //! calls so that two runs of the same scenario give the same picture ([`normalise`]),
 //! decides participants and message order ([`diagram`]), and prints the result as Mermaid
@@ -17,6 +17,11 @@
 //! assert!(text.contains("kubelet_helper->>cloud_local: instance_id(node-{n})"));
 //! assert!(text.contains("cloud_local-->>kubelet_helper: /{uuid}"));
 //! ```
+//!
+//! Start here: [`parse`] and [`render`], then [`build`] (participants and order).
+//!
+//! Not here: recording the calls (`hypercloud_cloudprovider::Instrumented` writes them) or the
+//! committed diagrams (`hack/update-diagrams.sh` regenerates `docs/diagrams/`).
 
 pub mod diagram;
 pub mod mermaid;

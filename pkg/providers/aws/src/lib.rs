@@ -28,6 +28,13 @@
 //! cloud.initialize(None).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Start here: [`register`] and [`Aws`] (the `Interface` and its capabilities), then
+//! `src/instances.rs` (the listing every node is answered from) and `src/loadbalancer.rs`;
+//! [`config`] for the INI file.
+//!
+//! Not here: the HTTP client and its retries (the AWS SDK's), or volumes beyond labels: no
+//! provisioning or attaching (the in-tree EBS plugin's cloud part is not implemented).
 
 pub mod config;
 mod environment;

@@ -27,6 +27,11 @@
 //! let zone = cloud.zones().expect("zones").get_zone().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Start here: [`register`] and [`Gce`], then `src/client.rs` (the Compute v1 REST client and
+//! its operations) and `src/loadbalancer.rs`; [`config`] for `gce.conf`.
+//!
+//! Not here: volumes beyond labels (no provisioning or attaching), internal load balancers.
 
 mod client;
 pub mod config;

@@ -28,6 +28,14 @@
 //! let zone = cloud.zones().expect("zones").get_zone_by_node_name("node-1").await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Start here: [`register`] and [`OpenStack`], then `src/client.rs` (Keystone tokens, the
+//! catalog, retries: every request), and one capability module: `src/instances.rs`,
+//! `src/loadbalancer.rs` or `src/volumes.rs`; [`config`] for `cloud.conf`.
+//!
+//! Not here: the local cloud (`hypercloud-localcloud` is a dependency only for the `local`
+//! preset's defaults), or a CSI driver: the volume capabilities are the in-tree Cinder plugin's
+//! cloud part, for the controller-manager and the kubelet-helper.
 
 mod client;
 pub mod config;

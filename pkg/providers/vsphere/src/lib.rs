@@ -24,6 +24,11 @@
 //! let zone = cloud.zones().expect("zones").get_zone_by_node_name("node-1").await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Start here: [`register`] and [`VSphere`], then `src/inventory.rs` (the listing every VM is
+//! answered from) and `src/soap.rs` (the vim25 requests); [`config`] for `vsphere.conf`.
+//!
+//! Not here: load balancers and routes (vSphere has none, as upstream), or volumes beyond labels.
 
 mod client;
 pub mod config;
