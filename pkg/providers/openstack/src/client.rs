@@ -717,24 +717,14 @@ fn parse_retry_after(v: &str, now: u64) -> Option<f64> {
         // +inf (`1e400`) is merely huge: clamped by the caller. NaN and negatives are not waits.
         return (secs >= 0.0).then_some(secs);
     }
-    // IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`.
-    let mut parts = v.split_whitespace();
-    let (_weekday, day, month, year, time, zone) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    if zone != "GMT" || parts.next().is_some() {
-        return None;
-    }
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| *m == month)? + 1;
-    let at = keystone_time(&format!("{year}-{month:02}-{day}T{time}Z"))?;
+    // IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (the weekday is not checked, as Go's
+    // http.ParseTime does not either).
+    let (_weekday, date) = v.split_once(", ")?;
+    let at = jiff::fmt::strtime::parse("%d %b %Y %H:%M:%S GMT", date)
+        .ok()?
+        .to_datetime()
+        .ok()?;
+    let at = utc_seconds(at).unwrap_or(0);
     Some(at.saturating_sub(now) as f64)
 }
 
@@ -759,34 +749,21 @@ fn message(body: &Value) -> String {
     }
 }
 
-/// Seconds since the epoch of Keystone's `2026-11-22T22:30:00.000000Z`.
+/// Seconds since the epoch of Keystone's `2026-11-22T22:30:00.000000Z` (RFC 3339; before
+/// the epoch or not a time: `None`).
 fn keystone_time(s: &str) -> Option<u64> {
-    let (date, time) = s.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let time = time.trim_end_matches('Z');
-    let time = time.split(['.', '+']).next()?;
-    let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, min, sec) = (t.next()??, t.next()??, t.next()??);
-    // Out-of-range fields are not a time (and would overflow the arithmetic below).
-    let valid = (1..=9999).contains(&y)
-        && (1..=12).contains(&m)
-        && (1..=31).contains(&day)
-        && (0..24).contains(&h)
-        && (0..60).contains(&min)
-        && (0..=60).contains(&sec);
-    if !valid {
-        return None;
+    match s.parse::<jiff::Timestamp>() {
+        Ok(at) => u64::try_from(at.as_second()).ok(),
+        // Without an offset, UTC (as Keystone means it).
+        Err(_) => utc_seconds(s.parse().ok()?),
     }
-    // Howard Hinnant's days_from_civil.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + h * 3600 + min * 60 + sec).ok()
+}
+
+/// Seconds since the epoch of a UTC civil time. Civil arithmetic, as jiff's timestamps end a
+/// day before the calendar does (`31 Dec 9999` is still a time to clamp, not garbage).
+fn utc_seconds(at: jiff::civil::DateTime) -> Option<u64> {
+    let since = at.duration_since(jiff::civil::date(1970, 1, 1).at(0, 0, 0, 0));
+    u64::try_from(since.as_secs()).ok()
 }
 
 #[cfg(test)]
