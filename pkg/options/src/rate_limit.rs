@@ -16,7 +16,12 @@ use governor::clock::Clock as _;
 use governor::{DefaultDirectRateLimiter, Quota};
 use tower::{Layer, Service};
 
-use crate::kube_client::{MAX_BURST, QPS_RANGE};
+/// The accepted `--kube-api-qps` values besides 0 (client-go's default): a request per 100 s
+/// at the slowest (slower would wait longer than any caller does), a million per second at
+/// the fastest.
+pub const QPS_RANGE: std::ops::RangeInclusive<f32> = 0.01..=1_000_000.0;
+/// The largest `--kube-api-burst`.
+pub const MAX_BURST: u32 = 1_000_000;
 
 /// client-go's defaults when a flag is 0.
 const DEFAULT_QPS: f32 = 5.0;
