@@ -51,12 +51,7 @@ impl Default for KubeClientOptions {
     }
 }
 
-/// The accepted `--kube-api-qps` values besides 0 (client-go's default): a request per 100 s
-/// at the slowest (slower would wait longer than any caller does), a million per second at
-/// the fastest.
-pub const QPS_RANGE: std::ops::RangeInclusive<f32> = 0.01..=1_000_000.0;
-/// The largest `--kube-api-burst`.
-pub const MAX_BURST: u32 = 1_000_000;
+pub use crate::rate_limit::{MAX_BURST, QPS_RANGE};
 
 /// `--kube-api-qps` as written: a finite number, 0 (the default) or within [`QPS_RANGE`]. A
 /// value too small for a float (`1e-50`) is refused rather than read as 0, which would

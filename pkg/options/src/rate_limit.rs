@@ -1,17 +1,27 @@
-//! `--kube-api-qps` / `--kube-api-burst`: a client-side token bucket in front of every request
+//! `--kube-api-qps` / `--kube-api-burst`: a client-side rate limit in front of every request
 //! to the apiserver (upstream: client-go's `flowcontrol.NewTokenBucketRateLimiter` in
-//! `rest.Config`). The bucket starts full with `burst` tokens and refills at `qps` per second;
-//! a request that finds it empty waits for its token. The wait happens in `poll_ready`, so
-//! kube's request buffer releases requests in order at the configured rate; watches count
-//! once, when they are opened, as upstream.
+//! `rest.Config`). `governor`'s GCRA limiter is the bucket: it starts full with `burst`
+//! requests and refills at `qps` per second; a request that finds it empty waits until its
+//! turn. The wait happens in `poll_ready`, so kube's request buffer releases requests in order
+//! at the configured rate; watches count once, when they are opened, as upstream.
 
 use std::future::Future;
+use std::num::NonZeroU32;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use governor::clock::Clock as _;
+use governor::{DefaultDirectRateLimiter, Quota};
 use tower::{Layer, Service};
+
+/// The accepted `--kube-api-qps` values besides 0 (client-go's default): a request per 100 s
+/// at the slowest (slower would wait longer than any caller does), a million per second at
+/// the fastest.
+pub const QPS_RANGE: std::ops::RangeInclusive<f32> = 0.01..=1_000_000.0;
+/// The largest `--kube-api-burst`.
+pub const MAX_BURST: u32 = 1_000_000;
 
 /// client-go's defaults when a flag is 0.
 const DEFAULT_QPS: f32 = 5.0;
@@ -20,45 +30,43 @@ const DEFAULT_BURST: u32 = 10;
 /// The shared bucket.
 #[derive(Debug)]
 pub struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
+    limiter: DefaultDirectRateLimiter,
 }
 
 impl TokenBucket {
     /// A full bucket; 0 means client-go's default (5 QPS, burst 10). The flags are
     /// range-checked ([`crate::KubeClientOptions::validate`]); here a value that is not a
-    /// positive finite number also falls back to the default, so no rate can panic below.
+    /// positive finite number also falls back to the default, and one outside the accepted
+    /// ranges is clamped to them, so no rate can overflow the limiter's arithmetic.
     pub fn new(qps: f32, burst: u32) -> Self {
-        let qps = if qps.is_finite() && qps > 0.0 {
-            qps
-        } else {
-            DEFAULT_QPS
-        };
-        let burst = if burst > 0 { burst } else { DEFAULT_BURST };
         Self {
-            qps: f64::from(qps),
-            burst: f64::from(burst),
-            state: Mutex::new((f64::from(burst), Instant::now())),
+            limiter: DefaultDirectRateLimiter::direct(quota(qps, burst)),
         }
     }
 
-    /// Takes a token now and says how long to wait before using it (0 if one was there).
-    /// Tokens may go negative: later callers queue behind earlier ones, as `rate.Limiter`.
-    pub fn reserve(&self) -> Duration {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let refill = now.duration_since(s.1).as_secs_f64() * self.qps;
-        s.0 = (s.0 + refill).min(self.burst);
-        s.1 = now;
-        s.0 -= 1.0;
-        if s.0 >= 0.0 {
-            Duration::ZERO
-        } else {
-            // Saturates instead of panicking on a wait no Duration holds (a tiny rate).
-            Duration::try_from_secs_f64(-s.0 / self.qps).unwrap_or(Duration::MAX)
-        }
+    /// Takes a token if one is there; otherwise says how long until one will be.
+    pub fn try_take(&self) -> Result<(), Duration> {
+        self.limiter
+            .check()
+            .map_err(|not_yet| not_yet.wait_time_from(self.limiter.clock().now()))
     }
+}
+
+/// The limiter's quota for the flags' values (see [`TokenBucket::new`]).
+fn quota(qps: f32, burst: u32) -> Quota {
+    let qps = if qps.is_finite() && qps > 0.0 {
+        qps.clamp(*QPS_RANGE.start(), *QPS_RANGE.end())
+    } else {
+        DEFAULT_QPS
+    };
+    let burst = NonZeroU32::new(burst.min(MAX_BURST))
+        .or(NonZeroU32::new(DEFAULT_BURST))
+        .unwrap_or(NonZeroU32::MIN);
+    // One token every 1/qps seconds: at least 1µs (a million per second), at most 100 s.
+    let period = Duration::from_secs_f64(1.0 / f64::from(qps));
+    Quota::with_period(period)
+        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+        .allow_burst(burst)
 }
 
 /// Tower layer adding the limit to a client's service stack.
@@ -107,18 +115,18 @@ where
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         if !self.permitted {
-            if self.wait.is_none() {
-                let d = self.bucket.reserve();
-                if d.is_zero() {
-                    self.permitted = true;
-                } else {
-                    self.wait = Some(Box::pin(tokio::time::sleep(d)));
+            loop {
+                if let Some(w) = self.wait.as_mut() {
+                    std::task::ready!(w.as_mut().poll(cx));
+                    self.wait = None;
                 }
-            }
-            if let Some(w) = self.wait.as_mut() {
-                std::task::ready!(w.as_mut().poll(cx));
-                self.wait = None;
-                self.permitted = true;
+                match self.bucket.try_take() {
+                    Ok(()) => {
+                        self.permitted = true;
+                        break;
+                    }
+                    Err(d) => self.wait = Some(Box::pin(tokio::time::sleep(d))),
+                }
             }
         }
         self.inner.poll_ready(cx)
@@ -133,25 +141,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
     use tower::ServiceExt;
 
     #[test]
     fn burst_is_free_then_qps_paces() {
         let b = TokenBucket::new(10.0, 3);
         for _ in 0..3 {
-            assert_eq!(b.reserve(), Duration::ZERO);
+            assert_eq!(b.try_take(), Ok(()));
         }
-        let fourth = b.reserve();
+        let fourth = b.try_take().expect_err("the bucket is empty");
         assert!(fourth > Duration::from_millis(80) && fourth <= Duration::from_millis(100));
-        let fifth = b.reserve();
-        assert!(fifth > Duration::from_millis(180) && fifth <= Duration::from_millis(200));
     }
 
     #[test]
     fn zero_means_client_go_defaults() {
-        let b = TokenBucket::new(0.0, 0);
-        assert_eq!(b.qps, 5.0);
-        assert_eq!(b.burst, 10.0);
+        let q = quota(0.0, 0);
+        assert_eq!(q.replenish_interval(), Duration::from_millis(200));
+        assert_eq!(q.burst_size().get(), 10);
+        for bad in [-1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            assert_eq!(quota(bad, 0), q, "{bad}");
+        }
     }
 
     mod props {
@@ -168,9 +178,9 @@ mod tests {
                 let b = TokenBucket::new(qps, burst);
                 let free = if burst == 0 { DEFAULT_BURST } else { burst } as usize;
                 for i in 0..n {
-                    let d = b.reserve();
+                    let taken = b.try_take();
                     if i < free {
-                        prop_assert_eq!(d, Duration::ZERO);
+                        prop_assert_eq!(taken, Ok(()));
                     }
                 }
             }

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use hypercloud_cloudprovider::http_body::{self, METADATA_LIMIT};
+use hypercloud_cloudprovider::http_client::HttpClientConfig;
 use hypercloud_cloudprovider::Chain;
 use reqwest::StatusCode;
 
@@ -45,18 +46,15 @@ impl MetadataClient {
     /// A client for `endpoint` (e.g. `http://169.254.169.254`), each request bounded by
     /// `timeout`.
     pub fn new(endpoint: &str, timeout: Duration) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            // IMDS is link-local: the SDKs' own IMDS client connects within 1s.
-            .connect_timeout(timeout.min(Duration::from_secs(1)))
-            .no_proxy()
-            // IMDS never redirects; a redirect is refused (see `send`), not followed.
-            .redirect(reqwest::redirect::Policy::none())
+        // IMDS is link-local: the SDKs' own IMDS client connects within 1s. IMDS never
+        // redirects; a redirect is refused (see `send`), not followed.
+        let http = HttpClientConfig::new(timeout, Duration::from_secs(1))
+            .metadata_server(None)
             .build()
             .map_err(|e| Error::ReadMetadata {
                 endpoint: endpoint.into(),
                 path: String::new(),
-                message: format!("building the HTTP client: {e}"),
+                message: format!("building the HTTP client: {}", Chain(&e)),
             })?;
         Ok(MetadataClient {
             endpoint: endpoint.trim_end_matches('/').into(),

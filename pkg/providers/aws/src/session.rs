@@ -241,6 +241,9 @@ impl Aws {
             .http_client(http)
             .region(Region::new(region.clone()))
             .credentials_provider(credentials);
+        // Not the shared `hypercloud_cloudprovider::retry` policy: the SDK's standard retry
+        // mode already classifies AWS's throttling and transient errors, with jittered back-off
+        // and a retry quota, and every AWS call goes through it.
         if let Some(n) = self.config.tuning.max_attempts {
             loader = loader.retry_config(RetryConfig::standard().with_max_attempts(n));
         }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use hypercloud_cloudprovider::http_body::{
     self, excerpt, excerpt_str, LIST_LIMIT, METADATA_LIMIT, OBJECT_LIMIT,
 };
+use hypercloud_cloudprovider::http_client::HttpClientConfig;
 use hypercloud_cloudprovider::pager::Pager;
 use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
 use hypercloud_cloudprovider::Chain;
@@ -39,19 +40,12 @@ pub(crate) struct Metadata {
 
 impl Metadata {
     pub fn new(config: &Config) -> Result<Self> {
-        let mut b = reqwest::Client::builder()
-            .timeout(config.tuning.metadata_timeout)
-            .connect_timeout(config.tuning.metadata_timeout.min(CONNECT_TIMEOUT))
-            .no_proxy()
-            // The metadata server never redirects; a redirect is refused (see `get`).
-            .redirect(reqwest::redirect::Policy::none());
-        if let Some(addr) = config.tuning.metadata_source_address {
-            b = b.local_address(addr);
-        }
+        // The metadata server never redirects; a redirect is refused (see `get`).
+        let http = HttpClientConfig::new(config.tuning.metadata_timeout, CONNECT_TIMEOUT)
+            .metadata_server(config.tuning.metadata_source_address)
+            .build()?;
         Ok(Metadata {
-            http: b
-                .build()
-                .map_err(|e| Error::BuildHttpClient(e.to_string()))?,
+            http,
             base: format!("{}/computeMetadata/v1", config.tuning.metadata_endpoint),
         })
     }
@@ -139,11 +133,7 @@ fn api_error(operation: &str, status: u16, body: &str) -> Error {
 impl Compute {
     pub fn new(config: &Config, project: String, metadata: Metadata) -> Result<Self> {
         Ok(Compute {
-            http: reqwest::Client::builder()
-                .timeout(REQUEST_TIMEOUT)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .build()
-                .map_err(|e| Error::BuildHttpClient(e.to_string()))?,
+            http: HttpClientConfig::new(REQUEST_TIMEOUT, CONNECT_TIMEOUT).build()?,
             base: config.global.api_endpoint.clone(),
             project,
             tokens: config.global.token_source.clone(),

@@ -14,8 +14,8 @@ pub enum Error {
     },
 
     /// Building the HTTP client failed.
-    #[error("building the HTTP client: {0}")]
-    BuildHttpClient(String),
+    #[error("building the HTTP client")]
+    BuildHttpClient(#[from] hypercloud_cloudprovider::http_client::HttpClientError),
 
     /// The request did not reach the API or no answer came back.
     #[error("{operation}: {message}")]
@@ -107,7 +107,7 @@ impl Error {
             operation,
             status,
             request_id: None,
-            message: self.to_string(),
+            message: hypercloud_cloudprovider::Chain(&self).to_string(),
         }
     }
 
@@ -123,7 +123,7 @@ impl Error {
             }
             other => hypercloud_cloudprovider::Error::Initialize {
                 provider: crate::PROVIDER_NAME.into(),
-                message: other.to_string(),
+                message: hypercloud_cloudprovider::Chain(&other).to_string(),
             },
         }
     }

@@ -6,6 +6,7 @@
 //! type come from the metadata server (no API call), as upstream's in-tree kubelet did.
 
 use async_trait::async_trait;
+use hypercloud_cloudprovider::retry::{Attempt, RetryPolicy};
 use hypercloud_cloudprovider::{InstanceMetadata, Instances, InstancesV2, Zone, Zones};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use serde_json::{json, Value};
@@ -14,9 +15,13 @@ use crate::client::last_segment;
 use crate::error::{Error, Result};
 use crate::{Gce, Resolved};
 
-/// The pause before reading the project metadata again after a stale fingerprint (412):
-/// upstream's `AddSSHKeyToAllInstances` polls every 2 s.
-const STALE_FINGERPRINT_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+/// Reading the project metadata again after a stale fingerprint (412): five attempts, 2 s
+/// apart, as upstream's `AddSSHKeyToAllInstances` polls every 2 s.
+const STALE_FINGERPRINT_RETRY: RetryPolicy = RetryPolicy::new(
+    5,
+    std::time::Duration::from_secs(2),
+    std::time::Duration::from_secs(2),
+);
 
 /// `gce://`
 pub const PROVIDER_ID_PREFIX: &str = "gce://";
@@ -338,13 +343,14 @@ impl Instances for Gce {
         let c = &r.compute;
         // A concurrent change makes the fingerprint stale (412): read again and retry after a
         // pause, as upstream polls (every 2 s); never back to back.
-        for attempt in 0..5 {
-            if attempt > 0 {
-                tokio::time::sleep(STALE_FINGERPRINT_PAUSE).await;
-            }
-            let project = c
+        let attempt = |_| async {
+            let project = match c
                 .get(c.path("").trim_end_matches('/'), "projects.get")
-                .await?;
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
             let meta = &project["commonInstanceMetadata"];
             let mut items: Vec<Value> = meta["items"].as_array().cloned().unwrap_or_default();
             match items.iter_mut().find(|i| i["key"] == SSH_KEYS) {
@@ -352,7 +358,7 @@ impl Instances for Gce {
                     let value = item["value"].as_str().unwrap_or_default().to_owned();
                     if present(&value) {
                         tracing::info!(user, "SSH key already in the project metadata");
-                        return Ok(());
+                        return Attempt::Done(Ok(()));
                     }
                     item["value"] = json!(if value.is_empty() {
                         key_string.clone()
@@ -374,19 +380,26 @@ impl Instances for Gce {
             {
                 Ok(()) => {
                     tracing::info!(user, "added an SSH key to the project metadata");
-                    return Ok(());
+                    Attempt::Done(Ok(()))
                 }
-                Err(Error::Api { status: 412, .. }) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e @ Error::Api { status: 412, .. }) => Attempt::Again {
+                    outcome: Err(e),
+                    retry_after: None,
+                },
+                Err(e) => Attempt::Done(Err(e)),
             }
+        };
+        let retried = STALE_FINGERPRINT_RETRY.run(attempt, |_, _, _| {}).await;
+        if retried.exhausted {
+            return Err(Error::Api {
+                operation: "projects.setCommonInstanceMetadata".into(),
+                status: 412,
+                reason: "conditionNotMet".into(),
+                message: "the project metadata kept changing; gave up after 5 attempts".into(),
+            }
+            .into());
         }
-        Err(Error::Api {
-            operation: "projects.setCommonInstanceMetadata".into(),
-            status: 412,
-            reason: "conditionNotMet".into(),
-            message: "the project metadata kept changing; gave up after 5 attempts".into(),
-        }
-        .into())
+        retried.outcome.map_err(Into::into)
     }
 
     /// The host name, as upstream.

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hypercloud_cloudprovider::http_body::{self, excerpt, excerpt_str, LIST_LIMIT};
+use hypercloud_cloudprovider::http_client::HttpClientConfig;
 use hypercloud_cloudprovider::pager::Pager;
+use hypercloud_cloudprovider::retry::{retryable_status, Attempt, RetryPolicy};
 use hypercloud_cloudprovider::{Error, Result};
 use reqwest::Method;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -90,6 +92,8 @@ pub(crate) struct Client {
 /// Renew tokens this long before Keystone says they expire.
 const TOKEN_MARGIN: Duration = Duration::from_secs(60);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Connecting to an OpenStack endpoint (never longer than `[Hypercloud] request-timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest token lifetime believed (Keystone's default is 1h); a longer `expires_at` is
 /// clamped to it, with a warning, so a wrong clock or a hostile answer cannot pin a token.
 pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
@@ -98,29 +102,11 @@ const COMPUTE_MICROVERSION: &str = "2.47";
 
 impl Client {
     pub fn new(provider: &str, config: Arc<Config>) -> Result<Self, crate::Error> {
-        let mut builder = reqwest::Client::builder()
-            .timeout(config.tuning.request_timeout)
-            .connect_timeout(Duration::from_secs(10).min(config.tuning.request_timeout))
-            .user_agent(concat!("hypercloud-openstack/", env!("CARGO_PKG_VERSION")));
-        if config.global.tls_insecure {
-            builder = builder.danger_accept_invalid_certs(true);
-        }
-        if let Some(path) = &config.global.ca_file {
-            let pem = hypercloud_cloudprovider::input::read_named(
-                "[Global] ca-file",
-                path,
-                hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES,
-            )?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                crate::Error::BuildHttpClient(format!("[Global] ca-file {}: {e}", path.display()))
-            })?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let http = builder
-            .build()
-            .map_err(|e| crate::Error::BuildHttpClient(e.to_string()))?;
+        let http = HttpClientConfig::new(config.tuning.request_timeout, CONNECT_TIMEOUT)
+            .user_agent(concat!("hypercloud-openstack/", env!("CARGO_PKG_VERSION")))
+            .insecure(config.global.tls_insecure)
+            .ca_file("[Global] ca-file", config.global.ca_file.as_deref())
+            .build()?;
         Ok(Client {
             http,
             provider: provider.into(),
@@ -343,65 +329,89 @@ impl Client {
         None
     }
 
-    /// Sends one request, retrying on 5xx/429/connection errors; gives back whatever came.
+    /// Sends one request, retrying on 5xx/429/connection errors (the shared
+    /// [`RetryPolicy`]: `[Hypercloud] max-attempts`, `retry-base-delay` doubling up to 5 s,
+    /// `Retry-After` of a 429/503 honoured up to `max-retry-after`); gives back whatever came.
     async fn send_with_retries(
         &self,
         operation: &str,
         build: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<(u16, reqwest::header::HeaderMap, String)> {
-        let max = self.config.tuning.max_attempts.max(1);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
+        let tuning = &self.config.tuning;
+        let policy = RetryPolicy {
+            attempts: tuning.max_attempts.max(1),
+            first_delay: tuning.retry_base_delay,
+            max_delay: MAX_BACKOFF,
+            max_retry_after: tuning.max_retry_after,
+        };
+        let attempt = |_| {
             self.calls.fetch_add(1, Ordering::Relaxed);
-            let started = Instant::now();
-            let outcome = build().header("accept", "application/json").send().await;
-            match outcome {
-                Err(e) => {
-                    if attempt >= max {
-                        return Err(self.error(
-                            operation,
-                            None,
-                            None,
-                            format!(
-                                "{} (after {attempt} attempts)",
-                                hypercloud_cloudprovider::Chain(&e)
-                            ),
-                        ));
-                    }
-                    let delay = self.backoff(attempt);
-                    tracing::warn!(provider = %self.provider, operation, attempt, error = %hypercloud_cloudprovider::Chain(&e), ?delay, "request failed; retrying");
-                    tokio::time::sleep(delay).await;
-                }
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let headers = resp.headers().clone();
-                    if (status >= 500 || status == 429) && attempt < max {
-                        let delay = retry_after(&headers, self.config.tuning.max_retry_after)
-                            .filter(|_| status == 429 || status == 503)
-                            .unwrap_or_else(|| self.backoff(attempt));
-                        tracing::warn!(provider = %self.provider, operation, attempt, status, request_id = ?request_id(&headers), ?delay, "cloud answered with an error; retrying");
-                        tokio::time::sleep(delay).await;
-                        continue;
-                    }
-                    let text = self.body(operation, status, &headers, resp).await?;
-                    tracing::trace!(provider = %self.provider, operation, status, elapsed_ms = started.elapsed().as_millis() as u64, "cloud call");
-                    if status >= 500 || status == 429 {
-                        let mut e = self.error(
-                            operation,
-                            Some(status),
-                            request_id(&headers),
-                            message(&parse_body(text)),
-                        );
-                        if let Error::Cloud { message, .. } = &mut e {
-                            message.push_str(&format!(" (after {attempt} attempts)"));
+            let request = build().header("accept", "application/json");
+            async move {
+                let started = Instant::now();
+                match request.send().await {
+                    Err(e) => Attempt::Again {
+                        outcome: Err(e),
+                        retry_after: None,
+                    },
+                    Ok(resp) => {
+                        let status = resp.status().as_u16();
+                        if !retryable_status(status) {
+                            return Attempt::Done(Ok((resp, started)));
                         }
-                        return Err(e);
+                        let retry_after = retry_after(resp.headers(), tuning.max_retry_after)
+                            .filter(|_| status == 429 || status == 503);
+                        Attempt::Again {
+                            outcome: Ok((resp, started)),
+                            retry_after,
+                        }
                     }
-                    return Ok((status, headers, text));
                 }
             }
+        };
+        let retrying = |outcome: &std::result::Result<
+            (reqwest::Response, Instant),
+            reqwest::Error,
+        >,
+                        attempt: u32,
+                        delay: Duration| match outcome {
+            Err(e) => {
+                tracing::warn!(provider = %self.provider, operation, attempt, error = %hypercloud_cloudprovider::Chain(e), ?delay, "request failed; retrying")
+            }
+            Ok((resp, _)) => {
+                tracing::warn!(provider = %self.provider, operation, attempt, status = resp.status().as_u16(), request_id = ?request_id(resp.headers()), ?delay, "cloud answered with an error; retrying")
+            }
+        };
+        let retried = policy.run(attempt, retrying).await;
+        let attempts = retried.attempts;
+        let (resp, started) = retried.outcome.map_err(|e| {
+            self.error(
+                operation,
+                None,
+                None,
+                format!(
+                    "{} (after {attempts} attempts)",
+                    hypercloud_cloudprovider::Chain(&e)
+                ),
+            )
+        })?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = self.body(operation, status, &headers, resp).await?;
+        tracing::trace!(provider = %self.provider, operation, status, elapsed_ms = started.elapsed().as_millis() as u64, "cloud call");
+        if retryable_status(status) {
+            let mut e = self.error(
+                operation,
+                Some(status),
+                request_id(&headers),
+                message(&parse_body(text)),
+            );
+            if let Error::Cloud { message, .. } = &mut e {
+                message.push_str(&format!(" (after {attempts} attempts)"));
+            }
+            return Err(e);
         }
+        Ok((status, headers, text))
     }
 
     /// The text of an answer: a success's whole body, at most [`LIST_LIMIT`] bytes (a page
@@ -440,12 +450,6 @@ impl Client {
                 format!("the answer is not UTF-8: {}", excerpt(e.as_bytes())),
             )
         })
-    }
-
-    fn backoff(&self, attempt: u32) -> Duration {
-        let base = self.config.tuning.retry_base_delay;
-        let factor = 1u32 << (attempt.saturating_sub(1)).min(16);
-        base.saturating_mul(factor).min(MAX_BACKOFF)
     }
 
     /// Calls `path` (relative to the service endpoint, or an absolute URL from a `next` link);
@@ -717,24 +721,14 @@ fn parse_retry_after(v: &str, now: u64) -> Option<f64> {
         // +inf (`1e400`) is merely huge: clamped by the caller. NaN and negatives are not waits.
         return (secs >= 0.0).then_some(secs);
     }
-    // IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`.
-    let mut parts = v.split_whitespace();
-    let (_weekday, day, month, year, time, zone) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    if zone != "GMT" || parts.next().is_some() {
-        return None;
-    }
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| *m == month)? + 1;
-    let at = keystone_time(&format!("{year}-{month:02}-{day}T{time}Z"))?;
+    // IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (the weekday is not checked, as Go's
+    // http.ParseTime does not either).
+    let (_weekday, date) = v.split_once(", ")?;
+    let at = jiff::fmt::strtime::parse("%d %b %Y %H:%M:%S GMT", date)
+        .ok()?
+        .to_datetime()
+        .ok()?;
+    let at = utc_seconds(at).unwrap_or(0);
     Some(at.saturating_sub(now) as f64)
 }
 
@@ -759,34 +753,21 @@ fn message(body: &Value) -> String {
     }
 }
 
-/// Seconds since the epoch of Keystone's `2026-11-22T22:30:00.000000Z`.
+/// Seconds since the epoch of Keystone's `2026-11-22T22:30:00.000000Z` (RFC 3339; before
+/// the epoch or not a time: `None`).
 fn keystone_time(s: &str) -> Option<u64> {
-    let (date, time) = s.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let time = time.trim_end_matches('Z');
-    let time = time.split(['.', '+']).next()?;
-    let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, min, sec) = (t.next()??, t.next()??, t.next()??);
-    // Out-of-range fields are not a time (and would overflow the arithmetic below).
-    let valid = (1..=9999).contains(&y)
-        && (1..=12).contains(&m)
-        && (1..=31).contains(&day)
-        && (0..24).contains(&h)
-        && (0..60).contains(&min)
-        && (0..=60).contains(&sec);
-    if !valid {
-        return None;
+    match s.parse::<jiff::Timestamp>() {
+        Ok(at) => u64::try_from(at.as_second()).ok(),
+        // Without an offset, UTC (as Keystone means it).
+        Err(_) => utc_seconds(s.parse().ok()?),
     }
-    // Howard Hinnant's days_from_civil.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + h * 3600 + min * 60 + sec).ok()
+}
+
+/// Seconds since the epoch of a UTC civil time. Civil arithmetic, as jiff's timestamps end a
+/// day before the calendar does (`31 Dec 9999` is still a time to clamp, not garbage).
+fn utc_seconds(at: jiff::civil::DateTime) -> Option<u64> {
+    let since = at.duration_since(jiff::civil::date(1970, 1, 1).at(0, 0, 0, 0));
+    u64::try_from(since.as_secs()).ok()
 }
 
 #[cfg(test)]

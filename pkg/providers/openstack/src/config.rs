@@ -2,9 +2,10 @@
 //! `[BlockStorage]`, `[Route]`, `[Metadata]`), with `[Global] use-clouds` pointing at a
 //! `clouds.yaml`, plus hypercloud's own tuning keys in `[Hypercloud]`.
 //!
-//! The parser follows gcfg (the Go library upstream reads it with): section and key names are
-//! case-insensitive, `;` and `#` start comments outside double quotes, a key without `=` is a
-//! boolean `true`. Unknown sections and keys are warnings, as a typo should not stop a cluster,
+//! The file is read by [`hypercloud_cloudprovider::gcfg`], as upstream reads it with gcfg:
+//! section and key names are case-insensitive, `;` and `#` start comments outside double
+//! quotes, a key without `=` is a boolean `true`, a section may carry a quoted subsection
+//! (`[LoadBalancerClass "name"]`). Unknown sections and keys are warnings, as a typo should not stop a cluster,
 //! but malformed lines and bad values are errors naming the line. Every key upstream documents
 //! (OCCM v1.34 and the legacy in-tree provider) is either implemented, or a warning naming it
 //! and saying why it has no effect here, or (where ignoring it would change security or
@@ -17,7 +18,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hypercloud_cloudprovider::gcfg::{parse_bool, unquote};
+use hypercloud_cloudprovider::gcfg::parse_bool;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -95,7 +96,9 @@ pub struct LoadBalancerConfig {
     pub enabled: Option<bool>,
 }
 
-/// `[BlockStorage]`.
+/// `[BlockStorage]`: of the Cinder volumes the controllers create, extend, attach, detach and
+/// label (`volumes.rs`), only `ignore-volume-az` changes anything (no zone labels); the other
+/// keys tune node-side or scheduler work of the in-tree plugin and are warnings.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BlockStorageConfig {
     pub bs_version: Option<String>,
@@ -234,58 +237,26 @@ impl Config {
     /// Parses `text` over `base` (a preset): keys in `text` win.
     pub fn parse_onto(mut base: Config, text: &str, origin: &str) -> Result<Self> {
         base.origin = origin.into();
-        let err = |line: usize, message: String| Error::ParseCloudConfig {
-            origin: origin.into(),
-            message: format!("line {line}: {message}"),
-        };
-        let mut section: Option<String> = None;
+        let file = hypercloud_cloudprovider::gcfg::parse(text).map_err(|message| {
+            Error::ParseCloudConfig {
+                origin: origin.into(),
+                message,
+            }
+        })?;
         let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
-            let trimmed = raw.trim();
-            if trimmed.is_empty() || trimmed.starts_with(';') || trimmed.starts_with('#') {
+        // Section headers and entries in file order, so warnings come in the order of the lines.
+        let mut headers = file.sections.iter().peekable();
+        for entry in &file.entries {
+            while let Some(h) = headers.next_if(|h| h.line < entry.line) {
+                base.audit_section(h, origin);
+            }
+            let line = entry.line;
+            let sec = entry.section.as_str();
+            if entry.subsection.is_some() || !SECTIONS.contains(&sec) {
                 continue;
             }
-            if let Some(rest) = trimmed.strip_prefix('[') {
-                let Some(end) = rest.find(']') else {
-                    return Err(err(line, format!("unclosed section header {trimmed:?}")));
-                };
-                let after = rest[end + 1..].trim();
-                if !(after.is_empty() || after.starts_with(';') || after.starts_with('#')) {
-                    return Err(err(line, format!("text after section header: {after:?}")));
-                }
-                let name = rest[..end].trim();
-                let name = name.split_whitespace().next().unwrap_or_default();
-                let lower = name.to_ascii_lowercase();
-                if lower == "loadbalancerclass" {
-                    base.warn(format!(
-                        "{origin}: line {line}: [{name} ...] has no effect in hypercloud: load-balancer classes (loadbalancer.openstack.org/class) are not implemented; its keys are ignored"
-                    ));
-                } else if !SECTIONS.contains(&lower.as_str()) {
-                    base.warn(format!(
-                        "{origin}: line {line}: unknown section [{name}] ignored"
-                    ));
-                }
-                section = Some(lower);
-                continue;
-            }
-            let Some(sec) = section.as_deref() else {
-                return Err(err(line, format!("{trimmed:?} is outside any [section]")));
-            };
-            let (key, value) = match trimmed.split_once('=') {
-                Some((k, v)) => (k.trim(), Some(unquote(v.trim()).map_err(|m| err(line, m))?)),
-                None => (trimmed, None),
-            };
-            if key.is_empty() || key.contains(char::is_whitespace) {
-                return Err(err(
-                    line,
-                    format!("expected `key = value`, got {trimmed:?}"),
-                ));
-            }
-            let key_lower = key.to_ascii_lowercase();
-            if !SECTIONS.contains(&sec) {
-                continue;
-            }
+            let key = entry.key.as_str();
+            let key_lower = entry.key_lower();
             let multi = sec == "networking" && key_lower.ends_with("-network-name");
             if let Some(prev) = seen
                 .insert((sec.to_owned(), key_lower.clone()), line)
@@ -295,7 +266,7 @@ impl Config {
                     "{origin}: line {line}: [{sec}] {key} set again (first on line {prev}); the last value wins"
                 ));
             }
-            match base.set(sec, &key_lower, value.as_deref()) {
+            match base.set(sec, &key_lower, entry.value.as_deref()) {
                 Ok(Setting::Applied) => {}
                 Ok(Setting::Unknown) => base.warn(format!(
                     "{origin}: line {line}: unknown key {key:?} in [{}] ignored",
@@ -305,10 +276,40 @@ impl Config {
                     "{origin}: line {line}: [{}] {key} has no effect in hypercloud: {why}",
                     section_title(sec)
                 )),
-                Err(m) => return Err(err(line, format!("[{}] {key}: {m}", section_title(sec)))),
+                Err(m) => {
+                    return Err(Error::ParseCloudConfig {
+                        origin: origin.into(),
+                        message: format!("line {line}: [{}] {key}: {m}", section_title(sec)),
+                    })
+                }
             }
         }
+        for h in headers {
+            base.audit_section(h, origin);
+        }
         Ok(base)
+    }
+
+    /// Warns about a section header hypercloud does not read: `[LoadBalancerClass "name"]`
+    /// (not implemented), a subsection of a section that has none, or an unknown section.
+    fn audit_section(&mut self, header: &hypercloud_cloudprovider::gcfg::Section, origin: &str) {
+        let line = header.line;
+        let name = &header.name;
+        let lower = name.to_ascii_lowercase();
+        if lower == "loadbalancerclass" {
+            let class = header.subsection.as_deref().unwrap_or_default();
+            self.warn(format!(
+                "{origin}: line {line}: [{name} {class:?}] has no effect in hypercloud: load-balancer classes (loadbalancer.openstack.org/class) are not implemented; its keys are ignored"
+            ));
+        } else if let Some(sub) = header.subsection.as_deref() {
+            self.warn(format!(
+                "{origin}: line {line}: unknown section [{name} {sub:?}] ignored ([{name}] has no subsections)"
+            ));
+        } else if !SECTIONS.contains(&lower.as_str()) {
+            self.warn(format!(
+                "{origin}: line {line}: unknown section [{name}] ignored"
+            ));
+        }
     }
 
     fn warn(&mut self, message: String) {
@@ -350,25 +351,47 @@ impl Config {
                 "global",
                 "trust-id" | "trustee-id" | "trustee-password" | "cert-file" | "key-file",
             ) => return Err("is not supported by hypercloud yet".into()),
+            // The legacy in-tree provider read its [Global] credentials from a Kubernetes
+            // Secret instead (they override the file's): ignoring it would authenticate as
+            // someone else.
+            ("global", "secret-name") => return Err(CREDENTIALS_SECRET.into()),
+            ("global", "secret-namespace") => {
+                return Ok(Setting::NoEffect(
+                    "it only places secret-name, which hypercloud refuses (credentials come from cloud.conf or clouds.yaml)",
+                ))
+            }
+            ("global", "kubeconfig-path") => {
+                return Ok(Setting::NoEffect(
+                    "it only names the kubeconfig used to read secret-name, which hypercloud refuses (the apiserver is reached with --kubeconfig)",
+                ))
+            }
             ("loadbalancer", k) => return self.set_lb(k, value),
             ("blockstorage", "bs-version") => {
                 self.block_storage.bs_version = s();
-                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
+                return Ok(Setting::NoEffect(
+                    "the Cinder endpoint is the catalog's (block-storage, volumev3 or volume) and is always sent v3 requests",
+                ));
             }
             ("blockstorage", "trust-device-path") => {
                 self.block_storage.trust_device_path = parse_bool(value)?;
-                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
+                return Ok(Setting::NoEffect(
+                    "the device path is the one Cinder records for the attachment; hypercloud does not look devices up on the node",
+                ));
             }
             ("blockstorage", "ignore-volume-az") => {
                 self.block_storage.ignore_volume_az = parse_bool(value)?
             }
             ("blockstorage", "node-volume-attach-limit") => {
                 self.block_storage.node_volume_attach_limit = Some(parse_num_in(v, 1..=256)?);
-                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
+                return Ok(Setting::NoEffect(
+                    "no per-node attach limit is reported to the scheduler; Nova's own limit applies when attaching",
+                ));
             }
             ("blockstorage", "rescan-on-resize") => {
                 self.block_storage.rescan_on_resize = parse_bool(value)?;
-                return Ok(Setting::NoEffect(NO_VOLUME_PLUGIN));
+                return Ok(Setting::NoEffect(
+                    "volumes are extended in Cinder, but the rescan of the block device after a resize is node-side work hypercloud does not do",
+                ));
             }
             ("networking", "public-network-name") => {
                 self.networking.public_network_name.push(v.to_owned())
@@ -713,7 +736,7 @@ enum Setting {
     NoEffect(&'static str),
 }
 
-const NO_VOLUME_PLUGIN: &str = "it configures the in-tree Cinder volume plugin (attach, detach, resize), which hypercloud does not run; volumes are only labelled";
+const CREDENTIALS_SECRET: &str = "reading [Global] credentials from a Kubernetes Secret is not supported by hypercloud; put them in cloud.conf or clouds.yaml";
 
 /// How hypercloud treats a key upstream documents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -761,6 +784,14 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
         ("Global", "application-credential-name", "a", Implemented),
         ("Global", "application-credential-secret", "s", Implemented),
         ("Global", "tls-insecure", "false", Implemented),
+        ("Global", "secret-name", "cloud-config", Rejected),
+        ("Global", "secret-namespace", "kube-system", Warned),
+        (
+            "Global",
+            "kubeconfig-path",
+            "/etc/kubernetes/admin.conf",
+            Warned,
+        ),
         ("Networking", "ipv6-support-disabled", "true", Implemented),
         ("Networking", "public-network-name", "public", Implemented),
         (
@@ -1129,6 +1160,45 @@ max-attempts = 3
             "{:?}",
             c.warnings
         );
+    }
+
+    /// Quoted subsections are read as gcfg reads them (`;` and `#` inside the quotes are not
+    /// comments); their keys never land in the plain section of the same name.
+    #[test]
+    fn quoted_subsections_are_read_and_kept_apart() {
+        let text = "[Global]\nauth-url=http://k/v3\nusername=u\npassword=p\n\
+            [LoadBalancerClass \"internal; #1\"]\nfloating-network-id = class-net\n\
+            [LoadBalancer]\nfloating-network-id = net\n\
+            [Global \"other\"]\nregion = x\n";
+        let c = Config::parse(text, "c.conf").unwrap().resolve().unwrap();
+        assert_eq!(c.load_balancer.floating_network_id.as_deref(), Some("net"));
+        assert_eq!(c.global.region, None);
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("line 5")
+                && c.warnings[0].contains("[LoadBalancerClass \"internal; #1\"] has no effect"),
+            "{:?}",
+            c.warnings
+        );
+        assert!(
+            c.warnings[1].contains("line 9")
+                && c.warnings[1].contains("unknown section [Global \"other\"] ignored"),
+            "{:?}",
+            c.warnings
+        );
+        for (bad, want) in [
+            (
+                "[LoadBalancerClass \"open]\n",
+                "line 1: unterminated subsection name",
+            ),
+            (
+                "[LoadBalancerClass \"a\" b]\n",
+                "line 1: unclosed section header",
+            ),
+        ] {
+            let e = Config::parse(bad, "c.conf").unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
     }
 
     #[test]

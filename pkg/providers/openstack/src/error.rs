@@ -32,14 +32,26 @@ pub enum Error {
         attempts: Vec<String>,
     },
 
-    /// Building the HTTP client failed (a bad CA file, for instance).
-    #[error("building the HTTP client: {0}")]
-    BuildHttpClient(String),
+    /// Building the HTTP client failed (a CA file that is not PEM, for instance).
+    #[error("building the HTTP client")]
+    BuildHttpClient(#[source] hypercloud_cloudprovider::http_client::HttpClientError),
 
     /// A file the cloud config names (`ca-file`) is missing, not a regular file or over the
     /// 1 MiB limit.
     #[error(transparent)]
     ReadInput(#[from] hypercloud_cloudprovider::input::InputFileError),
+}
+
+impl From<hypercloud_cloudprovider::http_client::HttpClientError> for Error {
+    fn from(e: hypercloud_cloudprovider::http_client::HttpClientError) -> Self {
+        match e {
+            // The unreadable file keeps its own error (naming the key), as every input file.
+            hypercloud_cloudprovider::http_client::HttpClientError::ReadCaFile(e) => {
+                Error::ReadInput(e)
+            }
+            other => Error::BuildHttpClient(other),
+        }
+    }
 }
 
 impl Error {
@@ -63,7 +75,7 @@ impl Error {
             Error::ReadInput(e) => hypercloud_cloudprovider::Error::unreadable_file(provider, e),
             other => hypercloud_cloudprovider::Error::Initialize {
                 provider: provider.into(),
-                message: other.to_string(),
+                message: hypercloud_cloudprovider::Chain(&other).to_string(),
             },
         }
     }

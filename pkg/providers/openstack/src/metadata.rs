@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hypercloud_cloudprovider::http_body;
+use hypercloud_cloudprovider::http_client::HttpClientConfig;
 use serde::Deserialize;
 
 use crate::config::{MetadataConfig, MetadataSource};
@@ -71,15 +72,12 @@ pub struct MetadataReader {
 impl MetadataReader {
     /// A reader for `config`.
     pub fn new(config: MetadataConfig) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .timeout(config.request_timeout)
-            // The metadata service never redirects; a redirect is refused, not followed.
-            .redirect(reqwest::redirect::Policy::none())
-            // The metadata service is link-local: a connection that is not made at once will
-            // not be; the request timeout bounds the rest.
-            .connect_timeout(config.request_timeout.min(METADATA_CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| Error::BuildHttpClient(e.to_string()))?;
+        // The metadata service is link-local: a connection that is not made at once will not
+        // be; the request timeout bounds the rest. It never redirects; a redirect is refused,
+        // not followed.
+        let http = HttpClientConfig::new(config.request_timeout, METADATA_CONNECT_TIMEOUT)
+            .refuse_redirects()
+            .build()?;
         Ok(MetadataReader { config, http })
     }
 

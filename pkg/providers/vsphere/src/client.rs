@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hypercloud_cloudprovider::http_body::{self, excerpt_str, LIST_LIMIT};
+use hypercloud_cloudprovider::http_client::HttpClientConfig;
+use hypercloud_cloudprovider::retry::{retryable_status, Attempt, RetryPolicy};
 use hypercloud_cloudprovider::Chain;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -31,6 +33,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const CALL_DEADLINE: Duration = Duration::from_secs(60);
 /// Connecting to vCenter: an unreachable address fails fast.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first pause before repeating a call (it doubles, with jitter).
+const RETRY_FIRST_DELAY: Duration = Duration::from_millis(50);
+/// The longest pause before repeating a call.
+const RETRY_MAX_DELAY: Duration = Duration::from_secs(1);
 /// Shown in vCenter's session list.
 pub(crate) const USER_AGENT: &str = concat!("hypercloud-vsphere/", env!("CARGO_PKG_VERSION"));
 
@@ -56,26 +62,11 @@ pub(crate) struct Client {
 
 impl Client {
     pub fn new(vc: VCenter) -> Result<Self> {
-        let mut b = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
+        let http = HttpClientConfig::new(REQUEST_TIMEOUT, CONNECT_TIMEOUT)
             .user_agent(USER_AGENT)
-            .danger_accept_invalid_certs(vc.insecure);
-        if let Some(path) = &vc.ca_file {
-            let pem = hypercloud_cloudprovider::input::read_named(
-                "[VirtualCenter] ca-file",
-                path,
-                hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES,
-            )?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| Error::BuildHttpClient(format!("ca-file {}: {e}", path.display())))?
-            {
-                b = b.add_root_certificate(cert);
-            }
-        }
-        let http = b
-            .build()
-            .map_err(|e| Error::BuildHttpClient(e.to_string()))?;
+            .insecure(vc.insecure)
+            .ca_file("[VirtualCenter] ca-file", vc.ca_file.as_deref())
+            .build()?;
         Ok(Client {
             http,
             vc,
@@ -240,9 +231,11 @@ impl Client {
         })?;
         let url = format!("{}/sdk", self.vc.base_url());
         let deadline = tokio::time::Instant::now() + CALL_DEADLINE;
-        let mut attempt = 0;
-        let resp = loop {
-            attempt += 1;
+        let cookie = self.soap.read().await.cookie.clone();
+        // Every method is repeated on connection errors and timeouts, as govmomi's
+        // `vim25.Retry(.., TemporaryNetworkError(soap-roundtrip-count))` round tripper does;
+        // never on an answer (a SOAP fault is an HTTP 500 and final).
+        let attempt = |_| {
             self.calls.fetch_add(1, Ordering::Relaxed);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let mut req = self
@@ -252,26 +245,36 @@ impl Client {
                 .header("Content-Type", "text/xml; charset=utf-8")
                 .header("SOAPAction", SOAP_ACTION)
                 .body(body.clone());
-            if let Some(c) = &self.soap.read().await.cookie {
+            if let Some(c) = &cookie {
                 req = req.header("Cookie", c);
             }
-            match req.send().await {
-                Ok(r) => break r,
-                Err(e)
-                    if attempt < self.vc.roundtrip_count
-                        && (e.is_connect() || e.is_timeout())
-                        && tokio::time::Instant::now() < deadline =>
-                {
-                    tracing::debug!(method = M::NAME, attempt, error = %e, "retrying SOAP call");
-                }
-                Err(e) => {
-                    return Err(Error::Transport {
-                        operation: M::NAME.into(),
-                        message: format!("POST {url}: {e}"),
-                    })
+            async move {
+                match req.send().await {
+                    Err(e)
+                        if (e.is_connect() || e.is_timeout())
+                            && tokio::time::Instant::now() < deadline =>
+                    {
+                        Attempt::Again {
+                            outcome: Err(e),
+                            retry_after: None,
+                        }
+                    }
+                    other => Attempt::Done(other),
                 }
             }
         };
+        let retried = self
+            .retry_policy()
+            .run(attempt, |e, attempt, delay| {
+                if let Err(e) = e {
+                    tracing::debug!(method = M::NAME, attempt, error = %e, ?delay, "retrying SOAP call");
+                }
+            })
+            .await;
+        let resp = retried.outcome.map_err(|e| Error::Transport {
+            operation: M::NAME.into(),
+            message: format!("POST {url}: {e}"),
+        })?;
         let status = resp.status().as_u16();
         let cookie = resp
             .headers()
@@ -308,6 +311,43 @@ impl Client {
                 message: excerpt_str(&text),
             }),
         }
+    }
+
+    /// The shared retry policy with `soap-roundtrip-count` attempts, pausing from 50 ms to 1 s.
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(self.vc.roundtrip_count, RETRY_FIRST_DELAY, RETRY_MAX_DELAY)
+    }
+
+    /// An idempotent read (a vAPI GET), repeated on connection errors, 429 and 5xx; each
+    /// attempt counts as a call. Writes are sent once: vAPI has no request IDs to make a
+    /// repeated POST safe, and govmomi's REST client does not repeat them either.
+    async fn read(
+        &self,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> std::result::Result<reqwest::Response, reqwest::Error> {
+        let attempt = |_| {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let req = build();
+            async move {
+                match req.send().await {
+                    Err(e) => Attempt::Again {
+                        outcome: Err(e),
+                        retry_after: None,
+                    },
+                    Ok(r) if retryable_status(r.status().as_u16()) => Attempt::Again {
+                        outcome: Ok(r),
+                        retry_after: None,
+                    },
+                    Ok(r) => Attempt::Done(Ok(r)),
+                }
+            }
+        };
+        self.retry_policy()
+            .run(attempt, |_, attempt, delay| {
+                tracing::debug!(attempt, ?delay, "retrying vAPI read");
+            })
+            .await
+            .outcome
     }
 
     // ------------------------------------------------------------ vAPI REST
@@ -355,20 +395,25 @@ impl Client {
     ) -> Result<T> {
         let mut token = self.vapi_token(None).await?;
         for attempt in 0..2 {
-            self.calls.fetch_add(1, Ordering::Relaxed);
             let url = format!("{}{path}", self.vc.base_url());
-            let req = match body {
-                Some(b) => self.http.post(&url).json(b),
-                None => self.http.get(&url),
-            };
-            let resp = req
-                .header("vmware-api-session-id", &token)
-                .send()
-                .await
-                .map_err(|e| Error::Transport {
-                    operation: path.into(),
-                    message: e.to_string(),
-                })?;
+            let resp = match body {
+                Some(b) => {
+                    self.http
+                        .post(&url)
+                        .json(b)
+                        .header("vmware-api-session-id", &token)
+                        .send()
+                        .await
+                }
+                None => {
+                    self.read(|| self.http.get(&url).header("vmware-api-session-id", &token))
+                        .await
+                }
+            }
+            .map_err(|e| Error::Transport {
+                operation: path.into(),
+                message: e.to_string(),
+            })?;
             if resp.status().as_u16() == 401 && attempt == 0 {
                 tracing::info!(path, "vAPI session expired; creating a new one");
                 token = self.vapi_token(Some(&token)).await?;

@@ -13,9 +13,9 @@ pub enum Error {
         message: String,
     },
 
-    /// Building the HTTP client failed (a bad CA file, for instance).
-    #[error("building the HTTP client: {0}")]
-    BuildHttpClient(String),
+    /// Building the HTTP client failed (a CA file that is not PEM, for instance).
+    #[error("building the HTTP client")]
+    BuildHttpClient(#[source] hypercloud_cloudprovider::http_client::HttpClientError),
 
     /// A file the cloud config names (`ca-file`) is missing, not a regular file or over the
     /// 1 MiB limit.
@@ -100,6 +100,18 @@ pub enum Error {
     },
 }
 
+impl From<hypercloud_cloudprovider::http_client::HttpClientError> for Error {
+    fn from(e: hypercloud_cloudprovider::http_client::HttpClientError) -> Self {
+        match e {
+            // The unreadable file keeps its own error (naming the key), as every input file.
+            hypercloud_cloudprovider::http_client::HttpClientError::ReadCaFile(e) => {
+                Error::ReadInput(e)
+            }
+            other => Error::BuildHttpClient(other),
+        }
+    }
+}
+
 impl Error {
     /// Whether vCenter says the session is gone (expired or logged out): log in again.
     pub fn is_not_authenticated(&self) -> bool {
@@ -128,7 +140,7 @@ impl Error {
             operation,
             status,
             request_id: None,
-            message: self.to_string(),
+            message: hypercloud_cloudprovider::Chain(&self).to_string(),
         }
     }
 
@@ -147,7 +159,7 @@ impl Error {
             }
             other => hypercloud_cloudprovider::Error::Initialize {
                 provider: crate::PROVIDER_NAME.into(),
-                message: other.to_string(),
+                message: hypercloud_cloudprovider::Chain(&other).to_string(),
             },
         }
     }
