@@ -1,6 +1,8 @@
 //! The local cloud's well-known defaults: what a fresh `hypercloud local-cloud serve` listens on,
 //! which credentials it accepts and what it is seeded with. The `local` provider uses these so
-//! the demo needs no configuration (DevStack's `local.conf` defaults play the same role).
+//! the demo needs no configuration (DevStack's `local.conf` defaults play the same role). A crate
+//! of its own, below both, so that the provider (`pkg/providers/openstack`) does not depend on
+//! the local cloud (`pkg/localcloud`, which re-exports it as `hypercloud_localcloud::defaults`).
 
 use std::path::PathBuf;
 
