@@ -98,7 +98,7 @@ hack/python-tools.sh
 
 # gce tools: Google's google-cloud-compute client (hack/python-tools.sh gce, venv
 # $HYPERCLOUD_CACHE/venv-gce), driven against the local cloud's GCE dialect by
-# cmd/hypercloud/tests/local_cloud_gce.rs (hack/conformance/gce_conformance.py).
+# cmd/hypercloud/tests/it/local_cloud_gce.rs (hack/conformance/gce_conformance.py).
 step "gce tools: google-cloud-compute (venv in $HYPERCLOUD_CACHE/venv-gce)"
 hack/python-tools.sh gce
 
@@ -119,7 +119,7 @@ step "promlint (hack/promlint.sh; cached under $HYPERCLOUD_CACHE/promlint)"
 hack/promlint.sh >/dev/null
 
 # Includes the property tests (proptest; case counts fixed in the code, ~11k cases, a few seconds)
-# and cmd/hypercloud/tests/fault_proxy.rs (the CCM behind a proxy answering 429/5xx).
+# and cmd/hypercloud/tests/it/fault_proxy.rs (the CCM behind a proxy answering 429/5xx).
 step "cargo test (unit + integration)"
 cargo test --workspace --locked --no-fail-fast
 # The binary that build made; local-up uses it rather than `cargo build -p hypercloud`, whose
