@@ -120,8 +120,10 @@ hack/promlint.sh >/dev/null
 
 # Includes the property tests (proptest; case counts fixed in the code, ~11k cases, a few seconds)
 # and cmd/hypercloud/tests/it/fault_proxy.rs (the CCM behind a proxy answering 429/5xx).
+# With hypercloud's `bench` feature, which also builds the bench driver
+# (cmd/hypercloud/examples/bench_ccm_nodes.rs) that the hack/bench smokes below run.
 step "cargo test (unit + integration)"
-cargo test --workspace --locked --no-fail-fast
+cargo test --workspace --locked --no-fail-fast --features hypercloud/bench
 # The binary that build made; local-up uses it rather than `cargo build -p hypercloud`, whose
 # different feature resolution would compile the AWS SDK crates again (minutes).
 export HYPERCLOUD_BIN="$CARGO_TARGET_DIR/debug/hypercloud"
