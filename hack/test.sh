@@ -58,7 +58,7 @@ cargo fmt --all -- --check
 # With the features that build the examples (benchmark drivers, the local cloud's stand-alone
 # CLI), which `cargo test` skips, so they are linted too.
 step "cargo clippy (all targets, -D warnings)"
-cargo clippy --workspace --all-targets --locked --features hypercloud/bench,hypercloud-localcloud/examples -- -D warnings
+cargo clippy --workspace --all-targets --locked --features hypercloud/bench,hypercloud-localcloud/examples,hypercloud-providers-vsphere/bench -- -D warnings
 
 step "hack/verify-architecture.sh (docs/architecture.md's crate graph against Cargo.toml)"
 hack/verify-architecture.sh
