@@ -2,6 +2,8 @@
 //! share: the controller-manager running only the attach/detach controller, the cloud's and
 //! the Node's view of attachments, and a pod using a claim.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 
 use hypercloud_testenv::localcloud::openstack_json;

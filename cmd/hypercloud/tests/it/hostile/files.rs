@@ -178,8 +178,14 @@ fn manager_on(fx: &Fx, name: &str, provider: &str) -> Command {
 
 /// [`manager_on`], with leader election on or off (leader migration requires it on).
 fn manager_electing(fx: &Fx, name: &str, provider: &str, leader_elect: bool) -> Command {
-    let port = free_port().to_string();
-    let webhook_port = free_port().to_string();
+    let port = free_port();
+    // Two free ports drawn one after the other can be the same one (both listeners are closed).
+    let webhook_port = loop {
+        let p = free_port();
+        if p != port {
+            break p;
+        }
+    };
     let mut c = hypercloud(
         fx,
         &[
