@@ -2,7 +2,7 @@
 # Prints the path of the metrics linter, building it first when missing: hack/tools/promlint,
 # client_golang's testutil/promlint (the linter `promtool check metrics` runs) at
 # CLIENT_GOLANG_VERSION of hack/versions.env, built from the Go module proxy into
-# $HYPERCLOUD_CACHE/promlint/<version>. cmd/hypercloud/tests/ccm_runtime.rs runs it on the
+# $HYPERCLOUD_CACHE/promlint/<version>. cmd/hypercloud/tests/it/ccm_runtime.rs runs it on the
 # controller managers' /metrics. Usage: `curl ... /metrics | "$(hack/promlint.sh)"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

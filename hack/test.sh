@@ -55,8 +55,10 @@ trap on_exit EXIT
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+# With the features that build the examples (benchmark drivers, the local cloud's stand-alone
+# CLI), which `cargo test` skips, so they are linted too.
 step "cargo clippy (all targets, -D warnings)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked --features hypercloud/bench,hypercloud-localcloud/examples,hypercloud-providers-vsphere/bench -- -D warnings
 
 step "hack/verify-architecture.sh (docs/architecture.md's crate graph against Cargo.toml)"
 hack/verify-architecture.sh
@@ -101,7 +103,7 @@ hack/python-tools.sh
 
 # gce tools: Google's google-cloud-compute client (hack/python-tools.sh gce, venv
 # $HYPERCLOUD_CACHE/venv-gce), driven against the local cloud's GCE dialect by
-# cmd/hypercloud/tests/local_cloud_gce.rs (hack/conformance/gce_conformance.py).
+# cmd/hypercloud/tests/it/local_cloud_gce.rs (hack/conformance/gce_conformance.py).
 step "gce tools: google-cloud-compute (venv in $HYPERCLOUD_CACHE/venv-gce)"
 hack/python-tools.sh gce
 
@@ -122,9 +124,11 @@ step "promlint (hack/promlint.sh; cached under $HYPERCLOUD_CACHE/promlint)"
 hack/promlint.sh >/dev/null
 
 # Includes the property tests (proptest; case counts fixed in the code, ~11k cases, a few seconds)
-# and cmd/hypercloud/tests/fault_proxy.rs (the CCM behind a proxy answering 429/5xx).
+# and cmd/hypercloud/tests/it/fault_proxy.rs (the CCM behind a proxy answering 429/5xx).
+# With hypercloud's `bench` feature, which also builds the bench driver
+# (cmd/hypercloud/examples/bench_ccm_nodes.rs) that the hack/bench smokes below run.
 step "cargo test (unit + integration)"
-cargo test --workspace --locked --no-fail-fast
+cargo test --workspace --locked --no-fail-fast --features hypercloud/bench
 # The binary that build made; local-up uses it rather than `cargo build -p hypercloud`, whose
 # different feature resolution would compile the AWS SDK crates again (minutes).
 export HYPERCLOUD_BIN="$CARGO_TARGET_DIR/debug/hypercloud"

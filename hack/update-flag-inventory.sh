@@ -4,7 +4,7 @@
 # hack/versions.env, with component-base's global and logging flags) with its default, read
 # from the upstream command itself (hack/tools/flag-inventory). The check that hypercloud's
 # cloud-controller-manager implements each or documents why not is
-# cmd/hypercloud/tests/flag_inventory.rs, an ordinary test.
+# cmd/hypercloud/tests/it/flag_inventory.rs, an ordinary test.
 #
 # The tool builds into $HYPERCLOUD_CACHE/flag-inventory/<version>; the modules come from the
 # Go module proxy (or the module cache when it already holds them).

@@ -31,7 +31,7 @@ profile="${HYPERCLOUD_BENCH_PROFILE:-release}"
 n="${1:-1000}"
 shift || true
 
-cargo build --profile "$profile" -p hypercloud --bin hypercloud --example bench_ccm_nodes >&2
+cargo build --profile "$profile" -p hypercloud --features bench --bin hypercloud --example bench_ccm_nodes >&2
 out="$CARGO_TARGET_DIR/$([ "$profile" = dev ] && echo debug || echo "$profile")"
 
 if [ -z "${HYPERCLOUD_TEST_KUBECONFIG:-}" ]; then

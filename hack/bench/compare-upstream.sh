@@ -77,16 +77,16 @@ fi
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
 if [[ -n "${HYPERCLOUD_BIN:-}" ]]; then
-	# A binary and bench example already built beside it (hack/test.sh: `cargo test --workspace`
-	# builds examples too; `cargo build -p hypercloud` would resolve features differently and
-	# compile the AWS SDK again).
+	# A binary and bench example already built beside it (hack/test.sh: `cargo test --workspace
+	# --features hypercloud/bench` builds the example too; `cargo build -p hypercloud` would
+	# resolve features differently and compile the AWS SDK again).
 	hc_bin="$HYPERCLOUD_BIN"
 	bench="$(dirname "$hc_bin")/examples/bench_ccm_nodes"
 	[[ -x "$bench" ]] || fail "HYPERCLOUD_BIN=$hc_bin but no $bench beside it"
 else
 	profile="${HYPERCLOUD_BENCH_PROFILE:-release}"
 	step "build hypercloud and the bench ($profile)"
-	cargo build --profile "$profile" -p hypercloud --bin hypercloud --example bench_ccm_nodes >&2
+	cargo build --profile "$profile" -p hypercloud --features bench --bin hypercloud --example bench_ccm_nodes >&2
 	out="$CARGO_TARGET_DIR/$([ "$profile" = dev ] && echo debug || echo "$profile")"
 	hc_bin="$out/hypercloud"
 	bench="$out/examples/bench_ccm_nodes"

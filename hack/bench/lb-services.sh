@@ -54,7 +54,7 @@ if [[ -n "${HYPERCLOUD_BIN:-}" ]]; then
 else
 	profile="${HYPERCLOUD_BENCH_PROFILE:-release}"
 	echo "$TAG: build hypercloud and the bench driver ($profile)" >&2
-	cargo build --profile "$profile" -p hypercloud --bin hypercloud --example bench_ccm_nodes >&2
+	cargo build --profile "$profile" -p hypercloud --features bench --bin hypercloud --example bench_ccm_nodes >&2
 	out="$CARGO_TARGET_DIR/$([ "$profile" = dev ] && echo debug || echo "$profile")"
 	hc_bin="$out/hypercloud"
 	bench="${HYPERCLOUD_BENCH_DRIVER:-$out/examples/bench_ccm_nodes}"

@@ -10,4 +10,4 @@ cd "$(dirname "$0")/../.."
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 hack/vcsim.sh build
-cargo run --quiet -p hypercloud-providers-vsphere --example bench_requests -- "${1:-200}"
+cargo run --quiet -p hypercloud-providers-vsphere --features bench --example bench_requests -- "${1:-200}"

@@ -2,7 +2,7 @@
 """Google's official Compute Engine client (google-cloud-compute, pinned in hack/python-tools.sh)
 against a running local cloud's GCE dialect.
 
-Run by cmd/hypercloud/tests/local_cloud_gce.rs with GCE_ENDPOINT (the API URL), GCE_PROJECT,
+Run by cmd/hypercloud/tests/it/local_cloud_gce.rs with GCE_ENDPOINT (the API URL), GCE_PROJECT,
 GCE_ZONE and GCE_REGION set, and GCE_METADATA (the metadata listener's URL). The client uses its
 REST transport with the endpoint overridden and anonymous credentials. Every check is an
 assert; the first failure exits non-zero with its message. Covers: the project and its

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """openstacksdk (pinned in hack/python-tools.sh) against a running local cloud.
 
-Run by cmd/hypercloud/tests/local_cloud_openstacksdk.rs with OS_CLIENT_CONFIG_FILE and
+Run by cmd/hypercloud/tests/it/local_cloud_openstacksdk.rs with OS_CLIENT_CONFIG_FILE and
 OS_CLOUD pointing at the clouds.yaml `hypercloud local-cloud serve` writes. Every check is an
 assert; the first failure exits non-zero with its message. Covers: Neutron ports, floating
 IPs and security groups with their rules (create, read, update, delete, list with filters), Octavia load balancers, listeners, pools,

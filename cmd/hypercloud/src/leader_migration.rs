@@ -2,7 +2,8 @@
 //! `k8s.io/cloud-provider/app`'s `Run` set it up: the configuration named by
 //! `--leader-migration-config` (or upstream's default), and which of the enabled controllers
 //! run under the component's own Lease, which only while it also holds the migration Lease,
-//! and which not at all. [`crate::runtime`] acts on the [`Plan`]; the personalities print it.
+//! and which not at all; and the start-up report of where each enabled controller runs
+//! ([`print_plan`]). [`crate::runtime`] acts on the [`Plan`] and prints the report.
 
 use std::fmt::Write as _;
 
@@ -37,6 +38,14 @@ impl Plan {
     pub fn contends(&self, has_cloud: bool) -> bool {
         has_cloud && !self.migration.is_empty()
     }
+}
+
+/// The migration Lease and what runs under it.
+pub struct Migration {
+    /// The Lease name (`leaderName`), in `--leader-elect-resource-namespace`.
+    pub lease: String,
+    /// The part of the controller plan migrated to this Lease.
+    pub plan: ControllerPlan,
 }
 
 /// The plan for `component` with `--controllers` resolved to `enabled` (canonical names of
@@ -94,7 +103,7 @@ pub fn apply(
     plan: Option<&Plan>,
     controllers: &ControllerPlan,
     has_cloud: bool,
-) -> (ControllerPlan, Option<crate::runtime::Migration>) {
+) -> (ControllerPlan, Option<Migration>) {
     let part = |names: &[&str]| {
         let ids: Vec<Controller> = names
             .iter()
@@ -106,7 +115,7 @@ pub fn apply(
         None => (controllers.clone(), None),
         Some(p) => (
             part(&p.main),
-            p.contends(has_cloud).then(|| crate::runtime::Migration {
+            p.contends(has_cloud).then(|| Migration {
                 lease: p.lease.clone(),
                 plan: part(&p.migration),
             }),
@@ -177,10 +186,46 @@ pub fn report(plan: &Plan, opts: &ControllerOptions, has_cloud: bool) -> String 
     out
 }
 
+/// Prints each enabled controller of `plan` (of a component with a cloud) and, as upstream logs
+/// at start-up, why one cannot run; with leader migration, under which Lease each runs (or that
+/// it does not run here).
+pub fn print_plan(plan: &ControllerPlan, opts: &ControllerOptions, migration: Option<&Plan>) {
+    print!("{}", plan_report(plan, opts, migration));
+}
+
+/// The text [`print_plan`] prints.
+fn plan_report(
+    plan: &ControllerPlan,
+    opts: &ControllerOptions,
+    migration: Option<&Plan>,
+) -> String {
+    let mut out = String::from("controllers:\n");
+    for entry in plan.entries() {
+        let name = entry.controller.name();
+        let line = match (&entry.blocked, placement(migration, name)) {
+            (Some(why), _) => format!("disabled: {}", why.reason()),
+            (None, Placement::Main) => "enabled".to_string(),
+            (None, Placement::Migration) => format!(
+                "enabled, under the migration lease {}",
+                migration.map_or("", |m| m.lease.as_str())
+            ),
+            (None, Placement::Elsewhere(c)) => {
+                format!("not run here: leader migration assigns it to {c}")
+            }
+        };
+        let _ = writeln!(out, "  {name:<32} {line}");
+    }
+    if let Some(m) = migration {
+        out.push_str(&report(m, opts, true));
+    }
+    out
+}
+
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use clap::Parser;
+    use hypercloud_cloudprovider::fake::{FakeCloud, FakeConfig};
 
     #[derive(Parser)]
     struct Flags {
@@ -188,8 +233,8 @@ pub(crate) mod tests {
         c: ControllerOptions,
     }
 
-    /// Controller flags as parsed from `args` (also used by the start-up report's tests).
-    pub(crate) fn opts(args: &[&str]) -> ControllerOptions {
+    /// Controller flags as parsed from `args`.
+    fn opts(args: &[&str]) -> ControllerOptions {
         Flags::parse_from(std::iter::once("t").chain(args.iter().copied())).c
     }
 
@@ -338,5 +383,54 @@ pub(crate) mod tests {
                 .contains("controllerLeaders[0].component: Required value"),
             "{err}"
         );
+    }
+
+    /// The report and the runner read one plan: what the report calls disabled is exactly
+    /// what the runner does not start.
+    #[test]
+    fn report_and_runner_agree() {
+        let cloud = FakeCloud::new(FakeConfig {
+            disabled: vec!["pv-labeler".into(), "routes".into()],
+            ..Default::default()
+        });
+        let opts = opts(&[
+            "--controllers=*,pvl",
+            "--allocate-node-cidrs=true",
+            "--configure-cloud-routes=true",
+            "--cluster-cidr=10.244.0.0/16",
+        ]);
+        let enabled = names::resolve(names::CLOUD_CONTROLLER_MANAGER, &opts.generic.controllers)
+            .expect("resolve");
+        let plan = hypercloud_controllers::plan(&cloud, &opts, &enabled);
+        let text = plan_report(&plan, &opts, None);
+        assert!(
+            text.contains(
+                "  persistentvolume-label-controller disabled: cloud provider does not label volumes\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  node-route-controller            disabled: cloud provider does not support routes\n"),
+            "{text}"
+        );
+        assert_eq!(
+            plan.running(),
+            [
+                Controller::CloudNode,
+                Controller::CloudNodeLifecycle,
+                Controller::ServiceLb,
+                // Node IPAM needs no cloud capability.
+                Controller::NodeIpam
+            ]
+        );
+        for entry in plan.entries() {
+            let reported_enabled =
+                text.contains(&format!("  {:<32} enabled", entry.controller.name()));
+            assert_eq!(
+                reported_enabled,
+                plan.running().contains(&entry.controller),
+                "{text}"
+            );
+        }
     }
 }

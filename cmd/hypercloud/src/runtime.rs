@@ -53,7 +53,7 @@ pub struct Component {
     pub plan: Plan,
     /// With leader migration: the controllers to run only while also holding the migration
     /// Lease. `None` when migration is off or nothing here runs under that Lease.
-    pub migration: Option<Migration>,
+    pub migration: Option<leader_migration::Migration>,
     /// The provider; `None` runs no controllers (controller-manager with `external`).
     pub cloud: Option<Arc<dyn Interface>>,
     /// The registry served on `/metrics`.
@@ -71,14 +71,6 @@ pub struct WebhookServer {
     pub options: WebhookServingOptions,
     /// The enabled webhooks, in the provider's order (may be empty: nothing is served).
     pub enabled: Vec<WebhookSpec>,
-}
-
-/// The migration Lease and what runs under it.
-pub struct Migration {
-    /// The Lease name (`leaderName`), in `--leader-elect-resource-namespace`.
-    pub lease: String,
-    /// The part of the controller plan migrated to this Lease.
-    pub plan: Plan,
 }
 
 /// Fires on SIGTERM or SIGINT.
@@ -295,7 +287,7 @@ pub async fn start_and_run(
         }
         Some(c) => {
             let plan = hypercloud_controllers::plan(c.as_ref(), &controllers, &enabled);
-            crate::cloud_controller_manager::print_plan(&plan, &controllers, migration.as_ref());
+            leader_migration::print_plan(&plan, &controllers, migration.as_ref());
             plan
         }
     };

@@ -1,24 +1,24 @@
 //! End-to-end scenarios of hypercloud (upstream: the cloud-provider parts of Kubernetes' e2e
-//! suites), in `tests/`; this library is empty.
+//! suites), in `tests/it/` (one test binary, one module per scenario); this library is empty.
 //!
 //! Each scenario runs the real `hypercloud` binary as processes, under the personality names
 //! of `hack/install-symlinks.sh`, against the real kube-apiserver + etcd of `pkg/testenv` and a
 //! real `hypercloud local-cloud serve`, and checks what a cluster operator would see:
 //!
-//! - `tests/in_tree.rs`: the old layout. `kubelet-helper --cloud-provider=local` registers its
+//! - `tests/it/in_tree.rs`: the old layout. `kubelet-helper --cloud-provider=local` registers its
 //!   Node from the cloud, `kube-controller-manager` creates a load balancer that forwards
 //!   traffic, and the `apiserver-plugin` webhook (registered from
 //!   `deploy/apiserver-plugin/webhooks.yaml`) labels a volume's PersistentVolume and refuses a
 //!   Node without an instance.
-//! - `tests/external.rs`: the external layout. `kubelet-helper --cloud-provider=external`
+//! - `tests/it/external.rs`: the external layout. `kubelet-helper --cloud-provider=external`
 //!   registers a tainted Node, `kube-controller-manager --cloud-provider=external` makes no
 //!   cloud call, and the `cloud-controller-manager` initialises the Node, creates the load
 //!   balancer and labels the PersistentVolume.
 //!
-//! - `tests/instance_power.rs`: a Node follows its instance. Stopping it makes the Node
+//! - `tests/it/instance_power.rs`: a Node follows its instance. Stopping it makes the Node
 //!   NotReady with the unreachable and shutdown taints, starting it makes it Ready again, and
 //!   deleting it deletes the Node.
-//! - `tests/leader_migration_upstream.rs`: the upstream kube-controller-manager and the
+//! - `tests/it/leader_migration_upstream.rs`: the upstream kube-controller-manager and the
 //!   cloud-controller-manager hand the migrated controllers over through the migration Lease,
 //!   both ways, with one load balancer in the cloud.
 //!

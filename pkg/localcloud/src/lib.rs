@@ -22,7 +22,7 @@
 pub(crate) mod api;
 mod cli;
 pub mod dataplane;
-pub mod defaults;
+pub use hypercloud_localcloud_defaults as defaults;
 mod error;
 pub mod faults;
 pub(crate) mod metadata;

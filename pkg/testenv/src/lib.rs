@@ -17,7 +17,9 @@
 //! [`net`] (a backend and a request through a load balancer), [`aws`] (moto and the EC2 metadata
 //! mock), [`vcsim`] (VMware's vCenter simulator and `govc`) and [`wait`].
 //! Unlike the control plane above, these
-//! panic with a message saying what failed, as the tests calling them would.
+//! panic with a message saying what failed, as the tests calling them would. And [`group`]: one
+//! test binary holds the tests of several former test files; tests of different files never run
+//! at once.
 //!
 //! Start here: [`TestEnv`] (what a test gets) and [`ControlPlane`] (how the apiserver is found or
 //! started); `hack/envtest.sh` builds and starts the binaries.
@@ -27,6 +29,7 @@
 
 pub mod aws;
 pub mod cluster;
+mod groups;
 pub mod leases;
 pub mod localcloud;
 pub mod net;
@@ -35,6 +38,8 @@ pub mod process;
 pub mod rbac;
 pub mod vcsim;
 pub mod wait;
+
+pub use groups::{group, group_blocking, GroupGuard};
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -63,7 +68,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(thiserror::Error)]
 pub enum Error {
     /// `hack/envtest.sh start` could not be run at all.
-    #[error("envtest: step \"run {script}\" failed: {source}")]
+    #[error("envtest: step \"run {script}\" failed")]
     RunEnvtestScript {
         script: PathBuf,
         #[source]
@@ -83,47 +88,47 @@ pub enum Error {
     #[error("envtest: step \"find kubeconfig in the output of hack/envtest.sh start\" failed:\n{stdout}")]
     FindKubeconfig { stdout: String },
     /// The kubeconfig file could not be read or parsed.
-    #[error("envtest: step \"read kubeconfig {path}\" failed: {source}")]
+    #[error("envtest: step \"read kubeconfig {path}\" failed")]
     ReadKubeconfig {
         path: PathBuf,
         #[source]
         source: KubeconfigError,
     },
     /// The kubeconfig could not be turned into a client configuration.
-    #[error("envtest: step \"load kubeconfig {path}\" failed: {source}")]
+    #[error("envtest: step \"load kubeconfig {path}\" failed")]
     LoadKubeconfig {
         path: PathBuf,
         #[source]
         source: KubeconfigError,
     },
     /// No client could be built from the configuration.
-    #[error("envtest: step \"create kube client\" failed: {source}")]
+    #[error("envtest: step \"create kube client\" failed")]
     CreateClient {
         #[source]
         source: kube::Error,
     },
     /// The control plane did not answer `/version`.
-    #[error("envtest: step \"reach kube-apiserver at {kubeconfig}\" failed: {source}")]
+    #[error("envtest: step \"reach kube-apiserver at {kubeconfig}\" failed")]
     ReachApiserver {
         kubeconfig: PathBuf,
         #[source]
         source: kube::Error,
     },
     /// Getting the control plane failed earlier in this test binary; the cause is shared.
-    #[error("{source}")]
+    #[error("envtest: step \"get the control plane\" failed earlier in this test binary")]
     ControlPlaneUnavailable {
         #[source]
         source: Arc<Error>,
     },
     /// The test's namespace could not be created.
-    #[error("envtest: step \"create namespace {namespace}\" failed: {source}")]
+    #[error("envtest: step \"create namespace {namespace}\" failed")]
     CreateNamespace {
         namespace: String,
         #[source]
         source: kube::Error,
     },
     /// The test's namespace could not be deleted.
-    #[error("envtest: step \"delete namespace {namespace}\" failed: {source}")]
+    #[error("envtest: step \"delete namespace {namespace}\" failed")]
     DeleteNamespace {
         namespace: String,
         #[source]
@@ -142,10 +147,17 @@ impl Error {
     }
 }
 
-// Tests print errors with `{:?}` (`expect`, `-> Result`); show the readable message there too.
+// Tests print errors with `{:?}` (`expect`, `-> Result`); show the readable message there, with
+// its causes (Display names only the failed step; the causes are `source()`).
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
+        fmt::Display::fmt(self, f)?;
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
     }
 }
 
@@ -561,5 +573,28 @@ mod tests {
         };
         assert!(format!("{error:?}").contains("step \"find kubeconfig"));
         assert_eq!(error.step(), None);
+    }
+
+    #[test]
+    fn display_names_the_operation_and_debug_adds_the_causes() {
+        let error = Error::RunEnvtestScript {
+            script: PathBuf::from("hack/envtest.sh"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        };
+        assert_eq!(
+            error.to_string(),
+            "envtest: step \"run hack/envtest.sh\" failed"
+        );
+        assert_eq!(
+            format!("{error:?}"),
+            "envtest: step \"run hack/envtest.sh\" failed: no such file"
+        );
+        let shared = Error::ControlPlaneUnavailable {
+            source: Arc::new(error),
+        };
+        assert_eq!(
+            format!("{shared:?}"),
+            "envtest: step \"get the control plane\" failed earlier in this test binary: envtest: step \"run hack/envtest.sh\" failed: no such file"
+        );
     }
 }

@@ -1007,9 +1007,9 @@ fn parse_search_order(v: &str) -> Result<Vec<MetadataSource>, String> {
     Ok(out)
 }
 
-/// The `local` preset: the local cloud's defaults (`hypercloud_localcloud::defaults`).
+/// The `local` preset: the local cloud's defaults (`hypercloud_localcloud_defaults`).
 pub fn local_defaults() -> Config {
-    use hypercloud_localcloud::defaults as d;
+    use hypercloud_localcloud_defaults as d;
     let mut c = Config {
         origin: "the local cloud's defaults".into(),
         ..Config::default()

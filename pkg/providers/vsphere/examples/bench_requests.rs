@@ -11,7 +11,7 @@
 //! look-ups, as upstream's providers do). Counts every HTTP request to vCenter, SOAP and vAPI,
 //! logins included (`VSphere::api_calls`).
 //!
-//!   cargo run -p hypercloud-providers-vsphere --example bench_requests -- [N]
+//!   cargo run -p hypercloud-providers-vsphere --features bench --example bench_requests -- [N]
 #![allow(clippy::unwrap_used)]
 
 use hypercloud_cloudprovider::{CloudConfig, Interface};

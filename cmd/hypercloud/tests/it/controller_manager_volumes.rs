@@ -1,0 +1,416 @@
+//! The in-tree volume path of the `controller-manager` personality with the `local` provider:
+//! the real binary, the real apiserver (pkg/testenv) and a real `hypercloud local-cloud
+//! serve`, checked from both sides (the PV and the claim; the Cinder volume as the official
+//! `openstack` CLI shows it: `openstack volume show` / `volume list`).
+//!
+//! No upstream kube-controller-manager runs against the test apiserver, so the test plays its
+//! binder (annotating claims `volume.kubernetes.io/storage-provisioner`, binding them), the
+//! scheduler (`volume.kubernetes.io/selected-node`) and its pvc-/pv-protection controllers
+//! (removing their finalizers); the controller-manager under test does only the cloud part.
+//!
+//! One test, on purpose: two controller-managers watching the same apiserver would both
+//! provision every claim.
+#![cfg(feature = "openstack")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hypercloud_testenv::localcloud::{cli, openstack_json, state_dir, Serve};
+use hypercloud_testenv::process::{personality, Proc, Stdout};
+use hypercloud_testenv::wait::eventually;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::{json, Value};
+
+use crate::BIN;
+const PLUGIN: &str = "kubernetes.io/cinder";
+const CINDER_CSI: &str = "cinder.csi.openstack.org";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const REGION: &str = "topology.kubernetes.io/region";
+
+fn start_kcm(dir: &Path, kubeconfig: &Path, cloud_conf: &Path) -> Proc {
+    let mut cmd = personality(BIN, "controller-manager");
+    cmd.arg("--cloud-provider=local")
+        .arg(format!("--cloud-config={}", cloud_conf.display()))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--leader-elect=false")
+        .arg("--secure-port=0")
+        .arg("--controllers=persistentvolume-binder,persistentvolume-expander")
+        .arg("--v=2");
+    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
+}
+
+/// The Cinder volume with this ID as `openstack volume show` shows it.
+fn volume_show(state: &Path, id: &str) -> Value {
+    openstack_json(state, &["volume", "show", id])
+}
+
+/// The IDs `openstack volume list` lists.
+fn volume_ids(state: &Path) -> Vec<String> {
+    openstack_json(state, &["volume", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["ID"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn class(name: &str, params: Value, mode: &str, reclaim: &str) -> StorageClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "provisioner": PLUGIN,
+        "parameters": params,
+        "reclaimPolicy": reclaim,
+        "allowVolumeExpansion": true,
+        "volumeBindingMode": mode,
+    }))
+    .unwrap()
+}
+
+/// A claim as the binder leaves it for an external provisioner named `provisioner`.
+fn claim(
+    name: &str,
+    class: &str,
+    size: &str,
+    mode: &str,
+    provisioner: &str,
+) -> PersistentVolumeClaim {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {
+            "volume.kubernetes.io/storage-provisioner": provisioner,
+            "volume.beta.kubernetes.io/storage-provisioner": provisioner,
+        }},
+        "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                 "volumeMode": mode, "resources": {"requests": {"storage": size}}},
+    }))
+    .unwrap()
+}
+
+async fn wait_pv(pvs: &Api<PersistentVolume>, name: &str) -> PersistentVolume {
+    eventually(&format!("PV {name}"), Duration::from_secs(60), || async {
+        pvs.get_opt(name).await.unwrap()
+    })
+    .await
+}
+
+async fn drop_finalizers<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {"finalizers": null}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("dropping finalizers of {name}: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
+    let _group = hypercloud_testenv::group("controller_manager_volumes").await;
+    let env = hypercloud_testenv::TestEnv::new("kcm-volumes")
+        .await
+        .expect("testenv");
+    let tmp = tempfile::tempdir().unwrap();
+    let state = state_dir(&tmp);
+    let serve = Serve::start(BIN, &state, &["--availability-zones", "nova,zone-b"]);
+    let conf = tmp.path().join("cloud.conf");
+    std::fs::write(&conf, serve.cloud_conf()).unwrap();
+
+    let classes: Api<StorageClass> = Api::all(env.client());
+    let nodes: Api<Node> = Api::all(env.client());
+    let pvs: Api<PersistentVolume> = Api::all(env.client());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client(), env.namespace());
+    let pp = PostParams::default();
+
+    let immediate = env.unique_name("cinder-fast");
+    let delayed = env.unique_name("cinder-wait");
+    classes
+        .create(
+            &pp,
+            &class(
+                &immediate,
+                json!({"type": "lvmdriver-1", "availability": "nova"}),
+                "Immediate",
+                "Delete",
+            ),
+        )
+        .await
+        .unwrap();
+    classes
+        .create(
+            &pp,
+            &class(&delayed, json!({}), "WaitForFirstConsumer", "Retain"),
+        )
+        .await
+        .unwrap();
+    // A Node in zone-b, labelled as the kubelet (or the cloud-node controller) labels it.
+    let node = env.unique_name("vol-node");
+    nodes
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": node, "labels": {
+                ZONE: "zone-b", REGION: "RegionOne"}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let _kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+
+    // Immediate: a volume of the request rounded up to GiB, in the class's zone.
+    let t = Instant::now();
+    let data = claims
+        .create(&pp, &claim("data", &immediate, "1500Mi", "Block", PLUGIN))
+        .await
+        .unwrap();
+    let pv_name = format!("pvc-{}", data.uid().unwrap());
+    let pv = wait_pv(&pvs, &pv_name).await;
+    eprintln!("immediate provisioning took {:?}", t.elapsed());
+    let spec = pv.spec.clone().unwrap();
+    let volume_id = spec.cinder.as_ref().unwrap().volume_id.clone();
+    assert_eq!(spec.capacity.as_ref().unwrap()["storage"].0, "2Gi");
+    assert_eq!(
+        spec.persistent_volume_reclaim_policy.as_deref(),
+        Some("Delete")
+    );
+    assert_eq!(spec.storage_class_name.as_deref(), Some(immediate.as_str()));
+    assert_eq!(spec.volume_mode.as_deref(), Some("Block"));
+    let claim_ref = spec.claim_ref.clone().unwrap();
+    assert_eq!(claim_ref.uid, data.uid());
+    assert_eq!(claim_ref.name.as_deref(), Some("data"));
+    assert_eq!(pv.annotations()["pv.kubernetes.io/provisioned-by"], PLUGIN);
+    assert_eq!(pv.labels()[ZONE], "nova");
+    assert_eq!(pv.labels()[REGION], "RegionOne");
+    let affinity = serde_json::to_value(&spec.node_affinity).unwrap();
+    assert_eq!(
+        affinity["required"]["nodeSelectorTerms"][0]["matchExpressions"],
+        json!([
+            {"key": REGION, "operator": "In", "values": ["RegionOne"]},
+            {"key": ZONE, "operator": "In", "values": ["nova"]},
+        ])
+    );
+    let v = volume_show(&state, &volume_id);
+    assert_eq!(v["size"], 2);
+    assert_eq!(v["status"], "available");
+    assert_eq!(v["availability_zone"], "nova");
+    assert_eq!(v["type"], "lvmdriver-1");
+    assert_eq!(v["name"], format!("kubernetes-dynamic-{pv_name}"));
+    assert_eq!(v["attachments"], json!([]));
+    assert_eq!(
+        v["properties"]["kubernetes.io/created-for/pvc/name"],
+        "data"
+    );
+    assert_eq!(
+        v["properties"]["kubernetes.io/created-for/pvc/namespace"],
+        env.namespace()
+    );
+    assert_eq!(
+        v["properties"]["kubernetes.io/created-for/pv/name"],
+        pv_name
+    );
+
+    // WaitForFirstConsumer: nothing until the scheduler picks a Node, then that Node's zone.
+    // Annotated as the v1.34 binder annotates it (CSI migration: the migrated driver's name).
+    let waiting = claims
+        .create(
+            &pp,
+            &claim("later", &delayed, "1Gi", "Filesystem", CINDER_CSI),
+        )
+        .await
+        .unwrap();
+    let later_pv = format!("pvc-{}", waiting.uid().unwrap());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(pvs.get_opt(&later_pv).await.unwrap().is_none());
+    assert_eq!(volume_ids(&state), [volume_id.as_str()]);
+    claims
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                "volume.kubernetes.io/selected-node": node}}})),
+        )
+        .await
+        .unwrap();
+    let pv2 = wait_pv(&pvs, &later_pv).await;
+    assert_eq!(pv2.labels()[ZONE], "zone-b");
+    let spec2 = pv2.spec.clone().unwrap();
+    assert_eq!(
+        spec2.persistent_volume_reclaim_policy.as_deref(),
+        Some("Retain")
+    );
+    assert_eq!(spec2.capacity.as_ref().unwrap()["storage"].0, "1Gi");
+    let retained_id = spec2.cinder.as_ref().unwrap().volume_id.clone();
+    let v2 = volume_show(&state, &retained_id);
+    assert_eq!(v2["availability_zone"], "zone-b");
+    assert_eq!(v2["size"], 1);
+    assert_eq!(
+        v2["properties"]["kubernetes.io/created-for/pvc/name"],
+        "later"
+    );
+
+    // Resize: bind the claim as the binder would, then grow its request.
+    claims
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"volumeName": pv_name}})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch_status(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Bound",
+                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}})),
+        )
+        .await
+        .unwrap();
+    let t = Instant::now();
+    claims
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}})),
+        )
+        .await
+        .unwrap();
+    let grown = eventually(
+        "the claim's capacity to grow",
+        Duration::from_secs(60),
+        || async {
+            let c = claims.get("data").await.unwrap();
+            let cap = c
+                .status
+                .as_ref()?
+                .capacity
+                .as_ref()?
+                .get("storage")?
+                .0
+                .clone();
+            (cap == "3Gi").then_some(c)
+        },
+    )
+    .await;
+    eprintln!("expansion took {:?}", t.elapsed());
+    assert_eq!(
+        grown.annotations()["volume.kubernetes.io/storage-resizer"],
+        PLUGIN
+    );
+    let pv = pvs.get(&pv_name).await.unwrap();
+    assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "3Gi");
+    let v = volume_show(&state, &volume_id);
+    assert_eq!(v["size"], 3);
+    assert_eq!(v["status"], "available");
+
+    // Reclaim Delete: the claim goes (its protection finalizer removed, as the pvc-protection
+    // controller would), the Cinder volume goes, then the PV.
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .unwrap();
+    drop_finalizers(&claims, "data").await;
+    eventually(
+        "the Cinder volume to be deleted",
+        Duration::from_secs(60),
+        || async { (!volume_ids(&state).contains(&volume_id)).then_some(()) },
+    )
+    .await;
+    eventually("the PV to be deleted", Duration::from_secs(30), || async {
+        let pv = pvs.get_opt(&pv_name).await.unwrap();
+        pv.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    drop_finalizers(&pvs, &pv_name).await;
+
+    // A file-system claim: the cloud volume and the PV grow; the claim waits for the kubelet
+    // to grow the file system (FileSystemResizePending), its status capacity unchanged.
+    claims
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"volumeName": later_pv}})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch_status(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Bound",
+                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}})),
+        )
+        .await
+        .unwrap();
+    let pending = eventually(
+        "the file-system claim to wait for the kubelet",
+        Duration::from_secs(60),
+        || async {
+            let c = claims.get("later").await.unwrap();
+            let conds = c.status.as_ref()?.conditions.clone()?;
+            conds
+                .iter()
+                .any(|c| c.type_ == "FileSystemResizePending")
+                .then_some(c)
+        },
+    )
+    .await;
+    assert_eq!(
+        pending.status.unwrap().capacity.unwrap()["storage"].0,
+        "1Gi"
+    );
+    let pv2 = pvs.get(&later_pv).await.unwrap();
+    assert_eq!(pv2.spec.unwrap().capacity.unwrap()["storage"].0, "2Gi");
+    let v2 = volume_show(&state, &retained_id);
+    assert_eq!(v2["size"], 2);
+    assert_eq!(v2["status"], "available");
+
+    // Retain: the claim goes, the volume and the PV stay.
+    claims
+        .delete("later", &DeleteParams::default())
+        .await
+        .unwrap();
+    drop_finalizers(&claims, "later").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let v2 = volume_show(&state, &retained_id);
+    assert_eq!(
+        (v2["status"].as_str(), v2["size"].as_u64()),
+        (Some("available"), Some(2))
+    );
+    assert_eq!(volume_ids(&state), [retained_id.as_str()]);
+    let kept = pvs.get(&later_pv).await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_none());
+
+    // Clean up what the shared apiserver would keep.
+    drop(_kcm);
+    let _ = pvs.delete(&later_pv, &DeleteParams::default()).await;
+    drop_finalizers(&pvs, &later_pv).await;
+    let out = cli(BIN, &state, &["volume", "delete", &retained_id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for c in [&immediate, &delayed] {
+        let _ = classes.delete(c, &DeleteParams::default()).await;
+    }
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+    drop(serve);
+    env.cleanup().await.unwrap();
+}

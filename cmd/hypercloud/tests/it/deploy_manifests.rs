@@ -1,0 +1,466 @@
+//! deploy/: every kustomization (the bases, each provider overlay, the DaemonSet variant, the
+//! apiserver-plugin, and each component on top of an overlay) renders with kubectl's built-in
+//! kustomize and passes `kubectl apply --dry-run=server` against the real apiserver; the RBAC
+//! has no wildcards and covers what the cloud-controller-manager does; every flag a container
+//! passes is one its personality has, its provider is compiled in, its image is this version's.
+//!
+//! kubectl is the one `hack/envtest.sh build-kubectl` builds (same version as the apiserver),
+//! or `$HYPERCLOUD_KUBECTL`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde::Deserialize as _;
+
+use crate::BIN;
+const IMAGE: &str = "ghcr.io/hypercloud/hypercloud";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn kubectl() -> &'static Path {
+    static KUBECTL: OnceLock<PathBuf> = OnceLock::new();
+    KUBECTL.get_or_init(|| {
+        if let Some(k) = std::env::var_os("HYPERCLOUD_KUBECTL") {
+            return PathBuf::from(k);
+        }
+        let out = Command::new(repo().join("hack/envtest.sh"))
+            .arg("build-kubectl")
+            .output()
+            .expect("run hack/envtest.sh build-kubectl");
+        assert!(
+            out.status.success(),
+            "hack/envtest.sh build-kubectl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).expect("utf-8 path");
+        PathBuf::from(stdout.trim())
+    })
+}
+
+/// One rendered kustomization: its directory (relative to deploy/) and its documents.
+struct Rendered {
+    name: String,
+    yaml: String,
+    docs: Vec<serde_yaml::Value>,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        let target = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy");
+        }
+    }
+}
+
+fn kind_of(kustomization: &Path) -> String {
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(kustomization).expect("read")).expect("yaml");
+    v["kind"].as_str().expect("kind").to_string()
+}
+
+/// Directories under `root` holding a kustomization.yaml of `kind`, relative, sorted.
+fn kustomizations(root: &Path, kind: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let k = d.join("kustomization.yaml");
+        if k.exists() && kind_of(&k) == kind {
+            let rel = d.strip_prefix(root).expect("under root");
+            found.push(rel.to_string_lossy().into_owned());
+        }
+        for e in std::fs::read_dir(&d).expect("read dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Renders every kustomization of a copy of deploy/ (with a webhook certificate made by
+/// hack/webhook-cert.sh, and a check overlay per component), once per test binary.
+fn rendered() -> &'static [Rendered] {
+    static RENDERED: OnceLock<Vec<Rendered>> = OnceLock::new();
+    RENDERED.get_or_init(|| {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let deploy = tmp.path().join("deploy");
+        copy_dir(&repo().join("deploy"), &deploy);
+        let cert = Command::new(repo().join("hack/webhook-cert.sh"))
+            .arg(deploy.join("apiserver-plugin/certs"))
+            .output()
+            .expect("run hack/webhook-cert.sh");
+        assert!(cert.status.success(), "{}", String::from_utf8_lossy(&cert.stderr));
+        // Each component over the openstack overlay, and all of them over the DaemonSet.
+        let components = kustomizations(&deploy, "Component");
+        assert!(components.len() >= 2, "components: {components:?}");
+        let list = |cs: &[String]| {
+            cs.iter()
+                .map(|c| format!("- ../../{c}\n"))
+                .collect::<String>()
+        };
+        for c in &components {
+            let name = c.rsplit('/').next().expect("name");
+            let dir = deploy.join("checks").join(name);
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            let k = format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../overlays/openstack\ncomponents:\n{}",
+                list(std::slice::from_ref(c))
+            );
+            std::fs::write(dir.join("kustomization.yaml"), k).expect("write");
+        }
+        let dir = deploy.join("checks/daemonset-all-components");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let k = format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../cloud-controller-manager-daemonset\ncomponents:\n{}",
+            list(&components)
+        );
+        std::fs::write(dir.join("kustomization.yaml"), k).expect("write");
+
+        let mut all = Vec::new();
+        for name in kustomizations(&deploy, "Kustomization") {
+            let out = Command::new(kubectl())
+                .arg("kustomize")
+                .arg(deploy.join(&name))
+                .output()
+                .expect("run kubectl kustomize");
+            assert!(
+                out.status.success(),
+                "kubectl kustomize deploy/{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let yaml = String::from_utf8(out.stdout).expect("utf-8");
+            let docs = serde_yaml::Deserializer::from_str(&yaml)
+                .map(|d| serde_yaml::Value::deserialize(d).expect("rendered yaml"))
+                .filter(|v| !v.is_null())
+                .collect();
+            all.push(Rendered { name, yaml, docs });
+        }
+        all
+    })
+}
+
+fn rendered_named(name: &str) -> &'static Rendered {
+    rendered()
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("deploy/{name} was not rendered"))
+}
+
+#[test]
+fn every_overlay_and_base_renders() {
+    let _group = hypercloud_testenv::group_blocking("deploy_manifests");
+    let names: Vec<&str> = rendered().iter().map(|r| r.name.as_str()).collect();
+    for want in [
+        "apiserver-plugin",
+        "cloud-controller-manager",
+        "cloud-controller-manager-daemonset",
+        "overlays/local",
+        "overlays/openstack",
+        "checks/leader-migration",
+        "checks/service-account-credentials",
+        "checks/daemonset-all-components",
+    ] {
+        assert!(names.contains(&want), "{want} not among {names:?}");
+    }
+    let kinds = |name: &str| -> Vec<String> {
+        rendered_named(name)
+            .docs
+            .iter()
+            .map(|d| d["kind"].as_str().expect("kind").to_string())
+            .collect()
+    };
+    // The DaemonSet variant is a DaemonSet, not a second Deployment.
+    let ds = kinds("cloud-controller-manager-daemonset");
+    assert!(ds.iter().any(|k| k == "DaemonSet"), "{ds:?}");
+    assert!(!ds.iter().any(|k| k == "Deployment"), "{ds:?}");
+    // Each provider overlay ships its cloud-config Secret.
+    for overlay in rendered()
+        .iter()
+        .filter(|r| r.name.starts_with("overlays/"))
+    {
+        assert!(
+            overlay.docs.iter().any(|d| d["kind"] == "Secret"
+                && d["metadata"]["name"] == "hypercloud-cloud-config"
+                && d["data"]["cloud.conf"].is_string()),
+            "{}: no hypercloud-cloud-config Secret with cloud.conf",
+            overlay.name
+        );
+    }
+    // The webhook certificate's CA went into every caBundle.
+    let plugin = rendered_named("apiserver-plugin");
+    let secret = plugin
+        .docs
+        .iter()
+        .find(|d| d["kind"] == "Secret")
+        .expect("TLS secret");
+    let ca = secret["data"]["ca.crt"].as_str().expect("ca.crt");
+    let mut bundles = 0;
+    for d in &plugin.docs {
+        if let Some(hooks) = d["webhooks"].as_sequence() {
+            for h in hooks {
+                assert_eq!(h["clientConfig"]["caBundle"].as_str(), Some(ca));
+                bundles += 1;
+            }
+        }
+    }
+    assert_eq!(bundles, 3);
+}
+
+/// The objects of `file` the apiserver holds, as `kind/namespace/name` → resourceVersion.
+fn stored(kubeconfig: &Path, file: &Path) -> std::collections::BTreeMap<String, String> {
+    let out = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "--ignore-not-found", "-o", "json", "-f"])
+        .arg(file)
+        .output()
+        .expect("run kubectl get");
+    assert!(
+        out.status.success(),
+        "kubectl get -f {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut found = std::collections::BTreeMap::new();
+    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return found;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kubectl get json");
+    let items = match v["kind"].as_str() {
+        Some("List") => v["items"].as_array().cloned().unwrap_or_default(),
+        _ => vec![v],
+    };
+    for o in items {
+        let m = &o["metadata"];
+        found.insert(
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap_or_default(),
+                m["namespace"].as_str().unwrap_or_default(),
+                m["name"].as_str().unwrap_or_default()
+            ),
+            m["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    found
+}
+
+#[tokio::test]
+async fn every_rendering_passes_kubectl_apply_dry_run_server() {
+    let _group = hypercloud_testenv::group("deploy_manifests").await;
+    let env = hypercloud_testenv::TestEnv::new("deploy-dry-run")
+        .await
+        .expect("testenv");
+    let kubeconfig = env.control_plane().kubeconfig().to_path_buf();
+    let tmp = tempfile::tempdir().expect("tmp");
+    for r in rendered() {
+        let file = tmp
+            .path()
+            .join(format!("{}.yaml", r.name.replace('/', "_")));
+        std::fs::write(&file, &r.yaml).expect("write");
+        // Cluster-scoped objects of the shared apiserver may already exist (other tests apply
+        // deploy/components/service-account-credentials for real): the dry run must leave
+        // every object as it found it, none created and none changed.
+        let before = stored(&kubeconfig, &file);
+        // --validate=strict (kubectl's default, spelt out): a misspelt field fails instead of
+        // being dropped with a warning.
+        let out = Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["apply", "--dry-run=server", "--validate=strict", "-f"])
+            .arg(&file)
+            .output()
+            .expect("run kubectl apply");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "kubectl apply --dry-run=server deploy/{}: {}{stdout}",
+            r.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let applied = stdout
+            .lines()
+            .filter(|l| l.ends_with("(server dry run)"))
+            .count();
+        assert_eq!(applied, r.docs.len(), "deploy/{}: {stdout}", r.name);
+        assert_eq!(
+            stored(&kubeconfig, &file),
+            before,
+            "deploy/{}: a dry run stored or changed objects",
+            r.name
+        );
+    }
+    env.cleanup().await.expect("cleanup");
+}
+
+#[test]
+fn rbac_is_least_privilege_and_covers_the_controllers() {
+    let _group = hypercloud_testenv::group_blocking("deploy_manifests");
+    let mut granted = Vec::new();
+    for r in rendered() {
+        for doc in &r.docs {
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            if kind != "ClusterRole" && kind != "Role" {
+                continue;
+            }
+            for rule in doc["rules"].as_sequence().expect("rules") {
+                let list = |k: &str| -> Vec<String> {
+                    rule[k]
+                        .as_sequence()
+                        .map(|s| {
+                            s.iter()
+                                .map(|v| v.as_str().expect("string").to_string())
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                for field in ["apiGroups", "resources", "verbs", "nonResourceURLs"] {
+                    assert!(
+                        !list(field).iter().any(|v| v == "*"),
+                        "deploy/{}: wildcard in {field}",
+                        r.name
+                    );
+                }
+                for g in list("apiGroups") {
+                    for res in list("resources") {
+                        for v in list("verbs") {
+                            granted.push(format!("{g}/{res}/{v}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for need in [
+        "/nodes/list",
+        "/nodes/watch",
+        "/nodes/patch",
+        "/nodes/delete",
+        "/nodes/status/patch",
+        "/services/list",
+        "/services/watch",
+        "/services/patch",
+        "/services/status/patch",
+        "events.k8s.io/events/create",
+        "coordination.k8s.io/leases/create",
+        "coordination.k8s.io/leases/get",
+        "coordination.k8s.io/leases/update",
+        "authentication.k8s.io/tokenreviews/create",
+        "authorization.k8s.io/subjectaccessreviews/create",
+        "/persistentvolumes/patch",
+        "/serviceaccounts/token/create",
+    ] {
+        assert!(granted.iter().any(|g| g == need), "RBAC lacks {need}");
+    }
+    // With the service-account-credentials component, the per-controller identities that the
+    // apiserver's bootstrap policy does not cover are bound (upstream's names).
+    let sac = rendered_named("checks/service-account-credentials");
+    for sa in ["cloud-node-controller", "pvl-controller"] {
+        assert!(
+            sac.docs.iter().any(|d| d["kind"] == "ClusterRoleBinding"
+                && d["subjects"][0]["name"] == sa
+                && d["subjects"][0]["namespace"] == "kube-system"),
+            "no ClusterRoleBinding for kube-system/{sa}"
+        );
+    }
+}
+
+/// `hypercloud <personality> --help`.
+fn help(personality: &str) -> String {
+    let out = Command::new(BIN)
+        .args([personality, "--help"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{personality} --help failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn container_commands_are_personalities_with_their_flags() {
+    let _group = hypercloud_testenv::group_blocking("deploy_manifests");
+    let providers = String::from_utf8(
+        Command::new(BIN)
+            .arg("providers")
+            .output()
+            .expect("run")
+            .stdout,
+    )
+    .expect("utf-8");
+    let mut checked = 0;
+    let mut personalities = Vec::new();
+    for r in rendered() {
+        for doc in &r.docs {
+            if !matches!(doc["kind"].as_str(), Some("Deployment" | "DaemonSet")) {
+                continue;
+            }
+            let containers = doc["spec"]["template"]["spec"]["containers"]
+                .as_sequence()
+                .expect("containers");
+            for c in containers {
+                assert_eq!(
+                    c["image"].as_str(),
+                    Some(format!("{IMAGE}:v{}", env!("CARGO_PKG_VERSION")).as_str()),
+                    "deploy/{}: the image hack/image.sh builds",
+                    r.name
+                );
+                let cmd = c["command"].as_sequence().expect("command");
+                assert_eq!(cmd.len(), 1, "deploy/{}: command is the symlink", r.name);
+                let personality = cmd[0]
+                    .as_str()
+                    .and_then(|c| c.strip_prefix("/usr/local/bin/"))
+                    .expect("/usr/local/bin/<personality>");
+                personalities.push(personality.to_string());
+                let help = help(personality);
+                for arg in c["args"].as_sequence().expect("args") {
+                    let flag = arg
+                        .as_str()
+                        .expect("string")
+                        .split('=')
+                        .next()
+                        .expect("flag");
+                    assert!(
+                        help.contains(&format!("{flag} "))
+                            || help.contains(&format!("{flag}="))
+                            || help.contains(&format!(", {flag}")),
+                        "deploy/{}: {flag} is not a {personality} flag",
+                        r.name
+                    );
+                    checked += 1;
+                }
+                // $(CLOUD_PROVIDER) in --cloud-provider: a provider of this binary.
+                for e in c["env"].as_sequence().into_iter().flatten() {
+                    if e["name"] == "CLOUD_PROVIDER" {
+                        let p = e["value"].as_str().expect("value");
+                        assert!(
+                            providers
+                                .lines()
+                                .any(|l| l.split_whitespace().next() == Some(p)),
+                            "deploy/{}: provider {p} is not compiled in:\n{providers}",
+                            r.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+    personalities.sort();
+    personalities.dedup();
+    assert_eq!(
+        personalities,
+        ["apiserver-plugin", "cloud-controller-manager"]
+    );
+    assert!(checked > 50, "checked only {checked} flags");
+}

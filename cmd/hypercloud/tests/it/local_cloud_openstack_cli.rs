@@ -1,0 +1,382 @@
+//! The official OpenStack CLI (python-openstackclient, pinned in hack/python-tools.sh) against
+//! the real `hypercloud local-cloud serve`, through the clouds.yaml the server writes. Output is
+//! read as JSON (`-f json`) and asserted.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use hypercloud_testenv::localcloud::{
+    cli, cli_json, openstack_cli, openstack_json, state_dir, Serve,
+};
+use serde_json::Value;
+
+use crate::BIN;
+
+fn openstack_ok(bin: &Path, state: &Path, args: &[&str]) {
+    let out = Command::new(bin)
+        .env("OS_CLIENT_CONFIG_FILE", state.join("clouds.yaml"))
+        .env("OS_CLOUD", "local")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openstack {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn openstack_cli_sees_servers_volumes_networks_and_routers() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_openstack_cli");
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(BIN, &dir, &[]);
+
+    let web1 = cli_json(
+        BIN,
+        &dir,
+        &[
+            "instance",
+            "create",
+            "web-1",
+            "--address",
+            "127.1.0.50",
+            "-o",
+            "json",
+        ],
+    );
+    cli_json(BIN, &dir, &["instance", "create", "web-2", "-o", "json"]);
+    assert!(cli(BIN, &dir, &["instance", "stop", "web-2"])
+        .status
+        .success());
+    let vol = cli_json(
+        BIN,
+        &dir,
+        &["volume", "create", "data", "--size", "3", "-o", "json"],
+    );
+
+    let servers = openstack_json(&dir, &["server", "list"]);
+    let servers = servers.as_array().unwrap();
+    assert_eq!(servers.len(), 2);
+    let row = |name: &str| servers.iter().find(|s| s["Name"] == name).unwrap().clone();
+    assert_eq!(row("web-1")["Status"], "ACTIVE");
+    assert_eq!(row("web-1")["ID"], web1["id"]);
+    assert_eq!(row("web-1")["Networks"]["private"][0], "127.1.0.50");
+    assert_eq!(row("web-1")["Flavor"], "m1.small");
+    assert_eq!(row("web-2")["Status"], "SHUTOFF");
+
+    let show = openstack_json(&dir, &["server", "show", "web-1"]);
+    assert_eq!(show["id"], web1["id"]);
+    assert_eq!(show["status"], "ACTIVE");
+    assert_eq!(show["OS-EXT-AZ:availability_zone"], "nova");
+    assert_eq!(show["flavor"]["original_name"], "m1.small");
+
+    // A learner's first command: boot from the seeded image.
+    let booted = openstack_json(
+        &dir,
+        &[
+            "server",
+            "create",
+            "--flavor",
+            "m1.tiny",
+            "--network",
+            "private",
+            "--image",
+            "cirros-0.6.2-x86_64-disk",
+            "vm-cli",
+        ],
+    );
+    assert_eq!(booted["name"], "vm-cli");
+    assert_eq!(booted["status"], "ACTIVE");
+    assert_eq!(booted["flavor"]["original_name"], "m1.tiny");
+    let image = openstack_json(&dir, &["image", "list"]);
+    assert_eq!(image[0]["Name"], "cirros-0.6.2-x86_64-disk");
+    let servers = openstack_json(&dir, &["server", "list", "--name", "^vm-cli$"]);
+    assert_eq!(servers[0]["Image"], "cirros-0.6.2-x86_64-disk");
+
+    openstack_ok(&os, &dir, &["server", "add", "volume", "web-1", "data"]);
+    let volumes = openstack_json(&dir, &["volume", "list"]);
+    let v = &volumes.as_array().unwrap()[0];
+    assert_eq!(v["ID"], vol["id"]);
+    assert_eq!(v["Name"], "data");
+    assert_eq!(v["Size"], 3);
+    assert_eq!(v["Status"], "in-use");
+    assert_eq!(v["Attached to"][0]["server_id"], web1["id"]);
+
+    let networks = openstack_json(&dir, &["network", "list"]);
+    let mut names: Vec<&str> = networks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["Name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["private", "public"]);
+
+    openstack_ok(
+        &os,
+        &dir,
+        &[
+            "router",
+            "add",
+            "route",
+            "--route",
+            "destination=10.244.1.0/24,gateway=127.1.0.50",
+            "router1",
+        ],
+    );
+    let router = openstack_json(&dir, &["router", "show", "router1"]);
+    assert_eq!(router["name"], "router1");
+    assert_eq!(router["status"], "ACTIVE");
+    assert_eq!(router["routes"][0]["destination"], "10.244.1.0/24");
+    assert_eq!(router["routes"][0]["nexthop"], "127.1.0.50");
+    assert_eq!(router["interfaces_info"][0]["ip_address"], "127.1.0.1");
+    assert!(router["external_gateway_info"]["network_id"].is_string());
+    serve.terminate();
+}
+
+#[test]
+fn openstack_cli_sees_load_balancers_and_members() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_openstack_cli");
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let _serve = Serve::start(BIN, &dir, &[]);
+
+    // No listener: nothing binds, so parallel servers on the default VIP pool cannot collide.
+    let lb = openstack_json(
+        &dir,
+        &[
+            "loadbalancer",
+            "create",
+            "--name",
+            "web-lb",
+            "--vip-subnet-id",
+            "private-subnet",
+            "--wait",
+        ],
+    );
+    assert_eq!(lb["name"], "web-lb");
+    let lb_id = lb["id"].as_str().unwrap().to_owned();
+    let pool = openstack_json(
+        &dir,
+        &[
+            "loadbalancer",
+            "pool",
+            "create",
+            "--name",
+            "web-pool",
+            "--loadbalancer",
+            &lb_id,
+            "--protocol",
+            "TCP",
+            "--lb-algorithm",
+            "ROUND_ROBIN",
+            "--wait",
+        ],
+    );
+    assert_eq!(pool["lb_algorithm"], "ROUND_ROBIN");
+    openstack_json(
+        &dir,
+        &[
+            "loadbalancer",
+            "member",
+            "create",
+            "--name",
+            "node-1",
+            "--address",
+            "127.1.0.3",
+            "--protocol-port",
+            "30080",
+            "--wait",
+            "web-pool",
+        ],
+    );
+
+    let list = openstack_json(&dir, &["loadbalancer", "list"]);
+    let row = &list.as_array().unwrap()[0];
+    assert_eq!(row["id"], lb_id.as_str());
+    assert_eq!(row["name"], "web-lb");
+    assert_eq!(row["provisioning_status"], "ACTIVE");
+    assert_eq!(row["operating_status"], "ONLINE");
+    assert_eq!(row["provider"], "amphora");
+    assert!(row["vip_address"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.100."));
+
+    let show = openstack_json(&dir, &["loadbalancer", "show", "web-lb"]);
+    assert_eq!(show["id"], lb_id.as_str());
+    assert_eq!(show["provisioning_status"], "ACTIVE");
+    assert_eq!(show["pools"][0]["id"], pool["id"]);
+
+    let members = openstack_json(&dir, &["loadbalancer", "member", "list", "web-pool"]);
+    let m = &members.as_array().unwrap()[0];
+    assert_eq!(m["name"], "node-1");
+    assert_eq!(m["address"], "127.1.0.3");
+    assert_eq!(m["protocol_port"], 30080);
+    assert_eq!(m["operating_status"], "NO_MONITOR");
+    assert_eq!(m["provisioning_status"], "ACTIVE");
+
+    openstack_ok(
+        &os,
+        &dir,
+        &["loadbalancer", "delete", "--cascade", "--wait", "web-lb"],
+    );
+    let list = openstack_json(&dir, &["loadbalancer", "list"]);
+    assert_eq!(list, Value::Array(vec![]));
+}
+
+/// `openstack <args> -f json` that must fail; its stderr.
+fn openstack_err(bin: &Path, state: &Path, args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .env("OS_CLIENT_CONFIG_FILE", state.join("clouds.yaml"))
+        .env("OS_CLOUD", "local")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "openstack {args:?} succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The `devices` of an instance's config drive `meta_data.json`.
+fn drive_devices(state: &Path, server_id: &str) -> Vec<Value> {
+    let path = state.join(format!(
+        "config-drive/{server_id}/openstack/latest/meta_data.json"
+    ));
+    let meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    meta["devices"].as_array().unwrap().clone()
+}
+
+/// Nova's `os-volume_attachments` as the official CLI drives it: device paths per server,
+/// Cinder's `attachments` and status, the refusal of a second attach of a volume that is not
+/// multiattach (and a multiattach volume on two servers), detach, the config drive and the
+/// metadata service's view, and a restart keeping it all.
+#[test]
+fn openstack_cli_attaches_and_detaches_volumes() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_openstack_cli");
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(BIN, &dir, &[]);
+    let a = cli_json(BIN, &dir, &["instance", "create", "vm-a", "-o", "json"]);
+    let b = cli_json(BIN, &dir, &["instance", "create", "vm-b", "-o", "json"]);
+    let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    let d1 = openstack_json(&dir, &["volume", "create", "--size", "1", "d1"]);
+    let d2 = openstack_json(&dir, &["volume", "create", "--size", "2", "d2"]);
+    let shared = openstack_json(
+        &dir,
+        &[
+            "volume",
+            "create",
+            "--size",
+            "1",
+            "--type",
+            "multiattach",
+            "shared",
+        ],
+    );
+    assert_eq!(shared["multiattach"], true);
+    assert_eq!(d1["multiattach"], false);
+
+    // Devices are allocated per server, from vdb.
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-a", "d1"]);
+    assert_eq!(att["Device"], "/dev/vdb");
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-a", "d2"]);
+    assert_eq!(att["Device"], "/dev/vdc");
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-b", "shared"]);
+    assert_eq!(att["Device"], "/dev/vdb");
+
+    let show = openstack_json(&dir, &["volume", "show", "d1"]);
+    assert_eq!(show["status"], "in-use");
+    let attachments = show["attachments"].as_array().unwrap();
+    assert_eq!(attachments.len(), 1);
+    assert_eq!(attachments[0]["server_id"], a_id);
+    assert_eq!(attachments[0]["device"], "/dev/vdb");
+    assert!(attachments[0]["attachment_id"].is_string());
+
+    // d1 is not multiattach and in use: Cinder's reservation refuses it, Nova says so.
+    let err = openstack_err(&os, &dir, &["server", "add", "volume", "vm-b", "d1"]);
+    assert!(
+        err.contains(&format!(
+            "Invalid volume: Volume {} status must be available or downloading to reserve, but the current status is in-use",
+            d1["id"].as_str().unwrap()
+        )),
+        "{err}"
+    );
+    // A multiattach volume goes to a second server.
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-a", "shared"]);
+    assert_eq!(att["Device"], "/dev/vdd");
+    let show = openstack_json(&dir, &["volume", "show", "shared"]);
+    assert_eq!(show["status"], "in-use");
+    let mut servers: Vec<&str> = show["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["server_id"].as_str().unwrap())
+        .collect();
+    servers.sort();
+    let mut both = vec![a_id, b_id];
+    both.sort();
+    assert_eq!(servers, both);
+
+    // The instance sees its disks: config drive and metadata service.
+    let serials: Vec<Value> = drive_devices(&dir, a_id)
+        .iter()
+        .map(|d| d["serial"].clone())
+        .collect();
+    assert_eq!(
+        serials,
+        [d1["id"].clone(), d2["id"].clone(), shared["id"].clone()]
+    );
+    let md = |path: &str| {
+        let (status, _, body) = hypercloud_testenv::localcloud::http(
+            "GET",
+            &format!("{}{path}", serve.metadata_url),
+            &[("X-Instance-ID", a_id)],
+            None,
+        );
+        assert_eq!(status, 200, "{path}: {body}");
+        body
+    };
+    assert_eq!(
+        md("/latest/meta-data/block-device-mapping/ebs1"),
+        "/dev/vdc"
+    );
+    let meta: Value = serde_json::from_str(&md("/openstack/latest/meta_data.json")).unwrap();
+    assert_eq!(meta["devices"].as_array().unwrap().len(), 3);
+
+    // Detach: the volume is available again with no attachments, the device freed.
+    openstack_ok(&os, &dir, &["server", "remove", "volume", "vm-a", "d1"]);
+    let show = openstack_json(&dir, &["volume", "show", "d1"]);
+    assert_eq!(show["status"], "available");
+    assert_eq!(show["attachments"], serde_json::json!([]));
+    assert_eq!(drive_devices(&dir, a_id).len(), 2);
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm-b", "d1"]);
+    assert_eq!(att["Device"], "/dev/vdc");
+    // Detaching one of two attachments leaves a multiattach volume in use.
+    openstack_ok(&os, &dir, &["server", "remove", "volume", "vm-b", "shared"]);
+    let show = openstack_json(&dir, &["volume", "show", "shared"]);
+    assert_eq!(show["status"], "in-use");
+    assert_eq!(show["attachments"][0]["server_id"], a_id);
+
+    // Durable: a restart keeps the attachments.
+    serve.terminate();
+    let serve = Serve::start(BIN, &dir, &[]);
+    let list = openstack_json(&dir, &["server", "volume", "list", "vm-b"]);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["Volume ID"], d1["id"]);
+    assert_eq!(list[0]["Device"], "/dev/vdc");
+    let show = openstack_json(&dir, &["volume", "show", "d1"]);
+    assert_eq!(show["status"], "in-use");
+    assert_eq!(show["attachments"][0]["server_id"], b_id);
+    serve.terminate();
+}

@@ -1,0 +1,63 @@
+//! openstacksdk (pinned in hack/python-tools.sh, a client nobody here wrote and a different one
+//! from the CLI's usage) against the real `hypercloud local-cloud serve`: runs
+//! hack/conformance/openstacksdk_conformance.py, which asserts CRUD and filtered lists of
+//! Neutron ports and floating IPs and of every Octavia kind, the single-call load balancer
+//! create, a floating IP on the VIP port carrying real TCP traffic, and timestamp forms.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use hypercloud_testenv::localcloud::{state_dir, Serve};
+
+use crate::BIN;
+
+fn venv_python() -> PathBuf {
+    let cache = std::env::var_os("HYPERCLOUD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hypercloud")
+        });
+    let python = cache.join("venv/bin/python");
+    let ok = Command::new(&python)
+        .args(["-c", "import openstack"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "openstacksdk is not installed in {}; run hack/python-tools.sh (hack/test.sh does)",
+        python.display()
+    );
+    python
+}
+
+#[test]
+fn openstacksdk_conformance() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_openstacksdk");
+    let python = venv_python();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../hack/conformance/openstacksdk_conformance.py");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let _serve = Serve::start(BIN, &dir, &[]);
+    let mut cmd = Command::new(python);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("OS_") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .arg(&script)
+        .env("OS_CLIENT_CONFIG_FILE", dir.join("clouds.yaml"))
+        .env("OS_CLOUD", "local")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} failed:\nstdout: {stdout}\nstderr: {stderr}",
+        script.display()
+    );
+    assert!(stdout.contains("openstacksdk conformance: ok"), "{stdout}");
+}

@@ -1,0 +1,344 @@
+//! Load balancers against moto, checked with the official `aws` CLI: a classic ELB and an NLB
+//! created for a Service, converged when the node set, ports and source ranges change, and
+//! deleted with everything they made (security groups, rules, target groups). moto's load
+//! balancers carry no traffic: what is checked is what AWS's API says exists.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::support;
+
+use std::collections::BTreeSet;
+
+use hypercloud_cloudprovider::Interface;
+use hypercloud_providers_aws::Aws;
+use k8s_openapi::api::core::v1::{Node, Service};
+use serde_json::{json, Value};
+use support::{s, World};
+
+fn node(w: &World, i: usize) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": w.field(i, "PrivateDnsName")},
+        "spec": {"providerID": format!("aws:///us-east-1a/{}", w.field(i, "InstanceId"))},
+    }))
+    .unwrap()
+}
+
+fn service(uid: &str, annotations: Value, ports: &[(i32, i32)], ranges: &[&str]) -> Service {
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(p, np)| json!({"name": format!("p{p}"), "protocol": "TCP", "port": p, "nodePort": np}))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "shop", "uid": uid, "annotations": annotations},
+        "spec": {"type": "LoadBalancer", "ports": ports, "loadBalancerSourceRanges": ranges},
+    }))
+    .unwrap()
+}
+
+fn lb_name(uid: &str) -> String {
+    let mut n: String = std::iter::once('a')
+        .chain(uid.chars().filter(|c| *c != '-'))
+        .collect();
+    n.truncate(32);
+    n
+}
+
+fn ids(v: &Value, key: &str, field: &str) -> BTreeSet<String> {
+    v[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| s(x, field).to_owned())
+        .collect()
+}
+
+/// Every ingress rule of a group as (protocol, from port, CIDR or group, description).
+fn ingress(w: &World, group: &str) -> Vec<(String, i64, String, String)> {
+    let g = w
+        .moto
+        .cli(&["ec2", "describe-security-groups", "--group-ids", group]);
+    let mut out = Vec::new();
+    for p in g["SecurityGroups"][0]["IpPermissions"].as_array().unwrap() {
+        let proto = s(p, "IpProtocol").to_owned();
+        let from = p["FromPort"].as_i64().unwrap_or(-1);
+        for r in p["IpRanges"].as_array().into_iter().flatten() {
+            out.push((
+                proto.clone(),
+                from,
+                s(r, "CidrIp").to_owned(),
+                s(r, "Description").to_owned(),
+            ));
+        }
+        for r in p["UserIdGroupPairs"].as_array().into_iter().flatten() {
+            out.push((
+                proto.clone(),
+                from,
+                s(r, "GroupId").to_owned(),
+                String::new(),
+            ));
+        }
+    }
+    out
+}
+
+fn node_group(w: &World) -> String {
+    s(&w.instances[0]["SecurityGroups"][0], "GroupId").to_owned()
+}
+
+async fn start(w: &World) -> Aws {
+    let aws = support::provider(&w.conf(""));
+    aws.initialize(None).await.unwrap();
+    aws
+}
+
+#[tokio::test]
+async fn classic_elb_created_converged_and_deleted_without_leftovers() {
+    let _group = hypercloud_testenv::group("loadbalancer").await;
+    let w = World::start(3, 0);
+    let aws = start(&w).await;
+    let lb = aws.load_balancer().unwrap();
+    let uid = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
+    let name = lb_name(uid);
+    let svc = service(uid, json!({}), &[(80, 30080)], &[]);
+    assert!(lb
+        .get_load_balancer("kubernetes", &svc)
+        .await
+        .unwrap()
+        .is_none());
+
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &[node(&w, 0), node(&w, 1)])
+        .await
+        .unwrap();
+    let host = status.ingress.unwrap()[0].hostname.clone().unwrap();
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        &name,
+    ])["LoadBalancerDescriptions"][0];
+    assert_eq!(s(d, "DNSName"), host);
+    assert_eq!(s(d, "Scheme"), "internet-facing");
+    assert_eq!(
+        ids(d, "Instances", "InstanceId"),
+        BTreeSet::from([
+            w.field(0, "InstanceId").to_owned(),
+            w.field(1, "InstanceId").to_owned()
+        ])
+    );
+    let l = &d["ListenerDescriptions"][0]["Listener"];
+    assert_eq!(
+        (
+            l["LoadBalancerPort"].as_i64(),
+            l["InstancePort"].as_i64(),
+            s(l, "Protocol")
+        ),
+        (Some(80), Some(30080), "TCP")
+    );
+    assert_eq!(s(&d["HealthCheck"], "Target"), "TCP:30080");
+    assert_eq!(d["Subnets"][0].as_str(), Some(w.subnet.as_str()));
+    let sg = d["SecurityGroups"][0].as_str().unwrap().to_owned();
+    let rules = ingress(&w, &sg);
+    assert!(
+        rules.contains(&("tcp".into(), 80, "0.0.0.0/0".into(), String::new())),
+        "{rules:?}"
+    );
+    assert!(
+        ingress(&w, &node_group(&w)).iter().any(|r| r.2 == sg),
+        "nodes admit the ELB's group"
+    );
+    let tags = w
+        .moto
+        .cli(&["elb", "describe-tags", "--load-balancer-names", &name]);
+    let tags = tags["TagDescriptions"][0]["Tags"].to_string();
+    assert!(
+        tags.contains("kubernetes.io/service-name") && tags.contains("shop/web"),
+        "{tags}"
+    );
+    assert!(tags.contains("kubernetes.io/cluster/demo"), "{tags}");
+    assert!(lb
+        .get_load_balancer("kubernetes", &svc)
+        .await
+        .unwrap()
+        .is_some());
+
+    // Converge: another node set, a second port, source ranges.
+    let svc2 = service(
+        uid,
+        json!({}),
+        &[(80, 30080), (443, 30443)],
+        &["10.0.0.0/8"],
+    );
+    lb.update_load_balancer("kubernetes", &svc2, &[node(&w, 1), node(&w, 2)])
+        .await
+        .unwrap();
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        &name,
+    ])["LoadBalancerDescriptions"][0];
+    assert_eq!(
+        ids(d, "Instances", "InstanceId"),
+        BTreeSet::from([
+            w.field(1, "InstanceId").to_owned(),
+            w.field(2, "InstanceId").to_owned()
+        ])
+    );
+    let ports: BTreeSet<i64> = d["ListenerDescriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["Listener"]["LoadBalancerPort"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ports, BTreeSet::from([80, 443]));
+    let rules = ingress(&w, &sg);
+    assert!(rules.iter().all(|r| r.2 == "10.0.0.0/8"), "{rules:?}");
+    assert!(rules.iter().any(|r| r.1 == 443), "{rules:?}");
+
+    // Delete: the ELB, its group and the nodes' rule are gone.
+    lb.ensure_load_balancer_deleted("kubernetes", &svc2)
+        .await
+        .unwrap();
+    let all = w.moto.cli(&["elb", "describe-load-balancers"]);
+    assert_eq!(
+        all["LoadBalancerDescriptions"].as_array().unwrap().len(),
+        0,
+        "{all}"
+    );
+    let groups = w.moto.cli(&["ec2", "describe-security-groups"]).to_string();
+    assert!(!groups.contains(&sg), "{groups}");
+    assert!(ingress(&w, &node_group(&w)).iter().all(|r| r.2 != sg));
+    assert!(lb
+        .get_load_balancer("kubernetes", &svc2)
+        .await
+        .unwrap()
+        .is_none());
+    lb.ensure_load_balancer_deleted("kubernetes", &svc2)
+        .await
+        .expect("deleting twice is fine");
+
+    // Internal.
+    let internal = service(
+        uid,
+        json!({"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}),
+        &[(80, 30080)],
+        &[],
+    );
+    lb.ensure_load_balancer("kubernetes", &internal, &[node(&w, 0)])
+        .await
+        .unwrap();
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        &name,
+    ])["LoadBalancerDescriptions"][0];
+    assert_eq!(s(d, "Scheme"), "internal");
+    lb.ensure_load_balancer_deleted("kubernetes", &internal)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn nlb_created_converged_and_deleted_without_leftovers() {
+    let _group = hypercloud_testenv::group("loadbalancer").await;
+    let w = World::start(3, 0);
+    let aws = start(&w).await;
+    let lb = aws.load_balancer().unwrap();
+    let uid = "9a8b7c6d-5e4f-3a2b-1c0d-efeeddccbbaa";
+    let name = lb_name(uid);
+    let nlb = json!({"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"});
+    let svc = service(uid, nlb.clone(), &[(80, 30080)], &[]);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &[node(&w, 0), node(&w, 1)])
+        .await
+        .unwrap();
+    let host = status.ingress.unwrap()[0].hostname.clone().unwrap();
+    let d = &w
+        .moto
+        .cli(&["elbv2", "describe-load-balancers", "--names", &name])["LoadBalancers"][0];
+    assert_eq!(s(d, "Type"), "network");
+    assert_eq!(s(d, "DNSName"), host);
+    let arn = s(d, "LoadBalancerArn").to_owned();
+    // What the load balancer forwards to: its listeners' target groups (moto does not list a
+    // group under its load balancer once a listener was modified to point at it).
+    let targets = |w: &World| -> Vec<(i64, BTreeSet<String>)> {
+        let listeners = w
+            .moto
+            .cli(&["elbv2", "describe-listeners", "--load-balancer-arn", &arn]);
+        let mut args = vec![
+            "elbv2".to_owned(),
+            "describe-target-groups".to_owned(),
+            "--target-group-arns".to_owned(),
+        ];
+        for l in listeners["Listeners"].as_array().unwrap() {
+            for a in l["DefaultActions"].as_array().unwrap() {
+                args.push(s(a, "TargetGroupArn").to_owned());
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let tgs = w.moto.cli(&args);
+        tgs["TargetGroups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let h = w.moto.cli(&[
+                    "elbv2",
+                    "describe-target-health",
+                    "--target-group-arn",
+                    s(g, "TargetGroupArn"),
+                ]);
+                let ids = h["TargetHealthDescriptions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| s(&t["Target"], "Id").to_owned())
+                    .collect();
+                (g["Port"].as_i64().unwrap(), ids)
+            })
+            .collect()
+    };
+    let id = |i| w.field(i, "InstanceId").to_owned();
+    assert_eq!(targets(&w), vec![(30080, BTreeSet::from([id(0), id(1)]))]);
+    let listeners = w
+        .moto
+        .cli(&["elbv2", "describe-listeners", "--load-balancer-arn", &arn]);
+    assert_eq!(listeners["Listeners"][0]["Port"].as_i64(), Some(80));
+    let client = format!("kubernetes.io/rule/nlb/client={name}");
+    let rules = ingress(&w, &node_group(&w));
+    assert!(
+        rules.contains(&("tcp".into(), 30080, "0.0.0.0/0".into(), client.clone())),
+        "{rules:?}"
+    );
+
+    // Converge: the NodePort moves (a new target group replaces the old), the node set changes.
+    let moved = service(uid, nlb.clone(), &[(80, 30081)], &["192.168.0.0/16"]);
+    lb.update_load_balancer("kubernetes", &moved, &[node(&w, 2)])
+        .await
+        .unwrap();
+    assert_eq!(targets(&w), vec![(30081, BTreeSet::from([id(2)]))]);
+    let rules = ingress(&w, &node_group(&w));
+    let ours: Vec<_> = rules.iter().filter(|r| r.3 == client).collect();
+    assert_eq!(
+        ours,
+        vec![&(
+            "tcp".to_owned(),
+            30081,
+            "192.168.0.0/16".to_owned(),
+            client.clone()
+        )]
+    );
+
+    // Delete: no load balancer, no target group, no rule of ours.
+    lb.ensure_load_balancer_deleted("kubernetes", &moved)
+        .await
+        .unwrap();
+    let all = w.moto.cli(&["elbv2", "describe-load-balancers"]);
+    assert_eq!(all["LoadBalancers"].as_array().unwrap().len(), 0, "{all}");
+    let tgs = w.moto.cli(&["elbv2", "describe-target-groups"]);
+    assert_eq!(tgs["TargetGroups"].as_array().unwrap().len(), 0, "{tgs}");
+    let rules = ingress(&w, &node_group(&w));
+    assert!(rules.iter().all(|r| !r.3.contains(&name)), "{rules:?}");
+}

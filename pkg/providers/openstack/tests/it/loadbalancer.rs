@@ -1,0 +1,1364 @@
+//! Service load balancers on the local cloud's Octavia API, with real traffic through its L4
+//! data plane (VIPs are loopback addresses; members are test servers on 127.0.0.0/8).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hypercloud_cloudprovider::{Interface, Layout};
+use hypercloud_providers_openstack::OpenStack;
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeStatus, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use reqwest::Method;
+use support::Cloud;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn free_port(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A TCP server on `ip:port` answering `name` to every connection.
+async fn backend(ip: &str, port: u16, name: &'static str) {
+    let l = tokio::net::TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let _ = s.write_all(name.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+}
+
+/// What the server behind `addr` answers (retrying briefly while the data plane settles).
+async fn ask(addr: &str) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(Ok(mut s)) =
+            tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr)).await
+        {
+            let mut out = String::new();
+            if tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out))
+                .await
+                .is_ok_and(|r| r.is_ok())
+                && !out.is_empty()
+            {
+                return Some(out);
+            }
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A provider for `cloud` with `extra` config, the catalog read (so Octavia is known).
+async fn ready(cloud: &Cloud, extra: &str) -> Arc<OpenStack> {
+    let os = cloud.provider_with(extra);
+    os.initialize(None).await.unwrap();
+    os
+}
+
+/// One Node at 127.0.0.1 whose node port answers `name`: (node port, a free Service port,
+/// the Nodes).
+async fn one_node(name: &'static str) -> (u16, u16, [Node; 1]) {
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, name).await;
+    (np, free_port("127.0.0.1"), [node("node-1", "127.0.0.1")])
+}
+
+fn node(name: &str, ip: &str) -> Node {
+    let mut n = support::node(name, None);
+    n.status = Some(NodeStatus {
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "Hostname".into(),
+                address: name.into(),
+            },
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.into(),
+            },
+        ]),
+        ..Default::default()
+    });
+    n
+}
+
+fn service(ports: &[(u16, u16)]) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("shop".into()),
+            uid: Some("1b4e28ba-2fa1-11d2-883f-00163e6fbc11".into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (port, node_port))| ServicePort {
+                        name: Some(format!("p{i}")),
+                        protocol: Some("TCP".into()),
+                        port: i32::from(*port),
+                        node_port: Some(i32::from(*node_port)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn lbs(cloud: &Cloud) -> Vec<serde_json::Value> {
+    cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/loadbalancers", None)
+        .await["loadbalancers"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn members(cloud: &Cloud) -> Vec<String> {
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    let mut out = Vec::new();
+    for p in pools["pools"].as_array().unwrap() {
+        let id = p["id"].as_str().unwrap();
+        let m = cloud
+            .ok(
+                Method::GET,
+                &format!("/load-balancer/v2/lbaas/pools/{id}/members"),
+                None,
+            )
+            .await;
+        for m in m["members"].as_array().unwrap() {
+            out.push(format!(
+                "{}:{}",
+                m["address"].as_str().unwrap(),
+                m["protocol_port"]
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn service_load_balancer_carries_real_traffic_and_converges() {
+    let cloud = Cloud::start().await;
+    let os = cloud.provider_with("");
+    assert!(
+        os.load_balancer().is_none(),
+        "unknown until the catalog has been read"
+    );
+    os.initialize(None).await.unwrap();
+    let lb = os.load_balancer().expect("the local cloud has Octavia");
+
+    // Backends: one per Service port, at its node port on 127.0.0.1.
+    let (np_a, np_b) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    backend("127.0.0.1", np_a, "alpha").await;
+    backend("127.0.0.1", np_b, "beta").await;
+    let (port_a, port_b) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    let svc = service(&[(port_a, np_a), (port_b, np_b)]);
+    let nodes = [node("node-1", "127.0.0.1"), node("node-2", "127.0.0.1")];
+
+    assert_eq!(
+        lb.get_load_balancer_name("kubernetes", &svc),
+        "kube_service_kubernetes_shop_web"
+    );
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        None
+    );
+
+    let t = Instant::now();
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!("ensure_load_balancer (create, 2 ports): {:?}", t.elapsed());
+    let vip = status.ingress.as_ref().unwrap()[0].ip.clone().unwrap();
+    assert!(vip.starts_with("127."), "VIP {vip} is a loopback address");
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        Some(status.clone())
+    );
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["name"], "kube_service_kubernetes_shop_web");
+    let lb_id = all[0]["id"].clone();
+
+    // Real traffic through the VIP.
+    assert_eq!(
+        ask(&format!("{vip}:{port_a}")).await.as_deref(),
+        Some("alpha")
+    );
+    assert_eq!(
+        ask(&format!("{vip}:{port_b}")).await.as_deref(),
+        Some("beta")
+    );
+    // Two nodes with the same address are one member.
+    assert_eq!(members(&cloud).await, {
+        let mut m = vec![format!("127.0.0.1:{np_a}"), format!("127.0.0.1:{np_b}")];
+        m.sort();
+        m
+    });
+
+    // Ensuring again converges without recreating anything.
+    let calls = os.api_calls();
+    let t = Instant::now();
+    let again = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!(
+        "ensure_load_balancer (no change): {:?}, {} API calls",
+        t.elapsed(),
+        os.api_calls() - calls
+    );
+    assert_eq!(again, status);
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["id"], lb_id);
+    assert_eq!(all[0]["listeners"].as_array().unwrap().len(), 2);
+
+    // Node set change: the members follow, and so does the traffic.
+    backend("127.0.0.2", np_a, "alpha-on-node-3").await;
+    backend("127.0.0.2", np_b, "beta-on-node-3").await;
+    let t = Instant::now();
+    lb.update_load_balancer("kubernetes", &svc, &[node("node-3", "127.0.0.2")])
+        .await
+        .unwrap();
+    eprintln!("update_load_balancer (member change): {:?}", t.elapsed());
+    assert_eq!(members(&cloud).await, {
+        let mut m = vec![format!("127.0.0.2:{np_a}"), format!("127.0.0.2:{np_b}")];
+        m.sort();
+        m
+    });
+    assert_eq!(
+        ask(&format!("{vip}:{port_a}")).await.as_deref(),
+        Some("alpha-on-node-3")
+    );
+
+    // A port removed from the Service: its listener and pool go, the rest stays.
+    let one_port = service(&[(port_a, np_a)]);
+    lb.ensure_load_balancer("kubernetes", &one_port, &nodes)
+        .await
+        .unwrap();
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["id"], lb_id);
+    assert_eq!(all[0]["listeners"].as_array().unwrap().len(), 1);
+    assert_eq!(all[0]["pools"].as_array().unwrap().len(), 1);
+    assert_eq!(members(&cloud).await, vec![format!("127.0.0.1:{np_a}")]);
+    assert_eq!(
+        ask(&format!("{vip}:{port_a}")).await.as_deref(),
+        Some("alpha")
+    );
+
+    // Delete: gone from the API and the VIP port closed; deleting again succeeds.
+    let t = Instant::now();
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    eprintln!("ensure_load_balancer_deleted: {:?}", t.elapsed());
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        None
+    );
+    assert!(lbs(&cloud).await.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(format!("{vip}:{port_a}"))
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "VIP port still open after delete"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn health_monitors_follow_create_monitor() {
+    let cloud = Cloud::start().await;
+    let with = cloud.provider_with(
+        "[LoadBalancer]\ncreate-monitor = true\nmonitor-delay = 2s\nmonitor-timeout = 1s\nmonitor-max-retries = 3\nlb-method = LEAST_CONNECTIONS\n",
+    );
+    with.initialize(None).await.unwrap();
+    let (np, port, nodes) = one_node("monitored").await;
+    let svc = service(&[(port, np)]);
+    let status = with
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = status.ingress.as_ref().unwrap()[0].ip.clone().unwrap();
+    let monitors = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await;
+    let m = &monitors["healthmonitors"].as_array().unwrap()[0];
+    assert_eq!(m["type"], "TCP");
+    assert_eq!(m["delay"], 2);
+    assert_eq!(m["timeout"], 1);
+    assert_eq!(m["max_retries"], 3);
+    assert_eq!(m["name"], "monitor_0_kube_service_kubernetes_shop_web");
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    assert_eq!(pools["pools"][0]["lb_algorithm"], "LEAST_CONNECTIONS");
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("monitored")
+    );
+
+    // The same Service ensured by a provider without create-monitor: the monitor goes, the
+    // algorithm returns to the default, the load balancer stays.
+    let without = cloud.provider_with("");
+    without.initialize(None).await.unwrap();
+    let again = without
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(again, status);
+    let monitors = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await;
+    assert!(monitors["healthmonitors"].as_array().unwrap().is_empty());
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    assert_eq!(pools["pools"][0]["lb_algorithm"], "ROUND_ROBIN");
+    assert_eq!(lbs(&cloud).await.len(), 1);
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("monitored")
+    );
+}
+
+/// The public network's id (the local cloud's floating IP pool).
+async fn public_network(cloud: &Cloud) -> String {
+    cloud
+        .ok(Method::GET, "/network/v2.0/networks?name=public", None)
+        .await["networks"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn floating_ips(cloud: &Cloud) -> Vec<serde_json::Value> {
+    cloud
+        .ok(Method::GET, "/network/v2.0/floatingips", None)
+        .await["floatingips"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn annotate(mut svc: Service, key: &str, value: &str) -> Service {
+    svc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+    svc
+}
+
+fn ingress_ip(status: &k8s_openapi::api::core::v1::LoadBalancerStatus) -> String {
+    status.ingress.as_ref().unwrap()[0].ip.clone().unwrap()
+}
+
+/// In-tree the load balancer is named `a<uid>` (children `listener_<name>_<i>`); the external
+/// provider then finds it under that legacy name and adopts it (same Octavia id, tagged with
+/// its own name, traffic uninterrupted) instead of creating a second one, and deletes it.
+#[tokio::test]
+async fn in_tree_names_and_external_adoption_of_legacy_load_balancers() {
+    let cloud = Cloud::start().await;
+    let in_tree = cloud.provider_with_in("", Layout::InTree);
+    in_tree.initialize(None).await.unwrap();
+    let (np, port, nodes) = one_node("legacy").await;
+    let svc = service(&[(port, np)]);
+    let lb = in_tree.load_balancer().unwrap();
+    let legacy = "a1b4e28ba2fa111d2883f00163e6fbc1";
+    assert_eq!(lb.get_load_balancer_name("kubernetes", &svc), legacy);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["name"], legacy);
+    assert_eq!(
+        all[0]["description"],
+        format!("Kubernetes external service {legacy}")
+    );
+    let id = all[0]["id"].clone();
+    let listeners = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await;
+    assert_eq!(
+        listeners["listeners"][0]["name"],
+        format!("listener_{legacy}_0")
+    );
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("legacy")
+    );
+
+    // The cloud-controller-manager takes over: the same load balancer, adopted.
+    let external = cloud.provider_with("");
+    external.initialize(None).await.unwrap();
+    let ext = external.load_balancer().unwrap();
+    assert_eq!(
+        ext.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        Some(status.clone())
+    );
+    let calls = external.api_calls();
+    let again = ext
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!(
+        "external ensure adopting a legacy load balancer: {} API calls",
+        external.api_calls() - calls
+    );
+    assert_eq!(again, status);
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1, "no second load balancer: {all:?}");
+    assert_eq!(all[0]["id"], id);
+    assert_eq!(all[0]["name"], legacy, "OCCM tags, it does not rename");
+    assert!(
+        all[0]["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "kube_service_kubernetes_shop_web"),
+        "{:?}",
+        all[0]["tags"]
+    );
+    let listeners = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await;
+    let l = &listeners["listeners"][0];
+    assert_eq!(l["name"], format!("listener_{legacy}_0"), "not renamed");
+    assert_eq!(
+        l["tags"],
+        serde_json::json!(["kube_service_kubernetes_shop_web"])
+    );
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("legacy")
+    );
+
+    // With the id annotation the look-up is by id, whatever the name.
+    let annotated = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/load-balancer-id",
+        id.as_str().unwrap(),
+    );
+    ext.update_load_balancer("kubernetes", &annotated, &nodes)
+        .await
+        .unwrap();
+    // An id that no longer exists is an error for ensure (no second load balancer)...
+    let gone = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/load-balancer-id",
+        "0e4b2a38-7d5f-4c1e-9a3b-2f6d8c1e5a70",
+    );
+    let e = ext
+        .ensure_load_balancer("kubernetes", &gone, &nodes)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    // ...and nothing to do for get and delete.
+    assert_eq!(
+        ext.get_load_balancer("kubernetes", &gone).await.unwrap(),
+        None
+    );
+    ext.ensure_load_balancer_deleted("kubernetes", &gone)
+        .await
+        .unwrap();
+    assert_eq!(lbs(&cloud).await.len(), 1);
+
+    // The external provider deletes the adopted load balancer: its legacy name carries the
+    // Service's UID (OCCM v1.34 would leave it; see docs/openstack-provider.md).
+    ext.ensure_load_balancer_deleted("kubernetes", &annotated)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+}
+
+/// A floating IP from `floating-network-id` on the VIP port is the ingress IP and carries
+/// real traffic; the internal annotation releases it; `keep-floatingip` keeps it past the
+/// delete, and `spec.loadBalancerIP` attaches that kept address to the next load balancer.
+#[tokio::test]
+async fn floating_ips_carry_traffic_and_follow_the_annotations() {
+    let cloud = Cloud::start().await;
+    let public = public_network(&cloud).await;
+    let os = ready(
+        &cloud,
+        &format!("[LoadBalancer]\nfloating-network-id = {public}\n"),
+    )
+    .await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("via-fip").await;
+    let svc = service(&[(port, np)]);
+
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let fip = ingress_ip(&status);
+    assert!(fip.starts_with("127.24.4."), "a public address: {fip}");
+    let all = lbs(&cloud).await;
+    let vip = all[0]["vip_address"].as_str().unwrap().to_owned();
+    assert_ne!(fip, vip);
+    let fips = floating_ips(&cloud).await;
+    assert_eq!(fips.len(), 1);
+    assert_eq!(fips[0]["port_id"], all[0]["vip_port_id"]);
+    assert!(fips[0]["description"]
+        .as_str()
+        .unwrap()
+        .starts_with("Floating IP for Kubernetes external service shop/web"));
+    // Real traffic through the floating IP.
+    assert_eq!(
+        ask(&format!("{fip}:{port}")).await.as_deref(),
+        Some("via-fip")
+    );
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        Some(status.clone())
+    );
+    // Ensuring again keeps the same floating IP.
+    assert_eq!(
+        lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+            .await
+            .unwrap(),
+        status
+    );
+    assert_eq!(floating_ips(&cloud).await.len(), 1);
+
+    // Internal: the floating IP (ours) is deleted and the VIP is the ingress.
+    let internal = annotate(
+        svc.clone(),
+        "service.beta.kubernetes.io/openstack-internal-load-balancer",
+        "true",
+    );
+    let st = lb
+        .ensure_load_balancer("kubernetes", &internal, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(ingress_ip(&st), vip);
+    assert!(floating_ips(&cloud).await.is_empty());
+    let bad = annotate(
+        svc.clone(),
+        "service.beta.kubernetes.io/openstack-internal-load-balancer",
+        "yes",
+    );
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("openstack-internal-load-balancer"),
+        "{e}"
+    );
+
+    // External again, then deleted with keep-floatingip: the address stays, unattached.
+    let st = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let kept = ingress_ip(&st);
+    assert!(kept.starts_with("127.24.4."), "{kept}");
+    let keep = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/keep-floatingip",
+        "true",
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &keep)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    let fips = floating_ips(&cloud).await;
+    assert_eq!(fips.len(), 1);
+    assert_eq!(fips[0]["floating_ip_address"], kept.as_str());
+    assert!(fips[0]["port_id"].is_null(), "{:?}", fips[0]);
+
+    // spec.loadBalancerIP names the kept address: attached to the new load balancer.
+    let mut pinned = svc.clone();
+    pinned.spec.as_mut().unwrap().load_balancer_ip = Some(kept.clone());
+    let st = lb
+        .ensure_load_balancer("kubernetes", &pinned, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(ingress_ip(&st), kept);
+    assert_eq!(floating_ips(&cloud).await.len(), 1);
+    assert_eq!(
+        ask(&format!("{kept}:{port}")).await.as_deref(),
+        Some("via-fip")
+    );
+
+    // A plain delete releases it (it is ours).
+    lb.ensure_load_balancer_deleted("kubernetes", &pinned)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    assert!(floating_ips(&cloud).await.is_empty());
+}
+
+/// External: the load balancer's id and address go to the Service's annotations with one
+/// merge patch through the client given to `initialize`, as OCCM's service patcher; an
+/// up-to-date Service is not patched again, and in-tree nothing is written.
+#[tokio::test]
+async fn external_layout_writes_the_load_balancer_id_to_the_service() {
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    let cloud = Cloud::start().await;
+    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(mock, "default");
+    let os = cloud.provider_with("");
+    os.initialize(Some(client)).await.unwrap();
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    let svc = service(&[(free_port("127.0.0.1"), np)]);
+    let nodes = [node("node-1", "127.0.0.1")];
+
+    let apiserver = tokio::spawn(async move {
+        let (request, send) = handle.next_request().await.expect("a request");
+        let method = request.method().to_string();
+        let uri = request.uri().to_string();
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        send.send_response(
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    serde_json::to_vec(&serde_json::json!({
+                        "apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": "web", "namespace": "shop"}
+                    }))
+                    .unwrap(),
+                ))
+                .unwrap(),
+        );
+        (method, uri, body, handle)
+    });
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let id = lbs(&cloud).await[0]["id"].as_str().unwrap().to_owned();
+    let vip = ingress_ip(&status);
+    let (method, uri, body, mut handle) = apiserver.await.unwrap();
+    // Ensured again with the annotations in place: no patch.
+    let annotated = annotate(
+        annotate(
+            svc.clone(),
+            "loadbalancer.openstack.org/load-balancer-id",
+            &id,
+        ),
+        "loadbalancer.openstack.org/load-balancer-address",
+        &vip,
+    );
+    lb.ensure_load_balancer("kubernetes", &annotated, &nodes)
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), handle.next_request())
+            .await
+            .is_err(),
+        "an up-to-date Service is not patched"
+    );
+    assert_eq!(method, "PATCH");
+    assert!(
+        uri.starts_with("/api/v1/namespaces/shop/services/web"),
+        "{uri}"
+    );
+    assert_eq!(
+        body,
+        serde_json::json!({"metadata": {"annotations": {
+            "loadbalancer.openstack.org/load-balancer-id": id,
+            "loadbalancer.openstack.org/load-balancer-address": vip,
+        }}})
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &annotated)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+}
+
+/// The most used `loadbalancer.openstack.org/*` annotations reach Octavia: the pool's
+/// algorithm, the listeners' connection limit and timeouts, and the health monitor (on,
+/// settings, off), each converging on a later ensure; a bad value is an error naming it.
+#[tokio::test]
+async fn service_annotations_set_listeners_pools_and_monitors() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("annotated").await;
+    let mut svc = service(&[(port, np)]);
+    for (k, v) in [
+        ("lb-method", "LEAST_CONNECTIONS"),
+        ("connection-limit", "100"),
+        ("timeout-client-data", "1000"),
+        ("timeout-member-connect", "2000"),
+        ("timeout-member-data", "3000"),
+        ("timeout-tcp-inspect", "10"),
+        ("enable-health-monitor", "true"),
+        ("health-monitor-delay", "7"),
+        ("health-monitor-timeout", "2"),
+        ("health-monitor-max-retries", "4"),
+        ("health-monitor-max-retries-down", "2"),
+    ] {
+        svc = annotate(svc, &format!("loadbalancer.openstack.org/{k}"), v);
+    }
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let get = |kind: &'static str| {
+        let cloud = &cloud;
+        async move {
+            cloud
+                .ok(
+                    Method::GET,
+                    &format!("/load-balancer/v2/lbaas/{kind}"),
+                    None,
+                )
+                .await[kind][0]
+                .clone()
+        }
+    };
+    let l = get("listeners").await;
+    assert_eq!(
+        (
+            &l["connection_limit"],
+            &l["timeout_client_data"],
+            &l["timeout_member_connect"],
+            &l["timeout_member_data"],
+            &l["timeout_tcp_inspect"]
+        ),
+        (
+            &100.into(),
+            &1000.into(),
+            &2000.into(),
+            &3000.into(),
+            &10.into()
+        )
+    );
+    assert_eq!(get("pools").await["lb_algorithm"], "LEAST_CONNECTIONS");
+    let m = get("healthmonitors").await;
+    assert_eq!(
+        (
+            &m["delay"],
+            &m["timeout"],
+            &m["max_retries"],
+            &m["max_retries_down"]
+        ),
+        (&7.into(), &2.into(), &4.into(), &2.into())
+    );
+    let vip = ingress_ip(&status);
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("annotated")
+    );
+
+    // An explicit hostname is the ingress instead of the address.
+    let named = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/hostname",
+        "web.example.org",
+    );
+    let st = lb
+        .ensure_load_balancer("kubernetes", &named, &nodes)
+        .await
+        .unwrap();
+    let ingress = &st.ingress.as_ref().unwrap()[0];
+    assert_eq!(
+        (ingress.hostname.as_deref(), ingress.ip.as_deref()),
+        (Some("web.example.org"), None)
+    );
+
+    // Unchanged: no write at all.
+    let calls = os.api_calls();
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    eprintln!(
+        "ensure with annotations (no change): {} API calls",
+        os.api_calls() - calls
+    );
+
+    // Changed: the listener and the monitor are updated in place, then the monitor goes.
+    // The VIP subnet annotation is read at creation: here the public subnet's.
+    let public_subnet = cloud
+        .ok(
+            Method::GET,
+            "/network/v2.0/subnets?name=public-subnet",
+            None,
+        )
+        .await["subnets"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut elsewhere = annotate(
+        service(&[(free_port("127.0.0.1"), np)]),
+        "loadbalancer.openstack.org/subnet-id",
+        &public_subnet,
+    );
+    elsewhere.metadata.name = Some("elsewhere".into());
+    let st = lb
+        .ensure_load_balancer("kubernetes", &elsewhere, &nodes)
+        .await
+        .unwrap();
+    let placed = lbs(&cloud)
+        .await
+        .into_iter()
+        .find(|l| l["name"] == "kube_service_kubernetes_shop_elsewhere")
+        .unwrap();
+    assert_eq!(placed["vip_subnet_id"], public_subnet.as_str(), "{st:?}");
+    lb.ensure_load_balancer_deleted("kubernetes", &elsewhere)
+        .await
+        .unwrap();
+    let svc = annotate(svc, "loadbalancer.openstack.org/connection-limit", "200");
+    let svc = annotate(svc, "loadbalancer.openstack.org/health-monitor-delay", "9");
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(get("listeners").await["connection_limit"], 200);
+    assert_eq!(get("listeners").await["id"], l["id"]);
+    assert_eq!(get("healthmonitors").await["delay"], 9);
+    assert_eq!(get("healthmonitors").await["id"], m["id"]);
+    let off = annotate(
+        svc.clone(),
+        "loadbalancer.openstack.org/enable-health-monitor",
+        "false",
+    );
+    lb.ensure_load_balancer("kubernetes", &off, &nodes)
+        .await
+        .unwrap();
+    assert!(get("healthmonitors").await.is_null());
+
+    for (key, value) in [
+        ("connection-limit", "lots"),
+        ("timeout-client-data", "-1"),
+        ("health-monitor-max-retries", "11"),
+        ("enable-health-monitor", "on"),
+    ] {
+        let key = format!("loadbalancer.openstack.org/{key}");
+        let e = lb
+            .ensure_load_balancer("kubernetes", &annotate(svc.clone(), &key, value), &nodes)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(&key), "{e}");
+    }
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+}
+
+/// `loadBalancerSourceRanges` become the listeners' `allowed_cidrs`, which the local cloud's
+/// data plane enforces: a client outside the ranges is refused, inside it gets through.
+/// In-tree (no managed security groups) a restriction is an error, as the legacy provider's.
+#[tokio::test]
+async fn source_ranges_refuse_disallowed_clients() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("allowed").await;
+    let with_ranges = |ranges: &[&str]| {
+        let mut s = service(&[(port, np)]);
+        s.spec.as_mut().unwrap().load_balancer_source_ranges =
+            Some(ranges.iter().map(|r| (*r).to_owned()).collect());
+        s
+    };
+    let status = lb
+        .ensure_load_balancer("kubernetes", &with_ranges(&["10.0.0.0/8"]), &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    let listener = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await["listeners"][0]
+        .clone();
+    assert_eq!(listener["allowed_cidrs"], serde_json::json!(["10.0.0.0/8"]));
+    // The test's client connects from 127.0.0.1: outside 10.0.0.0/8.
+    assert_eq!(ask(&format!("{vip}:{port}")).await, None);
+
+    lb.ensure_load_balancer("kubernetes", &with_ranges(&["127.0.0.0/8"]), &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("allowed")
+    );
+    // No ranges: open to everyone again.
+    lb.ensure_load_balancer("kubernetes", &with_ranges(&["10.0.0.0/8"]), &nodes)
+        .await
+        .unwrap();
+    lb.ensure_load_balancer("kubernetes", &with_ranges(&[]), &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("allowed")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &with_ranges(&[]))
+        .await
+        .unwrap();
+
+    let in_tree = cloud.provider_with_in("", Layout::InTree);
+    in_tree.initialize(None).await.unwrap();
+    let e = in_tree
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &with_ranges(&["10.0.0.0/8"]), &nodes)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("source range restrictions"), "{e}");
+    assert!(lbs(&cloud).await.is_empty());
+}
+
+/// A TCP server on `ip:port` answering every connection with an HTTP `status` line.
+async fn health_endpoint(ip: &str, port: u16, status: &'static str) {
+    let l = tokio::net::TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(format!("HTTP/1.0 {status}\r\n\r\n").as_bytes())
+                    .await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+}
+
+/// `externalTrafficPolicy: Local` with a health monitor: the monitor is `HTTP GET /healthz`
+/// on the health-check node port of each member (kube-proxy's answer: 200 only where the
+/// Service has local endpoints), so traffic goes only to the node that answers 200.
+#[tokio::test]
+async fn external_traffic_policy_local_probes_the_health_check_node_port() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, hc) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    backend("127.0.0.1", np, "node-with-endpoint").await;
+    health_endpoint("127.0.0.1", hc, "200 OK").await;
+    backend("127.0.0.2", np, "node-without-endpoint").await;
+    health_endpoint("127.0.0.2", hc, "503 Service Unavailable").await;
+    let port = free_port("127.0.0.1");
+    let mut svc = annotate(
+        service(&[(port, np)]),
+        "loadbalancer.openstack.org/enable-health-monitor",
+        "true",
+    );
+    svc = annotate(svc, "loadbalancer.openstack.org/health-monitor-delay", "1");
+    svc = annotate(
+        svc,
+        "loadbalancer.openstack.org/health-monitor-timeout",
+        "1",
+    );
+    svc = annotate(
+        svc,
+        "loadbalancer.openstack.org/health-monitor-max-retries-down",
+        "1",
+    );
+    let spec = svc.spec.as_mut().unwrap();
+    spec.external_traffic_policy = Some("Local".into());
+    spec.health_check_node_port = Some(i32::from(hc));
+    let nodes = [node("node-a", "127.0.0.1"), node("node-b", "127.0.0.2")];
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let m = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await["healthmonitors"][0]
+        .clone();
+    assert_eq!(
+        (&m["type"], &m["url_path"]),
+        (&"HTTP".into(), &"/healthz".into())
+    );
+    let pool = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await["pools"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let members = cloud
+        .ok(
+            Method::GET,
+            &format!("/load-balancer/v2/lbaas/pools/{pool}/members"),
+            None,
+        )
+        .await;
+    for m in members["members"].as_array().unwrap() {
+        assert_eq!(m["monitor_port"], i64::from(hc), "{m}");
+    }
+    // Once the monitor has marked node-b down, every request lands on node-a.
+    let vip = ingress_ip(&status);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut streak = 0;
+    while streak < 10 {
+        assert!(Instant::now() < deadline, "node-b still gets traffic");
+        match ask(&format!("{vip}:{port}")).await.as_deref() {
+            Some("node-with-endpoint") => streak += 1,
+            _ => streak = 0,
+        }
+    }
+
+    // Back to Cluster: a plain TCP monitor, members without a monitor port.
+    svc.spec.as_mut().unwrap().external_traffic_policy = Some("Cluster".into());
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let m = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/healthmonitors", None)
+        .await["healthmonitors"][0]
+        .clone();
+    assert_eq!(m["type"], "TCP");
+    let members = cloud
+        .ok(
+            Method::GET,
+            &format!("/load-balancer/v2/lbaas/pools/{pool}/members"),
+            None,
+        )
+        .await;
+    for m in members["members"].as_array().unwrap() {
+        assert!(m["monitor_port"].is_null(), "{m}");
+    }
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+}
+
+/// What the server behind `addr` answers a client bound to `source` (None: refused).
+async fn ask_from(source: &str, addr: &str) -> Option<String> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let mut s = tokio::time::timeout(
+        Duration::from_secs(2),
+        socket.connect(addr.parse().unwrap()),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out))
+        .await
+        .ok()?
+        .ok()?;
+    (!out.is_empty()).then_some(out)
+}
+
+/// The Neutron port of `server` (its one interface).
+async fn port_of_server(cloud: &Cloud, server: &str) -> serde_json::Value {
+    cloud
+        .ok(
+            Method::GET,
+            &format!("/network/v2.0/ports?device_id={server}"),
+            None,
+        )
+        .await["ports"][0]
+        .clone()
+}
+
+/// A server `name` of the local cloud and its Node (provider ID set), a node port on the
+/// server's fixed address answering `answer`: (server id, node port, the Nodes).
+async fn server_node(cloud: &Cloud, name: &str, answer: &'static str) -> (String, u16, [Node; 1]) {
+    let server = cloud.create_server(name, "1", None).await;
+    let node_ip = port_of_server(cloud, &server).await["fixed_ips"][0]["ip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let np = free_port(&node_ip);
+    backend(&node_ip, np, answer).await;
+    let mut n = node(name, &node_ip);
+    n.spec.as_mut().unwrap().provider_id = Some(format!("openstack:///{server}"));
+    (server, np, [n])
+}
+
+/// `manage-security-groups = true`, as OCCM: a group `lb-sg-<uid>-<ns>-<name>` whose only rules
+/// open the node port from the members' subnet, put on the node server's port, converged when
+/// the node port changes, and taken off the port and deleted with the load balancer. The
+/// source ranges still refuse a disallowed client through the data plane.
+#[tokio::test]
+async fn manage_security_groups_opens_node_ports_to_the_load_balancer() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "[LoadBalancer]\nmanage-security-groups = true\n").await;
+    let lb = os.load_balancer().unwrap();
+    let (server, np, nodes) = server_node(&cloud, "sg-node", "guarded").await;
+    let port_of_server = || port_of_server(&cloud, &server);
+    let node_ip = port_of_server().await["fixed_ips"][0]["ip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let port = free_port("127.0.0.1");
+    let with = |np: u16, ranges: &[&str]| {
+        let mut s = service(&[(port, np)]);
+        s.spec.as_mut().unwrap().load_balancer_source_ranges =
+            Some(ranges.iter().map(|r| (*r).to_owned()).collect());
+        s
+    };
+    let status = lb
+        .ensure_load_balancer("kubernetes", &with(np, &["127.0.0.3/32"]), &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+
+    let group_name = "lb-sg-1b4e28ba-2fa1-11d2-883f-00163e6fbc11-shop-web";
+    let group = || async {
+        let found = cloud
+            .ok(
+                Method::GET,
+                &format!("/network/v2.0/security-groups?name={group_name}"),
+                None,
+            )
+            .await["security_groups"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(found.len() <= 1, "{found:?}");
+        found.into_iter().next()
+    };
+    let sg = group().await.expect("the load balancer's security group");
+    let sg_id = sg["id"].as_str().unwrap().to_owned();
+    let subnet_cidr = cloud
+        .ok(
+            Method::GET,
+            "/network/v2.0/subnets?name=private-subnet",
+            None,
+        )
+        .await["subnets"][0]["cidr"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rules = |sg: &serde_json::Value| -> Vec<(String, i64, String, String)> {
+        let mut r: Vec<_> = sg["security_group_rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["direction"].as_str().unwrap().to_owned(),
+                    r["port_range_min"].as_i64().unwrap_or(0),
+                    r["protocol"].as_str().unwrap_or("any").to_owned(),
+                    r["remote_ip_prefix"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        r.sort();
+        r
+    };
+    // Neutron's default egress rules are gone; only the node port from the member subnet.
+    assert_eq!(
+        rules(&sg),
+        [(
+            "ingress".to_string(),
+            i64::from(np),
+            "tcp".to_string(),
+            subnet_cidr.clone()
+        )]
+    );
+    let groups = port_of_server().await["security_groups"].clone();
+    assert!(
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g == sg_id.as_str()),
+        "{groups}"
+    );
+    assert_eq!(
+        ask_from("127.0.0.3", &format!("{vip}:{port}"))
+            .await
+            .as_deref(),
+        Some("guarded")
+    );
+    assert_eq!(ask_from("127.0.0.4", &format!("{vip}:{port}")).await, None);
+
+    // Another node port: the rule follows, nothing else changes.
+    let np2 = free_port(&node_ip);
+    backend(&node_ip, np2, "guarded-2").await;
+    lb.ensure_load_balancer("kubernetes", &with(np2, &["127.0.0.3/32"]), &nodes)
+        .await
+        .unwrap();
+    let sg = group().await.unwrap();
+    assert_eq!(sg["id"], sg_id.as_str());
+    assert_eq!(
+        rules(&sg),
+        [(
+            "ingress".to_string(),
+            i64::from(np2),
+            "tcp".to_string(),
+            subnet_cidr
+        )]
+    );
+    assert_eq!(
+        ask_from("127.0.0.3", &format!("{vip}:{port}"))
+            .await
+            .as_deref(),
+        Some("guarded-2")
+    );
+
+    lb.ensure_load_balancer_deleted("kubernetes", &with(np2, &[]))
+        .await
+        .unwrap();
+    assert!(
+        group().await.is_none(),
+        "the group outlived its load balancer"
+    );
+    let groups = port_of_server().await["security_groups"].clone();
+    assert!(
+        !groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g == sg_id.as_str()),
+        "{groups}"
+    );
+    assert!(lbs(&cloud).await.is_empty());
+}
+
+/// With the local cloud enforcing members' security groups (`enforce_member_security_groups`,
+/// as Neutron's firewall): the node server's port carries only the project's `default` group,
+/// which admits nobody from outside the group, so the load balancer reaches no member; the
+/// same Service under `manage-security-groups = true` gets the per-load-balancer group opening
+/// the node port to the members' subnet, and traffic flows; a rule narrower than the members'
+/// subnet (the VIP address alone) does not let the load balancer in.
+#[tokio::test]
+async fn member_security_groups_refuse_the_load_balancer_until_the_managed_group_opens_the_node_port(
+) {
+    let cloud = Cloud::start_with(|mut c| {
+        c.enforce_member_security_groups = true;
+        c
+    })
+    .await;
+    let (server, np, nodes) = server_node(&cloud, "sg-enforced", "behind-a-group").await;
+    let node_port = port_of_server(&cloud, &server).await;
+    let port_id = node_port["id"].as_str().unwrap().to_owned();
+    let port = free_port("127.0.0.1");
+    let svc = service(&[(port, np)]);
+
+    // Unmanaged: the default group's ingress rules admit only ports of the group itself.
+    let plain = ready(&cloud, "").await;
+    let status = plain
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    let target = format!("{vip}:{port}");
+    assert_eq!(
+        ask(&target).await,
+        None,
+        "the default group let the load balancer in"
+    );
+
+    // A group of our own opening the node port to the VIP address alone: the amphora's source
+    // is its port on the members' subnet, not the VIP, so this does not admit it either.
+    let narrow = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/security-groups",
+            Some(serde_json::json!({"security_group": {"name": "vip-only"}})),
+        )
+        .await["security_group"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/security-group-rules",
+            Some(serde_json::json!({"security_group_rule": {
+                "security_group_id": narrow, "direction": "ingress", "protocol": "tcp",
+                "port_range_min": np, "port_range_max": np,
+                "remote_ip_prefix": format!("{vip}/32")}})),
+        )
+        .await;
+    let default_group = node_port["security_groups"][0].as_str().unwrap().to_owned();
+    cloud
+        .ok(
+            Method::PUT,
+            &format!("/network/v2.0/ports/{port_id}"),
+            Some(serde_json::json!({"port": {"security_groups": [default_group, narrow]}})),
+        )
+        .await;
+    assert_eq!(
+        ask(&target).await,
+        None,
+        "a rule for the VIP alone let the amphora in"
+    );
+
+    // manage-security-groups: the provider's group opens the node port to the members' subnet.
+    let managed = ready(&cloud, "[LoadBalancer]\nmanage-security-groups = true\n").await;
+    managed
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let mut answer = None;
+    // The data plane follows the port change asynchronously: a hang guard, not a timing.
+    for _ in 0..100 {
+        answer = ask(&target).await;
+        if answer.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(answer.as_deref(), Some("behind-a-group"));
+
+    // Deleting the load balancer takes the group off the port: refused again on a new one.
+    managed
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    let status = plain
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let target = format!("{}:{port}", ingress_ip(&status));
+    assert_eq!(ask(&target).await, None);
+}

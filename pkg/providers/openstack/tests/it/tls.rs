@@ -1,0 +1,73 @@
+//! `[Global] ca-file` and `tls-insecure` against the local cloud serving its API over TLS.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use hypercloud_cloudprovider::{Error, Interface};
+use support::Cloud;
+
+#[tokio::test]
+async fn ca_file_trusts_the_cloud_and_nothing_else_does() {
+    let certs = tempfile::tempdir().unwrap();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap();
+    let cert_file = certs.path().join("tls.crt");
+    let key_file = certs.path().join("tls.key");
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    let cloud = Cloud::start_with(|mut c| {
+        c.tls = Some(hypercloud_localcloud::TlsFiles {
+            cert_file: cert_file.clone(),
+            key_file,
+        });
+        c
+    })
+    .await;
+    assert!(cloud.url.starts_with("https://"), "{}", cloud.url);
+    cloud.create_server("tls-node", "1", None).await;
+
+    let trusted = cloud.provider(&format!(
+        "{}ca-file = {}\n",
+        cloud.global(),
+        cert_file.display()
+    ));
+    trusted.initialize(None).await.unwrap();
+    assert_eq!(
+        trusted
+            .instances()
+            .unwrap()
+            .instance_type("tls-node")
+            .await
+            .unwrap(),
+        "m1.tiny"
+    );
+
+    let untrusted = cloud.provider(&format!(
+        "{}[Hypercloud]\nmax-attempts = 1\n",
+        cloud.global()
+    ));
+    let e = untrusted.initialize(None).await.unwrap_err();
+    assert!(matches!(e, Error::Cloud { status: None, .. }), "{e}");
+    assert!(e.to_string().contains("certificate"), "{e}");
+
+    let insecure = cloud.provider(&format!("{}tls-insecure = true\n", cloud.global()));
+    insecure.initialize(None).await.unwrap();
+
+    let missing = format!("{}ca-file = /nonexistent/ca.pem\n", cloud.global());
+    let cc = hypercloud_cloudprovider::CloudConfig {
+        origin: "c.conf".into(),
+        bytes: missing.into_bytes(),
+    };
+    let e = hypercloud_providers_openstack::OpenStack::from_cloud_config(
+        Some(&cc),
+        hypercloud_cloudprovider::Layout::External,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("[Global] ca-file: cannot read /nonexistent/ca.pem"),
+        "{e}"
+    );
+    cloud.shutdown().await;
+}
