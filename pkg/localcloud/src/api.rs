@@ -164,6 +164,12 @@ impl From<crate::Error> for ApiError {
     }
 }
 
+impl From<crate::model::NotFound> for ApiError {
+    fn from(e: crate::model::NotFound) -> Self {
+        ApiError::not_found(e.kind, e.message)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = self.status.into_response();

@@ -8,11 +8,8 @@
 
 pub(crate) mod gce;
 pub(crate) mod octavia;
-// Used by the records as they move onto it (next commits); the trait is merged alone first.
-#[allow(dead_code)]
 mod record;
 
-#[allow(unused_imports)]
 pub(crate) use record::{Names, NotFound, Record};
 
 use serde::{Deserialize, Serialize};
