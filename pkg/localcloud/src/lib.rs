@@ -29,6 +29,7 @@ pub(crate) mod metadata;
 pub(crate) mod model;
 mod server;
 pub mod store;
+mod time;
 mod tls;
 
 pub use api::Service;
