@@ -14,6 +14,7 @@ pub(crate) mod network;
 mod proptests;
 pub(crate) mod requests;
 pub(crate) mod volume;
+mod zones;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,12 +29,12 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize as _;
 use serde_json::{json, Value};
 
+use crate::config::ServerConfig;
 use crate::faults::Faults;
 pub(crate) use crate::http::ApiError;
 pub use crate::http::Service;
 use crate::store::Store;
 pub(crate) use crate::time::{iso, new_hex_id, new_id, now};
-use crate::ServerConfig;
 
 /// What every handler shares.
 pub(crate) struct Cloud {

@@ -43,6 +43,7 @@
 
 pub(crate) mod api;
 mod cli;
+mod config;
 pub mod dataplane;
 pub mod defaults;
 mod error;

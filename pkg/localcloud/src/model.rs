@@ -6,10 +6,13 @@
 //! of each service (`neutron.db.models_v2`, `octavia.db.models`) with their `standard_attr`
 //! mix-in (`created_at`, `updated_at`, `revision_number`).
 
+pub(crate) mod compute;
+pub(crate) mod config_drive;
 pub(crate) mod gce;
 pub(crate) mod network;
 pub(crate) mod octavia;
 mod record;
+pub(crate) mod volume;
 
 pub(crate) use record::{Names, NotFound, Record};
 
