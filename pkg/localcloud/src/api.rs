@@ -14,10 +14,10 @@ pub(crate) mod network;
 mod proptests;
 pub(crate) mod requests;
 pub(crate) mod volume;
+mod zones;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -29,51 +29,12 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize as _;
 use serde_json::{json, Value};
 
+use crate::config::ServerConfig;
 use crate::faults::Faults;
+pub(crate) use crate::http::ApiError;
+pub use crate::http::Service;
 use crate::store::Store;
-use crate::ServerConfig;
-
-/// Which service answers a request; it decides the error body format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Service {
-    Identity,
-    Compute,
-    Network,
-    Volume,
-    Image,
-    LoadBalancer,
-    Metadata,
-    /// Compute Engine v1 (the GCE dialect, `/compute/v1`).
-    Gce,
-}
-
-impl Service {
-    /// The name used in flags (`--inject-error-rate compute=0.5`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Service::Identity => "identity",
-            Service::Compute => "compute",
-            Service::Network => "network",
-            Service::Volume => "volume",
-            Service::Image => "image",
-            Service::LoadBalancer => "load-balancer",
-            Service::Metadata => "metadata",
-            Service::Gce => "gce",
-        }
-    }
-
-    /// Every service, for flag parsing.
-    pub const ALL: [Service; 8] = [
-        Service::Identity,
-        Service::Compute,
-        Service::Network,
-        Service::Volume,
-        Service::Image,
-        Service::LoadBalancer,
-        Service::Metadata,
-        Service::Gce,
-    ];
-}
+pub(crate) use crate::time::{iso, new_hex_id, new_id, now};
 
 /// What every handler shares.
 pub(crate) struct Cloud {
@@ -110,66 +71,6 @@ pub(crate) struct Caller {
     pub user_id: String,
     /// Empty for an unscoped token.
     pub project_id: String,
-}
-
-/// An API error; [`format_errors`] renders it in the service's format.
-#[derive(Debug, Clone)]
-pub(crate) struct ApiError {
-    pub status: StatusCode,
-    /// Neutron's error type (`NetworkNotFound`); other services ignore it.
-    pub kind: &'static str,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            kind,
-            message: message.into(),
-        }
-    }
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "HTTPBadRequest", message)
-    }
-    pub fn not_found(kind: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, kind, message)
-    }
-    pub fn conflict(kind: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, kind, message)
-    }
-    pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "Forbidden", message)
-    }
-    pub fn unauthorized() -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized",
-            "The request you have made requires authentication.",
-        )
-    }
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "HTTPInternalServerError",
-            message,
-        )
-    }
-}
-
-impl From<crate::Error> for ApiError {
-    fn from(e: crate::Error) -> Self {
-        tracing::error!(error = %e, "local-cloud internal error");
-        ApiError::internal(e.to_string())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut response = self.status.into_response();
-        response.extensions_mut().insert(self);
-        response
-    }
 }
 
 /// Renders an [`ApiError`] (or any bare error status, such as an unknown path) as `service`
@@ -527,44 +428,6 @@ pub(crate) fn reply(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-/// Seconds since the epoch.
-pub(crate) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// `2026-11-22T21:30:00Z`
-pub(crate) fn iso(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// A new resource ID (UUID, as Nova/Neutron/Cinder use).
-pub(crate) fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// A new Keystone-style ID (32 hex digits).
-pub(crate) fn new_hex_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
 /// Sorts newest first, ties by ID (Nova's and Cinder's default list order).
 pub(crate) fn newest_first(items: &mut [Value], created_key: &str) {
     items.sort_by(|a, b| {
@@ -753,13 +616,6 @@ mod tests {
         ] {
             assert!(!has_control_characters(good), "{good}");
         }
-    }
-
-    #[test]
-    fn iso_formats_known_instants() {
-        assert_eq!(iso(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(iso(1_795_378_245), "2026-11-22T20:10:45Z");
     }
 
     #[test]

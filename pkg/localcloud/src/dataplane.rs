@@ -33,9 +33,9 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::api::network::{FloatingIp, FLOATING_IPS, PORTS, SECURITY_GROUP_RULES, SUBNETS};
+use crate::model::network::{FloatingIp, FLOATING_IPS, PORTS, SECURITY_GROUP_RULES, SUBNETS};
 use crate::model::octavia::{
-    HealthMonitor, Listener, LoadBalancer, Member, Operating, Pool, Provisioning, Record,
+    HealthMonitor, Listener, LoadBalancer, Member, Octavia, Operating, Pool, Provisioning, Record,
     ALL_TABLES, LISTENERS, LOADBALANCERS, MEMBERS, MONITORS, POOLS,
 };
 use crate::store::{Read, Store, Tx};
@@ -94,7 +94,7 @@ impl Snapshot {
     }
 
     fn any_pending(&self) -> bool {
-        fn pending<T: Record>(items: &[T]) -> bool {
+        fn pending<T: Octavia>(items: &[T]) -> bool {
             items
                 .iter()
                 .any(|i| i.common().provisioning_status.is_pending())
@@ -137,7 +137,7 @@ impl std::fmt::Debug for DataPlane {
 /// range-checked by the API; clamped here for records written before that).
 fn udp_idle(l: &Listener) -> Duration {
     let ms = u64::try_from(l.timeout_client_data).unwrap_or(50_000);
-    Duration::from_millis(ms.clamp(100, crate::api::loadbalancer::MAX_TIMEOUT_MS as u64))
+    Duration::from_millis(ms.clamp(100, crate::model::octavia::MAX_TIMEOUT_MS as u64))
 }
 
 impl DataPlane {
@@ -508,8 +508,8 @@ pub(crate) fn settle(tx: &mut Tx<'_>, failed_listeners: &[String]) -> crate::Res
     settle_table::<HealthMonitor>(tx, &[])
 }
 
-fn settle_table<T: Record>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<()> {
-    for mut v in tx.list::<T>(T::KIND.table) {
+fn settle_table<T: Octavia>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<()> {
+    for mut v in T::list(tx) {
         let status = v.common().provisioning_status;
         if !status.is_pending() || status == Provisioning::PendingDelete {
             continue;
@@ -520,7 +520,7 @@ fn settle_table<T: Record>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<
         } else {
             Provisioning::Active
         };
-        tx.put(T::KIND.table, &id, &v)?;
+        v.put(tx)?;
     }
     Ok(())
 }

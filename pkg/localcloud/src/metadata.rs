@@ -10,7 +10,6 @@
 //! (`/computeMetadata/v1/`, see [`gce`]) answers on the same listener for the same instances.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Path as UrlPath, State};
@@ -18,131 +17,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::api::compute::{find_flavor, server_ports, Related, Server, SERVERS};
-use crate::api::network::{FloatingIp, Subnet, FLOATING_IPS, SUBNETS};
-use crate::api::volume::attached_to;
+use crate::api::compute::Related;
 use crate::api::{ApiError, Cloud, Service};
-use crate::store::{write_replace, Read};
-use crate::Error;
+use crate::model::compute::{find_flavor, server_ports, Server, SERVERS};
+use crate::model::config_drive::{attached_disks, meta_data, network_data};
+use crate::model::network::{FloatingIp, FLOATING_IPS};
+use crate::store::Read;
 
 mod gce;
-
-/// The devices of a server's attached volumes, by device name: (volume ID, device, tag).
-fn attached_disks(r: &impl Read, server_id: &str) -> Vec<(String, String, Option<String>)> {
-    attached_to(r, server_id)
-        .iter()
-        .filter_map(|v| {
-            let a = v.attachments.iter().find(|a| a.server_id == server_id)?;
-            Some((v.meta.id.clone(), a.device.clone(), a.tag.clone()))
-        })
-        .collect()
-}
-
-/// `meta_data.json` of a server. Its `devices` are the attached volumes (virtio disks whose
-/// serial is the volume ID, as a guest finds them in `/dev/disk/by-id/virtio-<id>`).
-pub(crate) fn meta_data(r: &impl Read, s: &Server) -> Value {
-    let devices: Vec<Value> = attached_disks(r, &s.meta.id)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (id, _, tag))| json!({"type": "disk", "bus": "virtio", "serial": id, "address": format!("0000:00:{:02x}.0", i + 6), "tags": tag.into_iter().collect::<Vec<_>>()}))
-        .collect();
-    json!({
-        "uuid": s.meta.id, "name": s.name, "hostname": s.hostname(), "launch_index": 0,
-        "availability_zone": s.availability_zone, "project_id": s.meta.project_id, "meta": s.metadata,
-        "public_keys": {}, "keys": [], "devices": devices, "dedicated_cpus": [], "random_seed": "",
-    })
-}
-
-fn netmask(cidr: &str) -> String {
-    let len: u32 = cidr
-        .split_once('/')
-        .and_then(|(_, l)| l.parse().ok())
-        .unwrap_or(32);
-    let mask = if len == 0 {
-        0
-    } else {
-        u32::MAX << (32 - len.min(32))
-    };
-    std::net::Ipv4Addr::from(mask).to_string()
-}
-
-/// `network_data.json` of a server.
-pub(crate) fn network_data(r: &impl Read, s: &Server) -> Value {
-    let mut links = Vec::new();
-    let mut networks = Vec::new();
-    for port in server_ports(r, &s.meta.id) {
-        let link = format!("tap{}", &port.meta.id[..port.meta.id.len().min(11)]);
-        links.push(json!({"id": link, "vif_id": port.meta.id, "type": "ovs", "mtu": 1450, "ethernet_mac_address": port.mac_address}));
-        for ip in &port.fixed_ips {
-            let subnet = r.get::<Subnet>(SUBNETS, &ip.subnet_id);
-            let routes: Vec<Value> = subnet
-                .as_ref()
-                .and_then(|s| s.gateway_ip.clone())
-                .map(|gw| vec![json!({"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": gw})])
-                .unwrap_or_default();
-            networks.push(json!({
-                "id": format!("network{}", networks.len()), "type": "ipv4", "link": link,
-                "ip_address": ip.ip_address, "netmask": subnet.as_ref().map_or("255.255.255.255".into(), |s| netmask(&s.cidr)),
-                "routes": routes, "network_id": port.network_id, "services": [],
-            }));
-        }
-    }
-    json!({"links": links, "networks": networks, "services": []})
-}
-
-/// Writes the config drive of a new server, file by file with write-temp + rename. The files are
-/// derived from the store, so they are not `fsync`ed: [`repair_config_drives`] rewrites any that
-/// a crash lost when the server starts again.
-pub(crate) fn write_config_drive(dir: &Path, r: &impl Read, s: &Server) -> Result<(), ApiError> {
-    let base = dir.join(&s.meta.id).join("openstack").join("latest");
-    let files = [
-        ("meta_data.json", meta_data(r, s)),
-        ("network_data.json", network_data(r, s)),
-        ("vendor_data.json", json!({})),
-    ];
-    for (name, value) in files {
-        let path = base.join(name);
-        let bytes = serde_json::to_vec_pretty(&value).map_err(|source| Error::Encode {
-            what: "config drive",
-            source,
-        })?;
-        write_replace(&path, &bytes, false).map_err(|source| Error::WriteConfigDrive {
-            path: path.clone(),
-            source,
-        })?;
-    }
-    Ok(())
-}
-
-/// Writes the config drives of servers that have none (lost in a crash, or a new
-/// `--config-drive-dir`) or whose `meta_data.json` no longer says what the store does (a
-/// crash between an attach's or detach's two writes); returns how many were written.
-pub(crate) fn repair_config_drives(dir: &Path, r: &impl Read) -> Result<usize, ApiError> {
-    let mut written = 0;
-    for s in r.list::<Server>(SERVERS) {
-        let meta = dir.join(&s.meta.id).join("openstack/latest/meta_data.json");
-        let current = std::fs::read(&meta)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-        if current.as_ref() != Some(&meta_data(r, &s)) {
-            write_config_drive(dir, r, &s)?;
-            written += 1;
-        }
-    }
-    Ok(written)
-}
-
-/// Removes a deleted server's config drive.
-pub(crate) fn remove_config_drive(dir: &Path, id: &str) -> Result<(), ApiError> {
-    let path: PathBuf = dir.join(id);
-    match std::fs::remove_dir_all(&path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(Error::WriteConfigDrive { path, source }.into()),
-    }
-}
 
 /// The metadata service router (serve with `ConnectInfo<SocketAddr>`).
 pub(crate) fn router(cloud: Arc<Cloud>) -> Router {

@@ -23,7 +23,7 @@
 //! store's lifetime, and a second open fails with [`Error::StateDirInUse`]. Within the process a
 //! mutex serialises transactions; readers see only committed state.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -36,79 +36,14 @@ use tokio::sync::broadcast;
 
 use crate::{Error, Result};
 
+mod index;
+
+use index::{build_index, ids_where, index_add, index_remove, Index};
+
 /// One table: object ID → object.
 pub type Table = BTreeMap<String, Value>;
 /// All tables by kind.
 pub type Tables = BTreeMap<String, Table>;
-
-/// The secondary index: kind → field → value → IDs (see the module docs).
-type Index = HashMap<String, HashMap<String, HashMap<String, BTreeSet<String>>>>;
-
-/// The (field, value) pairs object `value` is indexed under.
-fn index_keys(value: &Value) -> Vec<(String, &str)> {
-    let mut out = Vec::new();
-    let Value::Object(map) = value else {
-        return out;
-    };
-    for (field, v) in map {
-        match v {
-            Value::String(s) => out.push((field.clone(), s.as_str())),
-            Value::Array(items) => {
-                for item in items {
-                    match item {
-                        Value::String(s) => out.push((field.clone(), s.as_str())),
-                        Value::Object(o) => {
-                            if let Some(Value::String(id)) = o.get("id") {
-                                out.push((format!("{field}.id"), id.as_str()));
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-fn index_add(index: &mut Index, kind: &str, id: &str, value: &Value) {
-    let fields = index.entry(kind.to_owned()).or_default();
-    for (field, v) in index_keys(value) {
-        fields
-            .entry(field)
-            .or_default()
-            .entry(v.to_owned())
-            .or_default()
-            .insert(id.to_owned());
-    }
-}
-
-fn index_remove(index: &mut Index, kind: &str, id: &str, value: &Value) {
-    let Some(fields) = index.get_mut(kind) else {
-        return;
-    };
-    for (field, v) in index_keys(value) {
-        if let Some(values) = fields.get_mut(&field) {
-            if let Some(ids) = values.get_mut(v) {
-                ids.remove(id);
-                if ids.is_empty() {
-                    values.remove(v);
-                }
-            }
-        }
-    }
-}
-
-fn build_index(tables: &Tables) -> Index {
-    let mut index = Index::new();
-    for (kind, table) in tables {
-        for (id, value) in table {
-            index_add(&mut index, kind, id, value);
-        }
-    }
-    index
-}
 
 const SNAPSHOT: &str = "state.json";
 const LOG: &str = "wal.jsonl";
@@ -537,15 +472,6 @@ pub trait Read {
             .filter_map(|id| self.get(kind, id))
             .collect()
     }
-}
-
-fn ids_where(index: &Index, kind: &str, field: &str, value: &str) -> BTreeSet<String> {
-    index
-        .get(kind)
-        .and_then(|f| f.get(field))
-        .and_then(|v| v.get(value))
-        .cloned()
-        .unwrap_or_default()
 }
 
 impl Read for View<'_> {

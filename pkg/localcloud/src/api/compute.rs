@@ -13,7 +13,7 @@ use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::network::{self, FloatingIp, Network, Port, PortSpec, FLOATING_IPS, NETWORKS, PORTS};
@@ -26,8 +26,15 @@ use crate::defaults::{self, Flavor, FLAVORS};
 use crate::model::Meta;
 use crate::store::{Read, Tx};
 
-pub(crate) const SERVERS: &str = "servers";
-pub(crate) const ZONES: &str = "availability_zones";
+mod actions;
+mod attachments;
+mod flavors;
+
+use actions::*;
+use attachments::*;
+use flavors::*;
+
+pub(crate) use super::zones::{check_zone, zones_body, ZONES};
 const COUNTERS: &str = "counters";
 
 pub(crate) const MICROVERSIONS: Microversions = Microversions {
@@ -37,64 +44,9 @@ pub(crate) const MICROVERSIONS: Microversions = Microversions {
     legacy_header: Some("x-openstack-nova-api-version"),
 };
 
-pub(crate) const ACTIVE: &str = "ACTIVE";
-pub(crate) const SHUTOFF: &str = "SHUTOFF";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Server {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub status: String,
-    pub flavor_id: String,
-    pub image_id: String,
-    pub availability_zone: String,
-    pub user_id: String,
-    pub metadata: BTreeMap<String, String>,
-    pub key_name: Option<String>,
-    pub description: Option<String>,
-    /// Creation order; also the EC2-style ID (`i-0000000b`).
-    pub index: u64,
-    /// Server tags (Nova 2.26); the GCE dialect shows them as the instance's network tags.
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
-
-impl Server {
-    pub fn ec2_id(&self) -> String {
-        format!("i-{:08x}", self.index)
-    }
-    pub fn hostname(&self) -> String {
-        let h: String = self
-            .name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c.to_ascii_lowercase()
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        if h.is_empty() {
-            format!("server-{}", self.index)
-        } else {
-            h
-        }
-    }
-    pub fn flavor(&self) -> Option<&'static Flavor> {
-        find_flavor(&self.flavor_id)
-    }
-}
-
-pub(crate) fn find_flavor(id_or_name: &str) -> Option<&'static Flavor> {
-    // Accept a link as flavorRef (`.../flavors/2`), as Nova does.
-    let key = id_or_name.rsplit('/').next().unwrap_or(id_or_name);
-    FLAVORS
-        .iter()
-        .find(|f| f.id == key)
-        .or_else(|| FLAVORS.iter().find(|f| f.name == key))
-}
+pub(crate) use crate::model::compute::{
+    find_flavor, server_ports, Server, ACTIVE, SERVERS, SHUTOFF,
+};
 
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found("itemNotFound", format!("Instance {id} could not be found."))
@@ -209,22 +161,6 @@ impl Related {
         }
         out
     }
-}
-
-/// The ports of a server.
-pub(crate) fn server_ports(r: &impl Read, server_id: &str) -> Vec<Port> {
-    let mut ports: Vec<Port> = r
-        .list::<Port>(PORTS)
-        .into_iter()
-        .filter(|p| p.device_id == server_id && p.device_owner.starts_with("compute:"))
-        .collect();
-    ports.sort_by(|a, b| {
-        a.meta
-            .created_at
-            .cmp(&b.meta.created_at)
-            .then(a.meta.id.cmp(&b.meta.id))
-    });
-    ports
 }
 
 fn links(cloud: &Cloud, kind: &str, id: &str) -> Value {
@@ -574,36 +510,6 @@ fn requested_networks(
     }
 }
 
-fn known_zones(r: &impl Read) -> Vec<String> {
-    let mut zones: Vec<String> = r
-        .list::<Value>(ZONES)
-        .into_iter()
-        .filter_map(|z| z["name"].as_str().map(str::to_owned))
-        .collect();
-    if zones.is_empty() {
-        zones.push(defaults::AVAILABILITY_ZONE.into());
-    }
-    zones.sort();
-    zones
-}
-
-/// Checks a zone name against the configured zones.
-pub(crate) fn check_zone(r: &impl Read, zone: Option<String>) -> Result<String, ApiError> {
-    let zones = known_zones(r);
-    match zone {
-        None => Ok(zones
-            .iter()
-            .find(|z| *z == defaults::AVAILABILITY_ZONE)
-            .unwrap_or(&zones[0])
-            .clone()),
-        Some(z) if zones.contains(&z) => Ok(z),
-        Some(z) => Err(ApiError::bad_request(format!(
-            "The requested availability zone is not available: {z} (known: {})",
-            zones.join(", ")
-        ))),
-    }
-}
-
 async fn create_server(
     State(cloud): Ctx,
     Extension(caller): Extension<Caller>,
@@ -726,7 +632,7 @@ pub(crate) fn add_server(
         }
     }
     tx.put(SERVERS, &server.meta.id, server)?;
-    crate::metadata::write_config_drive(config_drive_dir, tx, server)?;
+    crate::model::config_drive::write(config_drive_dir, tx, server)?;
     Ok(())
 }
 
@@ -754,7 +660,8 @@ pub(crate) fn remove_server(
         }
     }
     tx.delete(SERVERS, id);
-    crate::metadata::remove_config_drive(config_drive_dir, id)
+    crate::model::config_drive::remove(config_drive_dir, id)?;
+    Ok(())
 }
 
 pub(crate) fn next_index(tx: &mut Tx<'_>) -> Result<u64, ApiError> {
@@ -825,68 +732,6 @@ async fn delete_server(State(cloud): Ctx, Path(id): Path<String>) -> Result<Resp
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn server_action(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: serde_json::Map<String, Value> = parse_body(&body)?;
-    let Some((action, arg)) = b.into_iter().next() else {
-        return Err(ApiError::bad_request(
-            "Malformed request body: no action given",
-        ));
-    };
-    cloud
-        .write(move |tx| {
-            let mut s = find_server(tx, &id)?;
-            let conflict = |verb: &str, s: &Server| {
-                let state = if s.status == SHUTOFF {
-                    "stopped"
-                } else {
-                    "active"
-                };
-                ApiError::conflict(
-                    "conflictingRequest",
-                    format!(
-                        "Cannot '{verb}' instance {} while it is in vm_state {state}",
-                        s.meta.id
-                    ),
-                )
-            };
-            match action.as_str() {
-                "os-stop" if s.status == ACTIVE => s.status = SHUTOFF.into(),
-                "os-stop" => return Err(conflict("stop", &s)),
-                "os-start" if s.status == SHUTOFF => s.status = ACTIVE.into(),
-                "os-start" => return Err(conflict("start", &s)),
-                "reboot" => {
-                    let kind = arg["type"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_ascii_uppercase();
-                    if kind != "SOFT" && kind != "HARD" {
-                        return Err(ApiError::bad_request(
-                            "Invalid input for field/attribute reboot: type must be SOFT or HARD",
-                        ));
-                    }
-                    if kind == "SOFT" && s.status == SHUTOFF {
-                        return Err(conflict("reboot", &s));
-                    }
-                    s.status = ACTIVE.into();
-                }
-                other => {
-                    return Err(ApiError::bad_request(format!(
-                        "There is no such action: {other}"
-                    )))
-                }
-            }
-            s.meta.touch();
-            tx.put(SERVERS, &id, &s)?;
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::ACCEPTED.into_response())
-}
-
 async fn server_ips(State(cloud): Ctx, Path(id): Path<String>) -> Result<Response, ApiError> {
     let addrs = cloud
         .store
@@ -910,290 +755,19 @@ async fn server_ips_on(
     Ok(reply(StatusCode::OK, json!({ net: list })))
 }
 
-fn interface_view(p: &Port) -> Value {
-    json!({
-        "port_state": "ACTIVE", "port_id": p.meta.id, "net_id": p.network_id, "mac_addr": p.mac_address,
-        "fixed_ips": p.fixed_ips.iter().map(|f| json!({"subnet_id": f.subnet_id, "ip_address": f.ip_address})).collect::<Vec<_>>(),
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-async fn list_interfaces(State(cloud): Ctx, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let views: Vec<Value> = cloud.store.read(|r| {
-        find_server(r, &id).map(|_| server_ports(r, &id).iter().map(interface_view).collect())
-    })?;
-    Ok(reply(
-        StatusCode::OK,
-        json!({"interfaceAttachments": views}),
-    ))
-}
-
-async fn get_interface(
-    State(cloud): Ctx,
-    Path((id, port)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let view = cloud.store.read(|r| {
-        find_server(r, &id)?;
-        server_ports(r, &id)
-            .iter()
-            .find(|p| p.meta.id == port)
-            .map(interface_view)
-            .ok_or_else(|| {
-                ApiError::not_found("itemNotFound", format!("Port {port} is not attached"))
-            })
-    })?;
-    Ok(reply(StatusCode::OK, json!({"interfaceAttachment": view})))
-}
-
-fn attachment_view(server_id: &str, v: &Volume, mv: Microversion) -> Value {
-    let a = v.attachments.iter().find(|a| a.server_id == server_id);
-    let mut view = json!({"id": v.meta.id, "serverId": server_id, "volumeId": v.meta.id, "device": a.map(|a| a.device.clone())});
-    if mv >= Microversion(2, 70) {
-        view["tag"] = json!(a.and_then(|a| a.tag.clone()));
+    #[test]
+    fn nova_records_of_earlier_versions_still_read() {
+        let s: Server = serde_json::from_value(json!({"id": "i",
+            "name": "n", "status": "ACTIVE", "flavor_id": "1", "image_id": "", "availability_zone": "nova",
+            "project_id": "p", "user_id": "u", "metadata": {}, "key_name": null, "description": null,
+            "created": "2026-01-01T00:00:00Z", "updated": "2026-01-02T00:00:00Z", "index": 3}))
+        .expect("decode");
+        assert_eq!(s.meta.created_at, "2026-01-01T00:00:00Z");
+        assert_eq!(s.meta.updated_at, "2026-01-02T00:00:00Z");
+        assert_eq!((s.meta.id.as_str(), s.meta.project_id.as_str()), ("i", "p"));
     }
-    if mv >= Microversion(2, 79) {
-        view["delete_on_termination"] = json!(a.is_some_and(|a| a.delete_on_termination));
-    }
-    view
-}
-
-async fn list_attachments(
-    State(cloud): Ctx,
-    Extension(mv): Extension<Microversion>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let views: Vec<Value> = cloud.store.read(|r| {
-        find_server(r, &id).map(|_| {
-            volume::attached_to(r, &id)
-                .iter()
-                .map(|v| attachment_view(&id, v, mv))
-                .collect()
-        })
-    })?;
-    Ok(reply(StatusCode::OK, json!({"volumeAttachments": views})))
-}
-
-async fn get_attachment(
-    State(cloud): Ctx,
-    Extension(mv): Extension<Microversion>,
-    Path((id, vol)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let view = cloud.store.read(|r| {
-        find_server(r, &id)?;
-        volume::attached_to(r, &id)
-            .iter()
-            .find(|v| v.meta.id == vol)
-            .map(|v| attachment_view(&id, v, mv))
-            .ok_or_else(|| {
-                ApiError::not_found(
-                    "itemNotFound",
-                    format!("Volume {vol} is not attached to {id}"),
-                )
-            })
-    })?;
-    Ok(reply(StatusCode::OK, json!({"volumeAttachment": view})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AttachBody {
-    #[serde(rename = "volumeAttachment")]
-    attachment: Attach,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Attach {
-    #[serde(rename = "volumeId")]
-    volume_id: String,
-    #[serde(default, deserialize_with = "super::nullable")]
-    device: Option<Option<String>>,
-    tag: Option<String>,
-    delete_on_termination: Option<bool>,
-}
-
-/// A body field Nova's schema for this microversion does not have.
-fn unexpected(field: &str) -> ApiError {
-    ApiError::bad_request(format!(
-        "Invalid input for field/attribute volumeAttachment. Value: {field}. Additional properties are not allowed ('{field}' was unexpected)"
-    ))
-}
-
-/// Nova's attach: the volume is reserved (`attaching`, device chosen) and then attached
-/// (`in-use`), both durable, before the answer; the server's config drive shows the new
-/// disk. Refusals are Nova's (see [`volume::attach`]).
-async fn attach_volume(
-    State(cloud): Ctx,
-    Extension(mv): Extension<Microversion>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: AttachBody = parse_body(&body)?;
-    let b = b.attachment;
-    if b.tag.is_some() && mv < Microversion(2, 49) {
-        return Err(unexpected("tag"));
-    }
-    if b.delete_on_termination.is_some() && mv < Microversion(2, 79) {
-        return Err(unexpected("delete_on_termination"));
-    }
-    let vol = b.volume_id.clone();
-    let server = id.clone();
-    cloud
-        .write(move |tx| {
-            find_server(tx, &server)?;
-            if tx.get::<Volume>(VOLUMES, &b.volume_id).is_none() {
-                return Err(ApiError::not_found(
-                    "itemNotFound",
-                    format!("Volume {} could not be found.", b.volume_id),
-                ));
-            }
-            volume::attach(
-                tx,
-                &b.volume_id,
-                &server,
-                volume::AttachOptions {
-                    device: b.device.flatten(),
-                    tag: b.tag,
-                    delete_on_termination: b.delete_on_termination.unwrap_or(false),
-                },
-            )
-        })
-        .await?;
-    let view = complete_transition(&cloud, id.clone(), vol.clone())
-        .await?
-        .map(|v| attachment_view(&id, &v, mv))
-        .unwrap_or(Value::Null);
-    tracing::info!(server = %id, volume = %vol, device = %view["device"], "attached volume");
-    Ok(reply(StatusCode::OK, json!({"volumeAttachment": view})))
-}
-
-/// The second write of an attach or detach: ends the volume's transition and rewrites the
-/// server's config drive (whose `devices` list the attached disks). Returns the volume.
-async fn complete_transition(
-    cloud: &Arc<Cloud>,
-    server_id: String,
-    volume_id: String,
-) -> Result<Option<Volume>, ApiError> {
-    let dir = cloud.config.config_drive_dir();
-    cloud
-        .write(move |tx| {
-            volume::finish(tx, &volume_id)?;
-            if let Some(s) = tx.get::<Server>(SERVERS, &server_id) {
-                crate::metadata::write_config_drive(&dir, tx, &s)?;
-            }
-            Ok(tx.get::<Volume>(VOLUMES, &volume_id))
-        })
-        .await
-}
-
-async fn detach_volume(
-    State(cloud): Ctx,
-    Path((id, vol)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
-    let (server, volume_id) = (id.clone(), vol.clone());
-    cloud
-        .write(move |tx| {
-            find_server(tx, &server)?;
-            if !volume::attached_to(tx, &server)
-                .iter()
-                .any(|v| v.meta.id == volume_id)
-            {
-                return Err(ApiError::not_found(
-                    "itemNotFound",
-                    format!("Volume {volume_id} is not attached to {server}"),
-                ));
-            }
-            volume::begin_detach(tx, &volume_id, &server)
-        })
-        .await?;
-    complete_transition(&cloud, id.clone(), vol.clone()).await?;
-    tracing::info!(server = %id, volume = %vol, "detached volume");
-    Ok(StatusCode::ACCEPTED.into_response())
-}
-
-fn flavor_view(cloud: &Cloud, f: &Flavor, detail: bool, mv: Microversion) -> Value {
-    let mut v = json!({"id": f.id, "name": f.name, "links": links(cloud, "flavors", f.id)});
-    if detail {
-        v["ram"] = json!(f.ram_mb);
-        v["vcpus"] = json!(f.vcpus);
-        v["disk"] = json!(f.disk_gb);
-        v["swap"] = if mv >= Microversion(2, 75) {
-            json!(0)
-        } else {
-            json!("")
-        };
-        v["OS-FLV-EXT-DATA:ephemeral"] = json!(0);
-        v["OS-FLV-DISABLED:disabled"] = json!(false);
-        v["os-flavor-access:is_public"] = json!(true);
-        v["rxtx_factor"] = json!(1.0);
-        if mv >= Microversion(2, 61) {
-            v["extra_specs"] = json!({});
-        }
-    }
-    if mv >= Microversion(2, 55) {
-        v["description"] = json!(null);
-    }
-    v
-}
-
-async fn list_flavors(
-    state: Ctx,
-    mv: Extension<Microversion>,
-    q: Query<Params>,
-    uri: Uri,
-) -> Result<Response, ApiError> {
-    flavors(state, mv, q, uri, false).await
-}
-
-async fn list_flavors_detail(
-    state: Ctx,
-    mv: Extension<Microversion>,
-    q: Query<Params>,
-    uri: Uri,
-) -> Result<Response, ApiError> {
-    flavors(state, mv, q, uri, true).await
-}
-
-async fn flavors(
-    State(cloud): Ctx,
-    Extension(mv): Extension<Microversion>,
-    Query(params): Query<Params>,
-    uri: Uri,
-    detail: bool,
-) -> Result<Response, ApiError> {
-    let views: Vec<Value> = FLAVORS
-        .iter()
-        .map(|f| flavor_view(&cloud, f, detail, mv))
-        .collect();
-    let (page, next) = paginate(views, &params, &cloud.base_url, &uri, 1000)?;
-    Ok(reply(
-        StatusCode::OK,
-        super::list_body("flavors", page, next),
-    ))
-}
-
-async fn get_flavor(
-    State(cloud): Ctx,
-    Extension(mv): Extension<Microversion>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let f = FLAVORS.iter().find(|f| f.id == id).ok_or_else(|| {
-        ApiError::not_found("itemNotFound", format!("Flavor {id} could not be found."))
-    })?;
-    Ok(reply(
-        StatusCode::OK,
-        json!({"flavor": flavor_view(&cloud, f, true, mv)}),
-    ))
-}
-
-/// `{"availabilityZoneInfo": [{"zoneName": "nova", "zoneState": {"available": true}, "hosts": null}]}`
-pub(crate) fn zones_body(r: &impl Read) -> Value {
-    let zones: Vec<Value> = known_zones(r)
-        .into_iter()
-        .map(|z| json!({"zoneName": z, "zoneState": {"available": true}, "hosts": null}))
-        .collect();
-    json!({"availabilityZoneInfo": zones})
-}
-
-async fn list_zones(State(cloud): Ctx) -> Response {
-    reply(StatusCode::OK, cloud.store.read(|r| zones_body(r)))
 }

@@ -25,10 +25,10 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::compute::check_zone;
+use super::zones::{check_zone, zones_body};
 use super::{
     iso, new_id, newest_first, now, paginate, parse_body, reply, require_scoped_token,
     service_layers, ApiError, Caller, Cloud, Ctx, Microversion, Microversions, Params, Service,
@@ -36,7 +36,7 @@ use super::{
 use crate::model::Meta;
 use crate::store::{Read, Tx};
 
-pub(crate) const VOLUMES: &str = "volumes";
+pub(crate) use crate::model::volume::{attached_to, Attachment, Volume, VOLUMES};
 
 pub(crate) const MICROVERSIONS: Microversions = Microversions {
     service: "volume",
@@ -52,42 +52,6 @@ pub(crate) const EXTENDING: &str = "extending";
 pub(crate) const ATTACHING: &str = "attaching";
 pub(crate) const DETACHING: &str = "detaching";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Attachment {
-    pub id: String,
-    pub server_id: String,
-    pub device: String,
-    pub attached_at: String,
-    /// Nova's device tag (shown from compute 2.70).
-    #[serde(default)]
-    pub tag: Option<String>,
-    /// Whether deleting the server deletes the volume (compute 2.79).
-    #[serde(default)]
-    pub delete_on_termination: bool,
-    /// Being detached: removed when the volume's `detaching` transition finishes.
-    #[serde(default)]
-    pub detaching: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Volume {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: Option<String>,
-    pub description: Option<String>,
-    pub size: u64,
-    pub status: String,
-    pub availability_zone: String,
-    pub volume_type: String,
-    pub user_id: String,
-    pub metadata: BTreeMap<String, String>,
-    pub attachments: Vec<Attachment>,
-    /// May be attached to several servers at once. Records written before it existed read as
-    /// `false`.
-    #[serde(default)]
-    pub multiattach: bool,
-}
-
 pub(crate) const VOLUME_TYPE: &str = "lvmdriver-1";
 /// devstack's multiattach volume type (extra spec `multiattach="<is> True"`).
 const MULTIATTACH_TYPE: &str = "multiattach";
@@ -98,25 +62,6 @@ fn not_found(id: &str) -> ApiError {
 
 pub(crate) fn find_volume(r: &impl Read, id: &str) -> Result<Volume, ApiError> {
     r.get::<Volume>(VOLUMES, id).ok_or_else(|| not_found(id))
-}
-
-/// Volumes attached to a server.
-pub(crate) fn attached_to(r: &impl Read, server_id: &str) -> Vec<Volume> {
-    let mut vols: Vec<Volume> = r
-        .list::<Volume>(VOLUMES)
-        .into_iter()
-        .filter(|v| v.attachments.iter().any(|a| a.server_id == server_id))
-        .collect();
-    vols.sort_by(|a, b| {
-        let dev = |v: &Volume| {
-            v.attachments
-                .iter()
-                .find(|x| x.server_id == server_id)
-                .map(|x| x.device.clone())
-        };
-        dev(a).cmp(&dev(b))
-    });
-    vols
 }
 
 /// What Nova records with an attachment besides the device.
@@ -668,10 +613,7 @@ async fn volume_action(
 }
 
 async fn list_zones(State(cloud): Ctx) -> Response {
-    reply(
-        StatusCode::OK,
-        cloud.store.read(|r| super::compute::zones_body(r)),
-    )
+    reply(StatusCode::OK, cloud.store.read(|r| zones_body(r)))
 }
 
 async fn list_types(State(_cloud): Ctx) -> Response {

@@ -50,7 +50,7 @@ pub(crate) fn numeric_id(uuid: &str) -> u64 {
     h >> 1
 }
 
-/// Seconds since the epoch of `2026-11-22T21:30:00Z` (the form [`crate::api::iso`] writes).
+/// Seconds since the epoch of `2026-11-22T21:30:00Z` (the form [`crate::time::iso`] writes).
 pub(crate) fn parse_iso(s: &str) -> Option<u64> {
     let s = s.strip_suffix('Z')?;
     let (date, time) = s.split_once('T')?;
@@ -77,7 +77,7 @@ pub(crate) fn parse_iso(s: &str) -> Option<u64> {
 /// `2026-11-22T13:30:00.000-08:00`. Clients that assume `Z` break on it, as on GCE.
 pub(crate) fn timestamp(iso: &str) -> String {
     let secs = parse_iso(iso).unwrap_or(0);
-    let local = crate::api::iso(secs.saturating_sub(8 * 3600));
+    let local = crate::time::iso(secs.saturating_sub(8 * 3600));
     format!("{}.000-08:00", local.trim_end_matches('Z'))
 }
 
@@ -142,7 +142,7 @@ mod tests {
     #[test]
     fn parse_iso_inverts_iso() {
         for secs in [0, 951_782_400, 1_795_378_245, 4_102_444_800] {
-            assert_eq!(parse_iso(&crate::api::iso(secs)), Some(secs));
+            assert_eq!(parse_iso(&crate::time::iso(secs)), Some(secs));
         }
         assert_eq!(parse_iso("2026-13-01T00:00:00Z"), None);
         assert_eq!(parse_iso("nonsense"), None);

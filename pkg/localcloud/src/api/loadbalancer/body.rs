@@ -10,10 +10,9 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 use super::super::{parse_body, ApiError};
-use crate::model::octavia::{Common, Record};
+use crate::model::octavia::{Common, Octavia};
 
-/// Octavia's largest listener timeout: 365 days, in milliseconds.
-pub(crate) const MAX_TIMEOUT_MS: i64 = 31_536_000_000;
+pub(crate) use crate::model::octavia::MAX_TIMEOUT_MS;
 /// The largest integer Octavia stores (its database columns are 32-bit).
 pub(crate) const MAX_INT: i64 = 2_147_483_647;
 
@@ -251,7 +250,7 @@ impl Body {
     }
 
     /// 409 when the body changes one of `keys`, which cannot change.
-    pub fn immutable(&self, current: &impl Record, keys: &[&str]) -> Result<(), ApiError> {
+    pub fn immutable(&self, current: &impl Octavia, keys: &[&str]) -> Result<(), ApiError> {
         let view = current.base_view();
         for k in keys {
             if let Some(v) = self.o.get(*k) {

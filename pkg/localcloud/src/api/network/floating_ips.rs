@@ -2,31 +2,7 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct FloatingIp {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub floating_ip_address: String,
-    pub floating_network_id: String,
-    pub port_id: Option<String>,
-    pub fixed_ip_address: Option<String>,
-    pub router_id: Option<String>,
-    pub description: String,
-}
-
-impl Resource for FloatingIp {
-    const KIND: &'static str = FLOATING_IPS;
-    const SINGULAR: &'static str = "floatingip";
-    const NOT_FOUND: &'static str = "FloatingIPNotFound";
-    const TITLE: &'static str = "Floating IP";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "project_id",
-        "port_id",
-        "floating_network_id",
-        "floating_ip_address",
-        "description",
-    ];
+impl View for FloatingIp {
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.port_id.is_some() {
             "ACTIVE"
@@ -226,7 +202,7 @@ pub(super) async fn update_floating_ip(
             if let Some(d) = b.description {
                 fip.description = d;
             }
-            fip.meta.touch();
+            fip.touch();
             tx.put(FLOATING_IPS, &id2, &fip)?;
             Ok(())
         })

@@ -2,23 +2,7 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Network {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub admin_state_up: bool,
-    pub shared: bool,
-    pub external: bool,
-    pub mtu: u32,
-    pub description: String,
-}
-
-impl Resource for Network {
-    const KIND: &'static str = NETWORKS;
-    const SINGULAR: &'static str = "network";
-    const NOT_FOUND: &'static str = "NetworkNotFound";
-    const TITLE: &'static str = "Network";
+impl View for Network {
     fn view(&self, r: &impl Read) -> Value {
         let mut subnets: Vec<String> = r
             .list::<Subnet>(SUBNETS)
@@ -139,7 +123,7 @@ pub(super) async fn update_network(
             if let Some(v) = b.description {
                 n.description = v;
             }
-            n.meta.touch();
+            n.touch();
             tx.put(NETWORKS, &id2, &n)?;
             Ok(())
         })

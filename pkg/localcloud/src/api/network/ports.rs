@@ -3,43 +3,7 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) struct FixedIp {
-    pub subnet_id: String,
-    pub ip_address: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Port {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub network_id: String,
-    pub mac_address: String,
-    pub fixed_ips: Vec<FixedIp>,
-    pub device_id: String,
-    pub device_owner: String,
-    pub admin_state_up: bool,
-    pub description: String,
-    pub allowed_address_pairs: Vec<Value>,
-    pub security_groups: Vec<String>,
-}
-
-impl Resource for Port {
-    const KIND: &'static str = PORTS;
-    const SINGULAR: &'static str = "port";
-    const NOT_FOUND: &'static str = "PortNotFound";
-    const TITLE: &'static str = "Port";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "name",
-        "project_id",
-        "network_id",
-        "device_id",
-        "device_owner",
-        "description",
-        "security_groups",
-    ];
+impl View for Port {
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.device_id.is_empty() {
             "DOWN"
@@ -170,7 +134,7 @@ pub(crate) fn delete_port_cascade(tx: &mut Tx<'_>, port_id: &str) -> Result<(), 
             fip.port_id = None;
             fip.fixed_ip_address = None;
             fip.router_id = None;
-            fip.meta.touch();
+            fip.touch();
             tx.put(FLOATING_IPS, &fip.meta.id.clone(), &fip)?;
         }
     }
@@ -302,7 +266,7 @@ pub(super) async fn update_port(
             if let Some(v) = b.security_groups {
                 p.security_groups = known_groups(tx, v)?;
             }
-            p.meta.touch();
+            p.touch();
             tx.put(PORTS, &id2, &p)?;
             Ok(())
         })

@@ -3,23 +3,7 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Router_ {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub admin_state_up: bool,
-    /// The external network of the gateway, when set.
-    pub gateway_network_id: Option<String>,
-    pub routes: Vec<HostRoute>,
-    pub description: String,
-}
-
-impl Resource for Router_ {
-    const KIND: &'static str = ROUTERS;
-    const SINGULAR: &'static str = "router";
-    const NOT_FOUND: &'static str = "RouterNotFound";
-    const TITLE: &'static str = "Router";
+impl View for Router_ {
     fn view(&self, r: &impl Read) -> Value {
         let gateway = self.gateway_network_id.as_ref().map(|net| {
             let ips: Vec<FixedIp> = r
@@ -260,7 +244,7 @@ pub(super) async fn update_router(
             if let Some(routes) = b.routes {
                 r.routes = check_routes(tx, &id2, &routes)?;
             }
-            r.meta.touch();
+            r.touch();
             tx.put(ROUTERS, &id2, &r)?;
             Ok(())
         })
@@ -350,7 +334,7 @@ pub(super) async fn add_router_interface(
                     }
                     port.device_id = router.meta.id.clone();
                     port.device_owner = OWNER_ROUTER_INTERFACE.into();
-                    port.meta.touch();
+                    port.touch();
                     tx.put(PORTS, &port_id, &port)?;
                     port
                 }
@@ -460,7 +444,7 @@ pub(super) async fn change_routes(
                     .collect();
                 r.routes.retain(|route| !remove.contains(route));
             }
-            r.meta.touch();
+            r.touch();
             tx.put(ROUTERS, &id2, &r)?;
             Ok(())
         })

@@ -8,30 +8,6 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct SecurityGroup {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub description: String,
-    pub stateful: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) struct SecurityGroupRule {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub security_group_id: String,
-    pub direction: String,
-    pub ethertype: String,
-    pub protocol: Option<String>,
-    pub port_range_min: Option<u16>,
-    pub port_range_max: Option<u16>,
-    pub remote_ip_prefix: Option<String>,
-    pub remote_group_id: Option<String>,
-    pub description: String,
-}
-
 impl SecurityGroupRule {
     fn view_json(&self) -> Value {
         self.meta.neutron_view(json!({
@@ -72,12 +48,7 @@ fn rules_of(r: &impl Read, group_id: &str) -> Vec<SecurityGroupRule> {
     r.list_where::<SecurityGroupRule>(SECURITY_GROUP_RULES, "security_group_id", group_id)
 }
 
-impl Resource for SecurityGroup {
-    const KIND: &'static str = SECURITY_GROUPS;
-    const SINGULAR: &'static str = "security_group";
-    const NOT_FOUND: &'static str = "SecurityGroupNotFound";
-    const TITLE: &'static str = "Security group";
-    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "description"];
+impl View for SecurityGroup {
     fn view(&self, r: &impl Read) -> Value {
         let rules: Vec<Value> = rules_of(r, &self.meta.id)
             .iter()
@@ -90,18 +61,7 @@ impl Resource for SecurityGroup {
     }
 }
 
-impl Resource for SecurityGroupRule {
-    const KIND: &'static str = SECURITY_GROUP_RULES;
-    const SINGULAR: &'static str = "security_group_rule";
-    const NOT_FOUND: &'static str = "SecurityGroupRuleNotFound";
-    const TITLE: &'static str = "Security group rule";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "project_id",
-        "security_group_id",
-        "direction",
-        "ethertype",
-    ];
+impl View for SecurityGroupRule {
     fn view(&self, _: &impl Read) -> Value {
         self.view_json()
     }
@@ -423,7 +383,7 @@ pub(super) async fn update_security_group(
             if let Some(s) = b.stateful {
                 sg.stateful = s;
             }
-            sg.meta.touch();
+            sg.touch();
             tx.put(SECURITY_GROUPS, &id2, &sg)?;
             Ok(())
         })

@@ -2,41 +2,7 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Pool {
-    pub start: String,
-    pub end: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct HostRoute {
-    pub destination: String,
-    pub nexthop: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Subnet {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub network_id: String,
-    pub cidr: String,
-    pub gateway_ip: Option<String>,
-    pub allocation_pools: Vec<Pool>,
-    pub enable_dhcp: bool,
-    pub dns_nameservers: Vec<String>,
-    pub host_routes: Vec<HostRoute>,
-    pub description: String,
-}
-
-impl Resource for Subnet {
-    const KIND: &'static str = SUBNETS;
-    const SINGULAR: &'static str = "subnet";
-    const NOT_FOUND: &'static str = "SubnetNotFound";
-    const TITLE: &'static str = "Subnet";
-    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "network_id", "cidr"];
+impl View for Subnet {
     fn view(&self, _: &impl Read) -> Value {
         self.meta.neutron_view(
             json!({
@@ -238,7 +204,7 @@ pub(super) async fn update_subnet(
             if let Some(v) = b.gateway_ip {
                 s.gateway_ip = v;
             }
-            s.meta.touch();
+            s.touch();
             tx.put(SUBNETS, &id2, &s)?;
             Ok(())
         })

@@ -1,0 +1,83 @@
+//! Block Storage v3 (Cinder) records: volumes and their attachments to servers, as stored,
+//! with the relation Nova and the config drive read (the volumes attached to a server).
+//! Upstream equivalent: `cinder.db.sqlalchemy.models` (`Volume`, `VolumeAttachment`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Meta, Names, Record};
+use crate::store::Read;
+
+pub(crate) const VOLUMES: &str = "volumes";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Attachment {
+    pub id: String,
+    pub server_id: String,
+    pub device: String,
+    pub attached_at: String,
+    /// Nova's device tag (shown from compute 2.70).
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// Whether deleting the server deletes the volume (compute 2.79).
+    #[serde(default)]
+    pub delete_on_termination: bool,
+    /// Being detached: removed when the volume's `detaching` transition finishes.
+    #[serde(default)]
+    pub detaching: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Volume {
+    #[serde(flatten)]
+    pub meta: Meta,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub size: u64,
+    pub status: String,
+    pub availability_zone: String,
+    pub volume_type: String,
+    pub user_id: String,
+    pub metadata: BTreeMap<String, String>,
+    pub attachments: Vec<Attachment>,
+    /// May be attached to several servers at once. Records written before it existed read as
+    /// `false`.
+    #[serde(default)]
+    pub multiattach: bool,
+}
+
+impl Record for Volume {
+    const TABLE: &'static str = VOLUMES;
+    const NAMES: Names = Names {
+        one: "volume",
+        many: "volumes",
+        title: "Volume",
+    };
+    const NOT_FOUND: &'static str = "itemNotFound";
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+/// Volumes attached to a server.
+pub(crate) fn attached_to(r: &impl Read, server_id: &str) -> Vec<Volume> {
+    let mut vols: Vec<Volume> = r
+        .list::<Volume>(VOLUMES)
+        .into_iter()
+        .filter(|v| v.attachments.iter().any(|a| a.server_id == server_id))
+        .collect();
+    vols.sort_by(|a, b| {
+        let dev = |v: &Volume| {
+            v.attachments
+                .iter()
+                .find(|x| x.server_id == server_id)
+                .map(|x| x.device.clone())
+        };
+        dev(a).cmp(&dev(b))
+    });
+    vols
+}

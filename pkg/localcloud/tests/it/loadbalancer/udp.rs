@@ -1,0 +1,201 @@
+//! UDP listeners: sessions per client and allowed CIDRs.
+
+use super::*;
+
+/// A UDP server that answers every datagram with its name.
+async fn udp_backend(name: &'static str) -> SocketAddr {
+    let s = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = s.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        while let Ok((_, from)) = s.recv_from(&mut buf).await {
+            let _ = s.send_to(name.as_bytes(), from).await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn udp_listener_keeps_a_session_per_client() {
+    let c = cloud("127.1.205.0/24").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "dns", "vip_network_id": "net"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let lb = id(&r, "loadbalancer");
+    let vip = r.body["loadbalancer"]["vip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_lb_active(&c, &lb).await;
+    let port = {
+        let s = std::net::UdpSocket::bind((vip.as_str(), 0)).unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let r = c
+        .post(
+            &format!("{LBAAS}/listeners"),
+            json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"loadbalancer_id": lb, "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    let pool = id(&r, "pool");
+    wait_lb_active(&c, &lb).await;
+    let listener = c
+        .get(&format!("{LBAAS}/listeners?loadbalancer_id={lb}"))
+        .await
+        .body["listeners"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{listener}"),
+            json!({"listener": {"default_pool_id": pool}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+    for name in ["uno", "dos"] {
+        let a = udp_backend(name).await;
+        let r = c
+            .post(
+                &format!("{LBAAS}/pools/{pool}/members"),
+                json!({"member": {"address": "127.0.0.1", "protocol_port": a.port()}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        wait_lb_active(&c, &lb).await;
+    }
+    let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        client.connect(vip).await.unwrap();
+        let mut buf = [0u8; 64];
+        let mut first = String::new();
+        // The same client stays on its member for the whole session.
+        for _ in 0..3 {
+            client.send(b"hello").await.unwrap();
+            let n = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            let got = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if first.is_empty() {
+                first = got.clone();
+            }
+            assert_eq!(got, first);
+        }
+        names.push(first);
+    }
+    names.sort();
+    assert_eq!(names, ["dos", "uno"]);
+    c.shutdown().await;
+}
+
+/// A UDP listener's `allowed_cidrs` drops datagrams from other sources (no answer, no session),
+/// counts them in `localcloud_lb_listener_refused_total`, and admits everyone again when lifted.
+#[tokio::test]
+async fn udp_allowed_cidrs_drop_other_sources() {
+    let c = cloud("127.1.206.0/24").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/loadbalancers"),
+            json!({"loadbalancer": {"name": "dns", "vip_network_id": "net"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let lb = id(&r, "loadbalancer");
+    let vip = r.body["loadbalancer"]["vip_address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_lb_active(&c, &lb).await;
+    let port = {
+        let s = std::net::UdpSocket::bind((vip.as_str(), 0)).unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let backend = udp_backend("uno").await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/listeners"),
+            json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port,
+                "allowed_cidrs": ["127.0.0.3/32"]}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let listener = id(&r, "listener");
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools"),
+            json!({"pool": {"listener_id": listener, "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let pool = id(&r, "pool");
+    wait_lb_active(&c, &lb).await;
+    let r = c
+        .post(
+            &format!("{LBAAS}/pools/{pool}/members"),
+            json!({"member": {"address": "127.0.0.1", "protocol_port": backend.port()}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+
+    let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
+    // One datagram from `source`; its answer, or None when nothing comes back within 1s.
+    let ask = |source: &'static str| async move {
+        let client = tokio::net::UdpSocket::bind((source, 0)).await.unwrap();
+        client.connect(vip).await.unwrap();
+        client.send(b"hello").await.unwrap();
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(Duration::from_secs(1), client.recv(&mut buf)).await {
+            Ok(Ok(n)) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            _ => None,
+        }
+    };
+    assert_eq!(ask("127.0.0.3").await.as_deref(), Some("uno"));
+    assert_eq!(
+        ask("127.0.0.4").await,
+        None,
+        "a datagram from outside allowed_cidrs was answered"
+    );
+    let metrics = c
+        .http
+        .get(format!("{}/metrics", c.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refused = metrics
+        .lines()
+        .find(|l| l.starts_with("localcloud_lb_listener_refused_total") && l.contains(&listener))
+        .unwrap_or_else(|| panic!("no refused counter for {listener}:\n{metrics}"));
+    assert!(refused.ends_with(" 1"), "{refused}");
+
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{listener}"),
+            json!({"listener": {"allowed_cidrs": null}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(&c, &lb).await;
+    assert_eq!(ask("127.0.0.4").await.as_deref(), Some("uno"));
+    c.shutdown().await;
+}
