@@ -16,11 +16,13 @@ pub(crate) mod project_metadata;
 pub(crate) mod route;
 pub(crate) mod target_pool;
 
+use std::borrow::Cow;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::Meta;
+use super::{Meta, Names, NotFound, Record};
 use crate::store::{Read, Tx};
 
 /// The API path prefix (`https://compute.googleapis.com/compute/v1`).
@@ -36,6 +38,8 @@ pub(crate) trait Spec: Serialize + DeserializeOwned + Clone + Send + 'static {
     const KIND: &'static str;
     /// The store table (`gce_routes`).
     const TABLE: &'static str;
+    /// What messages call it (`many` is the collection).
+    const NAMES: Names;
 }
 
 /// A stored GCE resource: the common [`Meta`], its name and scope and its typed fields. Its
@@ -55,6 +59,32 @@ pub(crate) fn key(scope: &str, name: &str) -> String {
     format!("{scope}/{name}")
 }
 
+impl<S: Spec> Record for Object<S> {
+    const TABLE: &'static str = S::TABLE;
+    const NAMES: Names = S::NAMES;
+    const NOT_FOUND: &'static str = "notFound";
+
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+
+    fn key(&self) -> Cow<'_, str> {
+        Cow::Owned(key(&self.scope, &self.name))
+    }
+
+    /// GCE's wording; the API names the project too, as it knows it.
+    fn not_found(key: &str) -> NotFound {
+        NotFound {
+            kind: Self::NOT_FOUND,
+            message: format!("The resource '{}/{key}' was not found", S::COLLECTION),
+        }
+    }
+}
+
 impl<S: Spec> Object<S> {
     pub fn new(project_id: impl Into<String>, name: String, scope: String, spec: S) -> Self {
         Object {
@@ -65,23 +95,14 @@ impl<S: Spec> Object<S> {
         }
     }
 
-    pub fn key(&self) -> String {
-        key(&self.scope, &self.name)
-    }
-
     /// The resource of `scope` called `name`, of any project.
-    pub fn get(r: &impl Read, scope: &str, name: &str) -> Option<Self> {
-        r.get(S::TABLE, &key(scope, name))
+    pub fn get_at(r: &impl Read, scope: &str, name: &str) -> Option<Self> {
+        Self::get(r, &key(scope, name))
     }
 
     /// The resource of `scope` called `name` in the project `project_id`.
     pub fn get_in(r: &impl Read, project_id: &str, scope: &str, name: &str) -> Option<Self> {
-        Self::get(r, scope, name).filter(|o| o.meta.project_id == project_id)
-    }
-
-    /// Every resource of the kind, of every project and scope.
-    pub fn list(r: &impl Read) -> Vec<Self> {
-        r.list(S::TABLE)
+        Self::get_at(r, scope, name).filter(|o| o.meta.project_id == project_id)
     }
 
     /// Every resource of the kind in the project `project_id`.
@@ -92,12 +113,9 @@ impl<S: Spec> Object<S> {
             .collect()
     }
 
-    pub fn put(&self, tx: &mut Tx<'_>) -> crate::Result<()> {
-        tx.put(S::TABLE, &self.key(), self)
-    }
-
-    pub fn delete(&self, tx: &mut Tx<'_>) -> bool {
-        tx.delete(S::TABLE, &self.key())
+    /// Deletes the resource; whether it was stored.
+    pub fn remove(&self, tx: &mut Tx<'_>) -> bool {
+        Self::delete(tx, &self.key())
     }
 
     /// The resource's own fields as GCE shows them.

@@ -91,7 +91,7 @@ struct Backends {
 
 fn backends(tx: &Tx<'_>, project: &Project, rule: &ForwardingRule) -> Option<Backends> {
     let (scope, name) = target_pool_key(&rule.spec.target)?;
-    let pool = TargetPool::get(tx, &scope, &name)?;
+    let pool = TargetPool::get_at(tx, &scope, &name)?;
     let mut addresses = Vec::new();
     let mut tags = std::collections::BTreeSet::new();
     for link in &pool.spec.instances {
@@ -118,7 +118,7 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &ForwardingRule) -> Option<Bac
         .health_checks
         .as_ref()
         .and_then(|a| a.first())
-        .and_then(|link| HttpHealthCheck::get(tx, "global", m::last_segment(link)))
+        .and_then(|link| HttpHealthCheck::get_at(tx, "global", m::last_segment(link)))
         .map(|hc| hc.spec);
     Some(Backends {
         addresses,

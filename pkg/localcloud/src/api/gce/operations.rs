@@ -6,6 +6,7 @@ use super::list::list_reply;
 use super::*;
 use crate::model::gce::operation::{Operation, OperationSpec};
 use crate::model::gce::{Object, Spec};
+use crate::model::Record;
 
 pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
     let ops = |scope: &str| {
@@ -174,7 +175,7 @@ async fn delete_operation(State(cloud): Ctx, Path(p): Params_) -> Result<Respons
                     project.name
                 ))
             })?;
-            op.delete(tx);
+            op.remove(tx);
             Ok(())
         })
         .await?;

@@ -5,6 +5,7 @@ use super::body::{check_fingerprint, parse_metadata};
 use super::operations::{change, Done};
 use super::*;
 use crate::model::gce::project_metadata::{common_metadata, ProjectMetadata};
+use crate::model::Record;
 
 pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
     Router::new().route(p, get(get_project)).route(
@@ -41,11 +42,7 @@ async fn set_common_metadata(
     change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
         let current = common_metadata(tx, &s.project.id);
         check_fingerprint(fp.as_deref(), &m::fingerprint(&json!(current)), "metadata")?;
-        ProjectMetadata {
-            project_id: s.project.id.clone(),
-            items,
-        }
-        .put(tx)?;
+        ProjectMetadata::set(tx, &s.project.id, items).put(tx)?;
         Ok(Done {
             scope: "global".into(),
             op_type: "compute.projects.setCommonInstanceMetadata".into(),

@@ -20,6 +20,7 @@ use crate::model::gce::http_health_check::HttpHealthCheckSpec;
 use crate::model::gce::route::RouteSpec;
 use crate::model::gce::target_pool::TargetPoolSpec;
 use crate::model::gce::{instance_ref, Object, Spec};
+use crate::model::Record;
 
 /// Where a collection lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -476,7 +477,7 @@ pub(super) async fn insert<S: Collection>(
     change(cloud, param(&p, "project").to_owned(), move |tx, s| {
         let scope = scope_of(s.cloud, s.project, &p)?;
         let name = resource_name(&b)?;
-        if Object::<S>::get(tx, &scope, &name).is_some() {
+        if Object::<S>::get_at(tx, &scope, &name).is_some() {
             return Err(already_exists(&format!(
                 "projects/{}/{scope}/{}/{name}",
                 s.project.name,
@@ -550,7 +551,7 @@ pub(super) async fn delete<S: Collection>(
             ));
         }
         S::deleting(tx, s, &o)?;
-        o.delete(tx);
+        o.remove(tx);
         S::deleted(tx, s, &o)?;
         let fields = o.fields();
         for key in ["address", "IPAddress"] {

@@ -14,6 +14,7 @@ use super::*;
 use crate::model::gce::http_health_check::HttpHealthCheckSpec;
 use crate::model::gce::target_pool::{TargetPool, TargetPoolSpec};
 use crate::model::gce::{instance_ref, Object, Spec};
+use crate::model::Record;
 
 impl Collection for TargetPoolSpec {
     const PLACE: Where = Where::Regional;

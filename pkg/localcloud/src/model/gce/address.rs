@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Object, Spec};
+use crate::model::Names;
 
 /// A stored address.
 pub(crate) type Address = Object<AddressSpec>;
@@ -35,12 +36,18 @@ impl Spec for AddressSpec {
     const COLLECTION: &'static str = "addresses";
     const KIND: &'static str = "compute#address";
     const TABLE: &'static str = "gce_addresses";
+    const NAMES: Names = Names {
+        one: "address",
+        many: "addresses",
+        title: "Address",
+    };
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Record;
     use crate::store::Store;
 
     #[test]
@@ -55,8 +62,8 @@ mod tests {
         let a = Address::new("p", "a".into(), "regions/r1".into(), spec);
         store.write(|tx| a.put(tx)).unwrap();
         store.read(|v| {
-            assert!(Address::get(v, "regions/r2", "a").is_none());
-            let got = Address::get(v, "regions/r1", "a").unwrap();
+            assert!(Address::get_at(v, "regions/r2", "a").is_none());
+            let got = Address::get_at(v, "regions/r1", "a").unwrap();
             assert_eq!(got.key(), "regions/r1/a");
             assert_eq!(got.fields()["addressType"], "EXTERNAL");
             assert!(!got.fields().contains_key("prefixLength"));

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Object, Spec};
+use crate::model::Names;
 
 /// A stored firewall.
 pub(crate) type Firewall = Object<FirewallSpec>;
@@ -53,6 +54,11 @@ impl Spec for FirewallSpec {
     const COLLECTION: &'static str = "firewalls";
     const KIND: &'static str = "compute#firewall";
     const TABLE: &'static str = "gce_firewalls";
+    const NAMES: Names = Names {
+        one: "firewall",
+        many: "firewalls",
+        title: "Firewall",
+    };
 }
 
 impl FirewallSpec {
@@ -91,6 +97,7 @@ pub(crate) fn port_matches(entry: &str, port: u16) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Record;
     use crate::store::Store;
 
     fn spec(v: Value) -> FirewallSpec {

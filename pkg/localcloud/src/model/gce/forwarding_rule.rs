@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Object, Spec};
+use crate::model::Names;
 
 /// A stored forwarding rule.
 pub(crate) type ForwardingRule = Object<ForwardingRuleSpec>;
@@ -41,12 +42,18 @@ impl Spec for ForwardingRuleSpec {
     const COLLECTION: &'static str = "forwardingRules";
     const KIND: &'static str = "compute#forwardingRule";
     const TABLE: &'static str = "gce_forwardingRules";
+    const NAMES: Names = Names {
+        one: "forwardingRule",
+        many: "forwardingRules",
+        title: "Forwarding rule",
+    };
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Record;
     use crate::store::Store;
 
     #[test]

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Object, Spec};
+use crate::model::Names;
 
 /// A stored HTTP health check.
 pub(crate) type HttpHealthCheck = Object<HttpHealthCheckSpec>;
@@ -28,12 +29,18 @@ impl Spec for HttpHealthCheckSpec {
     const COLLECTION: &'static str = "httpHealthChecks";
     const KIND: &'static str = "compute#httpHealthCheck";
     const TABLE: &'static str = "gce_httpHealthChecks";
+    const NAMES: Names = Names {
+        one: "httpHealthCheck",
+        many: "httpHealthChecks",
+        title: "HTTP health check",
+    };
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Record;
     use crate::store::Store;
 
     #[test]
@@ -48,7 +55,7 @@ mod tests {
         let hc = HttpHealthCheck::new("p", "hc".into(), "global".into(), spec);
         store.write(|tx| hc.put(tx)).unwrap();
         let got = store
-            .read(|v| HttpHealthCheck::get(v, "global", "hc"))
+            .read(|v| HttpHealthCheck::get_at(v, "global", "hc"))
             .unwrap();
         assert_eq!(got.spec.port, 10256);
         let f = got.fields();

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Object, Spec};
+use crate::model::Names;
 
 /// A stored operation.
 pub(crate) type Operation = Object<OperationSpec>;
@@ -29,12 +30,18 @@ impl Spec for OperationSpec {
     const COLLECTION: &'static str = "operations";
     const KIND: &'static str = "compute#operation";
     const TABLE: &'static str = "gce_operations";
+    const NAMES: Names = Names {
+        one: "operation",
+        many: "operations",
+        title: "Operation",
+    };
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Record;
     use crate::store::Store;
 
     #[test]

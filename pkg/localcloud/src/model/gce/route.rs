@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Object, Spec};
+use crate::model::Names;
 
 /// A stored route. (The API reaches routes only through the generic handlers, so outside
 /// tests nothing names this alias.)
@@ -37,12 +38,18 @@ impl Spec for RouteSpec {
     const COLLECTION: &'static str = "routes";
     const KIND: &'static str = "compute#route";
     const TABLE: &'static str = "gce_routes";
+    const NAMES: Names = Names {
+        one: "route",
+        many: "routes",
+        title: "Route",
+    };
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Record;
     use crate::store::Store;
 
     fn spec() -> RouteSpec {
@@ -61,12 +68,12 @@ mod tests {
         let r = Route::new("p1", "r1".into(), "global".into(), spec());
         store.write(|tx| r.put(tx)).unwrap();
         store.read(|v| {
-            assert_eq!(Route::get(v, "global", "r1"), Some(r.clone()));
+            assert_eq!(Route::get_at(v, "global", "r1"), Some(r.clone()));
             assert_eq!(Route::get_in(v, "p2", "global", "r1"), None);
             assert_eq!(Route::list_in(v, "p1").len(), 1);
         });
         store
-            .write(|tx| Ok::<_, crate::Error>(r.delete(tx)))
+            .write(|tx| Ok::<_, crate::Error>(r.remove(tx)))
             .unwrap();
         store.read(|v| assert!(Route::list(v).is_empty()));
     }

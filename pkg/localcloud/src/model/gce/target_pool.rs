@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
 use super::{Object, Spec};
+use crate::model::Names;
 
 /// A stored target pool.
 pub(crate) type TargetPool = Object<TargetPoolSpec>;
@@ -31,6 +32,11 @@ impl Spec for TargetPoolSpec {
     const COLLECTION: &'static str = "targetPools";
     const KIND: &'static str = "compute#targetPool";
     const TABLE: &'static str = "gce_targetPools";
+    const NAMES: Names = Names {
+        one: "targetPool",
+        many: "targetPools",
+        title: "Target pool",
+    };
 }
 
 /// `(scope, name)` of a target pool reference (`.../regions/r/targetPools/p`).
@@ -46,6 +52,7 @@ pub(crate) fn target_pool_key(reference: &str) -> Option<(String, String)> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::Record;
     use crate::store::Store;
 
     #[test]
@@ -73,7 +80,7 @@ mod tests {
         tp.meta.touch();
         store.write(|tx| tp.put(tx)).unwrap();
         let got = store
-            .read(|v| TargetPool::get(v, "regions/r", "tp"))
+            .read(|v| TargetPool::get_at(v, "regions/r", "tp"))
             .unwrap();
         assert!(got.spec.instances.is_empty());
         assert_eq!(got.meta.revision_number, 2);
