@@ -46,8 +46,23 @@ pub(crate) struct FirewallSpec {
 pub(crate) struct Rule {
     #[serde(rename = "IPProtocol")]
     pub ip_protocol: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ports: Option<Vec<String>>,
+    /// `ports: null` as given stays `null` when shown (`Some(None)`), as the untyped
+    /// record kept it; absent stays absent.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ports: Option<Option<Vec<String>>>,
+}
+
+/// A field that is present, even as `null`.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 impl Spec for FirewallSpec {
@@ -76,7 +91,7 @@ impl Rule {
             || proto == protocol.to_ascii_lowercase()
             || (proto == "6" && protocol == "TCP")
             || (proto == "17" && protocol == "UDP");
-        let ports = self.ports.as_deref().unwrap_or_default();
+        let ports = self.ports.clone().flatten().unwrap_or_default();
         proto_ok && (ports.is_empty() || ports.iter().any(|p| port_matches(p, port)))
     }
 }
@@ -132,6 +147,17 @@ mod tests {
         assert!(rules[1].admits("UDP", 53));
         assert!(f.is_enabled_ingress());
         assert!(!spec(serde_json::json!({"disabled": true})).is_enabled_ingress());
+    }
+
+    #[test]
+    fn null_ports_stay_null_and_absent_ones_absent() {
+        let f = spec(serde_json::json!({"allowed": [{"IPProtocol": "tcp", "ports": null}, {"IPProtocol": "udp"}]}));
+        let shown = serde_json::to_value(&f.allowed).unwrap();
+        assert_eq!(
+            shown,
+            serde_json::json!([{"IPProtocol": "tcp", "ports": null}, {"IPProtocol": "udp"}])
+        );
+        assert!(f.allowed.unwrap()[0].admits("TCP", 1));
     }
 
     #[test]
