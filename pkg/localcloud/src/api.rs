@@ -17,7 +17,6 @@ pub(crate) mod volume;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -31,6 +30,7 @@ use serde_json::{json, Value};
 
 use crate::faults::Faults;
 use crate::store::Store;
+pub(crate) use crate::time::{iso, new_hex_id, new_id, now};
 use crate::ServerConfig;
 
 /// Which service answers a request; it decides the error body format.
@@ -159,8 +159,15 @@ impl ApiError {
 
 impl From<crate::Error> for ApiError {
     fn from(e: crate::Error) -> Self {
-        tracing::error!(error = %e, "local-cloud internal error");
-        ApiError::internal(e.to_string())
+        let chain = hypercloud_cloudprovider::Chain(&e).to_string();
+        tracing::error!(error = %chain, "local-cloud internal error");
+        ApiError::internal(chain)
+    }
+}
+
+impl From<crate::model::NotFound> for ApiError {
+    fn from(e: crate::model::NotFound) -> Self {
+        ApiError::not_found(e.kind, e.message)
     }
 }
 
@@ -527,44 +534,6 @@ pub(crate) fn reply(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-/// Seconds since the epoch.
-pub(crate) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// `2026-11-22T21:30:00Z`
-pub(crate) fn iso(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// A new resource ID (UUID, as Nova/Neutron/Cinder use).
-pub(crate) fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// A new Keystone-style ID (32 hex digits).
-pub(crate) fn new_hex_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
 /// Sorts newest first, ties by ID (Nova's and Cinder's default list order).
 pub(crate) fn newest_first(items: &mut [Value], created_key: &str) {
     items.sort_by(|a, b| {
@@ -753,13 +722,6 @@ mod tests {
         ] {
             assert!(!has_control_characters(good), "{good}");
         }
-    }
-
-    #[test]
-    fn iso_formats_known_instants() {
-        assert_eq!(iso(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(iso(1_795_378_245), "2026-11-22T20:10:45Z");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::network::{FloatingIp, FLOATING_IPS, PORTS, SECURITY_GROUP_RULES, SUBNETS};
 use crate::model::octavia::{
-    HealthMonitor, Listener, LoadBalancer, Member, Operating, Pool, Provisioning, Record,
+    HealthMonitor, Listener, LoadBalancer, Member, Octavia, Operating, Pool, Provisioning, Record,
     ALL_TABLES, LISTENERS, LOADBALANCERS, MEMBERS, MONITORS, POOLS,
 };
 use crate::store::{Read, Store, Tx};
@@ -94,7 +94,7 @@ impl Snapshot {
     }
 
     fn any_pending(&self) -> bool {
-        fn pending<T: Record>(items: &[T]) -> bool {
+        fn pending<T: Octavia>(items: &[T]) -> bool {
             items
                 .iter()
                 .any(|i| i.common().provisioning_status.is_pending())
@@ -508,8 +508,8 @@ pub(crate) fn settle(tx: &mut Tx<'_>, failed_listeners: &[String]) -> crate::Res
     settle_table::<HealthMonitor>(tx, &[])
 }
 
-fn settle_table<T: Record>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<()> {
-    for mut v in tx.list::<T>(T::KIND.table) {
+fn settle_table<T: Octavia>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<()> {
+    for mut v in T::list(tx) {
         let status = v.common().provisioning_status;
         if !status.is_pending() || status == Provisioning::PendingDelete {
             continue;
@@ -520,7 +520,7 @@ fn settle_table<T: Record>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<
         } else {
             Provisioning::Active
         };
-        tx.put(T::KIND.table, &id, &v)?;
+        v.put(tx)?;
     }
     Ok(())
 }

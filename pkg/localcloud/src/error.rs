@@ -1,16 +1,18 @@
-//! The crate's one error type: each variant names the operation that failed.
+//! The crate's one error type: each variant names the operation that failed. A variant's
+//! message never repeats its cause: the cause is its `source()`, and printing the whole chain
+//! is [`hypercloud_cloudprovider::Chain`]'s job.
 
 use std::path::PathBuf;
 
 /// Everything that can go wrong starting, running or talking to the local cloud.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot create state directory {path}: {source}")]
+    #[error("cannot create state directory {path}")]
     CreateStateDir {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot lock state directory {path}: {source}")]
+    #[error("cannot lock state directory {path}")]
     LockStateDir {
         path: PathBuf,
         source: std::io::Error,
@@ -20,22 +22,22 @@ pub enum Error {
          (or pick another --state-dir)"
     )]
     StateDirInUse { path: PathBuf },
-    #[error("cannot read snapshot {path}: {source}")]
+    #[error("cannot read snapshot {path}")]
     ReadSnapshot {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("snapshot {path} is corrupt: {source}")]
+    #[error("snapshot {path} is corrupt")]
     DecodeSnapshot {
         path: PathBuf,
         source: serde_json::Error,
     },
-    #[error("cannot write snapshot {path}: {source}")]
+    #[error("cannot write snapshot {path}")]
     WriteSnapshot {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot open write-ahead log {path}: {source}")]
+    #[error("cannot open write-ahead log {path}")]
     OpenLog {
         path: PathBuf,
         source: std::io::Error,
@@ -46,22 +48,22 @@ pub enum Error {
         record: u64,
         reason: String,
     },
-    #[error("cannot append to write-ahead log {path}: {source}")]
+    #[error("cannot append to write-ahead log {path}")]
     AppendLog {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot encode {what}: {source}")]
+    #[error("cannot encode {what}")]
     Encode {
         what: &'static str,
         source: serde_json::Error,
     },
-    #[error("cannot write config drive {path}: {source}")]
+    #[error("cannot write config drive {path}")]
     WriteConfigDrive {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     WriteFile {
         path: PathBuf,
         source: std::io::Error,
@@ -72,7 +74,7 @@ pub enum Error {
     /// a regular file or over its limit; the error names the flag.
     #[error(transparent)]
     ReadInput(#[from] hypercloud_cloudprovider::input::InputFileError),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: std::net::SocketAddr,
         source: std::io::Error,
@@ -87,7 +89,7 @@ pub enum Error {
         value: String,
         reason: String,
     },
-    #[error("request {method} {url} failed: {source}")]
+    #[error("request {method} {url} failed")]
     Request {
         method: &'static str,
         url: String,
@@ -111,8 +113,8 @@ pub enum Error {
     NotFound { what: &'static str, name: String },
     #[error("the HOME environment variable is not set; pass --state-dir")]
     NoHome,
-    #[error("cannot wait for a shutdown signal: {0}")]
-    Signal(std::io::Error),
+    #[error("cannot wait for a shutdown signal")]
+    Signal(#[source] std::io::Error),
 }
 
 /// Result with this crate's [`Error`] as the default error.

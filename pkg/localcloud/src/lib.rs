@@ -10,6 +10,28 @@
 //! dialect, `/compute/v1`, with a GCE metadata server), so Google's clients and the `gce`
 //! provider see a GCE project.
 //!
+//! # Where to start
+//!
+//! The crate is layered; each layer imports only from those below it:
+//!
+//! 1. [`store`]: durable tables of JSON objects (write-ahead log, snapshot, secondary index).
+//! 2. `time`, then `model/`: the typed records of every service under one `Record` trait
+//!    (`model/record.rs`: table, names, not-found error, indexed fields, common `Meta`), their
+//!    relations and roll-ups (`model/octavia.rs`: load balancer status). Start here to learn
+//!    what the cloud stores.
+//! 3. `api.rs`: what every HTTP service shares (`ApiError`, `Service`, token checks,
+//!    pagination, body parsing).
+//! 4. [`dataplane`] (load balancers that really carry traffic) and `metadata` (the metadata
+//!    servers and config drives) read the records.
+//! 5. `api/<service>`: one adapter per API, body in and view out: `identity` (Keystone),
+//!    `compute` (Nova), `network` (Neutron), `volume` (Cinder), `image` (Glance),
+//!    `loadbalancer` (Octavia), `gce` (Compute Engine).
+//! 6. `server` (binds the ports, runs the data plane) and `cli` (the `local-cloud` command).
+//!
+//! Two dialects answer from the same records: OpenStack (the services above, with DevStack's
+//! path prefixes) and Compute Engine v1 (`api/gce`, `metadata/gce`). [`faults`] injects errors
+//! and latency into either for tests.
+//!
 //! ```no_run
 //! # async fn demo() -> hypercloud_localcloud::Result<()> {
 //! use hypercloud_localcloud::{Server, ServerConfig};
@@ -29,6 +51,7 @@ pub(crate) mod metadata;
 pub(crate) mod model;
 mod server;
 pub mod store;
+mod time;
 mod tls;
 
 pub use api::Service;

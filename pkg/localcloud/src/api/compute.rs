@@ -1197,3 +1197,20 @@ pub(crate) fn zones_body(r: &impl Read) -> Value {
 async fn list_zones(State(cloud): Ctx) -> Response {
     reply(StatusCode::OK, cloud.store.read(|r| zones_body(r)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nova_records_of_earlier_versions_still_read() {
+        let s: Server = serde_json::from_value(json!({"id": "i",
+            "name": "n", "status": "ACTIVE", "flavor_id": "1", "image_id": "", "availability_zone": "nova",
+            "project_id": "p", "user_id": "u", "metadata": {}, "key_name": null, "description": null,
+            "created": "2026-01-01T00:00:00Z", "updated": "2026-01-02T00:00:00Z", "index": 3}))
+        .expect("decode");
+        assert_eq!(s.meta.created_at, "2026-01-01T00:00:00Z");
+        assert_eq!(s.meta.updated_at, "2026-01-02T00:00:00Z");
+        assert_eq!((s.meta.id.as_str(), s.meta.project_id.as_str()), ("i", "p"));
+    }
+}

@@ -29,20 +29,15 @@ use super::{
     service_layers, ApiError, Cloud, Ctx, Params, Service,
 };
 use crate::model::octavia::{
-    self as m, HealthMonitor, Kind, Listener, LoadBalancer, Member, Pool, Record,
+    self as m, HealthMonitor, Listener, LoadBalancer, Member, Octavia, Pool, Record,
 };
 use crate::store::{Read, Tx};
 pub(crate) use body::MAX_TIMEOUT_MS;
 
 type ApiResult = Result<Response, ApiError>;
 
-fn not_found(kind: Kind, id: &str) -> ApiError {
-    ApiError::not_found("NotFound", format!("{} {id} not found.", kind.title))
-}
-
 fn find<T: Record>(r: &impl Read, id: &str) -> Result<T, ApiError> {
-    r.get::<T>(T::KIND.table, id)
-        .ok_or_else(|| not_found(T::KIND, id))
+    Ok(T::find(r, id)?)
 }
 
 fn conflict(message: impl Into<String>) -> ApiError {
@@ -50,7 +45,7 @@ fn conflict(message: impl Into<String>) -> ApiError {
 }
 
 fn put<T: Record>(tx: &mut Tx<'_>, record: &T) -> Result<(), ApiError> {
-    tx.put(T::KIND.table, record.id(), record)?;
+    record.put(tx)?;
     Ok(())
 }
 
@@ -70,7 +65,7 @@ fn lock_lb(tx: &mut Tx<'_>, lb_id: &str) -> Result<LoadBalancer, ApiError> {
 // ---- views ------------------------------------------------------------------------------------
 
 /// How a record is shown: its stored attributes plus what is computed on read.
-trait View: Record {
+trait View: Octavia {
     fn view(&self, r: &impl Read) -> Value;
 }
 
@@ -123,7 +118,7 @@ impl View for HealthMonitor {
 
 /// `{"<kind>": view}` with `status`.
 fn one<T: View>(r: &impl Read, status: StatusCode, record: &T) -> Response {
-    reply(status, json!({ T::KIND.one: record.view(r) }))
+    reply(status, json!({ T::NAMES.one: record.view(r) }))
 }
 
 fn show<T: View>(cloud: &Cloud, id: &str) -> ApiResult {
@@ -143,27 +138,10 @@ const NOT_FILTERS: &[&str] = &[
     "sort_dir",
 ];
 
-/// Query keys a list answers from the store's index (the view shows them as the record stores
-/// them, so the index narrows the candidates and the view filter still decides).
-const INDEXED: &[&str] = &[
-    "id",
-    "name",
-    "description",
-    "project_id",
-    "vip_port_id",
-    "vip_address",
-    "vip_subnet_id",
-    "vip_network_id",
-    "pool_id",
-    "default_pool_id",
-    "address",
-];
-
 /// The IDs the indexed filters of `params` (and `extra` field/value pairs) allow: a key given
 /// twice allows either value, different keys must all match; `None` when no filter is indexed.
-fn candidates(
+fn candidates<T: Record>(
     r: &impl Read,
-    table: &str,
     params: &Params,
     extra: &[(&str, &str)],
 ) -> Option<std::collections::BTreeSet<String>> {
@@ -172,13 +150,13 @@ fn candidates(
     let indexed = params
         .0
         .iter()
-        .filter(|(k, _)| INDEXED.contains(&k.as_str()))
+        .filter(|(k, _)| T::INDEXED.contains(&k.as_str()))
         .map(|(k, v)| (k.as_str(), v.as_str()));
     for (k, v) in indexed.chain(extra.iter().copied()) {
         by_key
             .entry(k)
             .or_default()
-            .extend(r.ids_where(table, k, v));
+            .extend(r.ids_where(T::TABLE, k, v));
     }
     by_key
         .into_values()
@@ -200,10 +178,10 @@ fn list<T: View>(
     let all_indexed = params
         .0
         .iter()
-        .all(|(k, _)| NOT_FILTERS.contains(&k.as_str()) || INDEXED.contains(&k.as_str()));
+        .all(|(k, _)| NOT_FILTERS.contains(&k.as_str()) || T::INDEXED.contains(&k.as_str()));
     let listed = cloud.store.read(|r| {
-        let table = T::KIND.table;
-        let mut records: Vec<T> = match candidates(r, table, params, extra) {
+        let table = T::TABLE;
+        let mut records: Vec<T> = match candidates::<T>(r, params, extra) {
             Some(ids) => ids.iter().filter_map(|id| r.get::<T>(table, id)).collect(),
             None => r.list::<T>(table),
         };
@@ -236,7 +214,7 @@ fn list<T: View>(
     });
     let (page, next) = listed?;
     let page = page.into_iter().map(|v| select_fields(v, params)).collect();
-    Ok(reply(StatusCode::OK, list_body(T::KIND.many, page, next)))
+    Ok(reply(StatusCode::OK, list_body(T::NAMES.many, page, next)))
 }
 
 /// Lists of listeners and pools take `?loadbalancer_id=`.

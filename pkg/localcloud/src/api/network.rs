@@ -21,7 +21,7 @@ use super::{
     matches_filters, paginate, parse_body, reply, require_scoped_token, select_fields,
     service_layers, ApiError, Cloud, Ctx, Params, Service,
 };
-use crate::model::Meta;
+use crate::model::{Meta, Names, Record};
 use crate::store::{Read, Tx};
 
 mod addresses;
@@ -51,27 +51,13 @@ pub(crate) const SECURITY_GROUP_RULES: &str = "security_group_rules";
 pub(crate) const OWNER_ROUTER_INTERFACE: &str = "network:router_interface";
 pub(crate) const OWNER_ROUTER_GATEWAY: &str = "network:router_gateway";
 
-/// A Neutron resource kind: how it is stored, named and shown.
-pub(crate) trait Resource: Serialize + DeserializeOwned {
-    const KIND: &'static str;
-    const SINGULAR: &'static str;
-    const NOT_FOUND: &'static str;
-    const TITLE: &'static str;
-    /// Filters a list answers from the store's index: attributes the record stores as the view
-    /// shows them (the index narrows the candidates; the view filter still decides).
-    const INDEXED: &'static [&'static str] = &["id", "name", "project_id"];
+/// How a Neutron record is shown: its attributes plus what is computed from related records.
+pub(crate) trait View: Record {
     fn view(&self, r: &impl Read) -> Value;
 }
 
-fn not_found<R: Resource>(id: &str) -> ApiError {
-    ApiError::not_found(
-        R::NOT_FOUND,
-        format!("{} {id} could not be found.", R::TITLE),
-    )
-}
-
-pub(crate) fn find<R: Resource>(r: &impl Read, id: &str) -> Result<R, ApiError> {
-    r.get::<R>(R::KIND, id).ok_or_else(|| not_found::<R>(id))
+pub(crate) fn find<R: Record>(r: &impl Read, id: &str) -> Result<R, ApiError> {
+    Ok(R::find(r, id)?)
 }
 
 impl ApiError {
@@ -239,7 +225,7 @@ const NOT_FILTERS: &[&str] = &[
     "page_reverse",
 ];
 
-async fn list<R: Resource>(
+async fn list<R: View>(
     State(cloud): Ctx,
     Query(params): Query<Params>,
     uri: Uri,
@@ -255,17 +241,14 @@ async fn list<R: Resource>(
             by_key
                 .entry(k.as_str())
                 .or_default()
-                .extend(v.ids_where(R::KIND, k, value));
+                .extend(v.ids_where(R::TABLE, k, value));
         }
         let records: Vec<R> = match by_key
             .into_values()
             .reduce(|a, b| a.intersection(&b).cloned().collect())
         {
-            Some(ids) => ids
-                .iter()
-                .filter_map(|id| v.get::<R>(R::KIND, id))
-                .collect(),
-            None => v.list::<R>(R::KIND),
+            Some(ids) => ids.iter().filter_map(|id| R::get(v, id)).collect(),
+            None => R::list(v),
         };
         records
             .iter()
@@ -279,10 +262,13 @@ async fn list<R: Resource>(
         .into_iter()
         .map(|v| select_fields(v, &params))
         .collect();
-    Ok(reply(StatusCode::OK, super::list_body(R::KIND, page, next)))
+    Ok(reply(
+        StatusCode::OK,
+        super::list_body(R::NAMES.many, page, next),
+    ))
 }
 
-async fn show<R: Resource>(
+async fn show<R: View>(
     State(cloud): Ctx,
     Path(id): Path<String>,
     Query(params): Query<Params>,
@@ -292,20 +278,20 @@ async fn show<R: Resource>(
         .read(|v| find::<R>(v, &id).map(|item| item.view(v)))?;
     Ok(reply(
         StatusCode::OK,
-        json!({ R::SINGULAR: select_fields(view, &params) }),
+        json!({ R::NAMES.one: select_fields(view, &params) }),
     ))
 }
 
-fn created<R: Resource>(cloud: &Cloud, item: &R) -> Response {
+fn created<R: View>(cloud: &Cloud, item: &R) -> Response {
     let view = cloud.store.read(|v| item.view(v));
-    reply(StatusCode::CREATED, json!({ R::SINGULAR: view }))
+    reply(StatusCode::CREATED, json!({ R::NAMES.one: view }))
 }
 
-fn updated<R: Resource>(cloud: &Cloud, id: &str) -> Result<Response, ApiError> {
+fn updated<R: View>(cloud: &Cloud, id: &str) -> Result<Response, ApiError> {
     let view = cloud
         .store
         .read(|v| find::<R>(v, id).map(|item| item.view(v)))?;
-    Ok(reply(StatusCode::OK, json!({ R::SINGULAR: view })))
+    Ok(reply(StatusCode::OK, json!({ R::NAMES.one: view })))
 }
 
 fn parse_wrapped<T: DeserializeOwned>(body: &[u8], key: &str) -> Result<T, ApiError> {

@@ -155,7 +155,7 @@ pub(crate) fn numeric_id(uuid: &str) -> u64 {
     h >> 1
 }
 
-/// Seconds since the epoch of `2026-11-22T21:30:00Z` (the form every record's [`Meta`] is stamped with).
+/// Seconds since the epoch of `2026-11-22T21:30:00Z` (the form [`crate::time::iso`] writes).
 pub(crate) fn parse_iso(s: &str) -> Option<u64> {
     let t: jiff::Timestamp = s.parse().ok()?;
     u64::try_from(t.as_second()).ok()
@@ -245,6 +245,9 @@ mod tests {
             (4_102_444_800, "2100-01-01T00:00:00Z"),
         ] {
             assert_eq!(parse_iso(iso), Some(secs));
+        }
+        for secs in [0, 951_782_400, 1_795_378_245, 4_102_444_800] {
+            assert_eq!(parse_iso(&crate::time::iso(secs)), Some(secs));
         }
         assert_eq!(parse_iso("2026-13-01T00:00:00Z"), None);
         assert_eq!(parse_iso("nonsense"), None);

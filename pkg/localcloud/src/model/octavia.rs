@@ -11,11 +11,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::Meta;
+pub(crate) use super::Record;
+use super::{Meta, Names, NotFound};
 use crate::store::Read;
 
 /// Store tables of the Load Balancer API.
@@ -107,23 +107,27 @@ impl Common {
     }
 }
 
-/// What each kind is called in Octavia's paths, bodies and messages.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Kind {
-    pub table: &'static str,
-    pub title: &'static str,
-    pub one: &'static str,
-    pub many: &'static str,
-}
+/// Filters a list answers from the store's index (the view shows them as the record stores
+/// them, so the index narrows the candidates and the view filter still decides).
+const INDEXED: &[&str] = &[
+    "id",
+    "name",
+    "description",
+    "project_id",
+    "vip_port_id",
+    "vip_address",
+    "vip_subnet_id",
+    "vip_network_id",
+    "pool_id",
+    "default_pool_id",
+    "address",
+];
 
-/// One kind of Octavia record.
-pub(crate) trait Record: Serialize + DeserializeOwned {
-    const KIND: Kind;
+/// What every Octavia [`Record`] has beyond [`Meta`]: the [`Common`] attributes and the way
+/// Octavia shows them.
+pub(crate) trait Octavia: Record {
     fn common(&self) -> &Common;
     fn common_mut(&mut self) -> &mut Common;
-    fn id(&self) -> &str {
-        &self.common().meta.id
-    }
     /// The stored attributes as the API shows them: `tenant_id` beside `project_id`, no
     /// `revision_number` (Octavia has none), and timestamps as Octavia writes them: UTC
     /// without a zone suffix (`2018-08-23T20:05:21`).
@@ -147,12 +151,28 @@ pub(crate) trait Record: Serialize + DeserializeOwned {
 macro_rules! record {
     ($t:ty, $table:expr, $title:expr, $one:expr, $many:expr) => {
         impl Record for $t {
-            const KIND: Kind = Kind {
-                table: $table,
-                title: $title,
+            const TABLE: &'static str = $table;
+            const NAMES: Names = Names {
                 one: $one,
                 many: $many,
+                title: $title,
             };
+            const NOT_FOUND: &'static str = "NotFound";
+            const INDEXED: &'static [&'static str] = INDEXED;
+            fn meta(&self) -> &Meta {
+                &self.common.meta
+            }
+            fn meta_mut(&mut self) -> &mut Meta {
+                &mut self.common.meta
+            }
+            fn not_found(key: &str) -> NotFound {
+                NotFound {
+                    kind: Self::NOT_FOUND,
+                    message: format!("{} {key} not found.", $title),
+                }
+            }
+        }
+        impl Octavia for $t {
             fn common(&self) -> &Common {
                 &self.common
             }
@@ -330,25 +350,25 @@ impl HealthMonitor {
 // the child table per parent: rendering a list of N load balancers stays linear.
 
 pub(crate) fn listeners_of(r: &impl Read, lb_id: &str) -> Vec<Listener> {
-    r.list_where::<Listener>(LISTENERS, "loadbalancers.id", lb_id)
+    Listener::list_where(r, "loadbalancers.id", lb_id)
         .into_iter()
         .filter(|l| l.lb_id() == lb_id)
         .collect()
 }
 
 pub(crate) fn pools_of(r: &impl Read, lb_id: &str) -> Vec<Pool> {
-    r.list_where::<Pool>(POOLS, "loadbalancers.id", lb_id)
+    Pool::list_where(r, "loadbalancers.id", lb_id)
         .into_iter()
         .filter(|p| p.lb_id() == lb_id)
         .collect()
 }
 
 pub(crate) fn members_of(r: &impl Read, pool_id: &str) -> Vec<Member> {
-    r.list_where::<Member>(MEMBERS, "pool_id", pool_id)
+    Member::list_where(r, "pool_id", pool_id)
 }
 
 pub(crate) fn monitors_of(r: &impl Read, pool_id: &str) -> Vec<HealthMonitor> {
-    r.list_where::<HealthMonitor>(MONITORS, "pools.id", pool_id)
+    HealthMonitor::list_where(r, "pools.id", pool_id)
         .into_iter()
         .filter(|m| m.pool_id() == pool_id)
         .collect()
@@ -356,7 +376,7 @@ pub(crate) fn monitors_of(r: &impl Read, pool_id: &str) -> Vec<HealthMonitor> {
 
 /// Listeners whose default pool is `pool_id`.
 pub(crate) fn listeners_using(r: &impl Read, pool_id: &str) -> Vec<Listener> {
-    r.list_where::<Listener>(LISTENERS, "default_pool_id", pool_id)
+    Listener::list_where(r, "default_pool_id", pool_id)
 }
 
 pub(crate) fn refs<T: Record>(items: &[T]) -> Vec<Ref> {

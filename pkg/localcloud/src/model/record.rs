@@ -67,6 +67,11 @@ pub(crate) trait Record: Serialize + DeserializeOwned {
         }
     }
 
+    /// Records a change: updated now, next revision ([`Meta::touch`]).
+    fn touch(&mut self) {
+        self.meta_mut().touch();
+    }
+
     /// The record stored under `key`, if any.
     fn get(r: &impl Read, key: &str) -> Option<Self> {
         r.get::<Self>(Self::TABLE, key)

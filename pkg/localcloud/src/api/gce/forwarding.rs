@@ -168,7 +168,7 @@ fn common(project_id: &str, name: &str) -> Common {
 }
 
 fn put<T: Record>(tx: &mut Tx<'_>, record: &T) -> Result<(), ApiError> {
-    tx.put(T::KIND.table, record.id(), record)?;
+    record.put(tx)?;
     Ok(())
 }
 

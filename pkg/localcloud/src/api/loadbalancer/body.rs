@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 use super::super::{parse_body, ApiError};
-use crate::model::octavia::{Common, Record};
+use crate::model::octavia::{Common, Octavia};
 
 /// Octavia's largest listener timeout: 365 days, in milliseconds.
 pub(crate) const MAX_TIMEOUT_MS: i64 = 31_536_000_000;
@@ -251,7 +251,7 @@ impl Body {
     }
 
     /// 409 when the body changes one of `keys`, which cannot change.
-    pub fn immutable(&self, current: &impl Record, keys: &[&str]) -> Result<(), ApiError> {
+    pub fn immutable(&self, current: &impl Octavia, keys: &[&str]) -> Result<(), ApiError> {
         let view = current.base_view();
         for k in keys {
             if let Some(v) = self.o.get(*k) {

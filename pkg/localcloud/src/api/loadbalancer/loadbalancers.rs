@@ -18,8 +18,8 @@ use crate::api::network::{
 };
 use crate::api::{new_id, ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{
-    self as m, Common, HealthMonitor, Listener, LoadBalancer, Pool, Record, StatusTree,
-    LOADBALANCERS, MEMBERS, MONITORS,
+    self as m, Common, HealthMonitor, Listener, LoadBalancer, Member, Pool, Record, StatusTree,
+    LOADBALANCERS,
 };
 use crate::store::{Read, Tx};
 
@@ -365,20 +365,20 @@ pub(super) async fn delete(
             }
             for p in &pools {
                 for member in m::members_of(tx, p.id()) {
-                    tx.delete(MEMBERS, member.id());
+                    Member::delete(tx, member.id());
                 }
                 for hm in m::monitors_of(tx, p.id()) {
-                    tx.delete(MONITORS, hm.id());
+                    HealthMonitor::delete(tx, hm.id());
                 }
-                tx.delete(m::POOLS, p.id());
+                Pool::delete(tx, p.id());
             }
             for l in &listeners {
-                tx.delete(m::LISTENERS, l.id());
+                Listener::delete(tx, l.id());
             }
             if let Some(lb) = tx.get::<LoadBalancer>(LOADBALANCERS, &id) {
                 delete_vip_port(tx, &id, &lb.vip_port_id)?;
             }
-            tx.delete(LOADBALANCERS, &id);
+            LoadBalancer::delete(tx, &id);
             Ok(())
         })
         .await?;

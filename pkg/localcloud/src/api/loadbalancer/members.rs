@@ -10,7 +10,7 @@ use axum::Extension;
 use serde_json::Value;
 
 use super::body::{invalid, Body};
-use super::{conflict, find, lock_lb, not_found, one, put, ApiResult};
+use super::{conflict, find, lock_lb, one, put, ApiResult};
 use crate::api::{parse_body, ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{self as m, Common, Member, Pool, Record, MEMBERS};
 use crate::store::{Read, Tx};
@@ -35,7 +35,7 @@ pub(super) const FIELDS: &[&str] = &[
 fn find_in(r: &impl Read, pool_id: &str, id: &str) -> Result<Member, ApiError> {
     let member: Member = find(r, id)?;
     if member.pool_id != pool_id {
-        return Err(not_found(Member::KIND, ""));
+        return Err(Member::not_found("").into());
     }
     Ok(member)
 }

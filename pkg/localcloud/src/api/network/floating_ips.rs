@@ -14,11 +14,14 @@ pub(crate) struct FloatingIp {
     pub description: String,
 }
 
-impl Resource for FloatingIp {
-    const KIND: &'static str = FLOATING_IPS;
-    const SINGULAR: &'static str = "floatingip";
+impl Record for FloatingIp {
+    const TABLE: &'static str = FLOATING_IPS;
+    const NAMES: Names = Names {
+        one: "floatingip",
+        many: FLOATING_IPS,
+        title: "Floating IP",
+    };
     const NOT_FOUND: &'static str = "FloatingIPNotFound";
-    const TITLE: &'static str = "Floating IP";
     const INDEXED: &'static [&'static str] = &[
         "id",
         "project_id",
@@ -27,6 +30,15 @@ impl Resource for FloatingIp {
         "floating_ip_address",
         "description",
     ];
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl View for FloatingIp {
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.port_id.is_some() {
             "ACTIVE"
@@ -226,7 +238,7 @@ pub(super) async fn update_floating_ip(
             if let Some(d) = b.description {
                 fip.description = d;
             }
-            fip.meta.touch();
+            fip.touch();
             tx.put(FLOATING_IPS, &id2, &fip)?;
             Ok(())
         })

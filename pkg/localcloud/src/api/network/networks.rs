@@ -14,11 +14,23 @@ pub(crate) struct Network {
     pub description: String,
 }
 
-impl Resource for Network {
-    const KIND: &'static str = NETWORKS;
-    const SINGULAR: &'static str = "network";
+impl Record for Network {
+    const TABLE: &'static str = NETWORKS;
+    const NAMES: Names = Names {
+        one: "network",
+        many: NETWORKS,
+        title: "Network",
+    };
     const NOT_FOUND: &'static str = "NetworkNotFound";
-    const TITLE: &'static str = "Network";
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl View for Network {
     fn view(&self, r: &impl Read) -> Value {
         let mut subnets: Vec<String> = r
             .list::<Subnet>(SUBNETS)
@@ -139,7 +151,7 @@ pub(super) async fn update_network(
             if let Some(v) = b.description {
                 n.description = v;
             }
-            n.meta.touch();
+            n.touch();
             tx.put(NETWORKS, &id2, &n)?;
             Ok(())
         })

@@ -25,11 +25,14 @@ pub(crate) struct Port {
     pub security_groups: Vec<String>,
 }
 
-impl Resource for Port {
-    const KIND: &'static str = PORTS;
-    const SINGULAR: &'static str = "port";
+impl Record for Port {
+    const TABLE: &'static str = PORTS;
+    const NAMES: Names = Names {
+        one: "port",
+        many: PORTS,
+        title: "Port",
+    };
     const NOT_FOUND: &'static str = "PortNotFound";
-    const TITLE: &'static str = "Port";
     const INDEXED: &'static [&'static str] = &[
         "id",
         "name",
@@ -40,6 +43,15 @@ impl Resource for Port {
         "description",
         "security_groups",
     ];
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl View for Port {
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.device_id.is_empty() {
             "DOWN"
@@ -170,7 +182,7 @@ pub(crate) fn delete_port_cascade(tx: &mut Tx<'_>, port_id: &str) -> Result<(), 
             fip.port_id = None;
             fip.fixed_ip_address = None;
             fip.router_id = None;
-            fip.meta.touch();
+            fip.touch();
             tx.put(FLOATING_IPS, &fip.meta.id.clone(), &fip)?;
         }
     }
@@ -302,7 +314,7 @@ pub(super) async fn update_port(
             if let Some(v) = b.security_groups {
                 p.security_groups = known_groups(tx, v)?;
             }
-            p.meta.touch();
+            p.touch();
             tx.put(PORTS, &id2, &p)?;
             Ok(())
         })

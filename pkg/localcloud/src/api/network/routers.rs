@@ -15,11 +15,23 @@ pub(crate) struct Router_ {
     pub description: String,
 }
 
-impl Resource for Router_ {
-    const KIND: &'static str = ROUTERS;
-    const SINGULAR: &'static str = "router";
+impl Record for Router_ {
+    const TABLE: &'static str = ROUTERS;
+    const NAMES: Names = Names {
+        one: "router",
+        many: ROUTERS,
+        title: "Router",
+    };
     const NOT_FOUND: &'static str = "RouterNotFound";
-    const TITLE: &'static str = "Router";
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl View for Router_ {
     fn view(&self, r: &impl Read) -> Value {
         let gateway = self.gateway_network_id.as_ref().map(|net| {
             let ips: Vec<FixedIp> = r
@@ -260,7 +272,7 @@ pub(super) async fn update_router(
             if let Some(routes) = b.routes {
                 r.routes = check_routes(tx, &id2, &routes)?;
             }
-            r.meta.touch();
+            r.touch();
             tx.put(ROUTERS, &id2, &r)?;
             Ok(())
         })
@@ -350,7 +362,7 @@ pub(super) async fn add_router_interface(
                     }
                     port.device_id = router.meta.id.clone();
                     port.device_owner = OWNER_ROUTER_INTERFACE.into();
-                    port.meta.touch();
+                    port.touch();
                     tx.put(PORTS, &port_id, &port)?;
                     port
                 }
@@ -460,7 +472,7 @@ pub(super) async fn change_routes(
                     .collect();
                 r.routes.retain(|route| !remove.contains(route));
             }
-            r.meta.touch();
+            r.touch();
             tx.put(ROUTERS, &id2, &r)?;
             Ok(())
         })

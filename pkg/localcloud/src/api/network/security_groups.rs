@@ -72,12 +72,24 @@ fn rules_of(r: &impl Read, group_id: &str) -> Vec<SecurityGroupRule> {
     r.list_where::<SecurityGroupRule>(SECURITY_GROUP_RULES, "security_group_id", group_id)
 }
 
-impl Resource for SecurityGroup {
-    const KIND: &'static str = SECURITY_GROUPS;
-    const SINGULAR: &'static str = "security_group";
+impl Record for SecurityGroup {
+    const TABLE: &'static str = SECURITY_GROUPS;
+    const NAMES: Names = Names {
+        one: "security_group",
+        many: SECURITY_GROUPS,
+        title: "Security group",
+    };
     const NOT_FOUND: &'static str = "SecurityGroupNotFound";
-    const TITLE: &'static str = "Security group";
     const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "description"];
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl View for SecurityGroup {
     fn view(&self, r: &impl Read) -> Value {
         let rules: Vec<Value> = rules_of(r, &self.meta.id)
             .iter()
@@ -90,11 +102,14 @@ impl Resource for SecurityGroup {
     }
 }
 
-impl Resource for SecurityGroupRule {
-    const KIND: &'static str = SECURITY_GROUP_RULES;
-    const SINGULAR: &'static str = "security_group_rule";
+impl Record for SecurityGroupRule {
+    const TABLE: &'static str = SECURITY_GROUP_RULES;
+    const NAMES: Names = Names {
+        one: "security_group_rule",
+        many: SECURITY_GROUP_RULES,
+        title: "Security group rule",
+    };
     const NOT_FOUND: &'static str = "SecurityGroupRuleNotFound";
-    const TITLE: &'static str = "Security group rule";
     const INDEXED: &'static [&'static str] = &[
         "id",
         "project_id",
@@ -102,6 +117,15 @@ impl Resource for SecurityGroupRule {
         "direction",
         "ethertype",
     ];
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl View for SecurityGroupRule {
     fn view(&self, _: &impl Read) -> Value {
         self.view_json()
     }
@@ -423,7 +447,7 @@ pub(super) async fn update_security_group(
             if let Some(s) = b.stateful {
                 sg.stateful = s;
             }
-            sg.meta.touch();
+            sg.touch();
             tx.put(SECURITY_GROUPS, &id2, &sg)?;
             Ok(())
         })

@@ -31,12 +31,24 @@ pub(crate) struct Subnet {
     pub description: String,
 }
 
-impl Resource for Subnet {
-    const KIND: &'static str = SUBNETS;
-    const SINGULAR: &'static str = "subnet";
+impl Record for Subnet {
+    const TABLE: &'static str = SUBNETS;
+    const NAMES: Names = Names {
+        one: "subnet",
+        many: SUBNETS,
+        title: "Subnet",
+    };
     const NOT_FOUND: &'static str = "SubnetNotFound";
-    const TITLE: &'static str = "Subnet";
     const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "network_id", "cidr"];
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl View for Subnet {
     fn view(&self, _: &impl Read) -> Value {
         self.meta.neutron_view(
             json!({
@@ -238,7 +250,7 @@ pub(super) async fn update_subnet(
             if let Some(v) = b.gateway_ip {
                 s.gateway_ip = v;
             }
-            s.meta.touch();
+            s.touch();
             tx.put(SUBNETS, &id2, &s)?;
             Ok(())
         })

@@ -151,7 +151,9 @@ mod tests {
 
     #[test]
     fn null_ports_stay_null_and_absent_ones_absent() {
-        let f = spec(serde_json::json!({"allowed": [{"IPProtocol": "tcp", "ports": null}, {"IPProtocol": "udp"}]}));
+        let f = spec(
+            serde_json::json!({"allowed": [{"IPProtocol": "tcp", "ports": null}, {"IPProtocol": "udp"}]}),
+        );
         let shown = serde_json::to_value(&f.allowed).unwrap();
         assert_eq!(
             shown,
