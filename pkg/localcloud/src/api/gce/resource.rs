@@ -574,6 +574,27 @@ pub(super) async fn delete<S: Collection>(
 mod tests {
     use super::*;
 
+    fn path(q: &[(&str, &str)]) -> BTreeMap<String, String> {
+        q.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn paths_name_a_collection_where_it_lives() {
+        let global = |c| which(&path(&[("project", "p"), ("collection", c)]));
+        let regional = |c| which(&path(&[("region", "r"), ("collection", c)]));
+        assert_eq!(global("routes"), Some(Which::Routes));
+        assert_eq!(global("firewalls"), Some(Which::Firewalls));
+        assert_eq!(global("httpHealthChecks"), Some(Which::HttpHealthChecks));
+        assert_eq!(regional("addresses"), Some(Which::Addresses));
+        assert_eq!(regional("targetPools"), Some(Which::TargetPools));
+        assert_eq!(regional("forwardingRules"), Some(Which::ForwardingRules));
+        assert_eq!(global("addresses"), None);
+        assert_eq!(regional("routes"), None);
+        assert_eq!(global("backendServices"), None);
+    }
+
     #[test]
     fn cidrs_are_checked() {
         assert!(check_cidr("destRange", Some(&json!("10.0.0.0/24"))).is_ok());
