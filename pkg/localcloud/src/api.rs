@@ -29,51 +29,11 @@ use serde::Deserialize as _;
 use serde_json::{json, Value};
 
 use crate::faults::Faults;
+pub(crate) use crate::http::ApiError;
+pub use crate::http::Service;
 use crate::store::Store;
 pub(crate) use crate::time::{iso, new_hex_id, new_id, now};
 use crate::ServerConfig;
-
-/// Which service answers a request; it decides the error body format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Service {
-    Identity,
-    Compute,
-    Network,
-    Volume,
-    Image,
-    LoadBalancer,
-    Metadata,
-    /// Compute Engine v1 (the GCE dialect, `/compute/v1`).
-    Gce,
-}
-
-impl Service {
-    /// The name used in flags (`--inject-error-rate compute=0.5`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Service::Identity => "identity",
-            Service::Compute => "compute",
-            Service::Network => "network",
-            Service::Volume => "volume",
-            Service::Image => "image",
-            Service::LoadBalancer => "load-balancer",
-            Service::Metadata => "metadata",
-            Service::Gce => "gce",
-        }
-    }
-
-    /// Every service, for flag parsing.
-    pub const ALL: [Service; 8] = [
-        Service::Identity,
-        Service::Compute,
-        Service::Network,
-        Service::Volume,
-        Service::Image,
-        Service::LoadBalancer,
-        Service::Metadata,
-        Service::Gce,
-    ];
-}
 
 /// What every handler shares.
 pub(crate) struct Cloud {
@@ -110,73 +70,6 @@ pub(crate) struct Caller {
     pub user_id: String,
     /// Empty for an unscoped token.
     pub project_id: String,
-}
-
-/// An API error; [`format_errors`] renders it in the service's format.
-#[derive(Debug, Clone)]
-pub(crate) struct ApiError {
-    pub status: StatusCode,
-    /// Neutron's error type (`NetworkNotFound`); other services ignore it.
-    pub kind: &'static str,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            kind,
-            message: message.into(),
-        }
-    }
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "HTTPBadRequest", message)
-    }
-    pub fn not_found(kind: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, kind, message)
-    }
-    pub fn conflict(kind: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, kind, message)
-    }
-    pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "Forbidden", message)
-    }
-    pub fn unauthorized() -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized",
-            "The request you have made requires authentication.",
-        )
-    }
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "HTTPInternalServerError",
-            message,
-        )
-    }
-}
-
-impl From<crate::Error> for ApiError {
-    fn from(e: crate::Error) -> Self {
-        let chain = hypercloud_cloudprovider::Chain(&e).to_string();
-        tracing::error!(error = %chain, "local-cloud internal error");
-        ApiError::internal(chain)
-    }
-}
-
-impl From<crate::model::NotFound> for ApiError {
-    fn from(e: crate::model::NotFound) -> Self {
-        ApiError::not_found(e.kind, e.message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut response = self.status.into_response();
-        response.extensions_mut().insert(self);
-        response
-    }
 }
 
 /// Renders an [`ApiError`] (or any bare error status, such as an unknown path) as `service`

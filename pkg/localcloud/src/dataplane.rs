@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::api::network::{FloatingIp, FLOATING_IPS, PORTS, SECURITY_GROUP_RULES, SUBNETS};
+use crate::model::network::{FloatingIp, FLOATING_IPS, PORTS, SECURITY_GROUP_RULES, SUBNETS};
 use crate::model::octavia::{
     HealthMonitor, Listener, LoadBalancer, Member, Octavia, Operating, Pool, Provisioning, Record,
     ALL_TABLES, LISTENERS, LOADBALANCERS, MEMBERS, MONITORS, POOLS,
@@ -137,7 +137,7 @@ impl std::fmt::Debug for DataPlane {
 /// range-checked by the API; clamped here for records written before that).
 fn udp_idle(l: &Listener) -> Duration {
     let ms = u64::try_from(l.timeout_client_data).unwrap_or(50_000);
-    Duration::from_millis(ms.clamp(100, crate::api::loadbalancer::MAX_TIMEOUT_MS as u64))
+    Duration::from_millis(ms.clamp(100, crate::model::octavia::MAX_TIMEOUT_MS as u64))
 }
 
 impl DataPlane {

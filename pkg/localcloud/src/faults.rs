@@ -18,7 +18,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api::{ApiError, Service};
+use crate::http::{ApiError, Service};
 use crate::Error;
 
 /// How many seconds `Retry-After` asks throttled clients to wait.

@@ -47,6 +47,7 @@ pub mod dataplane;
 pub mod defaults;
 mod error;
 pub mod faults;
+mod http;
 pub(crate) mod metadata;
 pub(crate) mod model;
 mod server;
@@ -54,10 +55,10 @@ pub mod store;
 mod time;
 mod tls;
 
-pub use api::Service;
 pub use cli::{
     run, Command, InstanceCommand, LocalCloudArgs, Output, OutputArgs, ServeArgs, VolumeCommand,
 };
 pub use error::{Error, Result};
+pub use http::Service;
 pub use server::{Server, ServerConfig, ServerHandle};
 pub use tls::TlsFiles;

@@ -7,6 +7,7 @@
 //! mix-in (`created_at`, `updated_at`, `revision_number`).
 
 pub(crate) mod gce;
+pub(crate) mod network;
 pub(crate) mod octavia;
 mod record;
 

@@ -17,6 +17,9 @@ use crate::store::{self, Read, Store};
 use crate::tls::{self, PlainListener, TlsFiles, TlsListener};
 use crate::{defaults, Error, Result};
 
+/// The longest token lifetime `--token-ttl` (and [`ServerConfig::token_ttl`]) accepts: 365 days.
+pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(365 * 86_400);
+
 /// Everything a server needs to start; [`ServerConfig::new`] gives the defaults.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -116,7 +119,7 @@ impl ServerConfig {
         for zone in self.availability_zones.iter().flatten() {
             check_location(zone).map_err(|r| invalid("availability_zones", r))?;
         }
-        if self.token_ttl < Duration::from_secs(1) || self.token_ttl > crate::cli::MAX_TOKEN_TTL {
+        if self.token_ttl < Duration::from_secs(1) || self.token_ttl > MAX_TOKEN_TTL {
             return Err(invalid(
                 "token_ttl",
                 format!("{:?} is outside 1s..=365 days", self.token_ttl),

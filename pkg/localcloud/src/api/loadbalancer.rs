@@ -32,7 +32,6 @@ use crate::model::octavia::{
     self as m, HealthMonitor, Listener, LoadBalancer, Member, Octavia, Pool, Record,
 };
 use crate::store::{Read, Tx};
-pub(crate) use body::MAX_TIMEOUT_MS;
 
 type ApiResult = Result<Response, ApiError>;
 

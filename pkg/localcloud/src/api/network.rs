@@ -14,14 +14,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
     matches_filters, paginate, parse_body, reply, require_scoped_token, select_fields,
     service_layers, ApiError, Cloud, Ctx, Params, Service,
 };
-use crate::model::{Meta, Names, Record};
+use crate::model::{Meta, Record};
 use crate::store::{Read, Tx};
 
 mod addresses;
@@ -34,22 +34,13 @@ mod subnets;
 
 pub(crate) use addresses::*;
 pub(crate) use floating_ips::*;
-pub(crate) use networks::*;
+use networks::*;
 pub(crate) use ports::*;
-pub(crate) use routers::*;
+use routers::*;
 pub(crate) use security_groups::*;
-pub(crate) use subnets::*;
+use subnets::*;
 
-pub(crate) const NETWORKS: &str = "networks";
-pub(crate) const SUBNETS: &str = "subnets";
-pub(crate) const PORTS: &str = "ports";
-pub(crate) const ROUTERS: &str = "routers";
-pub(crate) const FLOATING_IPS: &str = "floatingips";
-pub(crate) const SECURITY_GROUPS: &str = "security_groups";
-pub(crate) const SECURITY_GROUP_RULES: &str = "security_group_rules";
-
-pub(crate) const OWNER_ROUTER_INTERFACE: &str = "network:router_interface";
-pub(crate) const OWNER_ROUTER_GATEWAY: &str = "network:router_gateway";
+pub(crate) use crate::model::network::*;
 
 /// How a Neutron record is shown: its attributes plus what is computed from related records.
 pub(crate) trait View: Record {

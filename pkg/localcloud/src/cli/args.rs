@@ -1,6 +1,7 @@
 //! The flags of `hypercloud local-cloud` and its subcommands (clap derive).
 
 use super::*;
+use crate::server::MAX_TOKEN_TTL;
 
 /// `hypercloud local-cloud`: a one-machine OpenStack-compatible cloud.
 #[derive(Debug, clap::Args)]
@@ -102,9 +103,6 @@ pub(super) fn parse_location(s: &str) -> std::result::Result<String, String> {
     crate::server::check_location(s)?;
     Ok(s.to_owned())
 }
-
-/// The longest token lifetime `--token-ttl` accepts: 365 days.
-pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(365 * 86_400);
 
 pub(super) fn parse_ttl(s: &str) -> std::result::Result<Duration, String> {
     let range = || {

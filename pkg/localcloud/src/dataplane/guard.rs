@@ -17,7 +17,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use crate::api::network::{Port, SecurityGroupRule, Subnet, PORTS, SECURITY_GROUP_RULES, SUBNETS};
+use crate::model::network::{
+    Port, SecurityGroupRule, Subnet, PORTS, SECURITY_GROUP_RULES, SUBNETS,
+};
 use crate::model::octavia::{LoadBalancer, Member, Pool};
 use crate::store::Read;
 

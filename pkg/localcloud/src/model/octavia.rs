@@ -1,7 +1,7 @@
 //! Load Balancer v2 (Octavia) records: load balancers, listeners, pools, members, health
 //! monitors and the status tree, as stored and as the API shows them, plus the relations
 //! between them and how operating statuses roll up (member → pool → listener → load balancer).
-//! The API ([`crate::api::loadbalancer`]) writes these records and the data plane
+//! The API (`api/loadbalancer`) writes these records and the data plane
 //! ([`crate::dataplane`]) reads them. Upstream equivalent: `octavia.db.models` and the status
 //! calculation of Octavia's health manager.
 //!
@@ -205,6 +205,9 @@ record!(
     "loadbalancers"
 );
 
+/// Octavia's largest listener timeout: 365 days, in milliseconds.
+pub(crate) const MAX_TIMEOUT_MS: i64 = 31_536_000_000;
+
 /// Octavia's listener timeouts (milliseconds) and their defaults.
 pub(crate) const LISTENER_TIMEOUTS: [(&str, i64); 4] = [
     ("timeout_client_data", 50_000),
@@ -224,7 +227,7 @@ pub(crate) struct Listener {
     pub default_pool_id: Option<String>,
     /// -1 is unlimited.
     pub connection_limit: i64,
-    /// Milliseconds, 0..=[`crate::api::loadbalancer::MAX_TIMEOUT_MS`].
+    /// Milliseconds, 0..=[`MAX_TIMEOUT_MS`].
     pub timeout_client_data: i64,
     pub timeout_member_connect: i64,
     pub timeout_member_data: i64,

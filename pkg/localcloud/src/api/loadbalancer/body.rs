@@ -12,8 +12,7 @@ use serde_json::{Map, Value};
 use super::super::{parse_body, ApiError};
 use crate::model::octavia::{Common, Octavia};
 
-/// Octavia's largest listener timeout: 365 days, in milliseconds.
-pub(crate) const MAX_TIMEOUT_MS: i64 = 31_536_000_000;
+pub(crate) use crate::model::octavia::MAX_TIMEOUT_MS;
 /// The largest integer Octavia stores (its database columns are 32-bit).
 pub(crate) const MAX_INT: i64 = 2_147_483_647;
 

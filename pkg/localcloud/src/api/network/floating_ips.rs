@@ -2,42 +2,6 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct FloatingIp {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub floating_ip_address: String,
-    pub floating_network_id: String,
-    pub port_id: Option<String>,
-    pub fixed_ip_address: Option<String>,
-    pub router_id: Option<String>,
-    pub description: String,
-}
-
-impl Record for FloatingIp {
-    const TABLE: &'static str = FLOATING_IPS;
-    const NAMES: Names = Names {
-        one: "floatingip",
-        many: FLOATING_IPS,
-        title: "Floating IP",
-    };
-    const NOT_FOUND: &'static str = "FloatingIPNotFound";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "project_id",
-        "port_id",
-        "floating_network_id",
-        "floating_ip_address",
-        "description",
-    ];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
-
 impl View for FloatingIp {
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.port_id.is_some() {

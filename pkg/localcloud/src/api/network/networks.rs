@@ -2,34 +2,6 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Network {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub admin_state_up: bool,
-    pub shared: bool,
-    pub external: bool,
-    pub mtu: u32,
-    pub description: String,
-}
-
-impl Record for Network {
-    const TABLE: &'static str = NETWORKS;
-    const NAMES: Names = Names {
-        one: "network",
-        many: NETWORKS,
-        title: "Network",
-    };
-    const NOT_FOUND: &'static str = "NetworkNotFound";
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
-
 impl View for Network {
     fn view(&self, r: &impl Read) -> Value {
         let mut subnets: Vec<String> = r

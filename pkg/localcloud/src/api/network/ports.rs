@@ -3,54 +3,6 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) struct FixedIp {
-    pub subnet_id: String,
-    pub ip_address: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Port {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub network_id: String,
-    pub mac_address: String,
-    pub fixed_ips: Vec<FixedIp>,
-    pub device_id: String,
-    pub device_owner: String,
-    pub admin_state_up: bool,
-    pub description: String,
-    pub allowed_address_pairs: Vec<Value>,
-    pub security_groups: Vec<String>,
-}
-
-impl Record for Port {
-    const TABLE: &'static str = PORTS;
-    const NAMES: Names = Names {
-        one: "port",
-        many: PORTS,
-        title: "Port",
-    };
-    const NOT_FOUND: &'static str = "PortNotFound";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "name",
-        "project_id",
-        "network_id",
-        "device_id",
-        "device_owner",
-        "description",
-        "security_groups",
-    ];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
-
 impl View for Port {
     fn view(&self, _: &impl Read) -> Value {
         let status = if self.device_id.is_empty() {

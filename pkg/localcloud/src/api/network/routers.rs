@@ -3,34 +3,6 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Router_ {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub admin_state_up: bool,
-    /// The external network of the gateway, when set.
-    pub gateway_network_id: Option<String>,
-    pub routes: Vec<HostRoute>,
-    pub description: String,
-}
-
-impl Record for Router_ {
-    const TABLE: &'static str = ROUTERS;
-    const NAMES: Names = Names {
-        one: "router",
-        many: ROUTERS,
-        title: "Router",
-    };
-    const NOT_FOUND: &'static str = "RouterNotFound";
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
-
 impl View for Router_ {
     fn view(&self, r: &impl Read) -> Value {
         let gateway = self.gateway_network_id.as_ref().map(|net| {

@@ -8,30 +8,6 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct SecurityGroup {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub description: String,
-    pub stateful: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) struct SecurityGroupRule {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub security_group_id: String,
-    pub direction: String,
-    pub ethertype: String,
-    pub protocol: Option<String>,
-    pub port_range_min: Option<u16>,
-    pub port_range_max: Option<u16>,
-    pub remote_ip_prefix: Option<String>,
-    pub remote_group_id: Option<String>,
-    pub description: String,
-}
-
 impl SecurityGroupRule {
     fn view_json(&self) -> Value {
         self.meta.neutron_view(json!({
@@ -72,23 +48,6 @@ fn rules_of(r: &impl Read, group_id: &str) -> Vec<SecurityGroupRule> {
     r.list_where::<SecurityGroupRule>(SECURITY_GROUP_RULES, "security_group_id", group_id)
 }
 
-impl Record for SecurityGroup {
-    const TABLE: &'static str = SECURITY_GROUPS;
-    const NAMES: Names = Names {
-        one: "security_group",
-        many: SECURITY_GROUPS,
-        title: "Security group",
-    };
-    const NOT_FOUND: &'static str = "SecurityGroupNotFound";
-    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "description"];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
-
 impl View for SecurityGroup {
     fn view(&self, r: &impl Read) -> Value {
         let rules: Vec<Value> = rules_of(r, &self.meta.id)
@@ -99,29 +58,6 @@ impl View for SecurityGroup {
             "id": self.meta.id, "name": self.name, "description": self.description,
             "stateful": self.stateful, "shared": false, "security_group_rules": rules,
         }))
-    }
-}
-
-impl Record for SecurityGroupRule {
-    const TABLE: &'static str = SECURITY_GROUP_RULES;
-    const NAMES: Names = Names {
-        one: "security_group_rule",
-        many: SECURITY_GROUP_RULES,
-        title: "Security group rule",
-    };
-    const NOT_FOUND: &'static str = "SecurityGroupRuleNotFound";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "project_id",
-        "security_group_id",
-        "direction",
-        "ethertype",
-    ];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
     }
 }
 

@@ -2,52 +2,6 @@
 
 use super::*;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Pool {
-    pub start: String,
-    pub end: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct HostRoute {
-    pub destination: String,
-    pub nexthop: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Subnet {
-    #[serde(flatten)]
-    pub meta: Meta,
-    pub name: String,
-    pub network_id: String,
-    pub cidr: String,
-    pub gateway_ip: Option<String>,
-    pub allocation_pools: Vec<Pool>,
-    pub enable_dhcp: bool,
-    pub dns_nameservers: Vec<String>,
-    pub host_routes: Vec<HostRoute>,
-    pub description: String,
-}
-
-impl Record for Subnet {
-    const TABLE: &'static str = SUBNETS;
-    const NAMES: Names = Names {
-        one: "subnet",
-        many: SUBNETS,
-        title: "Subnet",
-    };
-    const NOT_FOUND: &'static str = "SubnetNotFound";
-    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "network_id", "cidr"];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
-
 impl View for Subnet {
     fn view(&self, _: &impl Read) -> Value {
         self.meta.neutron_view(
