@@ -15,10 +15,10 @@ use serde_json::{json, Map, Value};
 
 use super::{caller, Peer};
 use crate::api::compute::{Related, Server};
-use crate::api::gce::{common_metadata, instances::gce_status};
 use crate::api::identity::{Project, PROJECTS};
 use crate::api::Cloud;
-use crate::model::gce::{fingerprint, numeric_id};
+use crate::model::gce::project_metadata::common_metadata;
+use crate::model::gce::{fingerprint, gce_status, numeric_id};
 use crate::store::Read;
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response {

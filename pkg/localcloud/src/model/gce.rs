@@ -1,44 +1,149 @@
-//! Compute Engine's view of the local cloud's records. Instances are the Nova servers
-//! ([`crate::api::compute::Server`]), their `networkIP` a Neutron port's fixed IP, their
-//! `natIP` a floating IP, their metadata the server's metadata; zones are the availability
-//! zones and the region is the cloud's region. What GCE has and OpenStack has not (routes,
-//! firewalls, target pools, forwarding rules, addresses, HTTP health checks, operations,
-//! project metadata) is stored as [`GceObject`]s: the resource's own JSON fields plus the
-//! common [`Meta`]. This module holds what every GCE view shares: numeric IDs, timestamps in
-//! GCE's form, fingerprints and resource URLs. Upstream equivalent: the resource types of the
-//! Compute Engine v1 API.
+//! Compute Engine's view of the local cloud's records. Instances are the Nova servers, their
+//! `networkIP` a Neutron port's fixed IP, their `natIP` a floating IP, their metadata the
+//! server's metadata; zones are the availability zones and the region is the cloud's region.
+//! What GCE has and OpenStack has not is stored as an [`Object`] of a typed resource, one
+//! module each: [`route`], [`firewall`], [`http_health_check`], [`address`], [`target_pool`],
+//! [`forwarding_rule`], [`operation`] and [`project_metadata`]. This module holds what every
+//! GCE view shares: numeric IDs, timestamps in GCE's form, fingerprints, resource URLs and
+//! references. Upstream equivalent: the resource types of the Compute Engine v1 API.
 
+pub(crate) mod address;
+pub(crate) mod firewall;
+pub(crate) mod forwarding_rule;
+pub(crate) mod http_health_check;
+pub(crate) mod operation;
+pub(crate) mod project_metadata;
+pub(crate) mod route;
+pub(crate) mod target_pool;
+
+use std::borrow::Cow;
+
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::Meta;
+use super::{Meta, Names, NotFound, Record};
+use crate::store::{Read, Tx};
 
 /// The API path prefix (`https://compute.googleapis.com/compute/v1`).
 pub(crate) const PREFIX: &str = "/compute/v1";
 
-/// A GCE resource without an OpenStack counterpart.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct GceObject {
+/// The fields of one kind of GCE resource as GCE shows and takes them (camelCase), without
+/// `id`, `kind`, `name`, `creationTimestamp`, `selfLink` and `zone`/`region` (derived when
+/// shown from the [`Object`] around them).
+pub(crate) trait Spec: Serialize + DeserializeOwned + Clone + Send + 'static {
+    /// The path segment of its collection (`routes`).
+    const COLLECTION: &'static str;
+    /// `compute#route`
+    const KIND: &'static str;
+    /// The store table (`gce_routes`).
+    const TABLE: &'static str;
+    /// What messages call it (`many` is the collection).
+    const NAMES: Names;
+}
+
+/// A stored GCE resource: the common [`Meta`], its name and scope and its typed fields. Its
+/// key is `<scope>/<name>` (names are unique per scope).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Object<S> {
     #[serde(flatten)]
     pub meta: Meta,
     pub name: String,
     /// `global`, `regions/<r>` or `zones/<z>`.
     pub scope: String,
-    /// The resource's fields as GCE shows them, without `id`, `kind`, `name`,
-    /// `creationTimestamp` and `selfLink` (derived when shown).
-    pub fields: Map<String, Value>,
+    pub spec: S,
 }
 
-impl GceObject {
-    /// The table of a collection (`routes` → `gce_routes`).
-    pub fn table(collection: &str) -> String {
-        format!("gce_{collection}")
+/// The key of a resource within its table: scope and name.
+pub(crate) fn key(scope: &str, name: &str) -> String {
+    format!("{scope}/{name}")
+}
+
+impl<S: Spec> Record for Object<S> {
+    const TABLE: &'static str = S::TABLE;
+    const NAMES: Names = S::NAMES;
+    const NOT_FOUND: &'static str = "notFound";
+
+    fn meta(&self) -> &Meta {
+        &self.meta
     }
 
-    /// The key within its table: scope and name (names are unique per scope).
-    pub fn key(scope: &str, name: &str) -> String {
-        format!("{scope}/{name}")
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
     }
+
+    fn key(&self) -> Cow<'_, str> {
+        Cow::Owned(key(&self.scope, &self.name))
+    }
+
+    /// GCE's wording; the API names the project too, as it knows it.
+    fn not_found(key: &str) -> NotFound {
+        NotFound {
+            kind: Self::NOT_FOUND,
+            message: format!("The resource '{}/{key}' was not found", S::COLLECTION),
+        }
+    }
+}
+
+impl<S: Spec> Object<S> {
+    pub fn new(project_id: impl Into<String>, name: String, scope: String, spec: S) -> Self {
+        Object {
+            meta: Meta::new(project_id),
+            name,
+            scope,
+            spec,
+        }
+    }
+
+    /// The resource of `scope` called `name`, of any project.
+    pub fn get_at(r: &impl Read, scope: &str, name: &str) -> Option<Self> {
+        Self::get(r, &key(scope, name))
+    }
+
+    /// The resource of `scope` called `name` in the project `project_id`.
+    pub fn get_in(r: &impl Read, project_id: &str, scope: &str, name: &str) -> Option<Self> {
+        Self::get_at(r, scope, name).filter(|o| o.meta.project_id == project_id)
+    }
+
+    /// Every resource of the kind in the project `project_id`.
+    pub fn list_in(r: &impl Read, project_id: &str) -> Vec<Self> {
+        Self::list(r)
+            .into_iter()
+            .filter(|o| o.meta.project_id == project_id)
+            .collect()
+    }
+
+    /// Deletes the resource; whether it was stored.
+    pub fn remove(&self, tx: &mut Tx<'_>) -> bool {
+        Self::delete(tx, &self.key())
+    }
+
+    /// The resource's own fields as GCE shows them.
+    pub fn fields(&self) -> Map<String, Value> {
+        match serde_json::to_value(&self.spec) {
+            Ok(Value::Object(fields)) => fields,
+            _ => Map::new(),
+        }
+    }
+}
+
+/// GCE's instance status of a Nova server status.
+pub(crate) fn gce_status(nova: &str) -> &'static str {
+    match nova {
+        "ACTIVE" => "RUNNING",
+        "SHUTOFF" => "TERMINATED",
+        "BUILD" => "PROVISIONING",
+        "PAUSED" | "SUSPENDED" => "SUSPENDED",
+        _ => "TERMINATED",
+    }
+}
+
+/// `(zone, name)` of an instance reference (`.../zones/z/instances/n`).
+pub(crate) fn instance_ref(reference: &str) -> Option<(String, String)> {
+    let parts: Vec<&str> = reference.trim_end_matches('/').split('/').collect();
+    let i = parts.iter().rposition(|p| *p == "instances")?;
+    let (zone, name) = (parts.get(i.checked_sub(1)?)?, parts.get(i + 1)?);
+    (i >= 2 && parts[i - 2] == "zones").then(|| (zone.to_string(), name.to_string()))
 }
 
 /// The numeric ID GCE shows (a uint64, as a string in JSON), derived from a record's UUID so
@@ -52,33 +157,25 @@ pub(crate) fn numeric_id(uuid: &str) -> u64 {
 
 /// Seconds since the epoch of `2026-11-22T21:30:00Z` (the form [`crate::time::iso`] writes).
 pub(crate) fn parse_iso(s: &str) -> Option<u64> {
-    let s = s.strip_suffix('Z')?;
-    let (date, time) = s.split_once('T')?;
-    let mut d = date.splitn(3, '-').map(|x| x.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.splitn(3, ':').map(|x| x.parse::<i64>().ok());
-    let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm), the inverse of `iso`.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+    let t: jiff::Timestamp = s.parse().ok()?;
+    u64::try_from(t.as_second()).ok()
 }
+
+/// The offset GCE's API servers write timestamps in: US Pacific standard time, all year.
+const PACIFIC: jiff::tz::Offset = jiff::tz::offset(-8);
 
 /// GCE's timestamp form: RFC 3339 with milliseconds and the offset of the zone the API
 /// servers keep (US Pacific; written as standard time, -08:00, all year), e.g.
-/// `2026-11-22T13:30:00.000-08:00`. Clients that assume `Z` break on it, as on GCE.
+/// `2026-11-22T13:30:00.000-08:00`. Clients that assume `Z` break on it, as on GCE. What does
+/// not parse shows as the epoch.
 pub(crate) fn timestamp(iso: &str) -> String {
     let secs = parse_iso(iso).unwrap_or(0);
-    let local = crate::time::iso(secs.saturating_sub(8 * 3600));
-    format!("{}.000-08:00", local.trim_end_matches('Z'))
+    // Before 08:00 UTC of 1970-01-01 shows as that instant, as the seconds are unsigned.
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX).max(8 * 3600);
+    let t = jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    t.to_zoned(jiff::tz::TimeZone::fixed(PACIFIC))
+        .strftime("%Y-%m-%dT%H:%M:%S.000-08:00")
+        .to_string()
 }
 
 /// A fingerprint (GCE's optimistic-lock token): base64 of 8 bytes of a hash of `value`.
@@ -141,6 +238,14 @@ mod tests {
 
     #[test]
     fn parse_iso_inverts_iso() {
+        for (secs, iso) in [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_795_378_245, "2026-11-22T20:10:45Z"),
+            (4_102_444_800, "2100-01-01T00:00:00Z"),
+        ] {
+            assert_eq!(parse_iso(iso), Some(secs));
+        }
         for secs in [0, 951_782_400, 1_795_378_245, 4_102_444_800] {
             assert_eq!(parse_iso(&crate::time::iso(secs)), Some(secs));
         }
@@ -177,6 +282,20 @@ mod tests {
         );
         assert_eq!(last_segment("global/networks/private"), "private");
         assert_eq!(last_segment("private"), "private");
+    }
+
+    #[test]
+    fn instance_references_parse() {
+        assert_eq!(
+            instance_ref("https://h/compute/v1/projects/p/zones/z1/instances/n1"),
+            Some(("z1".into(), "n1".into()))
+        );
+        assert_eq!(
+            instance_ref("zones/z/instances/n"),
+            Some(("z".into(), "n".into()))
+        );
+        assert_eq!(instance_ref("instances/n"), None);
+        assert_eq!(instance_ref("n"), None);
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! `status` `READY` for an available or attached volume). A disk made here is a volume to
 //! Cinder and the operator CLI.
 
+use super::body::{opt_str, resource_name};
+use super::list::list_reply;
+use super::operations::{change, Done};
 use super::*;
 use crate::api::compute::{find_server, Server};
 use crate::api::volume::{self, Volume, VOLUMES};

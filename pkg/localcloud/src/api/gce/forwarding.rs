@@ -12,13 +12,18 @@
 //! one gets in, as GCE denies ingress by default). The Octavia load balancer is named `gce-<region>-<rule>`; Octavia
 //! clients see it too.
 
-use super::collections::{instance_ref, objects, parse_port_range, target_pool_key};
 use super::instances::find_instance;
+use super::networks::find_network;
 use super::*;
 use crate::api::compute::server_ports;
 use crate::api::network::{
     create_vip_port, delete_vip_port, FloatingIp, Subnet, FLOATING_IPS, SUBNETS,
 };
+use crate::model::gce::firewall::Firewall;
+use crate::model::gce::forwarding_rule::ForwardingRule;
+use crate::model::gce::http_health_check::{HttpHealthCheck, HttpHealthCheckSpec};
+use crate::model::gce::instance_ref;
+use crate::model::gce::target_pool::{target_pool_key, TargetPool};
 use crate::model::octavia::{
     listeners_of, members_of, monitors_of, pools_of, Common, HealthMonitor, Listener, ListenerTls,
     LoadBalancer, Member, Pool, Record, Ref, LISTENERS, LISTENER_TIMEOUTS, LOADBALANCERS, MEMBERS,
@@ -30,7 +35,7 @@ const MARK: &str = "GCE forwarding rule";
 /// A rule's port range may open at most this many listeners.
 const MAX_PORTS: u32 = 64;
 
-fn lb_name(rule: &GceObject) -> String {
+fn lb_name(rule: &ForwardingRule) -> String {
     format!("gce-{}-{}", m::last_segment(&rule.scope), rule.name)
 }
 
@@ -43,7 +48,7 @@ fn find_lb(r: &impl Read, project_id: &str, name: &str) -> Option<LoadBalancer> 
 }
 
 /// The ports of a rule: `portRange` (`80`, `8000-8100`) or `ports`.
-fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
+fn ports_of(rule: &ForwardingRule) -> Result<Vec<u16>, ApiError> {
     let parse = |field: &str, s: &str| {
         s.trim()
             .parse::<u16>()
@@ -57,7 +62,7 @@ fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
             })
     };
     let mut ports = Vec::new();
-    if let Some(range) = rule.fields.get("portRange").and_then(Value::as_str) {
+    if let Some(range) = &rule.spec.port_range {
         let (a, b) = range.split_once('-').unwrap_or((range, range));
         let (a, b) = (parse("portRange", a)?, parse("portRange", b)?);
         if a > b || u32::from(b - a) >= MAX_PORTS {
@@ -67,10 +72,8 @@ fn ports_of(rule: &GceObject) -> Result<Vec<u16>, ApiError> {
         }
         ports.extend(a..=b);
     }
-    if let Some(list) = rule.fields.get("ports").and_then(Value::as_array) {
-        for p in list {
-            ports.push(parse("ports", p.as_str().unwrap_or_default())?);
-        }
+    for p in rule.spec.ports.iter().flatten() {
+        ports.push(parse("ports", p)?);
     }
     ports.sort_unstable();
     ports.dedup();
@@ -83,26 +86,16 @@ struct Backends {
     /// The network tags of the pool's instances (what firewalls target).
     tags: std::collections::BTreeSet<String>,
     algorithm: &'static str,
-    check: Option<Map<String, Value>>,
+    check: Option<HttpHealthCheckSpec>,
 }
 
-fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends> {
-    let target = rule.fields.get("target")?.as_str()?;
-    let (scope, name) = target_pool_key(target)?;
-    let pool = tx.get::<GceObject>(
-        &GceObject::table("targetPools"),
-        &GceObject::key(&scope, &name),
-    )?;
+fn backends(tx: &Tx<'_>, project: &Project, rule: &ForwardingRule) -> Option<Backends> {
+    let (scope, name) = target_pool_key(&rule.spec.target)?;
+    let pool = TargetPool::get_at(tx, &scope, &name)?;
     let mut addresses = Vec::new();
     let mut tags = std::collections::BTreeSet::new();
-    for link in pool
-        .fields
-        .get("instances")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some((zone, name)) = link.as_str().and_then(instance_ref) else {
+    for link in &pool.spec.instances {
+        let Some((zone, name)) = instance_ref(link) else {
             continue;
         };
         if let Ok(server) = find_instance(tx, project, &zone, &name) {
@@ -115,35 +108,24 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &GceObject) -> Option<Backends
             }
         }
     }
-    let algorithm = if pool.fields.get("sessionAffinity").and_then(Value::as_str) == Some("NONE") {
+    let algorithm = if pool.spec.session_affinity == "NONE" {
         "ROUND_ROBIN"
     } else {
         "SOURCE_IP"
     };
     let check = pool
-        .fields
-        .get("healthChecks")
-        .and_then(Value::as_array)
+        .spec
+        .health_checks
+        .as_ref()
         .and_then(|a| a.first())
-        .and_then(Value::as_str)
-        .and_then(|link| {
-            tx.get::<GceObject>(
-                &GceObject::table("httpHealthChecks"),
-                &GceObject::key("global", m::last_segment(link)),
-            )
-        })
-        .map(|hc| hc.fields);
+        .and_then(|link| HttpHealthCheck::get_at(tx, "global", m::last_segment(link)))
+        .map(|hc| hc.spec);
     Some(Backends {
         addresses,
         tags,
         algorithm,
         check,
     })
-}
-
-/// Whether a firewall's `ports` entry (`80`, `8000-8100`) holds `port`.
-fn port_matches(entry: &str, port: u16) -> bool {
-    parse_port_range(entry).is_some_and(|(a, b)| (a..=b).contains(&port))
 }
 
 /// The source ranges the project's firewalls let reach `protocol`/`port` on instances with
@@ -159,48 +141,17 @@ fn allowed_sources(
     port: u16,
 ) -> Vec<String> {
     let mut sources = std::collections::BTreeSet::new();
-    for fw in objects(tx, "firewalls") {
-        let f = &fw.fields;
-        let enabled = fw.meta.project_id == project.id
-            && f.get("disabled").and_then(Value::as_bool) != Some(true)
-            && f.get("direction")
-                .and_then(Value::as_str)
-                .unwrap_or("INGRESS")
-                == "INGRESS";
-        let targets: Vec<&str> = f
-            .get("targetTags")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let applies = targets.is_empty() || targets.iter().any(|t| tags.contains(*t));
-        let allows = f
-            .get("allowed")
-            .and_then(Value::as_array)
-            .is_some_and(|rules| {
-                rules.iter().any(|r| {
-                    let proto = r["IPProtocol"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_ascii_lowercase();
-                    let proto_ok = proto == "all"
-                        || proto == protocol.to_ascii_lowercase()
-                        || (proto == "6" && protocol == "TCP")
-                        || (proto == "17" && protocol == "UDP");
-                    let ports: Vec<&str> = r["ports"]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    proto_ok && (ports.is_empty() || ports.iter().any(|p| port_matches(p, port)))
-                })
-            });
-        if !(enabled && applies && allows) {
+    for fw in Firewall::list_in(tx, &project.id) {
+        let f = &fw.spec;
+        let targets = f.target_tags.as_deref().unwrap_or_default();
+        let applies = targets.is_empty() || targets.iter().any(|t| tags.contains(t));
+        let allows = f.allowed.iter().flatten().any(|r| r.admits(protocol, port));
+        if !(f.is_enabled_ingress() && applies && allows) {
             continue;
         }
-        match f.get("sourceRanges").and_then(Value::as_array) {
-            Some(ranges) => {
-                sources.extend(ranges.iter().filter_map(Value::as_str).map(str::to_owned))
-            }
-            None if f.get("sourceTags").is_none() => {
+        match &f.source_ranges {
+            Some(ranges) => sources.extend(ranges.iter().cloned()),
+            None if f.source_tags.is_none() => {
                 sources.insert("0.0.0.0/0".to_owned());
             }
             None => {}
@@ -221,12 +172,9 @@ fn put<T: Record>(tx: &mut Tx<'_>, record: &T) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn num(fields: &Map<String, Value>, key: &str, default: u64, max: u64) -> u64 {
-    fields
-        .get(key)
-        .and_then(Value::as_u64)
-        .unwrap_or(default)
-        .clamp(1, max)
+/// A health check's count or seconds, within 1..=`max` (`default` when below 0).
+fn num(value: i64, default: u64, max: u64) -> u64 {
+    u64::try_from(value).unwrap_or(default).clamp(1, max)
 }
 
 /// Brings the rule's Octavia load balancer in line with the rule, its target pool and health
@@ -236,14 +184,14 @@ pub(crate) fn sync(
     tx: &mut Tx<'_>,
     cloud: &Cloud,
     project: &Project,
-    rule: &GceObject,
+    rule: &ForwardingRule,
 ) -> Result<(), ApiError> {
     let Some(backends) = backends(tx, project, rule) else {
         return remove(tx, project, rule);
     };
     let ports = ports_of(rule)?;
-    let protocol = match rule.fields.get("IPProtocol").and_then(Value::as_str) {
-        Some("UDP") => "UDP",
+    let protocol = match rule.spec.ip_protocol.as_str() {
+        "UDP" => "UDP",
         _ => "TCP",
     };
     let name = lb_name(rule);
@@ -357,8 +305,7 @@ pub(crate) fn sync(
         let check_port = backends
             .check
             .as_ref()
-            .and_then(|c| c.get("port").and_then(Value::as_u64))
-            .and_then(|p| u16::try_from(p).ok());
+            .and_then(|c| u16::try_from(c.port).ok());
         // Members: one per instance, at the same port.
         let members = members_of(tx, &pool_id);
         for mem in &members {
@@ -393,26 +340,20 @@ pub(crate) fn sync(
             tx.delete(MONITORS, mon.id());
         }
         if let Some(check) = &backends.check {
-            let unhealthy = num(check, "unhealthyThreshold", 2, 10);
-            let healthy = num(check, "healthyThreshold", 2, 10);
+            let unhealthy = num(check.unhealthy_threshold, 2, 10);
+            let healthy = num(check.healthy_threshold, 2, 10);
             put(
                 tx,
                 &HealthMonitor {
                     common: common(&project.id, &format!("{name}-{port}")),
                     pools: Ref::to(&pool_id),
                     kind: "HTTP".into(),
-                    delay: num(check, "checkIntervalSec", 5, 300) as u32,
-                    timeout: num(check, "timeoutSec", 5, 300) as u32,
+                    delay: num(check.check_interval_sec, 5, 300) as u32,
+                    timeout: num(check.timeout_sec, 5, 300) as u32,
                     max_retries: healthy as u8,
                     max_retries_down: unhealthy as u8,
                     http_method: Some("GET".into()),
-                    url_path: Some(
-                        check
-                            .get("requestPath")
-                            .and_then(Value::as_str)
-                            .unwrap_or("/")
-                            .to_owned(),
-                    ),
+                    url_path: Some(check.request_path.clone()),
                     expected_codes: Some("200".into()),
                     http_version: None,
                     domain_name: None,
@@ -421,11 +362,7 @@ pub(crate) fn sync(
         }
     }
     // The rule's external address forwards to the VIP.
-    let address = rule
-        .fields
-        .get("IPAddress")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let address = rule.spec.ip_address.as_str();
     for mut fip in tx.list::<FloatingIp>(FLOATING_IPS) {
         if fip.floating_ip_address == address && fip.port_id.as_deref() != Some(&lb.vip_port_id) {
             fip.port_id = Some(lb.vip_port_id.clone());
@@ -449,7 +386,11 @@ fn delete_pool(tx: &mut Tx<'_>, pool_id: &str) {
 
 /// Removes the rule's Octavia load balancer (its listeners close; its address stops
 /// forwarding).
-pub(crate) fn remove(tx: &mut Tx<'_>, project: &Project, rule: &GceObject) -> Result<(), ApiError> {
+pub(crate) fn remove(
+    tx: &mut Tx<'_>,
+    project: &Project,
+    rule: &ForwardingRule,
+) -> Result<(), ApiError> {
     let Some(lb) = find_lb(tx, &project.id, &lb_name(rule)) else {
         return Ok(());
     };
@@ -467,10 +408,8 @@ pub(crate) fn remove(tx: &mut Tx<'_>, project: &Project, rule: &GceObject) -> Re
 
 /// Re-syncs every forwarding rule of the project (a firewall changed).
 pub(crate) fn sync_all(tx: &mut Tx<'_>, cloud: &Cloud, project: &Project) -> Result<(), ApiError> {
-    for rule in objects(tx, "forwardingRules") {
-        if rule.meta.project_id == project.id {
-            sync(tx, cloud, project, &rule)?;
-        }
+    for rule in ForwardingRule::list_in(tx, &project.id) {
+        sync(tx, cloud, project, &rule)?;
     }
     Ok(())
 }
@@ -482,10 +421,8 @@ pub(crate) fn sync_rules_of_pool(
     project: &Project,
     pool_link: &str,
 ) -> Result<(), ApiError> {
-    for rule in objects(tx, "forwardingRules") {
-        if rule.meta.project_id == project.id
-            && rule.fields.get("target").and_then(Value::as_str) == Some(pool_link)
-        {
+    for rule in ForwardingRule::list_in(tx, &project.id) {
+        if rule.spec.target == pool_link {
             sync(tx, cloud, project, &rule)?;
         }
     }
@@ -496,22 +433,18 @@ pub(crate) fn sync_rules_of_pool(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::gce::forwarding_rule::ForwardingRuleSpec;
 
-    fn rule(fields: Value) -> GceObject {
-        GceObject {
-            meta: Meta::new("p"),
-            name: "r".into(),
-            scope: "regions/us-central1".into(),
-            fields: fields.as_object().cloned().unwrap_or_default(),
+    fn rule(fields: Value) -> ForwardingRule {
+        let mut spec = json!({
+            "target": "t", "IPAddress": "1.2.3.4", "IPProtocol": "TCP",
+            "loadBalancingScheme": "EXTERNAL", "networkTier": "PREMIUM",
+        });
+        if let (Some(s), Some(f)) = (spec.as_object_mut(), fields.as_object()) {
+            s.extend(f.clone());
         }
-    }
-
-    #[test]
-    fn firewall_ports_match_singles_and_ranges() {
-        assert!(port_matches("80", 80));
-        assert!(port_matches("8000-8100", 8080));
-        assert!(!port_matches("8000-8100", 80));
-        assert!(!port_matches("x", 80));
+        let spec: ForwardingRuleSpec = serde_json::from_value(spec).unwrap();
+        ForwardingRule::new("p", "r".into(), "regions/us-central1".into(), spec)
     }
 
     #[test]

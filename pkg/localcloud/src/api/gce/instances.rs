@@ -4,26 +4,23 @@
 //! `machineType` the flavor, `status` `RUNNING` for `ACTIVE` and `TERMINATED` for `SHUTOFF`.
 //! So an instance made here is a server to Nova and the operator CLI, and the other way round.
 
+use super::body::{
+    check_fingerprint, check_name, json_kind, known_fields, object, opt_str, parse_metadata,
+    resource_name,
+};
+use super::list::{list_reply, page};
+use super::networks::find_network;
+use super::operations::{change, Done};
 use super::*;
 use crate::api::compute::{self, add_server, find_flavor, remove_server, Related, Server, SERVERS};
 use crate::api::network::{
     self, FloatingIpSpec, Network, Port, PortSpec, Subnet, NETWORKS, SUBNETS,
 };
+use crate::model::gce::gce_status;
 
 /// The description that marks a floating IP as an instance's ephemeral external IP, released
 /// with the instance (a reserved address outlives it).
 pub(crate) const EPHEMERAL_NAT: &str = "GCE ephemeral external IP";
-
-/// GCE's instance status of a server status.
-pub(crate) fn gce_status(nova: &str) -> &'static str {
-    match nova {
-        compute::ACTIVE => "RUNNING",
-        compute::SHUTOFF => "TERMINATED",
-        "BUILD" => "PROVISIONING",
-        "PAUSED" | "SUSPENDED" => "SUSPENDED",
-        _ => "TERMINATED",
-    }
-}
 
 pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
     let i = format!("{p}/zones/{{zone}}/instances");

@@ -1,0 +1,57 @@
+//! Addresses (regional): an IPv4 address reserved from the external network (the one asked
+//! for, or a free one), held until the address is deleted.
+
+use std::collections::BTreeSet;
+
+use super::resource::{reserve_address, Collection, Ty, Where};
+use super::*;
+use crate::model::gce::address::AddressSpec;
+
+impl Collection for AddressSpec {
+    const PLACE: Where = Where::Regional;
+    const REQUIRED: &'static [(&'static str, Ty)] = &[];
+    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+        ("address", Ty::Str),
+        ("addressType", Ty::Str),
+        ("networkTier", Ty::Str),
+        ("purpose", Ty::Str),
+        ("subnetwork", Ty::Str),
+        ("network", Ty::Str),
+        ("ipVersion", Ty::Str),
+        ("prefixLength", Ty::Int(0, 128)),
+    ];
+
+    fn defaults() -> Value {
+        json!({"addressType": "EXTERNAL", "networkTier": "PREMIUM", "status": "RESERVED"})
+    }
+
+    fn prepare(
+        tx: &mut Tx<'_>,
+        s: &Scope<'_>,
+        scope: &str,
+        _given: &BTreeSet<String>,
+        fields: &mut Map<String, Value>,
+    ) -> Result<(), ApiError> {
+        let wanted = wanted_ipv4(fields, "address")?;
+        let address = reserve_address(tx, s, scope, wanted)?;
+        fields.insert("address".into(), json!(address));
+        Ok(())
+    }
+}
+
+/// The IPv4 address the field `key` asks for, if any.
+pub(super) fn wanted_ipv4(
+    fields: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, ApiError> {
+    let wanted = fields.get(key).and_then(Value::as_str).map(str::to_owned);
+    if let Some(w) = &wanted {
+        if w.parse::<std::net::Ipv4Addr>().is_err() {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.{key}': '{}'. Must be an IPv4 address.",
+                w.escape_default()
+            )));
+        }
+    }
+    Ok(wanted)
+}

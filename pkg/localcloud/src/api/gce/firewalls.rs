@@ -1,0 +1,116 @@
+//! Firewalls (global): exactly one of `allowed` and `denied`, CIDR ranges, protocols and port
+//! ranges checked; every change re-syncs the project's forwarding rules, whose listeners
+//! enforce them.
+
+use std::collections::BTreeSet;
+
+use super::body::{json_kind, known_fields, object, opt_str};
+use super::forwarding;
+use super::resource::{check_cidr, one_of, Collection, Ty, Where, MANY, PRIORITY};
+use super::*;
+use crate::model::gce::firewall::{parse_port_range, FirewallSpec};
+use crate::model::gce::Object;
+
+impl Collection for FirewallSpec {
+    const PLACE: Where = Where::Global;
+    const REQUIRED: &'static [(&'static str, Ty)] = &[];
+    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+        ("network", Ty::Str),
+        ("allowed", Ty::Objects),
+        ("denied", Ty::Objects),
+        ("sourceRanges", Ty::Strs(MANY)),
+        ("sourceTags", Ty::Strs(MANY)),
+        ("targetTags", Ty::Strs(MANY)),
+        ("destinationRanges", Ty::Strs(MANY)),
+        ("direction", Ty::Str),
+        ("priority", PRIORITY),
+        ("disabled", Ty::Bool),
+        ("logConfig", Ty::Object),
+        ("sourceServiceAccounts", Ty::Strs(MANY)),
+        ("targetServiceAccounts", Ty::Strs(MANY)),
+    ];
+
+    fn defaults() -> Value {
+        json!({"network": "global/networks/default", "direction": "INGRESS", "priority": 1000, "disabled": false})
+    }
+
+    fn prepare(
+        _tx: &mut Tx<'_>,
+        _s: &Scope<'_>,
+        _scope: &str,
+        _given: &BTreeSet<String>,
+        fields: &mut Map<String, Value>,
+    ) -> Result<(), ApiError> {
+        if fields.contains_key("allowed") == fields.contains_key("denied") {
+            return Err(invalid(
+                "Exactly one of 'allowed' or 'denied' must be specified",
+            ));
+        }
+        for key in ["sourceRanges", "destinationRanges"] {
+            if let Some(Value::Array(ranges)) = fields.get(key) {
+                for r in ranges {
+                    check_cidr(key, Some(r))?;
+                }
+            }
+        }
+        one_of(fields, "direction", &["INGRESS", "EGRESS"])?;
+        for key in ["allowed", "denied"] {
+            if let Some(Value::Array(rules)) = fields.get(key) {
+                for (i, rule) in rules.iter().enumerate() {
+                    check_firewall_rule(&format!("{key}[{i}]"), rule)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn inserted(tx: &mut Tx<'_>, s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
+        forwarding::sync_all(tx, s.cloud, s.project)
+    }
+
+    fn deleted(tx: &mut Tx<'_>, s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
+        forwarding::sync_all(tx, s.cloud, s.project)
+    }
+}
+
+/// One `allowed`/`denied` entry of a firewall: `IPProtocol` (a name or a number 0..=255) and
+/// `ports`, which only TCP, UDP and SCTP take.
+fn check_firewall_rule(at: &str, rule: &Value) -> Result<(), ApiError> {
+    let o = object(rule, &format!("resource.{at}"))?;
+    known_fields(o, &format!("resource.{at}"), &["IPProtocol", "ports"])?;
+    let proto = opt_str(o, "IPProtocol", &format!("resource.{at}.IPProtocol"))?
+        .ok_or_else(|| required(&format!("resource.{at}.IPProtocol")))?;
+    let named = ["tcp", "udp", "icmp", "esp", "ah", "sctp", "ipip", "all"];
+    let lower = proto.to_ascii_lowercase();
+    if !named.contains(&lower.as_str()) && proto.parse::<u8>().is_err() {
+        return Err(invalid(format!(
+            "Invalid value for field 'resource.{at}.IPProtocol': '{}'. Must be a protocol name or number.",
+            proto.escape_default()
+        )));
+    }
+    let ports = match o.get("ports") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.{at}.ports': {}. Must be a list.",
+                json_kind(other)
+            )))
+        }
+    };
+    if !ports.is_empty() && !["tcp", "udp", "sctp", "6", "17", "132"].contains(&lower.as_str()) {
+        return Err(invalid(format!(
+            "Invalid value for field 'resource.{at}.ports': ports are only allowed for tcp, udp and sctp."
+        )));
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let ok = p.as_str().and_then(parse_port_range).is_some();
+        if !ok {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.{at}.ports[{i}]': {}. Must be a port or a range of ports within 1-65535, low before high.",
+                p.as_str().map_or_else(|| json_kind(p).to_owned(), |s| format!("'{}'", s.escape_default()))
+            )));
+        }
+    }
+    Ok(())
+}

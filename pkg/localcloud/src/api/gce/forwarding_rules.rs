@@ -1,0 +1,72 @@
+//! Forwarding rules (regional): a target pool as `target`, TCP or UDP, an external address
+//! (reserved or taken); each is carried by an Octavia load balancer ([`super::forwarding`]).
+
+use std::collections::BTreeSet;
+
+use super::addresses::wanted_ipv4;
+use super::forwarding;
+use super::resource::{find, one_of, reserve_address, Collection, Ty, Where};
+use super::*;
+use crate::model::gce::forwarding_rule::ForwardingRuleSpec;
+use crate::model::gce::target_pool::{target_pool_key, TargetPoolSpec};
+use crate::model::gce::Object;
+
+impl Collection for ForwardingRuleSpec {
+    const PLACE: Where = Where::Regional;
+    const REQUIRED: &'static [(&'static str, Ty)] = &[("target", Ty::Str)];
+    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+        ("IPAddress", Ty::Str),
+        ("IPProtocol", Ty::Str),
+        ("portRange", Ty::Str),
+        // GCE takes up to five ports in `ports`.
+        ("ports", Ty::Strs(5)),
+        ("allPorts", Ty::Bool),
+        ("loadBalancingScheme", Ty::Str),
+        ("network", Ty::Str),
+        ("subnetwork", Ty::Str),
+        ("networkTier", Ty::Str),
+        ("backendService", Ty::Str),
+        ("allowGlobalAccess", Ty::Bool),
+    ];
+
+    fn defaults() -> Value {
+        json!({"IPProtocol": "TCP", "loadBalancingScheme": "EXTERNAL", "networkTier": "PREMIUM"})
+    }
+
+    fn prepare(
+        tx: &mut Tx<'_>,
+        s: &Scope<'_>,
+        scope: &str,
+        _given: &BTreeSet<String>,
+        fields: &mut Map<String, Value>,
+    ) -> Result<(), ApiError> {
+        let wanted = wanted_ipv4(fields, "IPAddress")?;
+        one_of(fields, "IPProtocol", &["TCP", "UDP"])?;
+        let target = fields
+            .get("target")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match target_pool_key(target) {
+            Some((pool_scope, name)) => {
+                find::<TargetPoolSpec>(tx, s.project, &pool_scope, &name)?;
+            }
+            None => {
+                return Err(invalid(format!(
+                    "Invalid value for field 'resource.target': '{}'. Must be a target pool.",
+                    target.escape_default()
+                )))
+            }
+        }
+        let address = reserve_address(tx, s, scope, wanted)?;
+        fields.insert("IPAddress".into(), json!(address));
+        Ok(())
+    }
+
+    fn inserted(tx: &mut Tx<'_>, s: &Scope<'_>, o: &Object<Self>) -> Result<(), ApiError> {
+        forwarding::sync(tx, s.cloud, s.project, o)
+    }
+
+    fn deleting(tx: &mut Tx<'_>, s: &Scope<'_>, o: &Object<Self>) -> Result<(), ApiError> {
+        forwarding::remove(tx, s.project, o)
+    }
+}

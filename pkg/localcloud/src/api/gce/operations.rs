@@ -1,0 +1,210 @@
+//! Operations: every change of the dialect goes through [`change`], which records its
+//! Operation in the same transaction, so it is already `DONE` when answered; `operations.get`,
+//! `wait`, `delete` and `list` read those records.
+
+use super::list::list_reply;
+use super::*;
+use crate::model::gce::operation::{Operation, OperationSpec};
+use crate::model::gce::{Object, Spec};
+use crate::model::Record;
+
+pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
+    let ops = |scope: &str| {
+        Router::new()
+            .route(&format!("{p}/{scope}/operations"), get(list_operations))
+            .route(
+                &format!("{p}/{scope}/operations/{{name}}"),
+                get(get_operation).delete(delete_operation),
+            )
+            .route(
+                &format!("{p}/{scope}/operations/{{name}}/wait"),
+                post(get_operation),
+            )
+    };
+    Router::new()
+        .merge(ops("zones/{zone}"))
+        .merge(ops("regions/{region}"))
+        .merge(ops("global"))
+}
+
+/// What a change did, as its Operation records it.
+pub(crate) struct Done {
+    /// `zones/z`, `regions/r` or `global`.
+    pub scope: String,
+    /// `insert`, `delete`, `stop`, `setMetadata`, ...
+    pub op_type: String,
+    /// The target's path under the project (`zones/z/instances/n`; empty: the project).
+    pub target: String,
+    pub target_id: u64,
+}
+
+/// Every change of the dialect (insert, delete, stop, setMetadata, addInstance, ...) is made
+/// here: `change` runs in one write transaction with the request's project and says what it
+/// did; its Operation is recorded in the same transaction, so it is already `DONE` when
+/// answered, and the answer is that Operation, as Compute Engine answers a change.
+pub(crate) async fn change<F>(
+    cloud: &Arc<Cloud>,
+    project: String,
+    change: F,
+) -> Result<Response, ApiError>
+where
+    F: FnOnce(&mut Tx<'_>, &Scope<'_>) -> Result<Done, ApiError> + Send + 'static,
+{
+    let cloud2 = cloud.clone();
+    let (project, op) = cloud
+        .write(move |tx| {
+            let project = Project::find(tx, &project)?;
+            let s = Scope {
+                cloud: &cloud2,
+                project: &project,
+            };
+            let done = change(tx, &s)?;
+            let op = record_operation(tx, &s, done)?;
+            Ok((project, op))
+        })
+        .await?;
+    Ok(operation_reply(
+        &Scope {
+            cloud,
+            project: &project,
+        },
+        &op,
+    ))
+}
+
+/// Records a finished operation (the change it describes is in the same transaction).
+fn record_operation(tx: &mut Tx<'_>, s: &Scope<'_>, done: Done) -> Result<Operation, ApiError> {
+    let meta = Meta::new(s.project.id.clone());
+    let name = format!(
+        "operation-{}-{}",
+        m::parse_iso(&meta.created_at).unwrap_or(0) * 1000,
+        &meta.id.replace('-', "")[..20]
+    );
+    let (_, user) = user_of(s.cloud, tx);
+    let t = m::timestamp(&meta.created_at);
+    let op = Operation {
+        meta,
+        name,
+        scope: done.scope,
+        spec: OperationSpec {
+            operation_type: done.op_type,
+            target_link: s.link(&done.target).trim_end_matches('/').to_owned(),
+            target_id: done.target_id.to_string(),
+            status: "DONE".into(),
+            user,
+            progress: 100,
+            insert_time: t.clone(),
+            start_time: t.clone(),
+            end_time: t,
+        },
+    };
+    op.put(tx)?;
+    Ok(op)
+}
+
+/// Shows a stored GCE resource: its fields plus `kind`, `id`, `name`, `creationTimestamp`,
+/// `selfLink` and its `zone`/`region` link.
+pub(crate) fn object_view<S: Spec>(s: &Scope<'_>, o: &Object<S>) -> Value {
+    let mut v = Value::Object(o.fields());
+    v["kind"] = json!(S::KIND);
+    v["id"] = json!(m::numeric_id(&o.meta.id).to_string());
+    v["name"] = json!(o.name);
+    v["creationTimestamp"] = json!(m::timestamp(&o.meta.created_at));
+    v["selfLink"] = json!(s.link(&format!("{}/{}/{}", o.scope, S::COLLECTION, o.name)));
+    if let Some(zone) = o.scope.strip_prefix("zones/") {
+        v["zone"] = json!(s.link(&format!("zones/{zone}")));
+    } else if let Some(region) = o.scope.strip_prefix("regions/") {
+        v["region"] = json!(s.link(&format!("regions/{region}")));
+    }
+    v
+}
+
+fn operation_reply(s: &Scope<'_>, op: &Operation) -> Response {
+    reply(StatusCode::OK, object_view(s, op))
+}
+
+/// `scope` of an operations route: `zones/z`, `regions/r` or `global`.
+fn op_scope(
+    cloud: &Cloud,
+    r: &impl Read,
+    project: &Project,
+    p: &BTreeMap<String, String>,
+) -> Result<String, ApiError> {
+    if let Some(zone) = p.get("zone") {
+        check_zone(r, project, zone)?;
+        Ok(format!("zones/{zone}"))
+    } else if let Some(region) = p.get("region") {
+        check_region(cloud, project, region)?;
+        Ok(format!("regions/{region}"))
+    } else {
+        Ok("global".into())
+    }
+}
+
+async fn get_operation(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+    cloud.store.read(|r| {
+        let project = Project::find(r, param(&p, "project"))?;
+        let scope = op_scope(&cloud, r, &project, &p)?;
+        let name = param(&p, "name");
+        let op = Operation::get_in(r, &project.id, &scope, name).ok_or_else(|| {
+            not_found(&format!(
+                "projects/{}/{scope}/operations/{name}",
+                project.name
+            ))
+        })?;
+        Ok(operation_reply(
+            &Scope {
+                cloud: &cloud,
+                project: &project,
+            },
+            &op,
+        ))
+    })
+}
+
+async fn delete_operation(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+    let cloud2 = cloud.clone();
+    cloud
+        .write(move |tx| {
+            let project = Project::find(tx, param(&p, "project"))?;
+            let scope = op_scope(&cloud2, tx, &project, &p)?;
+            let name = param(&p, "name");
+            let op = Operation::get_in(tx, &project.id, &scope, name).ok_or_else(|| {
+                not_found(&format!(
+                    "projects/{}/{scope}/operations/{name}",
+                    project.name
+                ))
+            })?;
+            op.remove(tx);
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn list_operations(
+    State(cloud): Ctx,
+    Path(p): Params_,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    cloud.store.read(|r| {
+        let project = Project::find(r, param(&p, "project"))?;
+        let scope = op_scope(&cloud, r, &project, &p)?;
+        let s = Scope {
+            cloud: &cloud,
+            project: &project,
+        };
+        let items = Operation::list_in(r, &project.id)
+            .iter()
+            .filter(|o| o.scope == scope)
+            .map(|o| object_view(&s, o))
+            .collect();
+        list_reply(
+            "compute#operationList",
+            format!("projects/{}/{scope}/operations", project.name),
+            s.link(&format!("{scope}/operations")),
+            items,
+            &params,
+        )
+    })
+}

@@ -1,0 +1,143 @@
+//! Target pools (regional): instances and at most one HTTP health check, each of which must
+//! exist; `addInstance`/`removeInstance` change the instances, and the forwarding rules that
+//! target the pool follow.
+
+use std::collections::BTreeSet;
+
+use super::forwarding;
+use super::operations::{change, Done};
+use super::resource::{
+    check_instance, find, full_link, one_of, scope_of, string_list, which, Collection, Ty, Where,
+    Which,
+};
+use super::*;
+use crate::model::gce::http_health_check::HttpHealthCheckSpec;
+use crate::model::gce::target_pool::{TargetPool, TargetPoolSpec};
+use crate::model::gce::{instance_ref, Object, Spec};
+use crate::model::Record;
+
+impl Collection for TargetPoolSpec {
+    const PLACE: Where = Where::Regional;
+    const REQUIRED: &'static [(&'static str, Ty)] = &[];
+    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+        ("instances", Ty::Strs(1000)),
+        // GCE takes at most one legacy HTTP health check per pool.
+        ("healthChecks", Ty::Strs(1)),
+        ("sessionAffinity", Ty::Str),
+        ("failoverRatio", Ty::Float(0.0, 1.0)),
+        ("backupPool", Ty::Str),
+    ];
+
+    fn defaults() -> Value {
+        json!({"sessionAffinity": "NONE"})
+    }
+
+    fn prepare(
+        tx: &mut Tx<'_>,
+        s: &Scope<'_>,
+        scope: &str,
+        _given: &BTreeSet<String>,
+        fields: &mut Map<String, Value>,
+    ) -> Result<(), ApiError> {
+        one_of(
+            fields,
+            "sessionAffinity",
+            &["NONE", "CLIENT_IP", "CLIENT_IP_PROTO"],
+        )?;
+        // References must name what exists, as GCE answers 404 for a missing one.
+        for hc in string_list(fields, "healthChecks") {
+            let name = m::last_segment(&hc);
+            if Object::<HttpHealthCheckSpec>::get_in(tx, &s.project.id, "global", name).is_none() {
+                return Err(not_found(&format!(
+                    "projects/{}/global/httpHealthChecks/{name}",
+                    s.project.name
+                )));
+            }
+        }
+        if let Some(Value::String(backup)) = fields.get("backupPool") {
+            find::<TargetPoolSpec>(tx, s.project, scope, m::last_segment(backup))?;
+        }
+        let list = fields.get("instances").cloned().unwrap_or(json!([]));
+        let list = list.as_array().cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for i in list {
+            let r = i
+                .as_str()
+                .ok_or_else(|| invalid("Invalid value for field 'resource.instances'"))?;
+            out.push(json!(check_instance(tx, s, r)?));
+        }
+        fields.insert("instances".into(), json!(out));
+        if let Some(Value::Array(hcs)) = fields.get("healthChecks").cloned() {
+            let links: Vec<Value> = hcs
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|h| json!(full_link(s, h)))
+                .collect();
+            fields.insert("healthChecks".into(), json!(links));
+        }
+        Ok(())
+    }
+}
+
+/// `targetPools/{name}/addInstance` and `removeInstance` (any other action of any collection
+/// is GCE's 404).
+pub(super) async fn action(
+    State(cloud): Ctx,
+    Path(p): Params_,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: Value = parse_body(&body)?;
+    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let (cloud, project) = (s.cloud, s.project);
+        let scope = scope_of(cloud, project, &p)?;
+        let collection = param(&p, "collection");
+        let Some(kind) = which(&p) else {
+            return Err(not_found(&format!(
+                "projects/{}/{scope}/{collection}",
+                project.name
+            )));
+        };
+        let action = param(&p, "action");
+        if kind != Which::TargetPools || !["addInstance", "removeInstance"].contains(&action) {
+            return Err(not_found(&format!(
+                "projects/{}/{scope}/{collection}/{}/{action}",
+                project.name,
+                param(&p, "name")
+            )));
+        }
+        let mut o: TargetPool = find(tx, project, &scope, param(&p, "name"))?;
+        let mut current = o.spec.instances.clone();
+        let asked = b["instances"].as_array().cloned().unwrap_or_default();
+        if asked.is_empty() {
+            return Err(required("instances"));
+        }
+        for i in asked {
+            let r = i["instance"]
+                .as_str()
+                .ok_or_else(|| required("instances[].instance"))?;
+            let (zone, name) = instance_ref(r)
+                .ok_or_else(|| invalid(format!("Invalid value for field 'instance': '{r}'.")))?;
+            let link = s.link(&format!("zones/{zone}/instances/{name}"));
+            if action == "addInstance" {
+                check_instance(tx, s, r)?;
+                if !current.contains(&link) {
+                    current.push(link);
+                }
+            } else {
+                current.retain(|c| c != &link);
+            }
+        }
+        o.spec.instances = current;
+        o.meta.touch();
+        o.put(tx)?;
+        let target = format!("{scope}/{}/{}", TargetPoolSpec::COLLECTION, o.name);
+        forwarding::sync_rules_of_pool(tx, cloud, project, &s.link(&target))?;
+        Ok(Done {
+            scope,
+            op_type: action.to_owned(),
+            target,
+            target_id: m::numeric_id(&o.meta.id),
+        })
+    })
+    .await
+}
