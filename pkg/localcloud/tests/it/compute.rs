@@ -6,7 +6,7 @@ use crate::support;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use support::TestCloud;
+use support::{assert_fault, TestCloud};
 
 #[tokio::test]
 async fn version_discovery_and_microversions() {
@@ -15,18 +15,14 @@ async fn version_discovery_and_microversions() {
     assert_eq!(r.body["version"]["version"], "2.79");
     assert_eq!(r.body["version"]["min_version"], "2.1");
     let resp = cloud
-        .http
-        .get(format!("{}/compute/v2.1/servers/detail", cloud.url))
-        .header("x-auth-token", &cloud.token)
+        .request(Method::GET, "/compute/v2.1/servers/detail")
         .header("openstack-api-version", "compute 2.60")
         .send()
         .await
         .unwrap();
     assert_eq!(resp.headers()["openstack-api-version"], "compute 2.60");
     let resp = cloud
-        .http
-        .get(format!("{}/compute/v2.1/servers", cloud.url))
-        .header("x-auth-token", &cloud.token)
+        .request(Method::GET, "/compute/v2.1/servers")
         .header("openstack-api-version", "compute 2.200")
         .send()
         .await
@@ -89,7 +85,7 @@ async fn server_lifecycle_with_addresses_and_stop_start() {
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     assert!(r.headers.get("location").is_some());
-    let id = r.body["server"]["id"].as_str().unwrap().to_owned();
+    let id = r.id("server");
 
     let s = cloud.get(&format!("/compute/v2.1/servers/{id}")).await.body["server"].clone();
     assert_eq!(s["name"], "node-1");
@@ -136,12 +132,16 @@ async fn server_lifecycle_with_addresses_and_stop_start() {
         "SHUTOFF"
     );
     let again = cloud.post(&action, json!({"os-stop": null})).await;
-    assert_eq!(again.status, StatusCode::CONFLICT);
-    assert_eq!(again.body["conflictingRequest"]["code"], 409);
+    assert_fault(
+        &again,
+        StatusCode::CONFLICT,
+        "conflictingRequest",
+        "stopped twice",
+    );
     let shutoff = cloud
         .get("/compute/v2.1/servers/detail?status=SHUTOFF")
         .await;
-    assert_eq!(shutoff.body["servers"].as_array().unwrap().len(), 1);
+    assert_eq!(shutoff.count("servers"), 1);
     assert_eq!(
         cloud.post(&action, json!({"os-start": null})).await.status,
         StatusCode::ACCEPTED
@@ -172,20 +172,16 @@ async fn server_lifecycle_with_addresses_and_stop_start() {
             .status,
         StatusCode::NO_CONTENT
     );
-    assert_eq!(
-        cloud
-            .get(&format!("/compute/v2.1/servers/{id}"))
-            .await
-            .status,
-        StatusCode::NOT_FOUND
-    );
-    assert_eq!(
-        cloud
-            .get(&format!("/network/v2.0/ports/{port_id}"))
-            .await
-            .status,
-        StatusCode::NOT_FOUND
-    );
+    for gone in [
+        format!("/compute/v2.1/servers/{id}"),
+        format!("/network/v2.0/ports/{port_id}"),
+    ] {
+        assert_eq!(
+            cloud.get(&gone).await.status,
+            StatusCode::NOT_FOUND,
+            "{gone}"
+        );
+    }
     let again = cloud
         .post("/compute/v2.1/servers", json!({"server": {"name": "reuse", "flavorRef": "2", "networks": [{"uuid": net, "fixed_ip": "127.1.0.10"}]}}))
         .await;
@@ -202,16 +198,16 @@ async fn list_filters_and_pagination() {
     }
     cloud.create_server("other", json!({})).await;
     let r = cloud.get("/compute/v2.1/servers?name=pool-").await;
-    assert_eq!(r.body["servers"].as_array().unwrap().len(), 5);
+    assert_eq!(r.count("servers"), 5);
     let r = cloud
         .get("/compute/v2.1/servers/detail?name=%5Eother%24")
         .await;
-    assert_eq!(r.body["servers"].as_array().unwrap().len(), 1);
+    assert_eq!(r.count("servers"), 1);
     assert_eq!(r.body["servers"][0]["name"], "other");
     let r = cloud
         .get("/compute/v2.1/servers/detail?ip=127.1.0.2%24")
         .await;
-    assert_eq!(r.body["servers"].as_array().unwrap().len(), 1);
+    assert_eq!(r.count("servers"), 1);
 
     // Walk all pages of 2 following the next links; newest first.
     let mut seen = Vec::new();
@@ -240,36 +236,17 @@ async fn list_filters_and_pagination() {
 #[tokio::test]
 async fn bad_input_is_rejected_with_nova_errors_and_changes_nothing() {
     let cloud = TestCloud::start().await;
-    let cases: Vec<(reqwest::Response, StatusCode, &str)> = vec![
-        (
-            cloud
-                .http
-                .post(format!("{}/compute/v2.1/servers", cloud.url))
-                .header("x-auth-token", &cloud.token)
-                .body("{not json")
-                .send()
-                .await
-                .unwrap(),
-            StatusCode::BAD_REQUEST,
-            "badRequest",
-        ),
-        (
-            cloud
-                .http
-                .post(format!("{}/compute/v2.1/servers", cloud.url))
-                .header("x-auth-token", &cloud.token)
-                .body("")
-                .send()
-                .await
-                .unwrap(),
-            StatusCode::BAD_REQUEST,
-            "badRequest",
-        ),
-    ];
-    for (resp, status, key) in cases {
-        assert_eq!(resp.status(), status);
+    // Bodies that are not JSON, sent without a content type.
+    for text in ["{not json", ""] {
+        let resp = cloud
+            .request(Method::POST, "/compute/v2.1/servers")
+            .body(text)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
         let body: serde_json::Value = resp.json().await.unwrap();
-        assert_eq!(body[key]["code"], status.as_u16(), "{body}");
+        assert_eq!(body["badRequest"]["code"], 400, "{body}");
     }
     for (body, why) in [
         (
@@ -297,24 +274,17 @@ async fn bad_input_is_rejected_with_nova_errors_and_changes_nothing() {
         (json!({"servers": {}}), "wrong key"),
     ] {
         let r = cloud.post("/compute/v2.1/servers", body).await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{why}: {}", r.body);
-        assert_eq!(r.body["badRequest"]["code"], 400, "{why}");
+        assert_fault(&r, StatusCode::BAD_REQUEST, "badRequest", why);
     }
     // An address already taken is a conflict, and the failed create leaves no port behind.
     let net = cloud.network_id("private").await;
-    let ports_before = cloud.get("/network/v2.0/ports").await.body["ports"]
-        .as_array()
-        .unwrap()
-        .len();
+    let ports_before = cloud.get("/network/v2.0/ports").await.count("ports");
     let r = cloud
         .post("/compute/v2.1/servers", json!({"server": {"name": "gw", "flavorRef": "2", "networks": [{"uuid": net}, {"uuid": net, "fixed_ip": "127.1.0.1"}]}}))
         .await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
     assert_eq!(
-        cloud.get("/network/v2.0/ports").await.body["ports"]
-            .as_array()
-            .unwrap()
-            .len(),
+        cloud.get("/network/v2.0/ports").await.count("ports"),
         ports_before
     );
     assert_eq!(
@@ -329,8 +299,7 @@ async fn bad_input_is_rejected_with_nova_errors_and_changes_nothing() {
         format!("/compute/v2.1/servers/{missing}/os-interface"),
     ] {
         let r = cloud.get(&path).await;
-        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
-        assert_eq!(r.body["itemNotFound"]["code"], 404);
+        assert_fault(&r, StatusCode::NOT_FOUND, "itemNotFound", &path);
     }
     assert_eq!(
         cloud
@@ -350,8 +319,12 @@ async fn bad_input_is_rejected_with_nova_errors_and_changes_nothing() {
         StatusCode::NOT_FOUND
     );
     let r = cloud.get("/compute/v2.1/no-such-thing").await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND);
-    assert_eq!(r.body["itemNotFound"]["code"], 404);
+    assert_fault(
+        &r,
+        StatusCode::NOT_FOUND,
+        "itemNotFound",
+        "an unknown collection",
+    );
     cloud.shutdown().await;
 }
 
@@ -360,9 +333,7 @@ async fn microversion_2_47_embeds_the_flavor_and_2_37_requires_networks() {
     let cloud = TestCloud::start().await;
     let id = cloud.create_server("mv", json!({})).await;
     let resp = cloud
-        .http
-        .get(format!("{}/compute/v2.1/servers/{id}", cloud.url))
-        .header("x-auth-token", &cloud.token)
+        .request(Method::GET, &format!("/compute/v2.1/servers/{id}"))
         .header("openstack-api-version", "compute 2.79")
         .send()
         .await
@@ -371,9 +342,7 @@ async fn microversion_2_47_embeds_the_flavor_and_2_37_requires_networks() {
     assert_eq!(body["server"]["flavor"]["original_name"], "m1.small");
     assert_eq!(body["server"]["flavor"]["vcpus"], 1);
     let resp = cloud
-        .http
-        .post(format!("{}/compute/v2.1/servers", cloud.url))
-        .header("x-auth-token", &cloud.token)
+        .request(Method::POST, "/compute/v2.1/servers")
         .header("openstack-api-version", "compute 2.37")
         .json(&json!({"server": {"name": "n", "flavorRef": "2"}}))
         .send()
@@ -381,9 +350,7 @@ async fn microversion_2_47_embeds_the_flavor_and_2_37_requires_networks() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     let resp = cloud
-        .http
-        .post(format!("{}/compute/v2.1/servers", cloud.url))
-        .header("x-auth-token", &cloud.token)
+        .request(Method::POST, "/compute/v2.1/servers")
         .header("x-openstack-nova-api-version", "2.37")
         .json(&json!({"server": {"name": "n", "flavorRef": "2", "networks": "none"}}))
         .send()
@@ -399,25 +366,14 @@ async fn volume_attachments_through_nova() {
     let cloud = TestCloud::start().await;
     let server = cloud.create_server("db", json!({})).await;
     let vol = cloud
-        .post(
-            &cloud.volumes(),
-            json!({"volume": {"size": 2, "name": "data"}}),
-        )
-        .await
-        .body["volume"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let path = format!("/compute/v2.1/servers/{server}/os-volume_attachments");
-    let r = cloud
-        .post(&path, json!({"volumeAttachment": {"volumeId": vol}}))
+        .create_volume(json!({"size": 2, "name": "data"}))
         .await;
+    let path = format!("/compute/v2.1/servers/{server}/os-volume_attachments");
+    let r = cloud.attach_volume(&server, &vol).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["volumeAttachment"]["device"], "/dev/vdb");
     assert_eq!(r.body["volumeAttachment"]["serverId"], server.as_str());
-    let again = cloud
-        .post(&path, json!({"volumeAttachment": {"volumeId": vol}}))
-        .await;
+    let again = cloud.attach_volume(&server, &vol).await;
     assert_eq!(
         again.status,
         StatusCode::BAD_REQUEST,
@@ -434,13 +390,7 @@ async fn volume_attachments_through_nova() {
         s.body["server"]["os-extended-volumes:volumes_attached"][0]["id"],
         vol.as_str()
     );
-    assert_eq!(
-        cloud.get(&path).await.body["volumeAttachments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(cloud.get(&path).await.count("volumeAttachments"), 1);
     assert_eq!(
         cloud.get(&format!("{path}/{vol}")).await.body["volumeAttachment"]["volumeId"],
         vol.as_str()
@@ -458,15 +408,11 @@ async fn volume_attachments_through_nova() {
         cloud.delete(&format!("{path}/{vol}")).await.status,
         StatusCode::NOT_FOUND
     );
-    let missing = cloud
-        .post(&path, json!({"volumeAttachment": {"volumeId": "nope"}}))
-        .await;
+    let missing = cloud.attach_volume(&server, "nope").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
 
     // Deleting a server detaches its volumes.
-    cloud
-        .post(&path, json!({"volumeAttachment": {"volumeId": vol}}))
-        .await;
+    cloud.attach_volume(&server, &vol).await;
     cloud
         .delete(&format!("/compute/v2.1/servers/{server}"))
         .await;
@@ -487,14 +433,13 @@ async fn images_are_listed_and_image_refs_are_checked() {
     let by_ids = cloud
         .get(&format!("/image/v2/images?id=in:{id},other"))
         .await;
-    assert_eq!(by_ids.body["images"].as_array().unwrap().len(), 1);
+    assert_eq!(by_ids.count("images"), 1);
     assert_eq!(
         cloud.get(&format!("/image/v2/images/{id}")).await.body["name"],
         image["name"]
     );
     let missing = cloud.get("/image/v2/images/nope").await;
-    assert_eq!(missing.status, StatusCode::NOT_FOUND);
-    assert_eq!(missing.body["error"]["code"], 404);
+    assert_fault(&missing, StatusCode::NOT_FOUND, "error", "an unknown image");
 
     let server = cloud
         .create_server("from-image", json!({"imageRef": id}))
@@ -508,13 +453,7 @@ async fn images_are_listed_and_image_refs_are_checked() {
         )
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
-    assert_eq!(
-        cloud.get("/compute/v2.1/servers").await.body["servers"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(cloud.get("/compute/v2.1/servers").await.count("servers"), 1);
     cloud.shutdown().await;
 }
 
@@ -570,18 +509,7 @@ fn requests_total(metrics: &str, service: &str, method: &str, route: &str, code:
 #[tokio::test]
 async fn requests_are_counted_on_metrics() {
     let cloud = TestCloud::start().await;
-    let scrape = async || {
-        cloud
-            .http
-            .get(format!("{}/metrics", cloud.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
-    let before = scrape().await;
+    let before = cloud.metrics().await;
     let detail = "/compute/v2.1/servers/detail";
     let one = "/compute/v2.1/servers/{id}";
     assert_eq!(requests_total(&before, "compute", "GET", detail, 200), 0);
@@ -611,35 +539,23 @@ async fn requests_are_counted_on_metrics() {
         .unwrap();
     assert_eq!(md.status(), StatusCode::OK);
 
-    let after = scrape().await;
-    assert_eq!(
-        requests_total(&after, "compute", "GET", detail, 200),
-        3,
-        "{after}"
-    );
-    assert_eq!(requests_total(&after, "compute", "GET", one, 404), 1);
-    assert_eq!(requests_total(&after, "compute", "GET", one, 401), 1);
-    assert_eq!(
-        requests_total(&after, "compute", "GET", "unmatched", 404),
-        1,
-        "{after}"
-    );
-    assert_eq!(
-        requests_total(&after, "metadata", "GET", "/openstack", 200),
-        1,
-        "{after}"
-    );
-    // The login of TestCloud::start, before the first scrape.
-    assert_eq!(
-        requests_total(&after, "identity", "POST", "/identity/v3/auth/tokens", 201),
-        1,
-        "{after}"
-    );
-    // The first scrape itself (the second is answered after it renders).
-    assert_eq!(
-        requests_total(&after, "other", "GET", "/metrics", 200),
-        1,
-        "{after}"
-    );
+    let after = cloud.metrics().await;
+    for (service, method, route, code, want) in [
+        ("compute", "GET", detail, 200, 3),
+        ("compute", "GET", one, 404, 1),
+        ("compute", "GET", one, 401, 1),
+        ("compute", "GET", "unmatched", 404, 1),
+        ("metadata", "GET", "/openstack", 200, 1),
+        // The login of TestCloud::start, before the first scrape.
+        ("identity", "POST", "/identity/v3/auth/tokens", 201, 1),
+        // The first scrape itself (the second is answered after it renders).
+        ("other", "GET", "/metrics", 200, 1),
+    ] {
+        assert_eq!(
+            requests_total(&after, service, method, route, code),
+            want,
+            "{service} {method} {route} {code}: {after}"
+        );
+    }
     cloud.shutdown().await;
 }

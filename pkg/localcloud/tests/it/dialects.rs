@@ -6,10 +6,9 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::TestCloud;
+use crate::support::{TestCloud, LBAAS};
 
 const GCE: &str = "/compute/v1/projects/demo";
-const LBAAS: &str = "/load-balancer/v2/lbaas";
 
 /// The first zone and the region of the GCE dialect.
 async fn zone_and_region(c: &TestCloud) -> (String, String) {
@@ -49,13 +48,18 @@ async fn gce_set_calls_refuse_bodies_of_the_wrong_shape_and_stale_fingerprints()
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     let victim = format!("{instances}/victim");
+    // A `set*` call with a fingerprint and items.
+    let set = async |call: &str, fingerprint: &Value, items: Value| {
+        c.post(call, json!({"fingerprint": fingerprint, "items": items}))
+            .await
+    };
     let fp = c.get(GCE).await.body["commonInstanceMetadata"]["fingerprint"].clone();
-    let r = c
-        .post(
-            &format!("{GCE}/setCommonInstanceMetadata"),
-            json!({"fingerprint": fp, "items": [{"key": "project-key", "value": "v"}]}),
-        )
-        .await;
+    let r = set(
+        &format!("{GCE}/setCommonInstanceMetadata"),
+        &fp,
+        json!([{"key": "project-key", "value": "v"}]),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
 
     let state = || async {
@@ -105,23 +109,19 @@ async fn gce_set_calls_refuse_bodies_of_the_wrong_shape_and_stale_fingerprints()
 
     // With the current fingerprint the call goes through, and the fingerprint moves on.
     let fp = before.0["fingerprint"].clone();
-    let r = c
-        .post(
-            &format!("{victim}/setMetadata"),
-            json!({"fingerprint": fp, "items": [{"key": "role", "value": "node"}]}),
-        )
-        .await;
+    let set_metadata = format!("{victim}/setMetadata");
+    let r = set(
+        &set_metadata,
+        &fp,
+        json!([{"key": "role", "value": "node"}]),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     let after = c.get(&victim).await.body["metadata"].clone();
     assert_eq!(after["items"], json!([{"key": "role", "value": "node"}]));
     assert_ne!(after["fingerprint"], fp);
     // The old fingerprint is stale now.
-    let r = c
-        .post(
-            &format!("{victim}/setMetadata"),
-            json!({"fingerprint": fp, "items": []}),
-        )
-        .await;
+    let r = set(&set_metadata, &fp, json!([])).await;
     assert_gce_error(&r, 412, "conditionNotMet", "a stale fingerprint");
     c.shutdown().await;
 }
@@ -326,41 +326,15 @@ async fn openstack_writes_check_ranges_addresses_and_references() {
     let (private_subnet, private_cidr) = subnet_of(private.clone()).await;
     let (_, public_cidr) = subnet_of(public.clone()).await;
     // An Octavia tree to hang children on.
-    let lb = c
-        .post(
-            &format!("{LBAAS}/loadbalancers"),
-            json!({"loadbalancer": {"name": "lb", "vip_subnet_id": private_subnet}}),
-        )
-        .await;
-    assert_eq!(lb.status, StatusCode::CREATED, "{}", lb.body);
-    let lb_id = lb.body["loadbalancer"]["id"].as_str().unwrap().to_owned();
-    let active = || async {
-        for _ in 0..200 {
-            let r = c.get(&format!("{LBAAS}/loadbalancers/{lb_id}")).await;
-            if r.body["loadbalancer"]["provisioning_status"] == "ACTIVE" {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
-        panic!("the load balancer did not become ACTIVE");
-    };
-    active().await;
-    let pool = c
-        .post(
-            &format!("{LBAAS}/pools"),
-            json!({"pool": {"loadbalancer_id": lb_id, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}),
-        )
-        .await;
-    assert_eq!(pool.status, StatusCode::CREATED, "{}", pool.body);
-    let pool_id = pool.body["pool"]["id"].as_str().unwrap().to_owned();
-    active().await;
-    let sg = c
-        .post(
-            "/network/v2.0/security-groups",
-            json!({"security_group": {"name": "g"}}),
-        )
-        .await;
-    let sg_id = sg.body["security_group"]["id"].as_str().unwrap().to_owned();
+    let lb_id = c
+        .create_lb(json!({"name": "lb", "vip_subnet_id": private_subnet}))
+        .await
+        .id;
+    let pool_id = c.add_lb_pool(&lb_id, "TCP").await;
+    let sg_id = c
+        .neutron_create("security_group", json!({"name": "g"}))
+        .await
+        .id("security_group");
 
     let before = openstack_state(&c).await;
     let (net_addr, broadcast) = network_and_broadcast(&private_cidr);

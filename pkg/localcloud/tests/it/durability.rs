@@ -19,25 +19,10 @@ async fn everything_survives_a_restart() {
         )
         .await;
     let vol = cloud
-        .post(
-            &cloud.volumes(),
-            json!({"volume": {"size": 3, "name": "keep"}}),
-        )
-        .await
-        .body["volume"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    cloud
-        .post(
-            &format!("/compute/v2.1/servers/{server}/os-volume_attachments"),
-            json!({"volumeAttachment": {"volumeId": vol}}),
-        )
+        .create_volume(json!({"size": 3, "name": "keep"}))
         .await;
-    let router = cloud.get("/network/v2.0/routers?name=router1").await.body["routers"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    cloud.attach_volume(&server, &vol).await;
+    let router = cloud.neutron_id("routers", "router1").await;
     cloud.put(&format!("/network/v2.0/routers/{router}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "127.1.0.2"}]}})).await;
     let old_token = cloud.token.clone();
 
@@ -61,10 +46,7 @@ async fn everything_survives_a_restart() {
     );
     // Seeds are not duplicated.
     assert_eq!(
-        cloud.get("/network/v2.0/networks").await.body["networks"]
-            .as_array()
-            .unwrap()
-            .len(),
+        cloud.get("/network/v2.0/networks").await.count("networks"),
         2
     );
     // The next address continues after the stored ones.

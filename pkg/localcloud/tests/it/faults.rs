@@ -10,7 +10,7 @@ use hypercloud_localcloud::faults::{Latency, Rate};
 use hypercloud_localcloud::{Server, ServerConfig};
 use reqwest::StatusCode;
 use serde_json::json;
-use support::TestCloud;
+use support::{assert_fault, TestCloud};
 
 #[tokio::test]
 async fn latency_is_added_per_service() {
@@ -45,17 +45,22 @@ async fn latency_is_added_per_service() {
 #[tokio::test]
 async fn error_rate_one_fails_every_request_in_the_service_format_without_side_effects() {
     // Start clean to get a token, then restart the same state dir with faults on compute only.
-    let mut cloud = TestCloud::start().await;
-    cloud.config.faults.error_rate = "compute=1".parse::<Rate>().unwrap();
-    cloud.restart().await;
+    let mut cloud = TestCloud::start_then_restart_with(|c| {
+        c.faults.error_rate = "compute=1".parse::<Rate>().unwrap();
+    })
+    .await;
     let r = cloud
         .post(
             "/compute/v2.1/servers",
             json!({"server": {"name": "x", "flavorRef": "1"}}),
         )
         .await;
-    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(r.body["computeFault"]["code"], 500);
+    assert_fault(
+        &r,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "computeFault",
+        "create under faults",
+    );
     assert_eq!(
         cloud.get("/network/v2.0/networks").await.status,
         StatusCode::OK
@@ -65,8 +70,7 @@ async fn error_rate_one_fails_every_request_in_the_service_format_without_side_e
         .get("/network/v2.0/ports?device_owner=compute:nova")
         .await;
     assert_eq!(ports.body["ports"], json!([]));
-    cloud.config.faults = Default::default();
-    cloud.restart().await;
+    cloud.restart_with(|c| c.faults = Default::default()).await;
     assert_eq!(
         cloud.get("/compute/v2.1/servers").await.body["servers"],
         json!([])
@@ -76,16 +80,21 @@ async fn error_rate_one_fails_every_request_in_the_service_format_without_side_e
 
 #[tokio::test]
 async fn throttling_answers_429_with_retry_after() {
-    let mut cloud = TestCloud::start().await;
-    cloud.config.faults.throttle_rate = "1".parse::<Rate>().unwrap();
-    cloud.restart().await;
+    let cloud = TestCloud::start_then_restart_with(|c| {
+        c.faults.throttle_rate = "1".parse::<Rate>().unwrap();
+    })
+    .await;
     let r = cloud.get("/network/v2.0/networks").await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers["retry-after"], "1");
     assert_eq!(r.body["NeutronError"]["type"], "OverQuota");
     let r = cloud.get(&cloud.volumes()).await;
-    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(r.body["overLimit"]["code"], 429);
+    assert_fault(
+        &r,
+        StatusCode::TOO_MANY_REQUESTS,
+        "overLimit",
+        "volumes throttled",
+    );
     cloud.shutdown().await;
 }
 

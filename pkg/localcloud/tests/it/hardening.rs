@@ -7,22 +7,18 @@ use std::collections::BTreeSet;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::{self, TestCloud};
-
-const LBAAS: &str = "/load-balancer/v2/lbaas";
+use crate::support::{self, subject_token, wait_lb_active, TestCloud, LBAAS};
 
 #[tokio::test]
 async fn unscoped_tokens_are_refused_by_project_scoped_services() {
     let c = TestCloud::start().await;
     let mut auth = support::password_auth(&c.config.password);
     auth["auth"]["scope"] = json!("unscoped");
-    let r = c
-        .raw(Method::POST, "/identity/v3/auth/tokens", Some(auth), None)
-        .await;
+    let r = c.authenticate(auth).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     assert!(r.body["token"].get("project").is_none(), "{}", r.body);
     assert!(r.body["token"].get("catalog").is_none(), "{}", r.body);
-    let unscoped = r.headers["x-subject-token"].to_str().unwrap().to_owned();
+    let unscoped = subject_token(&r);
 
     for path in [
         "/compute/v2.1/servers".to_owned(),
@@ -37,15 +33,10 @@ async fn unscoped_tokens_are_refused_by_project_scoped_services() {
         assert_eq!(c.get(&path).await.status, StatusCode::OK, "{path}");
     }
     // Keystone still validates the unscoped token itself.
-    let r = c
-        .http
-        .get(format!("{}/identity/v3/auth/tokens", c.url))
-        .header("x-auth-token", &c.token)
-        .header("x-subject-token", &unscoped)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        c.subject_token_call(Method::GET, &unscoped).await,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test]
@@ -153,11 +144,7 @@ async fn vips_stay_in_the_loopback_pool_and_listeners_bind_only_loopback() {
     }
     // A VIP inside the pool but outside the named subnet (private, 127.1.0.0/16) is refused
     // as Octavia refuses it.
-    let subnets = c.get("/network/v2.0/subnets?name=private-subnet").await;
-    let subnet = subnets.body["subnets"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let subnet = c.neutron_id("subnets", "private-subnet").await;
     let r = c
         .post(
             &format!("{LBAAS}/loadbalancers"),
@@ -175,7 +162,7 @@ async fn vips_stay_in_the_loopback_pool_and_listeners_bind_only_loopback() {
         .post(&format!("{LBAAS}/loadbalancers"), create("127.0.100.77"))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let lb = r.body["loadbalancer"]["id"].as_str().unwrap().to_owned();
+    let lb = r.id("loadbalancer");
     for protocol in ["TCP", "UDP"] {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
@@ -193,15 +180,7 @@ async fn vips_stay_in_the_loopback_pool_and_listeners_bind_only_loopback() {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let r = c.get(&format!("{LBAAS}/loadbalancers/{lb}")).await;
-        if r.body["loadbalancer"]["provisioning_status"] == "ACTIVE" {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{}", r.body);
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_lb_active(&c, &lb).await;
     // 127.0.100.77:18080 as /proc/net writes it.
     let vip = "4D64007F:46A0";
     let bound = bound_addresses();

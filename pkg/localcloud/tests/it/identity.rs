@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use support::{password_auth, TestCloud};
+use support::{assert_fault, assert_neutron_error, find, password_auth, subject_token, TestCloud};
 
 #[tokio::test]
 async fn discovery_documents_point_at_v3() {
@@ -28,14 +28,7 @@ async fn discovery_documents_point_at_v3() {
 #[tokio::test]
 async fn password_token_carries_catalog_and_wrong_credentials_get_401() {
     let cloud = TestCloud::start().await;
-    let r = cloud
-        .raw(
-            Method::POST,
-            "/identity/v3/auth/tokens",
-            Some(password_auth("hypercloud")),
-            None,
-        )
-        .await;
+    let r = cloud.authenticate(password_auth("hypercloud")).await;
     assert_eq!(r.status, StatusCode::CREATED);
     assert!(r.headers.get("x-subject-token").is_some());
     let token = &r.body["token"];
@@ -57,65 +50,25 @@ async fn password_token_carries_catalog_and_wrong_credentials_get_401() {
     ] {
         assert!(types.contains(&t), "{t} missing from {types:?}");
     }
-    let compute = token["catalog"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["type"] == "compute")
-        .unwrap();
-    let public = compute["endpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["interface"] == "public")
-        .unwrap();
+    let compute = find(&token["catalog"], "type", "compute");
+    let public = find(&compute["endpoints"], "interface", "public");
     assert_eq!(public["url"], format!("{}/compute/v2.1", cloud.url));
     assert_eq!(public["region"], "RegionOne");
 
-    let bad = cloud
-        .raw(
-            Method::POST,
-            "/identity/v3/auth/tokens",
-            Some(password_auth("nope")),
-            None,
-        )
-        .await;
-    assert_eq!(bad.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(bad.body["error"]["code"], 401);
+    let bad = cloud.authenticate(password_auth("nope")).await;
+    assert_fault(&bad, StatusCode::UNAUTHORIZED, "error", "a wrong password");
     assert!(bad.headers.get("x-subject-token").is_none());
 
     let mut unknown_user = password_auth("hypercloud");
     unknown_user["auth"]["identity"]["password"]["user"]["name"] = json!("mallory");
-    let r = cloud
-        .raw(
-            Method::POST,
-            "/identity/v3/auth/tokens",
-            Some(unknown_user),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
-
     let mut unknown_project = password_auth("hypercloud");
     unknown_project["auth"]["scope"]["project"]["name"] = json!("other");
-    let r = cloud
-        .raw(
-            Method::POST,
-            "/identity/v3/auth/tokens",
-            Some(unknown_project),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    for auth in [unknown_user, unknown_project] {
+        let r = cloud.authenticate(auth).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    }
 
-    let r = cloud
-        .raw(
-            Method::POST,
-            "/identity/v3/auth/tokens",
-            Some(json!({"auth": {}})),
-            None,
-        )
-        .await;
+    let r = cloud.authenticate(json!({"auth": {}})).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.body["error"]["message"]
         .as_str()
@@ -140,8 +93,7 @@ async fn services_require_a_valid_token() {
             Some("not-a-token"),
         )
         .await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(r.body["NeutronError"]["type"], "Unauthorized");
+    assert_neutron_error(&r, StatusCode::UNAUTHORIZED, "Unauthorized");
     let r = cloud.get("/network/v2.0/networks").await;
     assert_eq!(r.status, StatusCode::OK);
     cloud.shutdown().await;
@@ -157,15 +109,10 @@ async fn tokens_validate_revoke_and_expire() {
     })
     .await;
     // Validate: GET with X-Subject-Token.
-    let resp = cloud
-        .http
-        .get(format!("{}/identity/v3/auth/tokens", cloud.url))
-        .header("x-auth-token", &cloud.token)
-        .header("x-subject-token", &cloud.token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(
+        cloud.subject_token_call(Method::GET, &cloud.token).await,
+        StatusCode::OK
+    );
     tokio::time::sleep(Duration::from_millis(3100)).await;
     let r = cloud.get("/compute/v2.1/servers").await;
     assert_eq!(
@@ -177,15 +124,10 @@ async fn tokens_validate_revoke_and_expire() {
     cloud.login().await;
     let old = cloud.token.clone();
     cloud.login().await;
-    let resp = cloud
-        .http
-        .delete(format!("{}/identity/v3/auth/tokens", cloud.url))
-        .header("x-auth-token", &cloud.token)
-        .header("x-subject-token", &old)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        cloud.subject_token_call(Method::DELETE, &old).await,
+        StatusCode::NO_CONTENT
+    );
     let r = cloud
         .raw(Method::GET, "/compute/v2.1/servers", None, Some(&old))
         .await;
@@ -196,88 +138,51 @@ async fn tokens_validate_revoke_and_expire() {
 #[tokio::test]
 async fn application_credentials_authenticate_until_deleted() {
     let cloud = TestCloud::start().await;
-    let r = cloud
-        .raw(
-            Method::POST,
-            "/identity/v3/auth/tokens",
-            Some(password_auth("hypercloud")),
-            None,
-        )
-        .await;
+    let r = cloud.authenticate(password_auth("hypercloud")).await;
     let user_id = r.body["token"]["user"]["id"].as_str().unwrap().to_owned();
     let path = format!("/identity/v3/users/{user_id}/application_credentials");
     let r = cloud
         .post(&path, json!({"application_credential": {"name": "ccm"}}))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let id = r.body["application_credential"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let secret = r.body["application_credential"]["secret"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = r.id("application_credential");
+    let secret = r.str("application_credential", "secret");
     let dup = cloud
         .post(&path, json!({"application_credential": {"name": "ccm"}}))
         .await;
     assert_eq!(dup.status, StatusCode::CONFLICT);
 
     let by_id = json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": {"id": id, "secret": secret}}}});
-    let r = cloud
-        .raw(
-            Method::POST,
-            "/identity/v3/auth/tokens",
-            Some(by_id.clone()),
-            None,
-        )
-        .await;
+    let r = cloud.authenticate(by_id.clone()).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     assert_eq!(
         r.body["token"]["methods"],
         json!(["application_credential"])
     );
     assert_eq!(r.body["token"]["project"]["id"], cloud.project.as_str());
-    let app_token = r.headers["x-subject-token"].to_str().unwrap().to_owned();
-    assert_eq!(
+    let app_token = subject_token(&r);
+    let flavors_with_app_token = async || {
         cloud
             .raw(Method::GET, "/compute/v2.1/flavors", None, Some(&app_token))
             .await
-            .status,
-        StatusCode::OK
-    );
+            .status
+    };
+    assert_eq!(flavors_with_app_token().await, StatusCode::OK);
 
     let by_name = json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": {
         "name": "ccm", "user": {"name": "admin", "domain": {"name": "Default"}}, "secret": secret}}}});
     assert_eq!(
-        cloud
-            .raw(
-                Method::POST,
-                "/identity/v3/auth/tokens",
-                Some(by_name),
-                None
-            )
-            .await
-            .status,
+        cloud.authenticate(by_name).await.status,
         StatusCode::CREATED
     );
     let wrong = json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": {"id": id, "secret": "x"}}}});
     assert_eq!(
-        cloud
-            .raw(Method::POST, "/identity/v3/auth/tokens", Some(wrong), None)
-            .await
-            .status,
+        cloud.authenticate(wrong).await.status,
         StatusCode::UNAUTHORIZED
     );
 
     let listed = cloud.get(&path).await;
-    assert_eq!(
-        listed.body["application_credentials"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(listed.count("application_credentials"), 1);
     assert!(
         listed.body["application_credentials"][0]
             .get("secret")
@@ -290,19 +195,10 @@ async fn application_credentials_authenticate_until_deleted() {
         StatusCode::NO_CONTENT
     );
     assert_eq!(
-        cloud
-            .raw(Method::POST, "/identity/v3/auth/tokens", Some(by_id), None)
-            .await
-            .status,
+        cloud.authenticate(by_id).await.status,
         StatusCode::UNAUTHORIZED
     );
-    assert_eq!(
-        cloud
-            .raw(Method::GET, "/compute/v2.1/flavors", None, Some(&app_token))
-            .await
-            .status,
-        StatusCode::UNAUTHORIZED
-    );
+    assert_eq!(flavors_with_app_token().await, StatusCode::UNAUTHORIZED);
     assert_eq!(
         cloud.get(&format!("{path}/{id}")).await.status,
         StatusCode::NOT_FOUND
@@ -327,7 +223,6 @@ async fn catalog_and_projects_endpoints() {
         .await;
     assert_eq!(r.body["project"]["id"], cloud.project.as_str());
     let r = cloud.get("/identity/v3/projects/nope").await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND);
-    assert_eq!(r.body["error"]["code"], 404);
+    assert_fault(&r, StatusCode::NOT_FOUND, "error", "an unknown project");
     cloud.shutdown().await;
 }

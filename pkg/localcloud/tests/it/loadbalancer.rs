@@ -8,17 +8,15 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use support::TestCloud;
+use support::{echo_backend, find, free_port, wait_for, wait_lb_active, TestCloud, LBAAS};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 mod access;
 mod udp;
-
-const LBAAS: &str = "/load-balancer/v2/lbaas";
 
 async fn cloud(pool: &str) -> TestCloud {
     let pool = pool.parse().unwrap();
@@ -31,7 +29,12 @@ async fn cloud(pool: &str) -> TestCloud {
 
 /// A TCP server that answers every connection with its name and closes.
 async fn backend(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    backend_at("127.0.0.1:0".parse().unwrap(), name).await
+}
+
+/// [`backend`] on `addr`.
+async fn backend_at(addr: SocketAddr, name: &'static str) -> (SocketAddr, JoinHandle<()>) {
+    let l = TcpListener::bind(addr).await.unwrap();
     let addr = l.local_addr().unwrap();
     let task = tokio::spawn(async move {
         loop {
@@ -47,46 +50,26 @@ async fn backend(name: &'static str) -> (SocketAddr, JoinHandle<()>) {
     (addr, task)
 }
 
+/// `step`, failing as `{step} timed out` when it takes over 5s.
+async fn within<T>(
+    step: &str,
+    f: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    tokio::time::timeout(Duration::from_secs(5), f)
+        .await
+        .map_err(|_| std::io::Error::other(format!("{step} timed out")))?
+}
+
 /// Connects to `addr` and reads what the backend says.
 async fn ask(addr: SocketAddr) -> std::io::Result<String> {
-    let mut s = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
-        .await
-        .map_err(|_| std::io::Error::other("connect timed out"))??;
+    read_answer(within("connect", TcpStream::connect(addr)).await?).await
+}
+
+/// Everything the backend says on `s` until it closes.
+async fn read_answer(mut s: TcpStream) -> std::io::Result<String> {
     let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .map_err(|_| std::io::Error::other("read timed out"))??;
+    within("read", s.read_to_string(&mut out)).await?;
     Ok(out)
-}
-
-/// A port free on `ip` right now.
-async fn free_port(ip: &str) -> u16 {
-    let l = TcpListener::bind((ip, 0)).await.unwrap();
-    l.local_addr().unwrap().port()
-}
-
-async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out after {timeout:?} waiting for {what}");
-}
-
-async fn wait_lb_active(c: &TestCloud, lb: &str) {
-    wait_for("ACTIVE", Duration::from_secs(10), async || {
-        let r = c.get(&format!("{LBAAS}/loadbalancers/{lb}")).await;
-        assert_ne!(r.body["loadbalancer"]["provisioning_status"], "ERROR");
-        r.body["loadbalancer"]["provisioning_status"] == "ACTIVE"
-    })
-    .await;
-}
-
-fn id(r: &support::Reply, key: &str) -> String {
-    r.body[key]["id"].as_str().unwrap().to_owned()
 }
 
 struct Lb {
@@ -98,70 +81,54 @@ struct Lb {
 
 /// The ID of the seeded `private-subnet`.
 async fn private_subnet(c: &TestCloud) -> String {
-    c.get("/network/v2.0/subnets?name=private-subnet")
-        .await
-        .body["subnets"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    c.neutron_id("subnets", "private-subnet").await
 }
 
 /// A load balancer with one TCP listener and a ROUND_ROBIN pool of `members`.
 async fn make_lb(c: &TestCloud, members: &[SocketAddr]) -> Lb {
     let subnet = private_subnet(c).await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/loadbalancers"),
-            json!({"loadbalancer": {"name": "web", "vip_subnet_id": subnet}}),
-        )
+    let new = c
+        .create_lb(json!({"name": "web", "vip_subnet_id": subnet}))
         .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     assert_eq!(
-        r.body["loadbalancer"]["provisioning_status"],
+        new.reply.body["loadbalancer"]["provisioning_status"],
         "PENDING_CREATE"
     );
-    let lb = id(&r, "loadbalancer");
-    let vip = r.body["loadbalancer"]["vip_address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    wait_lb_active(c, &lb).await;
-    let port = free_port(&vip).await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/listeners"),
-            json!({"listener": {"name": "http", "loadbalancer_id": lb, "protocol": "TCP", "protocol_port": port}}),
+    let port = free_port(&new.vip).await;
+    let members: Vec<Value> = members
+        .iter()
+        .map(|m| json!({"address": m.ip().to_string(), "protocol_port": m.port(), "subnet_id": subnet}))
+        .collect();
+    let tree = c
+        .add_listener_and_pool(
+            &new.id,
+            json!({"name": "http", "protocol": "TCP", "protocol_port": port}),
+            json!({"name": "web", "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}),
+            &members,
         )
         .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let listener = id(&r, "listener");
-    wait_lb_active(c, &lb).await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/pools"),
-            json!({"pool": {"name": "web", "listener_id": listener, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let pool = id(&r, "pool");
-    wait_lb_active(c, &lb).await;
-    for m in members {
-        let r = c
-            .post(
-                &format!("{LBAAS}/pools/{pool}/members"),
-                json!({"member": {"address": m.ip().to_string(), "protocol_port": m.port(), "subnet_id": subnet}}),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    for r in &tree.members {
         assert_eq!(r.body["member"]["operating_status"], "NO_MONITOR");
-        wait_lb_active(c, &lb).await;
     }
     Lb {
-        lb,
-        vip: format!("{vip}:{port}").parse().unwrap(),
-        listener,
-        pool,
+        vip: format!("{}:{port}", new.vip).parse().unwrap(),
+        lb: new.id,
+        listener: tree.listener,
+        pool: tree.pool,
     }
+}
+
+/// Updates `listener` of `lb` with the fields in `update`, asserts 200 and waits until `lb` is
+/// ACTIVE again.
+async fn update_listener(c: &TestCloud, lb: &str, listener: &str, update: Value) {
+    let r = c
+        .put(
+            &format!("{LBAAS}/listeners/{listener}"),
+            json!({ "listener": update }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    wait_lb_active(c, lb).await;
 }
 
 async fn member_status(c: &TestCloud, pool: &str) -> Vec<(u16, String)> {
@@ -200,7 +167,7 @@ async fn traffic_round_robins_health_monitor_ejects_and_cascade_delete_closes() 
 
     // The API shapes.
     let r = c.get(&format!("{LBAAS}/loadbalancers")).await;
-    assert_eq!(r.body["loadbalancers"].as_array().unwrap().len(), 1);
+    assert_eq!(r.count("loadbalancers"), 1);
     assert_eq!(
         r.body["loadbalancers"][0]["listeners"][0]["id"],
         lb.listener
@@ -266,15 +233,7 @@ async fn traffic_round_robins_health_monitor_ejects_and_cascade_delete_closes() 
         .any(|m| m["protocol_port"] == b.port() && m["operating_status"] == "ERROR"));
 
     // Metrics.
-    let text = c
-        .http
-        .get(format!("{}/metrics", c.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = c.metrics().await;
     assert!(text.contains(&format!("address=\"{b}\"}} 0")), "{text}");
     assert!(text.contains(&format!("address=\"{a}\"}} 1")), "{text}");
     assert!(
@@ -283,13 +242,7 @@ async fn traffic_round_robins_health_monitor_ejects_and_cascade_delete_closes() 
     );
 
     // Bravo back: ONLINE again and back in rotation.
-    let l = TcpListener::bind(b).await.unwrap();
-    let _b2 = tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            let _ = s.write_all(b"bravo").await;
-            let _ = s.shutdown().await;
-        }
-    });
+    let (_, _b2) = backend_at(b, "bravo").await;
     wait_for("bravo ONLINE", Duration::from_secs(2 + 3), async || {
         member_status(&c, &lb.pool)
             .await
@@ -360,16 +313,7 @@ async fn listeners_reopen_after_a_restart() {
 async fn member_changes_keep_established_connections() {
     let c = cloud("127.0.103.0/24").await;
     // An echo backend: the connection stays open while the client writes.
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let echo = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let (mut r, mut w) = s.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
+    let echo = echo_backend().await;
     let (other, _o) = backend("other").await;
     let lb = make_lb(&c, &[echo]).await;
     let mut s = TcpStream::connect(lb.vip).await.unwrap();
@@ -427,12 +371,7 @@ async fn bad_input_gets_octavias_errors() {
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert_eq!(r.body["faultcode"], "Client");
     let r = c
-        .raw(
-            reqwest::Method::GET,
-            &format!("{LBAAS}/loadbalancers"),
-            None,
-            None,
-        )
+        .raw(Method::GET, &format!("{LBAAS}/loadbalancers"), None, None)
         .await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
 
@@ -465,43 +404,43 @@ async fn bad_input_gets_octavias_errors() {
         assert_eq!(r.status.as_u16(), status, "{body} → {}", r.body);
         assert!(r.body["faultstring"].is_string(), "{}", r.body);
     }
-    // Immutable attributes: 409.
-    let r = c
-        .put(
-            &format!("{LBAAS}/listeners/{}", lb.listener),
+    // Immutable attributes, a second default pool for the listener, a duplicate member: 409; an
+    // algorithm Octavia does not know: 400.
+    for (method, path, body, status) in [
+        (
+            Method::PUT,
+            format!("{LBAAS}/listeners/{}", lb.listener),
             json!({"listener": {"protocol_port": port.wrapping_add(1)}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    let r = c
-        .put(
-            &format!("{LBAAS}/loadbalancers/{}", lb.lb),
+            StatusCode::CONFLICT,
+        ),
+        (
+            Method::PUT,
+            format!("{LBAAS}/loadbalancers/{}", lb.lb),
             json!({"loadbalancer": {"vip_address": "127.0.104.77"}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    // A second default pool for the listener, a duplicate member: 409.
-    let r = c
-        .post(
-            &format!("{LBAAS}/pools"),
+            StatusCode::CONFLICT,
+        ),
+        (
+            Method::POST,
+            format!("{LBAAS}/pools"),
             json!({"pool": {"listener_id": lb.listener, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    let r = c
-        .post(
-            &format!("{LBAAS}/pools/{}/members", lb.pool),
+            StatusCode::CONFLICT,
+        ),
+        (
+            Method::POST,
+            format!("{LBAAS}/pools/{}/members", lb.pool),
             json!({"member": {"address": "127.0.0.1", "protocol_port": a.port()}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    let r = c
-        .post(
-            &format!("{LBAAS}/pools"),
+            StatusCode::CONFLICT,
+        ),
+        (
+            Method::POST,
+            format!("{LBAAS}/pools"),
             json!({"pool": {"loadbalancer_id": lb.lb, "protocol": "TCP", "lb_algorithm": "RANDOM"}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let r = c.raw(method, &path, Some(body), Some(&c.token)).await;
+        assert_eq!(r.status, status, "{}", r.body);
+    }
 
     // While PENDING_UPDATE, further changes are refused with 409.
     let rename = |n: &str| json!({"loadbalancer": {"name": n}});
@@ -526,13 +465,7 @@ async fn bad_input_gets_octavias_errors() {
 
     // The catalog lists the service.
     let r = c.get("/identity/v3/auth/catalog").await;
-    let lbs = r.body["catalog"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["type"] == "load-balancer")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let lbs = find(&r.body["catalog"], "type", "load-balancer");
     assert!(lbs["endpoints"][0]["url"]
         .as_str()
         .unwrap()
@@ -592,14 +525,9 @@ async fn single_call_create_builds_the_whole_tree_and_carries_traffic() {
     assert_eq!(body["provisioning_status"], "PENDING_CREATE");
     assert_eq!(body["listeners"].as_array().unwrap().len(), 1, "{body}");
     assert_eq!(body["pools"].as_array().unwrap().len(), 2, "{body}");
-    let lb = body["id"].as_str().unwrap().to_owned();
+    let lb = r.id("loadbalancer");
     let listener = body["listeners"][0]["id"].as_str().unwrap().to_owned();
-    let web = body["pools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "web")
-        .unwrap();
+    let web = find(&body["pools"], "name", "web");
     assert_eq!(body["listeners"][0]["default_pool_id"], web["id"]);
     assert_eq!(web["members"].as_array().unwrap().len(), 2, "{web}");
     assert_eq!(web["healthmonitor"]["type"], "TCP", "{web}");
@@ -613,7 +541,7 @@ async fn single_call_create_builds_the_whole_tree_and_carries_traffic() {
     assert_eq!(r.body["listeners"][0]["id"], listener);
     assert_eq!(r.body["listeners"][0]["provisioning_status"], "ACTIVE");
     let r = c.get(&format!("{LBAAS}/pools?loadbalancer_id={lb}")).await;
-    assert_eq!(r.body["pools"].as_array().unwrap().len(), 2, "{}", r.body);
+    assert_eq!(r.count("pools"), 2, "{}", r.body);
     let r = c.get(&format!("{LBAAS}/healthmonitors")).await;
     assert_eq!(r.body["healthmonitors"][0]["pools"][0]["id"], pool);
     wait_for("members ONLINE", Duration::from_secs(5), async || {
@@ -655,12 +583,7 @@ async fn single_call_create_builds_the_whole_tree_and_carries_traffic() {
         r.body
     );
     let r = c.get(&format!("{LBAAS}/loadbalancers")).await;
-    assert_eq!(
-        r.body["loadbalancers"].as_array().unwrap().len(),
-        1,
-        "{}",
-        r.body
-    );
+    assert_eq!(r.count("loadbalancers"), 1, "{}", r.body);
 
     // Octavia's timestamp form on every kind.
     for (path, key) in [
@@ -684,7 +607,7 @@ async fn single_call_create_builds_the_whole_tree_and_carries_traffic() {
         .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     let r = c.get(&format!("{LBAAS}/pools")).await;
-    assert_eq!(r.body["pools"].as_array().unwrap().len(), 0, "{}", r.body);
+    assert_eq!(r.count("pools"), 0, "{}", r.body);
 }
 
 #[tokio::test]
@@ -706,11 +629,8 @@ async fn the_vip_is_a_neutron_port_and_a_floating_ip_on_it_carries_traffic() {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let lb = r.body["loadbalancer"]["id"].as_str().unwrap().to_owned();
-    let vip_port = r.body["loadbalancer"]["vip_port_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let lb = r.id("loadbalancer");
+    let vip_port = r.str("loadbalancer", "vip_port_id");
     assert_eq!(r.body["loadbalancer"]["vip_network_id"], private.as_str());
     wait_lb_active(&c, &lb).await;
 
@@ -723,21 +643,18 @@ async fn the_vip_is_a_neutron_port_and_a_floating_ip_on_it_carries_traffic() {
     assert_eq!(p.body["port"]["fixed_ips"][0]["ip_address"], vip);
     assert_eq!(p.body["port"]["fixed_ips"][0]["subnet_id"], subnet.as_str());
     let r = c.get("/network/v2.0/ports?device_owner=Octavia").await;
-    assert_eq!(r.body["ports"].as_array().unwrap().len(), 1, "{}", r.body);
+    assert_eq!(r.count("ports"), 1, "{}", r.body);
 
     // A floating IP on the public network, associated with the VIP port at creation.
     let r = c
-        .post(
-            "/network/v2.0/floatingips",
-            json!({"floatingip": {"floating_network_id": public, "port_id": vip_port}}),
+        .neutron_create(
+            "floatingip",
+            json!({"floating_network_id": public, "port_id": vip_port}),
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let fip_id = r.body["floatingip"]["id"].as_str().unwrap().to_owned();
-    let fip = r.body["floatingip"]["floating_ip_address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let fip_id = r.id("floatingip");
+    let fip = r.str("floatingip", "floating_ip_address");
     assert_eq!(r.body["floatingip"]["fixed_ip_address"], vip);
     assert!(fip.starts_with("127.24.4."), "{fip}");
     let through: SocketAddr = format!("{fip}:{port}").parse().unwrap();
@@ -750,12 +667,7 @@ async fn the_vip_is_a_neutron_port_and_a_floating_ip_on_it_carries_traffic() {
 
     // Disassociated (PUT port_id null): the floating IP stops answering; re-associated, again.
     let serving = async |port: Value, answers: bool| {
-        let r = c
-            .put(
-                &format!("/network/v2.0/floatingips/{fip_id}"),
-                json!({"floatingip": {"port_id": port}}),
-            )
-            .await;
+        let r = c.set_floating_ip_port(&fip_id, port).await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
         wait_for(
             "the floating IP to follow",

@@ -13,19 +13,8 @@ async fn metadata_service_answers_for_the_named_or_addressed_instance() {
     let id = cloud
         .create_server("node-a", json!({"availability_zone": "nova", "networks": [{"uuid": net, "fixed_ip": "127.1.0.77"}]}))
         .await;
-    let vol = cloud
-        .post(&cloud.volumes(), json!({"volume": {"size": 1}}))
-        .await
-        .body["volume"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    cloud
-        .post(
-            &format!("/compute/v2.1/servers/{id}/os-volume_attachments"),
-            json!({"volumeAttachment": {"volumeId": vol}}),
-        )
-        .await;
+    let vol = cloud.create_volume(json!({"size": 1})).await;
+    cloud.attach_volume(&id, &vol).await;
     let md = cloud.metadata_url();
     let get = |path: &str, header: (&'static str, String)| {
         let req = cloud

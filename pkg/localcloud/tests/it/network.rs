@@ -5,8 +5,8 @@
 use crate::support;
 
 use reqwest::{Method, StatusCode};
-use serde_json::json;
-use support::TestCloud;
+use serde_json::{json, Value};
+use support::{assert_neutron_error, find, TestCloud};
 
 #[tokio::test]
 async fn seeded_like_devstack() {
@@ -14,18 +14,8 @@ async fn seeded_like_devstack() {
     let r = cloud.raw(Method::GET, "/network/", None, None).await;
     assert_eq!(r.body["versions"][0]["id"], "v2.0");
     let nets = cloud.get("/network/v2.0/networks").await.body["networks"].clone();
-    let private = nets
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == "private")
-        .unwrap();
-    let public = nets
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == "public")
-        .unwrap();
+    let private = find(&nets, "name", "private");
+    let public = find(&nets, "name", "public");
     assert_eq!(private["router:external"], false);
     assert_eq!(public["router:external"], true);
     let subnet = cloud
@@ -56,24 +46,21 @@ async fn seeded_like_devstack() {
 async fn networks_subnets_ports_crud_with_ip_allocation() {
     let cloud = TestCloud::start().await;
     let r = cloud
-        .post(
-            "/network/v2.0/networks",
-            json!({"network": {"name": "blue"}}),
-        )
+        .neutron_create("network", json!({"name": "blue"}))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let net = r.body["network"]["id"].as_str().unwrap().to_owned();
-    let r = cloud.post("/network/v2.0/subnets", json!({"subnet": {"network_id": net, "cidr": "192.168.5.0/29", "ip_version": 4, "name": "blue-sub"}})).await;
+    let net = r.id("network");
+    let r = cloud.neutron_create("subnet", json!({"network_id": net, "cidr": "192.168.5.0/29", "ip_version": 4, "name": "blue-sub"})).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let subnet = r.body["subnet"]["id"].as_str().unwrap().to_owned();
+    let subnet = r.id("subnet");
     assert_eq!(
         r.body["subnet"]["allocation_pools"],
         json!([{"start": "192.168.5.2", "end": "192.168.5.6"}])
     );
     let overlap = cloud
-        .post(
-            "/network/v2.0/subnets",
-            json!({"subnet": {"network_id": net, "cidr": "192.168.5.0/24", "ip_version": 4}}),
+        .neutron_create(
+            "subnet",
+            json!({"network_id": net, "cidr": "192.168.5.0/24", "ip_version": 4}),
         )
         .await;
     assert_eq!(overlap.status, StatusCode::BAD_REQUEST);
@@ -81,7 +68,7 @@ async fn networks_subnets_ports_crud_with_ip_allocation() {
     let mut ips = Vec::new();
     for _ in 0..5 {
         let r = cloud
-            .post("/network/v2.0/ports", json!({"port": {"network_id": net}}))
+            .neutron_create("port", json!({"network_id": net}))
             .await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         ips.push(
@@ -102,29 +89,21 @@ async fn networks_subnets_ports_crud_with_ip_allocation() {
         ]
     );
     let full = cloud
-        .post("/network/v2.0/ports", json!({"port": {"network_id": net}}))
+        .neutron_create("port", json!({"network_id": net}))
         .await;
-    assert_eq!(full.status, StatusCode::CONFLICT);
-    assert_eq!(
-        full.body["NeutronError"]["type"],
-        "IpAddressGenerationFailure"
-    );
+    assert_neutron_error(&full, StatusCode::CONFLICT, "IpAddressGenerationFailure");
     let taken = cloud
-        .post(
-            "/network/v2.0/ports",
-            json!({"port": {"network_id": net, "fixed_ips": [{"ip_address": "192.168.5.3"}]}}),
+        .neutron_create(
+            "port",
+            json!({"network_id": net, "fixed_ips": [{"ip_address": "192.168.5.3"}]}),
         )
         .await;
-    assert_eq!(taken.status, StatusCode::CONFLICT);
-    assert_eq!(
-        taken.body["NeutronError"]["type"],
-        "IpAddressAlreadyAllocated"
-    );
+    assert_neutron_error(&taken, StatusCode::CONFLICT, "IpAddressAlreadyAllocated");
 
     let by_ip = cloud
         .get("/network/v2.0/ports?fixed_ips=ip_address%3D192.168.5.4")
         .await;
-    assert_eq!(by_ip.body["ports"].as_array().unwrap().len(), 1);
+    assert_eq!(by_ip.count("ports"), 1);
     let port = by_ip.body["ports"][0]["id"].as_str().unwrap().to_owned();
     let r = cloud
         .put(
@@ -140,8 +119,7 @@ async fn networks_subnets_ports_crud_with_ip_allocation() {
     assert_eq!(fields.body["port"].as_object().unwrap().len(), 2);
 
     let in_use = cloud.delete(&format!("/network/v2.0/networks/{net}")).await;
-    assert_eq!(in_use.status, StatusCode::CONFLICT);
-    assert_eq!(in_use.body["NeutronError"]["type"], "NetworkInUse");
+    assert_neutron_error(&in_use, StatusCode::CONFLICT, "NetworkInUse");
     assert_eq!(
         cloud
             .delete(&format!("/network/v2.0/subnets/{subnet}"))
@@ -182,47 +160,54 @@ async fn networks_subnets_ports_crud_with_ip_allocation() {
         StatusCode::NOT_FOUND
     );
     let gone = cloud.get(&format!("/network/v2.0/networks/{net}")).await;
-    assert_eq!(gone.status, StatusCode::NOT_FOUND);
-    assert_eq!(gone.body["NeutronError"]["type"], "NetworkNotFound");
+    assert_neutron_error(&gone, StatusCode::NOT_FOUND, "NetworkNotFound");
     cloud.shutdown().await;
 }
 
 #[tokio::test]
 async fn routers_extra_routes_add_remove_and_replace() {
     let cloud = TestCloud::start().await;
-    let router = cloud.get("/network/v2.0/routers?name=router1").await.body["routers"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let router = cloud.neutron_id("routers", "router1").await;
     let base = format!("/network/v2.0/routers/{router}");
-    let r = cloud
-        .put(
-            &format!("{base}/add_extraroutes"),
-            json!({"router": {"routes": [
+    // `add_extraroutes` or `remove_extraroutes` with these routes.
+    let extraroutes = async |op: &str, routes: Value| {
+        cloud
+            .put(
+                &format!("{base}/{op}"),
+                json!({"router": {"routes": routes}}),
+            )
+            .await
+    };
+    let r = extraroutes(
+        "add_extraroutes",
+        json!([
             {"destination": "10.244.1.0/24", "nexthop": "127.1.0.11"},
-            {"destination": "10.244.2.0/24", "nexthop": "127.1.0.12"}]}}),
-        )
-        .await;
+            {"destination": "10.244.2.0/24", "nexthop": "127.1.0.12"}]),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["router"]["routes"].as_array().unwrap().len(), 2);
     // Adding again is idempotent; removing takes out only what is named.
-    let r = cloud.put(&format!("{base}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.1.0/24", "nexthop": "127.1.0.11"}]}})).await;
+    let first = json!([{"destination": "10.244.1.0/24", "nexthop": "127.1.0.11"}]);
+    let r = extraroutes("add_extraroutes", first.clone()).await;
     assert_eq!(r.body["router"]["routes"].as_array().unwrap().len(), 2);
-    let r = cloud.put(&format!("{base}/remove_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.1.0/24", "nexthop": "127.1.0.11"}]}})).await;
+    let r = extraroutes("remove_extraroutes", first).await;
     assert_eq!(
         r.body["router"]["routes"],
         json!([{"destination": "10.244.2.0/24", "nexthop": "127.1.0.12"}])
     );
     // A nexthop the router cannot reach is rejected and changes nothing.
-    let bad = cloud.put(&format!("{base}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.244.3.0/24", "nexthop": "192.168.99.1"}]}})).await;
-    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
-    assert_eq!(bad.body["NeutronError"]["type"], "InvalidRoutes");
-    let bad = cloud
-        .put(
-            &format!("{base}/add_extraroutes"),
-            json!({"router": {"routes": [{"destination": "nonsense", "nexthop": "127.1.0.5"}]}}),
-        )
-        .await;
+    let bad = extraroutes(
+        "add_extraroutes",
+        json!([{"destination": "10.244.3.0/24", "nexthop": "192.168.99.1"}]),
+    )
+    .await;
+    assert_neutron_error(&bad, StatusCode::BAD_REQUEST, "InvalidRoutes");
+    let bad = extraroutes(
+        "add_extraroutes",
+        json!([{"destination": "nonsense", "nexthop": "127.1.0.5"}]),
+    )
+    .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         cloud.get(&base).await.body["router"]["routes"]
@@ -266,78 +251,53 @@ async fn routers_extra_routes_add_remove_and_replace() {
 async fn router_interfaces_and_deletion_rules() {
     let cloud = TestCloud::start().await;
     let net = cloud
-        .post(
-            "/network/v2.0/networks",
-            json!({"network": {"name": "green"}}),
-        )
+        .neutron_create("network", json!({"name": "green"}))
         .await
-        .body["network"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .id("network");
     let sub = cloud
-        .post(
-            "/network/v2.0/subnets",
-            json!({"subnet": {"network_id": net, "cidr": "172.16.0.0/24", "ip_version": 4}}),
+        .neutron_create(
+            "subnet",
+            json!({"network_id": net, "cidr": "172.16.0.0/24", "ip_version": 4}),
         )
         .await
-        .body["subnet"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .id("subnet");
     let public = cloud.network_id("public").await;
     let r = cloud
-        .post(
-            "/network/v2.0/routers",
-            json!({"router": {"name": "r2", "external_gateway_info": {"network_id": public}}}),
+        .neutron_create(
+            "router",
+            json!({"name": "r2", "external_gateway_info": {"network_id": public}}),
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let router = r.body["router"]["id"].as_str().unwrap().to_owned();
+    let router = r.id("router");
     let base = format!("/network/v2.0/routers/{router}");
-    let r = cloud
-        .put(
-            &format!("{base}/add_router_interface"),
-            json!({"subnet_id": sub}),
-        )
-        .await;
+    // `add_router_interface` or `remove_router_interface` for the subnet.
+    let interface = async |op: &str| {
+        cloud
+            .put(&format!("{base}/{op}"), json!({"subnet_id": sub}))
+            .await
+    };
+    let r = interface("add_router_interface").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["subnet_id"], sub.as_str());
     assert_eq!(
-        cloud
-            .put(
-                &format!("{base}/add_router_interface"),
-                json!({"subnet_id": sub})
-            )
-            .await
-            .status,
+        interface("add_router_interface").await.status,
         StatusCode::BAD_REQUEST
     );
     cloud.put(&format!("{base}/add_extraroutes"), json!({"router": {"routes": [{"destination": "10.9.0.0/16", "nexthop": "172.16.0.50"}]}})).await;
-    let blocked = cloud
-        .put(
-            &format!("{base}/remove_router_interface"),
-            json!({"subnet_id": sub}),
-        )
-        .await;
+    let blocked = interface("remove_router_interface").await;
     assert_eq!(blocked.status, StatusCode::CONFLICT);
     assert_eq!(cloud.delete(&base).await.status, StatusCode::CONFLICT);
     cloud.put(&base, json!({"router": {"routes": []}})).await;
     assert_eq!(
-        cloud
-            .put(
-                &format!("{base}/remove_router_interface"),
-                json!({"subnet_id": sub})
-            )
-            .await
-            .status,
+        interface("remove_router_interface").await.status,
         StatusCode::OK
     );
     assert_eq!(cloud.delete(&base).await.status, StatusCode::NO_CONTENT);
     let private_gw = cloud
-        .post(
-            "/network/v2.0/routers",
-            json!({"router": {"name": "r3", "external_gateway_info": {"network_id": net}}}),
+        .neutron_create(
+            "router",
+            json!({"name": "r3", "external_gateway_info": {"network_id": net}}),
         )
         .await;
     assert_eq!(
@@ -355,17 +315,10 @@ async fn floating_ips_associate_and_show_in_server_addresses() {
     let port = cloud
         .get(&format!("/network/v2.0/ports?device_id={server}"))
         .await
-        .body["ports"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .first_id("ports");
     let public = cloud.network_id("public").await;
-    let r = cloud
-        .post(
-            "/network/v2.0/floatingips",
-            json!({"floatingip": {"floating_network_id": public, "port_id": port}}),
-        )
-        .await;
+    let on_port = json!({"floating_network_id": public, "port_id": port});
+    let r = cloud.neutron_create("floatingip", on_port.clone()).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let fip = r.body["floatingip"].clone();
     assert_eq!(fip["status"], "ACTIVE");
@@ -384,37 +337,19 @@ async fn floating_ips_associate_and_show_in_server_addresses() {
         "{addrs:?}"
     );
 
-    let second = cloud
-        .post(
-            "/network/v2.0/floatingips",
-            json!({"floatingip": {"floating_network_id": public, "port_id": port}}),
-        )
-        .await;
+    let second = cloud.neutron_create("floatingip", on_port).await;
     assert_eq!(second.status, StatusCode::CONFLICT);
     let private = cloud.network_id("private").await;
     let not_external = cloud
-        .post(
-            "/network/v2.0/floatingips",
-            json!({"floatingip": {"floating_network_id": private}}),
-        )
+        .neutron_create("floatingip", json!({"floating_network_id": private}))
         .await;
     assert_eq!(not_external.status, StatusCode::BAD_REQUEST);
 
     let id = fip["id"].as_str().unwrap();
-    let r = cloud
-        .put(
-            &format!("/network/v2.0/floatingips/{id}"),
-            json!({"floatingip": {"port_id": null}}),
-        )
-        .await;
+    let r = cloud.set_floating_ip_port(id, Value::Null).await;
     assert_eq!(r.body["floatingip"]["status"], "DOWN");
     assert_eq!(r.body["floatingip"]["port_id"], json!(null));
-    let r = cloud
-        .put(
-            &format!("/network/v2.0/floatingips/{id}"),
-            json!({"floatingip": {"port_id": port}}),
-        )
-        .await;
+    let r = cloud.set_floating_ip_port(id, json!(port)).await;
     assert_eq!(r.body["floatingip"]["fixed_ip_address"], "127.1.0.2");
     // Deleting the server frees the association but keeps the floating IP.
     cloud
@@ -444,10 +379,7 @@ async fn neutron_pagination_and_bad_bodies() {
     let cloud = TestCloud::start().await;
     for i in 0..5 {
         cloud
-            .post(
-                "/network/v2.0/networks",
-                json!({"network": {"name": format!("n{i}")}}),
-            )
+            .neutron_create("network", json!({"name": format!("n{i}")}))
             .await;
     }
     let mut seen = 0;
@@ -461,20 +393,13 @@ async fn neutron_pagination_and_bad_bodies() {
         }
     }
     assert_eq!(seen, 7);
-    let before = cloud.get("/network/v2.0/networks").await.body["networks"]
-        .as_array()
-        .unwrap()
-        .len();
+    let before = cloud.get("/network/v2.0/networks").await.count("networks");
     let malformed = cloud
         .bytes(Method::POST, "/network/v2.0/networks", "{\"network\": ")
         .await;
-    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
-    assert_eq!(malformed.body["NeutronError"]["type"], "HTTPBadRequest");
+    assert_neutron_error(&malformed, StatusCode::BAD_REQUEST, "HTTPBadRequest");
     let unknown = cloud
-        .post(
-            "/network/v2.0/networks",
-            json!({"network": {"name": "x", "wings": 2}}),
-        )
+        .neutron_create("network", json!({"name": "x", "wings": 2}))
         .await;
     assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
     assert_eq!(
@@ -482,24 +407,15 @@ async fn neutron_pagination_and_bad_bodies() {
         "Unrecognized attribute(s) 'wings'"
     );
     let missing = cloud
-        .post(
-            "/network/v2.0/subnets",
-            json!({"subnet": {"cidr": "10.1.0.0/24", "ip_version": 4}}),
-        )
+        .neutron_create("subnet", json!({"cidr": "10.1.0.0/24", "ip_version": 4}))
         .await;
     assert_eq!(missing.status, StatusCode::BAD_REQUEST);
     let wrong_type = cloud
-        .post(
-            "/network/v2.0/networks",
-            json!({"network": {"admin_state_up": "maybe"}}),
-        )
+        .neutron_create("network", json!({"admin_state_up": "maybe"}))
         .await;
     assert_eq!(wrong_type.status, StatusCode::BAD_REQUEST);
     assert_eq!(
-        cloud.get("/network/v2.0/networks").await.body["networks"]
-            .as_array()
-            .unwrap()
-            .len(),
+        cloud.get("/network/v2.0/networks").await.count("networks"),
         before
     );
     cloud.shutdown().await;

@@ -2,7 +2,7 @@
 //! Neutron's 400/404/409 answers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::support::TestCloud;
+use crate::support::{assert_neutron_error, TestCloud};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -13,21 +13,23 @@ const RULES: &str = "/network/v2.0/security-group-rules";
 async fn security_groups_and_rules_crud_and_filter_by_name() {
     let c = TestCloud::start().await;
     let r = c
-        .post(
-            SG,
-            json!({"security_group": {"name": "web", "description": "front"}}),
+        .neutron_create(
+            "security_group",
+            json!({"name": "web", "description": "front"}),
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let sg = r.body["security_group"].clone();
-    let id = sg["id"].as_str().unwrap().to_owned();
+    let id = r.id("security_group");
     assert_eq!(sg["stateful"], true);
     let defaults = sg["security_group_rules"].as_array().unwrap();
     assert_eq!(defaults.len(), 2, "{sg}");
     assert!(defaults.iter().all(|x| x["direction"] == "egress"));
-    let r = c.post(SG, json!({"security_group": {"name": "db"}})).await;
+    let r = c
+        .neutron_create("security_group", json!({"name": "db"}))
+        .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let db = r.body["security_group"]["id"].as_str().unwrap().to_owned();
+    let db = r.id("security_group");
 
     // Filter by name.
     let r = c.get(&format!("{SG}?name=web")).await;
@@ -39,7 +41,7 @@ async fn security_groups_and_rules_crud_and_filter_by_name() {
     assert_eq!(found.len(), 1, "{}", r.body);
     assert_eq!(found[0]["id"], id.as_str());
     let r = c.get(&format!("{SG}?name=nothing")).await;
-    assert_eq!(r.body["security_groups"].as_array().unwrap().len(), 0);
+    assert_eq!(r.count("security_groups"), 0);
 
     // Rules: create, duplicate 409, show in the group, filter by group, delete.
     let rule = json!({"security_group_rule": {"security_group_id": id, "direction": "ingress",
@@ -47,18 +49,10 @@ async fn security_groups_and_rules_crud_and_filter_by_name() {
         "remote_ip_prefix": "127.0.0.0/8"}});
     let r = c.post(RULES, rule.clone()).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let rule_id = r.body["security_group_rule"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rule_id = r.id("security_group_rule");
     assert_eq!(r.body["security_group_rule"]["ethertype"], "IPv4");
     let r = c.post(RULES, rule).await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    assert_eq!(
-        r.body["NeutronError"]["type"], "SecurityGroupRuleExists",
-        "{}",
-        r.body
-    );
+    assert_neutron_error(&r, StatusCode::CONFLICT, "SecurityGroupRuleExists");
     let r = c
         .post(
             RULES,
@@ -78,12 +72,7 @@ async fn security_groups_and_rules_crud_and_filter_by_name() {
     let r = c
         .get(&format!("{RULES}?security_group_id={id}&direction=ingress"))
         .await;
-    assert_eq!(
-        r.body["security_group_rules"].as_array().unwrap().len(),
-        2,
-        "{}",
-        r.body
-    );
+    assert_eq!(r.count("security_group_rules"), 2, "{}", r.body);
 
     // Neutron's refusals.
     for (bad, why) in [
@@ -148,24 +137,19 @@ async fn security_groups_and_rules_crud_and_filter_by_name() {
     );
     let net = c.network_id("private").await;
     let r = c
-        .post(
-            "/network/v2.0/ports",
-            json!({"port": {"network_id": net, "security_groups": ["no-such-group"]}}),
+        .neutron_create(
+            "port",
+            json!({"network_id": net, "security_groups": ["no-such-group"]}),
         )
         .await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-    assert_eq!(r.body["NeutronError"]["type"], "SecurityGroupNotFound");
+    assert_neutron_error(&r, StatusCode::NOT_FOUND, "SecurityGroupNotFound");
     let r = c
-        .post(
-            "/network/v2.0/ports",
-            json!({"port": {"network_id": net, "security_groups": [id]}}),
-        )
+        .neutron_create("port", json!({"network_id": net, "security_groups": [id]}))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let port = r.body["port"]["id"].as_str().unwrap().to_owned();
+    let port = r.id("port");
     let r = c.delete(&format!("{SG}/{id}")).await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    assert_eq!(r.body["NeutronError"]["type"], "SecurityGroupInUse");
+    assert_neutron_error(&r, StatusCode::CONFLICT, "SecurityGroupInUse");
     assert_eq!(
         c.delete(&format!("/network/v2.0/ports/{port}"))
             .await
@@ -181,12 +165,7 @@ async fn security_groups_and_rules_crud_and_filter_by_name() {
         StatusCode::NOT_FOUND
     );
     let r = c.get(&format!("{RULES}?security_group_id={id}")).await;
-    assert_eq!(
-        r.body["security_group_rules"].as_array().unwrap().len(),
-        0,
-        "{}",
-        r.body
-    );
+    assert_eq!(r.count("security_group_rules"), 0, "{}", r.body);
 }
 
 /// Every project has its `default` group (egress anywhere, ingress from the group itself), which
@@ -218,16 +197,11 @@ async fn default_group_per_project_on_new_ports() {
     }
 
     let net = c.network_id("private").await;
-    let r = c
-        .post("/network/v2.0/ports", json!({"port": {"network_id": net}}))
-        .await;
+    let r = c.neutron_create("port", json!({"network_id": net})).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     assert_eq!(r.body["port"]["security_groups"], json!([default]));
     let r = c
-        .post(
-            "/network/v2.0/ports",
-            json!({"port": {"network_id": net, "security_groups": []}}),
-        )
+        .neutron_create("port", json!({"network_id": net, "security_groups": []}))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     assert_eq!(r.body["port"]["security_groups"], json!([]));
@@ -251,36 +225,28 @@ async fn default_group_per_project_on_new_ports() {
         .all(|p| p["security_groups"] == json!([])));
 
     let r = c
-        .post(SG, json!({"security_group": {"name": "Default"}}))
+        .neutron_create("security_group", json!({"name": "Default"}))
         .await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    assert_eq!(
-        r.body["NeutronError"]["type"],
-        "SecurityGroupDefaultAlreadyExists"
+    assert_neutron_error(
+        &r,
+        StatusCode::CONFLICT,
+        "SecurityGroupDefaultAlreadyExists",
     );
-    let r = c
-        .put(
+    let update = async |fields: Value| {
+        c.put(
             &format!("{SG}/{default}"),
-            json!({"security_group": {"name": "mine"}}),
+            json!({ "security_group": fields }),
         )
-        .await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    assert_eq!(
-        r.body["NeutronError"]["type"],
-        "SecurityGroupCannotUpdateDefault"
-    );
-    let r = c
-        .put(
-            &format!("{SG}/{default}"),
-            json!({"security_group": {"description": "still default"}}),
-        )
-        .await;
+        .await
+    };
+    let r = update(json!({"name": "mine"})).await;
+    assert_neutron_error(&r, StatusCode::CONFLICT, "SecurityGroupCannotUpdateDefault");
+    let r = update(json!({"description": "still default"})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(
-        c.get(&format!("{SG}?name=default")).await.body["security_groups"]
-            .as_array()
-            .unwrap()
-            .len(),
+        c.get(&format!("{SG}?name=default"))
+            .await
+            .count("security_groups"),
         1
     );
 }

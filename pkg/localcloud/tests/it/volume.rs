@@ -5,7 +5,7 @@ use crate::support;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use support::TestCloud;
+use support::{assert_fault, TestCloud};
 
 #[tokio::test]
 async fn volumes_crud_with_zone_and_size() {
@@ -24,32 +24,27 @@ async fn volumes_crud_with_zone_and_size() {
     assert_eq!(v["availability_zone"], "az-2");
     // Cinder answers a create with `creating`; the volume is `available` by the next request.
     assert_eq!(v["status"], "creating");
-    let id = v["id"].as_str().unwrap().to_owned();
+    let id = r.id("volume");
     let got = cloud.get(&format!("{vols}/{id}")).await;
     assert_eq!(got.body["volume"]["status"], "available");
     assert_eq!(got.body["volume"]["name"], "pv-1");
     assert_eq!(got.body["volume"]["metadata"]["k"], "v");
 
-    let r = cloud
-        .post(
-            &format!("{vols}/{id}/action"),
-            json!({"os-extend": {"new_size": 8}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED);
+    let action = format!("{vols}/{id}/action");
+    let extend = async |size: u64| {
+        cloud
+            .post(&action, json!({"os-extend": {"new_size": size}}))
+            .await
+            .status
+    };
+    assert_eq!(extend(8).await, StatusCode::ACCEPTED);
     let got = cloud.get(&format!("{vols}/{id}")).await;
     assert_eq!(got.body["volume"]["size"], 8);
     assert_eq!(
         got.body["volume"]["status"], "available",
         "extending is over"
     );
-    let shrink = cloud
-        .post(
-            &format!("{vols}/{id}/action"),
-            json!({"os-extend": {"new_size": 2}}),
-        )
-        .await;
-    assert_eq!(shrink.status, StatusCode::BAD_REQUEST);
+    assert_eq!(extend(2).await, StatusCode::BAD_REQUEST);
 
     let r = cloud
         .put(
@@ -61,25 +56,26 @@ async fn volumes_crud_with_zone_and_size() {
     let by_zone = cloud
         .get(&format!("{vols}/detail?availability_zone=az-2"))
         .await;
-    assert_eq!(by_zone.body["volumes"].as_array().unwrap().len(), 1);
+    assert_eq!(by_zone.count("volumes"), 1);
     let zones = cloud
         .get(&format!(
             "/volume/v3/{}/os-availability-zone",
             cloud.project
         ))
         .await;
-    assert_eq!(
-        zones.body["availabilityZoneInfo"].as_array().unwrap().len(),
-        2
-    );
+    assert_eq!(zones.count("availabilityZoneInfo"), 2);
 
     assert_eq!(
         cloud.delete(&format!("{vols}/{id}")).await.status,
         StatusCode::ACCEPTED
     );
     let gone = cloud.get(&format!("{vols}/{id}")).await;
-    assert_eq!(gone.status, StatusCode::NOT_FOUND);
-    assert_eq!(gone.body["itemNotFound"]["code"], 404);
+    assert_fault(
+        &gone,
+        StatusCode::NOT_FOUND,
+        "itemNotFound",
+        "a deleted volume",
+    );
     cloud.shutdown().await;
 }
 
@@ -98,8 +94,7 @@ async fn bad_volume_requests_change_nothing() {
         (json!({"vol": {"size": 1}}), "wrong key"),
     ] {
         let r = cloud.post(&vols, body).await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{why}: {}", r.body);
-        assert_eq!(r.body["badRequest"]["code"], 400, "{why}");
+        assert_fault(&r, StatusCode::BAD_REQUEST, "badRequest", why);
     }
     let r = cloud.bytes(Method::POST, &vols, "[1,2").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -107,16 +102,8 @@ async fn bad_volume_requests_change_nothing() {
 
     // An attached volume cannot be deleted.
     let server = cloud.create_server("s", json!({})).await;
-    let id = cloud.post(&vols, json!({"volume": {"size": 1}})).await.body["volume"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    cloud
-        .post(
-            &format!("/compute/v2.1/servers/{server}/os-volume_attachments"),
-            json!({"volumeAttachment": {"volumeId": id}}),
-        )
-        .await;
+    let id = cloud.create_volume(json!({"size": 1})).await;
+    cloud.attach_volume(&server, &id).await;
     let r = cloud.delete(&format!("{vols}/{id}")).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(
@@ -139,10 +126,10 @@ async fn volume_pagination() {
             .await;
     }
     let first = cloud.get(&format!("{vols}?limit=3")).await;
-    assert_eq!(first.body["volumes"].as_array().unwrap().len(), 3);
+    assert_eq!(first.count("volumes"), 3);
     let next = first.body["volumes_links"][0]["href"].as_str().unwrap();
     let rest = cloud.get(next.strip_prefix(&cloud.url).unwrap()).await;
-    assert_eq!(rest.body["volumes"].as_array().unwrap().len(), 1);
+    assert_eq!(rest.count("volumes"), 1);
     assert!(rest.body.get("volumes_links").is_none());
     cloud.shutdown().await;
 }

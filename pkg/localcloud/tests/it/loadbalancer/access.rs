@@ -6,14 +6,7 @@ use super::*;
 async fn ask_from(src: &str, addr: SocketAddr) -> std::io::Result<String> {
     let sock = tokio::net::TcpSocket::new_v4()?;
     sock.bind(format!("{src}:0").parse().unwrap())?;
-    let mut s = tokio::time::timeout(Duration::from_secs(5), sock.connect(addr))
-        .await
-        .map_err(|_| std::io::Error::other("connect timed out"))??;
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .map_err(|_| std::io::Error::other("read timed out"))??;
-    Ok(out)
+    read_answer(within("connect", sock.connect(addr)).await?).await
 }
 
 #[tokio::test]
@@ -21,14 +14,10 @@ async fn allowed_cidrs_refuse_other_sources() {
     let c = cloud("127.0.107.0/24").await;
     let (a, _a_task) = backend("alpha").await;
     let lb = make_lb(&c, &[a]).await;
-    let r = c
-        .put(
-            &format!("{LBAAS}/listeners/{}", lb.listener),
-            json!({"listener": {"allowed_cidrs": ["127.0.0.3/32"]}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    wait_lb_active(&c, &lb.lb).await;
+    let allow = async |cidrs: Value| {
+        update_listener(&c, &lb.lb, &lb.listener, json!({ "allowed_cidrs": cidrs })).await;
+    };
+    allow(json!(["127.0.0.3/32"])).await;
     assert_eq!(ask_from("127.0.0.3", lb.vip).await.unwrap(), "alpha");
     // Refused: closed before the backend says anything.
     let refused = ask_from("127.0.0.4", lb.vip).await;
@@ -38,14 +27,7 @@ async fn allowed_cidrs_refuse_other_sources() {
     );
 
     // Lifted: everyone again.
-    let r = c
-        .put(
-            &format!("{LBAAS}/listeners/{}", lb.listener),
-            json!({"listener": {"allowed_cidrs": null}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    wait_lb_active(&c, &lb.lb).await;
+    allow(Value::Null).await;
     assert_eq!(ask_from("127.0.0.4", lb.vip).await.unwrap(), "alpha");
 }
 
@@ -67,7 +49,7 @@ async fn list_filters_and_pages_follow_links() {
             .await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         made.push((
-            id(&r, "loadbalancer"),
+            r.id("loadbalancer"),
             r.body["loadbalancer"]["vip_port_id"].clone(),
         ));
     }

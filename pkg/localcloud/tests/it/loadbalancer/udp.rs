@@ -15,67 +15,43 @@ async fn udp_backend(name: &'static str) -> SocketAddr {
     addr
 }
 
+/// An ACTIVE load balancer `dns` on a network (no subnet): its ID, its VIP, and a UDP port free
+/// on the VIP.
+async fn udp_lb(c: &TestCloud) -> (String, String, u16) {
+    let lb = c
+        .create_lb(json!({"name": "dns", "vip_network_id": "net"}))
+        .await;
+    let port = {
+        let s = std::net::UdpSocket::bind((lb.vip.as_str(), 0)).unwrap();
+        s.local_addr().unwrap().port()
+    };
+    (lb.id, lb.vip, port)
+}
+
 #[tokio::test]
 async fn udp_listener_keeps_a_session_per_client() {
     let c = cloud("127.1.205.0/24").await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/loadbalancers"),
-            json!({"loadbalancer": {"name": "dns", "vip_network_id": "net"}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let lb = id(&r, "loadbalancer");
-    let vip = r.body["loadbalancer"]["vip_address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    wait_lb_active(&c, &lb).await;
-    let port = {
-        let s = std::net::UdpSocket::bind((vip.as_str(), 0)).unwrap();
-        s.local_addr().unwrap().port()
-    };
-    let r = c
-        .post(
-            &format!("{LBAAS}/listeners"),
-            json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    wait_lb_active(&c, &lb).await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/pools"),
-            json!({"pool": {"loadbalancer_id": lb, "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}}),
-        )
-        .await;
-    let pool = id(&r, "pool");
-    wait_lb_active(&c, &lb).await;
+    let (lb, vip, port) = udp_lb(&c).await;
+    c.add_to_lb(
+        &lb,
+        "listeners",
+        json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port}}),
+    )
+    .await;
+    let pool = c.add_lb_pool(&lb, "UDP").await;
     let listener = c
         .get(&format!("{LBAAS}/listeners?loadbalancer_id={lb}"))
         .await
-        .body["listeners"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let r = c
-        .put(
-            &format!("{LBAAS}/listeners/{listener}"),
-            json!({"listener": {"default_pool_id": pool}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    wait_lb_active(&c, &lb).await;
+        .first_id("listeners");
+    update_listener(&c, &lb, &listener, json!({"default_pool_id": pool})).await;
     for name in ["uno", "dos"] {
         let a = udp_backend(name).await;
-        let r = c
-            .post(
-                &format!("{LBAAS}/pools/{pool}/members"),
-                json!({"member": {"address": "127.0.0.1", "protocol_port": a.port()}}),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-        wait_lb_active(&c, &lb).await;
+        c.add_to_lb(
+            &lb,
+            &format!("pools/{pool}/members"),
+            json!({"member": {"address": "127.0.0.1", "protocol_port": a.port()}}),
+        )
+        .await;
     }
     let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
     let mut names = Vec::new();
@@ -109,51 +85,17 @@ async fn udp_listener_keeps_a_session_per_client() {
 #[tokio::test]
 async fn udp_allowed_cidrs_drop_other_sources() {
     let c = cloud("127.1.206.0/24").await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/loadbalancers"),
-            json!({"loadbalancer": {"name": "dns", "vip_network_id": "net"}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let lb = id(&r, "loadbalancer");
-    let vip = r.body["loadbalancer"]["vip_address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    wait_lb_active(&c, &lb).await;
-    let port = {
-        let s = std::net::UdpSocket::bind((vip.as_str(), 0)).unwrap();
-        s.local_addr().unwrap().port()
-    };
+    let (lb, vip, port) = udp_lb(&c).await;
     let backend = udp_backend("uno").await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/listeners"),
-            json!({"listener": {"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": port,
-                "allowed_cidrs": ["127.0.0.3/32"]}}),
+    let listener = c
+        .add_listener_and_pool(
+            &lb,
+            json!({"protocol": "UDP", "protocol_port": port, "allowed_cidrs": ["127.0.0.3/32"]}),
+            json!({"protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}),
+            &[json!({"address": "127.0.0.1", "protocol_port": backend.port()})],
         )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let listener = id(&r, "listener");
-    wait_lb_active(&c, &lb).await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/pools"),
-            json!({"pool": {"listener_id": listener, "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN"}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let pool = id(&r, "pool");
-    wait_lb_active(&c, &lb).await;
-    let r = c
-        .post(
-            &format!("{LBAAS}/pools/{pool}/members"),
-            json!({"member": {"address": "127.0.0.1", "protocol_port": backend.port()}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    wait_lb_active(&c, &lb).await;
+        .await
+        .listener;
 
     let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
     // One datagram from `source`; its answer, or None when nothing comes back within 1s.
@@ -173,29 +115,14 @@ async fn udp_allowed_cidrs_drop_other_sources() {
         None,
         "a datagram from outside allowed_cidrs was answered"
     );
-    let metrics = c
-        .http
-        .get(format!("{}/metrics", c.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = c.metrics().await;
     let refused = metrics
         .lines()
         .find(|l| l.starts_with("localcloud_lb_listener_refused_total") && l.contains(&listener))
         .unwrap_or_else(|| panic!("no refused counter for {listener}:\n{metrics}"));
     assert!(refused.ends_with(" 1"), "{refused}");
 
-    let r = c
-        .put(
-            &format!("{LBAAS}/listeners/{listener}"),
-            json!({"listener": {"allowed_cidrs": null}}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    wait_lb_active(&c, &lb).await;
+    update_listener(&c, &lb, &listener, json!({"allowed_cidrs": null})).await;
     assert_eq!(ask("127.0.0.4").await.as_deref(), Some("uno"));
     c.shutdown().await;
 }
