@@ -8,61 +8,16 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use hypercloud_localcloud::{Server, ServerConfig};
-use serde_json::{json, Value};
+use hypercloud_localcloud::ServerConfig;
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-/// Echoes everything back.
-async fn echo_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let _ = s.set_nodelay(true);
-                let (mut r, mut w) = s.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
-    addr
-}
+// The integration tests' fixture: the local cloud in process, logged in.
+#[path = "../tests/it/support.rs"]
+mod support;
 
-async fn api(
-    http: &reqwest::Client,
-    token: &str,
-    method: reqwest::Method,
-    url: String,
-    body: Value,
-) -> Value {
-    let r = http
-        .request(method, url)
-        .header("x-auth-token", token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    r.json().await.unwrap_or(Value::Null)
-}
-
-async fn wait_active(http: &reqwest::Client, token: &str, url: &str) {
-    loop {
-        let v: Value = http
-            .get(url)
-            .header("x-auth-token", token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if v["loadbalancer"]["provisioning_status"] == "ACTIVE" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use support::{echo_backend, free_port, TestCloud};
 
 /// Sends `mib` MiB and reads it back (echo), in parallel; MiB/s one way.
 async fn throughput(addr: SocketAddr, mib: usize) -> f64 {
@@ -134,72 +89,26 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(512);
-    let dir = tempfile::tempdir().unwrap();
-    let config = ServerConfig {
+    let c = TestCloud::start_with(|c| ServerConfig {
         lb_vip_pool: "127.0.110.0/24".parse().unwrap(),
         metadata_listen: None,
-        ..ServerConfig::ephemeral(dir.path())
-    };
-    let handle = Server::bind(config).await.unwrap();
-    let base = handle.api_url().to_owned();
-    let http = reqwest::Client::new();
-    let auth = json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-        "name": "admin", "domain": {"name": "Default"}, "password": "hypercloud"}}},
-        "scope": {"project": {"name": "demo", "domain": {"id": "default"}}}}});
-    let r = http
-        .post(format!("{base}/identity/v3/auth/tokens"))
-        .json(&auth)
-        .send()
-        .await
-        .unwrap();
-    let token = r.headers()["x-subject-token"].to_str().unwrap().to_owned();
-    let lbaas = format!("{base}/load-balancer/v2/lbaas");
-    let post = reqwest::Method::POST;
+        ..c
+    })
+    .await;
 
-    let backend = echo_server().await;
-    let lb = api(
-        &http,
-        &token,
-        post.clone(),
-        format!("{lbaas}/loadbalancers"),
-        json!({"loadbalancer": {"name": "bench", "vip_network_id": "bench"}}),
+    let backend = echo_backend().await;
+    let lb = c
+        .create_lb(json!({"name": "bench", "vip_network_id": "bench"}))
+        .await;
+    let port = free_port(&lb.vip).await;
+    c.add_listener_and_pool(
+        &lb.id,
+        json!({"protocol": "TCP", "protocol_port": port}),
+        json!({"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}),
+        &[json!({"address": "127.0.0.1", "protocol_port": backend.port()})],
     )
     .await;
-    let lb_id = lb["loadbalancer"]["id"].as_str().unwrap().to_owned();
-    let vip = lb["loadbalancer"]["vip_address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let lb_url = format!("{lbaas}/loadbalancers/{lb_id}");
-    wait_active(&http, &token, &lb_url).await;
-    let port = std::net::TcpListener::bind((vip.as_str(), 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let l = api(
-        &http,
-        &token,
-        post.clone(),
-        format!("{lbaas}/listeners"),
-        json!({"listener": {"loadbalancer_id": lb_id, "protocol": "TCP", "protocol_port": port}}),
-    )
-    .await;
-    wait_active(&http, &token, &lb_url).await;
-    let p = api(&http, &token, post.clone(), format!("{lbaas}/pools"),
-        json!({"pool": {"listener_id": l["listener"]["id"], "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}})).await;
-    wait_active(&http, &token, &lb_url).await;
-    let pool_id = p["pool"]["id"].as_str().unwrap().to_owned();
-    api(
-        &http,
-        &token,
-        post.clone(),
-        format!("{lbaas}/pools/{pool_id}/members"),
-        json!({"member": {"address": "127.0.0.1", "protocol_port": backend.port()}}),
-    )
-    .await;
-    wait_active(&http, &token, &lb_url).await;
-    let vip: SocketAddr = format!("{vip}:{port}").parse().unwrap();
+    let vip: SocketAddr = format!("{}:{port}", lb.vip).parse().unwrap();
 
     // Warm up both paths.
     let _ = round_trips(backend, 200).await;
@@ -220,5 +129,5 @@ async fn main() {
             "{name:>8}: connect + round trip p50 {p50:6.1} µs  p99 {p99:6.1} µs (2000 connections)"
         );
     }
-    handle.shutdown().await.unwrap();
+    c.shutdown().await;
 }

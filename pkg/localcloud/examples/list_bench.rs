@@ -8,27 +8,26 @@
 
 use std::time::{Duration, Instant};
 
-use hypercloud_localcloud::{Server, ServerConfig};
+use hypercloud_localcloud::ServerConfig;
 use serde_json::{json, Value};
 
-async fn median_ms(http: &reqwest::Client, token: &str, url: &str, want: usize) -> f64 {
+// The integration tests' fixture: the local cloud in process, logged in.
+#[path = "../tests/it/support.rs"]
+mod support;
+
+use support::{TestCloud, LBAAS};
+
+/// Median of 30 `GET`s of `path`, each answered with `want` load balancers.
+async fn median_ms(c: &TestCloud, path: &str, want: usize) -> f64 {
     let mut times: Vec<Duration> = Vec::new();
     for _ in 0..30 {
         let t = Instant::now();
-        let v: Value = http
-            .get(url)
-            .header("x-auth-token", token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = c.get(path).await.body;
         times.push(t.elapsed());
         assert_eq!(
             v["loadbalancers"].as_array().map(Vec::len),
             Some(want),
-            "{url}"
+            "{path}"
         );
     }
     times.sort();
@@ -49,68 +48,33 @@ async fn main() {
     println!("| load balancers | ?name=X | ?vip_port_id=X | unfiltered | limit=50 |");
     println!("|---|---|---|---|---|");
     for n in counts {
-        let dir = tempfile::tempdir().unwrap();
-        let config = ServerConfig {
+        let c = TestCloud::start_with(|c| ServerConfig {
             lb_vip_pool: "127.0.120.0/22".parse().unwrap(),
             metadata_listen: None,
-            ..ServerConfig::ephemeral(dir.path())
-        };
-        let handle = Server::bind(config).await.unwrap();
-        let base = handle.api_url().to_owned();
-        let http = reqwest::Client::new();
-        let auth = json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "domain": {"name": "Default"}, "password": "hypercloud"}}},
-            "scope": {"project": {"name": "demo", "domain": {"id": "default"}}}}});
-        let r = http
-            .post(format!("{base}/identity/v3/auth/tokens"))
-            .json(&auth)
-            .send()
-            .await
-            .unwrap();
-        let token = r.headers()["x-subject-token"].to_str().unwrap().to_owned();
-        let lbaas = format!("{base}/load-balancer/v2/lbaas");
+            ..c
+        })
+        .await;
         let mut last = Value::Null;
         for i in 0..n {
             let body = json!({"loadbalancer": {"name": format!("lb-{i}"), "vip_network_id": "net",
                 "listeners": [{"protocol": "TCP", "protocol_port": 20000 + i,
                     "default_pool": {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}]}});
-            last = http
-                .post(format!("{lbaas}/loadbalancers"))
-                .header("x-auth-token", &token)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            last = c.post(&format!("{LBAAS}/loadbalancers"), body).await.body;
             assert!(last["loadbalancer"]["id"].is_string(), "{last}");
         }
         let name = format!("lb-{}", n - 1);
         let port = last["loadbalancer"]["vip_port_id"].as_str().unwrap_or("");
-        let by_name = median_ms(
-            &http,
-            &token,
-            &format!("{lbaas}/loadbalancers?name={name}"),
-            1,
-        )
-        .await;
+        let lbs = format!("{LBAAS}/loadbalancers");
+        let by_name = median_ms(&c, &format!("{lbs}?name={name}"), 1).await;
         let by_port = median_ms(
-            &http,
-            &token,
-            &format!("{lbaas}/loadbalancers?vip_port_id={port}"),
+            &c,
+            &format!("{lbs}?vip_port_id={port}"),
             usize::from(!port.is_empty()),
         )
         .await;
-        let all = median_ms(&http, &token, &format!("{lbaas}/loadbalancers"), n).await;
-        let page = median_ms(
-            &http,
-            &token,
-            &format!("{lbaas}/loadbalancers?limit=50"),
-            n.min(50),
-        )
-        .await;
+        let all = median_ms(&c, &lbs, n).await;
+        let page = median_ms(&c, &format!("{lbs}?limit=50"), n.min(50)).await;
         println!("| {n} | {by_name:.2} ms | {by_port:.2} ms | {all:.2} ms | {page:.2} ms |");
-        handle.shutdown().await.unwrap();
+        c.shutdown().await;
     }
 }
