@@ -72,6 +72,14 @@ async fn read_answer(mut s: TcpStream) -> std::io::Result<String> {
     Ok(out)
 }
 
+/// Waits until nothing accepts connections on `addr` any more.
+async fn wait_closed(addr: SocketAddr) {
+    wait_for("port closed", Duration::from_secs(5), async || {
+        TcpStream::connect(addr).await.is_err()
+    })
+    .await;
+}
+
 struct Lb {
     lb: String,
     vip: SocketAddr,
@@ -264,10 +272,7 @@ async fn traffic_round_robins_health_monitor_ejects_and_cascade_delete_closes() 
         .delete(&format!("{LBAAS}/loadbalancers/{}?cascade=true", lb.lb))
         .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
-    wait_for("port closed", Duration::from_secs(5), async || {
-        TcpStream::connect(lb.vip).await.is_err()
-    })
-    .await;
+    wait_closed(lb.vip).await;
     assert_eq!(
         c.get(&format!("{LBAAS}/loadbalancers/{}", lb.lb))
             .await
@@ -301,10 +306,7 @@ async fn listeners_reopen_after_a_restart() {
         .delete(&format!("{LBAAS}/listeners/{}", lb.listener))
         .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
-    wait_for("port closed", Duration::from_secs(5), async || {
-        TcpStream::connect(lb.vip).await.is_err()
-    })
-    .await;
+    wait_closed(lb.vip).await;
     wait_lb_active(&c, &lb.lb).await;
     c.shutdown().await;
 }
