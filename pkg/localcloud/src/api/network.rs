@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
@@ -42,14 +42,7 @@ use subnets::*;
 
 pub(crate) use crate::model::network::*;
 
-/// How a Neutron record is shown: its attributes plus what is computed from related records.
-pub(crate) trait View: Record {
-    fn view(&self, r: &impl Read) -> Value;
-}
-
-pub(crate) fn find<R: Record>(r: &impl Read, id: &str) -> Result<R, ApiError> {
-    Ok(R::find(r, id)?)
-}
+pub(crate) use super::records::{delete, find, View};
 
 impl ApiError {
     pub(crate) fn with_kind(mut self, kind: &'static str) -> Self {
@@ -222,26 +215,7 @@ async fn list<R: View>(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let mut views: Vec<Value> = cloud.store.read(|v| {
-        let mut by_key: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
-            std::collections::BTreeMap::new();
-        for (k, value) in params
-            .0
-            .iter()
-            .filter(|(k, _)| R::INDEXED.contains(&k.as_str()))
-        {
-            by_key
-                .entry(k.as_str())
-                .or_default()
-                .extend(v.ids_where(R::TABLE, k, value));
-        }
-        let records: Vec<R> = match by_key
-            .into_values()
-            .reduce(|a, b| a.intersection(&b).cloned().collect())
-        {
-            Some(ids) => ids.iter().filter_map(|id| R::get(v, id)).collect(),
-            None => R::list(v),
-        };
-        records
+        super::records::listed::<R>(v, &params, &[])
             .iter()
             .map(|item| item.view(v))
             .filter(|view| matches_filters(view, &params, NOT_FILTERS))
@@ -284,6 +258,36 @@ fn updated<R: View>(cloud: &Cloud, id: &str) -> Result<Response, ApiError> {
         .read(|v| find::<R>(v, id).map(|item| item.view(v)))?;
     Ok(reply(StatusCode::OK, json!({ R::NAMES.one: view })))
 }
+
+/// The generic PUT of a Neutron record: 404 unless `id` exists, then `change` (the resource's
+/// own attributes and checks), a new revision, and the updated view.
+async fn update<R: View + Send + 'static>(
+    cloud: &Arc<Cloud>,
+    id: String,
+    change: impl FnOnce(&mut Tx<'_>, &mut R) -> Result<(), ApiError> + Send + 'static,
+) -> Result<Response, ApiError> {
+    let key = id.clone();
+    cloud
+        .write(move |tx| {
+            let mut record = find::<R>(tx, &key)?;
+            change(tx, &mut record)?;
+            record.touch();
+            record.put(tx)?;
+            Ok(())
+        })
+        .await?;
+    updated::<R>(cloud, &id)
+}
+
+/// Copies each attribute an update body gives (`Some`) onto the record.
+macro_rules! set_given {
+    ($record:ident <- $body:ident: $($field:ident),+ $(,)?) => {
+        $(if let Some(v) = $body.$field {
+            $record.$field = v;
+        })+
+    };
+}
+use set_given;
 
 fn parse_wrapped<T: DeserializeOwned>(body: &[u8], key: &str) -> Result<T, ApiError> {
     let mut value: Value = parse_body(body)?;

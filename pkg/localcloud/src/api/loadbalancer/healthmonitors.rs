@@ -4,13 +4,12 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::Extension;
 
 use super::body::{invalid, Body, MAX_INT};
 use super::{conflict, find, lock_lb, one, put, ApiResult};
 use crate::api::{ApiError, Caller, Ctx};
-use crate::model::octavia::{self as m, Common, HealthMonitor, Operating, Pool, Ref, MONITORS};
+use crate::model::octavia::{self as m, Common, HealthMonitor, Operating, Pool, Ref};
 
 pub(super) const FIELDS: &[&str] = &[
     "name",
@@ -203,22 +202,17 @@ pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Byte
 }
 
 pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
-    cloud
-        .write(move |tx| {
-            let hm: HealthMonitor = find(tx, &id)?;
-            let pool_id = hm.pool_id().to_owned();
-            if let Ok(pool) = find::<Pool>(tx, &pool_id) {
-                lock_lb(tx, pool.lb_id())?;
-            }
-            for mut member in m::members_of(tx, &pool_id) {
-                member.common.operating_status = Operating::NoMonitor;
-                put(tx, &member)?;
-            }
-            tx.delete(MONITORS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    super::delete(&cloud, id, |tx, hm: HealthMonitor| {
+        if let Ok(pool) = find::<Pool>(tx, hm.pool_id()) {
+            lock_lb(tx, pool.lb_id())?;
+        }
+        for mut member in m::members_of(tx, hm.pool_id()) {
+            member.common.operating_status = Operating::NoMonitor;
+            put(tx, &member)?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 #[cfg(test)]

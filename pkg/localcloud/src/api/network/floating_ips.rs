@@ -192,34 +192,19 @@ pub(super) async fn update_floating_ip(
             "Cannot update read-only attribute floating_network_id or floating_ip_address",
         ));
     }
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut fip = find::<FloatingIp>(tx, &id2)?;
-            if let Some(port) = b.port_id {
-                associate(tx, &mut fip, port, b.fixed_ip_address.flatten())?;
-            }
-            if let Some(d) = b.description {
-                fip.description = d;
-            }
-            fip.touch();
-            tx.put(FLOATING_IPS, &id2, &fip)?;
-            Ok(())
-        })
-        .await?;
-    updated::<FloatingIp>(&cloud, &id)
+    update(&cloud, id, move |tx, fip: &mut FloatingIp| {
+        if let Some(port) = b.port_id {
+            associate(tx, fip, port, b.fixed_ip_address.flatten())?;
+        }
+        set_given!(fip <- b: description);
+        Ok(())
+    })
+    .await
 }
 
 pub(super) async fn delete_floating_ip(
     State(cloud): Ctx,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<FloatingIp>(tx, &id)?;
-            tx.delete(FLOATING_IPS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    delete(&cloud, id, |_, _: FloatingIp| Ok(())).await
 }

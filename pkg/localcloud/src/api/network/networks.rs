@@ -101,58 +101,31 @@ pub(super) async fn update_network(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: NetworkBody = parse_wrapped(&body, "network")?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut n = find::<Network>(tx, &id2)?;
-            if let Some(v) = b.name {
-                n.name = v;
-            }
-            if let Some(v) = b.admin_state_up {
-                n.admin_state_up = v;
-            }
-            if let Some(v) = b.shared {
-                n.shared = v;
-            }
-            if let Some(v) = b.external {
-                n.external = v;
-            }
-            if let Some(v) = b.mtu {
-                n.mtu = v;
-            }
-            if let Some(v) = b.description {
-                n.description = v;
-            }
-            n.touch();
-            tx.put(NETWORKS, &id2, &n)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Network>(&cloud, &id)
+    update(&cloud, id, move |_, n: &mut Network| {
+        set_given!(n <- b: name, admin_state_up, shared, external, mtu, description);
+        Ok(())
+    })
+    .await
 }
 
 pub(super) async fn delete_network(
     State(cloud): Ctx,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<Network>(tx, &id)?;
-            let ports: Vec<Port> = tx.list::<Port>(PORTS).into_iter().filter(|p| p.network_id == id).collect();
-            if !ports.is_empty() {
-                return Err(ApiError::conflict(
-                    "NetworkInUse",
-                    format!("Unable to complete operation on network {id}. There are one or more ports still in use on the network."),
-                ));
+    delete(&cloud, id, |tx, n: Network| {
+        let id = &n.meta.id;
+        if tx.list::<Port>(PORTS).iter().any(|p| &p.network_id == id) {
+            return Err(ApiError::conflict(
+                "NetworkInUse",
+                format!("Unable to complete operation on network {id}. There are one or more ports still in use on the network."),
+            ));
+        }
+        for s in tx.list::<Subnet>(SUBNETS) {
+            if &s.network_id == id {
+                tx.delete(SUBNETS, &s.meta.id);
             }
-            for s in tx.list::<Subnet>(SUBNETS) {
-                if s.network_id == id {
-                    tx.delete(SUBNETS, &s.meta.id);
-                }
-            }
-            tx.delete(NETWORKS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Ok(())
+    })
+    .await
 }

@@ -238,59 +238,35 @@ pub(super) async fn update_port(
     if b.fixed_ips.is_some() {
         return Err(ApiError::bad_request("Changing fixed_ips of an existing port is not supported by the local cloud; create a new port"));
     }
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut p = find::<Port>(tx, &id2)?;
-            if let Some(v) = b.name {
-                p.name = v;
-            }
-            if let Some(v) = b.device_id {
-                p.device_id = v;
-            }
-            if let Some(v) = b.device_owner {
-                p.device_owner = v;
-            }
-            if let Some(v) = b.admin_state_up {
-                p.admin_state_up = v;
-            }
-            if let Some(v) = b.description {
-                p.description = v;
-            }
-            if let Some(v) = b.mac_address {
-                p.mac_address = v;
-            }
-            if let Some(v) = b.allowed_address_pairs {
-                p.allowed_address_pairs = v;
-            }
-            if let Some(v) = b.security_groups {
-                p.security_groups = known_groups(tx, v)?;
-            }
-            p.touch();
-            tx.put(PORTS, &id2, &p)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Port>(&cloud, &id)
+    update(&cloud, id, move |tx, p: &mut Port| {
+        set_given!(p <- b: name, device_id, device_owner, admin_state_up, description, mac_address,
+            allowed_address_pairs);
+        if let Some(v) = b.security_groups {
+            p.security_groups = known_groups(tx, v)?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 pub(super) async fn delete_port(
     State(cloud): Ctx,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            let p = find::<Port>(tx, &id)?;
-            if p.device_owner == OWNER_ROUTER_INTERFACE || p.device_owner == OWNER_ROUTER_GATEWAY {
-                return Err(ApiError::conflict(
-                    "PortInUse",
-                    format!("Port {id} cannot be deleted directly via the port API: has device owner {}.", p.device_owner),
-                ));
-            }
-            delete_port_cascade(tx, &id)
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    delete(&cloud, id, |tx, p: Port| {
+        let id = &p.meta.id;
+        if p.device_owner == OWNER_ROUTER_INTERFACE || p.device_owner == OWNER_ROUTER_GATEWAY {
+            return Err(ApiError::conflict(
+                "PortInUse",
+                format!(
+                    "Port {id} cannot be deleted directly via the port API: has device owner {}.",
+                    p.device_owner
+                ),
+            ));
+        }
+        delete_port_cascade(tx, id)
+    })
+    .await
 }
 
 /// `groups` if each is a security group of this cloud (404 `SecurityGroupNotFound` otherwise).

@@ -225,72 +225,55 @@ pub(super) async fn update_router(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: RouterBody = parse_wrapped(&body, "router")?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut r = find::<Router_>(tx, &id2)?;
-            if let Some(gw) = b.external_gateway_info {
-                r = set_gateway(tx, r, gw.map(|g| g.network_id))?;
-            }
-            if let Some(v) = b.name {
-                r.name = v;
-            }
-            if let Some(v) = b.admin_state_up {
-                r.admin_state_up = v;
-            }
-            if let Some(v) = b.description {
-                r.description = v;
-            }
-            if let Some(routes) = b.routes {
-                r.routes = check_routes(tx, &id2, &routes)?;
-            }
-            r.touch();
-            tx.put(ROUTERS, &id2, &r)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Router_>(&cloud, &id)
+    update(&cloud, id, move |tx, r: &mut Router_| {
+        if let Some(gw) = b.external_gateway_info {
+            *r = set_gateway(tx, r.clone(), gw.map(|g| g.network_id))?;
+        }
+        set_given!(r <- b: name, admin_state_up, description);
+        if let Some(routes) = b.routes {
+            r.routes = check_routes(tx, &r.meta.id, &routes)?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 pub(super) async fn delete_router(
     State(cloud): Ctx,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<Router_>(tx, &id)?;
-            let ports: Vec<Port> = tx
-                .list::<Port>(PORTS)
-                .into_iter()
-                .filter(|p| p.device_id == id)
-                .collect();
-            if ports
-                .iter()
-                .any(|p| p.device_owner == OWNER_ROUTER_INTERFACE)
-            {
-                return Err(ApiError::conflict(
-                    "RouterInUse",
-                    format!("Router {id} still has ports"),
-                ));
-            }
-            if tx
-                .list::<FloatingIp>(FLOATING_IPS)
-                .iter()
-                .any(|f| f.router_id.as_deref() == Some(id.as_str()))
-            {
-                return Err(ApiError::conflict(
-                    "RouterInUse",
-                    format!("Router {id} still has floating IPs associated"),
-                ));
-            }
-            for p in ports {
-                tx.delete(PORTS, &p.meta.id);
-            }
-            tx.delete(ROUTERS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    delete(&cloud, id, |tx, r: Router_| {
+        let id = &r.meta.id;
+        let ports: Vec<Port> = tx
+            .list::<Port>(PORTS)
+            .into_iter()
+            .filter(|p| &p.device_id == id)
+            .collect();
+        if ports
+            .iter()
+            .any(|p| p.device_owner == OWNER_ROUTER_INTERFACE)
+        {
+            return Err(ApiError::conflict(
+                "RouterInUse",
+                format!("Router {id} still has ports"),
+            ));
+        }
+        if tx
+            .list::<FloatingIp>(FLOATING_IPS)
+            .iter()
+            .any(|f| f.router_id.as_deref() == Some(id.as_str()))
+        {
+            return Err(ApiError::conflict(
+                "RouterInUse",
+                format!("Router {id} still has floating IPs associated"),
+            ));
+        }
+        for p in ports {
+            tx.delete(PORTS, &p.meta.id);
+        }
+        Ok(())
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -419,35 +402,29 @@ pub(super) async fn change_routes(
     add: bool,
 ) -> Result<Response, ApiError> {
     let b: RoutesOnly = parse_wrapped(&body, "router")?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut r = find::<Router_>(tx, &id2)?;
-            if add {
-                for route in check_routes(tx, &id2, &b.routes)? {
-                    if !r.routes.contains(&route) {
-                        r.routes.push(route);
-                    }
+    update(&cloud, id, move |tx, r: &mut Router_| {
+        if add {
+            for route in check_routes(tx, &r.meta.id, &b.routes)? {
+                if !r.routes.contains(&route) {
+                    r.routes.push(route);
                 }
-            } else {
-                let remove: Vec<HostRoute> = b
-                    .routes
-                    .iter()
-                    .map(|route| {
-                        let dest = parse_cidr(&route.destination)
-                            .map_or(route.destination.clone(), |(n, l)| format!("{n}/{l}"));
-                        HostRoute {
-                            destination: dest,
-                            nexthop: route.nexthop.clone(),
-                        }
-                    })
-                    .collect();
-                r.routes.retain(|route| !remove.contains(route));
             }
-            r.touch();
-            tx.put(ROUTERS, &id2, &r)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Router_>(&cloud, &id)
+        } else {
+            let remove: Vec<HostRoute> = b
+                .routes
+                .iter()
+                .map(|route| {
+                    let dest = parse_cidr(&route.destination)
+                        .map_or(route.destination.clone(), |(n, l)| format!("{n}/{l}"));
+                    HostRoute {
+                        destination: dest,
+                        nexthop: route.nexthop.clone(),
+                    }
+                })
+                .collect();
+            r.routes.retain(|route| !remove.contains(route));
+        }
+        Ok(())
+    })
+    .await
 }

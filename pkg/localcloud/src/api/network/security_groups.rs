@@ -364,58 +364,41 @@ pub(super) async fn update_security_group(
 ) -> Result<Response, ApiError> {
     let b: SecurityGroupBody = parse_wrapped(&body, "security_group")?;
     name_not_default(&b.name)?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut sg = find::<SecurityGroup>(tx, &id2)?;
-            if sg.name == DEFAULT_GROUP && b.name.is_some() {
-                return Err(ApiError::conflict(
-                    "SecurityGroupCannotUpdateDefault",
-                    "Updating default security group not allowed.",
-                ));
-            }
-            if let Some(n) = b.name {
-                sg.name = n;
-            }
-            if let Some(d) = b.description {
-                sg.description = d;
-            }
-            if let Some(s) = b.stateful {
-                sg.stateful = s;
-            }
-            sg.touch();
-            tx.put(SECURITY_GROUPS, &id2, &sg)?;
-            Ok(())
-        })
-        .await?;
-    updated::<SecurityGroup>(&cloud, &id)
+    update(&cloud, id, move |_, sg: &mut SecurityGroup| {
+        if sg.name == DEFAULT_GROUP && b.name.is_some() {
+            return Err(ApiError::conflict(
+                "SecurityGroupCannotUpdateDefault",
+                "Updating default security group not allowed.",
+            ));
+        }
+        set_given!(sg <- b: name, description, stateful);
+        Ok(())
+    })
+    .await
 }
 
 pub(super) async fn delete_security_group(
     State(cloud): Ctx,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<SecurityGroup>(tx, &id)?;
-            if tx
-                .list::<Port>(PORTS)
-                .iter()
-                .any(|p| p.security_groups.contains(&id))
-            {
-                return Err(ApiError::conflict(
-                    "SecurityGroupInUse",
-                    format!("Security Group {id} in use."),
-                ));
-            }
-            for rule in rules_of(tx, &id) {
-                tx.delete(SECURITY_GROUP_RULES, &rule.meta.id);
-            }
-            tx.delete(SECURITY_GROUPS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    delete(&cloud, id, |tx, sg: SecurityGroup| {
+        let id = &sg.meta.id;
+        if tx
+            .list::<Port>(PORTS)
+            .iter()
+            .any(|p| p.security_groups.contains(id))
+        {
+            return Err(ApiError::conflict(
+                "SecurityGroupInUse",
+                format!("Security Group {id} in use."),
+            ));
+        }
+        for rule in rules_of(tx, id) {
+            tx.delete(SECURITY_GROUP_RULES, &rule.meta.id);
+        }
+        Ok(())
+    })
+    .await
 }
 
 pub(super) async fn create_security_group_rule(
@@ -439,12 +422,5 @@ pub(super) async fn delete_security_group_rule(
     State(cloud): Ctx,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<SecurityGroupRule>(tx, &id)?;
-            tx.delete(SECURITY_GROUP_RULES, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    delete(&cloud, id, |_, _: SecurityGroupRule| Ok(())).await
 }

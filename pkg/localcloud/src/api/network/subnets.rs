@@ -182,52 +182,26 @@ pub(super) async fn update_subnet(
             "Cannot update read-only attribute cidr, network_id or ip_version",
         ));
     }
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut s = find::<Subnet>(tx, &id2)?;
-            if let Some(v) = b.name {
-                s.name = v;
-            }
-            if let Some(v) = b.enable_dhcp {
-                s.enable_dhcp = v;
-            }
-            if let Some(v) = b.dns_nameservers {
-                s.dns_nameservers = v;
-            }
-            if let Some(v) = b.host_routes {
-                s.host_routes = v;
-            }
-            if let Some(v) = b.description {
-                s.description = v;
-            }
-            if let Some(v) = b.gateway_ip {
-                s.gateway_ip = v;
-            }
-            s.touch();
-            tx.put(SUBNETS, &id2, &s)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Subnet>(&cloud, &id)
+    update(&cloud, id, move |_, s: &mut Subnet| {
+        set_given!(s <- b: name, enable_dhcp, dns_nameservers, host_routes, description, gateway_ip);
+        Ok(())
+    })
+    .await
 }
 
 pub(super) async fn delete_subnet(
     State(cloud): Ctx,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<Subnet>(tx, &id)?;
-            if tx.list::<Port>(PORTS).iter().any(|p| p.fixed_ips.iter().any(|f| f.subnet_id == id)) {
-                return Err(ApiError::conflict(
-                    "SubnetInUse",
-                    format!("Unable to complete operation on subnet {id}: One or more ports have an IP allocation from this subnet."),
-                ));
-            }
-            tx.delete(SUBNETS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    delete(&cloud, id, |tx, s: Subnet| {
+        let id = &s.meta.id;
+        if tx.list::<Port>(PORTS).iter().any(|p| p.fixed_ips.iter().any(|f| &f.subnet_id == id)) {
+            return Err(ApiError::conflict(
+                "SubnetInUse",
+                format!("Unable to complete operation on subnet {id}: One or more ports have an IP allocation from this subnet."),
+            ));
+        }
+        Ok(())
+    })
+    .await
 }
