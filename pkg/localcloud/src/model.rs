@@ -14,7 +14,7 @@ pub(crate) mod octavia;
 mod record;
 pub(crate) mod volume;
 
-pub(crate) use record::{Names, NotFound, Record};
+pub(crate) use record::{impl_record, Names, NotFound, Record};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::network::{Port, PORTS};
-use super::{Meta, Names, Record};
+use super::{impl_record, Meta};
 use crate::defaults::{Flavor, FLAVORS};
 use crate::store::Read;
 
@@ -35,21 +35,7 @@ pub(crate) struct Server {
     pub tags: Vec<String>,
 }
 
-impl Record for Server {
-    const TABLE: &'static str = SERVERS;
-    const NAMES: Names = Names {
-        one: "server",
-        many: "servers",
-        title: "Instance",
-    };
-    const NOT_FOUND: &'static str = "itemNotFound";
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(Server: SERVERS, ("server", "servers", "Instance"), "itemNotFound");
 
 impl Server {
     pub fn ec2_id(&self) -> String {
