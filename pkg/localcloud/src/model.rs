@@ -9,6 +9,7 @@
 pub(crate) mod compute;
 pub(crate) mod config_drive;
 pub(crate) mod gce;
+pub(crate) mod identity;
 pub(crate) mod network;
 pub(crate) mod octavia;
 mod record;

@@ -19,27 +19,11 @@ use super::{
     Cloud, Ctx, Service,
 };
 use crate::defaults;
+pub(crate) use crate::model::identity::{Project, User, PROJECTS, USERS};
 use crate::store::{Read, Tx};
 
-pub(crate) const PROJECTS: &str = "projects";
-pub(crate) const USERS: &str = "users";
 pub(crate) const TOKENS: &str = "tokens";
 pub(crate) const APP_CREDS: &str = "application_credentials";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Project {
-    pub id: String,
-    pub name: String,
-    pub domain_id: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct User {
-    pub id: String,
-    pub name: String,
-    pub domain_id: String,
-    pub default_project_id: String,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Token {

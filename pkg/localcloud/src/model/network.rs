@@ -1,6 +1,6 @@
 //! Network v2.0 (Neutron) records: networks, subnets, ports with their fixed IPs, routers,
 //! floating IPs, security groups and their rules, as stored. The API
-//! ([`crate::api::network`]) writes them; the data plane reads ports, subnets, floating IPs and
+//! (`api/network`) writes them; the data plane reads ports, subnets, floating IPs and
 //! security group rules. Upstream equivalent: `neutron.db.models_v2` and the models of the
 //! `l3` and `securitygroup` extensions.
 
