@@ -35,7 +35,7 @@ use crate::store::{Read, Tx};
 
 type ApiResult = Result<Response, ApiError>;
 
-use super::records::{delete, find, View};
+use super::records::{delete, find, Release, View};
 
 fn conflict(message: impl Into<String>) -> ApiError {
     ApiError::conflict("Conflict", message)
@@ -248,14 +248,14 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             "/listeners/{id}",
             get(get_one::<Listener>)
                 .put(listeners::update)
-                .delete(listeners::delete),
+                .delete(delete::<Listener>),
         )
         .route("/pools", get(pools::list).post(pools::create))
         .route(
             "/pools/{id}",
             get(get_one::<Pool>)
                 .put(pools::update)
-                .delete(pools::delete),
+                .delete(delete::<Pool>),
         )
         .route(
             "/pools/{id}/members",
@@ -277,7 +277,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             "/healthmonitors/{id}",
             get(get_one::<HealthMonitor>)
                 .put(healthmonitors::update)
-                .delete(healthmonitors::delete),
+                .delete(delete::<HealthMonitor>),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             cloud.clone(),

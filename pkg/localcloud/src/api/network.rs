@@ -42,7 +42,7 @@ use subnets::*;
 
 pub(crate) use crate::model::network::*;
 
-pub(crate) use super::records::{delete, find, View};
+pub(crate) use super::records::{delete, find, Release, View};
 
 impl ApiError {
     pub(crate) fn with_kind(mut self, kind: &'static str) -> Self {
@@ -88,8 +88,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .route(
             &format!("{v2}/networks/{{id}}"),
             get(show::<Network>)
-                .put(update_network)
-                .delete(delete_network),
+                .put(update::<Network>)
+                .delete(delete::<Network>),
         )
         .route(
             &format!("{v2}/subnets"),
@@ -97,7 +97,9 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         )
         .route(
             &format!("{v2}/subnets/{{id}}"),
-            get(show::<Subnet>).put(update_subnet).delete(delete_subnet),
+            get(show::<Subnet>)
+                .put(update::<Subnet>)
+                .delete(delete::<Subnet>),
         )
         .route(
             &format!("{v2}/ports"),
@@ -105,7 +107,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         )
         .route(
             &format!("{v2}/ports/{{id}}"),
-            get(show::<Port>).put(update_port).delete(delete_port),
+            get(show::<Port>).put(update::<Port>).delete(delete::<Port>),
         )
         .route(
             &format!("{v2}/routers"),
@@ -114,8 +116,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .route(
             &format!("{v2}/routers/{{id}}"),
             get(show::<Router_>)
-                .put(update_router)
-                .delete(delete_router),
+                .put(update::<Router_>)
+                .delete(delete::<Router_>),
         )
         .route(
             &format!("{v2}/routers/{{id}}/add_router_interface"),
@@ -140,8 +142,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .route(
             &format!("{v2}/floatingips/{{id}}"),
             get(show::<FloatingIp>)
-                .put(update_floating_ip)
-                .delete(delete_floating_ip),
+                .put(update::<FloatingIp>)
+                .delete(delete::<FloatingIp>),
         )
         .route(
             &format!("{v2}/security-groups"),
@@ -150,8 +152,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .route(
             &format!("{v2}/security-groups/{{id}}"),
             get(show::<SecurityGroup>)
-                .put(update_security_group)
-                .delete(delete_security_group),
+                .put(update::<SecurityGroup>)
+                .delete(delete::<SecurityGroup>),
         )
         .route(
             &format!("{v2}/security-group-rules"),
@@ -159,7 +161,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         )
         .route(
             &format!("{v2}/security-group-rules/{{id}}"),
-            get(show::<SecurityGroupRule>).delete(delete_security_group_rule),
+            get(show::<SecurityGroupRule>).delete(delete::<SecurityGroupRule>),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             cloud.clone(),
@@ -259,9 +261,32 @@ fn updated<R: View>(cloud: &Cloud, id: &str) -> Result<Response, ApiError> {
     Ok(reply(StatusCode::OK, json!({ R::NAMES.one: view })))
 }
 
-/// The generic PUT of a Neutron record: 404 unless `id` exists, then `change` (the resource's
-/// own attributes and checks), a new revision, and the updated view.
-async fn update<R: View + Send + 'static>(
+/// What a Neutron PUT changes on a record of its kind: the generic [`update`] reads the body
+/// (`{"<one>": {...}}`), 404s unless the record exists, applies it, and answers the new view.
+trait Update: View + Send + 'static {
+    type Body: DeserializeOwned + Send + 'static;
+
+    /// Refuses a body before the record is read (read-only attributes).
+    fn check(_: &Self::Body) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// The resource's own attributes and checks.
+    fn update(&mut self, tx: &mut Tx<'_>, body: Self::Body) -> Result<(), ApiError>;
+}
+
+async fn update<R: Update>(
+    State(cloud): Ctx,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: R::Body = parse_wrapped(&body, R::NAMES.one)?;
+    R::check(&b)?;
+    change(&cloud, id, move |tx, r: &mut R| r.update(tx, b)).await
+}
+
+/// A change of record `id` (404 unless it exists): `change`, a new revision, the updated view.
+async fn change<R: View + Send + 'static>(
     cloud: &Arc<Cloud>,
     id: String,
     change: impl FnOnce(&mut Tx<'_>, &mut R) -> Result<(), ApiError> + Send + 'static,

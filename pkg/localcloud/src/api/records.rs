@@ -1,12 +1,13 @@
 //! What the OpenStack services' list/show/update/delete handlers share over [`Record`]: a
 //! record's view ([`View`]), the candidates the store's index gives a list's filters
-//! ([`candidates`]) and the generic DELETE ([`delete`]). Each service keeps only its own view,
+//! ([`candidates`]) and the generic DELETE ([`delete`], with each kind's [`Release`]). Each service keeps only its own view,
 //! filters, order and checks. Upstream equivalent: `neutron.api.v2.base.Controller`, which every
 //! Neutron resource (and Octavia's `BaseController`) is served through.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
@@ -57,17 +58,24 @@ pub(crate) fn listed<R: Record>(r: &impl Read, params: &Params, extra: &[(&str, 
     }
 }
 
-/// The generic DELETE: 404 unless record `id` exists, then `release` (refuses while the record
-/// is in use, removes what belongs to it), then the record itself; 204.
-pub(crate) async fn delete<R: Record + Send + 'static>(
-    cloud: &Arc<Cloud>,
-    id: String,
-    release: impl FnOnce(&mut Tx<'_>, R) -> Result<(), ApiError> + Send + 'static,
+/// What deleting a record of its kind also does: refuse while it is in use, remove what belongs
+/// to it. The generic [`delete`] does the rest.
+pub(crate) trait Release: Record + Send + 'static {
+    fn release(&self, _: &mut Tx<'_>) -> Result<(), ApiError> {
+        Ok(())
+    }
+}
+
+/// The generic DELETE: 404 unless record `id` exists, then [`Release::release`], then the
+/// record itself; 204.
+pub(crate) async fn delete<R: Release>(
+    State(cloud): State<Arc<Cloud>>,
+    Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     cloud
         .write(move |tx| {
             let record = find::<R>(tx, &id)?;
-            release(tx, record)?;
+            record.release(tx)?;
             R::delete(tx, &id);
             Ok(())
         })

@@ -7,9 +7,10 @@ use axum::http::StatusCode;
 use axum::Extension;
 
 use super::body::{invalid, Body, MAX_INT};
-use super::{conflict, find, lock_lb, one, put, ApiResult};
+use super::{conflict, find, lock_lb, one, put, ApiResult, Release};
 use crate::api::{ApiError, Caller, Ctx};
 use crate::model::octavia::{self as m, Common, HealthMonitor, Operating, Pool, Ref};
+use crate::store::Tx;
 
 pub(super) const FIELDS: &[&str] = &[
     "name",
@@ -201,18 +202,17 @@ pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Byte
         .await
 }
 
-pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
-    super::delete(&cloud, id, |tx, hm: HealthMonitor| {
-        if let Ok(pool) = find::<Pool>(tx, hm.pool_id()) {
+impl Release for HealthMonitor {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        if let Ok(pool) = find::<Pool>(tx, self.pool_id()) {
             lock_lb(tx, pool.lb_id())?;
         }
-        for mut member in m::members_of(tx, hm.pool_id()) {
+        for mut member in m::members_of(tx, self.pool_id()) {
             member.common.operating_status = Operating::NoMonitor;
             put(tx, &member)?;
         }
         Ok(())
-    })
-    .await
+    }
 }
 
 #[cfg(test)]

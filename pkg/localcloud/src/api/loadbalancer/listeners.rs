@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::Extension;
 
 use super::body::{Body, COMMON_FIELDS, MAX_INT, MAX_TIMEOUT_MS};
-use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult};
+use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult, Release};
 use crate::api::{ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{
     self as m, Common, Listener, ListenerTls, LoadBalancer, Pool, Ref, LISTENER_TIMEOUTS,
@@ -260,10 +260,9 @@ pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Byte
         .await
 }
 
-pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
-    super::delete(&cloud, id, |tx, l: Listener| {
-        lock_lb(tx, l.lb_id())?;
+impl Release for Listener {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        lock_lb(tx, self.lb_id())?;
         Ok(())
-    })
-    .await
+    }
 }

@@ -7,11 +7,12 @@ use axum::http::StatusCode;
 use axum::Extension;
 
 use super::body::{invalid, Body};
-use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult};
+use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult, Release};
 use crate::api::{ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{
     self as m, Common, Listener, LoadBalancer, Pool, Record, Ref, MEMBERS, MONITORS,
 };
+use crate::store::Tx;
 
 const PROTOCOLS: &[&str] = &["TCP", "UDP", "HTTP", "HTTPS", "PROXY", "PROXYV2", "SCTP"];
 const ALGORITHMS: &[&str] = &[
@@ -168,20 +169,19 @@ pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Byte
         .await
 }
 
-pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
-    super::delete(&cloud, id, |tx, p: Pool| {
-        lock_lb(tx, p.lb_id())?;
-        for member in m::members_of(tx, p.id()) {
+impl Release for Pool {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        lock_lb(tx, self.lb_id())?;
+        for member in m::members_of(tx, self.id()) {
             tx.delete(MEMBERS, member.id());
         }
-        for hm in m::monitors_of(tx, p.id()) {
+        for hm in m::monitors_of(tx, self.id()) {
             tx.delete(MONITORS, hm.id());
         }
-        for mut l in m::listeners_using(tx, p.id()) {
+        for mut l in m::listeners_using(tx, self.id()) {
             l.default_pool_id = None;
             put(tx, &l)?;
         }
         Ok(())
-    })
-    .await
+    }
 }

@@ -181,30 +181,25 @@ pub(super) async fn create_floating_ip(
     Ok(created(&cloud, &fip))
 }
 
-pub(super) async fn update_floating_ip(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: FloatingIpBody = parse_wrapped(&body, "floatingip")?;
-    if b.floating_network_id.is_some() || b.floating_ip_address.is_some() {
-        return Err(ApiError::bad_request(
-            "Cannot update read-only attribute floating_network_id or floating_ip_address",
-        ));
-    }
-    update(&cloud, id, move |tx, fip: &mut FloatingIp| {
-        if let Some(port) = b.port_id {
-            associate(tx, fip, port, b.fixed_ip_address.flatten())?;
+impl Update for FloatingIp {
+    type Body = FloatingIpBody;
+
+    fn check(b: &FloatingIpBody) -> Result<(), ApiError> {
+        if b.floating_network_id.is_some() || b.floating_ip_address.is_some() {
+            return Err(ApiError::bad_request(
+                "Cannot update read-only attribute floating_network_id or floating_ip_address",
+            ));
         }
-        set_given!(fip <- b: description);
         Ok(())
-    })
-    .await
+    }
+
+    fn update(&mut self, tx: &mut Tx<'_>, b: FloatingIpBody) -> Result<(), ApiError> {
+        if let Some(port) = b.port_id {
+            associate(tx, self, port, b.fixed_ip_address.flatten())?;
+        }
+        set_given!(self <- b: description);
+        Ok(())
+    }
 }
 
-pub(super) async fn delete_floating_ip(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    delete(&cloud, id, |_, _: FloatingIp| Ok(())).await
-}
+impl Release for FloatingIp {}

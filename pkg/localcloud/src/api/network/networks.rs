@@ -95,25 +95,18 @@ pub(super) async fn create_network(
     Ok(created(&cloud, &net))
 }
 
-pub(super) async fn update_network(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: NetworkBody = parse_wrapped(&body, "network")?;
-    update(&cloud, id, move |_, n: &mut Network| {
-        set_given!(n <- b: name, admin_state_up, shared, external, mtu, description);
+impl Update for Network {
+    type Body = NetworkBody;
+
+    fn update(&mut self, _: &mut Tx<'_>, b: NetworkBody) -> Result<(), ApiError> {
+        set_given!(self <- b: name, admin_state_up, shared, external, mtu, description);
         Ok(())
-    })
-    .await
+    }
 }
 
-pub(super) async fn delete_network(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    delete(&cloud, id, |tx, n: Network| {
-        let id = &n.meta.id;
+impl Release for Network {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
         if tx.list::<Port>(PORTS).iter().any(|p| &p.network_id == id) {
             return Err(ApiError::conflict(
                 "NetworkInUse",
@@ -126,6 +119,5 @@ pub(super) async fn delete_network(
             }
         }
         Ok(())
-    })
-    .await
+    }
 }

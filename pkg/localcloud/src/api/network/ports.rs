@@ -224,49 +224,46 @@ pub(super) async fn create_port_api(
     Ok(created(&cloud, &port))
 }
 
-pub(super) async fn update_port(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: PortBody = parse_wrapped(&body, "port")?;
-    if b.network_id.is_some() {
-        return Err(ApiError::bad_request(
-            "Cannot update read-only attribute network_id",
-        ));
-    }
-    if b.fixed_ips.is_some() {
-        return Err(ApiError::bad_request("Changing fixed_ips of an existing port is not supported by the local cloud; create a new port"));
-    }
-    update(&cloud, id, move |tx, p: &mut Port| {
-        set_given!(p <- b: name, device_id, device_owner, admin_state_up, description, mac_address,
-            allowed_address_pairs);
-        if let Some(v) = b.security_groups {
-            p.security_groups = known_groups(tx, v)?;
+impl Update for Port {
+    type Body = PortBody;
+
+    fn check(b: &PortBody) -> Result<(), ApiError> {
+        if b.network_id.is_some() {
+            return Err(ApiError::bad_request(
+                "Cannot update read-only attribute network_id",
+            ));
+        }
+        if b.fixed_ips.is_some() {
+            return Err(ApiError::bad_request("Changing fixed_ips of an existing port is not supported by the local cloud; create a new port"));
         }
         Ok(())
-    })
-    .await
+    }
+
+    fn update(&mut self, tx: &mut Tx<'_>, b: PortBody) -> Result<(), ApiError> {
+        set_given!(self <- b: name, device_id, device_owner, admin_state_up, description,
+            mac_address, allowed_address_pairs);
+        if let Some(v) = b.security_groups {
+            self.security_groups = known_groups(tx, v)?;
+        }
+        Ok(())
+    }
 }
 
-pub(super) async fn delete_port(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    delete(&cloud, id, |tx, p: Port| {
-        let id = &p.meta.id;
-        if p.device_owner == OWNER_ROUTER_INTERFACE || p.device_owner == OWNER_ROUTER_GATEWAY {
+impl Release for Port {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
+        if self.device_owner == OWNER_ROUTER_INTERFACE || self.device_owner == OWNER_ROUTER_GATEWAY
+        {
             return Err(ApiError::conflict(
                 "PortInUse",
                 format!(
                     "Port {id} cannot be deleted directly via the port API: has device owner {}.",
-                    p.device_owner
+                    self.device_owner
                 ),
             ));
         }
         delete_port_cascade(tx, id)
-    })
-    .await
+    }
 }
 
 /// `groups` if each is a security group of this cloud (404 `SecurityGroupNotFound` otherwise).

@@ -219,31 +219,24 @@ pub(super) fn check_routes(
     Ok(out)
 }
 
-pub(super) async fn update_router(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: RouterBody = parse_wrapped(&body, "router")?;
-    update(&cloud, id, move |tx, r: &mut Router_| {
+impl Update for Router_ {
+    type Body = RouterBody;
+
+    fn update(&mut self, tx: &mut Tx<'_>, b: RouterBody) -> Result<(), ApiError> {
         if let Some(gw) = b.external_gateway_info {
-            *r = set_gateway(tx, r.clone(), gw.map(|g| g.network_id))?;
+            *self = set_gateway(tx, self.clone(), gw.map(|g| g.network_id))?;
         }
-        set_given!(r <- b: name, admin_state_up, description);
+        set_given!(self <- b: name, admin_state_up, description);
         if let Some(routes) = b.routes {
-            r.routes = check_routes(tx, &r.meta.id, &routes)?;
+            self.routes = check_routes(tx, &self.meta.id, &routes)?;
         }
         Ok(())
-    })
-    .await
+    }
 }
 
-pub(super) async fn delete_router(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    delete(&cloud, id, |tx, r: Router_| {
-        let id = &r.meta.id;
+impl Release for Router_ {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
         let ports: Vec<Port> = tx
             .list::<Port>(PORTS)
             .into_iter()
@@ -272,8 +265,7 @@ pub(super) async fn delete_router(
             tx.delete(PORTS, &p.meta.id);
         }
         Ok(())
-    })
-    .await
+    }
 }
 
 #[derive(Deserialize)]
@@ -402,7 +394,7 @@ pub(super) async fn change_routes(
     add: bool,
 ) -> Result<Response, ApiError> {
     let b: RoutesOnly = parse_wrapped(&body, "router")?;
-    update(&cloud, id, move |tx, r: &mut Router_| {
+    change(&cloud, id, move |tx, r: &mut Router_| {
         if add {
             for route in check_routes(tx, &r.meta.id, &b.routes)? {
                 if !r.routes.contains(&route) {

@@ -357,32 +357,28 @@ pub(super) async fn create_security_group(
     Ok(created(&cloud, &sg))
 }
 
-pub(super) async fn update_security_group(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: SecurityGroupBody = parse_wrapped(&body, "security_group")?;
-    name_not_default(&b.name)?;
-    update(&cloud, id, move |_, sg: &mut SecurityGroup| {
-        if sg.name == DEFAULT_GROUP && b.name.is_some() {
+impl Update for SecurityGroup {
+    type Body = SecurityGroupBody;
+
+    fn check(b: &SecurityGroupBody) -> Result<(), ApiError> {
+        name_not_default(&b.name)
+    }
+
+    fn update(&mut self, _: &mut Tx<'_>, b: SecurityGroupBody) -> Result<(), ApiError> {
+        if self.name == DEFAULT_GROUP && b.name.is_some() {
             return Err(ApiError::conflict(
                 "SecurityGroupCannotUpdateDefault",
                 "Updating default security group not allowed.",
             ));
         }
-        set_given!(sg <- b: name, description, stateful);
+        set_given!(self <- b: name, description, stateful);
         Ok(())
-    })
-    .await
+    }
 }
 
-pub(super) async fn delete_security_group(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    delete(&cloud, id, |tx, sg: SecurityGroup| {
-        let id = &sg.meta.id;
+impl Release for SecurityGroup {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
         if tx
             .list::<Port>(PORTS)
             .iter()
@@ -397,8 +393,7 @@ pub(super) async fn delete_security_group(
             tx.delete(SECURITY_GROUP_RULES, &rule.meta.id);
         }
         Ok(())
-    })
-    .await
+    }
 }
 
 pub(super) async fn create_security_group_rule(
@@ -418,9 +413,4 @@ pub(super) async fn create_security_group_rule(
     Ok(created(&cloud, &rule))
 }
 
-pub(super) async fn delete_security_group_rule(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    delete(&cloud, id, |_, _: SecurityGroupRule| Ok(())).await
-}
+impl Release for SecurityGroupRule {}

@@ -171,37 +171,38 @@ pub(super) async fn create_subnet(
     Ok(created(&cloud, &subnet))
 }
 
-pub(super) async fn update_subnet(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: SubnetBody = parse_wrapped(&body, "subnet")?;
-    if b.cidr.is_some() || b.network_id.is_some() || b.ip_version.is_some() {
-        return Err(ApiError::bad_request(
-            "Cannot update read-only attribute cidr, network_id or ip_version",
-        ));
-    }
-    update(&cloud, id, move |_, s: &mut Subnet| {
-        set_given!(s <- b: name, enable_dhcp, dns_nameservers, host_routes, description, gateway_ip);
+impl Update for Subnet {
+    type Body = SubnetBody;
+
+    fn check(b: &SubnetBody) -> Result<(), ApiError> {
+        if b.cidr.is_some() || b.network_id.is_some() || b.ip_version.is_some() {
+            return Err(ApiError::bad_request(
+                "Cannot update read-only attribute cidr, network_id or ip_version",
+            ));
+        }
         Ok(())
-    })
-    .await
+    }
+
+    fn update(&mut self, _: &mut Tx<'_>, b: SubnetBody) -> Result<(), ApiError> {
+        set_given!(self <- b: name, enable_dhcp, dns_nameservers, host_routes, description,
+            gateway_ip);
+        Ok(())
+    }
 }
 
-pub(super) async fn delete_subnet(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    delete(&cloud, id, |tx, s: Subnet| {
-        let id = &s.meta.id;
-        if tx.list::<Port>(PORTS).iter().any(|p| p.fixed_ips.iter().any(|f| &f.subnet_id == id)) {
+impl Release for Subnet {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
+        if tx
+            .list::<Port>(PORTS)
+            .iter()
+            .any(|p| p.fixed_ips.iter().any(|f| &f.subnet_id == id))
+        {
             return Err(ApiError::conflict(
                 "SubnetInUse",
                 format!("Unable to complete operation on subnet {id}: One or more ports have an IP allocation from this subnet."),
             ));
         }
         Ok(())
-    })
-    .await
+    }
 }
