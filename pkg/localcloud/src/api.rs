@@ -591,6 +591,38 @@ async fn metrics(State(cloud): Ctx) -> Response {
         .into_response()
 }
 
+/// What every service's router does the same way.
+pub(crate) trait Routes {
+    /// GET `path` and `path/` with `handler` (version documents answer both).
+    fn get_with_slash<H: axum::handler::Handler<T, Arc<Cloud>>, T: 'static>(
+        self,
+        path: &str,
+        handler: H,
+    ) -> Self;
+
+    /// Every route so far needs a project-scoped token ([`require_scoped_token`]).
+    fn scoped(self, cloud: &Arc<Cloud>) -> Self;
+}
+
+impl Routes for Router<Arc<Cloud>> {
+    fn get_with_slash<H: axum::handler::Handler<T, Arc<Cloud>>, T: 'static>(
+        self,
+        path: &str,
+        handler: H,
+    ) -> Self {
+        let get = axum::routing::get;
+        self.route(path, get(handler.clone()))
+            .route(&format!("{path}/"), get(handler))
+    }
+
+    fn scoped(self, cloud: &Arc<Cloud>) -> Self {
+        self.route_layer(axum::middleware::from_fn_with_state(
+            cloud.clone(),
+            require_scoped_token,
+        ))
+    }
+}
+
 /// The standard layers of one service's router: errors in its format (outermost), fault
 /// injection, then the service's own layers.
 pub(crate) fn service_layers<S: Clone + Send + Sync + 'static>(

@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 use super::network::{self, Network, Port, PortSpec, NETWORKS, PORTS};
 use super::volume::{self, Volume, VOLUMES};
 use super::{
-    paginate, parse_body, reply, require_scoped_token, service_layers, ApiError, Caller, Cloud,
-    Ctx, Microversion, Microversions, Params, Service,
+    paginate, parse_body, reply, service_layers, ApiError, Caller, Cloud, Ctx, Microversion,
+    Microversions, Params, Routes, Service,
 };
 use crate::defaults::{self, Flavor, FLAVORS};
 use crate::model::Meta;
@@ -178,15 +178,10 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             &format!("{v}/os-keypairs"),
             get(|| async { reply(StatusCode::OK, json!({"keypairs": []})) }),
         )
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let public = Router::new()
-        .route("/compute", get(versions))
-        .route("/compute/", get(versions))
-        .route(v, get(version))
-        .route(&format!("{v}/"), get(version));
+        .get_with_slash("/compute", versions)
+        .get_with_slash(v, version);
     let router = public
         .merge(protected)
         .layer(axum::middleware::from_fn(|req, next| {

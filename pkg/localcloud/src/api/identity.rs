@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::{
     iso, new_hex_id, now, parse_body, reply, require_token, service_layers, ApiError, Caller,
-    Cloud, Ctx, Service,
+    Cloud, Ctx, Routes, Service,
 };
 use crate::defaults;
 pub(crate) use crate::model::identity::{Project, User, PROJECTS, USERS};
@@ -110,10 +110,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             require_token,
         ));
     let public = Router::new()
-        .route("/identity", get(versions))
-        .route("/identity/", get(versions))
-        .route("/identity/v3", get(version))
-        .route("/identity/v3/", get(version))
+        .get_with_slash("/identity", versions)
+        .get_with_slash("/identity/v3", version)
         .route(
             "/identity/v3/auth/tokens",
             get(validate_token)

@@ -25,8 +25,8 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::{
-    list_body, matches_filters, paginate, reply, require_scoped_token, select_fields,
-    service_layers, ApiError, Cloud, Ctx, Params, Service,
+    list_body, matches_filters, paginate, reply, select_fields, service_layers, ApiError, Cloud,
+    Ctx, Params, Routes, Service,
 };
 use crate::model::octavia::{
     self as m, HealthMonitor, Listener, LoadBalancer, Member, Octavia, Pool, Record,
@@ -279,13 +279,9 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
                 .put(healthmonitors::update)
                 .delete(delete::<HealthMonitor>),
         )
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let router = Router::new()
-        .route("/load-balancer", get(versions))
-        .route("/load-balancer/", get(versions))
+        .get_with_slash("/load-balancer", versions)
         .nest("/load-balancer/v2/lbaas", lbaas.clone())
         .nest("/load-balancer/v2.0/lbaas", lbaas);
     service_layers(router, &cloud, Service::LoadBalancer)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
+use axum::handler::Handler;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::{get, put};
@@ -18,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    matches_filters, paginate, parse_body, reply, require_scoped_token, select_fields,
-    service_layers, ApiError, Cloud, Ctx, Params, Service,
+    matches_filters, paginate, parse_body, reply, select_fields, service_layers, ApiError, Cloud,
+    Ctx, Params, Routes, Service,
 };
 use crate::model::{Meta, Record};
 use crate::store::{Read, Tx};
@@ -80,45 +81,14 @@ pub(crate) fn seed(tx: &mut Tx<'_>, project_id: &str) -> Result<(), ApiError> {
 
 pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
     let v2 = "/network/v2.0";
-    let protected = Router::new()
-        .route(
-            &format!("{v2}/networks"),
-            get(list::<Network>).post(create_network),
-        )
-        .route(
-            &format!("{v2}/networks/{{id}}"),
-            get(show::<Network>)
-                .put(update::<Network>)
-                .delete(delete::<Network>),
-        )
-        .route(
-            &format!("{v2}/subnets"),
-            get(list::<Subnet>).post(create_subnet),
-        )
-        .route(
-            &format!("{v2}/subnets/{{id}}"),
-            get(show::<Subnet>)
-                .put(update::<Subnet>)
-                .delete(delete::<Subnet>),
-        )
-        .route(
-            &format!("{v2}/ports"),
-            get(list::<Port>).post(create_port_api),
-        )
-        .route(
-            &format!("{v2}/ports/{{id}}"),
-            get(show::<Port>).put(update::<Port>).delete(delete::<Port>),
-        )
-        .route(
-            &format!("{v2}/routers"),
-            get(list::<Router_>).post(create_router),
-        )
-        .route(
-            &format!("{v2}/routers/{{id}}"),
-            get(show::<Router_>)
-                .put(update::<Router_>)
-                .delete(delete::<Router_>),
-        )
+    let r = Router::new();
+    let r = resource::<Network, _, _>(r, "networks", create_network);
+    let r = resource::<Subnet, _, _>(r, "subnets", create_subnet);
+    let r = resource::<Port, _, _>(r, "ports", create_port_api);
+    let r = resource::<Router_, _, _>(r, "routers", create_router);
+    let r = resource::<FloatingIp, _, _>(r, "floatingips", create_floating_ip);
+    let r = resource::<SecurityGroup, _, _>(r, "security-groups", create_security_group);
+    let protected = r
         .route(
             &format!("{v2}/routers/{{id}}/add_router_interface"),
             put(add_router_interface),
@@ -136,26 +106,6 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             put(remove_extraroutes),
         )
         .route(
-            &format!("{v2}/floatingips"),
-            get(list::<FloatingIp>).post(create_floating_ip),
-        )
-        .route(
-            &format!("{v2}/floatingips/{{id}}"),
-            get(show::<FloatingIp>)
-                .put(update::<FloatingIp>)
-                .delete(delete::<FloatingIp>),
-        )
-        .route(
-            &format!("{v2}/security-groups"),
-            get(list::<SecurityGroup>).post(create_security_group),
-        )
-        .route(
-            &format!("{v2}/security-groups/{{id}}"),
-            get(show::<SecurityGroup>)
-                .put(update::<SecurityGroup>)
-                .delete(delete::<SecurityGroup>),
-        )
-        .route(
             &format!("{v2}/security-group-rules"),
             get(list::<SecurityGroupRule>).post(create_security_group_rule),
         )
@@ -163,16 +113,25 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             &format!("{v2}/security-group-rules/{{id}}"),
             get(show::<SecurityGroupRule>).delete(delete::<SecurityGroupRule>),
         )
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let public = Router::new()
-        .route("/network", get(versions))
-        .route("/network/", get(versions))
-        .route("/network/v2.0", get(resources))
-        .route("/network/v2.0/", get(resources));
+        .get_with_slash("/network", versions)
+        .get_with_slash("/network/v2.0", resources);
     service_layers(public.merge(protected), &cloud, Service::Network)
+}
+
+/// A Neutron collection under `/network/v2.0/<path>`: list and create, then show, update and
+/// delete by ID.
+fn resource<R: Update + Release, H: Handler<T, Arc<Cloud>>, T: 'static>(
+    router: Router<Arc<Cloud>>,
+    path: &str,
+    create: H,
+) -> Router<Arc<Cloud>> {
+    let path = format!("/network/v2.0/{path}");
+    router.route(&path, get(list::<R>).post(create)).route(
+        &format!("{path}/{{id}}"),
+        get(show::<R>).put(update::<R>).delete(delete::<R>),
+    )
 }
 
 async fn versions(State(cloud): Ctx) -> Response {
@@ -340,6 +299,15 @@ fn parse_wrapped<T: DeserializeOwned>(body: &[u8], key: &str) -> Result<T, ApiEr
             None => format!("Invalid input for {key}.{path}. Reason: {msg}."),
         };
         ApiError::bad_request(msg)
+    })
+}
+
+/// A create body's required attribute, or 400 naming it as Neutron does.
+fn required<T: Clone>(value: &Option<T>, name: &str) -> Result<T, ApiError> {
+    value.clone().ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "Failed to parse request. Required attribute '{name}' not specified"
+        ))
     })
 }
 

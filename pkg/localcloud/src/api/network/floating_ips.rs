@@ -156,11 +156,7 @@ pub(super) async fn create_floating_ip(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: FloatingIpBody = parse_wrapped(&body, "floatingip")?;
-    let net_id = b.floating_network_id.clone().ok_or_else(|| {
-        ApiError::bad_request(
-            "Failed to parse request. Required attribute 'floating_network_id' not specified",
-        )
-    })?;
+    let net_id = required(&b.floating_network_id, "floating_network_id")?;
     let project_id = b.project_id.clone().or(b.tenant_id.clone());
     let fip = cloud
         .write(move |tx| {

@@ -183,11 +183,7 @@ pub(super) async fn create_port_api(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: PortBody = parse_wrapped(&body, "port")?;
-    let network_id = b.network_id.clone().ok_or_else(|| {
-        ApiError::bad_request(
-            "Failed to parse request. Required attribute 'network_id' not specified",
-        )
-    })?;
+    let network_id = required(&b.network_id, "network_id")?;
     let project_id = b.project_id.clone().or(b.tenant_id.clone());
     let port = cloud
         .write(move |tx| {

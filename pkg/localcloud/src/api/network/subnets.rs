@@ -95,11 +95,7 @@ pub(super) async fn create_subnet(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: SubnetBody = parse_wrapped(&body, "subnet")?;
-    let network_id = b.network_id.clone().ok_or_else(|| {
-        ApiError::bad_request(
-            "Failed to parse request. Required attribute 'network_id' not specified",
-        )
-    })?;
+    let network_id = required(&b.network_id, "network_id")?;
     let cidr = b.cidr.clone().ok_or_else(|| {
         ApiError::bad_request(
             "Bad subnet request: a subnetpool must be specified in the absence of a cidr.",

@@ -17,16 +17,6 @@ pub(super) fn network(name: &str, project_id: &str) -> Network {
 }
 
 #[test]
-fn network_record() {
-    let n = network("private", "p1");
-    check_record(
-        &Fixture::new(),
-        &n,
-        &[("name", "private"), ("project_id", "p1")],
-    );
-}
-
-#[test]
 fn subnets_and_ports_of_a_network() {
     let fx = Fixture::new();
     let (a, b) = (network("a", "p"), network("b", "p"));
@@ -42,4 +32,14 @@ fn subnets_and_ports_of_a_network() {
         let ports = Port::list_where(r, "network_id", &a.meta.id);
         assert_eq!(ports[0].fixed_ips[0].subnet_id, s.meta.id);
     });
+}
+
+#[test]
+fn network_record() {
+    let n = network("private", "p1");
+    check_record(
+        &Fixture::new(),
+        &n,
+        &[("name", "private"), ("project_id", "p1")],
+    );
 }

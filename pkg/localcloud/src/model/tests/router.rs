@@ -19,15 +19,6 @@ fn router() -> Router_ {
 }
 
 #[test]
-fn router_record() {
-    check_record(
-        &Fixture::new(),
-        &router(),
-        &[("name", "router1"), ("project_id", "p")],
-    );
-}
-
-#[test]
 fn interfaces_of_a_router() {
     let fx = Fixture::new();
     let r1 = router();
@@ -41,4 +32,13 @@ fn interfaces_of_a_router() {
         assert_eq!(ports.len(), 1);
         assert_eq!(ports[0].device_owner, OWNER_ROUTER_INTERFACE);
     });
+}
+
+#[test]
+fn router_record() {
+    check_record(
+        &Fixture::new(),
+        &router(),
+        &[("name", "router1"), ("project_id", "p")],
+    );
 }

@@ -29,23 +29,6 @@ fn rule(group_id: &str, port: u16) -> SecurityGroupRule {
 }
 
 #[test]
-fn security_group_record() {
-    let g = group("web");
-    check_record(
-        &Fixture::new(),
-        &g,
-        &[("name", "web"), ("description", "web")],
-    );
-}
-
-#[test]
-fn security_group_rule_record() {
-    let r = rule("sg-1", 80);
-    let indexed = [("security_group_id", "sg-1"), ("direction", "ingress")];
-    check_record(&Fixture::new(), &r, &indexed);
-}
-
-#[test]
 fn rules_of_a_group() {
     let fx = Fixture::new();
     let (a, b) = (group("a"), group("b"));
@@ -64,4 +47,21 @@ fn rules_of_a_group() {
         ports.sort();
         assert_eq!(ports, [Some(80), Some(443)]);
     });
+}
+
+#[test]
+fn security_group_record() {
+    let g = group("web");
+    check_record(
+        &Fixture::new(),
+        &g,
+        &[("name", "web"), ("description", "web")],
+    );
+}
+
+#[test]
+fn security_group_rule_record() {
+    let r = rule("sg-1", 80);
+    let indexed = [("security_group_id", "sg-1"), ("direction", "ingress")];
+    check_record(&Fixture::new(), &r, &indexed);
 }

@@ -40,15 +40,6 @@ fn attachment(server_id: &str, device: &str) -> Attachment {
 }
 
 #[test]
-fn volume_record() {
-    check_record(
-        &Fixture::new(),
-        &volume("data", vec![]),
-        &[("name", "data")],
-    );
-}
-
-#[test]
 fn volumes_attached_to_a_server_by_device() {
     let fx = Fixture::new();
     let c = volume("c", vec![attachment("vm-1", "/dev/vdc")]);
@@ -61,4 +52,13 @@ fn volumes_attached_to_a_server_by_device() {
         assert_eq!(names, [Some("b".into()), Some("c".into())]);
         assert_eq!(Volume::list(r).len(), 4);
     });
+}
+
+#[test]
+fn volume_record() {
+    check_record(
+        &Fixture::new(),
+        &volume("data", vec![]),
+        &[("name", "data")],
+    );
 }
