@@ -82,12 +82,12 @@ pub(crate) fn seed(tx: &mut Tx<'_>, project_id: &str) -> Result<(), ApiError> {
 pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
     let v2 = "/network/v2.0";
     let r = Router::new();
-    let r = resource::<Network, _, _>(r, "networks", create_network);
+    let r = resource::<Network, _, _>(r, "networks", create::<Network>);
     let r = resource::<Subnet, _, _>(r, "subnets", create_subnet);
     let r = resource::<Port, _, _>(r, "ports", create_port_api);
-    let r = resource::<Router_, _, _>(r, "routers", create_router);
-    let r = resource::<FloatingIp, _, _>(r, "floatingips", create_floating_ip);
-    let r = resource::<SecurityGroup, _, _>(r, "security-groups", create_security_group);
+    let r = resource::<Router_, _, _>(r, "routers", create::<Router_>);
+    let r = resource::<FloatingIp, _, _>(r, "floatingips", create::<FloatingIp>);
+    let r = resource::<SecurityGroup, _, _>(r, "security-groups", create::<SecurityGroup>);
     let protected = r
         .route(
             &format!("{v2}/routers/{{id}}/add_router_interface"),
@@ -220,6 +220,30 @@ fn updated<R: View>(cloud: &Cloud, id: &str) -> Result<Response, ApiError> {
     Ok(reply(StatusCode::OK, json!({ R::NAMES.one: view })))
 }
 
+/// What a Neutron POST makes of its body: the generic [`create`] reads the body
+/// (`{"<one>": {...}}`), makes the record in one transaction and answers 201 with its view.
+trait Create: View + Send + 'static {
+    type Body: DeserializeOwned + Send + 'static;
+
+    /// Refuses a body before the transaction (attributes a POST does not take).
+    fn check(_: &Self::Body) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    fn create(tx: &mut Tx<'_>, caller: &super::Caller, body: Self::Body) -> Result<Self, ApiError>;
+}
+
+async fn create<R: Create>(
+    State(cloud): Ctx,
+    axum::Extension(caller): CallerExt,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: R::Body = parse_wrapped(&body, R::NAMES.one)?;
+    R::check(&b)?;
+    let record = cloud.write(move |tx| R::create(tx, &caller, b)).await?;
+    Ok(created(&cloud, &record))
+}
+
 /// What a Neutron PUT changes on a record of its kind: the generic [`update`] reads the body
 /// (`{"<one>": {...}}`), 404s unless the record exists, applies it, and answers the new view.
 trait Update: View + Send + 'static {
@@ -315,3 +339,4 @@ fn project_of(caller: &super::Caller, given: &Option<String>) -> String {
     given.clone().unwrap_or_else(|| caller.project_id.clone())
 }
 type CallerExt = axum::Extension<super::Caller>;
+use super::Caller;

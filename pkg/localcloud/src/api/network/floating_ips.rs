@@ -150,31 +150,28 @@ pub(crate) fn new_floating_ip(
     Ok(fip)
 }
 
-pub(super) async fn create_floating_ip(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: FloatingIpBody = parse_wrapped(&body, "floatingip")?;
-    let net_id = required(&b.floating_network_id, "floating_network_id")?;
-    let project_id = b.project_id.clone().or(b.tenant_id.clone());
-    let fip = cloud
-        .write(move |tx| {
-            new_floating_ip(
-                tx,
-                FloatingIpSpec {
-                    network_id: net_id,
-                    subnet_id: b.subnet_id,
-                    address: b.floating_ip_address,
-                    project_id: project_of(&caller, &project_id),
-                    port_id: b.port_id.flatten(),
-                    fixed_ip: b.fixed_ip_address.flatten(),
-                    description: b.description.unwrap_or_default(),
-                },
-            )
-        })
-        .await?;
-    Ok(created(&cloud, &fip))
+impl Create for FloatingIp {
+    type Body = FloatingIpBody;
+
+    fn check(b: &FloatingIpBody) -> Result<(), ApiError> {
+        required(&b.floating_network_id, "floating_network_id").map(drop)
+    }
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: FloatingIpBody) -> Result<Self, ApiError> {
+        let project_id = b.project_id.clone().or(b.tenant_id.clone());
+        new_floating_ip(
+            tx,
+            FloatingIpSpec {
+                network_id: required(&b.floating_network_id, "floating_network_id")?,
+                subnet_id: b.subnet_id,
+                address: b.floating_ip_address,
+                project_id: project_of(caller, &project_id),
+                port_id: b.port_id.flatten(),
+                fixed_ip: b.fixed_ip_address.flatten(),
+                description: b.description.unwrap_or_default(),
+            },
+        )
+    }
 }
 
 impl Update for FloatingIp {

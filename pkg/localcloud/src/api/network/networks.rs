@@ -69,30 +69,24 @@ pub(super) struct NetworkBody {
     is_default: Option<bool>,
 }
 
-pub(super) async fn create_network(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: NetworkBody = parse_wrapped(&body, "network")?;
-    let project_id = b.project_id.clone().or(b.tenant_id.clone());
-    let net = cloud
-        .write(move |tx| {
-            let mut n = new_network(
-                tx,
-                b.name.as_deref().unwrap_or(""),
-                &project_of(&caller, &project_id),
-                b.external.unwrap_or(false),
-            )?;
-            n.admin_state_up = b.admin_state_up.unwrap_or(true);
-            n.shared = b.shared.unwrap_or(false);
-            n.mtu = b.mtu.unwrap_or(1450);
-            n.description = b.description.unwrap_or_default();
-            tx.put(NETWORKS, &n.meta.id.clone(), &n)?;
-            Ok(n)
-        })
-        .await?;
-    Ok(created(&cloud, &net))
+impl Create for Network {
+    type Body = NetworkBody;
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: NetworkBody) -> Result<Self, ApiError> {
+        let project_id = b.project_id.clone().or(b.tenant_id.clone());
+        let mut n = new_network(
+            tx,
+            b.name.as_deref().unwrap_or(""),
+            &project_of(caller, &project_id),
+            b.external.unwrap_or(false),
+        )?;
+        n.admin_state_up = b.admin_state_up.unwrap_or(true);
+        n.shared = b.shared.unwrap_or(false);
+        n.mtu = b.mtu.unwrap_or(1450);
+        n.description = b.description.unwrap_or_default();
+        tx.put(NETWORKS, &n.meta.id.clone(), &n)?;
+        Ok(n)
+    }
 }
 
 impl Update for Network {

@@ -154,34 +154,32 @@ pub(super) struct RouterBody {
     flavor_id: Option<Value>,
 }
 
-pub(super) async fn create_router(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: RouterBody = parse_wrapped(&body, "router")?;
-    if b.routes.is_some() {
-        return Err(ApiError::bad_request(
-            "Attribute 'routes' not allowed in POST",
-        ));
+impl Create for Router_ {
+    type Body = RouterBody;
+
+    fn check(b: &RouterBody) -> Result<(), ApiError> {
+        if b.routes.is_some() {
+            return Err(ApiError::bad_request(
+                "Attribute 'routes' not allowed in POST",
+            ));
+        }
+        Ok(())
     }
-    let project_id = b.project_id.clone().or(b.tenant_id.clone());
-    let router = cloud
-        .write(move |tx| {
-            let gateway = b.external_gateway_info.flatten().map(|g| g.network_id);
-            let mut r = new_router(
-                tx,
-                b.name.as_deref().unwrap_or(""),
-                &project_of(&caller, &project_id),
-                gateway,
-            )?;
-            r.admin_state_up = b.admin_state_up.unwrap_or(true);
-            r.description = b.description.unwrap_or_default();
-            tx.put(ROUTERS, &r.meta.id.clone(), &r)?;
-            Ok(r)
-        })
-        .await?;
-    Ok(created(&cloud, &router))
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: RouterBody) -> Result<Self, ApiError> {
+        let project_id = b.project_id.clone().or(b.tenant_id.clone());
+        let gateway = b.external_gateway_info.flatten().map(|g| g.network_id);
+        let mut r = new_router(
+            tx,
+            b.name.as_deref().unwrap_or(""),
+            &project_of(caller, &project_id),
+            gateway,
+        )?;
+        r.admin_state_up = b.admin_state_up.unwrap_or(true);
+        r.description = b.description.unwrap_or_default();
+        tx.put(ROUTERS, &r.meta.id.clone(), &r)?;
+        Ok(r)
+    }
 }
 
 /// Checks routes as Neutron does: valid CIDR and address, nexthop on a subnet the router is

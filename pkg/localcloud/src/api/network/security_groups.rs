@@ -333,28 +333,25 @@ fn insert_rule(tx: &mut Tx<'_>, rule: &SecurityGroupRule) -> Result<(), ApiError
     Ok(())
 }
 
-pub(super) async fn create_security_group(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: SecurityGroupBody = parse_wrapped(&body, "security_group")?;
-    name_not_default(&b.name)?;
-    let project_id = project_of(&caller, &b.project_id.or(b.tenant_id));
-    let sg = cloud
-        .write(move |tx| {
-            ensure_default_group(tx, &project_id)?;
-            let sg = SecurityGroup {
-                meta: Meta::new(project_id.clone()),
-                name: b.name.unwrap_or_default(),
-                description: b.description.unwrap_or_default(),
-                stateful: b.stateful.unwrap_or(true),
-            };
-            put_group(tx, &sg)?;
-            Ok(sg)
-        })
-        .await?;
-    Ok(created(&cloud, &sg))
+impl Create for SecurityGroup {
+    type Body = SecurityGroupBody;
+
+    fn check(b: &SecurityGroupBody) -> Result<(), ApiError> {
+        name_not_default(&b.name)
+    }
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: SecurityGroupBody) -> Result<Self, ApiError> {
+        let project_id = project_of(caller, &b.project_id.or(b.tenant_id));
+        ensure_default_group(tx, &project_id)?;
+        let sg = SecurityGroup {
+            meta: Meta::new(project_id.clone()),
+            name: b.name.unwrap_or_default(),
+            description: b.description.unwrap_or_default(),
+            stateful: b.stateful.unwrap_or(true),
+        };
+        put_group(tx, &sg)?;
+        Ok(sg)
+    }
 }
 
 impl Update for SecurityGroup {
