@@ -12,6 +12,7 @@ pub(crate) mod loadbalancer;
 pub(crate) mod network;
 #[cfg(test)]
 mod proptests;
+mod records;
 pub(crate) mod requests;
 pub(crate) mod volume;
 mod zones;
@@ -31,8 +32,8 @@ use serde_json::{json, Value};
 
 use crate::config::ServerConfig;
 use crate::faults::Faults;
-pub(crate) use crate::http::ApiError;
 pub use crate::http::Service;
+pub(crate) use crate::http::{ApiError, Formatted};
 use crate::store::Store;
 pub(crate) use crate::time::{iso, new_hex_id, new_id, now};
 
@@ -110,10 +111,6 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
         }
     }
 }
-
-/// Marks a response whose error body is final.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Formatted;
 
 /// Middleware: gives every error response of `service` its OpenStack body.
 pub(crate) async fn format_errors(service: Service, req: Request, next: Next) -> Response {
@@ -482,7 +479,7 @@ pub(crate) fn select_fields(view: Value, params: &Params) -> Value {
 
 /// The whole API router.
 pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/", axum::routing::get(root))
         .merge(identity::router(cloud.clone()))
         .merge(compute::router(cloud.clone()))
@@ -494,13 +491,29 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn(refuse_control_characters))
-        .layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            |State(cloud): Ctx, req, next| async move {
-                requests::observe(&cloud.requests, None, req, next).await
-            },
-        ))
-        .with_state(cloud)
+        .with_state(cloud.clone());
+    counted(router, &cloud, None)
+}
+
+/// The metadata listener's router: [`crate::metadata`]'s documents with the metadata service's
+/// error format and fault injection, counted as `metadata` requests.
+pub(crate) fn metadata_router(cloud: Arc<Cloud>) -> Router {
+    let documents = crate::metadata::router(Arc::new(crate::metadata::Cloud {
+        store: cloud.store.clone(),
+        base_url: cloud.base_url.clone(),
+    }));
+    let router = service_layers(documents, &cloud, Service::Metadata);
+    counted(router, &cloud, Some(Service::Metadata))
+}
+
+/// Counts every request `router` answers, by `service` (`None`: by path) ([`requests`]).
+fn counted(router: Router, cloud: &Arc<Cloud>, service: Option<Service>) -> Router {
+    router.layer(axum::middleware::from_fn_with_state(
+        cloud.clone(),
+        move |State(cloud): Ctx, req, next| async move {
+            requests::observe(&cloud.requests, service, req, next).await
+        },
+    ))
 }
 
 /// Whether a request path, once percent-decoded, holds a control character (`%0D%0A`, `%00`,
@@ -578,13 +591,45 @@ async fn metrics(State(cloud): Ctx) -> Response {
         .into_response()
 }
 
+/// What every service's router does the same way.
+pub(crate) trait Routes {
+    /// GET `path` and `path/` with `handler` (version documents answer both).
+    fn get_with_slash<H: axum::handler::Handler<T, Arc<Cloud>>, T: 'static>(
+        self,
+        path: &str,
+        handler: H,
+    ) -> Self;
+
+    /// Every route so far needs a project-scoped token ([`require_scoped_token`]).
+    fn scoped(self, cloud: &Arc<Cloud>) -> Self;
+}
+
+impl Routes for Router<Arc<Cloud>> {
+    fn get_with_slash<H: axum::handler::Handler<T, Arc<Cloud>>, T: 'static>(
+        self,
+        path: &str,
+        handler: H,
+    ) -> Self {
+        let get = axum::routing::get;
+        self.route(path, get(handler.clone()))
+            .route(&format!("{path}/"), get(handler))
+    }
+
+    fn scoped(self, cloud: &Arc<Cloud>) -> Self {
+        self.route_layer(axum::middleware::from_fn_with_state(
+            cloud.clone(),
+            require_scoped_token,
+        ))
+    }
+}
+
 /// The standard layers of one service's router: errors in its format (outermost), fault
 /// injection, then the service's own layers.
-pub(crate) fn service_layers(
-    router: Router<Arc<Cloud>>,
+pub(crate) fn service_layers<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
     cloud: &Arc<Cloud>,
     service: Service,
-) -> Router<Arc<Cloud>> {
+) -> Router<S> {
     let faults = cloud.faults.clone();
     router
         .layer(axum::middleware::from_fn(move |req, next| {

@@ -48,6 +48,10 @@ impl Service {
     ];
 }
 
+/// Marks a response whose error body is final (`api::format_errors` leaves it as it is).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Formatted;
+
 /// An API error; `api::format_errors` renders it in the service's format.
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError {

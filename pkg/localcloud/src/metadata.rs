@@ -19,18 +19,23 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::json;
 
-use crate::api::compute::Related;
-use crate::api::{ApiError, Cloud, Service};
-use crate::model::compute::{find_flavor, server_ports, Server, SERVERS};
+use crate::http::ApiError;
+use crate::model::compute::{find_flavor, server_ports, Related, Server, SERVERS};
 use crate::model::config_drive::{attached_disks, meta_data, network_data};
 use crate::model::network::{FloatingIp, FLOATING_IPS};
-use crate::store::Read;
+use crate::store::{Read, Store};
 
 mod gce;
 
-/// The metadata service router (serve with `ConnectInfo<SocketAddr>`).
+/// What the metadata servers read: the records, and where clients reach the API.
+pub(crate) struct Cloud {
+    pub store: Arc<Store>,
+    pub base_url: String,
+}
+
+/// The metadata service router (serve with `ConnectInfo<SocketAddr>`); the caller adds the
+/// service's error format, fault injection and request counting (`api::metadata_router`).
 pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
-    let faults = cloud.faults.clone();
     Router::new()
         .route("/", get(|| async { "latest\n" }))
         .route("/openstack", get(openstack_versions))
@@ -45,20 +50,6 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .route("/{version}/meta-data/", get(ec2_index))
         .route("/{version}/meta-data/{*key}", get(ec2_key))
         .fallback(|| async { ApiError::not_found("NotFound", "The resource could not be found.") })
-        .layer(axum::middleware::from_fn(move |req, next| {
-            let faults = faults.clone();
-            async move { faults.apply(Service::Metadata, req, next).await }
-        }))
-        .layer(axum::middleware::from_fn(|req, next| {
-            crate::api::format_errors(Service::Metadata, req, next)
-        }))
-        .layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            |State(cloud): State<Arc<Cloud>>, req, next| async move {
-                crate::api::requests::observe(&cloud.requests, Some(Service::Metadata), req, next)
-                    .await
-            },
-        ))
         .with_state(cloud)
 }
 

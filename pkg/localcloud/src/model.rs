@@ -9,12 +9,13 @@
 pub(crate) mod compute;
 pub(crate) mod config_drive;
 pub(crate) mod gce;
+pub(crate) mod identity;
 pub(crate) mod network;
 pub(crate) mod octavia;
 mod record;
 pub(crate) mod volume;
 
-pub(crate) use record::{Names, NotFound, Record};
+pub(crate) use record::{impl_record, Names, NotFound, Record};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -73,25 +74,4 @@ impl Meta {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn touch_moves_revision_and_time_only() {
-        let mut m = Meta::new("p");
-        m.updated_at = "2000-01-01T00:00:00Z".into();
-        let before = m.clone();
-        m.touch();
-        assert_eq!(m.revision_number, 2);
-        assert_ne!(m.updated_at, before.updated_at);
-        assert_eq!((m.id, m.created_at), (before.id, before.created_at));
-    }
-
-    #[test]
-    fn old_records_without_revision_read_as_zero() {
-        let m: Meta = serde_json::from_value(json!({"id": "a", "project_id": "p",
-            "created_at": "t", "updated_at": "t"}))
-        .expect("decode");
-        assert_eq!(m.revision_number, 0);
-    }
-}
+mod tests;

@@ -151,7 +151,7 @@ impl Server {
             })),
         }
         if let Some(listener) = metadata_listener {
-            let app = crate::metadata::router(cloud.clone());
+            let app = crate::api::metadata_router(cloud.clone());
             let mut rx = stopped.clone();
             tasks.push(tokio::spawn(async move {
                 axum::serve(

@@ -4,7 +4,7 @@
 //! 2.79. Servers are records, not VMs: they get ports on the simulated networks and a config
 //! drive directory, and they are `ACTIVE` as soon as they are created.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -16,11 +16,11 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::network::{self, FloatingIp, Network, Port, PortSpec, FLOATING_IPS, NETWORKS, PORTS};
+use super::network::{self, Network, Port, PortSpec, NETWORKS, PORTS};
 use super::volume::{self, Volume, VOLUMES};
 use super::{
-    paginate, parse_body, reply, require_scoped_token, service_layers, ApiError, Caller, Cloud,
-    Ctx, Microversion, Microversions, Params, Service,
+    paginate, parse_body, reply, service_layers, ApiError, Caller, Cloud, Ctx, Microversion,
+    Microversions, Params, Routes, Service,
 };
 use crate::defaults::{self, Flavor, FLAVORS};
 use crate::model::Meta;
@@ -45,7 +45,7 @@ pub(crate) const MICROVERSIONS: Microversions = Microversions {
 };
 
 pub(crate) use crate::model::compute::{
-    find_flavor, server_ports, Server, ACTIVE, SERVERS, SHUTOFF,
+    find_flavor, server_ports, Related, Server, ACTIVE, SERVERS, SHUTOFF,
 };
 
 fn not_found(id: &str) -> ApiError {
@@ -54,113 +54,6 @@ fn not_found(id: &str) -> ApiError {
 
 pub(crate) fn find_server(r: &impl Read, id: &str) -> Result<Server, ApiError> {
     r.get::<Server>(SERVERS, id).ok_or_else(|| not_found(id))
-}
-
-/// What server views need from other tables, read once per request so that listing n
-/// servers costs O(n), not O(n²).
-pub(crate) struct Related {
-    ports: HashMap<String, Vec<Port>>,
-    floating: HashMap<String, Vec<FloatingIp>>,
-    network_names: HashMap<String, String>,
-    volumes: HashMap<String, Vec<Volume>>,
-}
-
-impl Related {
-    pub(crate) fn load(r: &impl Read) -> Self {
-        let mut ports: HashMap<String, Vec<Port>> = HashMap::new();
-        for p in r.list::<Port>(PORTS) {
-            if p.device_owner.starts_with("compute:") {
-                ports.entry(p.device_id.clone()).or_default().push(p);
-            }
-        }
-        for list in ports.values_mut() {
-            list.sort_by(|a, b| {
-                a.meta
-                    .created_at
-                    .cmp(&b.meta.created_at)
-                    .then(a.meta.id.cmp(&b.meta.id))
-            });
-        }
-        let mut floating: HashMap<String, Vec<FloatingIp>> = HashMap::new();
-        for f in r.list::<FloatingIp>(FLOATING_IPS) {
-            if let Some(port) = f.port_id.clone() {
-                floating.entry(port).or_default().push(f);
-            }
-        }
-        let network_names = r
-            .list::<Network>(NETWORKS)
-            .into_iter()
-            .map(|n| (n.meta.id, n.name))
-            .collect();
-        let mut volumes: HashMap<String, Vec<Volume>> = HashMap::new();
-        for v in r.list::<Volume>(VOLUMES) {
-            for a in &v.attachments {
-                volumes
-                    .entry(a.server_id.clone())
-                    .or_default()
-                    .push(v.clone());
-            }
-        }
-        for (server, list) in volumes.iter_mut() {
-            list.sort_by_key(|v| {
-                v.attachments
-                    .iter()
-                    .find(|a| &a.server_id == server)
-                    .map(|a| a.device.clone())
-            });
-        }
-        Related {
-            ports,
-            floating,
-            network_names,
-            volumes,
-        }
-    }
-
-    /// The floating IPs associated with a port.
-    pub(crate) fn floating(&self, port_id: &str) -> &[FloatingIp] {
-        self.floating.get(port_id).map_or(&[], Vec::as_slice)
-    }
-
-    /// A network's name (its ID when unknown).
-    pub(crate) fn network_name<'a>(&'a self, network_id: &'a str) -> &'a str {
-        self.network_names
-            .get(network_id)
-            .map_or(network_id, String::as_str)
-    }
-
-    /// The ports of a server, oldest first.
-    pub(crate) fn ports(&self, server_id: &str) -> &[Port] {
-        self.ports.get(server_id).map_or(&[], Vec::as_slice)
-    }
-
-    /// Volumes attached to a server, by device name.
-    pub(crate) fn volumes(&self, server_id: &str) -> &[Volume] {
-        self.volumes.get(server_id).map_or(&[], Vec::as_slice)
-    }
-
-    /// `{"private": [{"addr": "127.1.0.3", "version": 4, "OS-EXT-IPS:type": "fixed", ...}]}`
-    pub(crate) fn addresses(&self, server_id: &str) -> serde_json::Map<String, Value> {
-        let mut out = serde_json::Map::new();
-        for port in self.ports(server_id) {
-            let net_name = self
-                .network_names
-                .get(&port.network_id)
-                .cloned()
-                .unwrap_or_else(|| port.network_id.clone());
-            let entry = out.entry(net_name).or_insert_with(|| json!([]));
-            let Some(list) = entry.as_array_mut() else {
-                continue;
-            };
-            for ip in &port.fixed_ips {
-                list.push(json!({"version": 4, "addr": ip.ip_address, "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
-            }
-            for fip in self.floating.get(&port.meta.id).into_iter().flatten() {
-                list.push(json!({"version": 4, "addr": fip.floating_ip_address, "OS-EXT-IPS:type": "floating", "OS-EXT-IPS-MAC:mac_addr": port.mac_address}));
-            }
-        }
-        out
-    }
 }
 
 fn links(cloud: &Cloud, kind: &str, id: &str) -> Value {
@@ -285,15 +178,10 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             &format!("{v}/os-keypairs"),
             get(|| async { reply(StatusCode::OK, json!({"keypairs": []})) }),
         )
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let public = Router::new()
-        .route("/compute", get(versions))
-        .route("/compute/", get(versions))
-        .route(v, get(version))
-        .route(&format!("{v}/"), get(version));
+        .get_with_slash("/compute", versions)
+        .get_with_slash(v, version);
     let router = public
         .merge(protected)
         .layer(axum::middleware::from_fn(|req, next| {

@@ -16,30 +16,14 @@ use serde_json::{json, Value};
 
 use super::{
     iso, new_hex_id, now, parse_body, reply, require_token, service_layers, ApiError, Caller,
-    Cloud, Ctx, Service,
+    Cloud, Ctx, Routes, Service,
 };
 use crate::defaults;
+pub(crate) use crate::model::identity::{Project, User, PROJECTS, USERS};
 use crate::store::{Read, Tx};
 
-pub(crate) const PROJECTS: &str = "projects";
-pub(crate) const USERS: &str = "users";
 pub(crate) const TOKENS: &str = "tokens";
 pub(crate) const APP_CREDS: &str = "application_credentials";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Project {
-    pub id: String,
-    pub name: String,
-    pub domain_id: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct User {
-    pub id: String,
-    pub name: String,
-    pub domain_id: String,
-    pub default_project_id: String,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Token {
@@ -126,10 +110,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             require_token,
         ));
     let public = Router::new()
-        .route("/identity", get(versions))
-        .route("/identity/", get(versions))
-        .route("/identity/v3", get(version))
-        .route("/identity/v3/", get(version))
+        .get_with_slash("/identity", versions)
+        .get_with_slash("/identity/v3", version)
         .route(
             "/identity/v3/auth/tokens",
             get(validate_token)

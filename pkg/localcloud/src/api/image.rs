@@ -10,7 +10,7 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
-use super::{reply, require_scoped_token, service_layers, ApiError, Cloud, Ctx, Params, Service};
+use super::{reply, service_layers, ApiError, Cloud, Ctx, Params, Routes, Service};
 use crate::defaults::{Image, IMAGES};
 
 pub(crate) fn find_image(id: &str) -> Option<&'static Image> {
@@ -21,15 +21,10 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
     let protected = Router::new()
         .route("/image/v2/images", get(list_images))
         .route("/image/v2/images/{id}", get(get_image))
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let public = Router::new()
-        .route("/image", get(versions))
-        .route("/image/", get(versions))
-        .route("/image/v2", get(versions))
-        .route("/image/v2/", get(versions));
+        .get_with_slash("/image", versions)
+        .get_with_slash("/image/v2", versions);
     service_layers(public.merge(protected), &cloud, Service::Image)
 }
 

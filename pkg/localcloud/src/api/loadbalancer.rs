@@ -25,8 +25,8 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::{
-    list_body, matches_filters, paginate, reply, require_scoped_token, select_fields,
-    service_layers, ApiError, Cloud, Ctx, Params, Service,
+    list_body, matches_filters, paginate, reply, select_fields, service_layers, ApiError, Cloud,
+    Ctx, Params, Routes, Service,
 };
 use crate::model::octavia::{
     self as m, HealthMonitor, Listener, LoadBalancer, Member, Octavia, Pool, Record,
@@ -35,9 +35,7 @@ use crate::store::{Read, Tx};
 
 type ApiResult = Result<Response, ApiError>;
 
-fn find<T: Record>(r: &impl Read, id: &str) -> Result<T, ApiError> {
-    Ok(T::find(r, id)?)
-}
+use super::records::{delete, find, Release, View};
 
 fn conflict(message: impl Into<String>) -> ApiError {
     ApiError::conflict("Conflict", message)
@@ -62,11 +60,6 @@ fn lock_lb(tx: &mut Tx<'_>, lb_id: &str) -> Result<LoadBalancer, ApiError> {
 }
 
 // ---- views ------------------------------------------------------------------------------------
-
-/// How a record is shown: its stored attributes plus what is computed on read.
-trait View: Octavia {
-    fn view(&self, r: &impl Read) -> Value;
-}
 
 impl View for LoadBalancer {
     fn view(&self, r: &impl Read) -> Value {
@@ -137,34 +130,9 @@ const NOT_FILTERS: &[&str] = &[
     "sort_dir",
 ];
 
-/// The IDs the indexed filters of `params` (and `extra` field/value pairs) allow: a key given
-/// twice allows either value, different keys must all match; `None` when no filter is indexed.
-fn candidates<T: Record>(
-    r: &impl Read,
-    params: &Params,
-    extra: &[(&str, &str)],
-) -> Option<std::collections::BTreeSet<String>> {
-    let mut by_key: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
-        std::collections::BTreeMap::new();
-    let indexed = params
-        .0
-        .iter()
-        .filter(|(k, _)| T::INDEXED.contains(&k.as_str()))
-        .map(|(k, v)| (k.as_str(), v.as_str()));
-    for (k, v) in indexed.chain(extra.iter().copied()) {
-        by_key
-            .entry(k)
-            .or_default()
-            .extend(r.ids_where(T::TABLE, k, v));
-    }
-    by_key
-        .into_values()
-        .reduce(|a, b| a.intersection(&b).cloned().collect())
-}
-
 /// `uri` is the request's original URI (the router is nested under two prefixes), so the
 /// `next` link names the whole path.
-fn list<T: View>(
+fn list<T: View + Octavia>(
     cloud: &Cloud,
     params: &Params,
     uri: &Uri,
@@ -179,11 +147,7 @@ fn list<T: View>(
         .iter()
         .all(|(k, _)| NOT_FILTERS.contains(&k.as_str()) || T::INDEXED.contains(&k.as_str()));
     let listed = cloud.store.read(|r| {
-        let table = T::TABLE;
-        let mut records: Vec<T> = match candidates::<T>(r, params, extra) {
-            Some(ids) => ids.iter().filter_map(|id| r.get::<T>(table, id)).collect(),
-            None => r.list::<T>(table),
-        };
+        let mut records: Vec<T> = super::records::listed(r, params, extra);
         records.retain(|v| keep(v));
         records.sort_by(|a, b| {
             a.common()
@@ -217,7 +181,7 @@ fn list<T: View>(
 }
 
 /// Lists of listeners and pools take `?loadbalancer_id=`.
-fn list_on_lb<T: View>(
+fn list_on_lb<T: View + Octavia>(
     cloud: &Cloud,
     params: Params,
     uri: &Uri,
@@ -239,7 +203,7 @@ async fn get_one<T: View>(State(cloud): Ctx, Path(id): Path<String>) -> ApiResul
     show::<T>(&cloud, &id)
 }
 
-async fn list_all<T: View>(
+async fn list_all<T: View + Octavia>(
     State(cloud): Ctx,
     Query(params): Query<Params>,
     axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
@@ -284,14 +248,14 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             "/listeners/{id}",
             get(get_one::<Listener>)
                 .put(listeners::update)
-                .delete(listeners::delete),
+                .delete(delete::<Listener>),
         )
         .route("/pools", get(pools::list).post(pools::create))
         .route(
             "/pools/{id}",
             get(get_one::<Pool>)
                 .put(pools::update)
-                .delete(pools::delete),
+                .delete(delete::<Pool>),
         )
         .route(
             "/pools/{id}/members",
@@ -313,15 +277,11 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             "/healthmonitors/{id}",
             get(get_one::<HealthMonitor>)
                 .put(healthmonitors::update)
-                .delete(healthmonitors::delete),
+                .delete(delete::<HealthMonitor>),
         )
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let router = Router::new()
-        .route("/load-balancer", get(versions))
-        .route("/load-balancer/", get(versions))
+        .get_with_slash("/load-balancer", versions)
         .nest("/load-balancer/v2/lbaas", lbaas.clone())
         .nest("/load-balancer/v2.0/lbaas", lbaas);
     service_layers(router, &cloud, Service::LoadBalancer)

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
+use axum::handler::Handler;
 use axum::http::{StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
@@ -18,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    matches_filters, paginate, parse_body, reply, require_scoped_token, select_fields,
-    service_layers, ApiError, Cloud, Ctx, Params, Service,
+    matches_filters, paginate, parse_body, reply, select_fields, service_layers, ApiError, Cloud,
+    Ctx, Params, Routes, Service,
 };
 use crate::model::{Meta, Record};
 use crate::store::{Read, Tx};
@@ -42,14 +43,7 @@ use subnets::*;
 
 pub(crate) use crate::model::network::*;
 
-/// How a Neutron record is shown: its attributes plus what is computed from related records.
-pub(crate) trait View: Record {
-    fn view(&self, r: &impl Read) -> Value;
-}
-
-pub(crate) fn find<R: Record>(r: &impl Read, id: &str) -> Result<R, ApiError> {
-    Ok(R::find(r, id)?)
-}
+pub(crate) use super::records::{delete, find, Release, View};
 
 impl ApiError {
     pub(crate) fn with_kind(mut self, kind: &'static str) -> Self {
@@ -87,43 +81,14 @@ pub(crate) fn seed(tx: &mut Tx<'_>, project_id: &str) -> Result<(), ApiError> {
 
 pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
     let v2 = "/network/v2.0";
-    let protected = Router::new()
-        .route(
-            &format!("{v2}/networks"),
-            get(list::<Network>).post(create_network),
-        )
-        .route(
-            &format!("{v2}/networks/{{id}}"),
-            get(show::<Network>)
-                .put(update_network)
-                .delete(delete_network),
-        )
-        .route(
-            &format!("{v2}/subnets"),
-            get(list::<Subnet>).post(create_subnet),
-        )
-        .route(
-            &format!("{v2}/subnets/{{id}}"),
-            get(show::<Subnet>).put(update_subnet).delete(delete_subnet),
-        )
-        .route(
-            &format!("{v2}/ports"),
-            get(list::<Port>).post(create_port_api),
-        )
-        .route(
-            &format!("{v2}/ports/{{id}}"),
-            get(show::<Port>).put(update_port).delete(delete_port),
-        )
-        .route(
-            &format!("{v2}/routers"),
-            get(list::<Router_>).post(create_router),
-        )
-        .route(
-            &format!("{v2}/routers/{{id}}"),
-            get(show::<Router_>)
-                .put(update_router)
-                .delete(delete_router),
-        )
+    let r = Router::new();
+    let r = resource::<Network, _, _>(r, "networks", create::<Network>);
+    let r = resource::<Subnet, _, _>(r, "subnets", create_subnet);
+    let r = resource::<Port, _, _>(r, "ports", create_port_api);
+    let r = resource::<Router_, _, _>(r, "routers", create::<Router_>);
+    let r = resource::<FloatingIp, _, _>(r, "floatingips", create::<FloatingIp>);
+    let r = resource::<SecurityGroup, _, _>(r, "security-groups", create::<SecurityGroup>);
+    let protected = r
         .route(
             &format!("{v2}/routers/{{id}}/add_router_interface"),
             put(add_router_interface),
@@ -141,43 +106,32 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             put(remove_extraroutes),
         )
         .route(
-            &format!("{v2}/floatingips"),
-            get(list::<FloatingIp>).post(create_floating_ip),
-        )
-        .route(
-            &format!("{v2}/floatingips/{{id}}"),
-            get(show::<FloatingIp>)
-                .put(update_floating_ip)
-                .delete(delete_floating_ip),
-        )
-        .route(
-            &format!("{v2}/security-groups"),
-            get(list::<SecurityGroup>).post(create_security_group),
-        )
-        .route(
-            &format!("{v2}/security-groups/{{id}}"),
-            get(show::<SecurityGroup>)
-                .put(update_security_group)
-                .delete(delete_security_group),
-        )
-        .route(
             &format!("{v2}/security-group-rules"),
             get(list::<SecurityGroupRule>).post(create_security_group_rule),
         )
         .route(
             &format!("{v2}/security-group-rules/{{id}}"),
-            get(show::<SecurityGroupRule>).delete(delete_security_group_rule),
+            get(show::<SecurityGroupRule>).delete(delete::<SecurityGroupRule>),
         )
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let public = Router::new()
-        .route("/network", get(versions))
-        .route("/network/", get(versions))
-        .route("/network/v2.0", get(resources))
-        .route("/network/v2.0/", get(resources));
+        .get_with_slash("/network", versions)
+        .get_with_slash("/network/v2.0", resources);
     service_layers(public.merge(protected), &cloud, Service::Network)
+}
+
+/// A Neutron collection under `/network/v2.0/<path>`: list and create, then show, update and
+/// delete by ID.
+fn resource<R: Update + Release, H: Handler<T, Arc<Cloud>>, T: 'static>(
+    router: Router<Arc<Cloud>>,
+    path: &str,
+    create: H,
+) -> Router<Arc<Cloud>> {
+    let path = format!("/network/v2.0/{path}");
+    router.route(&path, get(list::<R>).post(create)).route(
+        &format!("{path}/{{id}}"),
+        get(show::<R>).put(update::<R>).delete(delete::<R>),
+    )
 }
 
 async fn versions(State(cloud): Ctx) -> Response {
@@ -222,26 +176,7 @@ async fn list<R: View>(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let mut views: Vec<Value> = cloud.store.read(|v| {
-        let mut by_key: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
-            std::collections::BTreeMap::new();
-        for (k, value) in params
-            .0
-            .iter()
-            .filter(|(k, _)| R::INDEXED.contains(&k.as_str()))
-        {
-            by_key
-                .entry(k.as_str())
-                .or_default()
-                .extend(v.ids_where(R::TABLE, k, value));
-        }
-        let records: Vec<R> = match by_key
-            .into_values()
-            .reduce(|a, b| a.intersection(&b).cloned().collect())
-        {
-            Some(ids) => ids.iter().filter_map(|id| R::get(v, id)).collect(),
-            None => R::list(v),
-        };
-        records
+        super::records::listed::<R>(v, &params, &[])
             .iter()
             .map(|item| item.view(v))
             .filter(|view| matches_filters(view, &params, NOT_FILTERS))
@@ -285,6 +220,83 @@ fn updated<R: View>(cloud: &Cloud, id: &str) -> Result<Response, ApiError> {
     Ok(reply(StatusCode::OK, json!({ R::NAMES.one: view })))
 }
 
+/// What a Neutron POST makes of its body: the generic [`create`] reads the body
+/// (`{"<one>": {...}}`), makes the record in one transaction and answers 201 with its view.
+trait Create: View + Send + 'static {
+    type Body: DeserializeOwned + Send + 'static;
+
+    /// Refuses a body before the transaction (attributes a POST does not take).
+    fn check(_: &Self::Body) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    fn create(tx: &mut Tx<'_>, caller: &super::Caller, body: Self::Body) -> Result<Self, ApiError>;
+}
+
+async fn create<R: Create>(
+    State(cloud): Ctx,
+    axum::Extension(caller): CallerExt,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: R::Body = parse_wrapped(&body, R::NAMES.one)?;
+    R::check(&b)?;
+    let record = cloud.write(move |tx| R::create(tx, &caller, b)).await?;
+    Ok(created(&cloud, &record))
+}
+
+/// What a Neutron PUT changes on a record of its kind: the generic [`update`] reads the body
+/// (`{"<one>": {...}}`), 404s unless the record exists, applies it, and answers the new view.
+trait Update: View + Send + 'static {
+    type Body: DeserializeOwned + Send + 'static;
+
+    /// Refuses a body before the record is read (read-only attributes).
+    fn check(_: &Self::Body) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// The resource's own attributes and checks.
+    fn update(&mut self, tx: &mut Tx<'_>, body: Self::Body) -> Result<(), ApiError>;
+}
+
+async fn update<R: Update>(
+    State(cloud): Ctx,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let b: R::Body = parse_wrapped(&body, R::NAMES.one)?;
+    R::check(&b)?;
+    change(&cloud, id, move |tx, r: &mut R| r.update(tx, b)).await
+}
+
+/// A change of record `id` (404 unless it exists): `change`, a new revision, the updated view.
+async fn change<R: View + Send + 'static>(
+    cloud: &Arc<Cloud>,
+    id: String,
+    change: impl FnOnce(&mut Tx<'_>, &mut R) -> Result<(), ApiError> + Send + 'static,
+) -> Result<Response, ApiError> {
+    let key = id.clone();
+    cloud
+        .write(move |tx| {
+            let mut record = find::<R>(tx, &key)?;
+            change(tx, &mut record)?;
+            record.touch();
+            record.put(tx)?;
+            Ok(())
+        })
+        .await?;
+    updated::<R>(cloud, &id)
+}
+
+/// Copies each attribute an update body gives (`Some`) onto the record.
+macro_rules! set_given {
+    ($record:ident <- $body:ident: $($field:ident),+ $(,)?) => {
+        $(if let Some(v) = $body.$field {
+            $record.$field = v;
+        })+
+    };
+}
+use set_given;
+
 fn parse_wrapped<T: DeserializeOwned>(body: &[u8], key: &str) -> Result<T, ApiError> {
     let mut value: Value = parse_body(body)?;
     let Some(obj) = value.as_object_mut() else {
@@ -314,7 +326,17 @@ fn parse_wrapped<T: DeserializeOwned>(body: &[u8], key: &str) -> Result<T, ApiEr
     })
 }
 
+/// A create body's required attribute, or 400 naming it as Neutron does.
+fn required<T: Clone>(value: &Option<T>, name: &str) -> Result<T, ApiError> {
+    value.clone().ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "Failed to parse request. Required attribute '{name}' not specified"
+        ))
+    })
+}
+
 fn project_of(caller: &super::Caller, given: &Option<String>) -> String {
     given.clone().unwrap_or_else(|| caller.project_id.clone())
 }
 type CallerExt = axum::Extension<super::Caller>;
+use super::Caller;

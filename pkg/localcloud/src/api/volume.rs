@@ -30,8 +30,8 @@ use serde_json::{json, Value};
 
 use super::zones::{check_zone, zones_body};
 use super::{
-    iso, new_id, newest_first, now, paginate, parse_body, reply, require_scoped_token,
-    service_layers, ApiError, Caller, Cloud, Ctx, Microversion, Microversions, Params, Service,
+    iso, new_id, newest_first, now, paginate, parse_body, reply, service_layers, ApiError, Caller,
+    Cloud, Ctx, Microversion, Microversions, Params, Routes, Service,
 };
 use crate::model::Meta;
 use crate::store::{Read, Tx};
@@ -263,15 +263,10 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .route(&format!("{p}/os-availability-zone"), get(list_zones))
         .route(&format!("{p}/types"), get(list_types))
         .route_layer(axum::middleware::from_fn(project_in_path))
-        .route_layer(axum::middleware::from_fn_with_state(
-            cloud.clone(),
-            require_scoped_token,
-        ));
+        .scoped(&cloud);
     let public = Router::new()
-        .route("/volume", get(versions))
-        .route("/volume/", get(versions))
-        .route("/volume/v3", get(versions))
-        .route("/volume/v3/", get(versions))
+        .get_with_slash("/volume", versions)
+        .get_with_slash("/volume/v3", versions)
         .route(p, get(versions));
     let router = public
         .merge(protected)

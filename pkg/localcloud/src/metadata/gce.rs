@@ -13,12 +13,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use super::{caller, Peer};
-use crate::api::compute::{Related, Server};
-use crate::api::identity::{Project, PROJECTS};
-use crate::api::Cloud;
+use super::{caller, Cloud, Peer};
+use crate::model::compute::{Related, Server};
 use crate::model::gce::project_metadata::common_metadata;
 use crate::model::gce::{fingerprint, gce_status, numeric_id};
+use crate::model::identity::{Project, PROJECTS};
 use crate::store::Read;
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response {
@@ -35,7 +34,7 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
 fn plain_error(status: StatusCode, body: &str) -> Response {
     let mut r = text(status, format!("{body}\n"), "text/html; charset=UTF-8");
     // GCE's own error page, not the OpenStack metadata service's JSON.
-    r.extensions_mut().insert(crate::api::Formatted);
+    r.extensions_mut().insert(crate::http::Formatted);
     r
 }
 

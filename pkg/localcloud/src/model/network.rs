@@ -1,13 +1,13 @@
 //! Network v2.0 (Neutron) records: networks, subnets, ports with their fixed IPs, routers,
 //! floating IPs, security groups and their rules, as stored. The API
-//! ([`crate::api::network`]) writes them; the data plane reads ports, subnets, floating IPs and
+//! (`api/network`) writes them; the data plane reads ports, subnets, floating IPs and
 //! security group rules. Upstream equivalent: `neutron.db.models_v2` and the models of the
 //! `l3` and `securitygroup` extensions.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Meta, Names, Record};
+use super::{impl_record, Meta};
 
 pub(crate) const NETWORKS: &str = "networks";
 pub(crate) const SUBNETS: &str = "subnets";
@@ -34,21 +34,7 @@ pub(crate) struct Network {
     pub description: String,
 }
 
-impl Record for Network {
-    const TABLE: &'static str = NETWORKS;
-    const NAMES: Names = Names {
-        one: "network",
-        many: NETWORKS,
-        title: "Network",
-    };
-    const NOT_FOUND: &'static str = "NetworkNotFound";
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(Network: NETWORKS, ("network", NETWORKS, "Network"), "NetworkNotFound");
 
 // ---- Ports ----------------------------------------------------------------------------
 
@@ -74,31 +60,10 @@ pub(crate) struct Port {
     pub security_groups: Vec<String>,
 }
 
-impl Record for Port {
-    const TABLE: &'static str = PORTS;
-    const NAMES: Names = Names {
-        one: "port",
-        many: PORTS,
-        title: "Port",
-    };
-    const NOT_FOUND: &'static str = "PortNotFound";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "name",
-        "project_id",
-        "network_id",
-        "device_id",
-        "device_owner",
-        "description",
-        "security_groups",
-    ];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(Port: PORTS, ("port", PORTS, "Port"), "PortNotFound", &[
+    "id", "name", "project_id", "network_id", "device_id", "device_owner", "description",
+    "security_groups",
+]);
 
 // ---- Routers --------------------------------------------------------------------------
 
@@ -114,21 +79,7 @@ pub(crate) struct Router_ {
     pub description: String,
 }
 
-impl Record for Router_ {
-    const TABLE: &'static str = ROUTERS;
-    const NAMES: Names = Names {
-        one: "router",
-        many: ROUTERS,
-        title: "Router",
-    };
-    const NOT_FOUND: &'static str = "RouterNotFound";
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(Router_: ROUTERS, ("router", ROUTERS, "Router"), "RouterNotFound");
 
 // ---- Floating IPs ---------------------------------------------------------------------
 
@@ -144,29 +95,10 @@ pub(crate) struct FloatingIp {
     pub description: String,
 }
 
-impl Record for FloatingIp {
-    const TABLE: &'static str = FLOATING_IPS;
-    const NAMES: Names = Names {
-        one: "floatingip",
-        many: FLOATING_IPS,
-        title: "Floating IP",
-    };
-    const NOT_FOUND: &'static str = "FloatingIPNotFound";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "project_id",
-        "port_id",
-        "floating_network_id",
-        "floating_ip_address",
-        "description",
-    ];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(FloatingIp: FLOATING_IPS, ("floatingip", FLOATING_IPS, "Floating IP"),
+    "FloatingIPNotFound", &[
+    "id", "project_id", "port_id", "floating_network_id", "floating_ip_address", "description",
+]);
 
 // ---- Security groups and their rules --------------------------------------------------
 
@@ -179,22 +111,8 @@ pub(crate) struct SecurityGroup {
     pub stateful: bool,
 }
 
-impl Record for SecurityGroup {
-    const TABLE: &'static str = SECURITY_GROUPS;
-    const NAMES: Names = Names {
-        one: "security_group",
-        many: SECURITY_GROUPS,
-        title: "Security group",
-    };
-    const NOT_FOUND: &'static str = "SecurityGroupNotFound";
-    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "description"];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(SecurityGroup: SECURITY_GROUPS,
+    ("security_group", SECURITY_GROUPS, "Security group"), "SecurityGroupNotFound", &["id", "name", "project_id", "description"]);
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) struct SecurityGroupRule {
@@ -211,28 +129,11 @@ pub(crate) struct SecurityGroupRule {
     pub description: String,
 }
 
-impl Record for SecurityGroupRule {
-    const TABLE: &'static str = SECURITY_GROUP_RULES;
-    const NAMES: Names = Names {
-        one: "security_group_rule",
-        many: SECURITY_GROUP_RULES,
-        title: "Security group rule",
-    };
-    const NOT_FOUND: &'static str = "SecurityGroupRuleNotFound";
-    const INDEXED: &'static [&'static str] = &[
-        "id",
-        "project_id",
-        "security_group_id",
-        "direction",
-        "ethertype",
-    ];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(SecurityGroupRule: SECURITY_GROUP_RULES,
+    ("security_group_rule", SECURITY_GROUP_RULES, "Security group rule"),
+    "SecurityGroupRuleNotFound", &[
+    "id", "project_id", "security_group_id", "direction", "ethertype",
+]);
 
 // ---- Subnets --------------------------------------------------------------------------
 
@@ -265,19 +166,6 @@ pub(crate) struct Subnet {
     pub description: String,
 }
 
-impl Record for Subnet {
-    const TABLE: &'static str = SUBNETS;
-    const NAMES: Names = Names {
-        one: "subnet",
-        many: SUBNETS,
-        title: "Subnet",
-    };
-    const NOT_FOUND: &'static str = "SubnetNotFound";
-    const INDEXED: &'static [&'static str] = &["id", "name", "project_id", "network_id", "cidr"];
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(Subnet: SUBNETS, ("subnet", SUBNETS, "Subnet"), "SubnetNotFound", &[
+    "id", "name", "project_id", "network_id", "cidr",
+]);

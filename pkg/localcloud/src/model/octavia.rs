@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 pub(crate) use super::Record;
-use super::{Meta, Names, NotFound};
+use super::{impl_record, Meta, NotFound};
 use crate::store::Read;
 
 /// Store tables of the Load Balancer API.
@@ -148,30 +148,17 @@ pub(crate) trait Octavia: Record {
     }
 }
 
+/// The [`Record`] and [`Octavia`] impls of an Octavia record (its [`Meta`] is in `common`).
 macro_rules! record {
     ($t:ty, $table:expr, $title:expr, $one:expr, $many:expr) => {
-        impl Record for $t {
-            const TABLE: &'static str = $table;
-            const NAMES: Names = Names {
-                one: $one,
-                many: $many,
-                title: $title,
-            };
-            const NOT_FOUND: &'static str = "NotFound";
-            const INDEXED: &'static [&'static str] = INDEXED;
-            fn meta(&self) -> &Meta {
-                &self.common.meta
-            }
-            fn meta_mut(&mut self) -> &mut Meta {
-                &mut self.common.meta
-            }
+        impl_record!($t [common.meta]: $table, ($one, $many, $title), "NotFound", INDEXED;
             fn not_found(key: &str) -> NotFound {
                 NotFound {
                     kind: Self::NOT_FOUND,
                     message: format!("{} {key} not found.", $title),
                 }
             }
-        }
+        );
         impl Octavia for $t {
             fn common(&self) -> &Common {
                 &self.common

@@ -102,3 +102,37 @@ pub(crate) trait Record: Serialize + DeserializeOwned {
         tx.delete(Self::TABLE, key)
     }
 }
+
+/// Implements [`Record`] for a record struct: `Type: TABLE, (one, many, title), not-found error
+/// type`, then optionally its indexed fields and further items (an override of
+/// [`Record::not_found`]). `Type [common.meta]: ...` names where its [`Meta`] is when it is not
+/// the field `meta`.
+macro_rules! impl_record {
+    ($t:ty: $table:expr, ($one:expr, $many:expr, $title:expr), $not_found:expr
+        $(, $indexed:expr)? $(,)? $(; $($item:item)*)?) => {
+        $crate::model::impl_record!(
+            $t [meta]: $table, ($one, $many, $title), $not_found $(, $indexed)? $(; $($item)*)?
+        );
+    };
+    ($t:ty [$($meta:ident).+]: $table:expr, ($one:expr, $many:expr, $title:expr), $not_found:expr
+        $(, $indexed:expr)? $(,)? $(; $($item:item)*)?) => {
+        impl $crate::model::Record for $t {
+            const TABLE: &'static str = $table;
+            const NAMES: $crate::model::Names = $crate::model::Names {
+                one: $one,
+                many: $many,
+                title: $title,
+            };
+            const NOT_FOUND: &'static str = $not_found;
+            $(const INDEXED: &'static [&'static str] = $indexed;)?
+            fn meta(&self) -> &$crate::model::Meta {
+                &self.$($meta).+
+            }
+            fn meta_mut(&mut self) -> &mut $crate::model::Meta {
+                &mut self.$($meta).+
+            }
+            $($($item)*)?
+        }
+    };
+}
+pub(crate) use impl_record;

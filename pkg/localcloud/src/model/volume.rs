@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Meta, Names, Record};
+use super::{impl_record, Meta};
 use crate::store::Read;
 
 pub(crate) const VOLUMES: &str = "volumes";
@@ -47,21 +47,7 @@ pub(crate) struct Volume {
     pub multiattach: bool,
 }
 
-impl Record for Volume {
-    const TABLE: &'static str = VOLUMES;
-    const NAMES: Names = Names {
-        one: "volume",
-        many: "volumes",
-        title: "Volume",
-    };
-    const NOT_FOUND: &'static str = "itemNotFound";
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-}
+impl_record!(Volume: VOLUMES, ("volume", "volumes", "Volume"), "itemNotFound");
 
 /// Volumes attached to a server.
 pub(crate) fn attached_to(r: &impl Read, server_id: &str) -> Vec<Volume> {

@@ -4,13 +4,13 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::Extension;
 
 use super::body::{invalid, Body, MAX_INT};
-use super::{conflict, find, lock_lb, one, put, ApiResult};
+use super::{conflict, find, lock_lb, one, put, ApiResult, Release};
 use crate::api::{ApiError, Caller, Ctx};
-use crate::model::octavia::{self as m, Common, HealthMonitor, Operating, Pool, Ref, MONITORS};
+use crate::model::octavia::{self as m, Common, HealthMonitor, Operating, Pool, Ref};
+use crate::store::Tx;
 
 pub(super) const FIELDS: &[&str] = &[
     "name",
@@ -202,23 +202,17 @@ pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Byte
         .await
 }
 
-pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
-    cloud
-        .write(move |tx| {
-            let hm: HealthMonitor = find(tx, &id)?;
-            let pool_id = hm.pool_id().to_owned();
-            if let Ok(pool) = find::<Pool>(tx, &pool_id) {
-                lock_lb(tx, pool.lb_id())?;
-            }
-            for mut member in m::members_of(tx, &pool_id) {
-                member.common.operating_status = Operating::NoMonitor;
-                put(tx, &member)?;
-            }
-            tx.delete(MONITORS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Release for HealthMonitor {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        if let Ok(pool) = find::<Pool>(tx, self.pool_id()) {
+            lock_lb(tx, pool.lb_id())?;
+        }
+        for mut member in m::members_of(tx, self.pool_id()) {
+            member.common.operating_status = Operating::NoMonitor;
+            put(tx, &member)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

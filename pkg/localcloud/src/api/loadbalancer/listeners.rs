@@ -4,14 +4,13 @@ use axum::body::Bytes;
 use axum::extract::OriginalUri;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::Extension;
 
 use super::body::{Body, COMMON_FIELDS, MAX_INT, MAX_TIMEOUT_MS};
-use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult};
+use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult, Release};
 use crate::api::{ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{
-    self as m, Common, Listener, ListenerTls, LoadBalancer, Pool, Ref, LISTENERS, LISTENER_TIMEOUTS,
+    self as m, Common, Listener, ListenerTls, LoadBalancer, Pool, Ref, LISTENER_TIMEOUTS,
 };
 use crate::store::Tx;
 
@@ -261,14 +260,9 @@ pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Byte
         .await
 }
 
-pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
-    cloud
-        .write(move |tx| {
-            let l: Listener = find(tx, &id)?;
-            lock_lb(tx, l.lb_id())?;
-            tx.delete(LISTENERS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Release for Listener {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        lock_lb(tx, self.lb_id())?;
+        Ok(())
+    }
 }

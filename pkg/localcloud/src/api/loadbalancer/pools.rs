@@ -4,15 +4,15 @@ use axum::body::Bytes;
 use axum::extract::OriginalUri;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::Extension;
 
 use super::body::{invalid, Body};
-use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult};
+use super::{conflict, find, list_on_lb, lock_lb, one, put, ApiResult, Release};
 use crate::api::{ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{
-    self as m, Common, Listener, LoadBalancer, Pool, Record, Ref, MEMBERS, MONITORS, POOLS,
+    self as m, Common, Listener, LoadBalancer, Pool, Record, Ref, MEMBERS, MONITORS,
 };
+use crate::store::Tx;
 
 const PROTOCOLS: &[&str] = &["TCP", "UDP", "HTTP", "HTTPS", "PROXY", "PROXYV2", "SCTP"];
 const ALGORITHMS: &[&str] = &[
@@ -169,24 +169,19 @@ pub(super) async fn update(State(cloud): Ctx, Path(id): Path<String>, body: Byte
         .await
 }
 
-pub(super) async fn delete(State(cloud): Ctx, Path(id): Path<String>) -> ApiResult {
-    cloud
-        .write(move |tx| {
-            let p: Pool = find(tx, &id)?;
-            lock_lb(tx, p.lb_id())?;
-            for member in m::members_of(tx, &id) {
-                tx.delete(MEMBERS, member.id());
-            }
-            for hm in m::monitors_of(tx, &id) {
-                tx.delete(MONITORS, hm.id());
-            }
-            for mut l in m::listeners_using(tx, &id) {
-                l.default_pool_id = None;
-                put(tx, &l)?;
-            }
-            tx.delete(POOLS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Release for Pool {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        lock_lb(tx, self.lb_id())?;
+        for member in m::members_of(tx, self.id()) {
+            tx.delete(MEMBERS, member.id());
+        }
+        for hm in m::monitors_of(tx, self.id()) {
+            tx.delete(MONITORS, hm.id());
+        }
+        for mut l in m::listeners_using(tx, self.id()) {
+            l.default_pool_id = None;
+            put(tx, &l)?;
+        }
+        Ok(())
+    }
 }

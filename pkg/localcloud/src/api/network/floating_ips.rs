@@ -150,76 +150,49 @@ pub(crate) fn new_floating_ip(
     Ok(fip)
 }
 
-pub(super) async fn create_floating_ip(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: FloatingIpBody = parse_wrapped(&body, "floatingip")?;
-    let net_id = b.floating_network_id.clone().ok_or_else(|| {
-        ApiError::bad_request(
-            "Failed to parse request. Required attribute 'floating_network_id' not specified",
-        )
-    })?;
-    let project_id = b.project_id.clone().or(b.tenant_id.clone());
-    let fip = cloud
-        .write(move |tx| {
-            new_floating_ip(
-                tx,
-                FloatingIpSpec {
-                    network_id: net_id,
-                    subnet_id: b.subnet_id,
-                    address: b.floating_ip_address,
-                    project_id: project_of(&caller, &project_id),
-                    port_id: b.port_id.flatten(),
-                    fixed_ip: b.fixed_ip_address.flatten(),
-                    description: b.description.unwrap_or_default(),
-                },
-            )
-        })
-        .await?;
-    Ok(created(&cloud, &fip))
-}
+impl Create for FloatingIp {
+    type Body = FloatingIpBody;
 
-pub(super) async fn update_floating_ip(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: FloatingIpBody = parse_wrapped(&body, "floatingip")?;
-    if b.floating_network_id.is_some() || b.floating_ip_address.is_some() {
-        return Err(ApiError::bad_request(
-            "Cannot update read-only attribute floating_network_id or floating_ip_address",
-        ));
+    fn check(b: &FloatingIpBody) -> Result<(), ApiError> {
+        required(&b.floating_network_id, "floating_network_id").map(drop)
     }
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut fip = find::<FloatingIp>(tx, &id2)?;
-            if let Some(port) = b.port_id {
-                associate(tx, &mut fip, port, b.fixed_ip_address.flatten())?;
-            }
-            if let Some(d) = b.description {
-                fip.description = d;
-            }
-            fip.touch();
-            tx.put(FLOATING_IPS, &id2, &fip)?;
-            Ok(())
-        })
-        .await?;
-    updated::<FloatingIp>(&cloud, &id)
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: FloatingIpBody) -> Result<Self, ApiError> {
+        let project_id = b.project_id.clone().or(b.tenant_id.clone());
+        new_floating_ip(
+            tx,
+            FloatingIpSpec {
+                network_id: required(&b.floating_network_id, "floating_network_id")?,
+                subnet_id: b.subnet_id,
+                address: b.floating_ip_address,
+                project_id: project_of(caller, &project_id),
+                port_id: b.port_id.flatten(),
+                fixed_ip: b.fixed_ip_address.flatten(),
+                description: b.description.unwrap_or_default(),
+            },
+        )
+    }
 }
 
-pub(super) async fn delete_floating_ip(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<FloatingIp>(tx, &id)?;
-            tx.delete(FLOATING_IPS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Update for FloatingIp {
+    type Body = FloatingIpBody;
+
+    fn check(b: &FloatingIpBody) -> Result<(), ApiError> {
+        if b.floating_network_id.is_some() || b.floating_ip_address.is_some() {
+            return Err(ApiError::bad_request(
+                "Cannot update read-only attribute floating_network_id or floating_ip_address",
+            ));
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, tx: &mut Tx<'_>, b: FloatingIpBody) -> Result<(), ApiError> {
+        if let Some(port) = b.port_id {
+            associate(tx, self, port, b.fixed_ip_address.flatten())?;
+        }
+        set_given!(self <- b: description);
+        Ok(())
+    }
 }
+
+impl Release for FloatingIp {}

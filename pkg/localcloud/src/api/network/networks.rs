@@ -69,90 +69,49 @@ pub(super) struct NetworkBody {
     is_default: Option<bool>,
 }
 
-pub(super) async fn create_network(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: NetworkBody = parse_wrapped(&body, "network")?;
-    let project_id = b.project_id.clone().or(b.tenant_id.clone());
-    let net = cloud
-        .write(move |tx| {
-            let mut n = new_network(
-                tx,
-                b.name.as_deref().unwrap_or(""),
-                &project_of(&caller, &project_id),
-                b.external.unwrap_or(false),
-            )?;
-            n.admin_state_up = b.admin_state_up.unwrap_or(true);
-            n.shared = b.shared.unwrap_or(false);
-            n.mtu = b.mtu.unwrap_or(1450);
-            n.description = b.description.unwrap_or_default();
-            tx.put(NETWORKS, &n.meta.id.clone(), &n)?;
-            Ok(n)
-        })
-        .await?;
-    Ok(created(&cloud, &net))
+impl Create for Network {
+    type Body = NetworkBody;
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: NetworkBody) -> Result<Self, ApiError> {
+        let project_id = b.project_id.clone().or(b.tenant_id.clone());
+        let mut n = new_network(
+            tx,
+            b.name.as_deref().unwrap_or(""),
+            &project_of(caller, &project_id),
+            b.external.unwrap_or(false),
+        )?;
+        n.admin_state_up = b.admin_state_up.unwrap_or(true);
+        n.shared = b.shared.unwrap_or(false);
+        n.mtu = b.mtu.unwrap_or(1450);
+        n.description = b.description.unwrap_or_default();
+        tx.put(NETWORKS, &n.meta.id.clone(), &n)?;
+        Ok(n)
+    }
 }
 
-pub(super) async fn update_network(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: NetworkBody = parse_wrapped(&body, "network")?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut n = find::<Network>(tx, &id2)?;
-            if let Some(v) = b.name {
-                n.name = v;
-            }
-            if let Some(v) = b.admin_state_up {
-                n.admin_state_up = v;
-            }
-            if let Some(v) = b.shared {
-                n.shared = v;
-            }
-            if let Some(v) = b.external {
-                n.external = v;
-            }
-            if let Some(v) = b.mtu {
-                n.mtu = v;
-            }
-            if let Some(v) = b.description {
-                n.description = v;
-            }
-            n.touch();
-            tx.put(NETWORKS, &id2, &n)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Network>(&cloud, &id)
+impl Update for Network {
+    type Body = NetworkBody;
+
+    fn update(&mut self, _: &mut Tx<'_>, b: NetworkBody) -> Result<(), ApiError> {
+        set_given!(self <- b: name, admin_state_up, shared, external, mtu, description);
+        Ok(())
+    }
 }
 
-pub(super) async fn delete_network(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<Network>(tx, &id)?;
-            let ports: Vec<Port> = tx.list::<Port>(PORTS).into_iter().filter(|p| p.network_id == id).collect();
-            if !ports.is_empty() {
-                return Err(ApiError::conflict(
-                    "NetworkInUse",
-                    format!("Unable to complete operation on network {id}. There are one or more ports still in use on the network."),
-                ));
+impl Release for Network {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
+        if tx.list::<Port>(PORTS).iter().any(|p| &p.network_id == id) {
+            return Err(ApiError::conflict(
+                "NetworkInUse",
+                format!("Unable to complete operation on network {id}. There are one or more ports still in use on the network."),
+            ));
+        }
+        for s in tx.list::<Subnet>(SUBNETS) {
+            if &s.network_id == id {
+                tx.delete(SUBNETS, &s.meta.id);
             }
-            for s in tx.list::<Subnet>(SUBNETS) {
-                if s.network_id == id {
-                    tx.delete(SUBNETS, &s.meta.id);
-                }
-            }
-            tx.delete(NETWORKS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Ok(())
+    }
 }

@@ -183,11 +183,7 @@ pub(super) async fn create_port_api(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: PortBody = parse_wrapped(&body, "port")?;
-    let network_id = b.network_id.clone().ok_or_else(|| {
-        ApiError::bad_request(
-            "Failed to parse request. Required attribute 'network_id' not specified",
-        )
-    })?;
+    let network_id = required(&b.network_id, "network_id")?;
     let project_id = b.project_id.clone().or(b.tenant_id.clone());
     let port = cloud
         .write(move |tx| {
@@ -224,73 +220,46 @@ pub(super) async fn create_port_api(
     Ok(created(&cloud, &port))
 }
 
-pub(super) async fn update_port(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: PortBody = parse_wrapped(&body, "port")?;
-    if b.network_id.is_some() {
-        return Err(ApiError::bad_request(
-            "Cannot update read-only attribute network_id",
-        ));
+impl Update for Port {
+    type Body = PortBody;
+
+    fn check(b: &PortBody) -> Result<(), ApiError> {
+        if b.network_id.is_some() {
+            return Err(ApiError::bad_request(
+                "Cannot update read-only attribute network_id",
+            ));
+        }
+        if b.fixed_ips.is_some() {
+            return Err(ApiError::bad_request("Changing fixed_ips of an existing port is not supported by the local cloud; create a new port"));
+        }
+        Ok(())
     }
-    if b.fixed_ips.is_some() {
-        return Err(ApiError::bad_request("Changing fixed_ips of an existing port is not supported by the local cloud; create a new port"));
+
+    fn update(&mut self, tx: &mut Tx<'_>, b: PortBody) -> Result<(), ApiError> {
+        set_given!(self <- b: name, device_id, device_owner, admin_state_up, description,
+            mac_address, allowed_address_pairs);
+        if let Some(v) = b.security_groups {
+            self.security_groups = known_groups(tx, v)?;
+        }
+        Ok(())
     }
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut p = find::<Port>(tx, &id2)?;
-            if let Some(v) = b.name {
-                p.name = v;
-            }
-            if let Some(v) = b.device_id {
-                p.device_id = v;
-            }
-            if let Some(v) = b.device_owner {
-                p.device_owner = v;
-            }
-            if let Some(v) = b.admin_state_up {
-                p.admin_state_up = v;
-            }
-            if let Some(v) = b.description {
-                p.description = v;
-            }
-            if let Some(v) = b.mac_address {
-                p.mac_address = v;
-            }
-            if let Some(v) = b.allowed_address_pairs {
-                p.allowed_address_pairs = v;
-            }
-            if let Some(v) = b.security_groups {
-                p.security_groups = known_groups(tx, v)?;
-            }
-            p.touch();
-            tx.put(PORTS, &id2, &p)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Port>(&cloud, &id)
 }
 
-pub(super) async fn delete_port(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            let p = find::<Port>(tx, &id)?;
-            if p.device_owner == OWNER_ROUTER_INTERFACE || p.device_owner == OWNER_ROUTER_GATEWAY {
-                return Err(ApiError::conflict(
-                    "PortInUse",
-                    format!("Port {id} cannot be deleted directly via the port API: has device owner {}.", p.device_owner),
-                ));
-            }
-            delete_port_cascade(tx, &id)
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Release for Port {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
+        if self.device_owner == OWNER_ROUTER_INTERFACE || self.device_owner == OWNER_ROUTER_GATEWAY
+        {
+            return Err(ApiError::conflict(
+                "PortInUse",
+                format!(
+                    "Port {id} cannot be deleted directly via the port API: has device owner {}.",
+                    self.device_owner
+                ),
+            ));
+        }
+        delete_port_cascade(tx, id)
+    }
 }
 
 /// `groups` if each is a security group of this cloud (404 `SecurityGroupNotFound` otherwise).

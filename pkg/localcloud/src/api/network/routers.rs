@@ -154,34 +154,32 @@ pub(super) struct RouterBody {
     flavor_id: Option<Value>,
 }
 
-pub(super) async fn create_router(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: RouterBody = parse_wrapped(&body, "router")?;
-    if b.routes.is_some() {
-        return Err(ApiError::bad_request(
-            "Attribute 'routes' not allowed in POST",
-        ));
+impl Create for Router_ {
+    type Body = RouterBody;
+
+    fn check(b: &RouterBody) -> Result<(), ApiError> {
+        if b.routes.is_some() {
+            return Err(ApiError::bad_request(
+                "Attribute 'routes' not allowed in POST",
+            ));
+        }
+        Ok(())
     }
-    let project_id = b.project_id.clone().or(b.tenant_id.clone());
-    let router = cloud
-        .write(move |tx| {
-            let gateway = b.external_gateway_info.flatten().map(|g| g.network_id);
-            let mut r = new_router(
-                tx,
-                b.name.as_deref().unwrap_or(""),
-                &project_of(&caller, &project_id),
-                gateway,
-            )?;
-            r.admin_state_up = b.admin_state_up.unwrap_or(true);
-            r.description = b.description.unwrap_or_default();
-            tx.put(ROUTERS, &r.meta.id.clone(), &r)?;
-            Ok(r)
-        })
-        .await?;
-    Ok(created(&cloud, &router))
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: RouterBody) -> Result<Self, ApiError> {
+        let project_id = b.project_id.clone().or(b.tenant_id.clone());
+        let gateway = b.external_gateway_info.flatten().map(|g| g.network_id);
+        let mut r = new_router(
+            tx,
+            b.name.as_deref().unwrap_or(""),
+            &project_of(caller, &project_id),
+            gateway,
+        )?;
+        r.admin_state_up = b.admin_state_up.unwrap_or(true);
+        r.description = b.description.unwrap_or_default();
+        tx.put(ROUTERS, &r.meta.id.clone(), &r)?;
+        Ok(r)
+    }
 }
 
 /// Checks routes as Neutron does: valid CIDR and address, nexthop on a subnet the router is
@@ -219,78 +217,53 @@ pub(super) fn check_routes(
     Ok(out)
 }
 
-pub(super) async fn update_router(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: RouterBody = parse_wrapped(&body, "router")?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut r = find::<Router_>(tx, &id2)?;
-            if let Some(gw) = b.external_gateway_info {
-                r = set_gateway(tx, r, gw.map(|g| g.network_id))?;
-            }
-            if let Some(v) = b.name {
-                r.name = v;
-            }
-            if let Some(v) = b.admin_state_up {
-                r.admin_state_up = v;
-            }
-            if let Some(v) = b.description {
-                r.description = v;
-            }
-            if let Some(routes) = b.routes {
-                r.routes = check_routes(tx, &id2, &routes)?;
-            }
-            r.touch();
-            tx.put(ROUTERS, &id2, &r)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Router_>(&cloud, &id)
+impl Update for Router_ {
+    type Body = RouterBody;
+
+    fn update(&mut self, tx: &mut Tx<'_>, b: RouterBody) -> Result<(), ApiError> {
+        if let Some(gw) = b.external_gateway_info {
+            *self = set_gateway(tx, self.clone(), gw.map(|g| g.network_id))?;
+        }
+        set_given!(self <- b: name, admin_state_up, description);
+        if let Some(routes) = b.routes {
+            self.routes = check_routes(tx, &self.meta.id, &routes)?;
+        }
+        Ok(())
+    }
 }
 
-pub(super) async fn delete_router(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<Router_>(tx, &id)?;
-            let ports: Vec<Port> = tx
-                .list::<Port>(PORTS)
-                .into_iter()
-                .filter(|p| p.device_id == id)
-                .collect();
-            if ports
-                .iter()
-                .any(|p| p.device_owner == OWNER_ROUTER_INTERFACE)
-            {
-                return Err(ApiError::conflict(
-                    "RouterInUse",
-                    format!("Router {id} still has ports"),
-                ));
-            }
-            if tx
-                .list::<FloatingIp>(FLOATING_IPS)
-                .iter()
-                .any(|f| f.router_id.as_deref() == Some(id.as_str()))
-            {
-                return Err(ApiError::conflict(
-                    "RouterInUse",
-                    format!("Router {id} still has floating IPs associated"),
-                ));
-            }
-            for p in ports {
-                tx.delete(PORTS, &p.meta.id);
-            }
-            tx.delete(ROUTERS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Release for Router_ {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
+        let ports: Vec<Port> = tx
+            .list::<Port>(PORTS)
+            .into_iter()
+            .filter(|p| &p.device_id == id)
+            .collect();
+        if ports
+            .iter()
+            .any(|p| p.device_owner == OWNER_ROUTER_INTERFACE)
+        {
+            return Err(ApiError::conflict(
+                "RouterInUse",
+                format!("Router {id} still has ports"),
+            ));
+        }
+        if tx
+            .list::<FloatingIp>(FLOATING_IPS)
+            .iter()
+            .any(|f| f.router_id.as_deref() == Some(id.as_str()))
+        {
+            return Err(ApiError::conflict(
+                "RouterInUse",
+                format!("Router {id} still has floating IPs associated"),
+            ));
+        }
+        for p in ports {
+            tx.delete(PORTS, &p.meta.id);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Deserialize)]
@@ -419,35 +392,29 @@ pub(super) async fn change_routes(
     add: bool,
 ) -> Result<Response, ApiError> {
     let b: RoutesOnly = parse_wrapped(&body, "router")?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut r = find::<Router_>(tx, &id2)?;
-            if add {
-                for route in check_routes(tx, &id2, &b.routes)? {
-                    if !r.routes.contains(&route) {
-                        r.routes.push(route);
-                    }
+    change(&cloud, id, move |tx, r: &mut Router_| {
+        if add {
+            for route in check_routes(tx, &r.meta.id, &b.routes)? {
+                if !r.routes.contains(&route) {
+                    r.routes.push(route);
                 }
-            } else {
-                let remove: Vec<HostRoute> = b
-                    .routes
-                    .iter()
-                    .map(|route| {
-                        let dest = parse_cidr(&route.destination)
-                            .map_or(route.destination.clone(), |(n, l)| format!("{n}/{l}"));
-                        HostRoute {
-                            destination: dest,
-                            nexthop: route.nexthop.clone(),
-                        }
-                    })
-                    .collect();
-                r.routes.retain(|route| !remove.contains(route));
             }
-            r.touch();
-            tx.put(ROUTERS, &id2, &r)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Router_>(&cloud, &id)
+        } else {
+            let remove: Vec<HostRoute> = b
+                .routes
+                .iter()
+                .map(|route| {
+                    let dest = parse_cidr(&route.destination)
+                        .map_or(route.destination.clone(), |(n, l)| format!("{n}/{l}"));
+                    HostRoute {
+                        destination: dest,
+                        nexthop: route.nexthop.clone(),
+                    }
+                })
+                .collect();
+            r.routes.retain(|route| !remove.contains(route));
+        }
+        Ok(())
+    })
+    .await
 }

@@ -333,89 +333,64 @@ fn insert_rule(tx: &mut Tx<'_>, rule: &SecurityGroupRule) -> Result<(), ApiError
     Ok(())
 }
 
-pub(super) async fn create_security_group(
-    State(cloud): Ctx,
-    axum::Extension(caller): CallerExt,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: SecurityGroupBody = parse_wrapped(&body, "security_group")?;
-    name_not_default(&b.name)?;
-    let project_id = project_of(&caller, &b.project_id.or(b.tenant_id));
-    let sg = cloud
-        .write(move |tx| {
-            ensure_default_group(tx, &project_id)?;
-            let sg = SecurityGroup {
-                meta: Meta::new(project_id.clone()),
-                name: b.name.unwrap_or_default(),
-                description: b.description.unwrap_or_default(),
-                stateful: b.stateful.unwrap_or(true),
-            };
-            put_group(tx, &sg)?;
-            Ok(sg)
-        })
-        .await?;
-    Ok(created(&cloud, &sg))
+impl Create for SecurityGroup {
+    type Body = SecurityGroupBody;
+
+    fn check(b: &SecurityGroupBody) -> Result<(), ApiError> {
+        name_not_default(&b.name)
+    }
+
+    fn create(tx: &mut Tx<'_>, caller: &Caller, b: SecurityGroupBody) -> Result<Self, ApiError> {
+        let project_id = project_of(caller, &b.project_id.or(b.tenant_id));
+        ensure_default_group(tx, &project_id)?;
+        let sg = SecurityGroup {
+            meta: Meta::new(project_id.clone()),
+            name: b.name.unwrap_or_default(),
+            description: b.description.unwrap_or_default(),
+            stateful: b.stateful.unwrap_or(true),
+        };
+        put_group(tx, &sg)?;
+        Ok(sg)
+    }
 }
 
-pub(super) async fn update_security_group(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: SecurityGroupBody = parse_wrapped(&body, "security_group")?;
-    name_not_default(&b.name)?;
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut sg = find::<SecurityGroup>(tx, &id2)?;
-            if sg.name == DEFAULT_GROUP && b.name.is_some() {
-                return Err(ApiError::conflict(
-                    "SecurityGroupCannotUpdateDefault",
-                    "Updating default security group not allowed.",
-                ));
-            }
-            if let Some(n) = b.name {
-                sg.name = n;
-            }
-            if let Some(d) = b.description {
-                sg.description = d;
-            }
-            if let Some(s) = b.stateful {
-                sg.stateful = s;
-            }
-            sg.touch();
-            tx.put(SECURITY_GROUPS, &id2, &sg)?;
-            Ok(())
-        })
-        .await?;
-    updated::<SecurityGroup>(&cloud, &id)
+impl Update for SecurityGroup {
+    type Body = SecurityGroupBody;
+
+    fn check(b: &SecurityGroupBody) -> Result<(), ApiError> {
+        name_not_default(&b.name)
+    }
+
+    fn update(&mut self, _: &mut Tx<'_>, b: SecurityGroupBody) -> Result<(), ApiError> {
+        if self.name == DEFAULT_GROUP && b.name.is_some() {
+            return Err(ApiError::conflict(
+                "SecurityGroupCannotUpdateDefault",
+                "Updating default security group not allowed.",
+            ));
+        }
+        set_given!(self <- b: name, description, stateful);
+        Ok(())
+    }
 }
 
-pub(super) async fn delete_security_group(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<SecurityGroup>(tx, &id)?;
-            if tx
-                .list::<Port>(PORTS)
-                .iter()
-                .any(|p| p.security_groups.contains(&id))
-            {
-                return Err(ApiError::conflict(
-                    "SecurityGroupInUse",
-                    format!("Security Group {id} in use."),
-                ));
-            }
-            for rule in rules_of(tx, &id) {
-                tx.delete(SECURITY_GROUP_RULES, &rule.meta.id);
-            }
-            tx.delete(SECURITY_GROUPS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Release for SecurityGroup {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
+        if tx
+            .list::<Port>(PORTS)
+            .iter()
+            .any(|p| p.security_groups.contains(id))
+        {
+            return Err(ApiError::conflict(
+                "SecurityGroupInUse",
+                format!("Security Group {id} in use."),
+            ));
+        }
+        for rule in rules_of(tx, id) {
+            tx.delete(SECURITY_GROUP_RULES, &rule.meta.id);
+        }
+        Ok(())
+    }
 }
 
 pub(super) async fn create_security_group_rule(
@@ -435,16 +410,4 @@ pub(super) async fn create_security_group_rule(
     Ok(created(&cloud, &rule))
 }
 
-pub(super) async fn delete_security_group_rule(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<SecurityGroupRule>(tx, &id)?;
-            tx.delete(SECURITY_GROUP_RULES, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
+impl Release for SecurityGroupRule {}

@@ -95,11 +95,7 @@ pub(super) async fn create_subnet(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let b: SubnetBody = parse_wrapped(&body, "subnet")?;
-    let network_id = b.network_id.clone().ok_or_else(|| {
-        ApiError::bad_request(
-            "Failed to parse request. Required attribute 'network_id' not specified",
-        )
-    })?;
+    let network_id = required(&b.network_id, "network_id")?;
     let cidr = b.cidr.clone().ok_or_else(|| {
         ApiError::bad_request(
             "Bad subnet request: a subnetpool must be specified in the absence of a cidr.",
@@ -171,63 +167,38 @@ pub(super) async fn create_subnet(
     Ok(created(&cloud, &subnet))
 }
 
-pub(super) async fn update_subnet(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let b: SubnetBody = parse_wrapped(&body, "subnet")?;
-    if b.cidr.is_some() || b.network_id.is_some() || b.ip_version.is_some() {
-        return Err(ApiError::bad_request(
-            "Cannot update read-only attribute cidr, network_id or ip_version",
-        ));
+impl Update for Subnet {
+    type Body = SubnetBody;
+
+    fn check(b: &SubnetBody) -> Result<(), ApiError> {
+        if b.cidr.is_some() || b.network_id.is_some() || b.ip_version.is_some() {
+            return Err(ApiError::bad_request(
+                "Cannot update read-only attribute cidr, network_id or ip_version",
+            ));
+        }
+        Ok(())
     }
-    let id2 = id.clone();
-    cloud
-        .write(move |tx| {
-            let mut s = find::<Subnet>(tx, &id2)?;
-            if let Some(v) = b.name {
-                s.name = v;
-            }
-            if let Some(v) = b.enable_dhcp {
-                s.enable_dhcp = v;
-            }
-            if let Some(v) = b.dns_nameservers {
-                s.dns_nameservers = v;
-            }
-            if let Some(v) = b.host_routes {
-                s.host_routes = v;
-            }
-            if let Some(v) = b.description {
-                s.description = v;
-            }
-            if let Some(v) = b.gateway_ip {
-                s.gateway_ip = v;
-            }
-            s.touch();
-            tx.put(SUBNETS, &id2, &s)?;
-            Ok(())
-        })
-        .await?;
-    updated::<Subnet>(&cloud, &id)
+
+    fn update(&mut self, _: &mut Tx<'_>, b: SubnetBody) -> Result<(), ApiError> {
+        set_given!(self <- b: name, enable_dhcp, dns_nameservers, host_routes, description,
+            gateway_ip);
+        Ok(())
+    }
 }
 
-pub(super) async fn delete_subnet(
-    State(cloud): Ctx,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    cloud
-        .write(move |tx| {
-            find::<Subnet>(tx, &id)?;
-            if tx.list::<Port>(PORTS).iter().any(|p| p.fixed_ips.iter().any(|f| f.subnet_id == id)) {
-                return Err(ApiError::conflict(
-                    "SubnetInUse",
-                    format!("Unable to complete operation on subnet {id}: One or more ports have an IP allocation from this subnet."),
-                ));
-            }
-            tx.delete(SUBNETS, &id);
-            Ok(())
-        })
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+impl Release for Subnet {
+    fn release(&self, tx: &mut Tx<'_>) -> Result<(), ApiError> {
+        let id = &self.meta.id;
+        if tx
+            .list::<Port>(PORTS)
+            .iter()
+            .any(|p| p.fixed_ips.iter().any(|f| &f.subnet_id == id))
+        {
+            return Err(ApiError::conflict(
+                "SubnetInUse",
+                format!("Unable to complete operation on subnet {id}: One or more ports have an IP allocation from this subnet."),
+            ));
+        }
+        Ok(())
+    }
 }
