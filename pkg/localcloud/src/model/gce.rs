@@ -7,6 +7,23 @@
 //! GCE view shares: numeric IDs, timestamps in GCE's form, fingerprints, resource URLs and
 //! references. Upstream equivalent: the resource types of the Compute Engine v1 API.
 
+/// Implements [`Spec`] for a resource's fields from what messages call it: its collection is
+/// `many`, its kind `compute#<one>` and its table `gce_<many>`.
+macro_rules! spec {
+    ($spec:ty, one: $one:literal, many: $many:literal, title: $title:literal) => {
+        impl $crate::model::gce::Spec for $spec {
+            const COLLECTION: &'static str = $many;
+            const KIND: &'static str = concat!("compute#", $one);
+            const TABLE: &'static str = concat!("gce_", $many);
+            const NAMES: $crate::model::Names = $crate::model::Names {
+                one: $one,
+                many: $many,
+                title: $title,
+            };
+        }
+    };
+}
+
 pub(crate) mod address;
 pub(crate) mod firewall;
 pub(crate) mod forwarding_rule;
@@ -229,6 +246,34 @@ pub(crate) fn metadata_view(items: &std::collections::BTreeMap<String, String>) 
         view["items"] = Value::Array(list);
     }
     view
+}
+
+/// What the record tests of the GCE resources share: a store of their own and fields read
+/// from GCE's JSON.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod fixture {
+    use super::*;
+    use crate::store::Store;
+
+    /// A store in a new directory, removed with the guard.
+    pub fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    /// A store holding `record`.
+    pub fn store_with(record: &impl Record) -> (tempfile::TempDir, Store) {
+        let (dir, store) = store();
+        store.write(|tx| record.put(tx)).unwrap();
+        (dir, store)
+    }
+
+    /// A resource's fields, as an insert's JSON gives them.
+    pub fn spec<S: Spec>(fields: Value) -> S {
+        serde_json::from_value(fields).unwrap()
+    }
 }
 
 #[cfg(test)]

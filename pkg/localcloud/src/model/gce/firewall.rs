@@ -4,39 +4,29 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Object, Spec};
-use crate::model::Names;
+use super::Object;
 
 /// A stored firewall.
 pub(crate) type Firewall = Object<FirewallSpec>;
 
 /// A firewall's fields.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct FirewallSpec {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub network: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed: Option<Vec<Rule>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub denied: Option<Vec<Rule>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_ranges: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_tags: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_tags: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub destination_ranges: Option<Vec<String>>,
     pub direction: String,
     pub priority: i64,
     pub disabled: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub log_config: Option<Map<String, Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_service_accounts: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_service_accounts: Option<Vec<String>>,
 }
 
@@ -65,16 +55,7 @@ where
     T::deserialize(d).map(Some)
 }
 
-impl Spec for FirewallSpec {
-    const COLLECTION: &'static str = "firewalls";
-    const KIND: &'static str = "compute#firewall";
-    const TABLE: &'static str = "gce_firewalls";
-    const NAMES: Names = Names {
-        one: "firewall",
-        many: "firewalls",
-        title: "Firewall",
-    };
-}
+spec!(FirewallSpec, one: "firewall", many: "firewalls", title: "Firewall");
 
 impl FirewallSpec {
     /// An enabled ingress rule (what the data plane enforces).
@@ -112,17 +93,17 @@ pub(crate) fn port_matches(entry: &str, port: u16) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::Record;
-    use crate::store::Store;
+    use crate::model::gce::fixture::{spec, store_with};
 
-    fn spec(v: Value) -> FirewallSpec {
+    /// A firewall's fields: `v` over the defaults.
+    fn firewall(v: Value) -> FirewallSpec {
         let mut base = serde_json::json!({
             "network": "n", "direction": "INGRESS", "priority": 1000, "disabled": false,
         });
         if let (Some(b), Some(extra)) = (base.as_object_mut(), v.as_object()) {
             b.extend(extra.clone());
         }
-        serde_json::from_value(base).unwrap()
+        spec(base)
     }
 
     #[test]
@@ -137,7 +118,7 @@ mod tests {
 
     #[test]
     fn rules_admit_by_protocol_and_port() {
-        let f = spec(
+        let f = firewall(
             serde_json::json!({"allowed": [{"IPProtocol": "tcp", "ports": ["80"]}, {"IPProtocol": "17"}]}),
         );
         let rules = f.allowed.clone().unwrap();
@@ -146,12 +127,12 @@ mod tests {
         assert!(!rules[0].admits("UDP", 80));
         assert!(rules[1].admits("UDP", 53));
         assert!(f.is_enabled_ingress());
-        assert!(!spec(serde_json::json!({"disabled": true})).is_enabled_ingress());
+        assert!(!firewall(serde_json::json!({"disabled": true})).is_enabled_ingress());
     }
 
     #[test]
     fn null_ports_stay_null_and_absent_ones_absent() {
-        let f = spec(
+        let f = firewall(
             serde_json::json!({"allowed": [{"IPProtocol": "tcp", "ports": null}, {"IPProtocol": "udp"}]}),
         );
         let shown = serde_json::to_value(&f.allowed).unwrap();
@@ -164,17 +145,15 @@ mod tests {
 
     #[test]
     fn stored_and_shown_with_gce_names() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
         let f = Firewall::new(
             "p",
             "fw".into(),
             "global".into(),
-            spec(
+            firewall(
                 serde_json::json!({"allowed": [{"IPProtocol": "tcp"}], "sourceRanges": ["0.0.0.0/0"]}),
             ),
         );
-        store.write(|tx| f.put(tx)).unwrap();
+        let (_dir, store) = store_with(&f);
         let got = store
             .read(|v| Firewall::get_in(v, "p", "global", "fw"))
             .unwrap();

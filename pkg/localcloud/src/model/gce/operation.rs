@@ -3,13 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Object, Spec};
-use crate::model::Names;
+use super::Object;
 
 /// A stored operation.
 pub(crate) type Operation = Object<OperationSpec>;
 
 /// An operation's fields.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct OperationSpec {
@@ -26,23 +26,13 @@ pub(crate) struct OperationSpec {
     pub end_time: String,
 }
 
-impl Spec for OperationSpec {
-    const COLLECTION: &'static str = "operations";
-    const KIND: &'static str = "compute#operation";
-    const TABLE: &'static str = "gce_operations";
-    const NAMES: Names = Names {
-        one: "operation",
-        many: "operations",
-        title: "Operation",
-    };
-}
+spec!(OperationSpec, one: "operation", many: "operations", title: "Operation");
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::Record;
-    use crate::store::Store;
+    use crate::model::gce::fixture::store_with;
 
     #[test]
     fn stored_per_scope_and_shown_with_gce_names() {
@@ -58,10 +48,8 @@ mod tests {
             start_time: t.clone(),
             end_time: t,
         };
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
         let op = Operation::new("p", "operation-1".into(), "zones/z".into(), spec);
-        store.write(|tx| op.put(tx)).unwrap();
+        let (_dir, store) = store_with(&op);
         store.read(|v| {
             assert!(Operation::get_in(v, "p", "global", "operation-1").is_none());
             let got = Operation::get_in(v, "p", "zones/z", "operation-1").unwrap();

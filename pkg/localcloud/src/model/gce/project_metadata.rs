@@ -70,12 +70,11 @@ pub(crate) fn common_metadata(r: &impl Read, project_id: &str) -> BTreeMap<Strin
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::model::gce::fixture::store;
 
     #[test]
     fn per_project_and_empty_until_set() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let (_dir, store) = store();
         assert!(store.read(|v| common_metadata(v, "p")).is_empty());
         let items = BTreeMap::from([("ssh-keys".to_owned(), "u:k".to_owned())]);
         store

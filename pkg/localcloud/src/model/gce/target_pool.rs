@@ -5,39 +5,26 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
-use super::{Object, Spec};
-use crate::model::Names;
+use super::Object;
 
 /// A stored target pool.
 pub(crate) type TargetPool = Object<TargetPoolSpec>;
 
 /// A target pool's fields (`instances` and `healthChecks` as full links).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct TargetPoolSpec {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub instances: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub health_checks: Option<Vec<String>>,
     pub session_affinity: String,
     /// Kept as given (`1` stays `1`, not `1.0`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub failover_ratio: Option<Number>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub backup_pool: Option<String>,
 }
 
-impl Spec for TargetPoolSpec {
-    const COLLECTION: &'static str = "targetPools";
-    const KIND: &'static str = "compute#targetPool";
-    const TABLE: &'static str = "gce_targetPools";
-    const NAMES: Names = Names {
-        one: "targetPool",
-        many: "targetPools",
-        title: "Target pool",
-    };
-}
+spec!(TargetPoolSpec, one: "targetPool", many: "targetPools", title: "Target pool");
 
 /// `(scope, name)` of a target pool reference (`.../regions/r/targetPools/p`).
 pub(crate) fn target_pool_key(reference: &str) -> Option<(String, String)> {
@@ -52,8 +39,8 @@ pub(crate) fn target_pool_key(reference: &str) -> Option<(String, String)> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::model::gce::fixture::{spec, store_with};
     use crate::model::Record;
-    use crate::store::Store;
 
     #[test]
     fn references_name_a_regional_pool() {
@@ -67,15 +54,16 @@ mod tests {
 
     #[test]
     fn stored_with_instances_and_ratio_as_given() {
-        let spec: TargetPoolSpec = serde_json::from_value(serde_json::json!({
-            "instances": ["https://h/zones/z/instances/a"], "sessionAffinity": "NONE",
-            "failoverRatio": 1,
-        }))
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut tp = TargetPool::new("p", "tp".into(), "regions/r".into(), spec);
-        store.write(|tx| tp.put(tx)).unwrap();
+        let mut tp = TargetPool::new(
+            "p",
+            "tp".into(),
+            "regions/r".into(),
+            spec(serde_json::json!({
+                "instances": ["https://h/zones/z/instances/a"], "sessionAffinity": "NONE",
+                "failoverRatio": 1,
+            })),
+        );
+        let (_dir, store) = store_with(&tp);
         tp.spec.instances.clear();
         tp.meta.touch();
         store.write(|tx| tp.put(tx)).unwrap();
