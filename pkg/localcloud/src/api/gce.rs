@@ -213,6 +213,21 @@ pub(crate) fn read<T>(
     })
 }
 
+/// The list `kind` of the zonal `collection` (`disks`) in the path's zone: `items` makes
+/// the views of the zone's resources.
+pub(crate) fn list_zonal(
+    cloud: &Cloud,
+    p: &BTreeMap<String, String>,
+    q: &Params,
+    (kind, collection): (&str, &str),
+    items: impl FnOnce(&View<'_>, &Scope<'_>, &str) -> Vec<Value>,
+) -> Reply {
+    read_zonal(cloud, p, |r, s, zone| {
+        let items = items(r, s, zone);
+        s.list_reply(kind, &format!("zones/{zone}/{collection}"), items, q)
+    })
+}
+
 /// [`read`] for a path under `zones/{zone}`: the zone is checked too, and handed to `f`.
 pub(crate) fn read_zonal<T>(
     cloud: &Cloud,

@@ -1,14 +1,13 @@
 //! Addresses (regional): an IPv4 address reserved from the external network (the one asked
 //! for, or a free one), held until the address is deleted.
 
-use super::resource::{reserve_address, Collection, Insert, Ty, Where};
+use super::resource::{reserve_address, Collection, Fields, Insert, Ty, Where};
 use super::*;
 use crate::model::gce::address::AddressSpec;
 
 impl Collection for AddressSpec {
     const PLACE: Where = Where::Regional;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("address", Ty::Str),
         ("addressType", Ty::Str),
         ("networkTier", Ty::Str),

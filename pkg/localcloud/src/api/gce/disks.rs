@@ -66,20 +66,19 @@ fn disk_view(s: &Scope<'_>, r: &impl Read, v: &Volume) -> Value {
 }
 
 async fn list(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
-    read_zonal(&cloud, &p, |r, s, zone| {
-        let items = r
-            .list::<Volume>(VOLUMES)
-            .iter()
-            .filter(|v| v.meta.project_id == s.project.id && v.availability_zone == zone)
-            .map(|v| disk_view(s, r, v))
-            .collect();
-        s.list_reply(
-            "compute#diskList",
-            &format!("zones/{zone}/disks"),
-            items,
-            &q,
-        )
-    })
+    list_zonal(
+        &cloud,
+        &p,
+        &q,
+        ("compute#diskList", "disks"),
+        |r, s, zone| {
+            r.list::<Volume>(VOLUMES)
+                .iter()
+                .filter(|v| v.meta.project_id == s.project.id && v.availability_zone == zone)
+                .map(|v| disk_view(s, r, v))
+                .collect()
+        },
+    )
 }
 
 async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Reply {

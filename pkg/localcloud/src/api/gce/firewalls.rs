@@ -4,15 +4,14 @@
 
 use super::body::{json_kind, known_fields, object, opt_list, opt_str};
 use super::forwarding;
-use super::resource::{check_cidr, one_of, Collection, Insert, Ty, Where, MANY, PRIORITY};
+use super::resource::{check_cidr, one_of, Collection, Fields, Insert, Ty, Where, MANY, PRIORITY};
 use super::*;
 use crate::model::gce::firewall::{parse_port_range, FirewallSpec};
 use crate::model::gce::Object;
 
 impl Collection for FirewallSpec {
     const PLACE: Where = Where::Global;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("network", Ty::Str),
         ("allowed", Ty::Objects),
         ("denied", Ty::Objects),

@@ -3,7 +3,7 @@
 
 use super::addresses::wanted_ipv4;
 use super::forwarding;
-use super::resource::{find, one_of, reserve_address, Collection, Insert, Ty, Where};
+use super::resource::{find, one_of, reserve_address, Collection, Fields, Insert, Ty, Where};
 use super::*;
 use crate::model::gce::forwarding_rule::ForwardingRuleSpec;
 use crate::model::gce::target_pool::{target_pool_key, TargetPoolSpec};
@@ -11,8 +11,8 @@ use crate::model::gce::Object;
 
 impl Collection for ForwardingRuleSpec {
     const PLACE: Where = Where::Regional;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[("target", Ty::Str)];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const REQUIRED: Fields = &[("target", Ty::Str)];
+    const OPTIONAL: Fields = &[
         ("IPAddress", Ty::Str),
         ("IPProtocol", Ty::Str),
         ("portRange", Ty::Str),

@@ -1,7 +1,7 @@
 //! Legacy HTTP health checks (global): the timeout may not exceed the interval (and follows a
 //! short interval when not given); `requestPath` must be a path.
 
-use super::resource::{Collection, Insert, Ty, Where};
+use super::resource::{Collection, Fields, Insert, Ty, Where};
 use super::*;
 use crate::model::gce::http_health_check::HttpHealthCheckSpec;
 
@@ -12,8 +12,7 @@ const THRESHOLD: Ty = Ty::Int(1, 10);
 
 impl Collection for HttpHealthCheckSpec {
     const PLACE: Where = Where::Global;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("host", Ty::Str),
         ("requestPath", Ty::Str),
         ("port", Ty::Int(1, 65_535)),

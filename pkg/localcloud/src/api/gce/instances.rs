@@ -124,14 +124,8 @@ fn views(s: &Scope<'_>, r: &impl Read, zone: Option<&str>) -> Vec<Value> {
 }
 
 async fn list(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
-    read_zonal(&cloud, &p, |r, s, zone| {
-        s.list_reply(
-            "compute#instanceList",
-            &format!("zones/{zone}/instances"),
-            views(s, r, Some(zone)),
-            &q,
-        )
-    })
+    let what = ("compute#instanceList", "instances");
+    list_zonal(&cloud, &p, &q, what, |r, s, zone| views(s, r, Some(zone)))
 }
 
 async fn aggregated_list(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {

@@ -44,6 +44,9 @@ pub(super) enum Ty {
     Object,
 }
 
+/// Fields of an insert and their types.
+pub(super) type Fields = &'static [(&'static str, Ty)];
+
 /// Most strings a list field takes (GCE's limits are in the hundreds; none of ours needs more).
 pub(super) const MANY: usize = 256;
 /// A firewall or route priority.
@@ -52,10 +55,10 @@ pub(super) const PRIORITY: Ty = Ty::Int(0, 65_535);
 /// One collection of typed GCE resources, as its insert and delete treat it.
 pub(super) trait Collection: Spec {
     const PLACE: Where;
-    /// Fields an insert must have.
-    const REQUIRED: &'static [(&'static str, Ty)];
+    /// Fields an insert must have (none unless said).
+    const REQUIRED: Fields = &[];
     /// Fields an insert may have (besides `name`, `description`, `kind`).
-    const OPTIONAL: &'static [(&'static str, Ty)];
+    const OPTIONAL: Fields;
     /// Defaults GCE fills in.
     fn defaults() -> Value;
     /// The collection's own checks and completions of an insert's fields, after the shared

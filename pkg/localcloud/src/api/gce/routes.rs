@@ -2,15 +2,15 @@
 //! `destRange` must be a CIDR range.
 
 use super::instances::find_instance;
-use super::resource::{check_cidr, Collection, Insert, Ty, Where, MANY, PRIORITY};
+use super::resource::{check_cidr, Collection, Fields, Insert, Ty, Where, MANY, PRIORITY};
 use super::*;
 use crate::model::gce::instance_ref;
 use crate::model::gce::route::RouteSpec;
 
 impl Collection for RouteSpec {
     const PLACE: Where = Where::Global;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[("network", Ty::Str), ("destRange", Ty::Str)];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const REQUIRED: Fields = &[("network", Ty::Str), ("destRange", Ty::Str)];
+    const OPTIONAL: Fields = &[
         ("nextHopInstance", Ty::Str),
         ("nextHopIp", Ty::Str),
         ("nextHopGateway", Ty::Str),

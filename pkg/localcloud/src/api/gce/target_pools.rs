@@ -5,8 +5,8 @@
 use super::forwarding;
 use super::operations::{change, Done};
 use super::resource::{
-    check_instance, find, full_link, one_of, scope_of, string_list, which, Collection, Insert, Ty,
-    Where, Which,
+    check_instance, find, full_link, one_of, scope_of, string_list, which, Collection, Fields,
+    Insert, Ty, Where, Which,
 };
 use super::*;
 use crate::model::gce::http_health_check::HttpHealthCheckSpec;
@@ -16,8 +16,7 @@ use crate::model::Record;
 
 impl Collection for TargetPoolSpec {
     const PLACE: Where = Where::Regional;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("instances", Ty::Strs(1000)),
         // GCE takes at most one legacy HTTP health check per pool.
         ("healthChecks", Ty::Strs(1)),

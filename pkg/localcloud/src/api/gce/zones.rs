@@ -78,17 +78,12 @@ fn machine_type_view(s: &Scope<'_>, zone: &str, f: &crate::defaults::Flavor) -> 
 }
 
 async fn list_machine_types(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
-    read_zonal(&cloud, &p, |_, s, zone| {
-        let items = FLAVORS
+    let what = ("compute#machineTypeList", "machineTypes");
+    list_zonal(&cloud, &p, &q, what, |_, s, zone| {
+        FLAVORS
             .iter()
             .map(|f| machine_type_view(s, zone, f))
-            .collect();
-        s.list_reply(
-            "compute#machineTypeList",
-            &format!("zones/{zone}/machineTypes"),
-            items,
-            &q,
-        )
+            .collect()
     })
 }
 

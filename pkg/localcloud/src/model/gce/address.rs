@@ -3,11 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Object;
-
-/// A stored address.
-pub(crate) type Address = Object<AddressSpec>;
-
 /// An address's fields.
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,27 +21,26 @@ pub(crate) struct AddressSpec {
     pub prefix_length: Option<i64>,
 }
 
-spec!(AddressSpec, one: "address", many: "addresses", title: "Address");
+resource! {
+    /// A stored address.
+    Address = Object<AddressSpec>,
+    one: "address", many: "addresses", title: "Address"
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::gce::fixture::{spec, store_with};
+    use crate::model::gce::fixture::stored;
     use crate::model::Record;
 
     #[test]
     fn stored_per_region_and_shown_with_gce_names() {
-        let a = Address::new(
-            "p",
-            "a".into(),
-            "regions/r1".into(),
-            spec(serde_json::json!({
-                "address": "172.24.4.10", "addressType": "EXTERNAL", "networkTier": "PREMIUM",
-                "status": "RESERVED",
-            })),
-        );
-        let (_dir, store) = store_with(&a);
+        let fields = serde_json::json!({
+            "address": "172.24.4.10", "addressType": "EXTERNAL", "networkTier": "PREMIUM",
+            "status": "RESERVED",
+        });
+        let (_dir, store, _) = stored::<AddressSpec>("p", "a", "regions/r1", fields);
         store.read(|v| {
             assert!(Address::get_at(v, "regions/r2", "a").is_none());
             let got = Address::get_at(v, "regions/r1", "a").unwrap();

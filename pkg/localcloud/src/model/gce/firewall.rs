@@ -4,11 +4,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::Object;
-
-/// A stored firewall.
-pub(crate) type Firewall = Object<FirewallSpec>;
-
 /// A firewall's fields.
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,7 +50,11 @@ where
     T::deserialize(d).map(Some)
 }
 
-spec!(FirewallSpec, one: "firewall", many: "firewalls", title: "Firewall");
+resource! {
+    /// A stored firewall.
+    Firewall = Object<FirewallSpec>,
+    one: "firewall", many: "firewalls", title: "Firewall"
+}
 
 impl FirewallSpec {
     /// An enabled ingress rule (what the data plane enforces).

@@ -3,11 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Object;
-
-/// A stored forwarding rule.
-pub(crate) type ForwardingRule = Object<ForwardingRuleSpec>;
-
 /// A forwarding rule's fields (`target` as a full link).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,27 +25,26 @@ pub(crate) struct ForwardingRuleSpec {
     pub allow_global_access: Option<bool>,
 }
 
-spec!(ForwardingRuleSpec, one: "forwardingRule", many: "forwardingRules", title: "Forwarding rule");
+resource! {
+    /// A stored forwarding rule.
+    ForwardingRule = Object<ForwardingRuleSpec>,
+    one: "forwardingRule", many: "forwardingRules", title: "Forwarding rule"
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::gce::fixture::{spec, store_with};
+    use crate::model::gce::fixture::stored;
 
     #[test]
     fn stored_and_shown_with_gce_names() {
-        let rule = ForwardingRule::new(
-            "p",
-            "fr".into(),
-            "regions/r".into(),
-            spec(serde_json::json!({
-                "target": "https://h/compute/v1/projects/p/regions/r/targetPools/tp",
-                "IPAddress": "172.24.4.20", "IPProtocol": "TCP", "portRange": "80-81",
-                "loadBalancingScheme": "EXTERNAL", "networkTier": "PREMIUM",
-            })),
-        );
-        let (_dir, store) = store_with(&rule);
+        let fields = serde_json::json!({
+            "target": "https://h/compute/v1/projects/p/regions/r/targetPools/tp",
+            "IPAddress": "172.24.4.20", "IPProtocol": "TCP", "portRange": "80-81",
+            "loadBalancingScheme": "EXTERNAL", "networkTier": "PREMIUM",
+        });
+        let (_dir, store, rule) = stored::<ForwardingRuleSpec>("p", "fr", "regions/r", fields);
         let got = store.read(|v| ForwardingRule::list_in(v, "p"));
         assert_eq!(got, [rule]);
         let f = got[0].fields();

@@ -3,11 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Object;
-
-/// A stored HTTP health check.
-pub(crate) type HttpHealthCheck = Object<HttpHealthCheckSpec>;
-
 /// An HTTP health check's fields (every one but `description` and `host` defaulted).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,26 +18,25 @@ pub(crate) struct HttpHealthCheckSpec {
     pub healthy_threshold: i64,
 }
 
-spec!(HttpHealthCheckSpec, one: "httpHealthCheck", many: "httpHealthChecks", title: "HTTP health check");
+resource! {
+    /// A stored HTTP health check.
+    HttpHealthCheck = Object<HttpHealthCheckSpec>,
+    one: "httpHealthCheck", many: "httpHealthChecks", title: "HTTP health check"
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::gce::fixture::{spec, store_with};
+    use crate::model::gce::fixture::stored;
 
     #[test]
     fn stored_and_shown_with_gce_names() {
-        let hc = HttpHealthCheck::new(
-            "p",
-            "hc".into(),
-            "global".into(),
-            spec(serde_json::json!({
-                "requestPath": "/healthz", "port": 10256, "checkIntervalSec": 8, "timeoutSec": 1,
-                "unhealthyThreshold": 3, "healthyThreshold": 1,
-            })),
-        );
-        let (_dir, store) = store_with(&hc);
+        let fields = serde_json::json!({
+            "requestPath": "/healthz", "port": 10256, "checkIntervalSec": 8, "timeoutSec": 1,
+            "unhealthyThreshold": 3, "healthyThreshold": 1,
+        });
+        let (_dir, store, _) = stored::<HttpHealthCheckSpec>("p", "hc", "global", fields);
         let got = store
             .read(|v| HttpHealthCheck::get_at(v, "global", "hc"))
             .unwrap();

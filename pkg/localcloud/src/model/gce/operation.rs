@@ -3,11 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Object;
-
-/// A stored operation.
-pub(crate) type Operation = Object<OperationSpec>;
-
 /// An operation's fields.
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,7 +21,11 @@ pub(crate) struct OperationSpec {
     pub end_time: String,
 }
 
-spec!(OperationSpec, one: "operation", many: "operations", title: "Operation");
+resource! {
+    /// A stored operation.
+    Operation = Object<OperationSpec>,
+    one: "operation", many: "operations", title: "Operation"
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -3,13 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Object;
-
-/// A stored route. (The API reaches routes only through the generic handlers, so outside
-/// tests nothing names this alias.)
-#[allow(dead_code)]
-pub(crate) type Route = Object<RouteSpec>;
-
 /// A route's fields (`network` and `nextHopInstance` as full links).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,7 +21,13 @@ pub(crate) struct RouteSpec {
     pub route_status: String,
 }
 
-spec!(RouteSpec, one: "route", many: "routes", title: "Route");
+resource! {
+    /// A stored route. (The API reaches routes only through the generic handlers, so outside
+    /// tests nothing names this alias.)
+    #[allow(dead_code)]
+    Route = Object<RouteSpec>,
+    one: "route", many: "routes", title: "Route"
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -5,10 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
-use super::Object;
-
-/// A stored target pool.
-pub(crate) type TargetPool = Object<TargetPoolSpec>;
+use super::scoped_ref;
 
 /// A target pool's fields (`instances` and `healthChecks` as full links).
 #[serde_with::skip_serializing_none]
@@ -24,22 +21,23 @@ pub(crate) struct TargetPoolSpec {
     pub backup_pool: Option<String>,
 }
 
-spec!(TargetPoolSpec, one: "targetPool", many: "targetPools", title: "Target pool");
+resource! {
+    /// A stored target pool.
+    TargetPool = Object<TargetPoolSpec>,
+    one: "targetPool", many: "targetPools", title: "Target pool"
+}
 
 /// `(scope, name)` of a target pool reference (`.../regions/r/targetPools/p`).
 pub(crate) fn target_pool_key(reference: &str) -> Option<(String, String)> {
-    let parts: Vec<&str> = reference.trim_end_matches('/').split('/').collect();
-    let i = parts.iter().rposition(|p| *p == "targetPools")?;
-    let (region, name) = (parts.get(i.checked_sub(1)?)?, parts.get(i + 1)?);
-    (i >= 2 && parts[i - 2] == "regions" && !name.is_empty())
-        .then(|| (format!("regions/{region}"), name.to_string()))
+    let (region, name) = scoped_ref(reference, "regions", "targetPools")?;
+    (!name.is_empty()).then(|| (format!("regions/{region}"), name.to_owned()))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::gce::fixture::{spec, store_with};
+    use crate::model::gce::fixture::stored;
     use crate::model::Record;
 
     #[test]
@@ -54,16 +52,11 @@ mod tests {
 
     #[test]
     fn stored_with_instances_and_ratio_as_given() {
-        let mut tp = TargetPool::new(
-            "p",
-            "tp".into(),
-            "regions/r".into(),
-            spec(serde_json::json!({
-                "instances": ["https://h/zones/z/instances/a"], "sessionAffinity": "NONE",
-                "failoverRatio": 1,
-            })),
-        );
-        let (_dir, store) = store_with(&tp);
+        let fields = serde_json::json!({
+            "instances": ["https://h/zones/z/instances/a"], "sessionAffinity": "NONE",
+            "failoverRatio": 1,
+        });
+        let (_dir, store, mut tp) = stored::<TargetPoolSpec>("p", "tp", "regions/r", fields);
         tp.spec.instances.clear();
         tp.meta.touch();
         store.write(|tx| tp.put(tx)).unwrap();
