@@ -37,15 +37,18 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use super::compute::ZONES;
 use super::identity::{self, PROJECTS, USERS};
 use super::{parse_body, reply, service_layers, ApiError, Cloud, Ctx, Params, Service};
 use crate::model::gce::{self as m, PREFIX};
 use crate::model::Meta;
-use crate::store::{Read, Tx};
+use crate::store::{Read, Tx, View};
 
 /// Path parameters of every route, by name (`project`, `zone`, `name`, ...).
 type Params_ = Path<BTreeMap<String, String>>;
+/// The query of a list: `filter`, `maxResults`, `pageToken`, `orderBy`.
+type ListQuery = Query<Params>;
+/// What a handler answers.
+type Reply = Result<Response, ApiError>;
 
 /// GCE's error reasons by status, for errors that carry none of their own.
 fn reason_of(e: &ApiError) -> &'static str {
@@ -135,6 +138,16 @@ impl Project {
     pub fn numeric_id(&self) -> u64 {
         m::numeric_id(&self.id)
     }
+
+    /// The path of `rest` within the project, as messages name it (`projects/p/zones/z`).
+    pub fn path(&self, rest: &str) -> String {
+        format!("projects/{}/{rest}", self.name)
+    }
+
+    /// GCE's 404 for `rest` within the project.
+    pub fn not_found(&self, rest: &str) -> ApiError {
+        not_found(&self.path(rest))
+    }
 }
 
 /// What a handler needs to show resources: where the API is and the project.
@@ -156,30 +169,85 @@ impl Scope<'_> {
     pub fn region(&self) -> &str {
         &self.cloud.config.region
     }
+
+    /// The list `kind` of `items` at `rest` within the project (`zones/z/disks`): the page
+    /// `params` ask for.
+    pub fn list_reply(
+        &self,
+        kind: &str,
+        rest: &str,
+        items: Vec<Value>,
+        params: &Params,
+    ) -> Result<Response, ApiError> {
+        list::list_reply(
+            kind,
+            self.project.path(rest),
+            self.link(rest),
+            items,
+            params,
+        )
+    }
 }
 
-/// The zones, sorted.
-pub(crate) fn zones(r: &impl Read) -> Vec<String> {
-    let mut zones: Vec<String> = r
-        .list::<Value>(ZONES)
-        .into_iter()
-        .filter_map(|z| z["name"].as_str().map(str::to_owned))
-        .collect();
-    if zones.is_empty() {
-        zones.push(crate::defaults::AVAILABILITY_ZONE.into());
-    }
-    zones.sort();
-    zones
+/// The answer to a get: the resource's view.
+pub(crate) fn ok(view: Value) -> Result<Response, ApiError> {
+    Ok(reply(StatusCode::OK, view))
 }
+
+/// Reads the store for a request: `f` gets the view and the scope of the project the path
+/// names (a 404 when there is none).
+pub(crate) fn read<T>(
+    cloud: &Cloud,
+    p: &BTreeMap<String, String>,
+    f: impl FnOnce(&View<'_>, &Scope<'_>) -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    cloud.store.read(|r| {
+        let project = Project::find(r, param(p, "project"))?;
+        f(
+            r,
+            &Scope {
+                cloud,
+                project: &project,
+            },
+        )
+    })
+}
+
+/// The list `kind` of the zonal `collection` (`disks`) in the path's zone: `items` makes
+/// the views of the zone's resources.
+pub(crate) fn list_zonal(
+    cloud: &Cloud,
+    p: &BTreeMap<String, String>,
+    q: &Params,
+    (kind, collection): (&str, &str),
+    items: impl FnOnce(&View<'_>, &Scope<'_>, &str) -> Vec<Value>,
+) -> Reply {
+    read_zonal(cloud, p, |r, s, zone| {
+        let items = items(r, s, zone);
+        s.list_reply(kind, &format!("zones/{zone}/{collection}"), items, q)
+    })
+}
+
+/// [`read`] for a path under `zones/{zone}`: the zone is checked too, and handed to `f`.
+pub(crate) fn read_zonal<T>(
+    cloud: &Cloud,
+    p: &BTreeMap<String, String>,
+    f: impl FnOnce(&View<'_>, &Scope<'_>, &str) -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    read(cloud, p, |r, s| {
+        let zone = param(p, "zone");
+        check_zone(r, s.project, zone)?;
+        f(r, s, zone)
+    })
+}
+
+pub(crate) use super::zones::known_zones as zones;
 
 pub(crate) fn check_zone(r: &impl Read, project: &Project, zone: &str) -> Result<(), ApiError> {
     if zones(r).iter().any(|z| z == zone) {
         Ok(())
     } else {
-        Err(not_found(&format!(
-            "projects/{}/zones/{zone}",
-            project.name
-        )))
+        Err(project.not_found(&format!("zones/{zone}")))
     }
 }
 
@@ -187,10 +255,7 @@ pub(crate) fn check_region(cloud: &Cloud, project: &Project, region: &str) -> Re
     if region == cloud.config.region {
         Ok(())
     } else {
-        Err(not_found(&format!(
-            "projects/{}/regions/{region}",
-            project.name
-        )))
+        Err(project.not_found(&format!("regions/{region}")))
     }
 }
 

@@ -11,8 +11,8 @@ use crate::store::Read;
 /// The store table of the zones (`{"name": ...}` each).
 pub(crate) const ZONES: &str = "availability_zones";
 
-/// The zones, sorted; the default zone when none is stored.
-fn known_zones(r: &impl Read) -> Vec<String> {
+/// The zones, sorted; the default zone when none is stored (GCE's zones too).
+pub(crate) fn known_zones(r: &impl Read) -> Vec<String> {
     let mut zones: Vec<String> = r
         .list::<Value>(ZONES)
         .into_iter()

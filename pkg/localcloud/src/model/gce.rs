@@ -7,6 +7,28 @@
 //! GCE view shares: numeric IDs, timestamps in GCE's form, fingerprints, resource URLs and
 //! references. Upstream equivalent: the resource types of the Compute Engine v1 API.
 
+/// Declares a GCE resource: the stored record (`$record`, an [`Object`] of `$spec`) and the
+/// [`Spec`] of its fields from what messages call it: its collection is `many`, its kind
+/// `compute#<one>` and its table `gce_<many>`.
+macro_rules! resource {
+    ($(#[$attr:meta])* $record:ident = Object<$spec:ty>,
+     one: $one:literal, many: $many:literal, title: $title:literal) => {
+        $(#[$attr])*
+        pub(crate) type $record = $crate::model::gce::Object<$spec>;
+
+        impl $crate::model::gce::Spec for $spec {
+            const COLLECTION: &'static str = $many;
+            const KIND: &'static str = concat!("compute#", $one);
+            const TABLE: &'static str = concat!("gce_", $many);
+            const NAMES: $crate::model::Names = $crate::model::Names {
+                one: $one,
+                many: $many,
+                title: $title,
+            };
+        }
+    };
+}
+
 pub(crate) mod address;
 pub(crate) mod firewall;
 pub(crate) mod forwarding_rule;
@@ -140,10 +162,21 @@ pub(crate) fn gce_status(nova: &str) -> &'static str {
 
 /// `(zone, name)` of an instance reference (`.../zones/z/instances/n`).
 pub(crate) fn instance_ref(reference: &str) -> Option<(String, String)> {
+    let (zone, name) = scoped_ref(reference, "zones", "instances")?;
+    Some((zone.to_owned(), name.to_owned()))
+}
+
+/// The scope (`z` of `zones/z`, with `scopes` `zones`) and name of a reference to a resource
+/// of `collection` (`.../<scopes>/<scope>/<collection>/<name>`).
+pub(crate) fn scoped_ref<'a>(
+    reference: &'a str,
+    scopes: &str,
+    collection: &str,
+) -> Option<(&'a str, &'a str)> {
     let parts: Vec<&str> = reference.trim_end_matches('/').split('/').collect();
-    let i = parts.iter().rposition(|p| *p == "instances")?;
-    let (zone, name) = (parts.get(i.checked_sub(1)?)?, parts.get(i + 1)?);
-    (i >= 2 && parts[i - 2] == "zones").then(|| (zone.to_string(), name.to_string()))
+    let i = parts.iter().rposition(|p| *p == collection)?;
+    let (scope, name) = (parts.get(i.checked_sub(1)?)?, parts.get(i + 1)?);
+    (i >= 2 && parts[i - 2] == scopes).then_some((scope, name))
 }
 
 /// The numeric ID GCE shows (a uint64, as a string in JSON), derived from a record's UUID so
@@ -230,6 +263,11 @@ pub(crate) fn metadata_view(items: &std::collections::BTreeMap<String, String>) 
     }
     view
 }
+
+/// The record tests of each resource (one file each), against the store without HTTP.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod record_tests;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

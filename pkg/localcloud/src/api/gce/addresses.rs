@@ -1,16 +1,13 @@
 //! Addresses (regional): an IPv4 address reserved from the external network (the one asked
 //! for, or a free one), held until the address is deleted.
 
-use std::collections::BTreeSet;
-
-use super::resource::{reserve_address, Collection, Ty, Where};
+use super::resource::{reserve_address, Collection, Fields, Insert, Ty, Where};
 use super::*;
 use crate::model::gce::address::AddressSpec;
 
 impl Collection for AddressSpec {
     const PLACE: Where = Where::Regional;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("address", Ty::Str),
         ("addressType", Ty::Str),
         ("networkTier", Ty::Str),
@@ -25,16 +22,10 @@ impl Collection for AddressSpec {
         json!({"addressType": "EXTERNAL", "networkTier": "PREMIUM", "status": "RESERVED"})
     }
 
-    fn prepare(
-        tx: &mut Tx<'_>,
-        s: &Scope<'_>,
-        scope: &str,
-        _given: &BTreeSet<String>,
-        fields: &mut Map<String, Value>,
-    ) -> Result<(), ApiError> {
-        let wanted = wanted_ipv4(fields, "address")?;
-        let address = reserve_address(tx, s, scope, wanted)?;
-        fields.insert("address".into(), json!(address));
+    fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
+        let wanted = wanted_ipv4(new.fields, "address")?;
+        let address = reserve_address(new.tx, new.s, new.scope, wanted)?;
+        new.fields.insert("address".into(), json!(address));
         Ok(())
     }
 }

@@ -86,6 +86,23 @@ pub(crate) fn opt_str<'a>(
     }
 }
 
+/// The optional list `key` of `o` (`field` names it in errors): absent and `null` are empty,
+/// another type is a 400.
+pub(crate) fn opt_list<'a>(
+    o: &'a Map<String, Value>,
+    key: &str,
+    field: &str,
+) -> Result<&'a [Value], ApiError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(other) => Err(invalid(format!(
+            "Invalid value for field '{field}': {}. Must be a list.",
+            json_kind(other)
+        ))),
+    }
+}
+
 /// The fingerprint a `set*` call supplies must be the current one: Compute Engine requires it
 /// (optimistic locking) and answers 412 `conditionNotMet` when it is missing or stale.
 pub(crate) fn check_fingerprint(
@@ -116,17 +133,7 @@ pub(crate) fn parse_metadata(
     let o = object(v, field)?;
     known_fields(o, field, &["items", "fingerprint", "kind"])?;
     let mut items = BTreeMap::new();
-    let empty = Vec::new();
-    let list = match o.get("items") {
-        None | Some(Value::Null) => &empty,
-        Some(Value::Array(a)) => a,
-        Some(other) => {
-            return Err(invalid(format!(
-                "Invalid value for field '{field}.items': {}. Must be a list.",
-                json_kind(other)
-            )))
-        }
-    };
+    let list = opt_list(o, "items", &format!("{field}.items"))?;
     let mut total = 0usize;
     for (i, item) in list.iter().enumerate() {
         let at = format!("{field}.items[{i}]");

@@ -26,12 +26,8 @@ pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
         )
 }
 
-async fn list(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    let (c, p, q) = (&cloud, &p, &params);
+async fn list(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    let (c, p, q) = (&cloud, &p, &q);
     match which(p) {
         Some(Which::Routes) => resource::list::<RouteSpec>(c, p, q),
         Some(Which::Firewalls) => resource::list::<FirewallSpec>(c, p, q),
@@ -43,7 +39,7 @@ async fn list(
     }
 }
 
-async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Reply {
     let (c, p) = (&cloud, &p);
     match which(p) {
         Some(Which::Routes) => resource::get_one::<RouteSpec>(c, p),
@@ -56,7 +52,7 @@ async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiErr
     }
 }
 
-async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
+async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let b: Map<String, Value> = parse_body(&body)?;
     let c = &cloud;
     match which(&p) {
@@ -70,7 +66,7 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
     }
 }
 
-async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+async fn delete(State(cloud): Ctx, Path(p): Params_) -> Reply {
     let c = &cloud;
     match which(&p) {
         Some(Which::Routes) => resource::delete::<RouteSpec>(c, p).await,

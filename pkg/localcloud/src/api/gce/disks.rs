@@ -3,9 +3,8 @@
 //! `status` `READY` for an available or attached volume). A disk made here is a volume to
 //! Cinder and the operator CLI.
 
-use super::body::{opt_str, resource_name};
-use super::list::list_reply;
-use super::operations::{change, Done};
+use super::body::{known_fields, opt_str, resource_name};
+use super::operations::change_zonal;
 use super::*;
 use crate::api::compute::{find_server, Server};
 use crate::api::volume::{self, Volume, VOLUMES};
@@ -34,12 +33,7 @@ fn find_disk(r: &impl Read, project: &Project, zone: &str, name: &str) -> Result
                 && v.availability_zone == zone
                 && v.name.as_deref() == Some(name)
         })
-        .ok_or_else(|| {
-            not_found(&format!(
-                "projects/{}/zones/{zone}/disks/{name}",
-                project.name
-            ))
-        })
+        .ok_or_else(|| project.not_found(&format!("zones/{zone}/disks/{name}")))
 }
 
 fn disk_view(s: &Scope<'_>, r: &impl Read, v: &Volume) -> Value {
@@ -71,46 +65,26 @@ fn disk_view(s: &Scope<'_>, r: &impl Read, v: &Volume) -> Value {
     view
 }
 
-async fn list(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let zone = param(&p, "zone");
-        check_zone(r, &project, zone)?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        let items = r
-            .list::<Volume>(VOLUMES)
-            .iter()
-            .filter(|v| v.meta.project_id == project.id && v.availability_zone == zone)
-            .map(|v| disk_view(&s, r, v))
-            .collect();
-        list_reply(
-            "compute#diskList",
-            format!("projects/{}/zones/{zone}/disks", project.name),
-            s.link(&format!("zones/{zone}/disks")),
-            items,
-            &params,
-        )
-    })
+async fn list(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    list_zonal(
+        &cloud,
+        &p,
+        &q,
+        ("compute#diskList", "disks"),
+        |r, s, zone| {
+            r.list::<Volume>(VOLUMES)
+                .iter()
+                .filter(|v| v.meta.project_id == s.project.id && v.availability_zone == zone)
+                .map(|v| disk_view(s, r, v))
+                .collect()
+        },
+    )
 }
 
-async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let zone = param(&p, "zone");
-        check_zone(r, &project, zone)?;
-        let v = find_disk(r, &project, zone, param(&p, "name"))?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        Ok(reply(StatusCode::OK, disk_view(&s, r, &v)))
+async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    read_zonal(&cloud, &p, |r, s, zone| {
+        let v = find_disk(r, s.project, zone, param(&p, "name"))?;
+        ok(disk_view(s, r, &v))
     })
 }
 
@@ -126,13 +100,9 @@ const INSERT_FIELDS: &[&str] = &[
     "sourceImage",
 ];
 
-async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
+async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let b: Map<String, Value> = parse_body(&body)?;
-    if let Some(unknown) = b.keys().find(|k| !INSERT_FIELDS.contains(&k.as_str())) {
-        return Err(invalid(format!(
-            "Invalid JSON payload received. Unknown name \"{unknown}\" at 'disk_resource': Cannot find field."
-        )));
-    }
+    known_fields(&b, "disk_resource", INSERT_FIELDS)?;
     let name = resource_name(&b)?;
     let size = match b.get("sizeGb") {
         None | Some(Value::Null) => 10,
@@ -153,15 +123,12 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
     for key in ["type", "sourceImage", "kind"] {
         opt_str(&b, key, &format!("resource.{key}"))?;
     }
-    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
-        let project = s.project;
-        let zone = param(&p, "zone").to_owned();
-        check_zone(tx, project, &zone)?;
-        if find_disk(tx, project, &zone, &name).is_ok() {
-            return Err(already_exists(&format!(
-                "projects/{}/zones/{zone}/disks/{name}",
-                project.name
-            )));
+    change_zonal(&cloud, p, move |tx, s, at| {
+        let (project, zone) = (s.project, at.zone);
+        if find_disk(tx, project, zone, &name).is_ok() {
+            return Err(already_exists(
+                &project.path(&format!("zones/{zone}/disks/{name}")),
+            ));
         }
         let (user_id, _) = user_of(s.cloud, tx);
         let v = Volume {
@@ -170,7 +137,7 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             description,
             size,
             status: volume::AVAILABLE.into(),
-            availability_zone: zone.clone(),
+            availability_zone: zone.to_owned(),
             volume_type: volume::VOLUME_TYPE.into(),
             user_id,
             metadata: BTreeMap::new(),
@@ -178,33 +145,21 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             multiattach: false,
         };
         tx.put(VOLUMES, &v.meta.id, &v)?;
-        Ok(Done {
-            scope: format!("zones/{zone}"),
-            op_type: "insert".into(),
-            target: format!("zones/{zone}/disks/{name}"),
-            target_id: m::numeric_id(&v.meta.id),
-        })
+        Ok(at.done("insert", "disks", &name, m::numeric_id(&v.meta.id)))
     })
     .await
 }
 
-async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
-        let project = s.project;
-        let zone = param(&p, "zone").to_owned();
-        check_zone(tx, project, &zone)?;
-        let v = find_disk(tx, project, &zone, param(&p, "name"))?;
+async fn delete(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    change_zonal(&cloud, p, move |tx, s, at| {
+        let (project, zone, name) = (s.project, at.zone, at.name);
+        let v = find_disk(tx, project, zone, name)?;
         if !v.attachments.is_empty() {
             return Err(ApiError::new(StatusCode::BAD_REQUEST, "resourceInUseByAnotherResource",
-                format!("The disk resource 'projects/{}/zones/{zone}/disks/{}' is already being used by an instance", project.name, param(&p, "name"))));
+                format!("The disk resource 'projects/{}/zones/{zone}/disks/{name}' is already being used by an instance", project.name)));
         }
         tx.delete(VOLUMES, &v.meta.id);
-        Ok(Done {
-            scope: format!("zones/{zone}"),
-            op_type: "delete".into(),
-            target: format!("zones/{zone}/disks/{}", param(&p, "name")),
-            target_id: m::numeric_id(&v.meta.id),
-        })
+        Ok(at.done("delete", "disks", name, m::numeric_id(&v.meta.id)))
     })
     .await
 }

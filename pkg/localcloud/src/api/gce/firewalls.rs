@@ -2,19 +2,16 @@
 //! ranges checked; every change re-syncs the project's forwarding rules, whose listeners
 //! enforce them.
 
-use std::collections::BTreeSet;
-
-use super::body::{json_kind, known_fields, object, opt_str};
+use super::body::{json_kind, known_fields, object, opt_list, opt_str};
 use super::forwarding;
-use super::resource::{check_cidr, one_of, Collection, Ty, Where, MANY, PRIORITY};
+use super::resource::{check_cidr, one_of, Collection, Fields, Insert, Ty, Where, MANY, PRIORITY};
 use super::*;
 use crate::model::gce::firewall::{parse_port_range, FirewallSpec};
 use crate::model::gce::Object;
 
 impl Collection for FirewallSpec {
     const PLACE: Where = Where::Global;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("network", Ty::Str),
         ("allowed", Ty::Objects),
         ("denied", Ty::Objects),
@@ -34,28 +31,22 @@ impl Collection for FirewallSpec {
         json!({"network": "global/networks/default", "direction": "INGRESS", "priority": 1000, "disabled": false})
     }
 
-    fn prepare(
-        _tx: &mut Tx<'_>,
-        _s: &Scope<'_>,
-        _scope: &str,
-        _given: &BTreeSet<String>,
-        fields: &mut Map<String, Value>,
-    ) -> Result<(), ApiError> {
-        if fields.contains_key("allowed") == fields.contains_key("denied") {
+    fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
+        if new.fields.contains_key("allowed") == new.fields.contains_key("denied") {
             return Err(invalid(
                 "Exactly one of 'allowed' or 'denied' must be specified",
             ));
         }
         for key in ["sourceRanges", "destinationRanges"] {
-            if let Some(Value::Array(ranges)) = fields.get(key) {
+            if let Some(Value::Array(ranges)) = new.fields.get(key) {
                 for r in ranges {
                     check_cidr(key, Some(r))?;
                 }
             }
         }
-        one_of(fields, "direction", &["INGRESS", "EGRESS"])?;
+        one_of(new.fields, "direction", &["INGRESS", "EGRESS"])?;
         for key in ["allowed", "denied"] {
-            if let Some(Value::Array(rules)) = fields.get(key) {
+            if let Some(Value::Array(rules)) = new.fields.get(key) {
                 for (i, rule) in rules.iter().enumerate() {
                     check_firewall_rule(&format!("{key}[{i}]"), rule)?;
                 }
@@ -65,11 +56,11 @@ impl Collection for FirewallSpec {
     }
 
     fn inserted(tx: &mut Tx<'_>, s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
-        forwarding::sync_all(tx, s.cloud, s.project)
+        forwarding::sync_rules(tx, s.cloud, s.project, |_| true)
     }
 
     fn deleted(tx: &mut Tx<'_>, s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
-        forwarding::sync_all(tx, s.cloud, s.project)
+        forwarding::sync_rules(tx, s.cloud, s.project, |_| true)
     }
 }
 
@@ -88,16 +79,7 @@ fn check_firewall_rule(at: &str, rule: &Value) -> Result<(), ApiError> {
             proto.escape_default()
         )));
     }
-    let ports = match o.get("ports") {
-        None | Some(Value::Null) => return Ok(()),
-        Some(Value::Array(a)) => a,
-        Some(other) => {
-            return Err(invalid(format!(
-                "Invalid value for field 'resource.{at}.ports': {}. Must be a list.",
-                json_kind(other)
-            )))
-        }
-    };
+    let ports = opt_list(o, "ports", &format!("resource.{at}.ports"))?;
     if !ports.is_empty() && !["tcp", "udp", "sctp", "6", "17", "132"].contains(&lower.as_str()) {
         return Err(invalid(format!(
             "Invalid value for field 'resource.{at}.ports': ports are only allowed for tcp, udp and sctp."

@@ -406,23 +406,16 @@ pub(crate) fn remove(
     Ok(())
 }
 
-/// Re-syncs every forwarding rule of the project (a firewall changed).
-pub(crate) fn sync_all(tx: &mut Tx<'_>, cloud: &Cloud, project: &Project) -> Result<(), ApiError> {
-    for rule in ForwardingRule::list_in(tx, &project.id) {
-        sync(tx, cloud, project, &rule)?;
-    }
-    Ok(())
-}
-
-/// Re-syncs every forwarding rule whose target is `pool_link` (a target pool changed).
-pub(crate) fn sync_rules_of_pool(
+/// Re-syncs the forwarding rules of the project that `which` picks (all when a firewall
+/// changed, those that target a pool when the pool changed).
+pub(crate) fn sync_rules(
     tx: &mut Tx<'_>,
     cloud: &Cloud,
     project: &Project,
-    pool_link: &str,
+    which: impl Fn(&ForwardingRule) -> bool,
 ) -> Result<(), ApiError> {
     for rule in ForwardingRule::list_in(tx, &project.id) {
-        if rule.spec.target == pool_link {
+        if which(&rule) {
             sync(tx, cloud, project, &rule)?;
         }
     }

@@ -1,11 +1,9 @@
 //! Forwarding rules (regional): a target pool as `target`, TCP or UDP, an external address
 //! (reserved or taken); each is carried by an Octavia load balancer ([`super::forwarding`]).
 
-use std::collections::BTreeSet;
-
 use super::addresses::wanted_ipv4;
 use super::forwarding;
-use super::resource::{find, one_of, reserve_address, Collection, Ty, Where};
+use super::resource::{find, one_of, reserve_address, Collection, Fields, Insert, Ty, Where};
 use super::*;
 use crate::model::gce::forwarding_rule::ForwardingRuleSpec;
 use crate::model::gce::target_pool::{target_pool_key, TargetPoolSpec};
@@ -13,8 +11,8 @@ use crate::model::gce::Object;
 
 impl Collection for ForwardingRuleSpec {
     const PLACE: Where = Where::Regional;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[("target", Ty::Str)];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const REQUIRED: Fields = &[("target", Ty::Str)];
+    const OPTIONAL: Fields = &[
         ("IPAddress", Ty::Str),
         ("IPProtocol", Ty::Str),
         ("portRange", Ty::Str),
@@ -33,22 +31,17 @@ impl Collection for ForwardingRuleSpec {
         json!({"IPProtocol": "TCP", "loadBalancingScheme": "EXTERNAL", "networkTier": "PREMIUM"})
     }
 
-    fn prepare(
-        tx: &mut Tx<'_>,
-        s: &Scope<'_>,
-        scope: &str,
-        _given: &BTreeSet<String>,
-        fields: &mut Map<String, Value>,
-    ) -> Result<(), ApiError> {
-        let wanted = wanted_ipv4(fields, "IPAddress")?;
-        one_of(fields, "IPProtocol", &["TCP", "UDP"])?;
-        let target = fields
+    fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
+        let wanted = wanted_ipv4(new.fields, "IPAddress")?;
+        one_of(new.fields, "IPProtocol", &["TCP", "UDP"])?;
+        let target = new
+            .fields
             .get("target")
             .and_then(Value::as_str)
             .unwrap_or_default();
         match target_pool_key(target) {
             Some((pool_scope, name)) => {
-                find::<TargetPoolSpec>(tx, s.project, &pool_scope, &name)?;
+                find::<TargetPoolSpec>(new.tx, new.s.project, &pool_scope, &name)?;
             }
             None => {
                 return Err(invalid(format!(
@@ -57,8 +50,8 @@ impl Collection for ForwardingRuleSpec {
                 )))
             }
         }
-        let address = reserve_address(tx, s, scope, wanted)?;
-        fields.insert("IPAddress".into(), json!(address));
+        let address = reserve_address(new.tx, new.s, new.scope, wanted)?;
+        new.fields.insert("IPAddress".into(), json!(address));
         Ok(())
     }
 

@@ -1,9 +1,7 @@
 //! Legacy HTTP health checks (global): the timeout may not exceed the interval (and follows a
 //! short interval when not given); `requestPath` must be a path.
 
-use std::collections::BTreeSet;
-
-use super::resource::{Collection, Ty, Where};
+use super::resource::{Collection, Fields, Insert, Ty, Where};
 use super::*;
 use crate::model::gce::http_health_check::HttpHealthCheckSpec;
 
@@ -14,8 +12,7 @@ const THRESHOLD: Ty = Ty::Int(1, 10);
 
 impl Collection for HttpHealthCheckSpec {
     const PLACE: Where = Where::Global;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("host", Ty::Str),
         ("requestPath", Ty::Str),
         ("port", Ty::Int(1, 65_535)),
@@ -29,25 +26,22 @@ impl Collection for HttpHealthCheckSpec {
         json!({"requestPath": "/", "port": 80, "checkIntervalSec": 5, "timeoutSec": 5, "unhealthyThreshold": 2, "healthyThreshold": 2})
     }
 
-    fn prepare(
-        _tx: &mut Tx<'_>,
-        _s: &Scope<'_>,
-        _scope: &str,
-        given: &BTreeSet<String>,
-        fields: &mut Map<String, Value>,
-    ) -> Result<(), ApiError> {
-        if !given.contains("timeoutSec") {
-            if let Some(interval) = fields.get("checkIntervalSec").and_then(Value::as_i64) {
-                fields.insert("timeoutSec".into(), json!(interval.min(5)));
+    fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
+        if !new.given.contains("timeoutSec") {
+            if let Some(interval) = new.fields.get("checkIntervalSec").and_then(Value::as_i64) {
+                new.fields
+                    .insert("timeoutSec".into(), json!(interval.min(5)));
             }
         }
         // A timeout longer than the interval is GCE's 400; when the interval is shorter than
         // the default timeout and no timeout is given, the timeout follows it (above).
-        let interval = fields
+        let interval = new
+            .fields
             .get("checkIntervalSec")
             .and_then(Value::as_i64)
             .unwrap_or(5);
-        let timeout = fields
+        let timeout = new
+            .fields
             .get("timeoutSec")
             .and_then(Value::as_i64)
             .unwrap_or(5);
@@ -56,7 +50,8 @@ impl Collection for HttpHealthCheckSpec {
                 "Invalid value for field 'resource.timeoutSec': '{timeout}'. TimeoutSec should be less than or equal to checkIntervalSec ({interval})."
             )));
         }
-        let path = fields
+        let path = new
+            .fields
             .get("requestPath")
             .and_then(Value::as_str)
             .unwrap_or("/");

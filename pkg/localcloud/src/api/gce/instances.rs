@@ -5,12 +5,12 @@
 //! So an instance made here is a server to Nova and the operator CLI, and the other way round.
 
 use super::body::{
-    check_fingerprint, check_name, json_kind, known_fields, object, opt_str, parse_metadata,
-    resource_name,
+    check_fingerprint, check_name, json_kind, known_fields, object, opt_list, opt_str,
+    parse_metadata, resource_name,
 };
-use super::list::{list_reply, page};
+use super::list::page;
 use super::networks::find_network;
-use super::operations::{change, Done};
+use super::operations::change_zonal;
 use super::*;
 use crate::api::compute::{self, add_server, find_flavor, remove_server, Related, Server, SERVERS};
 use crate::api::network::{
@@ -45,12 +45,10 @@ pub(crate) fn find_instance(
         })
         .collect();
     found.sort_by_key(|s| s.index);
-    found.into_iter().next().ok_or_else(|| {
-        not_found(&format!(
-            "projects/{}/zones/{zone}/instances/{name}",
-            project.name
-        ))
-    })
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| project.not_found(&format!("zones/{zone}/instances/{name}")))
 }
 
 pub(crate) fn instance_view(s: &Scope<'_>, r: &impl Read, rel: &Related, server: &Server) -> Value {
@@ -125,43 +123,22 @@ fn views(s: &Scope<'_>, r: &impl Read, zone: Option<&str>) -> Vec<Value> {
         .collect()
 }
 
-async fn list(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let zone = param(&p, "zone");
-        check_zone(r, &project, zone)?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        list_reply(
-            "compute#instanceList",
-            format!("projects/{}/zones/{zone}/instances", project.name),
-            s.link(&format!("zones/{zone}/instances")),
-            views(&s, r, Some(zone)),
-            &params,
-        )
-    })
+async fn list(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    let what = ("compute#instanceList", "instances");
+    list_zonal(&cloud, &p, &q, what, |r, s, zone| views(s, r, Some(zone)))
 }
 
-async fn aggregated_list(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let s = Scope { cloud: &cloud, project: &project };
-        let (page, next) = page(views(&s, r, None), &params)?;
+async fn aggregated_list(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    read(&cloud, &p, |r, s| {
+        let (page, next) = page(views(s, r, None), &q)?;
         let mut items = Map::new();
         for zone in zones(r) {
             let scope = format!("zones/{zone}");
             let zone_link = s.link(&scope);
-            let here: Vec<&Value> = page.iter().filter(|v| v["zone"] == zone_link.as_str()).collect();
+            let here: Vec<&Value> = page
+                .iter()
+                .filter(|v| v["zone"] == zone_link.as_str())
+                .collect();
             let entry = if here.is_empty() {
                 json!({"warning": {"code": "NO_RESULTS_ON_PAGE", "message": format!("There are no results for scope '{scope}' on this page."), "data": [{"key": "scope", "value": scope}]}})
             } else {
@@ -170,7 +147,7 @@ async fn aggregated_list(
             items.insert(scope, entry);
         }
         let mut body = json!({
-            "kind": "compute#instanceAggregatedList", "id": format!("projects/{}/aggregated/instances", project.name),
+            "kind": "compute#instanceAggregatedList", "id": s.project.path("aggregated/instances"),
             "items": items, "selfLink": s.link("aggregated/instances"),
         });
         if let Some(next) = next {
@@ -180,20 +157,10 @@ async fn aggregated_list(
     })
 }
 
-async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let zone = param(&p, "zone");
-        check_zone(r, &project, zone)?;
-        let server = find_instance(r, &project, zone, param(&p, "name"))?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        Ok(reply(
-            StatusCode::OK,
-            instance_view(&s, r, &Related::load(r), &server),
-        ))
+async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    read_zonal(&cloud, &p, |r, s, zone| {
+        let server = find_instance(r, s.project, zone, param(&p, "name"))?;
+        ok(instance_view(s, r, &Related::load(r), &server))
     })
 }
 
@@ -224,17 +191,8 @@ struct Nic {
 
 /// Checks the shape of an insert's `networkInterfaces` before anything is made: a list of
 /// objects whose references and addresses are strings.
-fn check_interfaces(interfaces: &Value) -> Result<(), ApiError> {
-    let list = match interfaces {
-        Value::Null => return Ok(()),
-        Value::Array(a) => a,
-        other => {
-            return Err(invalid(format!(
-                "Invalid value for field 'resource.networkInterfaces': {}. Must be a list.",
-                json_kind(other)
-            )))
-        }
-    };
+fn check_interfaces(b: &Map<String, Value>) -> Result<(), ApiError> {
+    let list = opt_list(b, "networkInterfaces", "resource.networkInterfaces")?;
     for (i, nic) in list.iter().enumerate() {
         let at = format!("resource.networkInterfaces[{i}]");
         let o = object(nic, &at)?;
@@ -249,22 +207,12 @@ fn check_interfaces(interfaces: &Value) -> Result<(), ApiError> {
         ] {
             opt_str(o, key, &format!("{at}.{key}"))?;
         }
-        match o.get("accessConfigs") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(configs)) => {
-                for (j, c) in configs.iter().enumerate() {
-                    let at = format!("{at}.accessConfigs[{j}]");
-                    let c = object(c, &at)?;
-                    for key in ["natIP", "name", "type", "networkTier", "kind"] {
-                        opt_str(c, key, &format!("{at}.{key}"))?;
-                    }
-                }
-            }
-            Some(other) => {
-                return Err(invalid(format!(
-                    "Invalid value for field '{at}.accessConfigs': {}. Must be a list.",
-                    json_kind(other)
-                )))
+        let configs = opt_list(o, "accessConfigs", &format!("{at}.accessConfigs"))?;
+        for (j, c) in configs.iter().enumerate() {
+            let at = format!("{at}.accessConfigs[{j}]");
+            let c = object(c, &at)?;
+            for key in ["natIP", "name", "type", "networkTier", "kind"] {
+                opt_str(c, key, &format!("{at}.{key}"))?;
             }
         }
     }
@@ -358,13 +306,9 @@ pub(crate) fn add_access_config(
     Ok(())
 }
 
-async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
+async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let b: Map<String, Value> = parse_body(&body)?;
-    if let Some(unknown) = b.keys().find(|k| !INSERT_FIELDS.contains(&k.as_str())) {
-        return Err(invalid(format!(
-            "Invalid JSON payload received. Unknown name \"{unknown}\" at 'instance_resource': Cannot find field."
-        )));
-    }
+    known_fields(&b, "instance_resource", INSERT_FIELDS)?;
     let name = resource_name(&b)?;
     let machine_type = opt_str(&b, "machineType", "resource.machineType")?
         .ok_or_else(|| required("resource.machineType"))?
@@ -378,15 +322,14 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
         Some(v) => parse_tags(v, "resource.tags")?.0,
     };
     let description = opt_str(&b, "description", "resource.description")?.map(str::to_owned);
-    check_interfaces(b.get("networkInterfaces").unwrap_or(&Value::Null))?;
+    check_interfaces(&b)?;
     let dir = cloud.config.config_drive_dir();
-    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
-        let project = s.project;
-        let zone = param(&p, "zone").to_owned();
-        check_zone(tx, project, &zone)?;
-        let path = format!("projects/{}/zones/{zone}/instances/{name}", project.name);
-        if find_instance(tx, project, &zone, &name).is_ok() {
-            return Err(already_exists(&path));
+    change_zonal(&cloud, p, move |tx, s, at| {
+        let (project, zone) = (s.project, at.zone);
+        if find_instance(tx, project, zone, &name).is_ok() {
+            return Err(already_exists(
+                &project.path(&format!("zones/{zone}/instances/{name}")),
+            ));
         }
         let flavor = find_flavor(m::last_segment(&machine_type)).ok_or_else(|| {
             invalid(format!("Invalid value for field 'resource.machineType': '{machine_type}'. Machine type with name '{}' does not exist in zone '{zone}'.", m::last_segment(&machine_type)))
@@ -399,7 +342,7 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             status: compute::ACTIVE.into(),
             flavor_id: flavor.id.into(),
             image_id: String::new(),
-            availability_zone: zone.clone(),
+            availability_zone: zone.to_owned(),
             user_id,
             metadata,
             key_name: None,
@@ -415,23 +358,15 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
             }
         }
         tracing::info!(instance = %server.name, %zone, "created GCE instance");
-        Ok(Done {
-            scope: format!("zones/{zone}"),
-            op_type: "insert".into(),
-            target: format!("zones/{zone}/instances/{}", server.name),
-            target_id: m::numeric_id(&server.meta.id),
-        })
+        Ok(at.done("insert", "instances", &server.name, m::numeric_id(&server.meta.id)))
     })
     .await
 }
 
-async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+async fn delete(State(cloud): Ctx, Path(p): Params_) -> Reply {
     let dir = cloud.config.config_drive_dir();
-    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
-        let project = s.project;
-        let zone = param(&p, "zone");
-        check_zone(tx, project, zone)?;
-        let server = find_instance(tx, project, zone, param(&p, "name"))?;
+    change_zonal(&cloud, p, move |tx, s, at| {
+        let server = find_instance(tx, s.project, at.zone, at.name)?;
         let ephemeral: Vec<String> = compute::server_ports(tx, &server.meta.id)
             .iter()
             .flat_map(|port| {
@@ -449,12 +384,12 @@ async fn delete(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiErro
         for id in ephemeral {
             tx.delete(network::FLOATING_IPS, &id);
         }
-        Ok(Done {
-            scope: format!("zones/{zone}"),
-            op_type: "delete".into(),
-            target: format!("zones/{zone}/instances/{}", server.name),
-            target_id: m::numeric_id(&server.meta.id),
-        })
+        Ok(at.done(
+            "delete",
+            "instances",
+            &server.name,
+            m::numeric_id(&server.meta.id),
+        ))
     })
     .await
 }
@@ -464,45 +399,35 @@ fn parse_tags(v: &Value, field: &str) -> Result<(Vec<String>, Option<String>), A
     let o = object(v, field)?;
     known_fields(o, field, &["items", "fingerprint"])?;
     let mut tags = Vec::new();
-    match o.get("items") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(a)) => {
-            for (i, t) in a.iter().enumerate() {
-                let t = t.as_str().ok_or_else(|| {
-                    invalid(format!(
-                        "Invalid value for field '{field}.items[{i}]': {}. Must be a string.",
-                        json_kind(t)
-                    ))
-                })?;
-                check_name(t).map_err(|_| invalid(format!("Invalid value for field '{field}.items[{i}]': '{t}'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?)'")))?;
-                if !tags.iter().any(|x| x == t) {
-                    tags.push(t.to_owned());
-                }
-            }
-        }
-        Some(other) => {
-            return Err(invalid(format!(
-                "Invalid value for field '{field}.items': {}. Must be a list.",
-                json_kind(other)
-            )))
+    for (i, t) in opt_list(o, "items", &format!("{field}.items"))?
+        .iter()
+        .enumerate()
+    {
+        let t = t.as_str().ok_or_else(|| {
+            invalid(format!(
+                "Invalid value for field '{field}.items[{i}]': {}. Must be a string.",
+                json_kind(t)
+            ))
+        })?;
+        check_name(t).map_err(|_| invalid(format!("Invalid value for field '{field}.items[{i}]': '{t}'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?)'")))?;
+        if !tags.iter().any(|x| x == t) {
+            tags.push(t.to_owned());
         }
     }
     let fingerprint = opt_str(o, "fingerprint", &format!("{field}.fingerprint"))?;
     Ok((tags, fingerprint.map(str::to_owned)))
 }
 
-async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Response, ApiError> {
+async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let action = param(&p, "action").to_owned();
     let b: Value = if body.is_empty() {
         json!({})
     } else {
         parse_body(&body)?
     };
-    change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
-        let project = s.project;
-        let zone = param(&p, "zone");
-        check_zone(tx, project, zone)?;
-        let mut server = find_instance(tx, project, zone, param(&p, "name"))?;
+    change_zonal(&cloud, p, move |tx, s, at| {
+        let (project, zone) = (s.project, at.zone);
+        let mut server = find_instance(tx, project, zone, at.name)?;
         match action.as_str() {
             "stop" => server.status = compute::SHUTOFF.into(),
             "start" => server.status = compute::ACTIVE.into(),
@@ -527,12 +452,7 @@ async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Result<Resp
         }
         server.meta.touch();
         tx.put(SERVERS, &server.meta.id, &server)?;
-        Ok(Done {
-            scope: format!("zones/{zone}"),
-            target: format!("zones/{zone}/instances/{}", server.name),
-            target_id: m::numeric_id(&server.meta.id),
-            op_type: action,
-        })
+        Ok(at.done(action, "instances", &server.name, m::numeric_id(&server.meta.id)))
     })
     .await
 }

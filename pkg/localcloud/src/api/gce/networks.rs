@@ -1,7 +1,6 @@
 //! Networks: the project's Neutron networks that are not external, by name (`default` is the
 //! cloud's default network unless one is really called so), read-only.
 
-use super::list::list_reply;
 use super::*;
 use crate::api::network::{Network, Subnet, NETWORKS, SUBNETS};
 
@@ -44,50 +43,23 @@ fn network_view(s: &Scope<'_>, r: &impl Read, n: &Network) -> Value {
     })
 }
 
-async fn list_networks(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
+async fn list_networks(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    read(&cloud, &p, |r, s| {
         let items = r
             .list::<Network>(NETWORKS)
             .iter()
             .filter(|n| !n.external)
-            .map(|n| network_view(&s, r, n))
+            .map(|n| network_view(s, r, n))
             .collect();
-        list_reply(
-            "compute#networkList",
-            format!("projects/{}/global/networks", project.name),
-            s.link("global/networks"),
-            items,
-            &params,
-        )
+        s.list_reply("compute#networkList", "global/networks", items, &q)
     })
 }
 
-async fn get_network(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
+async fn get_network(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    read(&cloud, &p, |r, s| {
         let name = param(&p, "name");
-        let n = find_network(r, name).ok_or_else(|| {
-            not_found(&format!("projects/{}/global/networks/{name}", project.name))
-        })?;
-        Ok(reply(
-            StatusCode::OK,
-            network_view(
-                &Scope {
-                    cloud: &cloud,
-                    project: &project,
-                },
-                r,
-                &n,
-            ),
-        ))
+        let n = find_network(r, name)
+            .ok_or_else(|| s.project.not_found(&format!("global/networks/{name}")))?;
+        ok(network_view(s, r, &n))
     })
 }

@@ -2,7 +2,6 @@
 //! Operation in the same transaction, so it is already `DONE` when answered; `operations.get`,
 //! `wait`, `delete` and `list` read those records.
 
-use super::list::list_reply;
 use super::*;
 use crate::model::gce::operation::{Operation, OperationSpec};
 use crate::model::gce::{Object, Spec};
@@ -38,6 +37,43 @@ pub(crate) struct Done {
     pub target_id: u64,
 }
 
+impl Done {
+    /// The change `op_type` of the resource `name` of `collection` in `scope`.
+    pub fn of(
+        scope: String,
+        op_type: impl Into<String>,
+        collection: &str,
+        name: &str,
+        target_id: u64,
+    ) -> Done {
+        Done {
+            target: format!("{scope}/{collection}/{name}"),
+            scope,
+            op_type: op_type.into(),
+            target_id,
+        }
+    }
+}
+
+/// Where a zonal change is: the path's zone (checked) and name (empty when it has none).
+pub(crate) struct Zonal<'a> {
+    pub zone: &'a str,
+    pub name: &'a str,
+}
+
+impl Zonal<'_> {
+    /// The change `op_type` of the resource `name` of the zonal `collection`.
+    pub fn done(&self, op_type: impl Into<String>, collection: &str, name: &str, id: u64) -> Done {
+        Done::of(
+            format!("zones/{}", self.zone),
+            op_type,
+            collection,
+            name,
+            id,
+        )
+    }
+}
+
 /// Every change of the dialect (insert, delete, stop, setMetadata, addInstance, ...) is made
 /// here: `change` runs in one write transaction with the request's project and says what it
 /// did; its Operation is recorded in the same transaction, so it is already `DONE` when
@@ -70,6 +106,28 @@ where
         },
         &op,
     ))
+}
+
+/// [`change`] for a path under `zones/{zone}`: the zone is checked after the project, and
+/// `change` gets it with the path's `name`.
+pub(crate) async fn change_zonal<F>(
+    cloud: &Arc<Cloud>,
+    p: BTreeMap<String, String>,
+    change_in_zone: F,
+) -> Result<Response, ApiError>
+where
+    F: FnOnce(&mut Tx<'_>, &Scope<'_>, &Zonal<'_>) -> Result<Done, ApiError> + Send + 'static,
+{
+    change(cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let zone = param(&p, "zone");
+        check_zone(tx, s.project, zone)?;
+        let at = Zonal {
+            zone,
+            name: param(&p, "name"),
+        };
+        change_in_zone(tx, s, &at)
+    })
+    .await
 }
 
 /// Records a finished operation (the change it describes is in the same transaction).
@@ -125,86 +183,69 @@ fn operation_reply(s: &Scope<'_>, op: &Operation) -> Response {
 
 /// `scope` of an operations route: `zones/z`, `regions/r` or `global`.
 fn op_scope(
-    cloud: &Cloud,
+    s: &Scope<'_>,
     r: &impl Read,
-    project: &Project,
     p: &BTreeMap<String, String>,
 ) -> Result<String, ApiError> {
     if let Some(zone) = p.get("zone") {
-        check_zone(r, project, zone)?;
+        check_zone(r, s.project, zone)?;
         Ok(format!("zones/{zone}"))
     } else if let Some(region) = p.get("region") {
-        check_region(cloud, project, region)?;
+        check_region(s.cloud, s.project, region)?;
         Ok(format!("regions/{region}"))
     } else {
         Ok("global".into())
     }
 }
 
-async fn get_operation(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let scope = op_scope(&cloud, r, &project, &p)?;
-        let name = param(&p, "name");
-        let op = Operation::get_in(r, &project.id, &scope, name).ok_or_else(|| {
-            not_found(&format!(
-                "projects/{}/{scope}/operations/{name}",
-                project.name
-            ))
-        })?;
-        Ok(operation_reply(
-            &Scope {
-                cloud: &cloud,
-                project: &project,
-            },
-            &op,
-        ))
+/// The operation a path names.
+fn find_operation(
+    s: &Scope<'_>,
+    r: &impl Read,
+    p: &BTreeMap<String, String>,
+) -> Result<Operation, ApiError> {
+    let scope = op_scope(s, r, p)?;
+    let name = param(p, "name");
+    Operation::get_in(r, &s.project.id, &scope, name)
+        .ok_or_else(|| s.project.not_found(&format!("{scope}/operations/{name}")))
+}
+
+async fn get_operation(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    read(&cloud, &p, |r, s| {
+        let op = find_operation(s, r, &p)?;
+        Ok(operation_reply(s, &op))
     })
 }
 
-async fn delete_operation(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+async fn delete_operation(State(cloud): Ctx, Path(p): Params_) -> Reply {
     let cloud2 = cloud.clone();
     cloud
         .write(move |tx| {
             let project = Project::find(tx, param(&p, "project"))?;
-            let scope = op_scope(&cloud2, tx, &project, &p)?;
-            let name = param(&p, "name");
-            let op = Operation::get_in(tx, &project.id, &scope, name).ok_or_else(|| {
-                not_found(&format!(
-                    "projects/{}/{scope}/operations/{name}",
-                    project.name
-                ))
-            })?;
-            op.remove(tx);
+            let s = Scope {
+                cloud: &cloud2,
+                project: &project,
+            };
+            find_operation(&s, tx, &p)?.remove(tx);
             Ok(())
         })
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn list_operations(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let scope = op_scope(&cloud, r, &project, &p)?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        let items = Operation::list_in(r, &project.id)
+async fn list_operations(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    read(&cloud, &p, |r, s| {
+        let scope = op_scope(s, r, &p)?;
+        let items = Operation::list_in(r, &s.project.id)
             .iter()
             .filter(|o| o.scope == scope)
-            .map(|o| object_view(&s, o))
+            .map(|o| object_view(s, o))
             .collect();
-        list_reply(
+        s.list_reply(
             "compute#operationList",
-            format!("projects/{}/{scope}/operations", project.name),
-            s.link(&format!("{scope}/operations")),
+            &format!("{scope}/operations"),
             items,
-            &params,
+            &q,
         )
     })
 }

@@ -14,7 +14,7 @@ pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
     )
 }
 
-async fn get_project(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
+async fn get_project(State(cloud): Ctx, Path(p): Params_) -> Reply {
     cloud.store.read(|r| {
         let project = Project::find(r, param(&p, "project"))?;
         let s = Scope { cloud: &cloud, project: &project };
@@ -32,11 +32,7 @@ async fn get_project(State(cloud): Ctx, Path(p): Params_) -> Result<Response, Ap
     })
 }
 
-async fn set_common_metadata(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+async fn set_common_metadata(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let b: Value = parse_body(&body)?;
     let (items, fp) = parse_metadata(&b, "metadata")?;
     change(&cloud, param(&p, "project").to_owned(), move |tx, s| {

@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 
 use super::body::{json_kind, resource_name};
 use super::instances::find_instance;
-use super::list::list_reply;
 use super::networks::find_network;
 use super::operations::{change, object_view, Done};
 use super::*;
@@ -45,6 +44,9 @@ pub(super) enum Ty {
     Object,
 }
 
+/// Fields of an insert and their types.
+pub(super) type Fields = &'static [(&'static str, Ty)];
+
 /// Most strings a list field takes (GCE's limits are in the hundreds; none of ours needs more).
 pub(super) const MANY: usize = 256;
 /// A firewall or route priority.
@@ -53,22 +55,15 @@ pub(super) const PRIORITY: Ty = Ty::Int(0, 65_535);
 /// One collection of typed GCE resources, as its insert and delete treat it.
 pub(super) trait Collection: Spec {
     const PLACE: Where;
-    /// Fields an insert must have.
-    const REQUIRED: &'static [(&'static str, Ty)];
+    /// Fields an insert must have (none unless said).
+    const REQUIRED: Fields = &[];
     /// Fields an insert may have (besides `name`, `description`, `kind`).
-    const OPTIONAL: &'static [(&'static str, Ty)];
+    const OPTIONAL: Fields;
     /// Defaults GCE fills in.
     fn defaults() -> Value;
     /// The collection's own checks and completions of an insert's fields, after the shared
-    /// ones (types, required fields, defaults, links, the network); `given` are the fields
-    /// the body had.
-    fn prepare(
-        tx: &mut Tx<'_>,
-        s: &Scope<'_>,
-        scope: &str,
-        given: &BTreeSet<String>,
-        fields: &mut Map<String, Value>,
-    ) -> Result<(), ApiError>;
+    /// ones (types, required fields, defaults, links, the network).
+    fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError>;
     /// After an insert is stored (what the data plane follows).
     fn inserted(_tx: &mut Tx<'_>, _s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
         Ok(())
@@ -81,6 +76,18 @@ pub(super) trait Collection: Spec {
     fn deleted(_tx: &mut Tx<'_>, _s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
         Ok(())
     }
+}
+
+/// An insert being prepared: its transaction, where it goes and its fields.
+pub(super) struct Insert<'a, 'tx> {
+    pub tx: &'a mut Tx<'tx>,
+    pub s: &'a Scope<'a>,
+    /// `global` or `regions/r`.
+    pub scope: &'a str,
+    /// The fields the body had (before defaults).
+    pub given: &'a BTreeSet<String>,
+    /// The fields, checked and completed so far.
+    pub fields: &'a mut Map<String, Value>,
 }
 
 /// Checks that `v`, the insert's field `key`, has type `ty`.
@@ -206,13 +213,8 @@ pub(super) fn find<S: Spec>(
     scope: &str,
     name: &str,
 ) -> Result<Object<S>, ApiError> {
-    Object::<S>::get_in(r, &project.id, scope, name).ok_or_else(|| {
-        not_found(&format!(
-            "projects/{}/{scope}/{}/{name}",
-            project.name,
-            S::COLLECTION
-        ))
-    })
+    Object::<S>::get_in(r, &project.id, scope, name)
+        .ok_or_else(|| project.not_found(&format!("{scope}/{}/{name}", S::COLLECTION)))
 }
 
 pub(super) fn list<S: Collection>(
@@ -220,22 +222,16 @@ pub(super) fn list<S: Collection>(
     p: &BTreeMap<String, String>,
     params: &Params,
 ) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(p, "project"))?;
-        let scope = scope_of(cloud, &project, p)?;
-        let s = Scope {
-            cloud,
-            project: &project,
-        };
-        let items = Object::<S>::list_in(r, &project.id)
+    read(cloud, p, |r, s| {
+        let scope = scope_of(cloud, s.project, p)?;
+        let items = Object::<S>::list_in(r, &s.project.id)
             .iter()
             .filter(|o| o.scope == scope)
-            .map(|o| object_view(&s, o))
+            .map(|o| object_view(s, o))
             .collect();
-        list_reply(
+        s.list_reply(
             &format!("{}List", S::KIND),
-            format!("projects/{}/{scope}/{}", project.name, S::COLLECTION),
-            s.link(&format!("{scope}/{}", S::COLLECTION)),
+            &format!("{scope}/{}", S::COLLECTION),
             items,
             params,
         )
@@ -246,15 +242,10 @@ pub(super) fn get_one<S: Collection>(
     cloud: &Cloud,
     p: &BTreeMap<String, String>,
 ) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(p, "project"))?;
-        let scope = scope_of(cloud, &project, p)?;
-        let o = find::<S>(r, &project, &scope, param(p, "name"))?;
-        let s = Scope {
-            cloud,
-            project: &project,
-        };
-        Ok(reply(StatusCode::OK, object_view(&s, &o)))
+    read(cloud, p, |r, s| {
+        let scope = scope_of(cloud, s.project, p)?;
+        let o = find::<S>(r, s.project, &scope, param(p, "name"))?;
+        ok(object_view(s, &o))
     })
 }
 
@@ -269,11 +260,7 @@ pub(super) async fn unknown(
         .write(move |tx| {
             let project = Project::find(tx, param(&p, "project"))?;
             let scope = scope_of(&cloud2, &project, &p)?;
-            Err(not_found(&format!(
-                "projects/{}/{scope}/{}",
-                project.name,
-                param(&p, "collection")
-            )))
+            Err(project.not_found(&format!("{scope}/{}", param(&p, "collection"))))
         })
         .await
 }
@@ -344,7 +331,13 @@ fn prepare<S: Collection>(
             )));
         }
     }
-    S::prepare(tx, s, scope, &given, &mut fields)?;
+    S::prepare(Insert {
+        tx,
+        s,
+        scope,
+        given: &given,
+        fields: &mut fields,
+    })?;
     Ok(fields)
 }
 
@@ -478,11 +471,9 @@ pub(super) async fn insert<S: Collection>(
         let scope = scope_of(s.cloud, s.project, &p)?;
         let name = resource_name(&b)?;
         if Object::<S>::get_at(tx, &scope, &name).is_some() {
-            return Err(already_exists(&format!(
-                "projects/{}/{scope}/{}/{name}",
-                s.project.name,
-                S::COLLECTION
-            )));
+            return Err(already_exists(
+                &s.project.path(&format!("{scope}/{}/{name}", S::COLLECTION)),
+            ));
         }
         let fields = prepare::<S>(tx, s, &scope, b)?;
         let spec: S = serde_json::from_value(Value::Object(fields))
@@ -490,12 +481,8 @@ pub(super) async fn insert<S: Collection>(
         let o = Object::new(s.project.id.clone(), name, scope.clone(), spec);
         o.put(tx)?;
         S::inserted(tx, s, &o)?;
-        Ok(Done {
-            target: format!("{scope}/{}/{}", S::COLLECTION, o.name),
-            scope,
-            op_type: "insert".into(),
-            target_id: m::numeric_id(&o.meta.id),
-        })
+        let id = m::numeric_id(&o.meta.id);
+        Ok(Done::of(scope, "insert", S::COLLECTION, &o.name, id))
     })
     .await
 }
@@ -510,15 +497,7 @@ fn users_of(r: &impl Read, project: &Project, link: &str) -> Option<String> {
                     .values()
                     .any(|v| v == link || v.as_array().is_some_and(|a| a.iter().any(|e| e == link)))
             })
-            .map(|x| {
-                format!(
-                    "projects/{}/{}/{}/{}",
-                    project.name,
-                    x.scope,
-                    S::COLLECTION,
-                    x.name
-                )
-            })
+            .map(|x| project.path(&format!("{}/{}/{}", x.scope, S::COLLECTION, x.name)))
     }
     holding::<RouteSpec>(r, project, link)
         .or_else(|| holding::<FirewallSpec>(r, project, link))
@@ -559,12 +538,8 @@ pub(super) async fn delete<S: Collection>(
                 release_address(tx, project, a);
             }
         }
-        Ok(Done {
-            scope,
-            op_type: "delete".into(),
-            target,
-            target_id: m::numeric_id(&o.meta.id),
-        })
+        let id = m::numeric_id(&o.meta.id);
+        Ok(Done::of(scope, "delete", S::COLLECTION, &o.name, id))
     })
     .await
 }

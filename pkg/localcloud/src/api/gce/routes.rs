@@ -1,18 +1,16 @@
 //! Routes (global): exactly one next hop; a `nextHopInstance` must name an instance;
 //! `destRange` must be a CIDR range.
 
-use std::collections::BTreeSet;
-
 use super::instances::find_instance;
-use super::resource::{check_cidr, Collection, Ty, Where, MANY, PRIORITY};
+use super::resource::{check_cidr, Collection, Fields, Insert, Ty, Where, MANY, PRIORITY};
 use super::*;
 use crate::model::gce::instance_ref;
 use crate::model::gce::route::RouteSpec;
 
 impl Collection for RouteSpec {
     const PLACE: Where = Where::Global;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[("network", Ty::Str), ("destRange", Ty::Str)];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const REQUIRED: Fields = &[("network", Ty::Str), ("destRange", Ty::Str)];
+    const OPTIONAL: Fields = &[
         ("nextHopInstance", Ty::Str),
         ("nextHopIp", Ty::Str),
         ("nextHopGateway", Ty::Str),
@@ -25,35 +23,29 @@ impl Collection for RouteSpec {
         json!({"priority": 1000, "routeType": "STATIC", "routeStatus": "ACTIVE"})
     }
 
-    fn prepare(
-        tx: &mut Tx<'_>,
-        s: &Scope<'_>,
-        _scope: &str,
-        _given: &BTreeSet<String>,
-        fields: &mut Map<String, Value>,
-    ) -> Result<(), ApiError> {
+    fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
         let hops = [
             "nextHopInstance",
             "nextHopIp",
             "nextHopGateway",
             "nextHopNetwork",
         ];
-        if hops.iter().filter(|h| fields.contains_key(**h)).count() != 1 {
+        if hops.iter().filter(|h| new.fields.contains_key(**h)).count() != 1 {
             return Err(invalid("Exactly one of nextHopInstance, nextHopIp, nextHopGateway, nextHopNetwork must be specified"));
         }
-        if let Some(Value::String(inst)) = fields.get("nextHopInstance") {
+        if let Some(Value::String(inst)) = new.fields.get("nextHopInstance") {
             let (zone, name) = instance_ref(inst).ok_or_else(|| {
                 invalid(format!(
                     "Invalid value for field 'resource.nextHopInstance': '{inst}'."
                 ))
             })?;
-            find_instance(tx, s.project, &zone, &name).map_err(|e| {
+            find_instance(new.tx, new.s.project, &zone, &name).map_err(|e| {
                 invalid(format!(
                     "Invalid value for field 'resource.nextHopInstance': '{inst}'. {}",
                     e.message
                 ))
             })?;
         }
-        check_cidr("destRange", fields.get("destRange"))
+        check_cidr("destRange", new.fields.get("destRange"))
     }
 }

@@ -2,24 +2,21 @@
 //! exist; `addInstance`/`removeInstance` change the instances, and the forwarding rules that
 //! target the pool follow.
 
-use std::collections::BTreeSet;
-
 use super::forwarding;
 use super::operations::{change, Done};
 use super::resource::{
-    check_instance, find, full_link, one_of, scope_of, string_list, which, Collection, Ty, Where,
-    Which,
+    check_instance, find, full_link, one_of, scope_of, string_list, which, Collection, Fields,
+    Insert, Ty, Where, Which,
 };
 use super::*;
 use crate::model::gce::http_health_check::HttpHealthCheckSpec;
 use crate::model::gce::target_pool::{TargetPool, TargetPoolSpec};
-use crate::model::gce::{instance_ref, Object, Spec};
+use crate::model::gce::{instance_ref, Spec};
 use crate::model::Record;
 
 impl Collection for TargetPoolSpec {
     const PLACE: Where = Where::Regional;
-    const REQUIRED: &'static [(&'static str, Ty)] = &[];
-    const OPTIONAL: &'static [(&'static str, Ty)] = &[
+    const OPTIONAL: Fields = &[
         ("instances", Ty::Strs(1000)),
         // GCE takes at most one legacy HTTP health check per pool.
         ("healthChecks", Ty::Strs(1)),
@@ -32,48 +29,37 @@ impl Collection for TargetPoolSpec {
         json!({"sessionAffinity": "NONE"})
     }
 
-    fn prepare(
-        tx: &mut Tx<'_>,
-        s: &Scope<'_>,
-        scope: &str,
-        _given: &BTreeSet<String>,
-        fields: &mut Map<String, Value>,
-    ) -> Result<(), ApiError> {
+    fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
         one_of(
-            fields,
+            new.fields,
             "sessionAffinity",
             &["NONE", "CLIENT_IP", "CLIENT_IP_PROTO"],
         )?;
         // References must name what exists, as GCE answers 404 for a missing one.
-        for hc in string_list(fields, "healthChecks") {
+        for hc in string_list(new.fields, "healthChecks") {
             let name = m::last_segment(&hc);
-            if Object::<HttpHealthCheckSpec>::get_in(tx, &s.project.id, "global", name).is_none() {
-                return Err(not_found(&format!(
-                    "projects/{}/global/httpHealthChecks/{name}",
-                    s.project.name
-                )));
-            }
+            find::<HttpHealthCheckSpec>(new.tx, new.s.project, "global", name)?;
         }
-        if let Some(Value::String(backup)) = fields.get("backupPool") {
-            find::<TargetPoolSpec>(tx, s.project, scope, m::last_segment(backup))?;
+        if let Some(Value::String(backup)) = new.fields.get("backupPool") {
+            find::<TargetPoolSpec>(new.tx, new.s.project, new.scope, m::last_segment(backup))?;
         }
-        let list = fields.get("instances").cloned().unwrap_or(json!([]));
+        let list = new.fields.get("instances").cloned().unwrap_or(json!([]));
         let list = list.as_array().cloned().unwrap_or_default();
         let mut out = Vec::new();
         for i in list {
             let r = i
                 .as_str()
                 .ok_or_else(|| invalid("Invalid value for field 'resource.instances'"))?;
-            out.push(json!(check_instance(tx, s, r)?));
+            out.push(json!(check_instance(new.tx, new.s, r)?));
         }
-        fields.insert("instances".into(), json!(out));
-        if let Some(Value::Array(hcs)) = fields.get("healthChecks").cloned() {
+        new.fields.insert("instances".into(), json!(out));
+        if let Some(Value::Array(hcs)) = new.fields.get("healthChecks").cloned() {
             let links: Vec<Value> = hcs
                 .iter()
                 .filter_map(Value::as_str)
-                .map(|h| json!(full_link(s, h)))
+                .map(|h| json!(full_link(new.s, h)))
                 .collect();
-            fields.insert("healthChecks".into(), json!(links));
+            new.fields.insert("healthChecks".into(), json!(links));
         }
         Ok(())
     }
@@ -81,29 +67,19 @@ impl Collection for TargetPoolSpec {
 
 /// `targetPools/{name}/addInstance` and `removeInstance` (any other action of any collection
 /// is GCE's 404).
-pub(super) async fn action(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+pub(super) async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let b: Value = parse_body(&body)?;
     change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
         let (cloud, project) = (s.cloud, s.project);
         let scope = scope_of(cloud, project, &p)?;
         let collection = param(&p, "collection");
         let Some(kind) = which(&p) else {
-            return Err(not_found(&format!(
-                "projects/{}/{scope}/{collection}",
-                project.name
-            )));
+            return Err(project.not_found(&format!("{scope}/{collection}")));
         };
         let action = param(&p, "action");
         if kind != Which::TargetPools || !["addInstance", "removeInstance"].contains(&action) {
-            return Err(not_found(&format!(
-                "projects/{}/{scope}/{collection}/{}/{action}",
-                project.name,
-                param(&p, "name")
-            )));
+            let name = param(&p, "name");
+            return Err(project.not_found(&format!("{scope}/{collection}/{name}/{action}")));
         }
         let mut o: TargetPool = find(tx, project, &scope, param(&p, "name"))?;
         let mut current = o.spec.instances.clone();
@@ -130,14 +106,16 @@ pub(super) async fn action(
         o.spec.instances = current;
         o.meta.touch();
         o.put(tx)?;
-        let target = format!("{scope}/{}/{}", TargetPoolSpec::COLLECTION, o.name);
-        forwarding::sync_rules_of_pool(tx, cloud, project, &s.link(&target))?;
-        Ok(Done {
+        let done = Done::of(
             scope,
-            op_type: action.to_owned(),
-            target,
-            target_id: m::numeric_id(&o.meta.id),
-        })
+            action,
+            TargetPoolSpec::COLLECTION,
+            &o.name,
+            m::numeric_id(&o.meta.id),
+        );
+        let link = s.link(&done.target);
+        forwarding::sync_rules(tx, cloud, project, |rule| rule.spec.target == link)?;
+        Ok(done)
     })
     .await
 }

@@ -1,7 +1,6 @@
 //! Zones (the availability zones), the one region (the cloud's) and machine types (the
 //! flavors), read-only as on GCE.
 
-use super::list::list_reply;
 use super::*;
 use crate::defaults::FLAVORS;
 
@@ -30,44 +29,15 @@ fn zone_view(s: &Scope<'_>, zone: &str) -> Value {
     })
 }
 
-async fn list_zones(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        let items = zones(r).iter().map(|z| zone_view(&s, z)).collect();
-        list_reply(
-            "compute#zoneList",
-            format!("projects/{}/zones", project.name),
-            s.link("zones"),
-            items,
-            &params,
-        )
+async fn list_zones(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    read(&cloud, &p, |r, s| {
+        let items = zones(r).iter().map(|z| zone_view(s, z)).collect();
+        s.list_reply("compute#zoneList", "zones", items, &q)
     })
 }
 
-async fn get_zone(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let zone = param(&p, "zone");
-        check_zone(r, &project, zone)?;
-        Ok(reply(
-            StatusCode::OK,
-            zone_view(
-                &Scope {
-                    cloud: &cloud,
-                    project: &project,
-                },
-                zone,
-            ),
-        ))
-    })
+async fn get_zone(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    read_zonal(&cloud, &p, |_, s, zone| ok(zone_view(s, zone)))
 }
 
 fn region_view(s: &Scope<'_>, r: &impl Read) -> Value {
@@ -83,42 +53,16 @@ fn region_view(s: &Scope<'_>, r: &impl Read) -> Value {
     })
 }
 
-async fn list_regions(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        let items = vec![region_view(&s, r)];
-        list_reply(
-            "compute#regionList",
-            format!("projects/{}/regions", project.name),
-            s.link("regions"),
-            items,
-            &params,
-        )
+async fn list_regions(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    read(&cloud, &p, |r, s| {
+        s.list_reply("compute#regionList", "regions", vec![region_view(s, r)], &q)
     })
 }
 
-async fn get_region(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        check_region(&cloud, &project, param(&p, "region"))?;
-        Ok(reply(
-            StatusCode::OK,
-            region_view(
-                &Scope {
-                    cloud: &cloud,
-                    project: &project,
-                },
-                r,
-            ),
-        ))
+async fn get_region(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    read(&cloud, &p, |r, s| {
+        check_region(&cloud, s.project, param(&p, "region"))?;
+        ok(region_view(s, r))
     })
 }
 
@@ -133,55 +77,23 @@ fn machine_type_view(s: &Scope<'_>, zone: &str, f: &crate::defaults::Flavor) -> 
     })
 }
 
-async fn list_machine_types(
-    State(cloud): Ctx,
-    Path(p): Params_,
-    Query(params): Query<Params>,
-) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let zone = param(&p, "zone");
-        check_zone(r, &project, zone)?;
-        let s = Scope {
-            cloud: &cloud,
-            project: &project,
-        };
-        let items = FLAVORS
+async fn list_machine_types(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery) -> Reply {
+    let what = ("compute#machineTypeList", "machineTypes");
+    list_zonal(&cloud, &p, &q, what, |_, s, zone| {
+        FLAVORS
             .iter()
-            .map(|f| machine_type_view(&s, zone, f))
-            .collect();
-        list_reply(
-            "compute#machineTypeList",
-            format!("projects/{}/zones/{zone}/machineTypes", project.name),
-            s.link(&format!("zones/{zone}/machineTypes")),
-            items,
-            &params,
-        )
+            .map(|f| machine_type_view(s, zone, f))
+            .collect()
     })
 }
 
-async fn get_machine_type(State(cloud): Ctx, Path(p): Params_) -> Result<Response, ApiError> {
-    cloud.store.read(|r| {
-        let project = Project::find(r, param(&p, "project"))?;
-        let zone = param(&p, "zone");
-        check_zone(r, &project, zone)?;
+async fn get_machine_type(State(cloud): Ctx, Path(p): Params_) -> Reply {
+    read_zonal(&cloud, &p, |_, s, zone| {
         let name = param(&p, "name");
         let f = FLAVORS.iter().find(|f| f.name == name).ok_or_else(|| {
-            not_found(&format!(
-                "projects/{}/zones/{zone}/machineTypes/{name}",
-                project.name
-            ))
+            s.project
+                .not_found(&format!("zones/{zone}/machineTypes/{name}"))
         })?;
-        Ok(reply(
-            StatusCode::OK,
-            machine_type_view(
-                &Scope {
-                    cloud: &cloud,
-                    project: &project,
-                },
-                zone,
-                f,
-            ),
-        ))
+        ok(machine_type_view(s, zone, f))
     })
 }

@@ -4,39 +4,24 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Object, Spec};
-use crate::model::Names;
-
-/// A stored firewall.
-pub(crate) type Firewall = Object<FirewallSpec>;
-
 /// A firewall's fields.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct FirewallSpec {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub network: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed: Option<Vec<Rule>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub denied: Option<Vec<Rule>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_ranges: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_tags: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_tags: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub destination_ranges: Option<Vec<String>>,
     pub direction: String,
     pub priority: i64,
     pub disabled: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub log_config: Option<Map<String, Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_service_accounts: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_service_accounts: Option<Vec<String>>,
 }
 
@@ -65,15 +50,10 @@ where
     T::deserialize(d).map(Some)
 }
 
-impl Spec for FirewallSpec {
-    const COLLECTION: &'static str = "firewalls";
-    const KIND: &'static str = "compute#firewall";
-    const TABLE: &'static str = "gce_firewalls";
-    const NAMES: Names = Names {
-        one: "firewall",
-        many: "firewalls",
-        title: "Firewall",
-    };
+resource! {
+    /// A stored firewall.
+    Firewall = Object<FirewallSpec>,
+    one: "firewall", many: "firewalls", title: "Firewall"
 }
 
 impl FirewallSpec {
@@ -106,85 +86,4 @@ pub(crate) fn parse_port_range(entry: &str) -> Option<(u16, u16)> {
 /// Whether a firewall's `ports` entry (`80`, `8000-8100`) holds `port`.
 pub(crate) fn port_matches(entry: &str, port: u16) -> bool {
     parse_port_range(entry).is_some_and(|(a, b)| (a..=b).contains(&port))
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::model::Record;
-    use crate::store::Store;
-
-    fn spec(v: Value) -> FirewallSpec {
-        let mut base = serde_json::json!({
-            "network": "n", "direction": "INGRESS", "priority": 1000, "disabled": false,
-        });
-        if let (Some(b), Some(extra)) = (base.as_object_mut(), v.as_object()) {
-            b.extend(extra.clone());
-        }
-        serde_json::from_value(base).unwrap()
-    }
-
-    #[test]
-    fn firewall_ports_match_singles_and_ranges() {
-        assert!(port_matches("80", 80));
-        assert!(port_matches("8000-8100", 8080));
-        assert!(!port_matches("8000-8100", 80));
-        assert!(!port_matches("x", 80));
-        assert_eq!(parse_port_range("90-80"), None);
-        assert_eq!(parse_port_range("0"), None);
-    }
-
-    #[test]
-    fn rules_admit_by_protocol_and_port() {
-        let f = spec(
-            serde_json::json!({"allowed": [{"IPProtocol": "tcp", "ports": ["80"]}, {"IPProtocol": "17"}]}),
-        );
-        let rules = f.allowed.clone().unwrap();
-        assert!(rules[0].admits("TCP", 80));
-        assert!(!rules[0].admits("TCP", 81));
-        assert!(!rules[0].admits("UDP", 80));
-        assert!(rules[1].admits("UDP", 53));
-        assert!(f.is_enabled_ingress());
-        assert!(!spec(serde_json::json!({"disabled": true})).is_enabled_ingress());
-    }
-
-    #[test]
-    fn null_ports_stay_null_and_absent_ones_absent() {
-        let f = spec(
-            serde_json::json!({"allowed": [{"IPProtocol": "tcp", "ports": null}, {"IPProtocol": "udp"}]}),
-        );
-        let shown = serde_json::to_value(&f.allowed).unwrap();
-        assert_eq!(
-            shown,
-            serde_json::json!([{"IPProtocol": "tcp", "ports": null}, {"IPProtocol": "udp"}])
-        );
-        assert!(f.allowed.unwrap()[0].admits("TCP", 1));
-    }
-
-    #[test]
-    fn stored_and_shown_with_gce_names() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let f = Firewall::new(
-            "p",
-            "fw".into(),
-            "global".into(),
-            spec(
-                serde_json::json!({"allowed": [{"IPProtocol": "tcp"}], "sourceRanges": ["0.0.0.0/0"]}),
-            ),
-        );
-        store.write(|tx| f.put(tx)).unwrap();
-        let got = store
-            .read(|v| Firewall::get_in(v, "p", "global", "fw"))
-            .unwrap();
-        assert_eq!(got, f);
-        let fields = got.fields();
-        assert_eq!(
-            fields["allowed"],
-            serde_json::json!([{"IPProtocol": "tcp"}])
-        );
-        assert_eq!(fields["sourceRanges"], serde_json::json!(["0.0.0.0/0"]));
-        assert!(!fields.contains_key("targetTags"));
-    }
 }

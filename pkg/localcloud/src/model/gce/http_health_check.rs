@@ -3,19 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Object, Spec};
-use crate::model::Names;
-
-/// A stored HTTP health check.
-pub(crate) type HttpHealthCheck = Object<HttpHealthCheckSpec>;
-
 /// An HTTP health check's fields (every one but `description` and `host` defaulted).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct HttpHealthCheckSpec {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     pub request_path: String,
     pub port: i64,
@@ -25,42 +18,8 @@ pub(crate) struct HttpHealthCheckSpec {
     pub healthy_threshold: i64,
 }
 
-impl Spec for HttpHealthCheckSpec {
-    const COLLECTION: &'static str = "httpHealthChecks";
-    const KIND: &'static str = "compute#httpHealthCheck";
-    const TABLE: &'static str = "gce_httpHealthChecks";
-    const NAMES: Names = Names {
-        one: "httpHealthCheck",
-        many: "httpHealthChecks",
-        title: "HTTP health check",
-    };
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::model::Record;
-    use crate::store::Store;
-
-    #[test]
-    fn stored_and_shown_with_gce_names() {
-        let spec: HttpHealthCheckSpec = serde_json::from_value(serde_json::json!({
-            "requestPath": "/healthz", "port": 10256, "checkIntervalSec": 8, "timeoutSec": 1,
-            "unhealthyThreshold": 3, "healthyThreshold": 1,
-        }))
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let hc = HttpHealthCheck::new("p", "hc".into(), "global".into(), spec);
-        store.write(|tx| hc.put(tx)).unwrap();
-        let got = store
-            .read(|v| HttpHealthCheck::get_at(v, "global", "hc"))
-            .unwrap();
-        assert_eq!(got.spec.port, 10256);
-        let f = got.fields();
-        assert_eq!(f["requestPath"], "/healthz");
-        assert_eq!(f["checkIntervalSec"], 8);
-        assert!(!f.contains_key("host"));
-    }
+resource! {
+    /// A stored HTTP health check.
+    HttpHealthCheck = Object<HttpHealthCheckSpec>,
+    one: "httpHealthCheck", many: "httpHealthChecks", title: "HTTP health check"
 }

@@ -3,13 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Object, Spec};
-use crate::model::Names;
-
-/// A stored operation.
-pub(crate) type Operation = Object<OperationSpec>;
-
 /// An operation's fields.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct OperationSpec {
@@ -26,49 +21,8 @@ pub(crate) struct OperationSpec {
     pub end_time: String,
 }
 
-impl Spec for OperationSpec {
-    const COLLECTION: &'static str = "operations";
-    const KIND: &'static str = "compute#operation";
-    const TABLE: &'static str = "gce_operations";
-    const NAMES: Names = Names {
-        one: "operation",
-        many: "operations",
-        title: "Operation",
-    };
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::model::Record;
-    use crate::store::Store;
-
-    #[test]
-    fn stored_per_scope_and_shown_with_gce_names() {
-        let t = "2026-11-22T13:30:00.000-08:00".to_owned();
-        let spec = OperationSpec {
-            operation_type: "insert".into(),
-            target_link: "https://h/x".into(),
-            target_id: "7".into(),
-            status: "DONE".into(),
-            user: "u@local-cloud".into(),
-            progress: 100,
-            insert_time: t.clone(),
-            start_time: t.clone(),
-            end_time: t,
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let op = Operation::new("p", "operation-1".into(), "zones/z".into(), spec);
-        store.write(|tx| op.put(tx)).unwrap();
-        store.read(|v| {
-            assert!(Operation::get_in(v, "p", "global", "operation-1").is_none());
-            let got = Operation::get_in(v, "p", "zones/z", "operation-1").unwrap();
-            let f = got.fields();
-            assert_eq!(f["operationType"], "insert");
-            assert_eq!(f["targetId"], "7");
-            assert_eq!(f["progress"], 100);
-        });
-    }
+resource! {
+    /// A stored operation.
+    Operation = Object<OperationSpec>,
+    one: "operation", many: "operations", title: "Operation"
 }

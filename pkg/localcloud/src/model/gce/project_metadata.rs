@@ -65,32 +65,3 @@ pub(crate) fn common_metadata(r: &impl Read, project_id: &str) -> BTreeMap<Strin
         .map(|md| md.items)
         .unwrap_or_default()
 }
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::store::Store;
-
-    #[test]
-    fn per_project_and_empty_until_set() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        assert!(store.read(|v| common_metadata(v, "p")).is_empty());
-        let items = BTreeMap::from([("ssh-keys".to_owned(), "u:k".to_owned())]);
-        store
-            .write(|tx| ProjectMetadata::set(tx, "p", items.clone()).put(tx))
-            .unwrap();
-        store
-            .write(|tx| ProjectMetadata::set(tx, "p", items).put(tx))
-            .unwrap();
-        store.read(|v| {
-            assert_eq!(common_metadata(v, "p")["ssh-keys"], "u:k");
-            assert!(common_metadata(v, "q").is_empty());
-            assert_eq!(
-                ProjectMetadata::get(v, "p").unwrap().meta.revision_number,
-                2
-            );
-        });
-    }
-}

@@ -5,88 +5,30 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
-use super::{Object, Spec};
-use crate::model::Names;
-
-/// A stored target pool.
-pub(crate) type TargetPool = Object<TargetPoolSpec>;
+use super::scoped_ref;
 
 /// A target pool's fields (`instances` and `healthChecks` as full links).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct TargetPoolSpec {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub instances: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub health_checks: Option<Vec<String>>,
     pub session_affinity: String,
     /// Kept as given (`1` stays `1`, not `1.0`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub failover_ratio: Option<Number>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub backup_pool: Option<String>,
 }
 
-impl Spec for TargetPoolSpec {
-    const COLLECTION: &'static str = "targetPools";
-    const KIND: &'static str = "compute#targetPool";
-    const TABLE: &'static str = "gce_targetPools";
-    const NAMES: Names = Names {
-        one: "targetPool",
-        many: "targetPools",
-        title: "Target pool",
-    };
+resource! {
+    /// A stored target pool.
+    TargetPool = Object<TargetPoolSpec>,
+    one: "targetPool", many: "targetPools", title: "Target pool"
 }
 
 /// `(scope, name)` of a target pool reference (`.../regions/r/targetPools/p`).
 pub(crate) fn target_pool_key(reference: &str) -> Option<(String, String)> {
-    let parts: Vec<&str> = reference.trim_end_matches('/').split('/').collect();
-    let i = parts.iter().rposition(|p| *p == "targetPools")?;
-    let (region, name) = (parts.get(i.checked_sub(1)?)?, parts.get(i + 1)?);
-    (i >= 2 && parts[i - 2] == "regions" && !name.is_empty())
-        .then(|| (format!("regions/{region}"), name.to_string()))
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::model::Record;
-    use crate::store::Store;
-
-    #[test]
-    fn references_name_a_regional_pool() {
-        assert_eq!(
-            target_pool_key("https://h/compute/v1/projects/p/regions/r/targetPools/tp"),
-            Some(("regions/r".into(), "tp".into()))
-        );
-        assert_eq!(target_pool_key("global/targetPools/tp"), None);
-        assert_eq!(target_pool_key("regions/r/targetPools/"), None);
-    }
-
-    #[test]
-    fn stored_with_instances_and_ratio_as_given() {
-        let spec: TargetPoolSpec = serde_json::from_value(serde_json::json!({
-            "instances": ["https://h/zones/z/instances/a"], "sessionAffinity": "NONE",
-            "failoverRatio": 1,
-        }))
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut tp = TargetPool::new("p", "tp".into(), "regions/r".into(), spec);
-        store.write(|tx| tp.put(tx)).unwrap();
-        tp.spec.instances.clear();
-        tp.meta.touch();
-        store.write(|tx| tp.put(tx)).unwrap();
-        let got = store
-            .read(|v| TargetPool::get_at(v, "regions/r", "tp"))
-            .unwrap();
-        assert!(got.spec.instances.is_empty());
-        assert_eq!(got.meta.revision_number, 2);
-        assert_eq!(
-            serde_json::to_string(&got.fields()["failoverRatio"]).unwrap(),
-            "1"
-        );
-    }
+    let (region, name) = scoped_ref(reference, "regions", "targetPools")?;
+    (!name.is_empty()).then(|| (format!("regions/{region}"), name.to_owned()))
 }
