@@ -25,7 +25,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::informer::{get_by_key, key_of, next_notice, Informer, Notice};
-use crate::queue::{run_workers, Action, Queue};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::{merge_patch, names, Context, Error, Result};
 
 const CONTROLLER: &str = names::SERVICE_LB.name;
@@ -125,13 +125,7 @@ pub(crate) async fn run(
     nodes: Arc<Informer<Node>>,
     services: Arc<Informer<Service>>,
 ) -> Result<()> {
-    // Upstream's service rate limiter: 5s doubling to 300s per item.
-    let queue = Queue::new(
-        "service",
-        Duration::from_secs(5),
-        Duration::from_secs(300),
-        ctx.metrics.clone(),
-    );
+    let queue = Queue::new("service", Backoff::SERVICE, ctx.metrics.clone());
     let state = Arc::new(ServiceState {
         ctx: ctx.clone(),
         nodes: nodes.clone(),
@@ -228,19 +222,10 @@ pub(crate) async fn run(
             let svc = get_by_key(&services.store, &key);
             async move {
                 let svc = svc?;
-                match reconcile(svc.clone(), state.clone()).await {
-                    Ok(action) => {
-                        state.queue.forget(&key);
-                        match action {
-                            Action::AwaitChange => None,
-                            Action::Requeue(d) => Some(d),
-                        }
-                    }
-                    Err(e) => match error_policy(svc, &e, &state) {
-                        Action::Requeue(d) => Some(d),
-                        Action::AwaitChange => None,
-                    },
-                }
+                let result = reconcile(svc.clone(), state.clone()).await;
+                state
+                    .queue
+                    .settle(&key, result, |e| error_policy(svc, &e, &state))
             }
         })
     };
@@ -918,12 +903,7 @@ mod api_tests {
         let (ctx, api) = context(cloud, &[]);
         let node: Node =
             serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {}})).expect("node");
-        let queue = Queue::new(
-            "service",
-            Duration::from_secs(5),
-            Duration::from_secs(300),
-            ctx.metrics.clone(),
-        );
+        let queue = Queue::new("service", Backoff::SERVICE, ctx.metrics.clone());
         let state = ServiceState {
             ctx,
             nodes: Informer::fixed(vec![node]),
