@@ -23,7 +23,7 @@ use hypercloud_cloudprovider::wellknown::{
 use hypercloud_cloudprovider::{Chain, Error as CloudError, InstanceMetadata, Interface};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Patch, PatchParams};
+
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::IgnoredAny;
@@ -78,9 +78,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
 
 /// Counts the failure and requeues the Node after its backoff.
 pub(crate) fn error_policy(node: Arc<Node>, error: &Error, queue: &Queue) -> Action {
-    let delay = queue.backoff(&node.name_any());
-    tracing::warn!(node = %node.name_any(), error = %Chain(error), ?delay, "error syncing node, requeuing");
-    Action::Requeue(delay)
+    crate::requeue_node(&node, error, queue, "error syncing node, requeuing")
 }
 
 /// Initialises one Node, or reconciles the labels of an initialised one.
@@ -92,12 +90,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
         let labels = labels_to_reconcile(&node);
         if !labels.is_empty() {
             let patch = json!({"metadata": {"labels": labels}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|source| Error::PatchNode {
-                    node: name.clone(),
-                    source,
-                })?;
+            crate::patch_node(&api, &name, &patch).await?;
         }
         return Ok(Action::AwaitChange);
     }
@@ -401,14 +394,7 @@ pub fn initialisation_patch(node: &Node, meta: &InstanceMetadata) -> Result<serd
         }
         labels.insert(k.clone(), v.clone());
     }
-    let taints: Vec<_> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| t.key != TAINT_UNINITIALIZED)
-        .collect();
+    let taints = crate::taints_without(node, TAINT_UNINITIALIZED);
     let mut spec = json!({ "taints": taints });
     if provider_id(node).is_empty() && !meta.provider_id.is_empty() {
         spec["providerID"] = json!(meta.provider_id);

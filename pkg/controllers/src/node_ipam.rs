@@ -645,9 +645,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
 
 /// Counts the failure and requeues the Node after its backoff.
 pub(crate) fn error_policy(node: Arc<Node>, error: &Error, queue: &Queue) -> Action {
-    let delay = queue.backoff(&node.name_any());
-    tracing::warn!(node = %node.name_any(), error = %Chain(error), ?delay, "error syncing node CIDRs, requeuing");
-    Action::Requeue(delay)
+    crate::requeue_node(&node, error, queue, "error syncing node CIDRs, requeuing")
 }
 
 /// One Node (upstream `AllocateOrOccupyCIDR`): a Node with podCIDRs has them marked used; one

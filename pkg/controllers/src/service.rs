@@ -17,7 +17,7 @@ use hypercloud_cloudprovider::wellknown::{
     parse_go_bool, FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_EXTERNAL_LB,
 };
 use hypercloud_cloudprovider::{Chain, Error as CloudError};
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::de::IgnoredAny;
@@ -240,6 +240,30 @@ pub(crate) fn error_policy(svc: Arc<Service>, error: &Error, state: &ServiceStat
     Action::Requeue(delay)
 }
 
+/// Tells on the Service that its load balancer is gone.
+async fn deleted_load_balancer(ctx: &Context, reference: &ObjectReference) {
+    ctx.event(
+        CONTROLLER,
+        reference,
+        EventType::Normal,
+        "DeletedLoadBalancer",
+        "Deleted load balancer".into(),
+    )
+    .await;
+}
+
+/// Warns on the Service that its load balancer has no Node to send traffic to.
+async fn no_available_nodes(ctx: &Context, reference: &ObjectReference) {
+    ctx.event(
+        CONTROLLER,
+        reference,
+        EventType::Warning,
+        "UnAvailableLoadBalancer",
+        "There are no available nodes for LoadBalancer".into(),
+    )
+    .await;
+}
+
 /// Creates, updates or deletes one Service's load balancer (upstream
 /// `syncLoadBalancerIfNeeded`).
 #[tracing::instrument(skip_all, fields(service = %key_of(svc.as_ref())))]
@@ -273,14 +297,7 @@ async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> 
     let new_status = match event {
         FinalizerEvent::Cleanup => {
             finalizer(ctx, svc, event, cleanup(svc, state, key)).await?;
-            ctx.event(
-                CONTROLLER,
-                &reference,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer".into(),
-            )
-            .await;
+            deleted_load_balancer(ctx, &reference).await;
             LoadBalancerStatus::default()
         }
         FinalizerEvent::Apply => {
@@ -367,14 +384,7 @@ async fn ensure(
     let reference = svc.object_ref(&());
     let Backends { nodes, names } = state.backends();
     if nodes.is_empty() {
-        ctx.event(
-            CONTROLLER,
-            &reference,
-            EventType::Warning,
-            "UnAvailableLoadBalancer",
-            "There are no available nodes for LoadBalancer".into(),
-        )
-        .await;
+        no_available_nodes(ctx, &reference).await;
     }
     ctx.metrics.lb_sync.inc();
     let status = match lb.ensure_load_balancer(cluster, svc, &nodes).await {
@@ -489,14 +499,7 @@ async fn delete_orphaned(state: &ServiceState, svc: &Service) {
     let cluster = &ctx.options.kube_cloud_shared.cluster_name;
     match lb.ensure_load_balancer_deleted(cluster, svc).await {
         Ok(()) | Err(CloudError::ImplementedElsewhere) => {
-            ctx.event(
-                CONTROLLER,
-                &reference,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer".into(),
-            )
-            .await;
+            deleted_load_balancer(ctx, &reference).await;
         }
         Err(e) => {
             tracing::error!(service = %key_of(svc), error = %e, "deleting load balancer of deleted service");
@@ -595,14 +598,7 @@ async fn sync_nodes(state: &ServiceState, services: &Informer<Service>) -> bool 
             Ok(()) => {
                 state.last_synced().insert(key.clone(), names.clone());
                 if nodes.is_empty() {
-                    ctx.event(
-                        CONTROLLER,
-                        &reference,
-                        EventType::Warning,
-                        "UnAvailableLoadBalancer",
-                        "There are no available nodes for LoadBalancer".into(),
-                    )
-                    .await;
+                    no_available_nodes(ctx, &reference).await;
                 } else {
                     ctx.event(
                         CONTROLLER,
