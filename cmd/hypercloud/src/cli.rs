@@ -82,6 +82,9 @@ fn command() -> Command {
             Personality::ApiserverPlugin.name(),
             apiserver_plugin::adjust,
         )
+        .mut_subcommand(Personality::CloudControllerManager.name(), |c| {
+            c.about(cloud_controller_manager::about())
+        })
 }
 
 /// A personality's command on its own, for symlink invocations: same flags, own name.

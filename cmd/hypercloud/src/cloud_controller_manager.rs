@@ -1,6 +1,6 @@
 //! `cloud-controller-manager`: the external form of the cloud controllers (upstream
-//! `k8s.io/cloud-provider/app`): cloud-node, cloud-node-lifecycle, service and route, with
-//! leader election. It starts the provider, prints which controllers it runs and why any are
+//! `k8s.io/cloud-provider/app`): those of [`names::CLOUD_CONTROLLER_MANAGER`], with leader
+//! election. It starts the provider, prints which controllers it runs and why any are
 //! off, then runs them while it leads (see [`crate::runtime`]) until SIGTERM.
 
 use hypercloud_controllers::names;
@@ -11,8 +11,8 @@ use crate::cloud::{Common, UsageError};
 /// The component name: events, certificates, leader migration's `component`.
 pub const COMPONENT: &str = "cloud-controller-manager";
 
-/// The external cloud controllers (cloud-node, cloud-node-lifecycle, service, route) with
-/// leader election and leader migration.
+/// The external cloud controllers with leader election and leader migration (`--help` lists
+/// them: [`about`]).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
@@ -21,6 +21,14 @@ pub struct Args {
     pub controllers: ControllerOptions,
     #[command(flatten)]
     pub webhooks: CloudWebhookOptions,
+}
+
+/// The `--help` summary, naming the controllers from the table that decides them.
+pub fn about() -> String {
+    format!(
+        "The external cloud controllers ({}) with leader election and leader migration",
+        names::help_list(names::CLOUD_CONTROLLER_MANAGER)
+    )
 }
 
 pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {

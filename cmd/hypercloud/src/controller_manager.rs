@@ -16,8 +16,8 @@ use crate::cloud::Common;
 /// The component name: events, certificates, leader migration's `component`.
 pub const COMPONENT: &str = "kube-controller-manager";
 
-/// The in-tree cloud controllers of kube-controller-manager (node lifecycle, service load
-/// balancers, routes); with --cloud-provider=external it runs none of them.
+/// The in-tree cloud controllers of kube-controller-manager; with --cloud-provider=external
+/// it runs none of them (`--help` lists them: [`adjust`]).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
@@ -26,9 +26,16 @@ pub struct Args {
     pub controllers: ControllerOptions,
 }
 
-/// kube-controller-manager's defaults where they differ from the cloud-controller-manager's.
+/// kube-controller-manager's defaults where they differ from the cloud-controller-manager's,
+/// and the `--help` summary naming the controllers from the table that decides them.
 pub fn adjust(cmd: Command) -> Command {
-    cmd.mut_arg("secure_port", |a| a.default_value("10257"))
+    let about = format!(
+        "The in-tree cloud controllers of kube-controller-manager ({}); with \
+         --cloud-provider=external it runs none of them",
+        names::help_list(names::KUBE_CONTROLLER_MANAGER)
+    );
+    cmd.about(about)
+        .mut_arg("secure_port", |a| a.default_value("10257"))
         .mut_arg("resource_name", |a| {
             a.default_value(hypercloud_cloudprovider::wellknown::LEASE_KUBE_CONTROLLER_MANAGER)
         })

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::response::Response;
 use hypercloud_cloudprovider::{Error as CloudError, Interface};
 use k8s_openapi::api::core::v1::Node;
-use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::admission::AdmissionRequest;
 use kube::core::DynamicObject;
 
 use hypercloud_cloudprovider::Chain;
@@ -26,18 +26,9 @@ pub async fn handle(State(webhook): State<Arc<Webhook>>, body: Bytes) -> Respons
 
 /// Decides one request.
 pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> Verdict {
-    if req.kind.kind != "Node" {
-        return Verdict::AllowWithWarning(format!(
-            "{CHECK}: {} objects are not handled",
-            req.kind.kind
-        ));
-    }
-    let (Operation::Create, Some(obj)) = (&req.operation, &req.object) else {
-        return Verdict::Allow;
-    };
-    let node: Node = match review::object("Node", obj) {
+    let node: Node = match review::created(CHECK, req, "Node") {
         Ok(n) => n,
-        Err(e) => return Verdict::Deny(format!("{CHECK}: {}", Chain(&e))),
+        Err(verdict) => return verdict,
     };
     let name = node.metadata.name.clone().unwrap_or_default();
     match instance_exists(webhook.cloud.as_ref(), &node).await {

@@ -13,7 +13,7 @@ use hypercloud_cloudprovider::volume::node_selector_requirements;
 use k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorTerm, PersistentVolume, VolumeNodeAffinity,
 };
-use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::admission::AdmissionRequest;
 use kube::core::DynamicObject;
 use serde_json::{json, Value};
 
@@ -31,18 +31,9 @@ pub async fn handle(State(webhook): State<Arc<Webhook>>, body: Bytes) -> Respons
 
 /// Decides one request.
 pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> Verdict {
-    if req.kind.kind != "PersistentVolume" {
-        return Verdict::AllowWithWarning(format!(
-            "{CHECK}: {} objects are not handled",
-            req.kind.kind
-        ));
-    }
-    let (Operation::Create, Some(obj)) = (&req.operation, &req.object) else {
-        return Verdict::Allow;
-    };
-    let pv: PersistentVolume = match review::object("PersistentVolume", obj) {
+    let pv: PersistentVolume = match review::created(CHECK, req, "PersistentVolume") {
         Ok(pv) => pv,
-        Err(e) => return Verdict::Deny(format!("{CHECK}: {}", Chain(&e))),
+        Err(verdict) => return verdict,
     };
     let Some(labeler) = webhook.cloud.pv_labeler() else {
         return Verdict::Allow;

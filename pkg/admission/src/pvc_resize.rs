@@ -30,11 +30,8 @@ pub async fn handle(State(webhook): State<Arc<Webhook>>, body: Bytes) -> Respons
 
 /// Decides one request.
 pub async fn check(webhook: &Webhook, req: &AdmissionRequest<DynamicObject>) -> Verdict {
-    if req.kind.kind != "PersistentVolumeClaim" {
-        return Verdict::AllowWithWarning(format!(
-            "{CHECK}: {} objects are not handled",
-            req.kind.kind
-        ));
+    if let Some(verdict) = review::other_kind(CHECK, req, "PersistentVolumeClaim") {
+        return verdict;
     }
     let (Operation::Update, Some(new), Some(old)) = (&req.operation, &req.object, &req.old_object)
     else {

@@ -111,3 +111,37 @@ pub fn object<K: serde::de::DeserializeOwned>(
             source: Box::new(source),
         })
 }
+
+/// The object of a CREATE of `kind` that `check` decides, decoded; `Err` holds the verdict on
+/// any other request: another kind is allowed with a warning, another operation allowed, an
+/// object that does not decode denied.
+pub fn created<K: serde::de::DeserializeOwned>(
+    check: &str,
+    req: &AdmissionRequest<DynamicObject>,
+    kind: &'static str,
+) -> Result<K, Verdict> {
+    if let Some(verdict) = other_kind(check, req, kind) {
+        return Err(verdict);
+    }
+    let (kube::core::admission::Operation::Create, Some(obj)) = (&req.operation, &req.object)
+    else {
+        return Err(Verdict::Allow);
+    };
+    object(kind, obj)
+        .map_err(|e| Verdict::Deny(format!("{check}: {}", hypercloud_cloudprovider::Chain(&e))))
+}
+
+/// The verdict on a request about another kind than the `kind` that `check` handles: allowed,
+/// with a warning saying so; `None` for a request about `kind`.
+pub fn other_kind(
+    check: &str,
+    req: &AdmissionRequest<DynamicObject>,
+    kind: &str,
+) -> Option<Verdict> {
+    (req.kind.kind != kind).then(|| {
+        Verdict::AllowWithWarning(format!(
+            "{check}: {} objects are not handled",
+            req.kind.kind
+        ))
+    })
+}

@@ -41,7 +41,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::informer::{get_by_key, next_notice, Informer, Notice};
-use crate::queue::{run_workers, Action, Queue};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::{names, Context, Error, Result};
 
 const CONTROLLER: &str = names::ATTACH_DETACH.name;
@@ -375,10 +375,10 @@ pub(crate) async fn reconcile(
 }
 
 /// Counts the failure and requeues with the key's backoff.
-fn error_policy(queue: &Queue, key: &str, e: &Error) -> Duration {
+fn error_policy(queue: &Queue, key: &str, e: &Error) -> Action {
     let delay = queue.backoff(key);
     tracing::warn!(node = key, error = %hypercloud_cloudprovider::Chain(e), ?delay, "attaching or detaching volumes, retrying");
-    delay
+    Action::Requeue(delay)
 }
 
 /// The Nodes of the pods that use the claim `ns/claim`.
@@ -408,12 +408,7 @@ pub(crate) async fn run(
     claims: Arc<Informer<PersistentVolumeClaim>>,
     pvs: Arc<Informer<PersistentVolume>>,
 ) -> Result<()> {
-    let queue = Queue::new(
-        "attach_detach",
-        Duration::from_millis(100),
-        Duration::from_secs(300),
-        ctx.metrics.clone(),
-    );
+    let queue = Queue::new("attach_detach", Backoff::VOLUME, ctx.metrics.clone());
     let mut node_feed = nodes.subscribe();
     let mut pod_feed = pods.subscribe();
     let mut claim_feed = claims.subscribe();
@@ -507,17 +502,8 @@ pub(crate) async fn run(
             async move {
                 let node = node?;
                 let pods = pods.store.state();
-                match reconcile(node, &pods, &claims.store, &pvs.store, &state, ctx).await {
-                    Ok(Action::AwaitChange) => {
-                        queue.forget(&key);
-                        None
-                    }
-                    Ok(Action::Requeue(d)) => {
-                        queue.forget(&key);
-                        Some(d)
-                    }
-                    Err(e) => Some(error_policy(&queue, &key, &e)),
-                }
+                let result = reconcile(node, &pods, &claims.store, &pvs.store, &state, ctx).await;
+                queue.settle(&key, result, |e| error_policy(&queue, &key, &e))
             }
         })
     };

@@ -23,52 +23,27 @@ use hypercloud_cloudprovider::wellknown::{
 use hypercloud_cloudprovider::{Chain, Error as CloudError, InstanceMetadata, Interface};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Patch, PatchParams};
+
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::informer::{next_notice, Informer, Notice};
-use crate::queue::{run_workers, Action, Queue};
+use crate::informer::{enqueue_changes, get_by_key, Informer};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::{merge_patch, names, Context, Error, Result};
 
 const CONTROLLER: &str = names::CLOUD_NODE.name;
 
 /// Runs the controller until it is dropped.
 pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result<()> {
-    // Upstream's DefaultControllerRateLimiter: 5ms doubling to 1000s per item.
-    let queue = Queue::new(
-        "Nodes",
-        Duration::from_millis(5),
-        Duration::from_secs(1000),
-        ctx.metrics.clone(),
-    );
-    let mut feed = nodes.subscribe();
+    let queue = Queue::new("Nodes", Backoff::DEFAULT_CONTROLLER, ctx.metrics.clone());
+    let feed = nodes.subscribe();
     nodes.ready().await;
     let workers = ctx.options.node_controller.concurrent_node_syncs;
 
-    let enqueue = {
-        let queue = queue.clone();
-        let nodes = nodes.clone();
-        async move {
-            for n in nodes.store.state() {
-                queue.add(n.name_any());
-            }
-            while let Some(notice) = next_notice(&mut feed).await {
-                match notice {
-                    Notice::Applied { new, .. } => queue.add(new.name_any()),
-                    Notice::Deleted(_) => {}
-                    Notice::Resync => {
-                        for n in nodes.store.state() {
-                            queue.add(n.name_any());
-                        }
-                    }
-                }
-            }
-        }
-    };
+    let enqueue = enqueue_changes(&nodes, feed, &queue, |_| {});
     let work = {
         let queue = queue.clone();
         let ctx = ctx.clone();
@@ -76,24 +51,11 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
         run_workers(queue.clone(), workers, move |key: String| {
             let ctx = ctx.clone();
             let queue = queue.clone();
-            let node = nodes
-                .store
-                .get(&kube::runtime::reflector::ObjectRef::new(&key));
+            let node = get_by_key(&nodes.store, &key);
             async move {
                 let node = node?;
-                match reconcile(node.clone(), ctx).await {
-                    Ok(action) => {
-                        queue.forget(&key);
-                        match action {
-                            Action::AwaitChange => None,
-                            Action::Requeue(d) => Some(d),
-                        }
-                    }
-                    Err(e) => match error_policy(node, &e, &queue) {
-                        Action::Requeue(d) => Some(d),
-                        Action::AwaitChange => None,
-                    },
-                }
+                let result = reconcile(node.clone(), ctx).await;
+                queue.settle(&key, result, |e| error_policy(node, &e, &queue))
             }
         })
     };
@@ -116,9 +78,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
 
 /// Counts the failure and requeues the Node after its backoff.
 pub(crate) fn error_policy(node: Arc<Node>, error: &Error, queue: &Queue) -> Action {
-    let delay = queue.backoff(&node.name_any());
-    tracing::warn!(node = %node.name_any(), error = %Chain(error), ?delay, "error syncing node, requeuing");
-    Action::Requeue(delay)
+    crate::requeue_node(&node, error, queue, "error syncing node, requeuing")
 }
 
 /// Initialises one Node, or reconciles the labels of an initialised one.
@@ -130,12 +90,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
         let labels = labels_to_reconcile(&node);
         if !labels.is_empty() {
             let patch = json!({"metadata": {"labels": labels}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|source| Error::PatchNode {
-                    node: name.clone(),
-                    source,
-                })?;
+            crate::patch_node(&api, &name, &patch).await?;
         }
         return Ok(Action::AwaitChange);
     }
@@ -439,14 +394,7 @@ pub fn initialisation_patch(node: &Node, meta: &InstanceMetadata) -> Result<serd
         }
         labels.insert(k.clone(), v.clone());
     }
-    let taints: Vec<_> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| t.key != TAINT_UNINITIALIZED)
-        .collect();
+    let taints = crate::taints_without(node, TAINT_UNINITIALIZED);
     let mut spec = json!({ "taints": taints });
     if provider_id(node).is_empty() && !meta.provider_id.is_empty() {
         spec["providerID"] = json!(meta.provider_id);

@@ -13,6 +13,8 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::{broadcast, watch};
 
+use crate::queue::Queue;
+
 /// What changed in a cache.
 #[derive(Debug)]
 pub(crate) enum Notice<K> {
@@ -241,6 +243,33 @@ where
             Some(Notice::Resync)
         }
         Err(broadcast::error::RecvError::Closed) => None,
+    }
+}
+
+/// Queues the key of every object in `informer`'s cache, then follows `feed` (subscribed
+/// before the cache was ready, so nothing is missed): an added or changed object is queued, a
+/// resync queues them all again, and a deleted one goes to `on_deleted` (upstream's event
+/// handlers that enqueue with `MetaNamespaceKeyFunc`).
+pub(crate) async fn enqueue_changes<K>(
+    informer: &Informer<K>,
+    mut feed: broadcast::Receiver<Notice<K>>,
+    queue: &Queue,
+    mut on_deleted: impl FnMut(Arc<K>),
+) where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let all = || {
+        for o in informer.store.state() {
+            queue.add(key_of(o.as_ref()));
+        }
+    };
+    all();
+    while let Some(notice) = next_notice(&mut feed).await {
+        match notice {
+            Notice::Applied { new, .. } => queue.add(key_of(new.as_ref())),
+            Notice::Deleted(old) => on_deleted(old),
+            Notice::Resync => all(),
+        }
     }
 }
 

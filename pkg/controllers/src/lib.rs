@@ -62,11 +62,12 @@ use std::sync::Arc;
 
 use hypercloud_cloudprovider::Interface;
 use k8s_openapi::api::core::v1::{
-    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, Service, Taint,
 };
+use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::Api;
+use kube::{Api, ResourceExt};
 
 pub use credentials::Credentials;
 pub use error::{Error, Result};
@@ -243,6 +244,77 @@ async fn publish(recorder: &SeriesRecorder, event: &Event, reference: &ObjectRef
     }
 }
 
+/// Where [`run_plan`] starts the informers beyond the Nodes', whose tasks it aborts at the end.
+struct Background<'a> {
+    tasks: &'a mut Vec<tokio::task::JoinHandle<()>>,
+    resync: informer::Resync,
+}
+
+impl Background<'_> {
+    /// An informer of every `K` that `api` lists (stripped by `strip`), when `wanted`.
+    fn informer<K>(
+        &mut self,
+        wanted: bool,
+        api: Api<K>,
+        strip: fn(&mut K),
+    ) -> Option<Arc<informer::Informer<K>>>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        if !wanted {
+            return None;
+        }
+        let (informer, task) =
+            informer::Informer::start(api, watcher::Config::default(), strip, self.resync);
+        self.tasks.push(task);
+        Some(informer)
+    }
+}
+
+/// Counts a failed reconcile of `node` and requeues it after its backoff, logging `what`.
+pub(crate) fn requeue_node(
+    node: &Node,
+    error: &Error,
+    queue: &queue::Queue,
+    what: &str,
+) -> queue::Action {
+    let delay = queue.backoff(&node.name_any());
+    tracing::warn!(node = %node.name_any(), error = %hypercloud_cloudprovider::Chain(error), ?delay, "{what}");
+    queue::Action::Requeue(delay)
+}
+
+/// A merge PATCH of the Node `name` (its answer is not read).
+pub(crate) async fn patch_node(
+    api: &Api<Node>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<()> {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|source| Error::PatchNode {
+            node: name.to_string(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// The Node's taints but those with `key`, as a patch of `spec.taints` sets them.
+pub(crate) fn taints_without(node: &Node, key: &str) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != key)
+        .collect()
+}
+
 /// A merge PATCH of `name` (of `K`, in `namespace` when namespaced; `subresource` such as
 /// `status` when given) whose answer is decoded as `T`: a type with only the fields the caller
 /// reads, or [`serde::de::IgnoredAny`]. Decoding the whole object would parse its
@@ -346,7 +418,7 @@ fn strip_node_keep_volumes(node: &mut Node) {
 /// completes; returns an error naming the controller if one cannot start (e.g. cloud-node
 /// without instances support, as upstream) or a name is unknown. Controllers a provider cannot
 /// serve (service without load balancers, route without routes or with
-/// allocate-node-cidrs=false) are skipped with a warning log, as upstream: see [`plan`].
+/// allocate-node-cidrs=false) are skipped with a warning log, as upstream: see [`plan()`].
 pub async fn run_controllers(
     config: ControllerConfig,
     enabled: &[&str],
@@ -455,60 +527,29 @@ async fn run(
         informer::Informer::<Node>::start(Api::all(client.clone()), node_cfg, strip, resync);
     let mut background = vec![node_task];
     background.extend(event_senders.into_iter().map(tokio::spawn));
-    let services = if run.contains(&Controller::ServiceLb) {
-        let api: Api<Service> = match &scope.service_namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        };
-        let (services, task) =
-            informer::Informer::<Service>::start(api, watcher::Config::default(), |_| {}, resync);
-        background.push(task);
-        Some(services)
-    } else {
-        None
+    let service_api: Api<Service> = match &scope.service_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
+    let mut start = Background {
+        tasks: &mut background,
+        resync,
+    };
+    let services = start.informer(run.contains(&Controller::ServiceLb), service_api, |_| {});
 
     let volumes = run.contains(&Controller::PvProvisioner)
         || run.contains(&Controller::PvExpander)
         || attach_detach;
-    let pvs = if run.contains(&Controller::PvLabel) || volumes {
-        let (pvs, task) = informer::Informer::<PersistentVolume>::start(
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            |_| {},
-            resync,
-        );
-        background.push(task);
-        Some(pvs)
-    } else {
-        None
-    };
-
-    let claims = if volumes {
-        let (claims, task) = informer::Informer::<PersistentVolumeClaim>::start(
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            |_| {},
-            resync,
-        );
-        background.push(task);
-        Some(claims)
-    } else {
-        None
-    };
-
-    let pods = if attach_detach {
-        let (pods, task) = informer::Informer::<Pod>::start(
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            attach_detach::strip_pod,
-            resync,
-        );
-        background.push(task);
-        Some(pods)
-    } else {
-        None
-    };
+    let pv_label = run.contains(&Controller::PvLabel);
+    let pvs: Option<Arc<informer::Informer<PersistentVolume>>> =
+        start.informer(pv_label || volumes, Api::all(client.clone()), |_| {});
+    let claims: Option<Arc<informer::Informer<PersistentVolumeClaim>>> =
+        start.informer(volumes, Api::all(client.clone()), |_| {});
+    let pods: Option<Arc<informer::Informer<Pod>>> = start.informer(
+        attach_detach,
+        Api::all(client.clone()),
+        attach_detach::strip_pod,
+    );
 
     for controller in run {
         let Some(ctx) = contexts.get(&controller).cloned() else {

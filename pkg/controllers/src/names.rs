@@ -213,6 +213,20 @@ pub const KUBE_CONTROLLER_MANAGER: &[ControllerName] = &[
     ATTACH_DETACH,
 ];
 
+/// The canonical names of `table` for `--help`, in start order, each that `*` leaves out
+/// marked so: the personalities' help texts list what they run from here, so they cannot lag
+/// behind the tables.
+pub fn help_list(table: &[ControllerName]) -> String {
+    table
+        .iter()
+        .map(|c| match c.on_by_default {
+            true => c.name.to_string(),
+            false => format!("{} (off by default)", c.name),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A `--controllers` entry names no known controller.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("--controllers: unknown controller {given:?}; known: {known}")]

@@ -18,21 +18,19 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use hypercloud_cloudprovider::Chain;
 use hypercloud_options::{ControllerOptions, NodeIpamOptions};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::cidr::Cidr;
-use crate::informer::{next_notice, Informer, Notice};
+use crate::informer::{enqueue_changes, get_by_key, Informer};
 use crate::metrics::Metrics;
-use crate::queue::{run_workers, Action, Queue};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::route::pod_cidrs;
 use crate::{names, Context, Error, Result};
 
@@ -603,7 +601,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
         reason: "needs --allocate-node-cidrs=true".into(),
     })?;
     let mut allocator = RangeAllocator::with_metrics(&config, ctx.metrics.clone())?;
-    let mut feed = nodes.subscribe();
+    let feed = nodes.subscribe();
     nodes.ready().await;
     // Before any allocation, what Nodes already have is taken (upstream lists Nodes first).
     for node in nodes.store.state() {
@@ -614,62 +612,30 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
     let cluster: Vec<String> = config.cluster_cidrs.iter().map(|c| c.to_string()).collect();
     tracing::info!(cluster_cidrs = ?cluster, masks = ?config.node_mask_sizes, "starting range CIDR allocator");
     let ipam = Ipam::new(ctx.clone(), allocator);
-    // Upstream's DefaultControllerRateLimiter: 5ms doubling to 1000s per item.
     let queue = Queue::new(
         "cidrallocator_node",
-        Duration::from_millis(5),
-        Duration::from_secs(1000),
+        Backoff::DEFAULT_CONTROLLER,
         ctx.metrics.clone(),
     );
-    let enqueue = {
-        let queue = queue.clone();
-        let nodes = nodes.clone();
-        let ipam = ipam.clone();
-        async move {
-            for n in nodes.store.state() {
-                queue.add(n.name_any());
-            }
-            while let Some(notice) = next_notice(&mut feed).await {
-                match notice {
-                    Notice::Applied { new, .. } => queue.add(new.name_any()),
-                    Notice::Deleted(node) => {
-                        let name = node.name_any();
-                        let released = ipam.allocator().release_node(&name, &pod_cidrs(&node));
-                        if let Err(e) = released {
-                            tracing::error!(node = %name, error = %Chain(&e), "releasing the CIDRs of a deleted node");
-                        }
-                    }
-                    Notice::Resync => {
-                        for n in nodes.store.state() {
-                            queue.add(n.name_any());
-                        }
-                    }
-                }
-            }
+    let enqueue = enqueue_changes(&nodes, feed, &queue, |node| {
+        let name = node.name_any();
+        let released = ipam.allocator().release_node(&name, &pod_cidrs(&node));
+        if let Err(e) = released {
+            tracing::error!(node = %name, error = %Chain(&e), "releasing the CIDRs of a deleted node");
         }
-    };
+    });
     let work = {
         let queue = queue.clone();
+        let (ipam, nodes) = (ipam.clone(), nodes.clone());
         run_workers(queue.clone(), CIDR_UPDATE_WORKERS, move |key: String| {
             let ipam = ipam.clone();
             let queue = queue.clone();
-            let node = nodes.store.get(&ObjectRef::new(&key));
+            let node = get_by_key(&nodes.store, &key);
             async move {
                 // Gone: its CIDRs were released with its deletion.
                 let node = node?;
-                match reconcile(node.clone(), ipam).await {
-                    Ok(action) => {
-                        queue.forget(&key);
-                        match action {
-                            Action::AwaitChange => None,
-                            Action::Requeue(d) => Some(d),
-                        }
-                    }
-                    Err(e) => match error_policy(node, &e, &queue) {
-                        Action::Requeue(d) => Some(d),
-                        Action::AwaitChange => None,
-                    },
-                }
+                let result = reconcile(node.clone(), ipam).await;
+                queue.settle(&key, result, |e| error_policy(node, &e, &queue))
             }
         })
     };
@@ -679,9 +645,7 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
 
 /// Counts the failure and requeues the Node after its backoff.
 pub(crate) fn error_policy(node: Arc<Node>, error: &Error, queue: &Queue) -> Action {
-    let delay = queue.backoff(&node.name_any());
-    tracing::warn!(node = %node.name_any(), error = %Chain(error), ?delay, "error syncing node CIDRs, requeuing");
-    Action::Requeue(delay)
+    crate::requeue_node(&node, error, queue, "error syncing node CIDRs, requeuing")
 }
 
 /// One Node (upstream `AllocateOrOccupyCIDR`): a Node with podCIDRs has them marked used; one

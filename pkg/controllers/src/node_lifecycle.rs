@@ -16,7 +16,7 @@ use std::time::Duration;
 use hypercloud_cloudprovider::wellknown::TAINT_SHUTDOWN;
 use hypercloud_cloudprovider::{Chain, Error as CloudError, Interface};
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
@@ -103,14 +103,7 @@ async fn act(node: Arc<Node>, ctx: Arc<Context>, verdict: Verdict, name: String)
     match verdict {
         Verdict::Keep => {}
         Verdict::Untaint | Verdict::Taint => {
-            let mut taints: Vec<Taint> = node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|t| t.key != TAINT_SHUTDOWN)
-                .collect();
+            let mut taints = crate::taints_without(&node, TAINT_SHUTDOWN);
             if verdict == Verdict::Taint {
                 taints.push(Taint {
                     key: TAINT_SHUTDOWN.into(),
@@ -122,12 +115,7 @@ async fn act(node: Arc<Node>, ctx: Arc<Context>, verdict: Verdict, name: String)
                 "metadata": {"resourceVersion": node.resource_version()},
                 "spec": {"taints": taints},
             });
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|source| Error::PatchNode {
-                    node: name.clone(),
-                    source,
-                })?;
+            crate::patch_node(&api, &name, &patch).await?;
             let action = if verdict == Verdict::Taint {
                 "taint"
             } else {
@@ -364,22 +352,16 @@ mod api_tests {
         .expect("node")
     }
 
-    #[tokio::test]
-    async fn a_shut_down_node_gets_the_taint_in_one_guarded_patch() {
+    /// Reconciles `n` and checks that its one request is this merge PATCH of the Node.
+    async fn expect_one_patch(n: Node, want: serde_json::Value) {
         let (ctx, api) = context(cloud(CLOUD), &[]);
-        let n = node("down", "Unknown", false);
+        let path = format!("/api/v1/nodes/{}?", n.name_any());
         let answer = serde_json::to_value(&n).expect("json");
         exchange(reconcile(Arc::new(n), ctx), api, |mut api| {
             Box::pin(async move {
-                let p = api.expect("PATCH", "/api/v1/nodes/down?", answer).await;
+                let p = api.expect("PATCH", &path, answer).await;
                 assert_eq!(p.content_type, "application/merge-patch+json");
-                assert_eq!(
-                    p.body,
-                    json!({
-                        "metadata": {"resourceVersion": "7"},
-                        "spec": {"taints": [{"key": TAINT_SHUTDOWN, "effect": "NoSchedule"}]},
-                    })
-                );
+                assert_eq!(p.body, want);
                 api
             })
         })
@@ -388,22 +370,24 @@ mod api_tests {
     }
 
     #[tokio::test]
+    async fn a_shut_down_node_gets_the_taint_in_one_guarded_patch() {
+        expect_one_patch(
+            node("down", "Unknown", false),
+            json!({
+                "metadata": {"resourceVersion": "7"},
+                "spec": {"taints": [{"key": TAINT_SHUTDOWN, "effect": "NoSchedule"}]},
+            }),
+        )
+        .await;
+    }
+
+    #[tokio::test]
     async fn a_ready_node_loses_the_taint() {
-        let (ctx, api) = context(cloud(CLOUD), &[]);
-        let n = node("down", "True", true);
-        let answer = serde_json::to_value(&n).expect("json");
-        exchange(reconcile(Arc::new(n), ctx), api, |mut api| {
-            Box::pin(async move {
-                let p = api.expect("PATCH", "/api/v1/nodes/down?", answer).await;
-                assert_eq!(
-                    p.body,
-                    json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": []}})
-                );
-                api
-            })
-        })
-        .await
-        .expect("reconcile");
+        expect_one_patch(
+            node("down", "True", true),
+            json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": []}}),
+        )
+        .await;
     }
 
     #[tokio::test]

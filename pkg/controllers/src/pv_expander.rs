@@ -9,7 +9,6 @@
 //! system when a pod mounts the volume and then records the capacity.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hypercloud_cloudprovider::volume::{quantity_bytes, round_up_to_gib};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -19,8 +18,8 @@ use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{json, Value};
 
-use crate::informer::{get_by_key, key_of, next_notice, Informer, Notice};
-use crate::queue::{run_workers, Action, Queue};
+use crate::informer::{enqueue_changes, get_by_key, key_of, Informer};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::{names, Context, Error, Result};
 
 /// Which controller resizes a claim's volume.
@@ -34,52 +33,27 @@ pub(crate) async fn run(
     claims: Arc<Informer<PersistentVolumeClaim>>,
     pvs: Arc<Informer<PersistentVolume>>,
 ) -> Result<()> {
-    let queue = Queue::new(
-        "volume_expand",
-        Duration::from_millis(100),
-        Duration::from_secs(300),
-        ctx.metrics.clone(),
-    );
-    let mut feed = claims.subscribe();
+    let queue = Queue::new("volume_expand", Backoff::VOLUME, ctx.metrics.clone());
+    let feed = claims.subscribe();
     claims.ready().await;
     pvs.ready().await;
-    let enqueue = {
-        let (queue, claims) = (queue.clone(), claims.clone());
-        async move {
-            for c in claims.store.state() {
-                queue.add(key_of(c.as_ref()));
-            }
-            while let Some(n) = next_notice(&mut feed).await {
-                match n {
-                    Notice::Applied { new, .. } => queue.add(key_of(new.as_ref())),
-                    Notice::Deleted(_) => {}
-                    Notice::Resync => {
-                        for c in claims.store.state() {
-                            queue.add(key_of(c.as_ref()));
-                        }
-                    }
-                }
-            }
-        }
-    };
+    let enqueue = enqueue_changes(&claims, feed, &queue, |_| {});
     let work = {
-        let queue = queue.clone();
+        let (queue, claims) = (queue.clone(), claims.clone());
         run_workers(queue.clone(), 1, move |key: String| {
             let (ctx, queue, pvs) = (ctx.clone(), queue.clone(), pvs.clone());
             let claim = get_by_key(&claims.store, &key);
             async move {
                 let claim = claim?;
-                match reconcile(claim, &pvs, ctx).await {
-                    Ok(_) => {
-                        queue.forget(&key);
-                        None
-                    }
-                    Err(e) => {
-                        let delay = queue.backoff(&key);
-                        tracing::warn!(claim = %key, error = %hypercloud_cloudprovider::Chain(&e), ?delay, "expanding volume, retrying");
-                        Some(delay)
-                    }
-                }
+                // Done until the claim changes, whatever the reconcile asked.
+                let result = reconcile(claim, &pvs, ctx)
+                    .await
+                    .map(|_| Action::AwaitChange);
+                queue.settle(&key, result, |e| {
+                    let delay = queue.backoff(&key);
+                    tracing::warn!(claim = %key, error = %hypercloud_cloudprovider::Chain(&e), ?delay, "expanding volume, retrying");
+                    Action::Requeue(delay)
+                })
             }
         })
     };

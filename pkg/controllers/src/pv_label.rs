@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use hypercloud_cloudprovider::volume::node_selector_requirements;
 use k8s_openapi::api::core::v1::PersistentVolume;
@@ -17,51 +16,26 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::informer::{next_notice, Informer, Notice};
-use crate::queue::{run_workers, Action, Queue};
+use crate::informer::{enqueue_changes, get_by_key, Informer};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::{Context, Error, Result};
 
 /// Runs the controller until it is dropped.
 pub(crate) async fn run(ctx: Arc<Context>, pvs: Arc<Informer<PersistentVolume>>) -> Result<()> {
-    let queue = Queue::new(
-        "pvLabels",
-        Duration::from_millis(5),
-        Duration::from_secs(1000),
-        ctx.metrics.clone(),
-    );
+    let queue = Queue::new("pvLabels", Backoff::DEFAULT_CONTROLLER, ctx.metrics.clone());
     // PV UIDs already labelled: later updates of them need no cloud call.
     let done: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let mut feed = pvs.subscribe();
+    let feed = pvs.subscribe();
     pvs.ready().await;
-    let enqueue = {
-        let queue = queue.clone();
-        let pvs = pvs.clone();
-        async move {
-            for pv in pvs.store.state() {
-                queue.add(pv.name_any());
-            }
-            while let Some(n) = next_notice(&mut feed).await {
-                match n {
-                    Notice::Applied { new, .. } => queue.add(new.name_any()),
-                    Notice::Deleted(_) => {}
-                    Notice::Resync => {
-                        for pv in pvs.store.state() {
-                            queue.add(pv.name_any());
-                        }
-                    }
-                }
-            }
-        }
-    };
+    let enqueue = enqueue_changes(&pvs, feed, &queue, |_| {});
     let work = {
         let queue = queue.clone();
+        let pvs = pvs.clone();
         run_workers(queue.clone(), 1, move |key: String| {
             let ctx = ctx.clone();
             let queue = queue.clone();
             let done = done.clone();
-            let pv = pvs
-                .store
-                .get(&kube::runtime::reflector::ObjectRef::new(&key));
+            let pv = get_by_key(&pvs.store, &key);
             async move {
                 let pv = pv?;
                 let uid = pv.uid().unwrap_or_default();

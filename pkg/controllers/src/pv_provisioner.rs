@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hypercloud_cloudprovider::volume::{
     choose_zone_for_volume, node_selector_requirements, round_up_to_gib,
@@ -40,8 +39,8 @@ use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 
-use crate::informer::{get_by_key, key_of, next_notice, Informer, Notice};
-use crate::queue::{run_workers, Action, Queue};
+use crate::informer::{enqueue_changes, get_by_key, key_of, Informer};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::{names, Context, Error, Result};
 
 /// The binder's annotation naming who provisions a claim.
@@ -71,68 +70,22 @@ pub(crate) async fn run(
     pvs: Arc<Informer<PersistentVolume>>,
     nodes: Arc<Informer<Node>>,
 ) -> Result<()> {
-    let claim_queue = Queue::new(
-        "volume_provisioning",
-        Duration::from_millis(100),
-        Duration::from_secs(300),
-        ctx.metrics.clone(),
-    );
-    let pv_queue = Queue::new(
-        "volume_deletion",
-        Duration::from_millis(100),
-        Duration::from_secs(300),
-        ctx.metrics.clone(),
-    );
-    let mut claim_feed = claims.subscribe();
-    let mut pv_feed = pvs.subscribe();
+    let claim_queue = Queue::new("volume_provisioning", Backoff::VOLUME, ctx.metrics.clone());
+    let pv_queue = Queue::new("volume_deletion", Backoff::VOLUME, ctx.metrics.clone());
+    let claim_feed = claims.subscribe();
+    let pv_feed = pvs.subscribe();
     claims.ready().await;
     pvs.ready().await;
     nodes.ready().await;
-    let enqueue_claims = {
-        let (queue, claims, pvs) = (claim_queue.clone(), claims.clone(), pvs.clone());
-        let pv_queue = pv_queue.clone();
-        async move {
-            let all = |queue: &Arc<Queue>| {
-                for c in claims.store.state() {
-                    queue.add(key_of(c.as_ref()));
-                }
-            };
-            all(&queue);
-            while let Some(n) = next_notice(&mut claim_feed).await {
-                match n {
-                    Notice::Applied { new, .. } => queue.add(key_of(new.as_ref())),
-                    // A claim gone may release its PV.
-                    Notice::Deleted(old) => {
-                        for pv in pvs.store.state() {
-                            if claim_ref_is(&pv, &old) {
-                                pv_queue.add(pv.name_any());
-                            }
-                        }
-                    }
-                    Notice::Resync => all(&queue),
-                }
+    // A claim gone may release its PV.
+    let enqueue_claims = enqueue_changes(&claims, claim_feed, &claim_queue, |old| {
+        for pv in pvs.store.state() {
+            if claim_ref_is(&pv, &old) {
+                pv_queue.add(pv.name_any());
             }
         }
-    };
-    let enqueue_pvs = {
-        let (queue, pvs) = (pv_queue.clone(), pvs.clone());
-        async move {
-            for pv in pvs.store.state() {
-                queue.add(pv.name_any());
-            }
-            while let Some(n) = next_notice(&mut pv_feed).await {
-                match n {
-                    Notice::Applied { new, .. } => queue.add(new.name_any()),
-                    Notice::Deleted(_) => {}
-                    Notice::Resync => {
-                        for pv in pvs.store.state() {
-                            queue.add(pv.name_any());
-                        }
-                    }
-                }
-            }
-        }
-    };
+    });
+    let enqueue_pvs = enqueue_changes(&pvs, pv_feed, &pv_queue, |_| {});
     let provision = {
         let queue = claim_queue.clone();
         let ctx = ctx.clone();
@@ -143,31 +96,27 @@ pub(crate) async fn run(
             let nodes = nodes.store.state();
             async move {
                 let claim = claim?;
-                match provision(claim, &nodes, ctx.clone()).await {
-                    Ok(_) => {
-                        queue.forget(&key);
-                        None
-                    }
-                    Err(e) => Some(error_policy(&queue, &key, &e, "provisioning")),
-                }
+                let result = provision(claim, &nodes, ctx.clone()).await;
+                let result = result.map(|_| Action::AwaitChange);
+                queue.settle(&key, result, |e| {
+                    error_policy(&queue, &key, &e, "provisioning")
+                })
             }
         })
     };
     let delete = {
         let queue = pv_queue.clone();
+        let (claims, pvs) = (claims.clone(), pvs.clone());
         run_workers(queue.clone(), 1, move |key: String| {
             let (ctx, queue) = (ctx.clone(), queue.clone());
             let pv = get_by_key(&pvs.store, &key);
             let claims = claims.clone();
             async move {
                 let pv = pv?;
-                match delete(pv, &claims, ctx).await {
-                    Ok(_) => {
-                        queue.forget(&key);
-                        None
-                    }
-                    Err(e) => Some(error_policy(&queue, &key, &e, "deleting volume")),
-                }
+                let result = delete(pv, &claims, ctx).await.map(|_| Action::AwaitChange);
+                queue.settle(&key, result, |e| {
+                    error_policy(&queue, &key, &e, "deleting volume")
+                })
             }
         })
     };
@@ -176,10 +125,10 @@ pub(crate) async fn run(
 }
 
 /// Counts the failure and requeues with the key's backoff.
-fn error_policy(queue: &Queue, key: &str, e: &Error, what: &str) -> Duration {
+fn error_policy(queue: &Queue, key: &str, e: &Error, what: &str) -> Action {
     let delay = queue.backoff(key);
     tracing::warn!(key, error = %hypercloud_cloudprovider::Chain(e), ?delay, "{what}, retrying");
-    delay
+    Action::Requeue(delay)
 }
 
 /// Whether `pv`'s claimRef names `claim` (by namespace, name and, when set, UID).

@@ -21,6 +21,45 @@ pub enum Action {
     Requeue(Duration),
 }
 
+impl Action {
+    /// How long a worker waits before the key comes back; `None`: until the object changes.
+    pub fn delay(self) -> Option<Duration> {
+        match self {
+            Action::AwaitChange => None,
+            Action::Requeue(d) => Some(d),
+        }
+    }
+}
+
+/// A queue's per-item backoff: a failed key comes back after `base * 2^failures`, at most
+/// `max` (upstream `ItemExponentialFailureRateLimiter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Backoff {
+    /// The first delay.
+    pub base: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// Upstream's `DefaultControllerRateLimiter`: 5ms doubling to 1000s per item.
+    pub const DEFAULT_CONTROLLER: Self = Self {
+        base: Duration::from_millis(5),
+        max: Duration::from_secs(1000),
+    };
+    /// The volume controllers' (upstream `exponentialbackoff` of volume operations): 100ms
+    /// doubling to 5 minutes.
+    pub const VOLUME: Self = Self {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(300),
+    };
+    /// Upstream's service rate limiter: 5s doubling to 300s per item.
+    pub const SERVICE: Self = Self {
+        base: Duration::from_secs(5),
+        max: Duration::from_secs(300),
+    };
+}
+
 #[derive(Default)]
 struct Inner {
     queue: VecDeque<String>,
@@ -44,19 +83,14 @@ pub(crate) struct Queue {
 
 impl Queue {
     /// A queue named `name` (the metrics' `name` label) whose failed items come back after
-    /// `base_delay * 2^failures`, at most `max_delay`.
-    pub fn new(
-        name: &'static str,
-        base_delay: Duration,
-        max_delay: Duration,
-        metrics: Metrics,
-    ) -> Arc<Self> {
+    /// `backoff`.
+    pub fn new(name: &'static str, backoff: Backoff, metrics: Metrics) -> Arc<Self> {
         Arc::new(Self {
             name,
             inner: Mutex::new(Inner::default()),
             ready: Notify::new(),
-            base_delay,
-            max_delay,
+            base_delay: backoff.base,
+            max_delay: backoff.max,
             metrics,
         })
     }
@@ -117,6 +151,24 @@ impl Queue {
     /// Resets the backoff of `key`.
     pub fn forget(&self, key: &str) {
         self.lock().failures.remove(key);
+    }
+
+    /// What a worker does with `key` after its reconcile returned `result`: a success resets
+    /// the key's backoff and follows the returned action; a failure follows `on_error` (which
+    /// usually counts it with [`Queue::backoff`]).
+    pub fn settle<E>(
+        &self,
+        key: &str,
+        result: Result<Action, E>,
+        on_error: impl FnOnce(E) -> Action,
+    ) -> Option<Duration> {
+        match result {
+            Ok(action) => {
+                self.forget(key);
+                action.delay()
+            }
+            Err(e) => on_error(e).delay(),
+        }
     }
 
     /// Waits for the next key; `None` once shut down.
@@ -243,7 +295,11 @@ mod tests {
 
     fn queue() -> Arc<Queue> {
         let m = Metrics::new(&prometheus::Registry::new()).expect("metrics");
-        Queue::new("test", Duration::from_millis(5), Duration::from_secs(1), m)
+        let backoff = Backoff {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1),
+        };
+        Queue::new("test", backoff, m)
     }
 
     #[tokio::test]

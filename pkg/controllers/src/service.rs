@@ -17,7 +17,7 @@ use hypercloud_cloudprovider::wellknown::{
     parse_go_bool, FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_EXTERNAL_LB,
 };
 use hypercloud_cloudprovider::{Chain, Error as CloudError};
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::de::IgnoredAny;
@@ -25,7 +25,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::informer::{get_by_key, key_of, next_notice, Informer, Notice};
-use crate::queue::{run_workers, Action, Queue};
+use crate::queue::{run_workers, Action, Backoff, Queue};
 use crate::{merge_patch, names, Context, Error, Result};
 
 const CONTROLLER: &str = names::SERVICE_LB.name;
@@ -125,13 +125,7 @@ pub(crate) async fn run(
     nodes: Arc<Informer<Node>>,
     services: Arc<Informer<Service>>,
 ) -> Result<()> {
-    // Upstream's service rate limiter: 5s doubling to 300s per item.
-    let queue = Queue::new(
-        "service",
-        Duration::from_secs(5),
-        Duration::from_secs(300),
-        ctx.metrics.clone(),
-    );
+    let queue = Queue::new("service", Backoff::SERVICE, ctx.metrics.clone());
     let state = Arc::new(ServiceState {
         ctx: ctx.clone(),
         nodes: nodes.clone(),
@@ -228,19 +222,10 @@ pub(crate) async fn run(
             let svc = get_by_key(&services.store, &key);
             async move {
                 let svc = svc?;
-                match reconcile(svc.clone(), state.clone()).await {
-                    Ok(action) => {
-                        state.queue.forget(&key);
-                        match action {
-                            Action::AwaitChange => None,
-                            Action::Requeue(d) => Some(d),
-                        }
-                    }
-                    Err(e) => match error_policy(svc, &e, &state) {
-                        Action::Requeue(d) => Some(d),
-                        Action::AwaitChange => None,
-                    },
-                }
+                let result = reconcile(svc.clone(), state.clone()).await;
+                state
+                    .queue
+                    .settle(&key, result, |e| error_policy(svc, &e, &state))
             }
         })
     };
@@ -253,6 +238,30 @@ pub(crate) fn error_policy(svc: Arc<Service>, error: &Error, state: &ServiceStat
     let delay = state.queue.backoff(&key_of(svc.as_ref()));
     tracing::warn!(service = %key_of(svc.as_ref()), error = %Chain(error), ?delay, "error processing service, retrying");
     Action::Requeue(delay)
+}
+
+/// Tells on the Service that its load balancer is gone.
+async fn deleted_load_balancer(ctx: &Context, reference: &ObjectReference) {
+    ctx.event(
+        CONTROLLER,
+        reference,
+        EventType::Normal,
+        "DeletedLoadBalancer",
+        "Deleted load balancer".into(),
+    )
+    .await;
+}
+
+/// Warns on the Service that its load balancer has no Node to send traffic to.
+async fn no_available_nodes(ctx: &Context, reference: &ObjectReference) {
+    ctx.event(
+        CONTROLLER,
+        reference,
+        EventType::Warning,
+        "UnAvailableLoadBalancer",
+        "There are no available nodes for LoadBalancer".into(),
+    )
+    .await;
 }
 
 /// Creates, updates or deletes one Service's load balancer (upstream
@@ -288,14 +297,7 @@ async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> 
     let new_status = match event {
         FinalizerEvent::Cleanup => {
             finalizer(ctx, svc, event, cleanup(svc, state, key)).await?;
-            ctx.event(
-                CONTROLLER,
-                &reference,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer".into(),
-            )
-            .await;
+            deleted_load_balancer(ctx, &reference).await;
             LoadBalancerStatus::default()
         }
         FinalizerEvent::Apply => {
@@ -382,14 +384,7 @@ async fn ensure(
     let reference = svc.object_ref(&());
     let Backends { nodes, names } = state.backends();
     if nodes.is_empty() {
-        ctx.event(
-            CONTROLLER,
-            &reference,
-            EventType::Warning,
-            "UnAvailableLoadBalancer",
-            "There are no available nodes for LoadBalancer".into(),
-        )
-        .await;
+        no_available_nodes(ctx, &reference).await;
     }
     ctx.metrics.lb_sync.inc();
     let status = match lb.ensure_load_balancer(cluster, svc, &nodes).await {
@@ -504,14 +499,7 @@ async fn delete_orphaned(state: &ServiceState, svc: &Service) {
     let cluster = &ctx.options.kube_cloud_shared.cluster_name;
     match lb.ensure_load_balancer_deleted(cluster, svc).await {
         Ok(()) | Err(CloudError::ImplementedElsewhere) => {
-            ctx.event(
-                CONTROLLER,
-                &reference,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer".into(),
-            )
-            .await;
+            deleted_load_balancer(ctx, &reference).await;
         }
         Err(e) => {
             tracing::error!(service = %key_of(svc), error = %e, "deleting load balancer of deleted service");
@@ -610,14 +598,7 @@ async fn sync_nodes(state: &ServiceState, services: &Informer<Service>) -> bool 
             Ok(()) => {
                 state.last_synced().insert(key.clone(), names.clone());
                 if nodes.is_empty() {
-                    ctx.event(
-                        CONTROLLER,
-                        &reference,
-                        EventType::Warning,
-                        "UnAvailableLoadBalancer",
-                        "There are no available nodes for LoadBalancer".into(),
-                    )
-                    .await;
+                    no_available_nodes(ctx, &reference).await;
                 } else {
                     ctx.event(
                         CONTROLLER,
@@ -918,12 +899,7 @@ mod api_tests {
         let (ctx, api) = context(cloud, &[]);
         let node: Node =
             serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {}})).expect("node");
-        let queue = Queue::new(
-            "service",
-            Duration::from_secs(5),
-            Duration::from_secs(300),
-            ctx.metrics.clone(),
-        );
+        let queue = Queue::new("service", Backoff::SERVICE, ctx.metrics.clone());
         let state = ServiceState {
             ctx,
             nodes: Informer::fixed(vec![node]),

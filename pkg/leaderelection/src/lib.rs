@@ -490,19 +490,24 @@ impl LeaderElector {
         }
     }
 
-    /// One attempt (upstream `tryAcquireOrRenew`): `Ok(true)` when this candidate holds the
-    /// Lease afterwards, `Ok(false)` when someone else does or a concurrent write won.
-    pub async fn try_acquire_or_renew(&self) -> Result<bool> {
+    /// The Lease as the apiserver has it, `None` when there is none.
+    async fn get_lease(&self) -> Result<Option<Lease>> {
         let cfg = &self.config;
-        let existing = self
-            .api
+        self.api
             .get_opt(&cfg.name)
             .await
             .map_err(|source| Error::GetLease {
                 namespace: cfg.namespace.clone(),
                 name: cfg.name.clone(),
                 source,
-            })?;
+            })
+    }
+
+    /// One attempt (upstream `tryAcquireOrRenew`): `Ok(true)` when this candidate holds the
+    /// Lease afterwards, `Ok(false)` when someone else does or a concurrent write won.
+    pub async fn try_acquire_or_renew(&self) -> Result<bool> {
+        let cfg = &self.config;
+        let existing = self.get_lease().await?;
         let Some(lease) = existing else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -586,16 +591,7 @@ impl LeaderElector {
     /// duration to 1s so a standby takes it at once. `Ok(false)`: not ours to release.
     pub async fn release(&self) -> Result<bool> {
         let cfg = &self.config;
-        let Some(lease) = self
-            .api
-            .get_opt(&cfg.name)
-            .await
-            .map_err(|source| Error::GetLease {
-                namespace: cfg.namespace.clone(),
-                name: cfg.name.clone(),
-                source,
-            })?
-        else {
+        let Some(lease) = self.get_lease().await? else {
             return Ok(false);
         };
         let spec = lease.spec.clone().unwrap_or_default();

@@ -89,12 +89,29 @@ fn wait_http(url: &str, what: &str, proc: &mut Proc) {
     }
 }
 
-/// A moto server on a free loopback port; killed when dropped.
-pub struct Moto {
+/// A server of ours on a loopback port, with its working directory; killed when dropped.
+struct Served {
     proc: Proc,
     url: String,
     _dir: tempfile::TempDir,
 }
+
+impl Served {
+    /// Spawns `cmd` as `what` on `port`, logging to `dir`/`log`, and waits until it listens.
+    fn start(what: &str, cmd: Command, port: u16, dir: tempfile::TempDir, log: &str) -> Self {
+        let mut proc = Proc::spawn(what, cmd, dir.path().join(log));
+        let url = format!("http://127.0.0.1:{port}");
+        wait_http(&url, what, &mut proc);
+        Served {
+            proc,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+/// A moto server on a free loopback port; killed when dropped.
+pub struct Moto(Served);
 
 impl Moto {
     /// Starts `moto_server -H 127.0.0.1 -p PORT` and waits until it listens.
@@ -109,24 +126,17 @@ impl Moto {
             // anywhere else.
             .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
             .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
-        let mut proc = Proc::spawn("moto_server", cmd, dir.path().join("moto.log"));
-        let url = format!("http://127.0.0.1:{port}");
-        wait_http(&url, "moto_server", &mut proc);
-        Moto {
-            proc,
-            url,
-            _dir: dir,
-        }
+        Moto(Served::start("moto_server", cmd, port, dir, "moto.log"))
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.0.url
     }
 
     /// moto's log so far.
     pub fn log(&self) -> String {
-        self.proc.log()
+        self.0.proc.log()
     }
 
     /// The `aws` CLI against this moto (region [`REGION`], JSON output).
@@ -134,7 +144,7 @@ impl Moto {
         let mut cmd = Command::new(&tools().aws_cli);
         cmd.args([
             "--endpoint-url",
-            &self.url,
+            &self.0.url,
             "--region",
             REGION,
             "--output",
@@ -396,11 +406,7 @@ impl MockInstance {
 
 /// amazon-ec2-metadata-mock on a free loopback port, answering as one instance; killed when
 /// dropped.
-pub struct MetadataMock {
-    proc: Proc,
-    url: String,
-    _dir: tempfile::TempDir,
-}
+pub struct MetadataMock(Served);
 
 impl MetadataMock {
     /// Starts the mock with `instance`'s values; `imdsv2_only` makes it refuse requests
@@ -467,24 +473,23 @@ impl MetadataMock {
         if imdsv2_only {
             cmd.arg("--imdsv2");
         }
-        let mut proc = Proc::spawn("ec2-metadata-mock", cmd, dir.path().join("mock.log"));
-        let url = format!("http://127.0.0.1:{port}");
-        wait_http(&url, "ec2-metadata-mock", &mut proc);
-        MetadataMock {
-            proc,
-            url,
-            _dir: dir,
-        }
+        MetadataMock(Served::start(
+            "ec2-metadata-mock",
+            cmd,
+            port,
+            dir,
+            "mock.log",
+        ))
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.0.url
     }
 
     /// The mock's log so far.
     pub fn log(&self) -> String {
-        self.proc.log()
+        self.0.proc.log()
     }
 }
 

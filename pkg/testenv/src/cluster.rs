@@ -24,20 +24,7 @@ pub const KUBELET_LABEL: &str = "hypercloud.io/kubelet";
 /// bin`, which builds them first when needed).
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let script = crate::repo_root().join("hack/cluster.sh");
-        let out = Command::new(&script)
-            .arg("bin")
-            .output()
-            .unwrap_or_else(|e| panic!("running {} bin: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "hack/cluster.sh bin failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
+    DIR.get_or_init(|| crate::hack_bin_dir("cluster.sh"))
 }
 
 /// A `NAME=value` setting of `hack/lib/cluster.sh`, where the timing of the cluster is decided.

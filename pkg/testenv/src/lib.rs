@@ -208,6 +208,23 @@ fn default_script() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("hack/envtest.sh"))
 }
 
+/// The directory of the binaries `hack/<script> bin` prints (building them first when
+/// needed, as those scripts do).
+pub(crate) fn hack_bin_dir(script: &str) -> PathBuf {
+    let path = repo_root().join("hack").join(script);
+    let out = std::process::Command::new(&path)
+        .arg("bin")
+        .output()
+        .unwrap_or_else(|e| panic!("running {} bin: {e}", path.display()));
+    assert!(
+        out.status.success(),
+        "hack/{script} bin failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// The checkout's root (where `hack/` is), found when the program runs: from
 /// `CARGO_MANIFEST_DIR` as cargo sets it for a test or example it runs, else the working
 /// directory, walking up. Not a path compiled in: cargo reuses a build cache made in another

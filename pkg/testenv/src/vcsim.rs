@@ -18,19 +18,7 @@ static BIN: OnceLock<PathBuf> = OnceLock::new();
 
 /// The directory with `vcsim` and `govc`, building them on first use (`hack/vcsim.sh bin`).
 pub fn bin_dir() -> &'static Path {
-    BIN.get_or_init(|| {
-        let script = crate::repo_root().join("hack/vcsim.sh");
-        let out = Command::new(&script)
-            .arg("bin")
-            .output()
-            .unwrap_or_else(|e| panic!("running {} bin: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "hack/vcsim.sh bin failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
+    BIN.get_or_init(|| crate::hack_bin_dir("vcsim.sh"))
 }
 
 /// A running simulator.

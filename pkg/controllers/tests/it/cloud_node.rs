@@ -4,8 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn cloud_node_initialises_tainted_nodes_with_one_metadata_patch() {
-    let env = TestEnv::new("cloud-node-init").await.expect("testenv");
-    let label = env.unique_name("cn");
+    let (env, label) = labelled_env("cloud-node-init", "cn").await;
     let ready = env.unique_name("n-ready");
     let missing = env.unique_name("n-missing");
     let cloud = FakeCloud::new(FakeConfig {
@@ -38,30 +37,19 @@ async fn cloud_node_initialises_tainted_nodes_with_one_metadata_patch() {
     // Let the watch establish before creating.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let running = start(
-        env.client(),
-        &cloud,
-        &[names::CLOUD_NODE.name],
-        &[],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
-    );
+    let running = start_for(&env, &label, &cloud, &[names::CLOUD_NODE.name], &[]);
     let mut n = node(&ready, &label, vec![uninitialized()]);
     n.status = Some(NodeStatus {
         addresses: Some(vec![addr("Hostname", "host-ready")]),
         ..Default::default()
     });
-    api.create(&PostParams::default(), &n)
-        .await
-        .expect("create node");
-    api.create(
-        &PostParams::default(),
+    create(&api, &n, "create node").await;
+    create(
+        &api,
         &node(&missing, &label, vec![uninitialized()]),
+        "create node",
     )
-    .await
-    .expect("create node");
+    .await;
 
     let done = eventually("node initialised", || async {
         let n = api.get(&ready).await.ok()?;
@@ -164,8 +152,7 @@ async fn measure_cloud_node_initialisation() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
-    let env = TestEnv::new("cloud-node-measure").await.expect("testenv");
-    let label = env.unique_name("m");
+    let (env, label) = labelled_env("cloud-node-measure", "m").await;
     let names: Vec<String> = (0..count)
         .map(|i| env.unique_name(&format!("m{i}")))
         .collect();
@@ -197,28 +184,14 @@ async fn measure_cloud_node_initialisation() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let running = start(
-        env.client(),
-        &cloud,
-        &[names::CLOUD_NODE.name],
-        &[],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
-    );
+    let running = start_for(&env, &label, &cloud, &[names::CLOUD_NODE.name], &[]);
     let t0 = Instant::now();
     futures::stream::iter(names.iter())
         .for_each_concurrent(16, |n| {
             let api = api.clone();
             let label = label.clone();
             async move {
-                api.create(
-                    &PostParams::default(),
-                    &node(n, &label, vec![uninitialized()]),
-                )
-                .await
-                .expect("create");
+                create(&api, &node(n, &label, vec![uninitialized()]), "create").await;
             }
         })
         .await;
@@ -252,8 +225,7 @@ async fn measure_cloud_node_initialisation() {
 }
 #[tokio::test]
 async fn cloud_node_keeps_taint_and_warns_when_provided_node_ip_matches_nothing() {
-    let env = TestEnv::new("cloud-node-ip").await.expect("testenv");
-    let label = env.unique_name("ip");
+    let (env, label) = labelled_env("cloud-node-ip", "ip").await;
     let name = env.unique_name("n-ip");
     let cloud = FakeCloud::new(FakeConfig {
         instances: vec![instance(&name, "10.0.0.8")],
@@ -268,19 +240,8 @@ async fn cloud_node_keeps_taint_and_warns_when_provided_node_ip_matches_nothing(
         )]
         .into(),
     );
-    api.create(&PostParams::default(), &n)
-        .await
-        .expect("create node");
-    let running = start(
-        env.client(),
-        &cloud,
-        &[names::CLOUD_NODE.name],
-        &[],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
-    );
+    create(&api, &n, "create node").await;
+    let running = start_for(&env, &label, &cloud, &[names::CLOUD_NODE.name], &[]);
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(env.client(), "default");
     let ev = eventually("warning event", || async {
         events

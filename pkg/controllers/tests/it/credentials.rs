@@ -3,7 +3,7 @@
 
 use super::*;
 use hypercloud_controllers::credentials::{ServiceAccountClients, NAMESPACE};
-use hypercloud_controllers::{Controller, Credentials};
+use hypercloud_controllers::Credentials;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::ServiceAccount;
 
@@ -52,14 +52,8 @@ async fn each_controller_authenticates_as_its_service_account_created_when_missi
             .then_some(())
     })
     .await;
-    for controller in [
-        Controller::CloudNode,
-        Controller::CloudNodeLifecycle,
-        Controller::ServiceLb,
-        Controller::NodeIpam,
-        Controller::NodeRoute,
-        Controller::PvLabel,
-    ] {
+    // Every controller of the cloud-controller-manager.
+    for controller in names::CLOUD_CONTROLLER_MANAGER.iter().map(|c| c.id) {
         let account = controller.service_account();
         let (client, _refresh) = accounts.client(account).await.expect("client");
         assert_eq!(
@@ -126,13 +120,12 @@ async fn the_apiserver_sees_the_service_controllers_identity() {
     apply_controller_roles(env.client()).await;
     let nodes: Api<Node> = Api::all(env.client());
     let node_name = env.unique_name("sa-node");
-    nodes
-        .create(
-            &PostParams::default(),
-            &node(&node_name, &label, vec![uninitialized()]),
-        )
-        .await
-        .expect("node");
+    create(
+        &nodes,
+        &node(&node_name, &label, vec![uninitialized()]),
+        "node",
+    )
+    .await;
     let cloud = FakeCloud::new(FakeConfig {
         instances: vec![instance(&node_name, "10.0.9.1")],
         ..Default::default()
@@ -143,10 +136,7 @@ async fn the_apiserver_sees_the_service_controllers_identity() {
         &cloud,
         &[names::SERVICE_LB.name, names::CLOUD_NODE.name],
         &["--use-service-account-credentials=true"],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: Some(ns.clone()),
-        },
+        scope(&label, Some(&ns)),
     );
     services
         .create(
@@ -188,14 +178,10 @@ async fn the_apiserver_sees_the_service_controllers_identity() {
 /// is enough to patch a Node's pod CIDRs.
 #[tokio::test]
 async fn node_ipam_writes_pod_cidrs_as_node_controller() {
-    let env = TestEnv::new("sa-ipam").await.expect("testenv");
-    let label = env.unique_name("sa-ipam");
+    let (env, label) = labelled_env("sa-ipam", "sa-ipam").await;
     let node_name = env.unique_name("sa-ipam-node");
     let nodes: Api<Node> = Api::all(env.client());
-    nodes
-        .create(&PostParams::default(), &node(&node_name, &label, vec![]))
-        .await
-        .expect("node");
+    create(&nodes, &node(&node_name, &label, vec![]), "node").await;
     let cloud = FakeCloud::new(FakeConfig::default());
     let running = start_as(
         env.client(),
@@ -207,10 +193,7 @@ async fn node_ipam_writes_pod_cidrs_as_node_controller() {
             "--allocate-node-cidrs=true",
             "--cluster-cidr=10.251.0.0/16",
         ],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
+        scope(&label, None),
     );
     let cidrs = eventually("pod CIDRs written as node-controller", || async {
         let n = nodes.get(&node_name).await.ok()?;

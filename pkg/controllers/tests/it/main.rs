@@ -83,6 +83,17 @@ fn start(
     start_as(client, Default::default(), cloud, controllers, args, scope)
 }
 
+/// [`start`] on the Nodes labelled with this test's `label` (no Services).
+fn start_for(
+    env: &TestEnv,
+    label: &str,
+    cloud: &FakeCloud,
+    controllers: &[&'static str],
+    args: &[&str],
+) -> Running {
+    start(env.client(), cloud, controllers, args, scope(label, None))
+}
+
 /// [`start`] with the controllers acting as `credentials` say.
 fn start_as(
     client: Client,
@@ -113,6 +124,23 @@ fn start_as(
         registry,
         stop: Some(tx),
         task,
+    }
+}
+
+/// A test's environment named `test`, and the unique value of [`TEST_LABEL`] its Nodes carry
+/// (starting with `label`).
+async fn labelled_env(test: &str, label: &str) -> (TestEnv, String) {
+    let env = TestEnv::new(test).await.expect("testenv");
+    let label = env.unique_name(label);
+    (env, label)
+}
+
+/// Scopes the controllers to the Nodes labelled with this test's `label` and, when given, the
+/// Services of `service_namespace`.
+fn scope(label: &str, service_namespace: Option<&str>) -> Scope {
+    Scope {
+        node_label_selector: Some(format!("{TEST_LABEL}={label}")),
+        service_namespace: service_namespace.map(str::to_string),
     }
 }
 
@@ -187,6 +215,16 @@ fn has_taint(n: &Node, key: &str) -> bool {
         .is_some_and(|t| t.iter().any(|t| t.key == key))
 }
 
+/// Creates `object`; the test fails with `what` when the apiserver refuses.
+async fn create<K>(api: &Api<K>, object: &K, what: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), object)
+        .await
+        .expect(what);
+}
+
 async fn delete_nodes(api: &Api<Node>, names: &[String]) {
     for n in names {
         let _ = api.delete(n, &DeleteParams::default()).await;
@@ -198,8 +236,7 @@ async fn delete_nodes(api: &Api<Node>, names: &[String]) {
 /// waiter woke, so cloud-node never initialised anything next to cloud-node-lifecycle).
 #[tokio::test]
 async fn node_controllers_together_share_the_node_cache() {
-    let env = TestEnv::new("controllers-together").await.expect("testenv");
-    let label = env.unique_name("tg");
+    let (env, label) = labelled_env("controllers-together", "tg").await;
     let name = env.unique_name("tg-node");
     let cloud = FakeCloud::new(FakeConfig {
         instances: vec![instance(&name, "10.0.7.1")],
@@ -214,18 +251,15 @@ async fn node_controllers_together_share_the_node_cache() {
             names::SERVICE_LB.name,
         ],
         &["--node-monitor-period=500ms"],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: Some(env.namespace().to_string()),
-        },
+        scope(&label, Some(env.namespace())),
     );
     let api: Api<Node> = Api::all(env.client());
-    api.create(
-        &PostParams::default(),
+    create(
+        &api,
         &node(&name, &label, vec![uninitialized()]),
+        "create node",
     )
-    .await
-    .expect("create node");
+    .await;
     let initialised = eventually("node initialised next to the other controllers", || async {
         let n = api.get(&name).await.ok()?;
         (!has_taint(&n, wellknown::TAINT_UNINITIALIZED)).then_some(n)

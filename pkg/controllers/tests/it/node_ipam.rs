@@ -24,8 +24,7 @@ async fn wait_cidrs(api: &Api<Node>, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn dual_stack_cidrs_are_given_and_routed() {
-    let env = TestEnv::new("node-ipam").await.expect("testenv");
-    let label = env.unique_name("ipam");
+    let (env, label) = labelled_env("node-ipam", "ipam").await;
     let had = env.unique_name("ipam-had");
     let fresh = [env.unique_name("ipam-a"), env.unique_name("ipam-b")];
     let cloud = FakeCloud::new(FakeConfig::default());
@@ -34,14 +33,13 @@ async fn dual_stack_cidrs_are_given_and_routed() {
     let spec = n.spec.get_or_insert_with(Default::default);
     spec.pod_cidr = Some("10.244.0.0/24".into());
     spec.pod_cidrs = Some(vec!["10.244.0.0/24".into(), "fd00:10::/64".into()]);
-    api.create(&PostParams::default(), &n).await.expect("node");
+    create(&api, &n, "node").await;
     for name in &fresh {
-        api.create(&PostParams::default(), &node(name, &label, vec![]))
-            .await
-            .expect("node");
+        create(&api, &node(name, &label, vec![]), "node").await;
     }
-    let running = start(
-        env.client(),
+    let running = start_for(
+        &env,
+        &label,
         &cloud,
         &[names::NODE_IPAM.name, names::NODE_ROUTE.name],
         &[
@@ -49,10 +47,6 @@ async fn dual_stack_cidrs_are_given_and_routed() {
             "--cluster-cidr=10.244.0.0/16,fd00:10::/56",
             "--route-reconciliation-period=500ms",
         ],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
     );
     let mut given = Vec::new();
     for name in &fresh {
@@ -95,8 +89,7 @@ async fn dual_stack_cidrs_are_given_and_routed() {
 
 #[tokio::test]
 async fn an_exhausted_range_waits_for_a_deleted_nodes_cidr() {
-    let env = TestEnv::new("node-ipam-full").await.expect("testenv");
-    let label = env.unique_name("ipamf");
+    let (env, label) = labelled_env("node-ipam-full", "ipamf").await;
     let [x, y, z] = [
         env.unique_name("ipamf-x"),
         env.unique_name("ipamf-y"),
@@ -110,20 +103,13 @@ async fn an_exhausted_range_waits_for_a_deleted_nodes_cidr() {
         &[names::NODE_IPAM.name],
         // Two node CIDRs in all.
         &["--allocate-node-cidrs=true", "--cluster-cidr=10.250.0.0/23"],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
+        scope(&label, None),
     );
     for name in [&x, &y] {
-        api.create(&PostParams::default(), &node(name, &label, vec![]))
-            .await
-            .expect("node");
+        create(&api, &node(name, &label, vec![]), "node").await;
         wait_cidrs(&api, name).await;
     }
-    api.create(&PostParams::default(), &node(&z, &label, vec![]))
-        .await
-        .expect("node");
+    create(&api, &node(&z, &label, vec![]), "node").await;
     let events: Api<Event> = Api::namespaced(env.client(), "default");
     let event = eventually("CIDRNotAvailable on the third Node", || async {
         let list = events

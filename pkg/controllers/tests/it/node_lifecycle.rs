@@ -21,8 +21,7 @@ fn with_ready(mut n: Node, name: &str, ready: &str) -> Node {
 
 #[tokio::test]
 async fn node_lifecycle_taints_shut_down_and_deletes_gone_nodes() {
-    let env = TestEnv::new("node-lifecycle").await.expect("testenv");
-    let label = env.unique_name("lc");
+    let (env, label) = labelled_env("node-lifecycle", "lc").await;
     let down = env.unique_name("lc-down");
     let gone = env.unique_name("lc-gone");
     let cloud = FakeCloud::new(FakeConfig {
@@ -35,22 +34,19 @@ async fn node_lifecycle_taints_shut_down_and_deletes_gone_nodes() {
     });
     let api: Api<Node> = Api::all(env.client());
     for name in [&down, &gone] {
-        api.create(
-            &PostParams::default(),
+        create(
+            &api,
             &with_ready(node(name, &label, vec![]), name, "False"),
+            "create node",
         )
-        .await
-        .expect("create node");
+        .await;
     }
-    let running = start(
-        env.client(),
+    let running = start_for(
+        &env,
+        &label,
         &cloud,
         &[names::CLOUD_NODE_LIFECYCLE.name],
         &["--node-monitor-period=500ms"],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
     );
     eventually("shutdown taint", || async {
         let n = api.get(&down).await.ok()?;

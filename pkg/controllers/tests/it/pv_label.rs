@@ -38,9 +38,7 @@ async fn pv_label_controller_labels_cloud_volumes() {
         }),
         ..Default::default()
     };
-    api.create(&PostParams::default(), &pv)
-        .await
-        .expect("create pv");
+    create(&api, &pv, "create pv").await;
     let running = start(
         env.client(),
         &cloud,

@@ -14,8 +14,7 @@ fn condition(n: &Node, type_: &str) -> Option<NodeCondition> {
 
 #[tokio::test]
 async fn routes_created_stale_deleted_and_network_condition_set() {
-    let env = TestEnv::new("node-route").await.expect("testenv");
-    let label = env.unique_name("rt");
+    let (env, label) = labelled_env("node-route", "rt").await;
     let with_cidr = env.unique_name("rt-a");
     let without = env.unique_name("rt-b");
     let cloud = FakeCloud::new(FakeConfig {
@@ -31,15 +30,12 @@ async fn routes_created_stale_deleted_and_network_condition_set() {
     let mut a = node(&with_cidr, &label, vec![]);
     a.spec.get_or_insert_with(Default::default).pod_cidr = Some("10.244.7.0/24".into());
     a.spec.get_or_insert_with(Default::default).pod_cidrs = Some(vec!["10.244.7.0/24".into()]);
-    api.create(&PostParams::default(), &a)
-        .await
-        .expect("node a");
-    api.create(&PostParams::default(), &node(&without, &label, vec![]))
-        .await
-        .expect("node b");
+    create(&api, &a, "node a").await;
+    create(&api, &node(&without, &label, vec![]), "node b").await;
 
-    let running = start(
-        env.client(),
+    let running = start_for(
+        &env,
+        &label,
         &cloud,
         &[names::NODE_ROUTE.name],
         &[
@@ -47,10 +43,6 @@ async fn routes_created_stale_deleted_and_network_condition_set() {
             "--cluster-cidr=10.244.0.0/16",
             "--route-reconciliation-period=500ms",
         ],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: None,
-        },
     );
     let cond = eventually("NetworkUnavailable=False", || async {
         let n = api.get(&with_cidr).await.ok()?;

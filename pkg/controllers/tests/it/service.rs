@@ -43,20 +43,14 @@ async fn service_lb_lifecycle_finalizer_status_nodes_and_foreign_class() {
     let cloud = FakeCloud::new(FakeConfig::default());
     let nodes: Api<Node> = Api::all(env.client());
     let services: Api<Service> = Api::namespaced(env.client(), &ns);
-    nodes
-        .create(&PostParams::default(), &node(&node_a, &label, vec![]))
-        .await
-        .expect("node a");
+    create(&nodes, &node(&node_a, &label, vec![]), "node a").await;
 
     let running = start(
         env.client(),
         &cloud,
         &[names::SERVICE_LB.name],
         &[],
-        Scope {
-            node_label_selector: Some(format!("{TEST_LABEL}={label}")),
-            service_namespace: Some(ns.clone()),
-        },
+        scope(&label, Some(&ns)),
     );
     services
         .create(&PostParams::default(), &lb_service("web", None))
@@ -88,10 +82,7 @@ async fn service_lb_lifecycle_finalizer_status_nodes_and_foreign_class() {
     assert_eq!(*lb.nodes, vec![node_a.clone()]);
 
     // A new node joins the backends of existing load balancers.
-    nodes
-        .create(&PostParams::default(), &node(&node_b, &label, vec![]))
-        .await
-        .expect("node b");
+    create(&nodes, &node(&node_b, &label, vec![]), "node b").await;
     eventually("backends updated", || async {
         let lbs = cloud.load_balancers();
         let lb = lbs.values().find(|lb| lb.service == format!("{ns}/web"))?;

@@ -21,6 +21,21 @@ fn cloud_config(node: &str) -> String {
     )
 }
 
+/// Registers the Node `input` describes, which must be new: the Node sent, the Nodes' API and
+/// the Node as the apiserver has it.
+async fn register_new(env: &TestEnv, input: &NodeInput) -> (Node, Api<Node>, Node) {
+    let node = initial_node(input);
+    assert_eq!(
+        register(env.client(), &node, input)
+            .await
+            .expect("register"),
+        Registered::Created
+    );
+    let api: Api<Node> = Api::all(env.client());
+    let got = api.get(&input.node_name).await.expect("get");
+    (node, api, got)
+}
+
 #[tokio::test]
 async fn in_tree_registration_carries_cloud_facts_and_syncs_addresses() {
     let env = TestEnv::new("kubelet-in-tree").await.expect("testenv");
@@ -36,15 +51,7 @@ async fn in_tree_registration_carries_cloud_facts_and_syncs_addresses() {
         labels: BTreeMap::new(),
         mode: Mode::InTree(facts),
     };
-    let node = initial_node(&input);
-    assert_eq!(
-        register(env.client(), &node, &input)
-            .await
-            .expect("register"),
-        Registered::Created
-    );
-    let api: Api<Node> = Api::all(env.client());
-    let got = api.get(&node_name).await.expect("get");
+    let (node, api, got) = register_new(&env, &input).await;
     assert_eq!(
         got.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
         Some(format!("fake:///id-{name}").as_str())
@@ -103,15 +110,7 @@ async fn external_registration_makes_no_cloud_call_and_taints() {
         labels: BTreeMap::from([("example.com/pool".to_string(), "a".to_string())]),
         mode: Mode::External,
     };
-    let node = initial_node(&input);
-    assert_eq!(
-        register(env.client(), &node, &input)
-            .await
-            .expect("register"),
-        Registered::Created
-    );
-    let api: Api<Node> = Api::all(env.client());
-    let got = api.get(&name).await.expect("get");
+    let (node, api, got) = register_new(&env, &input).await;
     // Its own addresses until the cloud-controller-manager sets the cloud's, which keeps the
     // Hostname: the external Node ends up with the addresses an in-tree one has.
     let addresses: Vec<(String, String)> = got

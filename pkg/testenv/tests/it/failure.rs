@@ -12,18 +12,28 @@ fn script() -> std::path::PathBuf {
     hypercloud_testenv::repo_root().join("hack/envtest.sh")
 }
 
+/// Runs `hack/envtest.sh start` with binaries from `bin` and its run directory `run`, checks
+/// that it failed with status 1, and returns its output and stderr.
+fn envtest_start_fails(
+    bin: &std::path::Path,
+    run: &std::path::Path,
+) -> (std::process::Output, String) {
+    let output = Command::new(script())
+        .arg("start")
+        .env("HYPERCLOUD_ENVTEST_BIN", bin)
+        .env("HYPERCLOUD_ENVTEST_DIR", run)
+        .output()
+        .expect("run hack/envtest.sh");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    (output, stderr)
+}
+
 #[test]
 fn envtest_start_without_binaries_names_the_step() {
     let bin = tempfile::tempdir().expect("bin dir");
     let run = tempfile::tempdir().expect("run dir");
-    let output = Command::new(script())
-        .arg("start")
-        .env("HYPERCLOUD_ENVTEST_BIN", bin.path())
-        .env("HYPERCLOUD_ENVTEST_DIR", run.path())
-        .output()
-        .expect("run hack/envtest.sh");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let (output, stderr) = envtest_start_fails(bin.path(), run.path());
     assert!(
         stderr.contains(&format!(
             "envtest: step \"{STEP}\" failed: no kube-apiserver in"
@@ -58,14 +68,7 @@ fn envtest_start_with_a_dead_etcd_names_the_step_and_shows_its_log() {
             .expect("chmod");
         assert!(status.success());
     }
-    let output = Command::new(script())
-        .arg("start")
-        .env("HYPERCLOUD_ENVTEST_BIN", bin.path())
-        .env("HYPERCLOUD_ENVTEST_DIR", run.path())
-        .output()
-        .expect("run hack/envtest.sh");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let (_, stderr) = envtest_start_fails(bin.path(), run.path());
     assert!(
         stderr.contains(
             "envtest: step \"wait for etcd /health\" failed: etcd exited before it was ready"
