@@ -84,10 +84,14 @@ pub async fn start(
     } else {
         None
     };
-    cloud
-        .initialize(client)
-        .await
-        .with_context(|| format!("initializing cloud provider {:?}", opts.cloud_provider))?;
+    // A provider's `Initialize` error already says "initializing cloud provider <name>".
+    cloud.initialize(client).await.map_err(|e| match e {
+        e @ hypercloud_cloudprovider::Error::Initialize { .. } => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(format!(
+            "initializing cloud provider {:?}",
+            opts.cloud_provider
+        )),
+    })?;
     tracing::info!(component, provider = %opts.cloud_provider, layout = layout.name(), "cloud provider initialized");
     Ok(Some(cloud))
 }

@@ -156,9 +156,10 @@ async fn credential_chain_errors_and_throttling() {
             operation,
             status,
             request_id,
-            message,
+            source,
             ..
         } => {
+            let message = source.to_string();
             assert_eq!(operation, "DescribeInstances");
             assert_eq!(*status, Some(503));
             assert!(
