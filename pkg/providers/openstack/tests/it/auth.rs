@@ -27,7 +27,7 @@ async fn wrong_password_is_a_clear_401_naming_user_and_config() {
     };
     assert_eq!(*status, Some(401));
     assert_eq!(operation, "authenticate with Keystone");
-    let msg = err.to_string();
+    let msg = hypercloud_cloudprovider::Chain(&err).to_string();
     assert!(msg.contains("rejected the credentials"), "{msg}");
     assert!(msg.contains("user \"admin\""), "{msg}");
     assert!(msg.contains("test cloud.conf"), "{msg}");
@@ -101,7 +101,12 @@ async fn application_credentials_authenticate() {
     cloud.provider(&by_name).initialize(None).await.unwrap();
     let wrong = by_id.replace("= s3cret", "= nope");
     let e = cloud.provider(&wrong).initialize(None).await.unwrap_err();
-    assert!(e.to_string().contains("application credential"), "{e}");
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("application credential"),
+        "{e}"
+    );
     cloud.shutdown().await;
 }
 

@@ -145,7 +145,12 @@ async fn zone_and_node_name_of_this_machine_come_from_metadata() {
     );
     let broken = cloud.provider_with("[Metadata]\nsearch-order = configDrive\n");
     let e = broken.zones().unwrap().get_zone().await.unwrap_err();
-    assert!(e.to_string().contains("read instance metadata"), "{e}");
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("read instance metadata"),
+        "{e}"
+    );
     cloud.shutdown().await;
 }
 
