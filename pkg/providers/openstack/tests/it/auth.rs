@@ -60,7 +60,7 @@ async fn unreachable_keystone_is_a_clear_error_after_bounded_attempts() {
     let conf = os.global().replace(&os.url, "http://127.0.0.1:1")
         + "[Hypercloud]\nmax-attempts = 2\nretry-base-delay = 10ms\n";
     let p = os.provider(&conf);
-    let msg = p.initialize(None).await.unwrap_err().to_string();
+    let msg = hypercloud_cloudprovider::Chain(&p.initialize(None).await.unwrap_err()).to_string();
     assert!(msg.contains("authenticate with Keystone failed"), "{msg}");
     assert!(msg.contains("after 2 attempts"), "{msg}");
     assert_eq!(p.api_calls(), 2);
