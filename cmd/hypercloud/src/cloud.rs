@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use hypercloud_cloudprovider::{
     capabilities, fake::FakeCloud, CallTracer, Instrumented, Interface, ProviderMetrics, Registry,
 };
