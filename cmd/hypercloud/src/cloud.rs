@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use hypercloud_cloudprovider::{
     capabilities, fake::FakeCloud, CallTracer, Instrumented, Interface, ProviderMetrics, Registry,
 };
@@ -84,10 +83,14 @@ pub async fn start(
     } else {
         None
     };
-    cloud
-        .initialize(client)
-        .await
-        .with_context(|| format!("initializing cloud provider {:?}", opts.cloud_provider))?;
+    // A provider's `Initialize` error already says "initializing cloud provider <name>".
+    cloud.initialize(client).await.map_err(|e| match e {
+        e @ hypercloud_cloudprovider::Error::Initialize { .. } => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(format!(
+            "initializing cloud provider {:?}",
+            opts.cloud_provider
+        )),
+    })?;
     tracing::info!(component, provider = %opts.cloud_provider, layout = layout.name(), "cloud provider initialized");
     Ok(Some(cloud))
 }

@@ -99,6 +99,34 @@ pub trait Interface: Send + Sync {
     }
 }
 
+/// The capability getters of an [`Interface`] impl for capabilities the provider type
+/// implements itself, each `Some(self)`: `capability_getters!(instances, zones);` in the impl
+/// block stands for `fn instances(&self) -> Option<&dyn Instances> { Some(self) }` and so on.
+/// A capability that depends on the configuration is written out by hand.
+#[macro_export]
+macro_rules! capability_getters {
+    ($($getter:ident),* $(,)?) => {
+        $($crate::capability_getters!(@one $getter);)*
+    };
+    (@one instances) => { $crate::capability_getters!(@fn instances Instances); };
+    (@one instances_v2) => { $crate::capability_getters!(@fn instances_v2 InstancesV2); };
+    (@one load_balancer) => { $crate::capability_getters!(@fn load_balancer LoadBalancer); };
+    (@one zones) => { $crate::capability_getters!(@fn zones Zones); };
+    (@one routes) => { $crate::capability_getters!(@fn routes Routes); };
+    (@one clusters) => { $crate::capability_getters!(@fn clusters Clusters); };
+    (@one pv_labeler) => { $crate::capability_getters!(@fn pv_labeler PvLabeler); };
+    (@one volume_provisioner) => {
+        $crate::capability_getters!(@fn volume_provisioner VolumeProvisioner);
+    };
+    (@one volume_attacher) => { $crate::capability_getters!(@fn volume_attacher VolumeAttacher); };
+    (@one webhooks) => { $crate::capability_getters!(@fn webhooks Webhooks); };
+    (@fn $getter:ident $trait:ident) => {
+        fn $getter(&self) -> ::std::option::Option<&dyn $crate::$trait> {
+            ::std::option::Option::Some(self)
+        }
+    };
+}
+
 /// Attaching block volumes to instances (see [`Interface::volume_attacher`]). Instance IDs are
 /// the cloud's (a Node's provider ID without its `<provider>://` prefix and slashes, as the
 /// in-tree plugins cut it from `InstanceID`).

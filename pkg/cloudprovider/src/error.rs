@@ -27,8 +27,9 @@ pub enum Error {
     #[error("implemented elsewhere")]
     ImplementedElsewhere,
 
-    /// The cloud API answered with an error.
-    #[error("{provider}: {operation} failed{}{}: {message}",
+    /// The cloud API answered with an error, or a call to it failed. The provider's own
+    /// error is the `source`; [`Chain`] shows it after this one's words.
+    #[error("{provider}: {operation} failed{}{}",
         status.map(|s| format!(" (HTTP {s})")).unwrap_or_default(),
         request_id.as_ref().map(|r| format!(" [request {r}]")).unwrap_or_default())]
     Cloud {
@@ -40,8 +41,8 @@ pub enum Error {
         status: Option<u16>,
         /// The cloud's request ID, for its operators.
         request_id: Option<String>,
-        /// The cloud's message.
-        message: String,
+        /// The provider's error (or the cloud's own words, as a [`Message`]).
+        source: BoxError,
     },
 
     /// `--cloud-provider` names no compiled-in provider.
@@ -96,12 +97,12 @@ pub enum Error {
     },
 
     /// `initialize` failed.
-    #[error("initializing cloud provider {provider}: {message}")]
+    #[error("initializing cloud provider {provider}")]
     Initialize {
         /// Provider name.
         provider: String,
-        /// Why.
-        message: String,
+        /// Why: the provider's error.
+        source: BoxError,
     },
 
     /// Writing a `--trace-cloud-calls` record failed.
@@ -133,7 +134,128 @@ pub enum Error {
     RegisterMetrics(#[from] prometheus::Error),
 }
 
+/// A provider's own error, kept whole as the `source` of the contract's errors.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Words that are the whole cause: what the cloud said (a shortened body), or a condition the
+/// provider found (two servers of one name). The `source` of an [`Error::Cloud`] that has no
+/// typed error below it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Message(pub String);
+
+/// A provider crate's own error, as the contract sees it: which call failed, with the cloud's
+/// status and request ID where there was an answer. The one mapping into [`Error::Cloud`] and
+/// the start-up errors, so that each provider says only what is its own.
+pub trait ProviderError: std::error::Error + Send + Sync + Sized + 'static {
+    /// The provider's registered name.
+    const PROVIDER: &'static str;
+
+    /// What was attempted (`instances.get`, `Login`), for [`Error::Cloud`].
+    fn operation(&self) -> String;
+
+    /// The cloud's HTTP status, when there was an answer.
+    fn status(&self) -> Option<u16> {
+        None
+    }
+
+    /// The cloud's request ID, when it sent one.
+    fn request_id(&self) -> Option<String> {
+        None
+    }
+
+    /// Which start-up error this is: the parts of a config error, an unreadable file, or
+    /// anything else (which becomes [`Error::Initialize`]).
+    fn startup(self) -> Startup<Self> {
+        Startup::Other(self)
+    }
+
+    /// As the provider contract's error of a call: [`Error::Cloud`] keeping `self` as source.
+    fn into_provider_error(self) -> Error {
+        self.into_provider_error_as(Self::PROVIDER)
+    }
+
+    /// [`ProviderError::into_provider_error`] for a provider registered under another name
+    /// too (openstack's `local` preset).
+    fn into_provider_error_as(self, provider: &str) -> Error {
+        Error::Cloud {
+            provider: provider.into(),
+            operation: self.operation(),
+            status: self.status(),
+            request_id: self.request_id(),
+            source: Box::new(self),
+        }
+    }
+
+    /// As the provider contract's start-up error.
+    fn into_cloud_config_error(self) -> Error {
+        self.into_cloud_config_error_as(Self::PROVIDER)
+    }
+
+    /// [`ProviderError::into_cloud_config_error`] for a provider registered under another name
+    /// too.
+    fn into_cloud_config_error_as(self, provider: &str) -> Error {
+        match self.startup() {
+            Startup::InvalidConfig { origin, message } => Error::InvalidCloudConfig {
+                provider: provider.into(),
+                origin,
+                message,
+            },
+            Startup::UnreadableFile(e) => Error::unreadable_file(provider, e),
+            Startup::Other(e) => Error::Initialize {
+                provider: provider.into(),
+                source: Box::new(e),
+            },
+        }
+    }
+}
+
+/// `?` on a provider's own error in a provider trait method: [`ProviderError::into_provider_error`].
+impl<E: ProviderError> From<E> for Error {
+    fn from(e: E) -> Self {
+        e.into_provider_error()
+    }
+}
+
+/// What a provider's start-up failure is, for [`ProviderError::into_cloud_config_error`].
+pub enum Startup<E> {
+    /// The cloud config is not valid: where, and what is wrong.
+    InvalidConfig {
+        /// The file, or where the bytes came from.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file the config or environment names could not be read.
+    UnreadableFile(crate::input::InputFileError),
+    /// Any other failure: [`Error::Initialize`] with it as source.
+    Other(E),
+}
+
 impl Error {
+    /// [`Error::Cloud`] whose whole cause is `message` (no status, no request ID).
+    pub fn cloud(
+        provider: impl Into<String>,
+        operation: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Cloud {
+            provider: provider.into(),
+            operation: operation.into(),
+            status: None,
+            request_id: None,
+            source: Box::new(Message(message.into())),
+        }
+    }
+
+    /// [`Error::Initialize`] whose whole cause is `message`.
+    pub fn initialize(provider: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Initialize {
+            provider: provider.into(),
+            source: Box::new(Message(message.into())),
+        }
+    }
+
     /// A file named by the provider's config or environment (a CA bundle, the AWS shared
     /// config) that could not be read: [`Error::InvalidSetting`] naming where it was named.
     pub fn unreadable_file(provider: &str, e: crate::input::InputFileError) -> Self {
@@ -176,10 +298,10 @@ mod tests {
             operation: "list servers".into(),
             status: Some(503),
             request_id: Some("req-123".into()),
-            message: "service unavailable".into(),
+            source: Box::new(Message("service unavailable".into())),
         };
         assert_eq!(
-            e.to_string(),
+            Chain(&e).to_string(),
             "openstack: list servers failed (HTTP 503) [request req-123]: service unavailable"
         );
         assert_eq!(e.kind(), "cloud_503");

@@ -350,7 +350,7 @@ impl FakeCloud {
                 operation: method.into(),
                 status: Some(status),
                 request_id: Some(format!("fake-{}", st.total_calls)),
-                message: "injected failure".into(),
+                source: Box::new(crate::Message("injected failure".into())),
             });
         }
         Ok(st)
@@ -460,7 +460,9 @@ fn not_found(st: &State, key: &str) -> Error {
             operation: "find instance".into(),
             status: Some(503),
             request_id: None,
-            message: format!("{key:?} is outside this fake cloud's scope {prefix:?}"),
+            source: Box::new(crate::Message(format!(
+                "{key:?} is outside this fake cloud's scope {prefix:?}"
+            ))),
         },
         _ => Error::InstanceNotFound,
     }
@@ -722,7 +724,9 @@ impl LoadBalancer for FakeCloud {
                 operation: "update_load_balancer".into(),
                 status: Some(404),
                 request_id: None,
-                message: format!("load balancer {name} does not exist"),
+                source: Box::new(crate::Message(format!(
+                    "load balancer {name} does not exist"
+                ))),
             }),
         }
     }
@@ -841,7 +845,7 @@ impl Clusters for FakeCloud {
                 operation: "master".into(),
                 status: Some(404),
                 request_id: None,
-                message: format!("cluster {cluster_name} not found"),
+                source: Box::new(crate::Message(format!("cluster {cluster_name} not found"))),
             })
     }
 }

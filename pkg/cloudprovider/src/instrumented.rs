@@ -162,7 +162,7 @@ impl Observer {
         if let Some(t) = &self.tracer {
             let (result_value, error) = match &result {
                 Ok(v) => (Some(serde_json::to_value(v).unwrap_or(Value::Null)), None),
-                Err(e) => (None, Some(e.to_string())),
+                Err(e) => (None, Some(crate::Chain(e).to_string())),
             };
             t.write(&TraceRecord {
                 ts_unix_ms: ts_unix_ms.unwrap_or_default(),

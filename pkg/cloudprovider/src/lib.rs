@@ -52,7 +52,7 @@ pub use cloud::{
     InstancesV2, Interface, LoadBalancer, ProvisionedVolume, PvLabeler, Route, Routes,
     VolumeAttacher, VolumeProvisioner, VolumeRequest, Zone, Zones,
 };
-pub use error::{Chain, Error, Result};
+pub use error::{BoxError, Chain, Error, Message, ProviderError, Result, Startup};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};
 pub use registry::{is_external, CloudConfig, Factory, Layout, ProviderInfo, Registry, EXTERNAL};
 pub use webhook::{WebhookSpec, Webhooks};

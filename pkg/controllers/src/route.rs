@@ -161,8 +161,10 @@ pub(crate) async fn reconcile(ctx: &Context, cluster: &[Cidr], nodes: &[Arc<Node
             async move {
                 if let Err(e) = routes_api.create_route(cluster_name, &hint, &route).await {
                     let msg = format!(
-                        "Could not create route {hint} {} for node {}: {e}",
-                        route.destination_cidr, route.target_node
+                        "Could not create route {hint} {} for node {}: {}",
+                        route.destination_cidr,
+                        route.target_node,
+                        Chain(&e)
                     );
                     tracing::warn!("{msg}");
                     let reference = ObjectReference {
@@ -187,7 +189,7 @@ pub(crate) async fn reconcile(ctx: &Context, cluster: &[Cidr], nodes: &[Arc<Node
         .for_each_concurrent(MAX_CONCURRENT_ROUTE_CALLS, |route| async move {
             match routes_api.delete_route(cluster_name, &route).await {
                 Ok(()) => tracing::info!(route = %route.name, cidr = %route.destination_cidr, "deleted route"),
-                Err(e) => tracing::error!(route = %route.name, cidr = %route.destination_cidr, error = %e, "could not delete route"),
+                Err(e) => tracing::error!(route = %route.name, cidr = %route.destination_cidr, error = %Chain(&e), "could not delete route"),
             }
         })
         .await;

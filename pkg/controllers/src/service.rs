@@ -502,13 +502,13 @@ async fn delete_orphaned(state: &ServiceState, svc: &Service) {
             deleted_load_balancer(ctx, &reference).await;
         }
         Err(e) => {
-            tracing::error!(service = %key_of(svc), error = %e, "deleting load balancer of deleted service");
+            tracing::error!(service = %key_of(svc), error = %Chain(&e), "deleting load balancer of deleted service");
             ctx.event(
                 CONTROLLER,
                 &reference,
                 EventType::Warning,
                 "DeleteLoadBalancerFailed",
-                format!("Error deleting load balancer: {e}"),
+                format!("Error deleting load balancer: {}", Chain(&e)),
             )
             .await;
         }
@@ -621,16 +621,17 @@ async fn sync_nodes(state: &ServiceState, services: &Informer<Service>) -> bool 
                 }
                 ok = false;
                 ctx.metrics.nodesync_errors.inc();
-                tracing::warn!(service = %key, error = %e, "updating load balancer hosts");
+                tracing::warn!(service = %key, error = %Chain(&e), "updating load balancer hosts");
                 ctx.event(
                     CONTROLLER,
                     &reference,
                     EventType::Warning,
                     "UpdateLoadBalancerFailed",
                     format!(
-                        "Error updating load balancer with new hosts {:?} [node names limited, total number of nodes: {}], error: {e}",
+                        "Error updating load balancer with new hosts {:?} [node names limited, total number of nodes: {}], error: {}",
                         names.iter().take(5).collect::<Vec<_>>(),
-                        names.len()
+                        names.len(),
+                        Chain(&e)
                     ),
                 )
                 .await;

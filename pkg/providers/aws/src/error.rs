@@ -33,37 +33,40 @@ pub enum Error {
         /// Why.
         message: String,
     },
+
+    /// No region is configured and instance metadata, which would name it, could not be read.
+    #[error("no region: [Global] Zone is not set, nor AWS_REGION, and instance metadata could not be read")]
+    NoRegion(#[source] hypercloud_cloudprovider::Error),
 }
 
-impl Error {
-    /// As the provider contract's start-up error.
-    pub fn into_cloud_config_error(self) -> hypercloud_cloudprovider::Error {
+impl hypercloud_cloudprovider::ProviderError for Error {
+    const PROVIDER: &'static str = PROVIDER_NAME;
+
+    /// Only reading instance metadata reaches a provider call with this crate's error.
+    fn operation(&self) -> String {
+        "read instance metadata".into()
+    }
+
+    fn startup(self) -> hypercloud_cloudprovider::Startup<Self> {
         match self {
             Error::ParseCloudConfig { origin, message } => {
-                hypercloud_cloudprovider::Error::InvalidCloudConfig {
-                    provider: PROVIDER_NAME.into(),
-                    origin,
-                    message,
-                }
+                hypercloud_cloudprovider::Startup::InvalidConfig { origin, message }
             }
-            other => hypercloud_cloudprovider::Error::Initialize {
-                provider: PROVIDER_NAME.into(),
-                message: other.to_string(),
-            },
+            other => hypercloud_cloudprovider::Startup::Other(other),
         }
     }
 }
 
-impl From<Error> for hypercloud_cloudprovider::Error {
-    fn from(e: Error) -> Self {
-        hypercloud_cloudprovider::Error::Cloud {
-            provider: PROVIDER_NAME.into(),
-            operation: "read instance metadata".into(),
-            status: None,
-            request_id: None,
-            message: e.to_string(),
-        }
-    }
+/// What an AWS API answered: its error code (`InvalidInstanceID.NotFound`) and message, as
+/// short excerpts. The source of the contract's `Cloud` error made by [`sdk`], and what
+/// [`code`] reads.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct Api {
+    /// The AWS error code, when the answer had one.
+    code: Option<String>,
+    /// `code: message`, or the code alone, or what the SDK said when no answer came.
+    message: String,
 }
 
 /// Result with the crate's [`Error`].
@@ -79,7 +82,7 @@ pub(crate) fn paginate(
         operation: e.call().into(),
         status: None,
         request_id: None,
-        message: e.to_string(),
+        source: Box::new(e),
     }
 }
 
@@ -102,9 +105,10 @@ where
     let request_id = request_id.map(|r| excerpt_str(&r));
     // What the server said is quoted as an excerpt; the SDK's `DisplayErrorContext` is not
     // used, as it appends the whole error's Debug form, raw body included (issue #29).
-    let message = match (e.code(), e.message()) {
-        (Some(code), Some(msg)) => format!("{}: {}", excerpt_str(code), excerpt_str(msg)),
-        (Some(code), None) => excerpt_str(code),
+    let code = e.code().map(excerpt_str);
+    let message = match (&code, e.message()) {
+        (Some(code), Some(msg)) => format!("{code}: {}", excerpt_str(msg)),
+        (Some(code), None) => code.clone(),
         _ => excerpt_with(Chain(&e).to_string().as_bytes(), 1000),
     };
     hypercloud_cloudprovider::Error::Cloud {
@@ -112,7 +116,7 @@ where
         operation: operation.into(),
         status,
         request_id,
-        message,
+        source: Box::new(Api { code, message }),
     }
 }
 
@@ -127,8 +131,8 @@ fn body_request_id(body: &str) -> Option<String> {
 /// The AWS error code of a contract error made by [`sdk`], if any.
 pub(crate) fn code(e: &hypercloud_cloudprovider::Error) -> Option<&str> {
     match e {
-        hypercloud_cloudprovider::Error::Cloud { message, .. } => {
-            message.split(':').next().filter(|c| !c.contains(' '))
+        hypercloud_cloudprovider::Error::Cloud { source, .. } => {
+            source.downcast_ref::<Api>()?.code.as_deref()
         }
         _ => None,
     }
@@ -151,13 +155,7 @@ pub(crate) fn cloud(
     operation: &str,
     message: impl Into<String>,
 ) -> hypercloud_cloudprovider::Error {
-    hypercloud_cloudprovider::Error::Cloud {
-        provider: PROVIDER_NAME.into(),
-        operation: operation.into(),
-        status: None,
-        request_id: None,
-        message: message.into(),
-    }
+    hypercloud_cloudprovider::Error::cloud(PROVIDER_NAME, operation, message)
 }
 
 #[cfg(test)]

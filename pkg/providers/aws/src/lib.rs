@@ -46,13 +46,11 @@ mod routes;
 mod session;
 mod volumes;
 
+use hypercloud_cloudprovider::ProviderError as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler, Registry, Routes,
-    Zones,
-};
+use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
 
 pub use config::Config;
 pub use error::{Error, Result};
@@ -201,29 +199,9 @@ impl Interface for Aws {
         }
     }
 
-    fn instances(&self) -> Option<&dyn Instances> {
-        Some(self)
-    }
-
-    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
-        Some(self)
-    }
-
-    fn zones(&self) -> Option<&dyn Zones> {
-        Some(self)
-    }
-
-    /// Classic ELB by default, NLB with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`.
-    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
-        Some(self)
-    }
-
-    /// The cluster's route table: `[Global] RouteTableID` or the one tagged for the cluster.
-    fn routes(&self) -> Option<&dyn Routes> {
-        Some(self)
-    }
-
-    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
-        Some(self)
+    // load_balancer: Classic ELB by default, NLB with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`.
+    // routes: The cluster's route table: `[Global] RouteTableID` or the one tagged for the cluster.
+    hypercloud_cloudprovider::capability_getters! {
+        instances, instances_v2, zones, load_balancer, routes, pv_labeler
     }
 }

@@ -622,13 +622,10 @@ impl Aws {
         match deleted {
             Ok(()) => Ok(()),
             Err(WaitError::Failed(e)) => Err(e),
-            Err(WaitError::TimedOut(t)) => Err(hypercloud_cloudprovider::Error::Cloud {
-                provider: crate::PROVIDER_NAME.into(),
-                operation: "DeleteSecurityGroup".into(),
-                status: None,
-                request_id: None,
-                message: format!("security group {id} {t}"),
-            }),
+            Err(WaitError::TimedOut(t)) => Err(crate::error::cloud(
+                "DeleteSecurityGroup",
+                format!("security group {id} {t}"),
+            )),
         }
     }
 

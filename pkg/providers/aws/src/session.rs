@@ -195,19 +195,17 @@ impl Aws {
         let id = self.local_identity().await.map_err(|e| {
             hypercloud_cloudprovider::Error::Initialize {
                 provider: crate::PROVIDER_NAME.into(),
-                message: format!(
-                    "no region: [Global] Zone is not set, nor AWS_REGION, and instance metadata could not be read: {e}"
-                ),
+                source: Box::new(crate::Error::NoRegion(e)),
             }
         })?;
         zone_to_region(&id.availability_zone).ok_or_else(|| {
-            hypercloud_cloudprovider::Error::Initialize {
-                provider: crate::PROVIDER_NAME.into(),
-                message: format!(
+            hypercloud_cloudprovider::Error::initialize(
+                crate::PROVIDER_NAME,
+                format!(
                     "instance metadata gave availability zone {:?}, which names no region",
                     id.availability_zone
                 ),
-            }
+            )
         })
     }
 
@@ -225,9 +223,11 @@ impl Aws {
         let imds = aws_config::imds::Client::builder()
             .configure(&provider_config)
             .endpoint(&self.config.tuning.metadata_endpoint)
-            .map_err(|e| hypercloud_cloudprovider::Error::Initialize {
-                provider: crate::PROVIDER_NAME.into(),
-                message: format!("metadata endpoint: {e}"),
+            .map_err(|e| {
+                hypercloud_cloudprovider::Error::initialize(
+                    crate::PROVIDER_NAME,
+                    format!("metadata endpoint: {e}"),
+                )
             })?
             .build();
         let credentials = aws_config::default_provider::credentials::Builder::default()

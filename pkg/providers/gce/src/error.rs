@@ -86,14 +86,13 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Api { status: 404, .. })
     }
+}
 
-    /// As the provider contract's error.
-    pub fn into_provider_error(self) -> hypercloud_cloudprovider::Error {
-        let status = match &self {
-            Error::Api { status, .. } => Some(*status),
-            _ => None,
-        };
-        let operation = match &self {
+impl hypercloud_cloudprovider::ProviderError for Error {
+    const PROVIDER: &'static str = crate::PROVIDER_NAME;
+
+    fn operation(&self) -> String {
+        match self {
             Error::Transport { operation, .. }
             | Error::Api { operation, .. }
             | Error::Operation { operation, .. }
@@ -101,37 +100,23 @@ impl Error {
             Error::Metadata { .. } => "metadata".into(),
             Error::Paginate(p) => p.call().into(),
             _ => "configure".into(),
-        };
-        hypercloud_cloudprovider::Error::Cloud {
-            provider: crate::PROVIDER_NAME.into(),
-            operation,
-            status,
-            request_id: None,
-            message: hypercloud_cloudprovider::Chain(&self).to_string(),
         }
     }
 
-    /// As the provider contract's start-up error.
-    pub fn into_cloud_config_error(self) -> hypercloud_cloudprovider::Error {
+    fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    fn startup(self) -> hypercloud_cloudprovider::Startup<Self> {
         match self {
             Error::ParseCloudConfig { origin, message } => {
-                hypercloud_cloudprovider::Error::InvalidCloudConfig {
-                    provider: crate::PROVIDER_NAME.into(),
-                    origin,
-                    message,
-                }
+                hypercloud_cloudprovider::Startup::InvalidConfig { origin, message }
             }
-            other => hypercloud_cloudprovider::Error::Initialize {
-                provider: crate::PROVIDER_NAME.into(),
-                message: hypercloud_cloudprovider::Chain(&other).to_string(),
-            },
+            other => hypercloud_cloudprovider::Startup::Other(other),
         }
-    }
-}
-
-impl From<Error> for hypercloud_cloudprovider::Error {
-    fn from(e: Error) -> Self {
-        e.into_provider_error()
     }
 }
 

@@ -7,6 +7,7 @@
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::retry::{Attempt, RetryPolicy};
+use hypercloud_cloudprovider::ProviderError as _;
 use hypercloud_cloudprovider::{InstanceMetadata, Instances, InstancesV2, Zone, Zones};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use serde_json::{json, Value};

@@ -41,13 +41,11 @@ mod loadbalancer;
 mod routes;
 mod volumes;
 
+use hypercloud_cloudprovider::ProviderError as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, LoadBalancer, PvLabeler, Registry, Routes,
-    Zones,
-};
+use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
 use tokio::sync::OnceCell;
 
 pub use client::last_segment;
@@ -227,7 +225,7 @@ impl Interface for Gce {
             .map(|_| ())
             .map_err(|e| hypercloud_cloudprovider::Error::Initialize {
                 provider: PROVIDER_NAME.into(),
-                message: e.to_string(),
+                source: Box::new(e),
             })
     }
 
@@ -240,27 +238,7 @@ impl Interface for Gce {
         true
     }
 
-    fn instances(&self) -> Option<&dyn Instances> {
-        Some(self)
-    }
-
-    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
-        Some(self)
-    }
-
-    fn zones(&self) -> Option<&dyn Zones> {
-        Some(self)
-    }
-
-    fn routes(&self) -> Option<&dyn Routes> {
-        Some(self)
-    }
-
-    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
-        Some(self)
-    }
-
-    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
-        Some(self)
+    hypercloud_cloudprovider::capability_getters! {
+        instances, instances_v2, zones, routes, load_balancer, pv_labeler
     }
 }

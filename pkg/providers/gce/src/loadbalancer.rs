@@ -499,7 +499,8 @@ mod tests {
             json!({"ports": [{"port": 80}]}),
             json!({"networking.gke.io/load-balancer-type": "Internal"}),
         );
-        let e = spec_of("k", &internal).err().unwrap().to_string();
+        let e =
+            hypercloud_cloudprovider::Chain(&spec_of("k", &internal).err().unwrap()).to_string();
         assert!(e.contains("internal load balancers"), "{e}");
     }
 }

@@ -143,7 +143,7 @@ impl Client {
             operation: operation.into(),
             status,
             request_id,
-            message,
+            source: Box::new(hypercloud_cloudprovider::Message(message)),
         }
     }
 
@@ -400,16 +400,12 @@ impl Client {
         let text = self.body(operation, status, &headers, resp).await?;
         tracing::trace!(provider = %self.provider, operation, status, elapsed_ms = started.elapsed().as_millis() as u64, "cloud call");
         if retryable_status(status) {
-            let mut e = self.error(
+            return Err(self.error(
                 operation,
                 Some(status),
                 request_id(&headers),
-                message(&parse_body(text)),
-            );
-            if let Error::Cloud { message, .. } = &mut e {
-                message.push_str(&format!(" (after {attempts} attempts)"));
-            }
-            return Err(e);
+                format!("{} (after {attempts} attempts)", message(&parse_body(text))),
+            ));
         }
         Ok((status, headers, text))
     }

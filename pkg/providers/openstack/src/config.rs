@@ -1235,7 +1235,7 @@ max-attempts = 3
         let msg = e.to_string();
         assert!(msg.contains("auth-url"), "{msg}");
         assert!(msg.contains("/etc/k/cloud.conf"), "{msg}");
-        let cp = e.into_cloud_config_error("openstack");
+        let cp = hypercloud_cloudprovider::ProviderError::into_cloud_config_error(e);
         assert!(matches!(
             cp,
             hypercloud_cloudprovider::Error::InvalidCloudConfig { .. }

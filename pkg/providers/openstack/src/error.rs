@@ -54,29 +54,27 @@ impl From<hypercloud_cloudprovider::http_client::HttpClientError> for Error {
     }
 }
 
-impl Error {
-    /// As the provider contract's start-up error.
-    pub fn into_cloud_config_error(self, provider: &str) -> hypercloud_cloudprovider::Error {
+impl hypercloud_cloudprovider::ProviderError for Error {
+    const PROVIDER: &'static str = crate::OPENSTACK;
+
+    /// Only reading instance metadata reaches a provider call with this crate's error.
+    fn operation(&self) -> String {
+        "read instance metadata".into()
+    }
+
+    fn startup(self) -> hypercloud_cloudprovider::Startup<Self> {
         match self {
             Error::ParseCloudConfig { origin, message } => {
-                hypercloud_cloudprovider::Error::InvalidCloudConfig {
-                    provider: provider.into(),
-                    origin,
-                    message,
-                }
+                hypercloud_cloudprovider::Startup::InvalidConfig { origin, message }
             }
             Error::ReadCloudsYaml { path, message } => {
-                hypercloud_cloudprovider::Error::InvalidCloudConfig {
-                    provider: provider.into(),
+                hypercloud_cloudprovider::Startup::InvalidConfig {
                     origin: path.display().to_string(),
                     message,
                 }
             }
-            Error::ReadInput(e) => hypercloud_cloudprovider::Error::unreadable_file(provider, e),
-            other => hypercloud_cloudprovider::Error::Initialize {
-                provider: provider.into(),
-                message: hypercloud_cloudprovider::Chain(&other).to_string(),
-            },
+            Error::ReadInput(e) => hypercloud_cloudprovider::Startup::UnreadableFile(e),
+            other => hypercloud_cloudprovider::Startup::Other(other),
         }
     }
 }

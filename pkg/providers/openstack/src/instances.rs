@@ -33,15 +33,9 @@ pub const LOCAL_PROVIDER_ID_PREFIX: &str = "local://";
 /// → (region, uuid).
 pub fn parse_provider_id(provider_id: &str) -> Result<(Option<&str>, &str)> {
     let bad = || {
-        Error::Cloud {
-        provider: "openstack".into(),
-        operation: "parse provider ID".into(),
-        status: None,
-        request_id: None,
-        message: format!(
+        Error::cloud("openstack", "parse provider ID", format!(
             "{provider_id:?} is not an OpenStack provider ID (openstack:///<uuid> or openstack://<region>/<uuid>)"
-        ),
-    }
+        ))
     };
     // `local://` too: upstream's Instances (v1) path builds provider IDs from the provider
     // name (`GetInstanceProviderID`), and the `local` preset is this provider under that name.
@@ -279,13 +273,11 @@ impl OpenStack {
     }
 
     fn duplicate(&self, name: &str, n: usize) -> Error {
-        Error::Cloud {
-            provider: self.name.clone(),
-            operation: "get server by name".into(),
-            status: None,
-            request_id: None,
-            message: format!("{n} servers are named {name:?}; node names must be unique"),
-        }
+        Error::cloud(
+            &self.name,
+            "get server by name",
+            format!("{n} servers are named {name:?}; node names must be unique"),
+        )
     }
 
     pub(crate) async fn server_by_provider_id(&self, provider_id: &str) -> Result<ServerInfo> {
@@ -315,12 +307,12 @@ impl OpenStack {
             .await;
         match reply {
             Ok(text) => {
-                let one: OneServerJson = serde_json::from_str(&text).map_err(|e| Error::Cloud {
-                    provider: self.name.clone(),
-                    operation: "get server".into(),
-                    status: None,
-                    request_id: None,
-                    message: format!("unexpected server in the answer: {e}"),
+                let one: OneServerJson = serde_json::from_str(&text).map_err(|e| {
+                    Error::cloud(
+                        &self.name,
+                        "get server",
+                        format!("unexpected server in the answer: {e}"),
+                    )
                 })?;
                 let mut v = self.parse_servers(vec![one.server]).await?;
                 v.pop().ok_or(Error::InstanceNotFound)

@@ -47,14 +47,12 @@ mod routes;
 mod volumes;
 pub mod webhook;
 
+use hypercloud_cloudprovider::ProviderError as _;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, Layout, LoadBalancer, PvLabeler, Registry,
-    Routes, VolumeAttacher, VolumeProvisioner, Zones,
-};
+use hypercloud_cloudprovider::{CloudConfig, Interface, Layout, LoadBalancer, Registry, Routes};
 
 pub use config::Config;
 pub use error::{Error, Result};
@@ -167,7 +165,7 @@ impl OpenStack {
         parsed
             .and_then(Config::resolve)
             .and_then(|c| OpenStack::new(name, c, layout))
-            .map_err(|e| e.into_cloud_config_error(name))
+            .map_err(|e| e.into_cloud_config_error_as(name))
     }
 
     /// The layout this provider was built for.
@@ -207,13 +205,7 @@ impl OpenStack {
             .get_or_try_init(|| self.metadata.read())
             .await
             .cloned()
-            .map_err(|e| hypercloud_cloudprovider::Error::Cloud {
-                provider: self.name.clone(),
-                operation: "read instance metadata".into(),
-                status: None,
-                request_id: None,
-                message: e.to_string(),
-            })
+            .map_err(|e| e.into_provider_error_as(&self.name))
     }
 }
 
@@ -241,28 +233,9 @@ impl Interface for OpenStack {
         true
     }
 
-    fn instances(&self) -> Option<&dyn Instances> {
-        Some(self)
-    }
-
-    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
-        Some(self)
-    }
-
-    fn zones(&self) -> Option<&dyn Zones> {
-        Some(self)
-    }
-
-    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
-        Some(self)
-    }
-
-    fn volume_provisioner(&self) -> Option<&dyn VolumeProvisioner> {
-        Some(self)
-    }
-
-    fn volume_attacher(&self) -> Option<&dyn VolumeAttacher> {
-        Some(self)
+    // webhooks: hypercloud's own (see [`webhook`]): `service-lb-annotations`.
+    hypercloud_cloudprovider::capability_getters! {
+        instances, instances_v2, zones, pv_labeler, volume_provisioner, volume_attacher, webhooks
     }
 
     /// Only when the Keystone catalog (read by [`Interface::initialize`]) has a `load-balancer`
@@ -271,11 +244,6 @@ impl Interface for OpenStack {
     fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
         (self.client.has_load_balancer() && self.config.load_balancer.enabled != Some(false))
             .then_some(self as &dyn LoadBalancer)
-    }
-
-    /// hypercloud's own (see [`webhook`]): `service-lb-annotations`.
-    fn webhooks(&self) -> Option<&dyn hypercloud_cloudprovider::Webhooks> {
-        Some(self)
     }
 
     /// Only with `[Route] router-id`, as upstream.

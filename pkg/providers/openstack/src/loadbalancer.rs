@@ -329,13 +329,7 @@ struct Port {
 
 impl OpenStack {
     fn lb_error(&self, operation: &str, message: impl Into<String>) -> Error {
-        Error::Cloud {
-            provider: self.name.clone(),
-            operation: operation.into(),
-            status: None,
-            request_id: None,
-            message: message.into(),
-        }
+        Error::cloud(&self.name, operation, message)
     }
 
     async fn lb_call(

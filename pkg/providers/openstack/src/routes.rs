@@ -56,12 +56,12 @@ impl OpenStack {
             .iter()
             .find(|a| a.type_ == "InternalIP")
             .map(|a| a.address.clone())
-            .ok_or_else(|| Error::Cloud {
-                provider: self.name.clone(),
-                operation: "find node address".into(),
-                status: None,
-                request_id: None,
-                message: format!("node {node} has no InternalIP to route to"),
+            .ok_or_else(|| {
+                Error::cloud(
+                    &self.name,
+                    "find node address",
+                    format!("node {node} has no InternalIP to route to"),
+                )
             })?;
         Ok((s.id, ip))
     }

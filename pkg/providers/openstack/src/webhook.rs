@@ -35,7 +35,7 @@ fn problem(cloud: &OpenStack, service: &Service) -> Option<String> {
     cloud
         .check_service_settings(service)
         .err()
-        .map(|e| e.to_string())
+        .map(|e| Chain(&e).to_string())
 }
 
 fn decode(object: &DynamicObject) -> Result<Service> {

@@ -118,15 +118,13 @@ impl Error {
         matches!(self, Error::Fault { fault, .. } if fault == "NotAuthenticated")
             || matches!(self, Error::Rest { status: 401, .. })
     }
+}
 
-    /// As the provider contract's error.
-    pub fn into_provider_error(self) -> hypercloud_cloudprovider::Error {
-        let status = match &self {
-            Error::Decode { status, .. } | Error::Rest { status, .. } => Some(*status),
-            Error::Fault { .. } => Some(500),
-            _ => None,
-        };
-        let operation = match &self {
+impl hypercloud_cloudprovider::ProviderError for Error {
+    const PROVIDER: &'static str = crate::PROVIDER_NAME;
+
+    fn operation(&self) -> String {
+        match self {
             Error::Transport { operation, .. }
             | Error::Fault { operation, .. }
             | Error::Decode { operation, .. }
@@ -134,40 +132,25 @@ impl Error {
             Error::InvalidLogin { .. } => "Login".into(),
             Error::UnknownDatacenter { .. } => "FindByInventoryPath".into(),
             _ => "configure".into(),
-        };
-        hypercloud_cloudprovider::Error::Cloud {
-            provider: crate::PROVIDER_NAME.into(),
-            operation,
-            status,
-            request_id: None,
-            message: hypercloud_cloudprovider::Chain(&self).to_string(),
         }
     }
 
-    /// As the provider contract's start-up error.
-    pub fn into_cloud_config_error(self) -> hypercloud_cloudprovider::Error {
+    fn status(&self) -> Option<u16> {
+        match self {
+            Error::Decode { status, .. } | Error::Rest { status, .. } => Some(*status),
+            Error::Fault { .. } => Some(500),
+            _ => None,
+        }
+    }
+
+    fn startup(self) -> hypercloud_cloudprovider::Startup<Self> {
         match self {
             Error::ParseCloudConfig { origin, message } => {
-                hypercloud_cloudprovider::Error::InvalidCloudConfig {
-                    provider: crate::PROVIDER_NAME.into(),
-                    origin,
-                    message,
-                }
+                hypercloud_cloudprovider::Startup::InvalidConfig { origin, message }
             }
-            Error::ReadInput(e) => {
-                hypercloud_cloudprovider::Error::unreadable_file(crate::PROVIDER_NAME, e)
-            }
-            other => hypercloud_cloudprovider::Error::Initialize {
-                provider: crate::PROVIDER_NAME.into(),
-                message: hypercloud_cloudprovider::Chain(&other).to_string(),
-            },
+            Error::ReadInput(e) => hypercloud_cloudprovider::Startup::UnreadableFile(e),
+            other => hypercloud_cloudprovider::Startup::Other(other),
         }
-    }
-}
-
-impl From<Error> for hypercloud_cloudprovider::Error {
-    fn from(e: Error) -> Self {
-        e.into_provider_error()
     }
 }
 

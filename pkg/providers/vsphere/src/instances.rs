@@ -10,6 +10,7 @@
 //! `nodemanager.go` (`DiscoverNode`), `zones.go`; legacy `vsphere.go` (`NodeAddresses`,
 //! `GetZone`).
 
+use hypercloud_cloudprovider::ProviderError as _;
 use std::net::IpAddr;
 
 use async_trait::async_trait;

@@ -38,13 +38,12 @@ mod inventory;
 mod soap;
 mod volumes;
 
+use hypercloud_cloudprovider::ProviderError as _;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{
-    CloudConfig, Instances, InstancesV2, Interface, PvLabeler, Registry, Zones,
-};
+use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
 
 pub use config::Config;
 pub use error::{Error, Result};
@@ -59,13 +58,7 @@ pub(crate) fn cloud_error(
     operation: impl Into<String>,
     message: impl Into<String>,
 ) -> hypercloud_cloudprovider::Error {
-    hypercloud_cloudprovider::Error::Cloud {
-        provider: PROVIDER_NAME.into(),
-        operation: operation.into(),
-        status: None,
-        request_id: None,
-        message: message.into(),
-    }
+    hypercloud_cloudprovider::Error::cloud(PROVIDER_NAME, operation, message)
 }
 
 /// How long tag associations and host ancestry are cached: they change far less often than
@@ -222,16 +215,16 @@ impl Interface for VSphere {
         match tokio::time::timeout(STARTUP_DEADLINE, init).await {
             Ok(done) => done.map_err(|e| hypercloud_cloudprovider::Error::Initialize {
                 provider: PROVIDER_NAME.into(),
-                message: e.to_string(),
+                source: Box::new(e),
             }),
-            Err(_) => Err(hypercloud_cloudprovider::Error::Initialize {
-                provider: PROVIDER_NAME.into(),
-                message: format!(
+            Err(_) => Err(hypercloud_cloudprovider::Error::initialize(
+                PROVIDER_NAME,
+                format!(
                     "vCenter {}: logging in and finding the datacenters took more than {}s (start-up deadline, all retries included)",
                     self.config.vcenter.address(),
                     STARTUP_DEADLINE.as_secs()
                 ),
-            }),
+            )),
         }
     }
 
@@ -244,19 +237,7 @@ impl Interface for VSphere {
         true
     }
 
-    fn instances(&self) -> Option<&dyn Instances> {
-        Some(self)
-    }
-
-    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
-        Some(self)
-    }
-
-    fn zones(&self) -> Option<&dyn Zones> {
-        Some(self)
-    }
-
-    fn pv_labeler(&self) -> Option<&dyn PvLabeler> {
-        Some(self)
+    hypercloud_cloudprovider::capability_getters! {
+        instances, instances_v2, zones, pv_labeler
     }
 }

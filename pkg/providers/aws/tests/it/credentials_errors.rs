@@ -156,9 +156,10 @@ async fn credential_chain_errors_and_throttling() {
             operation,
             status,
             request_id,
-            message,
+            source,
             ..
         } => {
+            let message = source.to_string();
             assert_eq!(operation, "DescribeInstances");
             assert_eq!(*status, Some(503));
             assert!(
@@ -193,7 +194,7 @@ async fn credential_chain_errors_and_throttling() {
         )
         .await
         .expect_err("no such route table");
-    let text = err.to_string();
+    let text = hypercloud_cloudprovider::Chain(&err).to_string();
     assert!(text.contains("InvalidRouteTableID.NotFound"), "{text}");
     assert!(
         matches!(&err, Error::Cloud { request_id: Some(r), .. } if !r.is_empty()),

@@ -27,7 +27,7 @@ async fn wrong_password_is_a_clear_401_naming_user_and_config() {
     };
     assert_eq!(*status, Some(401));
     assert_eq!(operation, "authenticate with Keystone");
-    let msg = err.to_string();
+    let msg = hypercloud_cloudprovider::Chain(&err).to_string();
     assert!(msg.contains("rejected the credentials"), "{msg}");
     assert!(msg.contains("user \"admin\""), "{msg}");
     assert!(msg.contains("test cloud.conf"), "{msg}");
@@ -60,7 +60,7 @@ async fn unreachable_keystone_is_a_clear_error_after_bounded_attempts() {
     let conf = os.global().replace(&os.url, "http://127.0.0.1:1")
         + "[Hypercloud]\nmax-attempts = 2\nretry-base-delay = 10ms\n";
     let p = os.provider(&conf);
-    let msg = p.initialize(None).await.unwrap_err().to_string();
+    let msg = hypercloud_cloudprovider::Chain(&p.initialize(None).await.unwrap_err()).to_string();
     assert!(msg.contains("authenticate with Keystone failed"), "{msg}");
     assert!(msg.contains("after 2 attempts"), "{msg}");
     assert_eq!(p.api_calls(), 2);
@@ -101,7 +101,12 @@ async fn application_credentials_authenticate() {
     cloud.provider(&by_name).initialize(None).await.unwrap();
     let wrong = by_id.replace("= s3cret", "= nope");
     let e = cloud.provider(&wrong).initialize(None).await.unwrap_err();
-    assert!(e.to_string().contains("application credential"), "{e}");
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("application credential"),
+        "{e}"
+    );
     cloud.shutdown().await;
 }
 

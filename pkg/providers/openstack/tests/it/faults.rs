@@ -83,12 +83,13 @@ async fn persistent_server_errors_fail_after_the_bounded_attempts() {
     let Error::Cloud {
         status,
         operation,
-        message,
+        source,
         ..
     } = &e
     else {
         panic!("{e:?}");
     };
+    let message = source.to_string();
     assert_eq!(*status, Some(500));
     assert_eq!(operation, "list servers");
     assert!(message.contains("injected"), "{message}");

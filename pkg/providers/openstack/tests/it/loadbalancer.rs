@@ -494,7 +494,12 @@ async fn in_tree_names_and_external_adoption_of_legacy_load_balancers() {
         .ensure_load_balancer("kubernetes", &gone, &nodes)
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("does not exist"), "{e}");
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("does not exist"),
+        "{e}"
+    );
     // ...and nothing to do for get and delete.
     assert_eq!(
         ext.get_load_balancer("kubernetes", &gone).await.unwrap(),
@@ -585,7 +590,9 @@ async fn floating_ips_carry_traffic_and_follow_the_annotations() {
         .await
         .unwrap_err();
     assert!(
-        e.to_string().contains("openstack-internal-load-balancer"),
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("openstack-internal-load-balancer"),
         "{e}"
     );
 
@@ -878,7 +885,12 @@ async fn service_annotations_set_listeners_pools_and_monitors() {
             .ensure_load_balancer("kubernetes", &annotate(svc.clone(), &key, value), &nodes)
             .await
             .unwrap_err();
-        assert!(e.to_string().contains(&key), "{e}");
+        assert!(
+            hypercloud_cloudprovider::Chain(&e)
+                .to_string()
+                .contains(&key),
+            "{e}"
+        );
     }
     lb.ensure_load_balancer_deleted("kubernetes", &svc)
         .await
@@ -944,7 +956,12 @@ async fn source_ranges_refuse_disallowed_clients() {
         .ensure_load_balancer("kubernetes", &with_ranges(&["10.0.0.0/8"]), &nodes)
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("source range restrictions"), "{e}");
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("source range restrictions"),
+        "{e}"
+    );
     assert!(lbs(&cloud).await.is_empty());
 }
 

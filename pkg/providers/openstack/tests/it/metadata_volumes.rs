@@ -145,7 +145,12 @@ async fn zone_and_node_name_of_this_machine_come_from_metadata() {
     );
     let broken = cloud.provider_with("[Metadata]\nsearch-order = configDrive\n");
     let e = broken.zones().unwrap().get_zone().await.unwrap_err();
-    assert!(e.to_string().contains("read instance metadata"), "{e}");
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("read instance metadata"),
+        "{e}"
+    );
     cloud.shutdown().await;
 }
 
@@ -345,14 +350,18 @@ async fn cinder_volumes_attached_and_detached() {
     // Not multiattach: a second server is refused, naming the first.
     let err = attacher.attach_disk(&b, &vol).await.unwrap_err();
     assert!(
-        format!("{err}").contains(&format!("attached to a different instance ({a})")),
+        format!("{}", hypercloud_cloudprovider::Chain(&err))
+            .contains(&format!("attached to a different instance ({a})")),
         "{err}"
     );
     let err = attacher
         .get_attachment_disk_path(&b, &vol)
         .await
         .unwrap_err();
-    assert!(format!("{err}").contains("different compute"), "{err}");
+    assert!(
+        format!("{}", hypercloud_cloudprovider::Chain(&err)).contains("different compute"),
+        "{err}"
+    );
 
     // Detach from the wrong server: nothing happens; from the right one: available.
     attacher.detach_disk(&b, &vol).await.unwrap();
@@ -367,7 +376,7 @@ async fn cinder_volumes_attached_and_detached() {
         .await
         .unwrap_err();
     assert!(
-        format!("{err}").contains("its status is available"),
+        format!("{}", hypercloud_cloudprovider::Chain(&err)).contains("its status is available"),
         "{err}"
     );
     // Now the second server may have it.

@@ -49,7 +49,12 @@ async fn ca_file_trusts_the_cloud_and_nothing_else_does() {
     ));
     let e = untrusted.initialize(None).await.unwrap_err();
     assert!(matches!(e, Error::Cloud { status: None, .. }), "{e}");
-    assert!(e.to_string().contains("certificate"), "{e}");
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("certificate"),
+        "{e}"
+    );
 
     let insecure = cloud.provider(&format!("{}tls-insecure = true\n", cloud.global()));
     insecure.initialize(None).await.unwrap();
@@ -65,7 +70,8 @@ async fn ca_file_trusts_the_cloud_and_nothing_else_does() {
     )
     .unwrap_err();
     assert!(
-        e.to_string()
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
             .contains("[Global] ca-file: cannot read /nonexistent/ca.pem"),
         "{e}"
     );

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use hypercloud_cloudprovider::{CloudConfig, Error as CloudError, Interface};
+use hypercloud_cloudprovider::{Chain, CloudConfig, Error as CloudError, Interface};
 use hypercloud_providers_vsphere::VSphere;
 use hypercloud_testenv::vcsim::Vcsim;
 use k8s_openapi::api::core::v1::{
@@ -112,6 +112,7 @@ async fn both_config_formats_initialise_nodes_from_vcsim() {
             .instance_metadata(&node("DC0_C0_RP0_VM0", None))
             .await
             .expect_err("no zone tag");
+        let err = Chain(&err);
         assert!(err.to_string().contains("k8s-zone"), "{err}");
         assert!(matches!(
             v2.instance_metadata(&node("no-such-vm", None)).await,
@@ -184,7 +185,7 @@ async fn bad_credentials_and_unknown_datacenter_are_clear_errors() {
         .initialize(None)
         .await
         .expect_err("bad password");
-    let msg = err.to_string();
+    let msg = Chain(&err).to_string();
     assert!(
         msg.contains("user name or password is not valid") && msg.contains("\"user\""),
         "{msg}"
@@ -193,7 +194,7 @@ async fn bad_credentials_and_unknown_datacenter_are_clear_errors() {
         .ini_conf("")
         .replace("datacenters = \"DC0\"", "datacenters = \"DC0,DC9\"");
     let err = provider(&unknown).initialize(None).await.expect_err("DC9");
-    let msg = err.to_string();
+    let msg = Chain(&err).to_string();
     assert!(
         msg.contains("\"DC9\"") && msg.contains("it has: DC0"),
         "{msg}"
@@ -274,6 +275,7 @@ async fn kubelet_finds_its_own_vm_by_smbios_uuid() {
     // A file that is not a UUID is named.
     std::fs::write(&file, "not-a-uuid").expect("write");
     let err = v1.current_node_name("w").await.expect_err("bad uuid");
+    let err = Chain(&err);
     assert!(err.to_string().contains("product_uuid"), "{err}");
 }
 
