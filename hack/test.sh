@@ -60,6 +60,9 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, -D warnings)"
 cargo clippy --workspace --all-targets --locked --features hypercloud/bench,hypercloud-localcloud/examples,hypercloud-providers-vsphere/bench -- -D warnings
 
+step "cargo doc (our crates, rustdoc -D warnings: broken links, bad HTML in doc comments)"
+RUSTDOCFLAGS='-D warnings' cargo doc --workspace --no-deps --locked
+
 step "hack/verify-architecture.sh (docs/architecture.md's crate graph against Cargo.toml)"
 hack/verify-architecture.sh
 

@@ -28,6 +28,8 @@ pub struct Args {
 }
 
 /// Tools beside the kubelet's own work.
+// Doc comments here are `--help` texts: `[Metadata]` is the cloud-config section, not a link.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
     /// Print what the instance metadata sources say about this machine (config drive, then
@@ -44,6 +46,8 @@ pub struct MetadataArgs {
 }
 
 /// The kubelet flags that shape the Node (upstream names and defaults).
+// Doc comments here are `--help` texts: `<uuid>` is a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(clap::Args, Debug)]
 #[command(next_help_heading = "Node flags")]
 pub struct NodeOptions {

@@ -5,10 +5,10 @@
 //! the healthy members of its default pool, chosen by the pool's algorithm (ROUND_ROBIN,
 //! LEAST_CONNECTIONS, SOURCE_IP); UDP listeners keep one session per client address (its own
 //! socket to the member picked at the first datagram) until it is idle for the listener's
-//! `timeout_client_data` ([`proxy`]). Health monitors (TCP connect, HTTP GET with
+//! `timeout_client_data` (`proxy`). Health monitors (TCP connect, HTTP GET with
 //! `expected_codes`, UDP-CONNECT) really probe the members every `delay` seconds: after
 //! `max_retries_down` failures a member leaves rotation (operating_status ERROR), after
-//! `max_retries` successes it comes back (ONLINE) ([`health`]). The data plane follows the store
+//! `max_retries` successes it comes back (ONLINE) (`health`). The data plane follows the store
 //! ([`crate::store::Store::subscribe`]): after every committed change to the load-balancer
 //! tables it reconciles the running listeners with the stored ones, moves `PENDING_*` objects to
 //! `ACTIVE` (or `ERROR` when a port cannot be bound), and so re-opens every listener after a
@@ -16,8 +16,8 @@
 //! running. A floating IP associated with a load balancer's VIP port gets every listener of that
 //! load balancer too (the floating IP forwards to the VIP). With
 //! `--enforce-member-security-groups`, members' Neutron security groups decide whether the load
-//! balancer reaches them, as Neutron's firewall would ([`guard`]). It binds nothing but loopback
-//! addresses ([`vip`]).
+//! balancer reaches them, as Neutron's firewall would (`guard`). It binds nothing but loopback
+//! addresses (`vip`).
 
 mod guard;
 mod health;
@@ -121,7 +121,7 @@ fn floating_by_port(r: &impl Read) -> HashMap<String, Vec<IpAddr>> {
 /// The data plane of one server. See the module docs.
 pub(crate) struct DataPlane {
     store: Arc<Store>,
-    /// Members' Neutron security groups filter the load balancer's traffic ([`guard`]).
+    /// Members' Neutron security groups filter the load balancer's traffic (`guard`).
     enforce_member_security_groups: bool,
     running: Mutex<Running>,
     follower: Mutex<Option<JoinHandle<()>>>,

@@ -44,6 +44,9 @@ pub enum Command {
 }
 
 /// Flags of `serve`.
+// These doc comments are clap's `--help` texts, where `<state-dir>` is the usual placeholder
+// notation, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// API listen address (all services, DevStack-style path prefixes).
