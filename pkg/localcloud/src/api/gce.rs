@@ -9,6 +9,7 @@
 //! anonymous credentials). Upstream equivalent: `compute.googleapis.com/compute/v1`.
 
 mod addresses;
+mod attached_disks;
 mod body;
 mod collections;
 mod disks;

@@ -70,13 +70,19 @@ pub(crate) struct AttachOptions {
     pub device: Option<String>,
     pub tag: Option<String>,
     pub delete_on_termination: bool,
+    /// GCE's `deviceName` (see [`Attachment::device_name`]).
+    pub device_name: Option<String>,
+    /// GCE's `READ_ONLY` mode (see [`Attachment::read_only`]).
+    pub read_only: bool,
 }
 
 /// Starts attaching a volume to a server (the first of the two writes: the volume becomes
 /// `attaching` and the attachment, with its device, is recorded), choosing the next
 /// `/dev/vdX` of the server unless given. As Cinder's reservation: a volume that is not
-/// multiattach must be `available`, a multiattach one `available` or `in-use`; a volume
-/// already attached to this server is refused as Nova refuses it. [`finish`] completes it.
+/// multiattach must be `available`, a multiattach one `available` or `in-use`, and so may a
+/// volume attached only read-only when it is attached read-only again (GCE's `READ_ONLY`
+/// sharing); a volume already attached to this server is refused as Nova refuses it.
+/// [`finish`] completes it.
 pub(crate) fn attach(
     tx: &mut Tx<'_>,
     volume_id: &str,
@@ -89,7 +95,8 @@ pub(crate) fn attach(
             "Invalid volume: volume {volume_id} already attached"
         )));
     }
-    let allowed: &[&str] = if v.multiattach {
+    let shared_read_only = options.read_only && v.attachments.iter().all(|a| a.read_only);
+    let allowed: &[&str] = if v.multiattach || shared_read_only {
         &[AVAILABLE, IN_USE]
     } else {
         &[AVAILABLE]
@@ -136,6 +143,8 @@ pub(crate) fn attach(
         tag: options.tag,
         delete_on_termination: options.delete_on_termination,
         detaching: false,
+        device_name: options.device_name,
+        read_only: options.read_only,
     });
     v.status = ATTACHING.into();
     v.meta.touch();
@@ -647,6 +656,8 @@ mod tests {
                     tag: None,
                     delete_on_termination: false,
                     detaching: status == DETACHING,
+                    device_name: None,
+                    read_only: false,
                 })
                 .into_iter()
                 .collect(),

@@ -26,6 +26,14 @@ pub(crate) struct Attachment {
     /// Being detached: removed when the volume's `detaching` transition finishes.
     #[serde(default)]
     pub detaching: bool,
+    /// Compute Engine's `deviceName` of the attached disk (`instances.attachDisk`); `None` for
+    /// Nova's attachments, which GCE shows as `persistent-disk-<index>`.
+    #[serde(default)]
+    pub device_name: Option<String>,
+    /// Attached `READ_ONLY` (GCE's mode): such a disk may be attached read-only to several
+    /// instances. Nova never attaches read-only.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

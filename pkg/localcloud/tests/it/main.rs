@@ -6,6 +6,7 @@ mod compute;
 mod dialects;
 mod durability;
 mod faults;
+mod gce_disks;
 mod hardening;
 mod identity;
 mod loadbalancer;

@@ -150,6 +150,7 @@ pub(super) async fn attach_volume(
                     device: b.device.flatten(),
                     tag: b.tag,
                     delete_on_termination: b.delete_on_termination.unwrap_or(false),
+                    ..Default::default()
                 },
             )
         })

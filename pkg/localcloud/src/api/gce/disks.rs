@@ -1,7 +1,8 @@
 //! GCE zonal persistent disks: the Cinder volumes of the project, by name, in their
 //! availability zone (`sizeGb` is the size, `users` the instances they are attached to,
 //! `status` `READY` for an available or attached volume). A disk made here is a volume to
-//! Cinder and the operator CLI.
+//! Cinder and the operator CLI. `resize` grows the volume (attached or not, as GCE allows);
+//! `delete` refuses a disk still attached, as GCE does.
 
 use super::body::{known_fields, opt_str, resource_name};
 use super::operations::change_zonal;
@@ -14,6 +15,7 @@ pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
     Router::new()
         .route(&d, get(list).post(insert))
         .route(&format!("{d}/{{name}}"), get(get_one).delete(delete))
+        .route(&format!("{d}/{{name}}/resize"), post(resize))
 }
 
 fn disk_status(cinder: &str) -> &'static str {
@@ -25,7 +27,12 @@ fn disk_status(cinder: &str) -> &'static str {
     }
 }
 
-fn find_disk(r: &impl Read, project: &Project, zone: &str, name: &str) -> Result<Volume, ApiError> {
+pub(super) fn find_disk(
+    r: &impl Read,
+    project: &Project,
+    zone: &str,
+    name: &str,
+) -> Result<Volume, ApiError> {
     r.list::<Volume>(VOLUMES)
         .into_iter()
         .find(|v| {
@@ -100,25 +107,32 @@ const INSERT_FIELDS: &[&str] = &[
     "sourceImage",
 ];
 
+/// The `sizeGb` of a body (an int64, which GCE's JSON writes as a string; a number is taken
+/// too), checked to be within GCE's 1..=65536 GiB; `None` when absent.
+fn size_gb(b: &Map<String, Value>, field: &str) -> Result<Option<u64>, ApiError> {
+    let size = match b.get("sizeGb") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s
+            .parse::<u64>()
+            .map_err(|_| invalid(format!("Invalid value for field '{field}': '{s}'.")))?,
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .ok_or_else(|| invalid(format!("Invalid value for field '{field}'.")))?,
+        Some(_) => return Err(invalid(format!("Invalid value for field '{field}'."))),
+    };
+    if !(1..=65_536).contains(&size) {
+        return Err(invalid(format!(
+            "Invalid value for field '{field}': '{size}'. Must be between 1 and 65536."
+        )));
+    }
+    Ok(Some(size))
+}
+
 async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let b: Map<String, Value> = parse_body(&body)?;
     known_fields(&b, "disk_resource", INSERT_FIELDS)?;
     let name = resource_name(&b)?;
-    let size = match b.get("sizeGb") {
-        None | Some(Value::Null) => 10,
-        Some(Value::String(s)) => s
-            .parse::<u64>()
-            .map_err(|_| invalid(format!("Invalid value for field 'resource.sizeGb': '{s}'.")))?,
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .ok_or_else(|| invalid("Invalid value for field 'resource.sizeGb'."))?,
-        Some(_) => return Err(invalid("Invalid value for field 'resource.sizeGb'.")),
-    };
-    if !(1..=65_536).contains(&size) {
-        return Err(invalid(format!(
-            "Invalid value for field 'resource.sizeGb': '{size}'. Must be between 1 and 65536."
-        )));
-    }
+    let size = size_gb(&b, "resource.sizeGb")?.unwrap_or(10);
     let description = opt_str(&b, "description", "resource.description")?.map(str::to_owned);
     for key in ["type", "sourceImage", "kind"] {
         opt_str(&b, key, &format!("resource.{key}"))?;
@@ -160,6 +174,29 @@ async fn delete(State(cloud): Ctx, Path(p): Params_) -> Reply {
         }
         tx.delete(VOLUMES, &v.meta.id);
         Ok(at.done("delete", "disks", name, m::numeric_id(&v.meta.id)))
+    })
+    .await
+}
+
+/// `POST .../disks/{name}/resize` with `{"sizeGb": "N"}`: only a larger size is taken, as on
+/// GCE (which cannot shrink a disk); an attached disk grows in place.
+async fn resize(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
+    let b: Map<String, Value> = parse_body(&body)?;
+    known_fields(&b, "disks_resize_request_resource", &["sizeGb"])?;
+    let size = size_gb(&b, "sizeGb")?.ok_or_else(|| required("sizeGb"))?;
+    change_zonal(&cloud, p, move |tx, s, at| {
+        let mut v = find_disk(tx, s.project, at.zone, at.name)?;
+        if size <= v.size {
+            return Err(invalid(format!(
+                "Invalid value for field 'sizeGb': '{size}'. New disk size '{size}' GiB must be larger than existing size '{}' GiB.",
+                v.size
+            )));
+        }
+        v.size = size;
+        v.meta.touch();
+        tx.put(VOLUMES, &v.meta.id, &v)?;
+        tracing::info!(disk = %at.name, size_gb = size, "resized GCE disk");
+        Ok(at.done("resize", "disks", at.name, m::numeric_id(&v.meta.id)))
     })
     .await
 }

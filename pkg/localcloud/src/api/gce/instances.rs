@@ -98,7 +98,7 @@ pub(crate) fn instance_view(s: &Scope<'_>, r: &impl Read, rel: &Related, server:
         "description": server.description.clone().unwrap_or_default(), "tags": tags,
         "machineType": s.link(&format!("zones/{zone}/machineTypes/{machine_type}")),
         "status": status, "zone": s.link(&format!("zones/{zone}")), "canIpForward": false,
-        "networkInterfaces": nics, "disks": [],
+        "networkInterfaces": nics, "disks": super::attached_disks::view(s, r, server),
         "metadata": m::metadata_view(&server.metadata),
         "selfLink": s.link(&format!("zones/{zone}/instances/{}", server.name)),
         "scheduling": {"onHostMaintenance": "MIGRATE", "automaticRestart": true, "preemptible": false, "provisioningModel": "STANDARD"},
@@ -418,8 +418,13 @@ fn parse_tags(v: &Value, field: &str) -> Result<(Vec<String>, Option<String>), A
     Ok((tags, fingerprint.map(str::to_owned)))
 }
 
-async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
+async fn action(State(cloud): Ctx, Path(p): Params_, Query(q): ListQuery, body: Bytes) -> Reply {
     let action = param(&p, "action").to_owned();
+    match action.as_str() {
+        "attachDisk" => return super::attached_disks::attach(cloud, p, body).await,
+        "detachDisk" => return super::attached_disks::detach(cloud, p, q).await,
+        _ => {}
+    }
     let b: Value = if body.is_empty() {
         json!({})
     } else {
@@ -447,7 +452,7 @@ async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
                 server.tags = tags;
             }
             other => {
-                return Err(ApiError::new(StatusCode::NOT_FOUND, "notFound", format!("The instance method '{other}' does not exist here (local cloud: stop, start, reset, setMetadata, setTags)")))
+                return Err(ApiError::new(StatusCode::NOT_FOUND, "notFound", format!("The instance method '{other}' does not exist here (local cloud: stop, start, reset, setMetadata, setTags, attachDisk, detachDisk)")))
             }
         }
         server.meta.touch();

@@ -36,6 +36,8 @@ fn attachment(server_id: &str, device: &str) -> Attachment {
         tag: None,
         delete_on_termination: false,
         detaching: false,
+        device_name: None,
+        read_only: false,
     }
 }
 
@@ -61,4 +63,24 @@ fn volume_record() {
         &volume("data", vec![]),
         &[("name", "data")],
     );
+}
+
+#[test]
+fn gce_attachment_fields_are_stored_and_default_for_older_records() {
+    let fx = Fixture::new();
+    let mut a = attachment("vm-1", "/dev/vdb");
+    a.device_name = Some("data".into());
+    a.read_only = true;
+    fx.put(&[&volume("d", vec![a])]);
+    fx.store.read(|r| {
+        let v = attached_to(r, "vm-1");
+        assert_eq!(v[0].attachments[0].device_name.as_deref(), Some("data"));
+        assert!(v[0].attachments[0].read_only);
+    });
+    let older: Attachment = serde_json::from_value(serde_json::json!({
+        "id": "a", "server_id": "vm-1", "device": "/dev/vdb", "attached_at": "2024-01-01T00:00:00Z",
+    }))
+    .expect("an attachment written before the GCE fields");
+    assert_eq!(older.device_name, None);
+    assert!(!older.read_only);
 }
