@@ -313,7 +313,19 @@ impl Compute {
         body: Option<&Value>,
         operation: &str,
     ) -> Result<()> {
-        let op = self.call(method, path, &[], body, operation).await?;
+        self.mutate_query(method, path, &[], body, operation).await
+    }
+
+    /// [`Compute::mutate`] with a query (`instances.detachDisk` names the device in it).
+    pub async fn mutate_query(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+        operation: &str,
+    ) -> Result<()> {
+        let op = self.call(method, path, query, body, operation).await?;
         self.wait(op, operation).await
     }
 

@@ -76,6 +76,53 @@ pub enum Error {
     #[error("{0}")]
     Missing(String),
 
+    /// A StorageClass parameter of `kubernetes.io/gce-pd` that is unknown or names what the
+    /// provider cannot make (a regional disk, a disk type GCE does not have).
+    #[error("StorageClass parameters of kubernetes.io/gce-pd: {0}")]
+    PdParameters(String),
+
+    /// A disk that cannot be created as asked (its zone is not one of the managed zones).
+    #[error("creating disk {disk}: {reason}")]
+    CreateDisk {
+        /// The disk's name.
+        disk: String,
+        /// Why not.
+        reason: String,
+    },
+
+    /// Deleting a disk that an instance still uses (upstream's `DeletedVolumeInUseError`;
+    /// the caller retries once it is detached).
+    #[error("deleting disk {disk}: the disk is in use: {message}")]
+    DeleteDiskInUse {
+        /// The disk's name.
+        disk: String,
+        /// GCE's words.
+        message: String,
+    },
+
+    /// Attaching a disk that another instance uses read-write (or that would be shared
+    /// read-write): refused before GCE is asked.
+    #[error(
+        "attaching disk {disk} to {instance}: it is attached to a different instance ({other})"
+    )]
+    AttachDisk {
+        /// The disk's name.
+        disk: String,
+        /// The instance it was to be attached to.
+        instance: String,
+        /// The instance that has it.
+        other: String,
+    },
+
+    /// The device path of a disk that is not attached to the instance.
+    #[error("device path of disk {disk}: it is not attached to {instance}")]
+    DiskPath {
+        /// The disk's name.
+        disk: String,
+        /// The instance.
+        instance: String,
+    },
+
     /// A provider ID that is not `gce://<project>/<zone>/<name>`.
     #[error("invalid GCE provider ID {0:?}: want gce://<project>/<zone>/<instance>")]
     ProviderId(String),
@@ -85,6 +132,12 @@ impl Error {
     /// Whether GCE says the resource does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Api { status: 404, .. })
+    }
+
+    /// Whether GCE answered with this error reason (`alreadyExists`,
+    /// `resourceInUseByAnotherResource`).
+    pub fn has_reason(&self, wanted: &str) -> bool {
+        matches!(self, Error::Api { reason, .. } if reason == wanted)
     }
 }
 
@@ -98,6 +151,11 @@ impl hypercloud_cloudprovider::ProviderError for Error {
             | Error::Operation { operation, .. }
             | Error::Decode { operation, .. } => operation.clone(),
             Error::Metadata { .. } => "metadata".into(),
+            Error::PdParameters(_) => "storage class parameters".into(),
+            Error::CreateDisk { .. } => "disks.insert".into(),
+            Error::DeleteDiskInUse { .. } => "disks.delete".into(),
+            Error::AttachDisk { .. } => "instances.attachDisk".into(),
+            Error::DiskPath { .. } => "instances.get".into(),
             Error::Paginate(p) => p.call().into(),
             _ => "configure".into(),
         }
@@ -106,6 +164,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
     fn status(&self) -> Option<u16> {
         match self {
             Error::Api { status, .. } => Some(*status),
+            Error::DeleteDiskInUse { .. } => Some(400),
             _ => None,
         }
     }

@@ -12,7 +12,9 @@
 //! HTTP health check and firewall, named `a<uid>` as upstream). Provider IDs are `gce://<project>/<zone>/<name>`;
 //! instances are looked up by name in the local zone, or in every zone of the region with
 //! `multizone`/`regional`; a `TERMINATED` instance is shut down. PvLabeler gives a
-//! `gcePersistentDisk` PV its disk's zone and region. Not yet: internal load balancers,
+//! `gcePersistentDisk` PV its disk's zone and region; VolumeProvisioner and VolumeAttacher
+//! create, resize, delete, attach and detach zonal persistent disks for the in-tree
+//! `kubernetes.io/gce-pd` plugin (`src/disks.rs`). Not yet: internal load balancers,
 //! regional disks.
 //!
 //! ```no_run
@@ -31,10 +33,11 @@
 //! Start here: [`register`] and [`Gce`], then `src/client.rs` (the Compute v1 REST client and
 //! its operations) and `src/loadbalancer.rs`; [`config`] for `gce.conf`.
 //!
-//! Not here: volumes beyond labels (no provisioning or attaching), internal load balancers.
+//! Not here: regional persistent disks, internal load balancers.
 
 mod client;
 pub mod config;
+mod disks;
 mod error;
 mod instances;
 mod loadbalancer;
@@ -50,6 +53,7 @@ use tokio::sync::OnceCell;
 
 pub use client::last_segment;
 pub use config::Config;
+pub use disks::{pd_parameters, PdParameters, GCE_PD_PLUGIN};
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, provider_id, region_of_zone, PROVIDER_ID_PREFIX};
 
@@ -239,6 +243,7 @@ impl Interface for Gce {
     }
 
     hypercloud_cloudprovider::capability_getters! {
-        instances, instances_v2, zones, routes, load_balancer, pv_labeler
+        instances, instances_v2, zones, routes, load_balancer, pv_labeler,
+        volume_provisioner, volume_attacher
     }
 }

@@ -1,0 +1,201 @@
+//! The `kubernetes.io/gce-pd` volume capability against the local cloud: a disk is created
+//! (type, size, zone, tags), reused when it exists, attached to its instance read-write with
+//! the disk's name as device name, refused to a second instance, grown, refused deletion while
+//! attached, detached and deleted; each step checked from the cloud side over GCE's API.
+
+use std::collections::BTreeMap;
+
+use hypercloud_cloudprovider::{Error as CloudError, Interface, VolumeRequest};
+use reqwest::Method;
+
+use crate::support::{Cloud, ZONE_A, ZONE_B};
+
+fn request(name: &str, zone: &str, size: u64, disk_type: &str) -> VolumeRequest {
+    VolumeRequest {
+        name: name.into(),
+        size_gib: size,
+        zone: zone.into(),
+        volume_type: disk_type.into(),
+        tags: BTreeMap::from([(
+            "kubernetes.io/created-for/pvc/name".to_owned(),
+            "claim-1".to_owned(),
+        )]),
+    }
+}
+
+#[tokio::test]
+async fn a_disk_is_created_attached_grown_detached_and_deleted() {
+    let cloud = Cloud::start().await;
+    cloud.instance(ZONE_B, "node-1").await;
+    cloud.instance(ZONE_B, "node-2").await;
+    let gce = cloud.provider().await;
+    let prov = gce.volume_provisioner().unwrap();
+    let att = gce.volume_attacher().unwrap();
+    assert_eq!(prov.plugin_name(), "kubernetes.io/gce-pd");
+
+    // Create: in the asked zone, labelled with it and its region.
+    let v = prov
+        .create_volume(&request("pvc-1", ZONE_B, 3, "pd-ssd"))
+        .await
+        .unwrap();
+    assert_eq!(v.id, "pvc-1");
+    assert_eq!(v.size_gib, 3);
+    assert_eq!(
+        v.labels
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str),
+        Some(ZONE_B)
+    );
+    assert_eq!(
+        v.labels
+            .get("topology.kubernetes.io/region")
+            .map(String::as_str),
+        Some("us-central1")
+    );
+    let (status, disk) = cloud.get(&format!("zones/{ZONE_B}/disks/pvc-1")).await;
+    assert_eq!(status, 200, "{disk}");
+    assert_eq!(disk["sizeGb"], "3");
+    assert!(
+        disk["description"]
+            .as_str()
+            .unwrap()
+            .contains("created-for/pvc/name"),
+        "{disk}"
+    );
+    // The same name again is reused, as upstream; a zone outside the region is refused.
+    let again = prov
+        .create_volume(&request("pvc-1", ZONE_B, 3, ""))
+        .await
+        .unwrap();
+    assert_eq!(again, v);
+    let e = prov
+        .create_volume(&request("pvc-x", "europe-west1-b", 1, ""))
+        .await
+        .unwrap_err();
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("not one of the managed zones"),
+        "{e}"
+    );
+    let (status, _) = cloud.get(&format!("zones/{ZONE_A}/disks/pvc-x")).await;
+    assert_eq!(status, 404);
+
+    // Attach: read-write, device name = disk name; again is a no-op.
+    att.attach_disk("node-1", "pvc-1").await.unwrap();
+    assert_eq!(
+        cloud.devices(ZONE_B, "node-1").await,
+        [("pvc-1".to_owned(), "READ_WRITE".to_owned())]
+    );
+    att.attach_disk("node-1", "pvc-1").await.unwrap();
+    assert!(att.disk_is_attached("node-1", "pvc-1").await.unwrap());
+    assert!(!att.disk_is_attached("node-2", "pvc-1").await.unwrap());
+    let both = att
+        .disks_are_attached("node-1", &["pvc-1".into(), "nope".into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        both,
+        BTreeMap::from([("nope".into(), false), ("pvc-1".into(), true)])
+    );
+    assert_eq!(
+        att.get_attachment_disk_path("node-1", "pvc-1")
+            .await
+            .unwrap(),
+        "/dev/disk/by-id/google-pvc-1"
+    );
+    assert!(att
+        .get_attachment_disk_path("node-2", "pvc-1")
+        .await
+        .is_err());
+
+    // A second instance is refused, naming the first; the cloud is unchanged.
+    let e = att.attach_disk("node-2", "pvc-1").await.unwrap_err();
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("attached to a different instance (node-1)"),
+        "{e}"
+    );
+    assert!(cloud.devices(ZONE_B, "node-2").await.is_empty());
+    // Missing instance or disk.
+    assert!(matches!(
+        att.attach_disk("node-9", "pvc-1").await,
+        Err(CloudError::InstanceNotFound)
+    ));
+    assert!(matches!(
+        att.attach_disk("node-2", "nope").await,
+        Err(CloudError::DiskNotFound)
+    ));
+
+    // Deleting an attached disk is refused as in use; it stays.
+    let e = prov.delete_volume("pvc-1").await.unwrap_err();
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("the disk is in use"),
+        "{e}"
+    );
+    let (status, _) = cloud.get(&format!("zones/{ZONE_B}/disks/pvc-1")).await;
+    assert_eq!(status, 200);
+
+    // Grow while attached; a smaller size is left alone.
+    assert_eq!(prov.expand_volume("pvc-1", 5).await.unwrap(), 5);
+    let (_, disk) = cloud.get(&format!("zones/{ZONE_B}/disks/pvc-1")).await;
+    assert_eq!(disk["sizeGb"], "5");
+    assert_eq!(prov.expand_volume("pvc-1", 4).await.unwrap(), 5);
+    assert!(matches!(
+        prov.expand_volume("nope", 4).await,
+        Err(CloudError::DiskNotFound)
+    ));
+
+    // Detach, twice; a missing instance has nothing to detach.
+    att.detach_disk("node-1", "pvc-1").await.unwrap();
+    assert!(cloud.devices(ZONE_B, "node-1").await.is_empty());
+    att.detach_disk("node-1", "pvc-1").await.unwrap();
+    att.detach_disk("node-9", "pvc-1").await.unwrap();
+    assert!(!att.disk_is_attached("node-1", "pvc-1").await.unwrap());
+
+    // Delete, twice.
+    prov.delete_volume("pvc-1").await.unwrap();
+    let (status, _) = cloud.get(&format!("zones/{ZONE_B}/disks/pvc-1")).await;
+    assert_eq!(status, 404);
+    prov.delete_volume("pvc-1").await.unwrap();
+}
+
+#[tokio::test]
+async fn the_default_zone_is_the_local_one_and_bad_types_are_refused() {
+    let cloud = Cloud::start().await;
+    let gce = cloud.provider().await;
+    let prov = gce.volume_provisioner().unwrap();
+    let v = prov
+        .create_volume(&request("plain", "", 1, ""))
+        .await
+        .unwrap();
+    assert_eq!(
+        v.labels
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str),
+        Some(ZONE_A)
+    );
+    let e = prov
+        .create_volume(&request("fancy", "", 1, "pd-extreme"))
+        .await
+        .unwrap_err();
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("invalid GCE disk type"),
+        "{e}"
+    );
+    let (status, _) = cloud.get(&format!("zones/{ZONE_A}/disks/fancy")).await;
+    assert_eq!(status, 404);
+    let (status, disk) = cloud.get(&format!("zones/{ZONE_A}/disks/plain")).await;
+    assert_eq!(status, 200, "{disk}");
+    // A disk deleted behind the provider's back counts as deleted.
+    let (status, _) = cloud
+        .gce(Method::DELETE, &format!("zones/{ZONE_A}/disks/plain"), None)
+        .await;
+    assert_eq!(status, 200);
+    prov.delete_volume("plain").await.unwrap();
+}
