@@ -186,6 +186,40 @@ pub struct VolumeRequest {
     pub tags: BTreeMap<String, String>,
 }
 
+/// A StorageClass's parameters as an in-tree plugin's provisioner reads them (upstream: the
+/// `Parameters` loop of each plugin's `CreateVolume`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassParameters {
+    /// The volume (disk) type; empty: the cloud's default.
+    pub volume_type: String,
+    /// The one zone to create volumes in (Cinder `availability`, GCE PD `zone`); empty: none.
+    pub zone: String,
+    /// Zones to choose one from by the claim's name (GCE PD `zones`); empty: none.
+    pub zones: Vec<String>,
+    /// `fsType`.
+    pub fs_type: Option<String>,
+}
+
+/// The keys of the in-tree Cinder plugin (`type`, `availability`, `fsType`; case-insensitive),
+/// the default of [`VolumeProvisioner::class_parameters`]: any other key is refused by name,
+/// as upstream.
+pub fn cinder_class_parameters(
+    plugin: &str,
+    parameters: &BTreeMap<String, String>,
+) -> std::result::Result<ClassParameters, String> {
+    let mut p = ClassParameters::default();
+    for (k, v) in parameters {
+        match k.to_ascii_lowercase().as_str() {
+            "type" => p.volume_type = v.clone(),
+            "availability" => p.zone = v.clone(),
+            "fstype" => p.fs_type = Some(v.clone()).filter(|f| !f.is_empty()),
+            _ => return Err(format!("invalid option {k:?} for volume plugin {plugin}")),
+        }
+    }
+    Ok(p)
+}
+
 /// A volume the cloud created.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -212,6 +246,16 @@ pub trait VolumeProvisioner: Send + Sync {
     /// The PV volume source for a created volume (e.g. `spec.cinder`), with the StorageClass's
     /// `fsType` when given.
     fn volume_source(&self, volume_id: &str, fs_type: Option<&str>) -> PersistentVolumeSpec;
+
+    /// Reads a StorageClass's `parameters` as the plugin's provisioner does; the error (shown
+    /// in the claim's `ProvisioningFailed` event) names what is refused. The default reads the
+    /// Cinder plugin's keys ([`cinder_class_parameters`]).
+    fn class_parameters(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> std::result::Result<ClassParameters, String> {
+        cinder_class_parameters(self.plugin_name(), parameters)
+    }
 
     /// Creates a volume and returns once the cloud reports it usable.
     async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume>;

@@ -400,6 +400,17 @@ impl VolumeProvisioner for Instrumented {
             .map(|v| v.volume_source(volume_id, fs_type))
             .unwrap_or_default()
     }
+    fn class_parameters(
+        &self,
+        parameters: &std::collections::BTreeMap<String, String>,
+    ) -> std::result::Result<crate::ClassParameters, String> {
+        match self.inner.volume_provisioner() {
+            Some(v) => v.class_parameters(parameters),
+            None => {
+                crate::cinder_class_parameters(VolumeProvisioner::plugin_name(self), parameters)
+            }
+        }
+    }
     async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume> {
         let args = || serde_json::to_value(request).unwrap_or(Value::Null);
         self.obs

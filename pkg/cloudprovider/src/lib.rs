@@ -48,9 +48,9 @@ pub mod wellknown;
 pub mod yaml;
 
 pub use cloud::{
-    capabilities, default_load_balancer_name, Capability, Clusters, InstanceMetadata, Instances,
-    InstancesV2, Interface, LoadBalancer, ProvisionedVolume, PvLabeler, Route, Routes,
-    VolumeAttacher, VolumeProvisioner, VolumeRequest, Zone, Zones,
+    capabilities, cinder_class_parameters, default_load_balancer_name, Capability, ClassParameters,
+    Clusters, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer, ProvisionedVolume,
+    PvLabeler, Route, Routes, VolumeAttacher, VolumeProvisioner, VolumeRequest, Zone, Zones,
 };
 pub use error::{BoxError, Chain, Error, Message, ProviderError, Result, Startup};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};

@@ -10,7 +10,8 @@
 //!   plugin (and, with `volumeBindingMode: WaitForFirstConsumer`, once the scheduler chose a
 //!   Node: `volume.kubernetes.io/selected-node`) gets a cloud volume named
 //!   `<cluster>-dynamic-pvc-<claim uid>` of its request rounded up to GiB, tagged with the
-//!   claim and PV names, in the zone from the class's `availability`, else the selected
+//!   claim and PV names, in the zone from the class's parameters (read by the provider's
+//!   plugin: Cinder `availability`, GCE PD `zone`/`zones`), else the selected
 //!   Node's zone, else the class's allowed topologies, else one of the Nodes' zones picked
 //!   by the claim's name (upstream `SelectZoneForVolume`); then a PV `pvc-<claim uid>` that
 //!   points back at the claim (`claimRef`, which the binder completes), with the cloud's zone
@@ -27,7 +28,7 @@ use hypercloud_cloudprovider::volume::{
     choose_zone_for_volume, node_selector_requirements, round_up_to_gib,
 };
 use hypercloud_cloudprovider::wellknown::{LABEL_FAILURE_DOMAIN_ZONE, LABEL_TOPOLOGY_ZONE};
-use hypercloud_cloudprovider::{VolumeProvisioner, VolumeRequest};
+use hypercloud_cloudprovider::{ClassParameters, VolumeProvisioner, VolumeRequest};
 use k8s_openapi::api::core::v1::{
     Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec,
     VolumeNodeAffinity,
@@ -192,29 +193,16 @@ pub fn should_provision(
     (!ours).then_some(Skip::NotOurs)
 }
 
-/// The class's parameters as the in-tree Cinder plugin reads them (keys case-insensitive).
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Parameters {
-    /// `type`: the volume type.
-    pub volume_type: String,
-    /// `availability`: the zone.
-    pub availability: String,
-    /// `fsType`.
-    pub fs_type: Option<String>,
-}
+/// The class's parameters as the provider's plugin reads them
+/// ([`VolumeProvisioner::class_parameters`]); an unknown key is an error, as upstream.
+pub type Parameters = ClassParameters;
 
-/// Parses the class's parameters; an unknown key is an error, as upstream.
-pub fn parameters(class: &StorageClass, plugin: &str) -> Result<Parameters, String> {
-    let mut p = Parameters::default();
-    for (k, v) in class.parameters.iter().flatten() {
-        match k.to_ascii_lowercase().as_str() {
-            "type" => p.volume_type = v.clone(),
-            "availability" => p.availability = v.clone(),
-            "fstype" => p.fs_type = Some(v.clone()).filter(|f| !f.is_empty()),
-            _ => return Err(format!("invalid option {k:?} for volume plugin {plugin}")),
-        }
-    }
-    Ok(p)
+/// Parses the class's parameters with the provider's plugin.
+pub fn parameters(
+    class: &StorageClass,
+    cloud: &dyn VolumeProvisioner,
+) -> Result<Parameters, String> {
+    cloud.class_parameters(&class.parameters.clone().unwrap_or_default())
 }
 
 /// A Node's zone label (new, then deprecated).
@@ -225,10 +213,11 @@ fn node_zone(node: &Node) -> Option<String> {
         .cloned()
 }
 
-/// The zone for the volume (upstream cinder's `CreateVolume` + `SelectZoneForVolume`): the
-/// class's `availability`; else the selected Node's zone; else one of the class's allowed
-/// topology zones; else one of the Nodes' zones chosen by the claim's name; else none (the
-/// cloud's default).
+/// The zone for the volume (upstream `CreateVolume` + `SelectZoneForVolume`): the class's one
+/// zone (Cinder `availability`, GCE PD `zone`); else, with a zone list (GCE PD `zones`), the
+/// selected Node's zone when it is listed, else one of the list chosen by the claim's name;
+/// else the selected Node's zone; else one of the class's allowed topology zones; else one of
+/// the Nodes' zones chosen by the claim's name; else none (the cloud's default).
 pub fn select_zone(
     params: &Parameters,
     selected: Option<&Node>,
@@ -236,8 +225,17 @@ pub fn select_zone(
     nodes: &[Arc<Node>],
     claim_name: &str,
 ) -> String {
-    if !params.availability.is_empty() {
-        return params.availability.clone();
+    if !params.zone.is_empty() {
+        return params.zone.clone();
+    }
+    if !params.zones.is_empty() {
+        if let Some(z) = selected
+            .and_then(node_zone)
+            .filter(|z| params.zones.contains(z))
+        {
+            return z;
+        }
+        return choose_zone_for_volume(&params.zones, claim_name).unwrap_or_default();
     }
     if let Some(z) = selected.and_then(node_zone) {
         return z;
@@ -308,7 +306,7 @@ pub async fn provision(
         return Ok(Action::AwaitChange);
     }
     let reference = claim.object_ref(&());
-    let params = match parameters(&class, &plugin) {
+    let params = match parameters(&class, cloud) {
         Ok(p) => p,
         Err(msg) => {
             ctx.event(
@@ -651,16 +649,17 @@ mod tests {
             "parameters": {"type": "fast", "Availability": "nova", "fsType": "xfs"},
         }))
         .expect("class");
-        let p = parameters(&class, "kubernetes.io/cinder").expect("valid");
+        let cloud = super::api_tests::Volumes::default();
+        let p = parameters(&class, &cloud).expect("valid");
         assert_eq!(p.volume_type, "fast");
-        assert_eq!(p.availability, "nova");
+        assert_eq!(p.zone, "nova");
         assert_eq!(p.fs_type.as_deref(), Some("xfs"));
         let bad: StorageClass = serde_json::from_value(json!({
             "metadata": {"name": "sc"}, "provisioner": "kubernetes.io/cinder",
             "parameters": {"iops": "5"},
         }))
         .expect("class");
-        assert!(parameters(&bad, "kubernetes.io/cinder")
+        assert!(parameters(&bad, &cloud)
             .expect_err("unknown")
             .contains("iops"));
     }
@@ -690,7 +689,12 @@ mod tests {
         }))
         .expect("class");
         assert_eq!(select_zone(&p, None, &topo, &nodes, "c"), "z9");
-        p.availability = "az".into();
+        p.zones = vec!["za".into(), "z2".into()];
+        assert_eq!(select_zone(&p, Some(&n2), &topo, &nodes, "c"), "z2");
+        let z = select_zone(&p, Some(&node("n1", "z1")), &topo, &nodes, "c");
+        assert!(z == "za" || z == "z2", "{z}");
+        assert_eq!(select_zone(&p, None, &topo, &nodes, "c"), z);
+        p.zone = "az".into();
         assert_eq!(select_zone(&p, Some(&n2), &topo, &nodes, "c"), "az");
     }
 

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{
-    ProvisionedVolume, Result as CloudResult, VolumeAttacher, VolumeProvisioner, VolumeRequest,
+    ClassParameters, ProvisionedVolume, Result as CloudResult, VolumeAttacher, VolumeProvisioner,
+    VolumeRequest,
 };
 use k8s_openapi::api::core::v1::{
     GCEPersistentDiskVolumeSource, PersistentVolume, PersistentVolumeSpec,
@@ -194,6 +195,20 @@ impl VolumeProvisioner for Gce {
             .gce_persistent_disk
             .as_ref()
             .map(|d| d.pd_name.clone())
+    }
+
+    /// [`pd_parameters`], as the claim's event shows it.
+    fn class_parameters(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> std::result::Result<ClassParameters, String> {
+        let p = pd_parameters(parameters).map_err(|e| e.to_string())?;
+        Ok(ClassParameters {
+            volume_type: p.disk_type,
+            zone: p.zone.unwrap_or_default(),
+            zones: p.zones.into_iter().collect(),
+            fs_type: p.fs_type,
+        })
     }
 
     fn volume_source(&self, volume_id: &str, fs_type: Option<&str>) -> PersistentVolumeSpec {

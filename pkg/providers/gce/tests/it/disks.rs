@@ -199,3 +199,32 @@ async fn the_default_zone_is_the_local_one_and_bad_types_are_refused() {
     assert_eq!(status, 200);
     prov.delete_volume("plain").await.unwrap();
 }
+
+/// The provisioner reads a `kubernetes.io/gce-pd` class's parameters, also through the
+/// instrumented wrapper every component puts around a provider.
+#[tokio::test]
+async fn class_parameters_are_the_gcepd_plugins() {
+    let cloud = Cloud::start().await;
+    let gce = std::sync::Arc::new(cloud.provider().await);
+    let wrapped = hypercloud_cloudprovider::Instrumented::new(gce.clone(), None, None);
+    for prov in [
+        gce.volume_provisioner().unwrap(),
+        wrapped.volume_provisioner().unwrap(),
+    ] {
+        let p = prov
+            .class_parameters(&BTreeMap::from([
+                ("type".to_owned(), "pd-ssd".to_owned()),
+                ("zones".to_owned(), format!("{ZONE_A},{ZONE_B}")),
+            ]))
+            .unwrap();
+        assert_eq!(p.volume_type, "pd-ssd");
+        assert_eq!(p.zones, [ZONE_A, ZONE_B]);
+        let e = prov
+            .class_parameters(&BTreeMap::from([(
+                "availability".to_owned(),
+                ZONE_A.to_owned(),
+            )]))
+            .unwrap_err();
+        assert!(e.contains("invalid option \"availability\""), "{e}");
+    }
+}
