@@ -1,14 +1,15 @@
 //! PersistentVolumeClaim resize (validating; upstream `PersistentVolumeClaimResize`): a
 //! claim's storage request may grow only when its StorageClass sets
-//! `allowVolumeExpansion: true` and its volume is of a type that can be expanded (a CSI or
-//! Cinder volume of the cloud). Shrinking is the apiserver's own validation, not ours.
+//! `allowVolumeExpansion: true` and its volume is of a type that can be expanded (a CSI volume,
+//! or an in-tree Cinder or GCE persistent disk volume, which the cloud's provider grows).
+//! Shrinking is the apiserver's own validation, not ours.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::DynamicObject;
@@ -83,12 +84,16 @@ async fn allowed(webhook: &Webhook, pvc: &PersistentVolumeClaim) -> crate::Resul
         what: format!("PersistentVolume {pv_name}"),
         source: Box::new(source),
     })?;
-    let expandable = pv
-        .and_then(|p| p.spec)
-        .is_some_and(|s| s.csi.is_some() || s.cinder.is_some());
+    let expandable = pv.and_then(|p| p.spec).is_some_and(|s| expandable(&s));
     Ok((!expandable).then(|| {
         format!("the volume type of PersistentVolume {pv_name} does not support resizing")
     }))
+}
+
+/// Whether a PV's volume source is one whose growth is served: CSI, or the in-tree plugins
+/// hypercloud's providers expand (`kubernetes.io/cinder`, `kubernetes.io/gce-pd`).
+fn expandable(spec: &PersistentVolumeSpec) -> bool {
+    spec.csi.is_some() || spec.cinder.is_some() || spec.gce_persistent_disk.is_some()
 }
 
 fn storage(pvc: &PersistentVolumeClaim) -> Option<f64> {
@@ -140,6 +145,27 @@ pub fn parse_quantity(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cinder_gce_pd_and_csi_volumes_are_expandable_others_not() {
+        let spec = |source: serde_json::Value| -> PersistentVolumeSpec {
+            serde_json::from_value(source).expect("spec")
+        };
+        for source in [
+            serde_json::json!({"csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": "v"}}),
+            serde_json::json!({"cinder": {"volumeID": "v"}}),
+            serde_json::json!({"gcePersistentDisk": {"pdName": "v"}}),
+        ] {
+            assert!(expandable(&spec(source.clone())), "{source}");
+        }
+        for source in [
+            serde_json::json!({"awsElasticBlockStore": {"volumeID": "v"}}),
+            serde_json::json!({"hostPath": {"path": "/v"}}),
+            serde_json::json!({}),
+        ] {
+            assert!(!expandable(&spec(source.clone())), "{source}");
+        }
+    }
 
     #[test]
     fn quantities() {
