@@ -163,9 +163,7 @@ impl Gce {
         for zone in zones {
             if let Some(d) = self.find_disk(name, &zone).await? {
                 if found.is_some() {
-                    return Err(Error::Missing(format!(
-                        "GCE PD name was found in multiple zones: {name:?}"
-                    )));
+                    return Err(Error::DiskInSeveralZones(name.to_owned()));
                 }
                 found = Some(d);
             }

@@ -114,6 +114,10 @@ pub enum Error {
         other: String,
     },
 
+    /// A disk name found in more than one managed zone (upstream refuses to guess which).
+    #[error("GCE PD name was found in multiple zones: {0:?}")]
+    DiskInSeveralZones(String),
+
     /// The device path of a disk that is not attached to the instance.
     #[error("device path of disk {disk}: it is not attached to {instance}")]
     DiskPath {
@@ -156,6 +160,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
             Error::DeleteDiskInUse { .. } => "disks.delete".into(),
             Error::AttachDisk { .. } => "instances.attachDisk".into(),
             Error::DiskPath { .. } => "instances.get".into(),
+            Error::DiskInSeveralZones(_) => "disks.get".into(),
             Error::Paginate(p) => p.call().into(),
             _ => "configure".into(),
         }

@@ -228,3 +228,36 @@ async fn class_parameters_are_the_gcepd_plugins() {
         assert!(e.contains("invalid option \"availability\""), "{e}");
     }
 }
+
+/// A name in two managed zones is refused rather than guessed, as upstream.
+#[tokio::test]
+async fn a_disk_name_in_two_zones_is_refused() {
+    let cloud = Cloud::start().await;
+    for zone in [ZONE_A, ZONE_B] {
+        let (status, op) = cloud
+            .gce(
+                Method::POST,
+                &format!("zones/{zone}/disks"),
+                Some(serde_json::json!({"name": "twin", "sizeGb": "1"})),
+            )
+            .await;
+        assert_eq!(status, 200, "{op}");
+    }
+    let gce = cloud.provider().await;
+    let prov = gce.volume_provisioner().unwrap();
+    for e in [
+        prov.delete_volume("twin").await.unwrap_err(),
+        prov.expand_volume("twin", 2).await.unwrap_err(),
+    ] {
+        assert!(
+            hypercloud_cloudprovider::Chain(&e)
+                .to_string()
+                .contains("found in multiple zones"),
+            "{e}"
+        );
+    }
+    for zone in [ZONE_A, ZONE_B] {
+        let (_, disk) = cloud.get(&format!("zones/{zone}/disks/twin")).await;
+        assert_eq!(disk["sizeGb"], "1", "{disk}");
+    }
+}
