@@ -1,0 +1,197 @@
+//! The in-tree volume path of the `controller-manager` personality with the `gce` provider: the
+//! real binary, the real apiserver (pkg/testenv) and a real `hypercloud local-cloud serve`
+//! speaking Compute Engine, checked from both sides (the PV and the claim; the persistent disk
+//! as `disks.get` shows it). As in `controller_manager_volumes`, the test plays the binder and
+//! the pvc-/pv-protection controllers; it takes that module's group, so that only one
+//! controller-manager provisions at a time.
+#![cfg(feature = "gce")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use hypercloud_testenv::localcloud::{http, state_dir, Serve};
+use hypercloud_testenv::process::{personality, Proc, Stdout};
+use hypercloud_testenv::wait::eventually;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::{json, Value};
+
+use crate::BIN;
+const PLUGIN: &str = "kubernetes.io/gce-pd";
+const ZONE_B: &str = "us-central1-b";
+
+fn start_kcm(dir: &Path, kubeconfig: &Path, gce_conf: &Path) -> Proc {
+    let mut cmd = personality(BIN, "controller-manager");
+    cmd.arg("--cloud-provider=gce")
+        .arg(format!("--cloud-config={}", gce_conf.display()))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--leader-elect=false")
+        .arg("--secure-port=0")
+        .arg("--controllers=persistentvolume-binder,persistentvolume-expander")
+        .arg("--v=2");
+    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
+}
+
+/// A disk as `disks.get` shows it: the HTTP status and the body.
+fn disk(serve: &Serve, zone: &str, name: &str) -> (u16, Value) {
+    let url = format!(
+        "{}/compute/v1/projects/demo/zones/{zone}/disks/{name}",
+        serve.api_url
+    );
+    let (status, _, text) = http("GET", &url, &[], None);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_persistent_disks_provisioned_expanded_and_reclaimed() {
+    let _group = hypercloud_testenv::group("controller_manager_volumes").await;
+    let env = hypercloud_testenv::TestEnv::new("kcm-gce-volumes")
+        .await
+        .expect("testenv");
+    let tmp = tempfile::tempdir().unwrap();
+    let serve = Serve::start(
+        BIN,
+        &state_dir(&tmp),
+        &[
+            "--availability-zones",
+            "us-central1-a,us-central1-b",
+            "--region",
+            "us-central1",
+        ],
+    );
+    let conf = tmp.path().join("gce.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nmultizone = true\n\
+             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
+             [Hypercloud]\nmetadata-endpoint = {}\n",
+            serve.api_url, serve.metadata_url
+        ),
+    )
+    .unwrap();
+
+    let classes: Api<StorageClass> = Api::all(env.client());
+    let pvs: Api<PersistentVolume> = Api::all(env.client());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client(), env.namespace());
+    let pp = PostParams::default();
+    let class = env.unique_name("pd-ssd");
+    classes
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": class}, "provisioner": PLUGIN,
+                "parameters": {"type": "pd-ssd", "zones": ZONE_B, "replication-type": "none"},
+                "reclaimPolicy": "Delete", "allowVolumeExpansion": true,
+                "volumeBindingMode": "Immediate",
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let _kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+
+    // A disk of the request rounded up to GiB, in the class's zone, and its PV.
+    let data = claims
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "data", "annotations": {
+                    "volume.kubernetes.io/storage-provisioner": PLUGIN}},
+                "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                         "volumeMode": "Block", "resources": {"requests": {"storage": "1500Mi"}}},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let pv_name = format!("pvc-{}", data.uid().unwrap());
+    let pv = eventually(
+        &format!("PV {pv_name}"),
+        Duration::from_secs(60),
+        || async { pvs.get_opt(&pv_name).await.unwrap() },
+    )
+    .await;
+    let spec = pv.spec.clone().unwrap();
+    let pd = spec.gce_persistent_disk.clone().unwrap();
+    assert_eq!(pd.pd_name, format!("kubernetes-dynamic-{pv_name}"));
+    assert_eq!(spec.capacity.as_ref().unwrap()["storage"].0, "2Gi");
+    assert_eq!(pv.labels()["topology.kubernetes.io/zone"], ZONE_B);
+    assert_eq!(pv.labels()["topology.kubernetes.io/region"], "us-central1");
+    assert_eq!(pv.annotations()["pv.kubernetes.io/provisioned-by"], PLUGIN);
+    let (status, d) = disk(&serve, ZONE_B, &pd.pd_name);
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(d["sizeGb"], "2");
+    assert!(
+        d["description"].as_str().unwrap().contains("\"data\""),
+        "{d}"
+    );
+
+    // Resize: bind the claim as the binder would, then grow its request.
+    claims
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"volumeName": pv_name}})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch_status(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Bound",
+                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the disk to grow", Duration::from_secs(60), || async {
+        (disk(&serve, ZONE_B, &pd.pd_name).1["sizeGb"] == "3").then_some(())
+    })
+    .await;
+
+    // Reclaim Delete: the claim goes, the disk goes, then the PV.
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .unwrap();
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    let _ = claims
+        .patch("data", &PatchParams::default(), &Patch::Merge(&unfinalize))
+        .await;
+    eventually(
+        "the disk to be deleted",
+        Duration::from_secs(60),
+        || async { (disk(&serve, ZONE_B, &pd.pd_name).0 == 404).then_some(()) },
+    )
+    .await;
+    eventually("the PV to be deleted", Duration::from_secs(30), || async {
+        let pv = pvs.get_opt(&pv_name).await.unwrap();
+        pv.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    let _ = pvs
+        .patch(
+            &pv_name,
+            &PatchParams::default(),
+            &Patch::Merge(&unfinalize),
+        )
+        .await;
+
+    drop(_kcm);
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+    drop(serve);
+    env.cleanup().await.unwrap();
+}
