@@ -11,7 +11,8 @@ access config, get, list with a filter, aggregatedList, setMetadata with fingerp
 start, delete), operations (the insert's extended operation completes; get and wait),
 firewalls, routes to an instance, addresses, target pools with addInstance/removeInstance,
 forwarding rules carrying real HTTP traffic to a target pool's instance while a firewall allows
-it (and none once the firewall or the instance is removed), HTTP health checks (by hand: the library dropped that legacy collection), GCE's error shape (404 notFound, 409 alreadyExists,
+it (and none once the firewall or the instance is removed), HTTP health checks (by hand: the library dropped that legacy collection), persistent disks
+(insert, attachDisk/detachDisk, resize, delete refused while in use), GCE's error shape (404 notFound, 409 alreadyExists,
 412 on a stale fingerprint), timestamps, and the metadata server an instance sees.
 """
 import datetime
@@ -369,6 +370,36 @@ def main():
     routes.delete(project=PROJECT, route=route).result(timeout=30)
     firewalls.delete(project=PROJECT, firewall=fw).result(timeout=30)
     expect_error(exceptions.NotFound, lambda: routes.get(project=PROJECT, route=route))
+
+    # Persistent disks: insert, attachDisk (the instance's disks[], the disk's users), resize,
+    # delete refused while in use, detachDisk, delete.
+    disks = client(compute_v1.DisksClient)
+    disk = f"conf-disk-{SUFFIX}"
+    disks.insert(
+        project=PROJECT, zone=ZONE, disk_resource=compute_v1.Disk(name=disk, size_gb=2)
+    ).result(timeout=30)
+    source = disks.get(project=PROJECT, zone=ZONE, disk=disk).self_link
+    op = instances.attach_disk(
+        project=PROJECT,
+        zone=ZONE,
+        instance=name,
+        attached_disk_resource=compute_v1.AttachedDisk(source=source, device_name=disk, mode="READ_WRITE"),
+    )
+    op.result(timeout=30)
+    attached = [d for d in instances.get(project=PROJECT, zone=ZONE, instance=name).disks if d.device_name == disk]
+    assert len(attached) == 1 and attached[0].source == source and attached[0].mode == "READ_WRITE", attached
+    got = disks.get(project=PROJECT, zone=ZONE, disk=disk)
+    assert [u.rsplit("/", 1)[-1] for u in got.users] == [name], got.users
+    disks.resize(
+        project=PROJECT, zone=ZONE, disk=disk, disks_resize_request_resource=compute_v1.DisksResizeRequest(size_gb=4)
+    ).result(timeout=30)
+    assert disks.get(project=PROJECT, zone=ZONE, disk=disk).size_gb == 4
+    e = expect_error(exceptions.BadRequest, lambda: disks.delete(project=PROJECT, zone=ZONE, disk=disk))
+    assert e.errors[0]["reason"] == "resourceInUseByAnotherResource", e.errors
+    instances.detach_disk(project=PROJECT, zone=ZONE, instance=name, device_name=disk).result(timeout=30)
+    assert not [d for d in instances.get(project=PROJECT, zone=ZONE, instance=name).disks if d.device_name == disk]
+    disks.delete(project=PROJECT, zone=ZONE, disk=disk).result(timeout=30)
+    expect_error(exceptions.NotFound, lambda: disks.get(project=PROJECT, zone=ZONE, disk=disk))
 
     # Stop, start, delete.
     instances.stop(project=PROJECT, zone=ZONE, instance=name).result(timeout=30)
