@@ -1,0 +1,184 @@
+//! The attach/detach controller of the `controller-manager` personality with the `gce`
+//! provider: a pod's `gcePersistentDisk` volume is attached to its Node's instance (the
+//! instance's `disks[]` as `instances.get` shows it, the Node's `volumesAttached` with the
+//! disk's by-id path) and detached when the pod goes. As `controller_manager_attach_detach`,
+//! no scheduler or kubelet runs: the pod is bound by hand and nothing has it mounted.
+#![cfg(feature = "gce")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use hypercloud_testenv::localcloud::{http, state_dir, Serve};
+use hypercloud_testenv::process::{personality, Proc, Stdout};
+use hypercloud_testenv::wait::eventually;
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
+};
+use kube::api::{DeleteParams, PostParams};
+use kube::Api;
+use serde_json::{json, Value};
+
+use crate::volume_fixtures::{attached, pod};
+use crate::BIN;
+
+const PLUGIN: &str = "kubernetes.io/gce-pd";
+const ZONE: &str = "us-central1-a";
+
+fn start_kcm(dir: &Path, kubeconfig: &Path, gce_conf: &Path) -> Proc {
+    let mut cmd = personality(BIN, "controller-manager");
+    cmd.arg("--cloud-provider=gce")
+        .arg(format!("--cloud-config={}", gce_conf.display()))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--leader-elect=false")
+        .arg("--secure-port=0")
+        .arg("--controllers=attachdetach")
+        .arg("--v=2");
+    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
+}
+
+/// Calls the GCE dialect: the status and the JSON body.
+fn gce(serve: &Serve, method: &str, rest: &str, body: Option<&str>) -> (u16, Value) {
+    let url = format!("{}/compute/v1/projects/demo/{rest}", serve.api_url);
+    let (status, _, text) = http(method, &url, &[], body);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// The device names of an instance's disks.
+fn devices(serve: &Serve, instance: &str) -> Vec<String> {
+    let (status, i) = gce(
+        serve,
+        "GET",
+        &format!("zones/{ZONE}/instances/{instance}"),
+        None,
+    );
+    assert_eq!(status, 200, "{i}");
+    i["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["deviceName"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_disks_attached_to_the_pods_node_and_detached_after() {
+    let _group = hypercloud_testenv::group("controller_manager_attach_detach").await;
+    let env = hypercloud_testenv::TestEnv::new("kcm-gce-attach")
+        .await
+        .expect("testenv");
+    let tmp = tempfile::tempdir().unwrap();
+    let serve = Serve::start(
+        BIN,
+        &state_dir(&tmp),
+        &["--availability-zones", ZONE, "--region", "us-central1"],
+    );
+    let conf = tmp.path().join("gce.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[global]\nproject-id = demo\nlocal-zone = {ZONE}\n\
+             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
+             [Hypercloud]\nmetadata-endpoint = {}\n",
+            serve.api_url, serve.metadata_url
+        ),
+    )
+    .unwrap();
+    let instance = env.unique_name("gad");
+    let body =
+        format!(r#"{{"name": "{instance}", "machineType": "zones/{ZONE}/machineTypes/m1.small"}}"#);
+    let (status, op) = gce(
+        &serve,
+        "POST",
+        &format!("zones/{ZONE}/instances"),
+        Some(&body),
+    );
+    assert_eq!(status, 200, "{op}");
+    let disk = "gad-data";
+    let (status, op) = gce(
+        &serve,
+        "POST",
+        &format!("zones/{ZONE}/disks"),
+        Some(&format!(r#"{{"name": "{disk}", "sizeGb": "1"}}"#)),
+    );
+    assert_eq!(status, 200, "{op}");
+
+    let client = env.client();
+    let ns = env.namespace();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pp = PostParams::default();
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
+    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&pp, &sa)
+        .await;
+    // The Node is named after its instance, as on GCE.
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": instance},
+        "spec": {"providerID": format!("gce://demo/{ZONE}/{instance}")}}))
+    .unwrap();
+    nodes.create(&pp, &n).await.unwrap();
+    let pv_name = env.unique_name("gad-pv");
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": pv_name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "persistentVolumeReclaimPolicy": "Retain",
+                 "gcePersistentDisk": {"pdName": disk, "fsType": "ext4"},
+                 "claimRef": {"namespace": ns, "name": "data"}},
+    }))
+    .unwrap();
+    pvs.create(&pp, &pv).await.unwrap();
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    claims.create(&pp, &claim).await.unwrap();
+
+    let kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+
+    pods.create(&pp, &pod("web", &instance, "data"))
+        .await
+        .unwrap();
+    eventually(
+        "the disk in the Node's volumesAttached",
+        Duration::from_secs(60),
+        || async { (!attached(&nodes, &instance).await.is_empty()).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        attached(&nodes, &instance).await,
+        [(
+            format!("{PLUGIN}/{disk}"),
+            format!("/dev/disk/by-id/google-{disk}")
+        )]
+    );
+    assert_eq!(devices(&serve, &instance), [disk]);
+
+    pods.delete("web", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(
+        "the disk to leave the Node",
+        Duration::from_secs(60),
+        || async { attached(&nodes, &instance).await.is_empty().then_some(()) },
+    )
+    .await;
+    // The controller takes the disk off the Node's list first, then detaches it (as upstream).
+    eventually(
+        "the instance to show the disk detached",
+        Duration::from_secs(30),
+        || async { devices(&serve, &instance).is_empty().then_some(()) },
+    )
+    .await;
+    let (_, d) = gce(&serve, "GET", &format!("zones/{ZONE}/disks/{disk}"), None);
+    assert!(d.get("users").is_none(), "{d}");
+
+    drop(kcm);
+    drop(serve);
+    let _ = nodes.delete(&instance, &DeleteParams::default()).await;
+    let _ = pvs.delete(&pv_name, &DeleteParams::default()).await;
+}
