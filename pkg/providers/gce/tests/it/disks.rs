@@ -261,3 +261,57 @@ async fn a_disk_name_in_two_zones_is_refused() {
         assert_eq!(disk["sizeGb"], "1", "{disk}");
     }
 }
+
+/// A CSI PV of `pd.csi.storage.gke.io` gets its zonal disk's zone and region, as an in-tree
+/// one; a regional handle is refused by name.
+#[tokio::test]
+async fn pd_csi_pvs_are_labelled_from_their_volume_handle() {
+    let cloud = Cloud::start().await;
+    let (status, op) = cloud
+        .gce(
+            Method::POST,
+            &format!("zones/{ZONE_B}/disks"),
+            Some(serde_json::json!({"name": "csi-disk", "sizeGb": "1"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{op}");
+    let gce = cloud.provider().await;
+    let labeler = gce.pv_labeler().unwrap();
+    let pv = |handle: &str| -> k8s_openapi::api::core::v1::PersistentVolume {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pv"},
+            "spec": {"csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": handle}},
+        }))
+        .unwrap()
+    };
+    let labels = labeler
+        .get_labels_for_volume(&pv(&format!("projects/demo/zones/{ZONE_B}/disks/csi-disk")))
+        .await
+        .unwrap();
+    assert_eq!(
+        labels,
+        BTreeMap::from([
+            (
+                "topology.kubernetes.io/region".to_owned(),
+                "us-central1".to_owned()
+            ),
+            ("topology.kubernetes.io/zone".to_owned(), ZONE_B.to_owned()),
+        ])
+    );
+    assert!(matches!(
+        labeler
+            .get_labels_for_volume(&pv(&format!("projects/demo/zones/{ZONE_A}/disks/csi-disk")))
+            .await,
+        Err(CloudError::DiskNotFound)
+    ));
+    let e = labeler
+        .get_labels_for_volume(&pv("projects/demo/regions/us-central1/disks/csi-disk"))
+        .await
+        .unwrap_err();
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("regional persistent disks"),
+        "{e}"
+    );
+}
