@@ -40,6 +40,7 @@ use serde_json::{json, Map, Value};
 
 use super::identity::{self, PROJECTS, USERS};
 use super::{parse_body, reply, service_layers, ApiError, Cloud, Ctx, Params, Service};
+use crate::api::compute::{Server, SERVERS};
 use crate::model::gce::{self as m, PREFIX};
 use crate::model::Meta;
 use crate::store::{Read, Tx, View};
@@ -258,6 +259,29 @@ pub(crate) fn check_region(cloud: &Cloud, project: &Project, region: &str) -> Re
     } else {
         Err(project.not_found(&format!("regions/{region}")))
     }
+}
+
+/// The instance (Nova server) of the project called `name` in `zone`; GCE's 404 when there is
+/// none. Here, below the collections, because instances and what attaches to them (disks,
+/// routes, target pools) all look instances up.
+pub(crate) fn find_instance(
+    r: &impl Read,
+    project: &Project,
+    zone: &str,
+    name: &str,
+) -> Result<Server, ApiError> {
+    let mut found: Vec<Server> = r
+        .list::<Server>(SERVERS)
+        .into_iter()
+        .filter(|s| {
+            s.meta.project_id == project.id && s.availability_zone == zone && s.name == name
+        })
+        .collect();
+    found.sort_by_key(|s| s.index);
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| project.not_found(&format!("zones/{zone}/instances/{name}")))
 }
 
 /// The user operations are attributed to: the cloud's configured user.

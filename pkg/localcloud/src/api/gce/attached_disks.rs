@@ -6,7 +6,6 @@
 //! `in-use`, the config drive rewritten) before the Operation is answered.
 
 use super::body::{known_fields, opt_str};
-use super::instances::find_instance;
 use super::operations::change_zonal;
 use super::*;
 use crate::api::compute::Server;
@@ -167,7 +166,7 @@ pub(super) async fn attach(cloud: Arc<Cloud>, p: BTreeMap<String, String>, body:
     let dir = cloud.config.config_drive_dir();
     change_zonal(&cloud, p, move |tx, s, at| {
         let (project, zone) = (s.project, at.zone);
-        let server = find_instance(tx, project, zone, at.name)?;
+        let server = super::find_instance(tx, project, zone, at.name)?;
         let disk_zone = want.zone.as_deref().unwrap_or(zone);
         let v = super::disks::find_disk(tx, project, disk_zone, &want.disk)?;
         if disk_zone != zone {
@@ -234,7 +233,7 @@ pub(super) async fn detach(cloud: Arc<Cloud>, p: BTreeMap<String, String>, q: Pa
         .ok_or_else(|| required("deviceName"))?;
     let dir = cloud.config.config_drive_dir();
     change_zonal(&cloud, p, move |tx, s, at| {
-        let server = find_instance(tx, s.project, at.zone, at.name)?;
+        let server = super::find_instance(tx, s.project, at.zone, at.name)?;
         let (_, _, v) = attached(tx, &server.meta.id)
             .into_iter()
             .find(|(_, name, _)| *name == device_name)

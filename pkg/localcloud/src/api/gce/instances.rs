@@ -18,6 +18,8 @@ use crate::api::network::{
 };
 use crate::model::gce::gce_status;
 
+pub(crate) use super::find_instance;
+
 /// The description that marks a floating IP as an instance's ephemeral external IP, released
 /// with the instance (a reserved address outlives it).
 pub(crate) const EPHEMERAL_NAT: &str = "GCE ephemeral external IP";
@@ -29,26 +31,6 @@ pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
         .route(&format!("{i}/{{name}}"), get(get_one).delete(delete))
         .route(&format!("{i}/{{name}}/{{action}}"), post(action))
         .route(&format!("{p}/aggregated/instances"), get(aggregated_list))
-}
-
-pub(crate) fn find_instance(
-    r: &impl Read,
-    project: &Project,
-    zone: &str,
-    name: &str,
-) -> Result<Server, ApiError> {
-    let mut found: Vec<Server> = r
-        .list::<Server>(SERVERS)
-        .into_iter()
-        .filter(|s| {
-            s.meta.project_id == project.id && s.availability_zone == zone && s.name == name
-        })
-        .collect();
-    found.sort_by_key(|s| s.index);
-    found
-        .into_iter()
-        .next()
-        .ok_or_else(|| project.not_found(&format!("zones/{zone}/instances/{name}")))
 }
 
 pub(crate) fn instance_view(s: &Scope<'_>, r: &impl Read, rel: &Related, server: &Server) -> Value {
