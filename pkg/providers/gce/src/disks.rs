@@ -35,7 +35,7 @@ const DISK_TYPES: &[&str] = &["pd-standard", "pd-ssd", "pd-balanced"];
 /// The StorageClass parameters of `kubernetes.io/gce-pd`, as `pkg/volume/gcepd` reads them.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PdParameters {
-    /// `type`: a disk type of [`DISK_TYPES`]; empty: `pd-standard`.
+    /// `type`: `pd-standard`, `pd-ssd` or `pd-balanced`; empty: `pd-standard`.
     pub disk_type: String,
     /// `zone`: the one zone to create the disk in.
     pub zone: Option<String>,
