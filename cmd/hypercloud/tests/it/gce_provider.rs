@@ -404,34 +404,23 @@ async fn load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve, node: &
         .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
+    // EnsureLoadBalancerDeleted removes the forwarding rule, then the target
+    // pool, then the firewall: wait for the last of them, not the first.
     eventually(
-        "the forwarding rule to go",
+        "the forwarding rule, target pool and firewall to go",
         Duration::from_secs(60),
         || async {
-            let (status, _) = gce(
-                serve,
-                "GET",
-                &format!("regions/{REGION}/forwardingRules/{lb_name}"),
-                None,
-            );
-            (status == 404).then_some(())
+            let gone = [
+                format!("regions/{REGION}/forwardingRules/{lb_name}"),
+                format!("regions/{REGION}/targetPools/{lb_name}"),
+                format!("global/firewalls/k8s-fw-{lb_name}"),
+            ]
+            .iter()
+            .all(|path| gce(serve, "GET", path, None).0 == 404);
+            gone.then_some(())
         },
     )
     .await;
-    let (status, _) = gce(
-        serve,
-        "GET",
-        &format!("regions/{REGION}/targetPools/{lb_name}"),
-        None,
-    );
-    assert_eq!(status, 404);
-    let (status, _) = gce(
-        serve,
-        "GET",
-        &format!("global/firewalls/k8s-fw-{lb_name}"),
-        None,
-    );
-    assert_eq!(status, 404);
     assert_eq!(
         fetch(&url).await,
         None,
