@@ -38,9 +38,10 @@
 # from the upstream controller manager) with a tiny HTTP server on every Node's
 # InternalIP:nodePort standing in for kube-proxy and the pods, curls through the load balancer,
 # and finally stops one instance: its Node turns NotReady and gets the shutdown taint.
-# With the local cloud, --mode in-tree also runs the in-tree volume path (hack/lib/volume-demo.sh):
-# a claim of a kubernetes.io/cinder StorageClass and a pod using it, the Cinder volume attached to
-# the pod's Node, shown from the Node (volumesAttached) and from `openstack volume show`;
+# With the local cloud and gce, --mode in-tree also runs the in-tree volume path
+# (hack/lib/volume-demo.sh): a claim of a kubernetes.io/cinder (gce: kubernetes.io/gce-pd)
+# StorageClass and a pod using it, the volume attached to the pod's Node, shown from the Node
+# (volumesAttached) and from the cloud's client (`openstack volume show`, Google's client);
 # --mode external says that this is a CSI driver's job and skips it.
 #
 # Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses,
@@ -481,12 +482,11 @@ echo "local-up: pods scheduled and Running"
 
 cloud_volume
 
-# The in-tree volume path (Cinder and Nova; in-tree only, the local cloud only): hack/lib/volume-demo.sh.
-if [ "$cloud" = local ]; then
-  # shellcheck source=hack/lib/volume-demo.sh
-  source hack/lib/volume-demo.sh
-  volume_demo
-fi
+# The in-tree volume path (a claim, a pod, the volume attached to its Node; the clouds whose
+# demo has one): hack/lib/volume-demo.sh.
+# shellcheck source=hack/lib/volume-demo.sh
+source hack/lib/volume-demo.sh
+volume_demo
 
 cloud_load_balancer
 

@@ -6,14 +6,16 @@
 #   hypercloud trace render                            normalises and draws them
 #
 # and writes docs/diagrams/{in-tree,external}.{mmd,svg}, the volume path alone (the volume
-# calls of the same traces) in docs/diagrams/volumes-{in-tree,external}.{mmd,svg}, plus the
+# calls of the same traces; clouds whose demo has a volume step, hack/lib/volume-demo.sh) in
+# docs/diagrams/volumes-{in-tree,external}.{mmd,svg}, plus the
 # Mermaid copies embedded in docs/cloud-call-traces.md and docs/guide/in-tree-and-external.md
 # (between their BEGIN/END GENERATED markers). Review the diff and
 # commit it; hack/verify-diagrams.sh fails while the committed files are stale.
 #
 #   hack/update-diagrams.sh [--cloud NAME] [--root DIR] [--from DIR]
 #     --cloud NAME the demo of hack/local-up.sh --cloud NAME (default local): another cloud's
-#                  diagrams are docs/diagrams/NAME-{in-tree,external}.{mmd,svg}, embedded in
+#                  diagrams are docs/diagrams/NAME-{in-tree,external,volumes-in-tree,
+#                  volumes-external}.{mmd,svg}, embedded in
 #                  its guide page docs/guide/NAME.md where that has BEGIN/END GENERATED markers
 #     --root DIR   write DIR/docs/... instead of this checkout's docs/ (hack/verify-diagrams.sh
 #                  uses a temp dir)
@@ -89,11 +91,11 @@ for mode in in-tree external; do
   done
   echo "update-diagrams: wrote $root/docs/diagrams/$prefix$mode.mmd and .svg"
 
-  # The volume path alone (the local cloud's demo: local-up's volume step,
-  # hack/lib/volume-demo.sh): the calls that create, grow, delete, attach and detach cloud
-  # volumes, find attached disks or label PVs. External, only the PV label controller is
-  # left: the rest is a CSI driver's job.
-  [ "$cloud" = local ] || continue
+  # The volume path alone (local-up's volume step, hack/lib/volume-demo.sh, for the clouds
+  # that have one): the calls that create, grow, delete, attach and detach cloud volumes, find
+  # attached disks or label PVs. External, only the PV label controller is left: the rest is a
+  # CSI driver's job.
+  grep -q "^${cloud}_volume_class()" hack/lib/volume-demo.sh "hack/lib/cloud-$cloud.sh" 2>/dev/null || continue
   vol="$scratch/volumes-$mode"
   mkdir -p "$vol"
   python3 - "$vol" "${traces[@]}" <<'EOF'
@@ -108,18 +110,18 @@ for path in sys.argv[2:]:
                 out.write(line)
 EOF
   if [ "$mode" = in-tree ]; then
-    title="volumes, in-tree mode: hack/local-up.sh --smoke --mode in-tree (provision, label, attach, wait for the disk)"
+    title="${title_prefix}volumes, in-tree mode: hack/local-up.sh ${up_args[*]}${up_args[*]:+ }--smoke --mode in-tree (provision, label, attach, wait for the disk)"
     who=(--participant kubelet-helper --participant kube-controller-manager)
   else
-    title="volumes, external mode: hack/local-up.sh --smoke --mode external (provisioning and attach: a CSI driver's job)"
+    title="${title_prefix}volumes, external mode: hack/local-up.sh ${up_args[*]}${up_args[*]:+ }--smoke --mode external (provisioning and attach: a CSI driver's job)"
     who=(--participant kubelet-helper --participant cloud-controller-manager)
   fi
   for format in mermaid svg; do
     ext=mmd; [ "$format" = svg ] && ext=svg
     "$bin" trace render --format "$format" "${who[@]}" --title "$title" \
-      -o "$root/docs/diagrams/volumes-$mode.$ext" "$vol"/trace-*.jsonl
+      -o "$root/docs/diagrams/${prefix}volumes-$mode.$ext" "$vol"/trace-*.jsonl
   done
-  echo "update-diagrams: wrote $root/docs/diagrams/volumes-$mode.mmd and .svg"
+  echo "update-diagrams: wrote $root/docs/diagrams/${prefix}volumes-$mode.mmd and .svg"
 done
 
 # Embed the Mermaid text in the docs, so it renders where people read it (paths in the

@@ -6,7 +6,7 @@
 #
 #   hack/verify-diagrams.sh [--cloud NAME] [--from DIR]
 #     --cloud NAME  the diagrams of hack/local-up.sh --cloud NAME (default local):
-#                   docs/diagrams/NAME-{in-tree,external}.{mmd,svg} and docs/guide/NAME.md
+#                   docs/diagrams/NAME-{,volumes-}{in-tree,external}.{mmd,svg} and docs/guide/NAME.md
 #     --from DIR    the traces of earlier local-up runs in DIR/{in-tree,external}
 #                   (hack/compare-modes.sh --dir DIR)
 set -euo pipefail
@@ -32,11 +32,10 @@ trap 'rm -rf "$tmp"' EXIT
 hack/update-diagrams.sh --root "$tmp" "${args[@]}"
 
 stale=false
-# Only the diagrams update-diagrams.sh writes for this cloud (the local cloud's demo also
-# draws the volume path alone).
-files=(in-tree.mmd in-tree.svg external.mmd external.svg)
-[ "$cloud" != local ] ||
-  files+=(volumes-in-tree.mmd volumes-in-tree.svg volumes-external.mmd volumes-external.svg)
+# The diagrams update-diagrams.sh writes for this cloud (the volume path alone only for the
+# clouds whose demo has a volume step: a file on neither side is no difference).
+files=(in-tree.mmd in-tree.svg external.mmd external.svg
+  volumes-in-tree.mmd volumes-in-tree.svg volumes-external.mmd volumes-external.svg)
 for f in "${files[@]}"; do
   diff -uN "docs/diagrams/$prefix$f" "$tmp/docs/diagrams/$prefix$f" || stale=true
 done

@@ -166,6 +166,20 @@ print("pv/data-1 (disk %s): %s" % (pv["spec"]["gcePersistentDisk"]["pdName"],
       ", ".join("%s=%s" % kv for kv in sorted(labels.items()))))'
 }
 
+# The in-tree volume step (hack/lib/volume-demo.sh): kubernetes.io/gce-pd persistent disks,
+# attached with instances.attachDisk, shown by Google's client when hack/python-tools.sh gce has
+# installed it.
+gce_volume_class() {
+  vol_plugin=kubernetes.io/gce-pd vol_class=gce-pd vol_params='{"type":"pd-standard"}' vol_zone=${gce_zones[0]}
+}
+gce_instance_id() { node_name "$1"; }
+gce_volume_show() {
+  local python=python3
+  [ -x "$HYPERCLOUD_CACHE/venv-gce/bin/python" ] && python="$HYPERCLOUD_CACHE/venv-gce/bin/python"
+  "$python" hack/lib/gce-disk.py "http://127.0.0.1:$api_port" "$gce_project" "$(gce_zone "$2")" "$1" \
+    "$dir/volume-cloud.json" || fail "disks.get $1"
+}
+
 cloud_load_balancer() {
   step "create a LoadBalancer Service (a forwarding rule to a target pool), with a tiny HTTP server on every Node's InternalIP:8080 and :10256"
   local svc_json listeners

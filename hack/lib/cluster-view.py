@@ -18,6 +18,11 @@ import json
 import re
 import sys
 
+# The in-tree volume sources and the key that holds the volume's ID (the unique volume name on
+# a Node is <plugin>/<that ID>).
+IN_TREE_SOURCES = (("cinder", "volumeID"), ("gcePersistentDisk", "pdName"),
+                   ("awsElasticBlockStore", "volumeID"), ("vsphereVolume", "volumePath"))
+
 # The local cloud's UUIDs; AWS instance, volume and (Service-UID derived) load balancer names.
 UUID = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -68,7 +73,7 @@ def main(nodes_path, services_path, pvs_path, ids_path, pods_path, slices_path, 
                 out.append(f"  annotation {k}={norm(v)}")
         for i in s.get("status", {}).get("loadBalancer", {}).get("ingress", []):
             out.append(f"  ingress {norm(i.get('ip') or i.get('hostname'))}")
-    attached = {}  # kubernetes.io/cinder/<id> -> device paths on the Nodes
+    attached = {}  # <plugin>/<volume id> (kubernetes.io/cinder/<id>) -> device paths on the Nodes
     for n in load(nodes_path):
         for v in n.get("status", {}).get("volumesAttached") or []:
             attached.setdefault(v["name"], []).append(v["devicePath"])
@@ -79,7 +84,8 @@ def main(nodes_path, services_path, pvs_path, ids_path, pods_path, slices_path, 
             # UID, so one line says what it is.
             claim = p["spec"].get("claimRef", {})
             labels = p["metadata"].get("labels", {})
-            volume_id = (p["spec"].get("cinder") or {}).get("volumeID", "")
+            volume_id = next((p["spec"][source][key] for source, key in IN_TREE_SOURCES
+                              if source in p["spec"]), "")
             devices = attached.get(f"{provisioner}/{volume_id}", [])
             out.append(
                 f"pv/pvc-{{uid}} of claim {claim.get('namespace')}/{claim.get('name')}: provisioned by {provisioner}, "

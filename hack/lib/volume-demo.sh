@@ -1,65 +1,98 @@
 # shellcheck shell=bash
-# hack/local-up.sh's volume step for the local cloud (sourced; its OpenStack Cinder and Nova):
+# hack/local-up.sh's in-tree volume step, the same for every cloud that has one (sourced):
 #
-#   volume_demo   in-tree: a StorageClass cinder (provisioner kubernetes.io/cinder,
-#                 WaitForFirstConsumer), a claim default/cinder-data and a pod default/cinder-app
-#                 using it, placed by the real kube-scheduler; hypercloud's controller-manager
-#                 creates the Cinder volume in the chosen Node's zone and attaches it to that
-#                 Node's instance (Nova os-volume_attachments), the Node's kubelet-helper (run
-#                 without --once for that Node) reports the volume in use and the device it
-#                 would mount. Shows the Node's status.volumesAttached beside
-#                 `openstack volume show` (status, attachments: server and device), and checks
-#                 they agree. External: says that this is a CSI driver's job and skips it.
+#   volume_demo   in-tree: a StorageClass of the cloud's in-tree plugin (kubernetes.io/cinder on
+#                 the local cloud, kubernetes.io/gce-pd on its GCE dialect; WaitForFirstConsumer),
+#                 a claim default/<class>-data and a pod default/<class>-app using it, placed by
+#                 the real kube-scheduler; hypercloud's controller-manager creates the volume in
+#                 the chosen Node's zone and attaches it to that Node's instance, the Node's
+#                 kubelet-helper (run without --once for that Node) reports the volume in use
+#                 and the device it would mount. Shows the Node's status.volumesAttached beside
+#                 the cloud's own view (`openstack volume show`, `instances.get` through Google's
+#                 client) and checks they agree. External: says that this is a CSI driver's job
+#                 and skips it.
 #
-# Uses local-up's step, fail, wait_for, kget, kcreate, free_port and its variables (mode, dir,
-# bin, kubeconfig, pids).
+# What a cloud provides, named after it (the local cloud's below, the others' in
+# hack/lib/cloud-<cloud>.sh; a cloud without <cloud>_volume_class has no volume step):
+#   <cloud>_volume_class      sets vol_plugin (the provisioner), vol_class (the StorageClass's
+#                             name), vol_params (its parameters, a JSON object) and vol_zone (its
+#                             allowedTopologies' one zone, so that every run draws the same
+#                             calls; empty: any)
+#   <cloud>_volume_show ID I  prints the cloud's view of volume ID with its official client and
+#                             writes $dir/volume-cloud.json: {"status", "in_use", "attachments":
+#                             [{"instance", "device_path"}]}, device paths as the Node records them
+#   <cloud>_instance_id I     the instance of node I as the cloud's attachments name it
+#
+# Uses local-up's step, fail, wait_for, kget, kcreate, cloud_node_flags and its variables (mode,
+# dir, bin, kubeconfig, provider, nodes, node_name, pids).
 
 volume_demo() {
-  if [ "$mode" = external ]; then
-    step "volumes: skipped in the external layout"
-    echo "local-up: provisioning and attaching volumes is a CSI driver's job in the external layout (for OpenStack cinder-csi-plugin, cinder.csi.openstack.org, with external-provisioner and external-attacher), not the cloud-controller-manager's; hypercloud ships no CSI driver, so the volume step is skipped"
+  if ! declare -F "${cloud}_volume_class" >/dev/null; then
+    step "volumes: the $cloud cloud's demo has no in-tree volume step"
     return 0
   fi
-  step "a claim of a kubernetes.io/cinder StorageClass and a pod using it: Cinder creates the volume, Nova attaches it to the pod's Node"
-  kcreate /apis/storage.k8s.io/v1/storageclasses '{"metadata":{"name":"cinder"},"provisioner":"kubernetes.io/cinder","reclaimPolicy":"Delete","volumeBindingMode":"WaitForFirstConsumer","allowVolumeExpansion":true}' >/dev/null
-  kcreate /api/v1/namespaces/default/persistentvolumeclaims '{"metadata":{"name":"cinder-data"},"spec":{"storageClassName":"cinder","accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}' >/dev/null
-  kcreate /api/v1/namespaces/default/pods '{"metadata":{"name":"cinder-app"},"spec":{"containers":[{"name":"app","image":"registry.k8s.io/pause:3.10","volumeMounts":[{"name":"data","mountPath":"/data"}]}],"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"cinder-data"}}]}}' >/dev/null
-  echo "storageclass/cinder (kubernetes.io/cinder, WaitForFirstConsumer), pvc default/cinder-data 1Gi, pod default/cinder-app"
+  local vol_zone=""
+  "${cloud}_volume_class"
+  local topology=""
+  [ -z "$vol_zone" ] ||
+    topology=",\"allowedTopologies\":[{\"matchLabelExpressions\":[{\"key\":\"topology.kubernetes.io/zone\",\"values\":[\"$vol_zone\"]}]}]"
+  if [ "$mode" = external ]; then
+    step "volumes: skipped in the external layout"
+    echo "local-up: provisioning and attaching volumes is a CSI driver's job in the external layout (for $vol_plugin: the CSI driver CSI migration names for it, with external-provisioner and external-attacher), not the cloud-controller-manager's; hypercloud ships no CSI driver yet, so the volume step is skipped"
+    return 0
+  fi
+  local claim="$vol_class-data" app="$vol_class-app"
+  step "a claim of a $vol_plugin StorageClass and a pod using it: the cloud creates the volume and attaches it to the pod's Node"
+  kcreate /apis/storage.k8s.io/v1/storageclasses "{\"metadata\":{\"name\":\"$vol_class\"},\"provisioner\":\"$vol_plugin\",\"parameters\":$vol_params,\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"WaitForFirstConsumer\",\"allowVolumeExpansion\":true$topology}" >/dev/null
+  kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"},\"spec\":{\"storageClassName\":\"$vol_class\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
+  kcreate /api/v1/namespaces/default/pods "{\"metadata\":{\"name\":\"$app\"},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"registry.k8s.io/pause:3.10\",\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"}]}],\"volumes\":[{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"$claim\"}}]}}" >/dev/null
+  echo "storageclass/$vol_class ($vol_plugin $vol_params, WaitForFirstConsumer${vol_zone:+, allowed zone $vol_zone}), pvc default/$claim 1Gi, pod default/$app"
 
   # WaitForFirstConsumer: the scheduler picks the Node first (selected-node), then the claim is
   # provisioned in that Node's zone, bound by the upstream binder, and the pod bound.
-  pod_node() { kget /api/v1/namespaces/default/pods/cinder-app | python3 -c '
+  pod_node() { kget "/api/v1/namespaces/default/pods/$app" | python3 -c '
 import json, sys
 n = json.load(sys.stdin)["spec"].get("nodeName")
 print(n) if n else sys.exit(1)'; }
-  volume_diag() { kget /api/v1/namespaces/default/persistentvolumeclaims/cinder-data | python3 -c '
+  volume_diag() { kget "/api/v1/namespaces/default/persistentvolumeclaims/$claim" | python3 -c '
 import json, sys
 c = json.load(sys.stdin)
-print("pvc default/cinder-data: phase %s, annotations %s" % (c.get("status", {}).get("phase"), c["metadata"].get("annotations", {})))'; }
-  diagnose=volume_diag wait_for 90 "the scheduler to bind pod default/cinder-app once its claim is provisioned (see $dir/logs/kube-controller-manager.log, upstream-kube-scheduler.log)" pod_node
+print("pvc default/%s: phase %s, annotations %s" % (c["metadata"]["name"], c.get("status", {}).get("phase"), c["metadata"].get("annotations", {})))'; }
+  diagnose=volume_diag wait_for 90 "the scheduler to bind pod default/$app once its claim is provisioned (see $dir/logs/kube-controller-manager.log, upstream-kube-scheduler.log)" pod_node
   local node pv volume_id i
   node=$(pod_node)
-  pv=$(kget /api/v1/namespaces/default/persistentvolumeclaims/cinder-data | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["volumeName"])')
+  pv=$(kget "/api/v1/namespaces/default/persistentvolumeclaims/$claim" | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["volumeName"])')
   kget "/api/v1/persistentvolumes/$pv" >"$dir/volume-pv.json"
-  volume_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["cinder"]["volumeID"])' "$dir/volume-pv.json")
+  # The volume's ID in the PV's in-tree source, whichever plugin made it.
+  volume_id=$(python3 -c '
+import json, sys
+spec = json.load(open(sys.argv[1]))["spec"]
+for source, key in (("cinder", "volumeID"), ("gcePersistentDisk", "pdName"),
+                    ("awsElasticBlockStore", "volumeID"), ("vsphereVolume", "volumePath")):
+    if source in spec:
+        print(spec[source][key])
+        break
+else:
+    sys.exit("local-up: FAILED: the PV has no in-tree volume source: %s" % sorted(spec))' "$dir/volume-pv.json")
   python3 -c '
 import json, sys
 pv = json.load(open(sys.argv[1]))
 labels = pv["metadata"].get("labels", {})
-print("pv/%s: cinder volume %s, %s, %s, node %s chosen by the scheduler" % (pv["metadata"]["name"],
-      pv["spec"]["cinder"]["volumeID"], pv["spec"]["capacity"]["storage"],
-      ", ".join("%s=%s" % kv for kv in sorted(labels.items())), sys.argv[2]))' "$dir/volume-pv.json" "$node"
+print("pv/%s: volume %s, %s, %s, node %s chosen by the scheduler" % (pv["metadata"]["name"],
+      sys.argv[3], pv["spec"]["capacity"]["storage"],
+      ", ".join("%s=%s" % kv for kv in sorted(labels.items())), sys.argv[2]))' "$dir/volume-pv.json" "$node" "$volume_id"
 
   # The kubelet's side: local-up registered the Nodes with `kubelet-helper --once`; the Node that
   # runs the pod gets a kubelet-helper that stays (its address sync slowed to once an hour, so the
   # traces hold the same calls in every run).
-  i=${node#node-}
-  "$bin/kubelet-helper" --cloud-provider=local "--cloud-config=$dir/cloud-node-$i.conf" --kubeconfig "$kubeconfig" \
+  for i in $(seq 1 "$nodes"); do [ "$(node_name "$i")" = "$node" ] && break; done
+  cloud_node_flags "$i"
+  "$bin/kubelet-helper" "--cloud-provider=$provider" "${node_flags[@]}" --kubeconfig "$kubeconfig" \
     --hostname-override "$node" --node-status-update-frequency=1h \
     --trace-cloud-calls "$dir/trace-kubelet-helper.jsonl" --v=2 \
     >"$dir/logs/kubelet-helper-$node.log" 2>&1 &
   pids+=($!)
-  local unique="kubernetes.io/cinder/$volume_id"
+  local unique="$vol_plugin/$volume_id"
   attached_everywhere() {
     kget "/api/v1/nodes/$node" | python3 -c '
 import json, sys
@@ -71,33 +104,50 @@ sys.exit(0 if ok else 1)' "$unique" &&
   }
   wait_for 90 "volume $volume_id to be attached to $node and seen by its kubelet-helper (see $dir/logs/kube-controller-manager.log, kubelet-helper-$node.log)" attached_everywhere
   kget "/api/v1/nodes/$node" >"$dir/volume-node.json"
-  echo "\$ openstack volume show $volume_id -c status -c attachments"
-  openstack_volume_show "$volume_id" >"$dir/volume-show.json"
-  python3 - "$dir/volume-node.json" "$dir/volume-show.json" "$(cat "$dir/node-$i.id")" "$unique" <<'EOF'
+  "${cloud}_volume_show" "$volume_id" "$i"
+  python3 - "$dir/volume-node.json" "$dir/volume-cloud.json" "$("${cloud}_instance_id" "$i")" "$unique" <<'EOF'
 import json, sys
 node, vol, instance, unique = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
 name = node["metadata"]["name"]
 att = vol.get("attachments") or []
-print("  status %s" % vol["status"])
-for a in att:
-    print("  attachment: server_id %s device %s" % (a.get("server_id"), a.get("device")))
 print("node/%s (instance %s):" % (name, instance))
 for v in node["status"].get("volumesAttached") or []:
     print("  volumesAttached %s devicePath %s" % (v["name"], v["devicePath"]))
 print("  volumesInUse %s" % ", ".join(node["status"].get("volumesInUse") or []))
 paths = [v["devicePath"] for v in node["status"].get("volumesAttached") or [] if v["name"] == unique]
 problems = []
-if vol["status"] != "in-use":
-    problems.append("Cinder says %s, not in-use" % vol["status"])
-if [a.get("server_id") for a in att] != [instance]:
-    problems.append("Cinder shows it attached to %s, not to %s's instance %s" % ([a.get("server_id") for a in att], name, instance))
-if [a.get("device") for a in att] != paths:
-    problems.append("the Node records device %s, Cinder %s" % (paths, [a.get("device") for a in att]))
+if not vol.get("in_use"):
+    problems.append("the cloud says %s, not in use" % vol.get("status"))
+if [a.get("instance") for a in att] != [instance]:
+    problems.append("the cloud shows it attached to %s, not to %s's instance %s" % ([a.get("instance") for a in att], name, instance))
+if [a.get("device_path") for a in att] != paths:
+    problems.append("the Node records device %s, the cloud %s" % (paths, [a.get("device_path") for a in att]))
 if problems:
     sys.exit("local-up: FAILED: " + "; ".join(problems))
 EOF
   grep "^volume $unique " "$dir/logs/kubelet-helper-$node.log" | sed "s/^/  kubelet-helper on $node: /"
-  echo "local-up: volume $volume_id attached to $node, the Node that runs pod default/cinder-app"
+  echo "local-up: volume $volume_id attached to $node, the Node that runs pod default/$app"
+}
+
+# The local cloud's volume step: Cinder volumes attached by Nova.
+local_volume_class() {
+  vol_plugin=kubernetes.io/cinder vol_class=cinder vol_params='{}'
+}
+local_instance_id() { cat "$dir/node-$1.id"; }
+local_volume_show() {
+  echo "\$ openstack volume show $1 -c status -c attachments"
+  openstack_volume_show "$1" >"$dir/volume-show.json"
+  python3 - "$dir/volume-show.json" "$dir/volume-cloud.json" <<'EOF'
+import json, sys
+vol = json.load(open(sys.argv[1]))
+att = vol.get("attachments") or []
+print("  status %s" % vol["status"])
+for a in att:
+    print("  attachment: server_id %s device %s" % (a.get("server_id"), a.get("device")))
+json.dump({"status": vol["status"], "in_use": vol["status"] == "in-use",
+           "attachments": [{"instance": a.get("server_id"), "device_path": a.get("device")} for a in att]},
+          open(sys.argv[2], "w"))
+EOF
 }
 
 # openstack_volume_show ID: `openstack volume show ID -f json` against the local cloud, with the
