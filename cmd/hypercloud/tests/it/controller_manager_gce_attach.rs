@@ -1,8 +1,11 @@
 //! The attach/detach controller of the `controller-manager` personality with the `gce`
 //! provider: a pod's `gcePersistentDisk` volume is attached to its Node's instance (the
 //! instance's `disks[]` as `instances.get` shows it, the Node's `volumesAttached` with the
-//! disk's by-id path) and detached when the pod goes. As `controller_manager_attach_detach`,
-//! no scheduler or kubelet runs: the pod is bound by hand and nothing has it mounted.
+//! disk's by-id path) and detached when the pod goes; also through a proxy (proxy.rs) that
+//! answers `instances.attachDisk` and `detachDisk` with 5xx and 429, and leaves an attach
+//! stuck (its Operation `RUNNING` past the provider's `operation-timeout`): the controller
+//! retries with back-off and converges, the disk is attached once and left attached nowhere. As `controller_manager_attach_detach`, no scheduler or kubelet
+//! runs: the pod is bound by hand and nothing has it mounted.
 #![cfg(feature = "gce")]
 #![allow(clippy::unwrap_used)]
 
@@ -19,6 +22,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
 
+use crate::proxy::{Fault, Proxy};
 use crate::volume_fixtures::{attached, pod};
 use crate::BIN;
 
@@ -61,10 +65,27 @@ fn devices(serve: &Serve, instance: &str) -> Vec<String> {
         .collect()
 }
 
+/// What the proxy does to `instances.attachDisk`: two faults, then an attach whose Operation
+/// stays `RUNNING` (the next `operations.wait` answers too) until the provider gives up.
+const ATTACH_FAULTS: &[Fault] = &[(503, None), (429, Some("1"))];
+const DETACH_FAULTS: &[Fault] = &[(500, None), (503, Some("1")), (429, Some("2"))];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gce_disks_attached_to_the_pods_node_and_detached_after() {
+    attach_and_detach("kcm-gce-attach", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_attach_and_detach_converge_through_errors_throttling_and_a_stuck_attach() {
+    attach_and_detach("kcm-gce-attach-faults", true).await;
+}
+
+/// The pod's disk attached to its Node and detached after, the controller-manager speaking to
+/// the local cloud through the proxy; `misbehave`: the proxy fails and stalls the attach and
+/// fails the detach.
+async fn attach_and_detach(name: &str, misbehave: bool) {
     let _group = hypercloud_testenv::group("controller_manager_attach_detach").await;
-    let env = hypercloud_testenv::TestEnv::new("kcm-gce-attach")
+    let env = hypercloud_testenv::TestEnv::new(name)
         .await
         .expect("testenv");
     let tmp = tempfile::tempdir().unwrap();
@@ -73,14 +94,15 @@ async fn gce_disks_attached_to_the_pods_node_and_detached_after() {
         &state_dir(&tmp),
         &["--availability-zones", ZONE, "--region", "us-central1"],
     );
+    let proxy = Proxy::start(&serve.api_url, &[]).await;
     let conf = tmp.path().join("gce.conf");
     std::fs::write(
         &conf,
         format!(
             "[global]\nproject-id = demo\nlocal-zone = {ZONE}\n\
              network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = {}\n",
-            serve.api_url, serve.metadata_url
+             [Hypercloud]\nmetadata-endpoint = {}\noperation-timeout = 2s\n",
+            proxy.url, serve.metadata_url
         ),
     )
     .unwrap();
@@ -139,6 +161,14 @@ async fn gce_disks_attached_to_the_pods_node_and_detached_after() {
     claims.create(&pp, &claim).await.unwrap();
 
     let kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+    let rules = misbehave.then(|| {
+        (
+            proxy.fail_next("POST", "/attachDisk", ATTACH_FAULTS),
+            proxy.rewrite_next("POST", "/attachDisk", 1, r#""DONE""#, r#""RUNNING""#),
+            proxy.rewrite_next("POST", "/wait", usize::MAX, r#""DONE""#, r#""RUNNING""#),
+            proxy.fail_next("POST", "/detachDisk", DETACH_FAULTS),
+        )
+    });
 
     pods.create(&pp, &pod("web", &instance, "data"))
         .await
@@ -156,7 +186,23 @@ async fn gce_disks_attached_to_the_pods_node_and_detached_after() {
             format!("/dev/disk/by-id/google-{disk}")
         )]
     );
+    // Attached once: one user, one device, however many times the controller asked.
     assert_eq!(devices(&serve, &instance), [disk]);
+    let (_, d) = gce(&serve, "GET", &format!("zones/{ZONE}/disks/{disk}"), None);
+    assert_eq!(d["users"].as_array().map(Vec::len), Some(1), "{d}");
+    if let Some((failed, stuck, waits, _)) = &rules {
+        assert_eq!(failed.served(), ATTACH_FAULTS.len());
+        assert_eq!(stuck.served(), 1, "the stuck attach");
+        assert!(
+            waits.served() >= 1,
+            "no operations.wait for the stuck attach"
+        );
+        let log = kcm.log();
+        assert!(
+            log.contains("attaching or detaching volumes, retrying"),
+            "the controller did not retry:\n{log}"
+        );
+    }
 
     pods.delete("web", &DeleteParams::default().grace_period(0))
         .await
@@ -176,6 +222,9 @@ async fn gce_disks_attached_to_the_pods_node_and_detached_after() {
     .await;
     let (_, d) = gce(&serve, "GET", &format!("zones/{ZONE}/disks/{disk}"), None);
     assert!(d.get("users").is_none(), "{d}");
+    if let Some((_, _, _, detach)) = &rules {
+        assert_eq!(detach.served(), DETACH_FAULTS.len());
+    }
 
     drop(kcm);
     drop(serve);

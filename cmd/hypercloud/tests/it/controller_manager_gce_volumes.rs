@@ -1,8 +1,8 @@
 //! The in-tree volume path of the `controller-manager` personality with the `gce` provider: the
 //! real binary, the real apiserver (pkg/testenv) and a real `hypercloud local-cloud serve`
 //! speaking Compute Engine, checked from both sides (the PV and the claim; the persistent disk
-//! as `disks.get` shows it). As in `controller_manager_volumes`, the test plays the binder and
-//! the pvc-/pv-protection controllers; it takes that module's group, so that only one
+//! as `disks.get` shows it). As in `controller_manager_volumes`, the test plays the binder, the
+//! scheduler (`volume.kubernetes.io/selected-node`) and the pvc-/pv-protection controllers; it takes that module's group, so that only one
 //! controller-manager provisions at a time.
 #![cfg(feature = "gce")]
 #![allow(clippy::unwrap_used)]
@@ -13,7 +13,7 @@ use std::time::Duration;
 use hypercloud_testenv::localcloud::{http, state_dir, Serve};
 use hypercloud_testenv::process::{personality, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -46,7 +46,7 @@ fn disk(serve: &Serve, zone: &str, name: &str) -> (u16, Value) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gce_persistent_disks_provisioned_expanded_and_reclaimed() {
+async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
     let _group = hypercloud_testenv::group("controller_manager_volumes").await;
     let env = hypercloud_testenv::TestEnv::new("kcm-gce-volumes")
         .await
@@ -77,6 +77,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed() {
     let classes: Api<StorageClass> = Api::all(env.client());
     let pvs: Api<PersistentVolume> = Api::all(env.client());
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client(), env.namespace());
+    let nodes: Api<Node> = Api::all(env.client());
     let pp = PostParams::default();
     let class = env.unique_name("pd-ssd");
     classes
@@ -190,7 +191,102 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed() {
         )
         .await;
 
+    // WaitForFirstConsumer and reclaim Retain: nothing until the scheduler picks a Node, then
+    // a disk in that Node's zone (the class names none); the claim goes, the disk and PV stay.
+    let delayed = env.unique_name("pd-later");
+    classes
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": delayed}, "provisioner": PLUGIN,
+                "reclaimPolicy": "Retain", "volumeBindingMode": "WaitForFirstConsumer",
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let node = env.unique_name("pd-node");
+    nodes
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": node, "labels": {
+                "topology.kubernetes.io/zone": ZONE_B,
+                "topology.kubernetes.io/region": "us-central1"}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let later = claims
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "later", "annotations": {
+                    "volume.kubernetes.io/storage-provisioner": PLUGIN}},
+                "spec": {"storageClassName": delayed, "accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let later_pv = format!("pvc-{}", later.uid().unwrap());
+    let later_disk = format!("kubernetes-dynamic-{later_pv}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(pvs.get_opt(&later_pv).await.unwrap().is_none());
+    for zone in ["us-central1-a", ZONE_B] {
+        assert_eq!(disk(&serve, zone, &later_disk).0, 404, "{zone}");
+    }
+    claims
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                "volume.kubernetes.io/selected-node": node}}})),
+        )
+        .await
+        .unwrap();
+    let kept = eventually(
+        &format!("PV {later_pv}"),
+        Duration::from_secs(60),
+        || async { pvs.get_opt(&later_pv).await.unwrap() },
+    )
+    .await;
+    assert_eq!(kept.labels()["topology.kubernetes.io/zone"], ZONE_B);
+    assert_eq!(
+        kept.spec
+            .as_ref()
+            .unwrap()
+            .persistent_volume_reclaim_policy
+            .as_deref(),
+        Some("Retain")
+    );
+    let (status, d) = disk(&serve, ZONE_B, &later_disk);
+    assert_eq!((status, d["sizeGb"].as_str()), (200, Some("1")), "{d}");
+    assert_eq!(disk(&serve, "us-central1-a", &later_disk).0, 404);
+    claims
+        .delete("later", &DeleteParams::default())
+        .await
+        .unwrap();
+    let _ = claims
+        .patch("later", &PatchParams::default(), &Patch::Merge(&unfinalize))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, d) = disk(&serve, ZONE_B, &later_disk);
+    assert_eq!(status, 200, "the Retain disk is gone: {d}");
+    let kept = pvs.get(&later_pv).await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_none());
+
     drop(_kcm);
+    let _ = pvs.delete(&later_pv, &DeleteParams::default()).await;
+    let _ = pvs
+        .patch(
+            &later_pv,
+            &PatchParams::default(),
+            &Patch::Merge(&unfinalize),
+        )
+        .await;
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+    let _ = classes.delete(&delayed, &DeleteParams::default()).await;
     let _ = classes.delete(&class, &DeleteParams::default()).await;
     drop(serve);
     env.cleanup().await.unwrap();

@@ -7,14 +7,8 @@
 #![cfg(feature = "openstack")]
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::response::Response;
 use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
 use hypercloud_testenv::nodes::{self, create_tainted, has_taint, set_ready, TAINT_UNINITIALIZED};
 use hypercloud_testenv::process::{free_port, personality, Proc, Stdout};
@@ -24,10 +18,11 @@ use kube::api::{DeleteParams, PostParams};
 use kube::Api;
 use serde_json::json;
 
+use crate::proxy::{Fault, Proxy};
 use crate::BIN;
 
 /// What the proxy answers while faulty, in turn: status and `Retry-After`.
-const FAULTS: &[(u16, Option<&str>)] = &[
+const FAULTS: &[Fault] = &[
     (429, Some("99999999999999999999999999")),
     (429, Some("1e400")),
     (429, Some("-5")),
@@ -39,117 +34,6 @@ const FAULTS: &[(u16, Option<&str>)] = &[
     (502, None),
     (503, Some("inf")),
 ];
-
-struct ProxyState {
-    upstream: String,
-    /// `host:port` of the upstream and of the proxy, swapped in bodies (the catalog).
-    upstream_host: String,
-    proxy_host: String,
-    faulty: AtomicBool,
-    faults_served: AtomicUsize,
-    http: reqwest::Client,
-}
-
-/// The proxy: forwards to the local cloud, rewriting its address in answers to the proxy's
-/// own so that every catalog endpoint leads back here; while `faulty`, answers from
-/// [`FAULTS`] instead.
-struct Proxy {
-    state: Arc<ProxyState>,
-    url: String,
-}
-
-impl Proxy {
-    async fn start(upstream: &str) -> Proxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr: SocketAddr = listener.local_addr().unwrap();
-        let upstream = upstream.trim_end_matches('/').to_string();
-        let upstream_host = upstream
-            .strip_prefix("http://")
-            .expect("an http upstream")
-            .split('/')
-            .next()
-            .unwrap()
-            .to_string();
-        let state = Arc::new(ProxyState {
-            upstream,
-            upstream_host,
-            proxy_host: addr.to_string(),
-            faulty: AtomicBool::new(false),
-            faults_served: AtomicUsize::new(0),
-            http: reqwest::Client::new(),
-        });
-        let app = axum::Router::new()
-            .fallback(forward)
-            .with_state(state.clone());
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        Proxy {
-            state,
-            url: format!("http://{addr}"),
-        }
-    }
-
-    fn set_faulty(&self, faulty: bool) {
-        self.state.faulty.store(faulty, Ordering::SeqCst);
-    }
-
-    fn faults_served(&self) -> usize {
-        self.state.faults_served.load(Ordering::SeqCst)
-    }
-}
-
-async fn forward(State(s): State<Arc<ProxyState>>, req: Request) -> Response {
-    if s.faulty.load(Ordering::SeqCst) {
-        let n = s.faults_served.fetch_add(1, Ordering::SeqCst);
-        let (status, retry_after) = FAULTS[n % FAULTS.len()];
-        let mut resp = Response::builder()
-            .status(status)
-            .header("content-type", "application/json");
-        if let Some(v) = retry_after {
-            resp = resp.header("retry-after", v);
-        }
-        return resp
-            .body(Body::from(
-                json!({"message": "fault proxy", "code": status}).to_string(),
-            ))
-            .unwrap();
-    }
-    let (parts, body) = req.into_parts();
-    let path = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
-    let body = axum::body::to_bytes(body, 16 << 20).await.unwrap();
-    let mut out = s
-        .http
-        .request(parts.method.clone(), format!("{}{path}", s.upstream))
-        .body(body);
-    for (k, v) in &parts.headers {
-        if k != "host" && k != "content-length" {
-            out = out.header(k, v);
-        }
-    }
-    let answer = match out.send().await {
-        Ok(a) => a,
-        Err(e) => {
-            return Response::builder()
-                .status(502)
-                .body(Body::from(format!("proxy: {e}")))
-                .unwrap()
-        }
-    };
-    let mut resp = Response::builder().status(answer.status());
-    for (k, v) in answer.headers() {
-        if k != "content-length" && k != "transfer-encoding" && k != "connection" {
-            resp = resp.header(k, v);
-        }
-    }
-    let bytes = answer.bytes().await.unwrap_or_default();
-    let text = String::from_utf8_lossy(&bytes).replace(&s.upstream_host, &s.proxy_host);
-    resp.body(Body::from(text)).unwrap()
-}
 
 fn lb_service(name: &str) -> Service {
     serde_json::from_value(json!({
@@ -182,7 +66,7 @@ async fn ccm_survives_absurd_retry_after_and_5xx_and_converges() {
         &state,
         &["instance", "create", &node, "--zone", "nova", "-o", "json"],
     );
-    let proxy = Proxy::start(&serve.api_url).await;
+    let proxy = Proxy::start(&serve.api_url, FAULTS).await;
     // Through the proxy; Retry-After honoured up to 2s so the test stays short (the clamp,
     // not the length, is under test), one retry per request.
     let conf = tmp.path().join("cloud.conf");

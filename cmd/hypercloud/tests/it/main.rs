@@ -37,6 +37,7 @@ mod local_cloud_openstack_cli;
 mod local_cloud_openstacksdk;
 mod local_cloud_process;
 mod openstack_provider;
+mod proxy;
 mod trace_render;
 mod upstream_manifests;
 #[cfg(feature = "openstack")]
