@@ -74,6 +74,7 @@ struct ProxyState {
     cycle: &'static [Fault],
     faulty: AtomicBool,
     faults_served: AtomicUsize,
+    requests: AtomicUsize,
     rules: Mutex<Vec<Arc<Rule>>>,
     http: reqwest::Client,
 }
@@ -105,6 +106,7 @@ impl Proxy {
             cycle,
             faulty: AtomicBool::new(false),
             faults_served: AtomicUsize::new(0),
+            requests: AtomicUsize::new(0),
             rules: Mutex::new(Vec::new()),
             http: reqwest::Client::new(),
         });
@@ -128,6 +130,11 @@ impl Proxy {
     /// How many answers came from the cycle of faults.
     pub fn faults_served(&self) -> usize {
         self.state.faults_served.load(Ordering::SeqCst)
+    }
+
+    /// How many requests it has had (answered, faulted or forwarded): what a client cost.
+    pub fn requests(&self) -> usize {
+        self.state.requests.load(Ordering::SeqCst)
     }
 
     /// The next `faults.len()` requests of `method` whose path contains `path_contains` get
@@ -189,6 +196,7 @@ fn fault_answer((status, retry_after): Fault) -> Response {
 }
 
 async fn forward(State(s): State<Arc<ProxyState>>, req: Request) -> Response {
+    s.requests.fetch_add(1, Ordering::SeqCst);
     if s.faulty.load(Ordering::SeqCst) {
         let n = s.faults_served.fetch_add(1, Ordering::SeqCst);
         return fault_answer(s.cycle[n % s.cycle.len()]);
