@@ -376,9 +376,24 @@ def main():
     disks = client(compute_v1.DisksClient)
     disk = f"conf-disk-{SUFFIX}"
     disks.insert(
-        project=PROJECT, zone=ZONE, disk_resource=compute_v1.Disk(name=disk, size_gb=2)
+        project=PROJECT,
+        zone=ZONE,
+        disk_resource=compute_v1.Disk(
+            name=disk, size_gb=2, type_=f"zones/{ZONE}/diskTypes/pd-ssd", labels={"suite": "conformance"}
+        ),
     ).result(timeout=30)
-    source = disks.get(project=PROJECT, zone=ZONE, disk=disk).self_link
+    got = disks.get(project=PROJECT, zone=ZONE, disk=disk)
+    assert got.type_.endswith(f"/zones/{ZONE}/diskTypes/pd-ssd"), f"disk type not kept: {got.type_}"
+    assert dict(got.labels) == {"suite": "conformance"}, f"disk labels not kept: {dict(got.labels)}"
+    expect_error(
+        exceptions.NotFound,
+        lambda: disks.insert(
+            project=PROJECT,
+            zone=ZONE,
+            disk_resource=compute_v1.Disk(name=f"{disk}-x", size_gb=1, type_=f"zones/{ZONE}/diskTypes/pd-nope"),
+        ),
+    )
+    source = got.self_link
     op = instances.attach_disk(
         project=PROJECT,
         zone=ZONE,

@@ -132,6 +132,10 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
     assert_eq!(status, 200, "{d}");
     assert_eq!(d["sizeGb"], "2");
     assert!(
+        d["type"].as_str().unwrap().ends_with("/diskTypes/pd-ssd"),
+        "the class's type: {d}"
+    );
+    assert!(
         d["description"].as_str().unwrap().contains("\"data\""),
         "{d}"
     );

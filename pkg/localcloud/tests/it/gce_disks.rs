@@ -308,3 +308,78 @@ async fn disks_grow_attached_or_not_and_never_shrink() {
     assert_eq!(d["diskSizeGb"], "30", "{d}");
     assert_eq!(z.get("disks/grow").await["sizeGb"], "30");
 }
+
+#[tokio::test]
+async fn disk_types_and_labels_are_kept_and_bad_types_refused_as_gce_refuses() {
+    let c = TestCloud::start().await;
+    let z = Zone {
+        zone: first_zone(&c).await,
+        c: &c,
+    };
+    let zone = z.zone.clone();
+    // A full link, a partial one, none: the type is kept (pd-standard by default).
+    for (name, link, want) in [
+        (
+            "fast",
+            format!("https://compute.googleapis.com/compute/v1/projects/demo/zones/{zone}/diskTypes/pd-ssd"),
+            "pd-ssd",
+        ),
+        ("balanced", format!("zones/{zone}/diskTypes/pd-balanced"), "pd-balanced"),
+    ] {
+        let r = c
+            .post(
+                &z.path("disks"),
+                json!({"name": name, "sizeGb": "1", "type": link, "labels": {"team": "storage"}}),
+            )
+            .await;
+        assert_done(&r, "insert", &format!("disks/{name}"));
+        let d = z.get(&format!("disks/{name}")).await;
+        assert!(
+            d["type"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/zones/{zone}/diskTypes/{want}")),
+            "{d}"
+        );
+        assert_eq!(d["labels"], json!({"team": "storage"}), "{d}");
+    }
+    z.disk("plain", "1").await;
+    let d = z.get("disks/plain").await;
+    assert!(
+        d["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("/diskTypes/pd-standard"),
+        "{d}"
+    );
+
+    // A type the zone lacks is not found; another zone's or a malformed link is invalid;
+    // labels that are not strings are invalid. Nothing is created.
+    let cases = [
+        (
+            json!(format!("zones/{zone}/diskTypes/pd-nope")),
+            404,
+            "notFound",
+        ),
+        (json!("zones/elsewhere-z/diskTypes/pd-ssd"), 400, "invalid"),
+        (json!("pd-ssd"), 400, "invalid"),
+    ];
+    for (link, status, reason) in cases {
+        let r = c
+            .post(
+                &z.path("disks"),
+                json!({"name": "bad", "sizeGb": "1", "type": link}),
+            )
+            .await;
+        assert_gce_error(&r, status, reason, &link.to_string());
+    }
+    let r = c
+        .post(
+            &z.path("disks"),
+            json!({"name": "bad", "sizeGb": "1", "labels": {"n": 1}}),
+        )
+        .await;
+    assert_gce_error(&r, 400, "invalid", "a number label");
+    let r = c.get(&z.path("disks/bad")).await;
+    assert_gce_error(&r, 404, "notFound", "the refused disk");
+}

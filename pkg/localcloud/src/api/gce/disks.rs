@@ -2,7 +2,8 @@
 //! availability zone (`sizeGb` is the size, `users` the instances they are attached to,
 //! `status` `READY` for an available or attached volume). A disk made here is a volume to
 //! Cinder and the operator CLI. `resize` grows the volume (attached or not, as GCE allows);
-//! `delete` refuses a disk still attached, as GCE does.
+//! `delete` refuses a disk still attached, as GCE does. A disk's `type` (one of
+//! [`DISK_TYPES`]) is the volume's type and its `labels` the volume's metadata.
 
 use super::body::{known_fields, opt_str, resource_name};
 use super::operations::change_zonal;
@@ -16,6 +17,56 @@ pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
         .route(&d, get(list).post(insert))
         .route(&format!("{d}/{{name}}"), get(get_one).delete(delete))
         .route(&format!("{d}/{{name}}/resize"), post(resize))
+}
+
+/// The zonal persistent disk types a disk may have (GCE has more; these are the ones the
+/// in-tree `kubernetes.io/gce-pd` plugin creates).
+pub(crate) const DISK_TYPES: &[&str] = &["pd-standard", "pd-balanced", "pd-ssd", "pd-extreme"];
+/// A disk's type when its insert names none, and a Cinder-made volume's.
+const DEFAULT_DISK_TYPE: &str = "pd-standard";
+
+/// The type a disk insert's `type` names (a full or partial `zones/Z/diskTypes/T` link of the
+/// disk's own zone), as GCE answers: a malformed link or another zone's is invalid, a type the
+/// zone lacks not found.
+fn disk_type(project: &Project, zone: &str, link: Option<&str>) -> Result<String, ApiError> {
+    let Some(link) = link else {
+        return Ok(DEFAULT_DISK_TYPE.into());
+    };
+    let Some((scope, name)) = link.rsplit_once("diskTypes/") else {
+        return Err(invalid(format!(
+            "Invalid value for field 'resource.type': '{link}'. The URL is malformed."
+        )));
+    };
+    let scope = scope.trim_end_matches('/');
+    if !(scope.is_empty()
+        || scope == format!("zones/{zone}")
+        || scope.ends_with(&format!("/zones/{zone}")))
+    {
+        return Err(invalid(format!(
+            "Invalid value for field 'resource.type': '{link}'. Disk type must be in zone '{zone}'."
+        )));
+    }
+    if !DISK_TYPES.contains(&name) {
+        return Err(project.not_found(&format!("zones/{zone}/diskTypes/{name}")));
+    }
+    Ok(name.to_owned())
+}
+
+/// A disk's `labels`: an object of strings.
+fn labels(b: &Map<String, Value>) -> Result<BTreeMap<String, String>, ApiError> {
+    match b.get("labels") {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(o)) => o
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(v) => Ok((k.clone(), v.clone())),
+                _ => Err(invalid(format!(
+                    "Invalid value for field 'resource.labels[{k}]'."
+                ))),
+            })
+            .collect(),
+        Some(_) => Err(invalid("Invalid value for field 'resource.labels'.")),
+    }
 }
 
 fn disk_status(cinder: &str) -> &'static str {
@@ -61,7 +112,10 @@ fn disk_view(s: &Scope<'_>, r: &impl Read, v: &Volume) -> Value {
         "kind": "compute#disk", "id": m::numeric_id(&v.meta.id).to_string(), "name": name,
         "description": v.description.clone().unwrap_or_default(), "sizeGb": v.size.to_string(),
         "zone": s.link(&format!("zones/{zone}")), "status": disk_status(&v.status),
-        "type": s.link(&format!("zones/{zone}/diskTypes/pd-standard")),
+        "type": s.link(&format!("zones/{zone}/diskTypes/{}", DISK_TYPES
+            .iter()
+            .find(|t| **t == v.volume_type)
+            .unwrap_or(&DEFAULT_DISK_TYPE))),
         "creationTimestamp": m::timestamp(&v.meta.created_at),
         "selfLink": s.link(&format!("zones/{zone}/disks/{name}")),
         "labels": v.metadata, "physicalBlockSizeBytes": "4096",
@@ -95,8 +149,8 @@ async fn get_one(State(cloud): Ctx, Path(p): Params_) -> Reply {
     })
 }
 
-/// Fields a disk insert takes; `type`, `labels` and `sourceImage` are accepted but not
-/// modelled (every disk is a plain volume).
+/// Fields a disk insert takes; `sourceImage` is accepted but not modelled (every disk is a
+/// blank volume).
 const INSERT_FIELDS: &[&str] = &[
     "name",
     "sizeGb",
@@ -134,11 +188,14 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
     let name = resource_name(&b)?;
     let size = size_gb(&b, "resource.sizeGb")?.unwrap_or(10);
     let description = opt_str(&b, "description", "resource.description")?.map(str::to_owned);
-    for key in ["type", "sourceImage", "kind"] {
+    let type_link = opt_str(&b, "type", "resource.type")?.map(str::to_owned);
+    let labels = labels(&b)?;
+    for key in ["sourceImage", "kind"] {
         opt_str(&b, key, &format!("resource.{key}"))?;
     }
     change_zonal(&cloud, p, move |tx, s, at| {
         let (project, zone) = (s.project, at.zone);
+        let volume_type = disk_type(project, zone, type_link.as_deref())?;
         if find_disk(tx, project, zone, &name).is_ok() {
             return Err(already_exists(
                 &project.path(&format!("zones/{zone}/disks/{name}")),
@@ -152,9 +209,9 @@ async fn insert(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> Reply {
             size,
             status: volume::AVAILABLE.into(),
             availability_zone: zone.to_owned(),
-            volume_type: volume::VOLUME_TYPE.into(),
+            volume_type,
             user_id,
-            metadata: BTreeMap::new(),
+            metadata: labels,
             attachments: Vec::new(),
             multiattach: false,
         };
