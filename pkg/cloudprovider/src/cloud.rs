@@ -257,6 +257,13 @@ pub trait VolumeProvisioner: Send + Sync {
         cinder_class_parameters(self.plugin_name(), parameters)
     }
 
+    /// The longest volume name the cloud takes: the provisioner cuts the cluster's prefix of
+    /// `<cluster>-dynamic-<pv name>` to fit, as upstream's `GenerateVolumeName` (GCE PD 63;
+    /// the default 255 is the Cinder plugin's).
+    fn max_volume_name_len(&self) -> usize {
+        255
+    }
+
     /// Creates a volume and returns once the cloud reports it usable.
     async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume>;
 

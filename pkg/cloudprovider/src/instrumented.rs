@@ -411,6 +411,11 @@ impl VolumeProvisioner for Instrumented {
             }
         }
     }
+    fn max_volume_name_len(&self) -> usize {
+        self.inner
+            .volume_provisioner()
+            .map_or(255, |v| v.max_volume_name_len())
+    }
     async fn create_volume(&self, request: &VolumeRequest) -> Result<ProvisionedVolume> {
         let args = || serde_json::to_value(request).unwrap_or(Value::Null);
         self.obs

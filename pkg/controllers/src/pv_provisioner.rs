@@ -255,6 +255,20 @@ pub fn select_zone(
     choose_zone_for_volume(&zones, claim_name).unwrap_or_default()
 }
 
+/// `<cluster>-dynamic-<pv name>`, the cluster's part cut so that the whole fits in `max`
+/// characters (upstream `volumeutil.GenerateVolumeName`: the PV's name is never cut).
+fn volume_name(cluster: &str, pv_name: &str, max: usize) -> String {
+    let prefix = format!("{cluster}-dynamic");
+    let keep = max.saturating_sub(pv_name.len() + 1);
+    let cut = prefix
+        .char_indices()
+        .map(|(i, c)| i + c.len_utf8())
+        .take_while(|end| *end <= keep)
+        .last()
+        .unwrap_or(0);
+    format!("{}-{pv_name}", &prefix[..cut])
+}
+
 /// Provisions one claim.
 #[tracing::instrument(skip_all, fields(claim = %key_of(claim.as_ref())))]
 pub async fn provision(
@@ -350,9 +364,10 @@ pub async fn provision(
     }
     let zone = select_zone(&params, selected.as_ref(), &class, nodes, &name);
     let volume_request = VolumeRequest {
-        name: format!(
-            "{}-dynamic-{pv_name}",
-            ctx.options.kube_cloud_shared.cluster_name
+        name: volume_name(
+            &ctx.options.kube_cloud_shared.cluster_name,
+            &pv_name,
+            cloud.max_volume_name_len(),
         ),
         size_gib,
         zone,
@@ -606,6 +621,28 @@ mod tests {
 
     fn claim(v: serde_json::Value) -> PersistentVolumeClaim {
         serde_json::from_value(v).expect("claim")
+    }
+
+    #[test]
+    fn volume_names_cut_the_clusters_part_to_fit() {
+        let pv = "pvc-0c820925-6ab1-403f-9acf-1b5179fb2c77";
+        assert_eq!(
+            volume_name("kubernetes", pv, 63),
+            format!("kubernetes-dynamic-{pv}")
+        );
+        assert_eq!(
+            volume_name("kubernetes", pv, 255),
+            format!("kubernetes-dynamic-{pv}")
+        );
+        // GCE's 63: the PV's name is kept whole, the cluster's part cut.
+        let long = "a-very-long-cluster-name-from-the-flags";
+        let name = volume_name(long, pv, 63);
+        assert_eq!(name.len(), 63, "{name}");
+        assert_eq!(name, format!("a-very-long-cluster-na-{pv}"));
+        // Nothing left for the cluster's part; a multi-byte name is cut on a boundary.
+        assert_eq!(volume_name(long, pv, 10), format!("-{pv}"));
+        assert_eq!(volume_name("zoné", "p", 8), "zoné--p");
+        assert_eq!(volume_name("zoné", "p", 6), "zon-p");
     }
 
     #[test]

@@ -195,6 +195,11 @@ impl VolumeProvisioner for Gce {
             .map(|d| d.pd_name.clone())
     }
 
+    /// GCE resource names: at most 63 characters (upstream `gce_util.go` cuts its names so).
+    fn max_volume_name_len(&self) -> usize {
+        63
+    }
+
     /// [`pd_parameters`], as the claim's event shows it.
     fn class_parameters(
         &self,
