@@ -100,7 +100,7 @@ st = json.load(sys.stdin).get("status", {})
 want = sys.argv[1]
 ok = any(v["name"] == want for v in st.get("volumesAttached") or []) and want in (st.get("volumesInUse") or [])
 sys.exit(0 if ok else 1)' "$unique" &&
-      grep -q "^volume $unique .* is attached to this node's instance at" "$dir/logs/kubelet-helper-$node.log"
+      grep -F "volume $unique " "$dir/logs/kubelet-helper-$node.log" | grep -q "is attached to this node's instance at"
   }
   wait_for 90 "volume $volume_id to be attached to $node and seen by its kubelet-helper (see $dir/logs/kube-controller-manager.log, kubelet-helper-$node.log)" attached_everywhere
   kget "/api/v1/nodes/$node" >"$dir/volume-node.json"
@@ -125,7 +125,7 @@ if [a.get("device_path") for a in att] != paths:
 if problems:
     sys.exit("local-up: FAILED: " + "; ".join(problems))
 EOF
-  grep "^volume $unique " "$dir/logs/kubelet-helper-$node.log" | sed "s/^/  kubelet-helper on $node: /"
+  grep -F "volume $unique " "$dir/logs/kubelet-helper-$node.log" | sed "s/^/  kubelet-helper on $node: /"
   echo "local-up: volume $volume_id attached to $node, the Node that runs pod default/$app"
 }
 
