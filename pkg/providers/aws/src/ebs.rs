@@ -554,7 +554,7 @@ impl Aws {
             // AWS still lists it (detaching), or another attach of it is under way.
             return Err(cloud(
                 "AttachVolume",
-                format!("volume {volume} is still being {status} on instance {instance} as /dev/xvd{dev}; retry later"),
+                format!("volume {volume} is {status} on instance {instance} as /dev/xvd{dev} (not attached yet, or still being detached); retry later"),
             ));
         }
         let allocator = d.allocators.entry(instance.to_owned()).or_default();
