@@ -1,7 +1,8 @@
 //! PersistentVolumeClaim resize (validating; upstream `PersistentVolumeClaimResize`): a
 //! claim's storage request may grow only when its StorageClass sets
 //! `allowVolumeExpansion: true` and its volume is of a type that can be expanded (a CSI volume,
-//! or an in-tree Cinder or GCE persistent disk volume, which the cloud's provider grows).
+//! or an in-tree Cinder, GCE persistent disk or AWS EBS volume, which the cloud's provider
+//! grows; upstream allowed the same in-tree types).
 //! Shrinking is the apiserver's own validation, not ours.
 
 use std::sync::Arc;
@@ -91,9 +92,13 @@ async fn allowed(webhook: &Webhook, pvc: &PersistentVolumeClaim) -> crate::Resul
 }
 
 /// Whether a PV's volume source is one whose growth is served: CSI, or the in-tree plugins
-/// hypercloud's providers expand (`kubernetes.io/cinder`, `kubernetes.io/gce-pd`).
+/// hypercloud's providers expand (`kubernetes.io/cinder`, `kubernetes.io/gce-pd`,
+/// `kubernetes.io/aws-ebs`).
 fn expandable(spec: &PersistentVolumeSpec) -> bool {
-    spec.csi.is_some() || spec.cinder.is_some() || spec.gce_persistent_disk.is_some()
+    spec.csi.is_some()
+        || spec.cinder.is_some()
+        || spec.gce_persistent_disk.is_some()
+        || spec.aws_elastic_block_store.is_some()
 }
 
 fn storage(pvc: &PersistentVolumeClaim) -> Option<f64> {
@@ -147,7 +152,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cinder_gce_pd_and_csi_volumes_are_expandable_others_not() {
+    fn cinder_gce_pd_aws_ebs_and_csi_volumes_are_expandable_others_not() {
         let spec = |source: serde_json::Value| -> PersistentVolumeSpec {
             serde_json::from_value(source).expect("spec")
         };
@@ -155,11 +160,12 @@ mod tests {
             serde_json::json!({"csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": "v"}}),
             serde_json::json!({"cinder": {"volumeID": "v"}}),
             serde_json::json!({"gcePersistentDisk": {"pdName": "v"}}),
+            serde_json::json!({"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-1"}}),
         ] {
             assert!(expandable(&spec(source.clone())), "{source}");
         }
         for source in [
-            serde_json::json!({"awsElasticBlockStore": {"volumeID": "v"}}),
+            serde_json::json!({"azureDisk": {"diskName": "d", "diskURI": "u"}}),
             serde_json::json!({"hostPath": {"path": "/v"}}),
             serde_json::json!({}),
         ] {

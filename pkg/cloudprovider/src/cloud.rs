@@ -184,6 +184,10 @@ pub struct VolumeRequest {
     pub volume_type: String,
     /// Tags recorded on the volume (`kubernetes.io/created-for/pvc/name`, ...).
     pub tags: BTreeMap<String, String>,
+    /// The plugin's own settings from the class ([`ClassParameters::options`]), for
+    /// [`VolumeProvisioner::create_volume`] to read; empty when the plugin has none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
 }
 
 /// A StorageClass's parameters as an in-tree plugin's provisioner reads them (upstream: the
@@ -199,6 +203,11 @@ pub struct ClassParameters {
     pub zones: Vec<String>,
     /// `fsType`.
     pub fs_type: Option<String>,
+    /// Settings only the plugin reads (AWS EBS `iopsPerGB`, `encrypted`, `kmsKeyId`), already
+    /// validated by [`VolumeProvisioner::class_parameters`]; the provisioner hands them back
+    /// unchanged in [`VolumeRequest::options`]. Empty for Cinder and GCE PD.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
 }
 
 /// The keys of the in-tree Cinder plugin (`type`, `availability`, `fsType`; case-insensitive),

@@ -12,8 +12,10 @@
 //! name, or by provider ID `aws:///<zone>/<instance-id>`, answered from one short-lived
 //! `DescribeInstances` listing of the cluster's instances), Zones, LoadBalancer (classic ELB by
 //! default, NLB with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`), Routes (the
-//! cluster's route table) and PvLabeler (EBS volume zone/region). The node side reads its
-//! identity from IMDS ([`metadata`]).
+//! cluster's route table), PvLabeler (EBS volume zone/region) and the in-tree
+//! `kubernetes.io/aws-ebs` plugin's cloud part: VolumeProvisioner and VolumeAttacher (EBS
+//! volumes created, grown, deleted, attached and detached, `src/ebs.rs`). The node side reads
+//! its identity from IMDS ([`metadata`]).
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
@@ -33,10 +35,11 @@
 //! `src/instances.rs` (the listing every node is answered from) and `src/loadbalancer.rs`;
 //! [`config`] for the INI file.
 //!
-//! Not here: the HTTP client and its retries (the AWS SDK's), or volumes beyond labels: no
-//! provisioning or attaching (the in-tree EBS plugin's cloud part is not implemented).
+//! Not here: the HTTP client and its retries (the AWS SDK's); the EBS CSI driver's volumes
+//! (only labelled).
 
 pub mod config;
+mod ebs;
 mod environment;
 mod error;
 mod instances;
@@ -53,6 +56,7 @@ use async_trait::async_trait;
 use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
 
 pub use config::Config;
+pub use ebs::{ebs_parameters, EbsParameters, AWS_EBS_PLUGIN};
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, PROVIDER_ID_PREFIX};
 pub use metadata::{Identity, MetadataClient};
@@ -84,6 +88,7 @@ pub struct Aws {
     instances: instances::InstanceCache,
     metadata: MetadataClient,
     identity: tokio::sync::OnceCell<Identity>,
+    devices: std::sync::Mutex<ebs::Devices>,
 }
 
 impl std::fmt::Debug for Aws {
@@ -110,6 +115,7 @@ impl Aws {
             instances: instances::InstanceCache::default(),
             metadata,
             identity: tokio::sync::OnceCell::new(),
+            devices: std::sync::Mutex::default(),
         })
     }
 
@@ -201,7 +207,9 @@ impl Interface for Aws {
 
     // load_balancer: Classic ELB by default, NLB with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`.
     // routes: The cluster's route table: `[Global] RouteTableID` or the one tagged for the cluster.
+    // volume_provisioner, volume_attacher: the in-tree kubernetes.io/aws-ebs plugin's EBS volumes.
     hypercloud_cloudprovider::capability_getters! {
-        instances, instances_v2, zones, load_balancer, routes, pv_labeler
+        instances, instances_v2, zones, load_balancer, routes, pv_labeler,
+        volume_provisioner, volume_attacher
     }
 }

@@ -10,7 +10,9 @@ use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_
 use hypercloud_cloudprovider::{Error, PvLabeler, Result};
 use k8s_openapi::api::core::v1::PersistentVolume;
 
-use crate::error::{cloud, code, sdk};
+use aws_sdk_ec2::types::Volume;
+
+use crate::error::{absent, cloud, sdk};
 use crate::Aws;
 
 /// The EBS CSI driver's name.
@@ -49,6 +51,29 @@ pub(crate) fn parse_volume_id(reference: &str) -> Result<&str> {
     Ok(id)
 }
 
+impl Aws {
+    /// The volume `id` (`vol-...`) as EC2 describes it; `None` when EC2 does not know it.
+    /// Every EBS look-up (labels, provisioning, attaching) goes through here.
+    pub(crate) async fn describe_volume(&self, id: &str) -> Result<Option<Volume>> {
+        let s = self.session().await?;
+        let reply = s
+            .ec2
+            .describe_volumes()
+            .volume_ids(id)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeVolumes", e));
+        let Some(reply) = absent(reply, &["InvalidVolume.NotFound"])? else {
+            return Ok(None);
+        };
+        Ok(reply
+            .volumes()
+            .iter()
+            .find(|v| v.volume_id() == Some(id))
+            .cloned())
+    }
+}
+
 #[async_trait]
 impl PvLabeler for Aws {
     /// As upstream: nothing for PVs that are not EBS volumes or are still provisioning; else
@@ -65,20 +90,7 @@ impl PvLabeler for Aws {
             return Ok(labels);
         }
         let id = parse_volume_id(reference)?;
-        let s = self.session().await?;
-        let reply = s.ec2.describe_volumes().volume_ids(id).send().await;
-        let reply = match reply.map_err(|e| sdk("DescribeVolumes", e)) {
-            Ok(r) => r,
-            Err(e) if code(&e) == Some("InvalidVolume.NotFound") => {
-                return Err(Error::DiskNotFound)
-            }
-            Err(e) => return Err(e),
-        };
-        let vol = reply
-            .volumes()
-            .iter()
-            .find(|v| v.volume_id() == Some(id))
-            .ok_or(Error::DiskNotFound)?;
+        let vol = self.describe_volume(id).await?.ok_or(Error::DiskNotFound)?;
         let zone = vol.availability_zone().unwrap_or_default();
         if zone.is_empty() {
             return Err(cloud(
@@ -87,7 +99,8 @@ impl PvLabeler for Aws {
             ));
         }
         labels.insert(LABEL_TOPOLOGY_ZONE.to_owned(), zone.to_owned());
-        labels.insert(LABEL_TOPOLOGY_REGION.to_owned(), s.region.clone());
+        let region = self.session().await?.region.clone();
+        labels.insert(LABEL_TOPOLOGY_REGION.to_owned(), region);
         Ok(labels)
     }
 }

@@ -9,3 +9,4 @@ mod instances;
 mod loadbalancer;
 mod routes_volumes;
 mod support;
+mod volumes;

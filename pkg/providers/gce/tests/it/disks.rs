@@ -20,6 +20,7 @@ fn request(name: &str, zone: &str, size: u64, disk_type: &str) -> VolumeRequest 
             "kubernetes.io/created-for/pvc/name".to_owned(),
             "claim-1".to_owned(),
         )]),
+        ..Default::default()
     }
 }
 

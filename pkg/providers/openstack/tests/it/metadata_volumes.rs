@@ -237,6 +237,7 @@ async fn cinder_volumes_created_extended_and_deleted() {
             "data".to_owned(),
         )]
         .into(),
+        ..Default::default()
     };
     let created = volumes.create_volume(&request).await.unwrap();
     assert_eq!(created.size_gib, 2);
