@@ -52,6 +52,9 @@ URL = $aws_url
 Service = elasticloadbalancing
 Region = $aws_region
 URL = $aws_url
+[Hypercloud]
+; moto answers at once: a tenth of upstream's pauses while waiting for EBS volumes
+volume-wait-scale = 0.1
 EOF
   echo "moto: $aws_url (EC2, ELB, ELBv2), VPC $aws_vpc, subnet $aws_subnet ($aws_zone), route table $aws_rtb"
 }
@@ -162,6 +165,29 @@ pv = json.load(sys.stdin)
 labels = pv["metadata"].get("labels", {})
 print("pv/data-1 (volume %s): %s" % (pv["spec"]["csi"]["volumeHandle"],
       ", ".join("%s=%s" % kv for kv in sorted(labels.items()))))'
+}
+
+# The in-tree volume step (hack/lib/volume-demo.sh): kubernetes.io/aws-ebs volumes, attached
+# with AttachVolume at upstream's /dev/xvdb.. device names, shown by `aws ec2 describe-volumes`.
+aws_volume_class() {
+  vol_plugin=kubernetes.io/aws-ebs vol_class=aws-ebs vol_params='{"type":"gp2"}'
+}
+aws_instance_id() { cat "$dir/node-$1.id"; }
+aws_volume_show() {
+  local id=${1##*/} # aws://<zone>/vol-... -> vol-...
+  echo "\$ aws ec2 describe-volumes --volume-ids $id"
+  aws_cli ec2 describe-volumes --volume-ids "$id" >"$dir/volume-show.json" || fail "aws ec2 describe-volumes $id"
+  python3 - "$dir/volume-show.json" "$dir/volume-cloud.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))["Volumes"][0]
+att = v.get("Attachments") or []
+print("  %s: state %s, %s GiB %s in %s" % (v["VolumeId"], v["State"], v["Size"], v.get("VolumeType"), v["AvailabilityZone"]))
+for a in att:
+    print("  attachment: instance %s device %s state %s" % (a["InstanceId"], a["Device"], a["State"]))
+json.dump({"status": v["State"], "in_use": v["State"] == "in-use",
+           "attachments": [{"instance": a["InstanceId"], "device_path": a["Device"]}
+                           for a in att if a["State"] == "attached"]}, open(sys.argv[2], "w"))
+PY
 }
 
 cloud_load_balancer() {

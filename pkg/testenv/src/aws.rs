@@ -343,12 +343,13 @@ impl Cloud {
 
 /// The upstream INI config of the aws provider pointing EC2 and ELB at `endpoint` and IMDS at
 /// `metadata`; `extra` (whole sections, or keys of `[Hypercloud]`) goes last, so its keys win.
+/// moto answers at once: the EBS waits' real-AWS pauses are cut to a hundredth.
 pub fn cloud_conf(endpoint: &str, metadata: &str, extra: &str) -> String {
     format!(
         "[Global]\nZone = {ZONE}\nKubernetesClusterID = {CLUSTER}\n\
          [ServiceOverride \"ec2\"]\nService = ec2\nRegion = {REGION}\nURL = {endpoint}\n\
          [ServiceOverride \"elb\"]\nService = elasticloadbalancing\nRegion = {REGION}\nURL = {endpoint}\n\
-         [Hypercloud]\nmetadata-endpoint = {metadata}\ninstance-cache-ttl = 5s\n{extra}\n"
+         [Hypercloud]\nmetadata-endpoint = {metadata}\ninstance-cache-ttl = 5s\nvolume-wait-scale = 0.01\n{extra}\n"
     )
 }
 

@@ -101,6 +101,10 @@ pub struct Tuning {
     pub max_attempts: Option<u32>,
     /// Timeout of one metadata request (default 5s; 100ms to 1m).
     pub metadata_timeout: Duration,
+    /// Multiplies every pause of the EBS waits (upstream's: 5s before a new volume is looked
+    /// at, 2s/5s before an attachment, then their back-offs); default 1, 0.001 to 10. A
+    /// simulator that answers at once (moto) needs no real-AWS pauses.
+    pub volume_wait_scale: f64,
 }
 
 impl Default for Tuning {
@@ -110,6 +114,7 @@ impl Default for Tuning {
             metadata_endpoint: DEFAULT_METADATA_ENDPOINT.into(),
             max_attempts: None,
             metadata_timeout: Duration::from_secs(5),
+            volume_wait_scale: 1.0,
         }
     }
 }
@@ -254,6 +259,16 @@ impl Config {
                     cfg.tuning.metadata_timeout =
                         duration_in(&v, Duration::from_millis(100), Duration::from_secs(60))
                             .map_err(err)?
+                }
+                ("hypercloud", "volume-wait-scale") => {
+                    let f: f64 = v
+                        .trim()
+                        .parse()
+                        .map_err(|_| err(format!("{v:?} is not a number")))?;
+                    if !(0.001..=10.0).contains(&f) {
+                        return Err(err(format!("{v:?} is out of range (0.001 to 10)")));
+                    }
+                    cfg.tuning.volume_wait_scale = f;
                 }
                 ("hypercloud", "max-attempts") => {
                     let n: u32 = v
@@ -527,6 +542,14 @@ URL = http://127.0.0.1:5000
     }
 
     #[test]
+    fn volume_waits_scale() {
+        let c = Config::parse("", "t").unwrap();
+        assert_eq!(c.tuning.volume_wait_scale, 1.0);
+        let c = Config::parse("[Hypercloud]\nvolume-wait-scale = 0.01\n", "t").unwrap();
+        assert_eq!(c.tuning.volume_wait_scale, 0.01);
+    }
+
+    #[test]
     fn bad_values_and_ranges_are_errors_naming_the_key() {
         for (text, want) in [
             (
@@ -554,6 +577,15 @@ URL = http://127.0.0.1:5000
                 "[Hypercloud]\nmetadata-endpoint = 169.254.169.254\n",
                 "not an http(s) URL",
             ),
+            (
+                "[Hypercloud]\nvolume-wait-scale = 0\n",
+                "out of range (0.001 to 10)",
+            ),
+            (
+                "[Hypercloud]\nvolume-wait-scale = NaN\n",
+                "out of range (0.001 to 10)",
+            ),
+            ("[Hypercloud]\nvolume-wait-scale = fast\n", "not a number"),
         ] {
             let e = Config::parse(text, "t").unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");

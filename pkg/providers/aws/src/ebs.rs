@@ -353,10 +353,15 @@ impl Aws {
         Ok(self.get_zone().await?.failure_domain)
     }
 
+    /// Sleeps one of the EBS waits' pauses, scaled by `[Hypercloud] volume-wait-scale`.
+    async fn pause(&self, d: Duration) {
+        tokio::time::sleep(d.mul_f64(self.config.tuning.volume_wait_scale)).await;
+    }
+
     /// Upstream `waitUntilVolumeAvailable`: the new volume `available`; one that disappears
     /// was most likely refused its KMS key.
     async fn wait_until_available(&self, id: &str) -> Result<()> {
-        tokio::time::sleep(CREATE_INITIAL_DELAY).await;
+        self.pause(CREATE_INITIAL_DELAY).await;
         let mut delays = CREATE_BACKOFF.delays();
         loop {
             let Some(v) = self.describe_volume(id).await? else {
@@ -376,7 +381,7 @@ impl Aws {
                 }
             }
             match delays.next() {
-                Some(d) => tokio::time::sleep(d).await,
+                Some(d) => self.pause(d).await,
                 None => {
                     return Err(cloud(
                         "CreateVolume",
@@ -458,7 +463,7 @@ impl Aws {
         } else {
             "DetachVolume"
         };
-        tokio::time::sleep(if want == "attached" {
+        self.pause(if want == "attached" {
             ATTACH_INITIAL_DELAY
         } else {
             DETACH_INITIAL_DELAY
@@ -487,7 +492,7 @@ impl Aws {
                 }
             };
             match delays.next() {
-                Some(d) => tokio::time::sleep(d).await,
+                Some(d) => self.pause(d).await,
                 None => {
                     return Err(cloud(
                         operation,
@@ -808,7 +813,7 @@ impl VolumeProvisioner for Aws {
                 ));
             }
             match delays.next() {
-                Some(d) => tokio::time::sleep(d).await,
+                Some(d) => self.pause(d).await,
                 None => {
                     return Err(cloud(
                         "ModifyVolume",
