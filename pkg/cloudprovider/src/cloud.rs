@@ -182,6 +182,9 @@ pub struct VolumeRequest {
     pub zone: String,
     /// The StorageClass's `type` parameter; empty: the cloud's default type.
     pub volume_type: String,
+    /// Where within the zone to create it (vSphere's `datastore`); empty: the cloud's default.
+    #[serde(default)]
+    pub pool: String,
     /// Tags recorded on the volume (`kubernetes.io/created-for/pvc/name`, ...).
     pub tags: BTreeMap<String, String>,
 }
@@ -199,6 +202,9 @@ pub struct ClassParameters {
     pub zones: Vec<String>,
     /// `fsType`.
     pub fs_type: Option<String>,
+    /// Where within the zone volumes go (vSphere `datastore`); empty: the cloud's default.
+    #[serde(default)]
+    pub pool: String,
 }
 
 /// The keys of the in-tree Cinder plugin (`type`, `availability`, `fsType`; case-insensitive),

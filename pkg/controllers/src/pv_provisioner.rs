@@ -357,6 +357,7 @@ pub async fn provision(
         size_gib,
         zone,
         volume_type: params.volume_type.clone(),
+        pool: params.pool.clone(),
         tags: [
             (TAG_PVC_NAMESPACE.to_owned(), ns.clone()),
             (TAG_PVC_NAME.to_owned(), name.clone()),

@@ -206,6 +206,7 @@ impl VolumeProvisioner for Gce {
             zone: p.zone.unwrap_or_default(),
             zones: p.zones.into_iter().collect(),
             fs_type: p.fs_type,
+            pool: String::new(),
         })
     }
 

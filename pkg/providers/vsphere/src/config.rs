@@ -139,7 +139,7 @@ pub struct Workspace {
     pub datacenter: Option<String>,
     /// `folder`.
     pub folder: Option<String>,
-    /// `default-datastore`.
+    /// `default-datastore`: where volumes go when their StorageClass names no `datastore`.
     pub default_datastore: Option<String>,
     /// `resourcepool-path`.
     pub resourcepool_path: Option<String>,
@@ -449,12 +449,10 @@ impl Builder {
                 ));
             }
         }
+        // default-datastore is where volumes go; folder and resourcepool-path placed the
+        // dummy VMs of storage-policy volumes, which hypercloud refuses.
         for (key, set) in [
             ("folder", self.workspace.folder.is_some()),
-            (
-                "default-datastore",
-                self.workspace.default_datastore.is_some(),
-            ),
             (
                 "resourcepool-path",
                 self.workspace.resourcepool_path.is_some(),
@@ -462,7 +460,7 @@ impl Builder {
         ] {
             if set {
                 self.warnings.push(format!(
-                    "[Workspace] {key}: accepted but has no effect: it places volumes the in-tree volume plugin created; hypercloud creates no volumes"
+                    "[Workspace] {key}: accepted but has no effect: upstream placed the dummy VMs of storage-policy volumes there; hypercloud's vsphere provider makes no storage-policy volumes"
                 ));
             }
         }
@@ -754,6 +752,7 @@ datacenters = "DC0, DC1"
 server = "127.0.0.1"
 datacenter = "DC0"
 default-datastore = "LocalDS_0"
+folder = "kubernetes"
 
 [Labels]
 region = k8s-region
@@ -804,7 +803,12 @@ labels:
             "{:?}",
             yaml.warnings
         );
-        assert!(ini.warnings.iter().any(|w| w.contains("default-datastore")));
+        assert!(ini.warnings.iter().any(|w| w.contains("folder")));
+        assert!(!ini.warnings.iter().any(|w| w.contains("default-datastore")));
+        assert_eq!(
+            ini.workspace.default_datastore.as_deref(),
+            Some("LocalDS_0")
+        );
         assert!(!format!("{:?}", ini.vcenter).contains("s3cr"));
     }
 
