@@ -357,8 +357,8 @@ impl VolumeProvisioner for VSphere {
                 format!("{} GiB is too large", request.size_gib),
             )
         })?;
-        let (dc, _) = self.datastore_location(&datastore).await?;
-        let labels = self.datastore_labels(&datastore).await?;
+        let (dc, ds) = self.datastore_location(&datastore).await?;
+        let labels = self.labels_of_datastore(&ds, &datastore).await?;
         if let Some(zones) = labels.get(LABEL_TOPOLOGY_ZONE) {
             if !request.zone.is_empty()
                 && !zones.split(MULTI_ZONE_DELIMITER).any(|z| z == request.zone)

@@ -63,8 +63,21 @@ impl VSphere {
             .datastore(ds_name)
             .await?
             .ok_or(CloudError::DiskNotFound)?;
+        self.labels_of_datastore(&ds, ds_name).await
+    }
+
+    /// [`VSphere::datastore_labels`] of a datastore already found.
+    pub(crate) async fn labels_of_datastore(
+        &self,
+        ds: &Moref,
+        ds_name: &str,
+    ) -> Result<BTreeMap<String, String>> {
+        let labels = &self.config.labels;
+        if labels.zone.is_none() && labels.region.is_none() {
+            return Ok(BTreeMap::new());
+        }
         if let Ok(zone) = self
-            .zone_of_objects(std::slice::from_ref(&ds), ds_name)
+            .zone_of_objects(std::slice::from_ref(ds), ds_name)
             .await
         {
             return Ok(to_labels(
