@@ -14,10 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::wellknown::LABEL_TOPOLOGY_ZONE;
 use hypercloud_cloudprovider::{
-    volume::MULTI_ZONE_DELIMITER, ClassParameters, Error as CloudError, ProvisionedVolume,
-    Result as CloudResult, VolumeAttacher, VolumeProvisioner, VolumeRequest,
+    ClassParameters, Error as CloudError, ProvisionedVolume, Result as CloudResult, VolumeAttacher,
+    VolumeProvisioner, VolumeRequest,
 };
 use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeSpec, VsphereVirtualDiskVolumeSource,
@@ -334,8 +333,8 @@ impl VolumeProvisioner for VSphere {
     /// As upstream `CreateVolume` without storage policies: the class's datastore, else
     /// `[Workspace] default-datastore`; `kubevols/` made on it, then
     /// `CreateVirtualDisk_Task` for `[datastore] kubevols/<name>.vmdk` and its task; a file
-    /// of that name already there is reused, as upstream. A zone asked for that the
-    /// datastore is not in (its zone tags) is refused by name.
+    /// of that name already there is reused, as upstream. The PV's zone labels are the
+    /// datastore's.
     async fn create_volume(&self, request: &VolumeRequest) -> CloudResult<ProvisionedVolume> {
         let kind = disk_type(&request.volume_type)?;
         let datastore = if request.pool.is_empty() {
@@ -358,20 +357,9 @@ impl VolumeProvisioner for VSphere {
             )
         })?;
         let (dc, ds) = self.datastore_location(&datastore).await?;
+        // The datastore decides the zone (its tags label the PV): a zone the controller
+        // picked from the Nodes is not a placement, as upstream's vSphere plugin ignores it.
         let labels = self.labels_of_datastore(&ds, &datastore).await?;
-        if let Some(zones) = labels.get(LABEL_TOPOLOGY_ZONE) {
-            if !request.zone.is_empty()
-                && !zones.split(MULTI_ZONE_DELIMITER).any(|z| z == request.zone)
-            {
-                return Err(crate::cloud_error(
-                    "CreateVirtualDisk_Task",
-                    format!(
-                        "creating disk {}: datastore {datastore:?} is in zone {zones}, not in the zone asked for ({})",
-                        request.name, request.zone
-                    ),
-                ));
-            }
-        }
         self.make_directory(&format!("[{datastore}] {VOLUME_DIR}"), &dc)
             .await?;
         let path = format!("[{datastore}] {VOLUME_DIR}/{}.vmdk", request.name);
