@@ -34,6 +34,9 @@ use crate::VSphere;
 /// The in-tree plugin (StorageClass `provisioner`) these disks serve.
 pub const VSPHERE_VOLUME_PLUGIN: &str = "kubernetes.io/vsphere-volume";
 
+/// The file system a PV names when its class gives none, as upstream's provisioner.
+const DEFAULT_FS_TYPE: &str = "ext4";
+
 /// The datastore directory volumes are created in, as upstream.
 const VOLUME_DIR: &str = "kubevols";
 
@@ -319,11 +322,12 @@ impl VolumeProvisioner for VSphere {
         })
     }
 
+    /// `fsType` defaults to `ext4`, as upstream's provisioner writes it.
     fn volume_source(&self, volume_id: &str, fs_type: Option<&str>) -> PersistentVolumeSpec {
         PersistentVolumeSpec {
             vsphere_volume: Some(VsphereVirtualDiskVolumeSource {
                 volume_path: volume_id.to_owned(),
-                fs_type: fs_type.map(str::to_owned),
+                fs_type: Some(fs_type.unwrap_or(DEFAULT_FS_TYPE).to_owned()),
                 ..Default::default()
             }),
             ..Default::default()

@@ -288,6 +288,15 @@ async fn class_parameters_and_missing_datastores_are_refused_by_name() {
     assert_eq!(ok.volume_type, "zeroedthick");
     assert_eq!(ok.pool, "LocalDS_1");
     assert_eq!(ok.fs_type.as_deref(), Some("xfs"));
+    let source = |fs: Option<&str>| {
+        volumes
+            .volume_source("[LocalDS_1] kubevols/a.vmdk", fs)
+            .vsphere_volume
+            .expect("vsphereVolume")
+    };
+    assert_eq!(source(Some("xfs")).fs_type.as_deref(), Some("xfs"));
+    assert_eq!(source(None).fs_type.as_deref(), Some("ext4"));
+    assert_eq!(source(None).volume_path, "[LocalDS_1] kubevols/a.vmdk");
     let err = volumes
         .class_parameters(&p(&[("storagePolicyName", "gold")]))
         .expect_err("policy");
