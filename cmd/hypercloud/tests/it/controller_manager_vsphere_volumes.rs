@@ -47,10 +47,12 @@ fn start_kcm(dir: &Path, kubeconfig: &Path, conf: &Path, controllers: &str) -> P
     Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
 }
 
-/// vcsim with a second datastore `LocalDS_1` on DC0_H0, zone `zone-a` on that host and
-/// region `region-1` on DC0; a vsphere.conf for it in `dir` (default datastore LocalDS_0).
+/// vcsim tracing every SOAP request to `dir/trace.log`, with a second datastore `LocalDS_1`
+/// on DC0_H0, zone `zone-a` on that host and region `region-1` on DC0; a vsphere.conf for it
+/// in `dir` (default datastore LocalDS_0).
 fn inventory(dir: &Path) -> (Vcsim, std::path::PathBuf) {
-    let sim = Vcsim::start(&[]);
+    let trace = dir.join("trace.log").display().to_string();
+    let sim = Vcsim::start(&["-trace", "-trace-file", &trace]);
     let ds = dir.join("ds1");
     std::fs::create_dir_all(&ds).unwrap();
     sim.govc(&[
@@ -71,6 +73,14 @@ fn inventory(dir: &Path) -> (Vcsim, std::path::PathBuf) {
     )
     .unwrap();
     (sim, conf)
+}
+
+/// How many `method` requests vcsim has received, from its SOAP trace.
+fn requests(dir: &Path, method: &str) -> usize {
+    std::fs::read_to_string(dir.join("trace.log"))
+        .unwrap_or_default()
+        .matches(&format!("<{method} xmlns=\"urn:vim25\">"))
+        .count()
 }
 
 /// The file names under a datastore's `kubevols/`.
@@ -245,6 +255,16 @@ async fn vsphere_volumes_provisioned_on_the_class_datastore_and_reclaimed() {
         )
         .await;
 
+    // From the simulator's side: each change was asked for once (the test's govc only reads).
+    for method in [
+        "MakeDirectory",
+        "CreateVirtualDisk_Task",
+        "DeleteVirtualDisk_Task",
+    ] {
+        assert_eq!(requests(tmp.path(), method), 1, "{method}");
+    }
+    assert_eq!(requests(tmp.path(), "ExtendVirtualDisk_Task"), 0);
+
     drop(kcm);
     let _ = classes.delete(&class, &DeleteParams::default()).await;
     drop(sim);
@@ -346,8 +366,10 @@ async fn vsphere_disks_attached_to_the_pods_vm_and_detached_after() {
         || async { vm_disks(&sim, VM).iter().all(|f| f != path).then_some(()) },
     )
     .await;
-    // Removed from the VM, not destroyed.
+    // Removed from the VM, not destroyed; one ReconfigVM_Task each way, as vcsim saw them.
     assert!(kubevols(&sim, "LocalDS_0").contains(&"vad-data.vmdk".to_owned()));
+    assert_eq!(requests(tmp.path(), "ReconfigVM_Task"), 2);
+    assert_eq!(requests(tmp.path(), "DeleteVirtualDisk_Task"), 0);
 
     drop(kcm);
     drop(sim);
