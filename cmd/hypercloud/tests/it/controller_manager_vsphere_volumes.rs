@@ -11,6 +11,9 @@
 //!   (`govc device.info -vm`, the Node's `volumesAttached` with the disk's `wwn-0x` path) and
 //!   removed, file kept, when the pod goes. As `controller_manager_gce_attach`, no scheduler
 //!   or kubelet runs; it takes the attach/detach group.
+//! - The kubelet's part: `kubelet-helper --cloud-provider=vsphere` registers its Node from its
+//!   own VM (SMBIOS UUID file), reports the pod's volume in use, waits for the attach and
+//!   reports the disk's `wwn-0x` device; it takes the kubelet-helper volumes group.
 #![cfg(all(feature = "vsphere", feature = "openstack"))]
 #![allow(clippy::unwrap_used)]
 
@@ -50,7 +53,7 @@ fn start_kcm(dir: &Path, kubeconfig: &Path, conf: &Path, controllers: &str) -> P
 /// vcsim tracing every SOAP request to `dir/trace.log`, with a second datastore `LocalDS_1`
 /// on DC0_H0, zone `zone-a` on that host and region `region-1` on DC0; a vsphere.conf for it
 /// in `dir` (default datastore LocalDS_0).
-fn inventory(dir: &Path) -> (Vcsim, std::path::PathBuf) {
+fn inventory(dir: &Path, conf_extra: &str) -> (Vcsim, std::path::PathBuf) {
     let trace = dir.join("trace.log").display().to_string();
     let sim = Vcsim::start(&["-trace", "-trace-file", &trace]);
     let ds = dir.join("ds1");
@@ -69,7 +72,9 @@ fn inventory(dir: &Path) -> (Vcsim, std::path::PathBuf) {
     let conf = dir.join("vsphere.conf");
     std::fs::write(
         &conf,
-        sim.ini_conf("[Workspace]\ndefault-datastore = \"LocalDS_0\"\n"),
+        sim.ini_conf(&format!(
+            "[Workspace]\ndefault-datastore = \"LocalDS_0\"\n{conf_extra}"
+        )),
     )
     .unwrap();
     (sim, conf)
@@ -115,7 +120,7 @@ async fn vsphere_volumes_provisioned_on_the_class_datastore_and_reclaimed() {
         .await
         .expect("testenv");
     let tmp = tempfile::tempdir().unwrap();
-    let (sim, conf) = inventory(tmp.path());
+    let (sim, conf) = inventory(tmp.path(), "");
 
     let classes: Api<StorageClass> = Api::all(env.client());
     let pvs: Api<PersistentVolume> = Api::all(env.client());
@@ -278,7 +283,7 @@ async fn vsphere_disks_attached_to_the_pods_vm_and_detached_after() {
         .await
         .expect("testenv");
     let tmp = tempfile::tempdir().unwrap();
-    let (sim, conf) = inventory(tmp.path());
+    let (sim, conf) = inventory(tmp.path(), "");
     let uuid = sim.vm_uuid(VM);
     sim.govc(&["datastore.mkdir", "-ds", "LocalDS_0", "kubevols"]);
     sim.govc(&[
@@ -372,6 +377,144 @@ async fn vsphere_disks_attached_to_the_pods_vm_and_detached_after() {
     assert_eq!(requests(tmp.path(), "DeleteVirtualDisk_Task"), 0);
 
     drop(kcm);
+    drop(sim);
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+    let _ = pvs.delete(&pv_name, &DeleteParams::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_helper_waits_for_the_vsphere_attach_and_reports_the_device() {
+    let _group = hypercloud_testenv::group("kubelet_helper_volumes").await;
+    let env = hypercloud_testenv::TestEnv::new("kubelet-vsphere-volumes")
+        .await
+        .expect("testenv");
+    let tmp = tempfile::tempdir().unwrap();
+    let uuid_file = tmp.path().join("product_uuid");
+    let (sim, conf) = inventory(
+        tmp.path(),
+        &format!(
+            "[Hypercloud]\nproduct-uuid-file = {}\n",
+            uuid_file.display()
+        ),
+    );
+    let node = env.unique_name("kvs-node");
+    sim.set_guest(VM, &node, "10.20.0.5");
+    let uuid = sim.vm_uuid(VM);
+    std::fs::write(&uuid_file, uuid.to_uppercase()).unwrap();
+    sim.govc(&["datastore.mkdir", "-ds", "LocalDS_0", "kubevols"]);
+    sim.govc(&[
+        "datastore.disk.create",
+        "-ds",
+        "LocalDS_0",
+        "-size",
+        "1G",
+        "kubevols/kvs-data.vmdk",
+    ]);
+    let path = "[LocalDS_0] kubevols/kvs-data.vmdk";
+    let unique = format!("{PLUGIN}/{path}");
+
+    let client = env.client();
+    let ns = env.namespace();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pp = PostParams::default();
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
+    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&pp, &sa)
+        .await;
+    let pv_name = env.unique_name("kvs-pv");
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": pv_name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "persistentVolumeReclaimPolicy": "Retain",
+                 "vsphereVolume": {"volumePath": path, "fsType": "ext4"},
+                 "claimRef": {"namespace": ns, "name": "data"}},
+    }))
+    .unwrap();
+    pvs.create(&pp, &pv).await.unwrap();
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    claims.create(&pp, &claim).await.unwrap();
+
+    let kubeconfig = env.control_plane().kubeconfig();
+    let mut cmd = personality(BIN, "kubelet-helper");
+    cmd.arg("--cloud-provider=vsphere")
+        .arg(format!("--cloud-config={}", conf.display()))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--hostname-override={node}"))
+        .arg("--v=2");
+    let kubelet = Proc::spawn_with(
+        "kubelet-helper",
+        cmd,
+        tmp.path().join("kubelet.log"),
+        Stdout::Log,
+    );
+    let registered = eventually(
+        "the kubelet to register its Node",
+        Duration::from_secs(60),
+        || async { nodes.get_opt(&node).await.unwrap() },
+    )
+    .await;
+    assert_eq!(
+        registered.spec.unwrap().provider_id,
+        Some(format!("vsphere://{uuid}"))
+    );
+
+    // The pod first, then the controller: the kubelet reports the volume in use and waits.
+    pods.create(&pp, &pod("web", &node, "data")).await.unwrap();
+    eventually(
+        "the kubelet to wait for the attach",
+        Duration::from_secs(30),
+        || async {
+            kubelet
+                .log()
+                .contains(&format!("volume {unique} (volume {pv_name:?}, pods {ns}/web): reported in use; waiting for it to be attached"))
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(vm_disks(&sim, VM).iter().all(|f| f != path));
+
+    let kcm = start_kcm(tmp.path(), kubeconfig, &conf, "attachdetach");
+    let said = eventually(
+        "the kubelet to report the device",
+        Duration::from_secs(60),
+        || async {
+            kubelet
+                .log()
+                .lines()
+                .find(|l| l.starts_with(&format!("volume {unique} ")) && l.contains("is attached"))
+                .map(str::to_owned)
+        },
+    )
+    .await;
+    assert!(
+        said.contains("is attached to this node's instance at /dev/disk/by-id/wwn-0x"),
+        "{said}"
+    );
+    assert!(vm_disks(&sim, VM).iter().any(|f| f == path));
+
+    // The pod goes: the kubelet lets the volume go, the controller removes it from the VM.
+    pods.delete("web", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(
+        "the VM to show the disk detached",
+        Duration::from_secs(60),
+        || async { vm_disks(&sim, VM).iter().all(|f| f != path).then_some(()) },
+    )
+    .await;
+    assert!(attached(&nodes, &node).await.is_empty());
+
+    drop(kcm);
+    drop(kubelet);
     drop(sim);
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
     let _ = pvs.delete(&pv_name, &DeleteParams::default()).await;
