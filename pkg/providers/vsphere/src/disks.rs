@@ -25,8 +25,8 @@ use k8s_openapi::api::core::v1::{
 use crate::error::{Error, Result};
 use crate::inventory::{swapped_uuid, Key};
 use crate::soap::{
-    self, FileBackedVirtualDiskSpec, Moref, ObjectContent, VirtualDevice, VirtualDeviceConfigSpec,
-    VirtualDiskSpec, VirtualMachineConfigSpec,
+    self, DeviceSpec, FileBackedVirtualDiskSpec, Moref, ObjectContent, ScsiControllerSpec,
+    VirtualDevice, VirtualDeviceConfigSpec, VirtualDiskSpec, VirtualMachineConfigSpec,
 };
 use crate::volumes::parse_volume_path;
 use crate::VSphere;
@@ -68,6 +68,9 @@ const SCSI_CONTROLLERS: &[&str] = &[
     "VirtualLsiLogicSASController",
     "VirtualBusLogicController",
 ];
+
+/// SCSI buses a VM has (so at most this many SCSI controllers).
+const SCSI_BUSES: i32 = 4;
 
 /// Units of a SCSI controller; unit 7 is the controller's own.
 const SCSI_UNITS: i32 = 16;
@@ -170,6 +173,17 @@ fn free_scsi_unit(devices: &[VirtualDevice]) -> Option<(i32, i32)> {
                 .map(|u| (c.key, u))
         })
     })
+}
+
+/// The bus for a new SCSI controller: the lowest no SCSI controller uses; `None` when all
+/// four are taken.
+fn free_scsi_bus(devices: &[VirtualDevice]) -> Option<i32> {
+    let used: BTreeSet<i32> = devices
+        .iter()
+        .filter(|d| SCSI_CONTROLLERS.contains(&d.kind.as_str()))
+        .filter_map(|d| d.bus_number)
+        .collect();
+    (0..SCSI_BUSES).find(|b| !used.contains(b))
 }
 
 /// The path the guest's udev gives a disk of this UUID (upstream's attacher:
@@ -473,8 +487,8 @@ impl VolumeAttacher for VSphere {
     /// UUID) and who has the disk. Nothing to do when the VM has it; a disk another VM has
     /// is refused before vCenter is asked; else `ReconfigVM_Task` adds it
     /// (`independent_persistent`) on the first free unit of a SCSI controller, and its task
-    /// is waited for. A VM without a free SCSI unit is refused by name (upstream adds a
-    /// controller).
+    /// is waited for. A VM without a free SCSI unit first gets a pvscsi controller on a free
+    /// bus (its own task, as upstream); one whose four buses are taken is refused by name.
     async fn attach_disk(&self, instance_id: &str, volume_id: &str) -> CloudResult<()> {
         parse_volume_path(volume_id).ok_or_else(|| Error::VolumePath {
             path: volume_id.to_owned(),
@@ -499,18 +513,41 @@ impl VolumeAttacher for VSphere {
             }
             .into());
         }
-        let (controller, unit) =
-            free_scsi_unit(devices(vm)).ok_or_else(|| Error::NoFreeScsiUnit {
-                disk: volume_id.to_owned(),
-                vm: vm_name(vm),
-            })?;
+        let target = vm.obj.clone();
+        let no_unit = || Error::NoFreeScsiUnit {
+            disk: volume_id.to_owned(),
+            vm: vm_name(vm),
+        };
+        let (controller, unit) = match free_scsi_unit(devices(vm)) {
+            Some(found) => found,
+            None => {
+                // As upstream: a pvscsi controller first, in a task of its own.
+                let bus = free_scsi_bus(devices(vm)).ok_or_else(no_unit)?;
+                let spec = VirtualMachineConfigSpec {
+                    device_change: vec![VirtualDeviceConfigSpec {
+                        operation: "add".into(),
+                        device: DeviceSpec::Controller(ScsiControllerSpec::new(-200, bus)),
+                    }],
+                };
+                tracing::info!(vm = %vm_name(vm), bus, "adding a pvscsi controller for volumes");
+                self.run_task(|_| Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone())))
+                    .await?;
+                let again = self
+                    .inventory
+                    .vm_devices_of(&target)
+                    .await?
+                    .ok_or(CloudError::InstanceNotFound)?;
+                free_scsi_unit(devices(&again)).ok_or_else(no_unit)?
+            }
+        };
         let spec = VirtualMachineConfigSpec {
             device_change: vec![VirtualDeviceConfigSpec {
                 operation: "add".into(),
-                device: VirtualDiskSpec::new(-100, volume_id, controller, unit, 0),
+                device: DeviceSpec::Disk(VirtualDiskSpec::new(
+                    -100, volume_id, controller, unit, 0,
+                )),
             }],
         };
-        let target = vm.obj.clone();
         self.run_task(|_| Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone())))
             .await?;
         Ok(())
@@ -533,13 +570,13 @@ impl VolumeAttacher for VSphere {
         let spec = VirtualMachineConfigSpec {
             device_change: vec![VirtualDeviceConfigSpec {
                 operation: "remove".into(),
-                device: VirtualDiskSpec::new(
+                device: DeviceSpec::Disk(VirtualDiskSpec::new(
                     disk.key,
                     volume_id,
                     disk.controller_key.unwrap_or_default(),
                     disk.unit_number.unwrap_or_default(),
                     disk.capacity_in_kb.unwrap_or_default(),
-                ),
+                )),
             }],
         };
         let target = vm.obj.clone();
@@ -716,7 +753,13 @@ mod tests {
             VirtualMachineConfigSpec {
                 device_change: vec![VirtualDeviceConfigSpec {
                     operation: "add".into(),
-                    device: VirtualDiskSpec::new(-100, "[ds] kubevols/a.vmdk", 202, 1, 0),
+                    device: DeviceSpec::Disk(VirtualDiskSpec::new(
+                        -100,
+                        "[ds] kubevols/a.vmdk",
+                        202,
+                        1,
+                        0,
+                    )),
                 }],
             },
         );

@@ -147,9 +147,8 @@ pub enum Error {
         other: String,
     },
 
-    /// A VM without a SCSI controller with a free unit (upstream adds a controller;
-    /// hypercloud does not).
-    #[error("attaching disk {disk} to VM {vm}: the VM has no SCSI controller with a free unit; adding controllers is not implemented by hypercloud's vsphere provider")]
+    /// A VM whose SCSI controllers are full and whose four SCSI buses are taken.
+    #[error("attaching disk {disk} to VM {vm}: every unit of its SCSI controllers and every SCSI bus is taken")]
     NoFreeScsiUnit {
         /// The volume path.
         disk: String,

@@ -203,14 +203,59 @@ pub struct VirtualMachineConfigSpec {
     pub device_change: Vec<VirtualDeviceConfigSpec>,
 }
 
-/// `VirtualDeviceConfigSpec` of a disk, without `fileOperation`: an existing VMDK is added,
-/// and a removed one stays on its datastore.
+/// `VirtualDeviceConfigSpec` of a disk or a SCSI controller, without `fileOperation`: an
+/// existing VMDK is added, and a removed one stays on its datastore.
 #[derive(Clone, Debug, Serialize)]
 pub struct VirtualDeviceConfigSpec {
     /// `add` or `remove`.
     pub operation: String,
-    /// The disk.
-    pub device: VirtualDiskSpec,
+    /// The device.
+    pub device: DeviceSpec,
+}
+
+/// A device to add or remove: a disk, or a SCSI controller for disks.
+#[derive(Clone, Debug)]
+pub enum DeviceSpec {
+    /// A `VirtualDisk`.
+    Disk(VirtualDiskSpec),
+    /// A `ParaVirtualSCSIController`.
+    Controller(ScsiControllerSpec),
+}
+
+impl Serialize for DeviceSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            DeviceSpec::Disk(d) => d.serialize(s),
+            DeviceSpec::Controller(c) => c.serialize(s),
+        }
+    }
+}
+
+/// A new `ParaVirtualSCSIController` (upstream's default `scsicontrollertype`, `pvscsi`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScsiControllerSpec {
+    #[serde(rename = "@xsi:type")]
+    xsi_type: &'static str,
+    /// A negative key: a new device.
+    pub key: i32,
+    /// The SCSI bus (0-3).
+    #[serde(rename = "busNumber")]
+    pub bus_number: i32,
+    /// `noSharing`.
+    #[serde(rename = "sharedBus")]
+    pub shared_bus: String,
+}
+
+impl ScsiControllerSpec {
+    /// A pvscsi controller on `bus_number`, not shared.
+    pub fn new(key: i32, bus_number: i32) -> Self {
+        ScsiControllerSpec {
+            xsi_type: "ParaVirtualSCSIController",
+            key,
+            bus_number,
+            shared_bus: "noSharing".into(),
+        }
+    }
 }
 
 /// A `VirtualDisk` backed by a VMDK file (`VirtualDiskFlatVer2BackingInfo`).
@@ -505,6 +550,9 @@ pub struct VirtualDevice {
     /// A disk's size.
     #[serde(rename = "capacityInKB", default)]
     pub capacity_in_kb: Option<i64>,
+    /// A controller's bus.
+    #[serde(rename = "busNumber", default)]
+    pub bus_number: Option<i32>,
 }
 
 /// A device's backing: of a disk, its VMDK and the UUID the guest sees.

@@ -217,16 +217,33 @@ async fn vmdks_created_attached_detached_and_deleted() {
         kubevols(&sim, "LocalDS_1")
     );
     volumes.delete_volume(path).await.expect("delete again");
-    volumes
-        .delete_volume(&default.id)
-        .await
-        .expect("delete default");
     assert!(matches!(
         attacher
             .attach_disk("00000000-0000-0000-0000-000000000000", path)
             .await,
         Err(CloudError::InstanceNotFound)
     ));
+
+    // A VM without a SCSI controller (govc removes VM1's) first gets a pvscsi controller.
+    sim.govc(&["device.remove", "-vm", VM1, "pvscsi-202"]);
+    let path2 = "[LocalDS_0] kubevols/kubernetes-dynamic-pvc-2.vmdk";
+    attacher
+        .attach_disk(&vm1, path2)
+        .await
+        .expect("attach with a new controller");
+    assert!(
+        vm_disks(&sim, VM1).iter().any(|f| f == path2),
+        "{:?}",
+        vm_disks(&sim, VM1)
+    );
+    let listing = sim.govc(&["device.ls", "-vm", VM1]);
+    assert!(listing.contains("ParaVirtualSCSIController"), "{listing}");
+    attacher.detach_disk(&vm1, path2).await.expect("detach");
+    assert!(vm_disks(&sim, VM1).iter().all(|f| f != path2));
+    volumes
+        .delete_volume(&default.id)
+        .await
+        .expect("delete default");
 
     let per_volume = provision_calls + attach_calls + detach_calls + delete_calls;
     eprintln!(
