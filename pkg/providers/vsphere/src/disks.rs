@@ -60,8 +60,7 @@ const POLICY_KEYS: &[&str] = &[
     "iopslimit",
 ];
 
-/// SCSI controller types a disk may be added to, the preferred (upstream's default `pvscsi`)
-/// first.
+/// SCSI controller types (for the buses they take).
 const SCSI_CONTROLLERS: &[&str] = &[
     "ParaVirtualSCSIController",
     "VirtualLsiLogicController",
@@ -158,20 +157,18 @@ fn disk_of<'a>(devices: &'a [VirtualDevice], path: &str) -> Option<&'a VirtualDe
     })
 }
 
-/// A SCSI controller with a free unit (`(controller key, unit)`): the preferred controller
-/// type first, the lowest free unit.
-fn free_scsi_unit(devices: &[VirtualDevice]) -> Option<(i32, i32)> {
-    SCSI_CONTROLLERS.iter().find_map(|kind| {
-        devices.iter().filter(|c| c.kind == *kind).find_map(|c| {
-            let used: BTreeSet<i32> = devices
-                .iter()
-                .filter(|d| d.controller_key == Some(c.key))
-                .filter_map(|d| d.unit_number)
-                .collect();
-            (0..SCSI_UNITS)
-                .find(|u| *u != SCSI_CONTROLLER_UNIT && !used.contains(u))
-                .map(|u| (c.key, u))
-        })
+/// A SCSI controller of type `kind` with a free unit (`(controller key, unit)`), the lowest
+/// free unit; as upstream, controllers of other types are not used.
+fn free_scsi_unit(devices: &[VirtualDevice], kind: &str) -> Option<(i32, i32)> {
+    devices.iter().filter(|c| c.kind == kind).find_map(|c| {
+        let used: BTreeSet<i32> = devices
+            .iter()
+            .filter(|d| d.controller_key == Some(c.key))
+            .filter_map(|d| d.unit_number)
+            .collect();
+        (0..SCSI_UNITS)
+            .find(|u| *u != SCSI_CONTROLLER_UNIT && !used.contains(u))
+            .map(|u| (c.key, u))
     })
 }
 
@@ -486,9 +483,10 @@ impl VolumeAttacher for VSphere {
     /// As upstream `AttachDisk`: one listing of every VM's devices finds the VM (by its BIOS
     /// UUID) and who has the disk. Nothing to do when the VM has it; a disk another VM has
     /// is refused before vCenter is asked; else `ReconfigVM_Task` adds it
-    /// (`independent_persistent`) on the first free unit of a SCSI controller, and its task
-    /// is waited for. A VM without a free SCSI unit first gets a pvscsi controller on a free
-    /// bus (its own task, as upstream); one whose four buses are taken is refused by name.
+    /// (`independent_persistent`) on the first free unit of a SCSI controller of
+    /// `[Disk] scsicontrollertype` (pvscsi by default), and its task is waited for. A VM
+    /// without a free unit there first gets such a controller on a free bus (its own task, as
+    /// upstream); one whose four buses are taken is refused by name.
     async fn attach_disk(&self, instance_id: &str, volume_id: &str) -> CloudResult<()> {
         parse_volume_path(volume_id).ok_or_else(|| Error::VolumePath {
             path: volume_id.to_owned(),
@@ -518,18 +516,19 @@ impl VolumeAttacher for VSphere {
             disk: volume_id.to_owned(),
             vm: vm_name(vm),
         };
-        let (controller, unit) = match free_scsi_unit(devices(vm)) {
+        let kind = self.config.scsi_controller_type;
+        let (controller, unit) = match free_scsi_unit(devices(vm), kind) {
             Some(found) => found,
             None => {
-                // As upstream: a pvscsi controller first, in a task of its own.
+                // As upstream: a controller of the configured type first, in a task of its own.
                 let bus = free_scsi_bus(devices(vm)).ok_or_else(no_unit)?;
                 let spec = VirtualMachineConfigSpec {
                     device_change: vec![VirtualDeviceConfigSpec {
                         operation: "add".into(),
-                        device: DeviceSpec::Controller(ScsiControllerSpec::new(-200, bus)),
+                        device: DeviceSpec::Controller(ScsiControllerSpec::new(kind, -200, bus)),
                     }],
                 };
-                tracing::info!(vm = %vm_name(vm), bus, "adding a pvscsi controller for volumes");
+                tracing::info!(vm = %vm_name(vm), bus, kind, "adding a SCSI controller for volumes");
                 self.run_task(|_| Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone())))
                     .await?;
                 let again = self
@@ -537,7 +536,7 @@ impl VolumeAttacher for VSphere {
                     .vm_devices_of(&target)
                     .await?
                     .ok_or(CloudError::InstanceNotFound)?;
-                free_scsi_unit(devices(&again)).ok_or_else(no_unit)?
+                free_scsi_unit(devices(&again), kind).ok_or_else(no_unit)?
             }
         };
         let spec = VirtualMachineConfigSpec {
@@ -717,17 +716,35 @@ mod tests {
             device("ParaVirtualSCSIController", 202, Some(100), Some(3)),
             device("VirtualDisk", 204, Some(202), Some(0)),
         ];
-        assert_eq!(free_scsi_unit(&devs), Some((202, 1)));
+        const PV: &str = "ParaVirtualSCSIController";
+        assert_eq!(free_scsi_unit(&devs, PV), Some((202, 1)));
+        // Only controllers of the configured type.
+        assert_eq!(free_scsi_unit(&devs, "VirtualLsiLogicSASController"), None);
         for u in 1..7 {
             devs.push(device("VirtualDisk", 300 + u, Some(202), Some(u)));
         }
         // Unit 7 is the controller's.
-        assert_eq!(free_scsi_unit(&devs), Some((202, 8)));
+        assert_eq!(free_scsi_unit(&devs, PV), Some((202, 8)));
         for u in 8..16 {
             devs.push(device("VirtualDisk", 300 + u, Some(202), Some(u)));
         }
-        assert_eq!(free_scsi_unit(&devs), None);
-        assert_eq!(free_scsi_unit(&devs[..1]), None);
+        assert_eq!(free_scsi_unit(&devs, PV), None);
+        assert_eq!(free_scsi_unit(&devs[..1], PV), None);
+        // A new controller takes the lowest free bus.
+        let mut c = device(PV, 202, Some(100), Some(3));
+        c.bus_number = Some(0);
+        let mut other = device("VirtualLsiLogicSASController", 1000, Some(100), Some(4));
+        other.bus_number = Some(1);
+        assert_eq!(free_scsi_bus(&[c.clone()]), Some(1));
+        assert_eq!(free_scsi_bus(&[c.clone(), other.clone()]), Some(2));
+        let full: Vec<VirtualDevice> = (0..4)
+            .map(|b| {
+                let mut d = device(PV, 202 + b, Some(100), Some(3));
+                d.bus_number = Some(b);
+                d
+            })
+            .collect();
+        assert_eq!(free_scsi_bus(&full), None);
     }
 
     #[test]

@@ -218,7 +218,7 @@ pub struct VirtualDeviceConfigSpec {
 pub enum DeviceSpec {
     /// A `VirtualDisk`.
     Disk(VirtualDiskSpec),
-    /// A `ParaVirtualSCSIController`.
+    /// A SCSI controller.
     Controller(ScsiControllerSpec),
 }
 
@@ -231,11 +231,12 @@ impl Serialize for DeviceSpec {
     }
 }
 
-/// A new `ParaVirtualSCSIController` (upstream's default `scsicontrollertype`, `pvscsi`).
+/// A new SCSI controller (`ParaVirtualSCSIController`, `VirtualLsiLogicSASController`).
 #[derive(Clone, Debug, Serialize)]
 pub struct ScsiControllerSpec {
+    /// The controller type.
     #[serde(rename = "@xsi:type")]
-    xsi_type: &'static str,
+    pub kind: &'static str,
     /// A negative key: a new device.
     pub key: i32,
     /// The SCSI bus (0-3).
@@ -247,10 +248,10 @@ pub struct ScsiControllerSpec {
 }
 
 impl ScsiControllerSpec {
-    /// A pvscsi controller on `bus_number`, not shared.
-    pub fn new(key: i32, bus_number: i32) -> Self {
+    /// A controller of type `kind` on `bus_number`, not shared.
+    pub fn new(kind: &'static str, key: i32, bus_number: i32) -> Self {
         ScsiControllerSpec {
-            xsi_type: "ParaVirtualSCSIController",
+            kind,
             key,
             bus_number,
             shared_bus: "noSharing".into(),

@@ -240,6 +240,20 @@ async fn vmdks_created_attached_detached_and_deleted() {
     assert!(listing.contains("ParaVirtualSCSIController"), "{listing}");
     attacher.detach_disk(&vm1, path2).await.expect("detach");
     assert!(vm_disks(&sim, VM1).iter().all(|f| f != path2));
+    // [Disk] scsicontrollertype = lsilogic-sas: VM1's pvscsi controller is not used; an LSI
+    // Logic SAS controller is added.
+    let sas = started(&sim.ini_conf("[Disk]\nscsicontrollertype = lsilogic-sas\n")).await;
+    let sas_attacher = sas.volume_attacher().expect("volume attacher");
+    sas_attacher
+        .attach_disk(&vm1, path2)
+        .await
+        .expect("attach on an lsilogic-sas controller");
+    let listing = sim.govc(&["device.ls", "-vm", VM1]);
+    assert!(
+        listing.contains("VirtualLsiLogicSASController"),
+        "{listing}"
+    );
+    sas_attacher.detach_disk(&vm1, path2).await.expect("detach");
     volumes
         .delete_volume(&default.id)
         .await
