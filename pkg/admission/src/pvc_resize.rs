@@ -2,7 +2,8 @@
 //! claim's storage request may grow only when its StorageClass sets
 //! `allowVolumeExpansion: true` and its volume is of a type that can be expanded (a CSI volume,
 //! or an in-tree Cinder, GCE persistent disk or AWS EBS volume, which the cloud's provider
-//! grows; upstream allowed the same in-tree types).
+//! grows (upstream allowed the same in-tree types); a `vsphereVolume` is refused by name, as
+//! upstream v1.20's vSphere plugin had no expansion).
 //! Shrinking is the apiserver's own validation, not ours.
 
 use std::sync::Arc;
@@ -85,15 +86,25 @@ async fn allowed(webhook: &Webhook, pvc: &PersistentVolumeClaim) -> crate::Resul
         what: format!("PersistentVolume {pv_name}"),
         source: Box::new(source),
     })?;
-    let expandable = pv.and_then(|p| p.spec).is_some_and(|s| expandable(&s));
+    let spec = pv.and_then(|p| p.spec);
+    if spec.as_ref().is_some_and(|s| s.vsphere_volume.is_some()) {
+        return Ok(Some(format!(
+            "the volume type of PersistentVolume {pv_name} does not support resizing: {VSPHERE_NO_EXPANSION}"
+        )));
+    }
+    let expandable = spec.is_some_and(|s| expandable(&s));
     Ok((!expandable).then(|| {
         format!("the volume type of PersistentVolume {pv_name} does not support resizing")
     }))
 }
 
+/// Why `vsphereVolume` claims may not grow, named in the denial.
+const VSPHERE_NO_EXPANSION: &str = "the in-tree kubernetes.io/vsphere-volume plugin had no volume expansion in Kubernetes v1.20 (only the vSphere CSI driver grows disks)";
+
 /// Whether a PV's volume source is one whose growth is served: CSI, or the in-tree plugins
 /// hypercloud's providers expand (`kubernetes.io/cinder`, `kubernetes.io/gce-pd`,
-/// `kubernetes.io/aws-ebs`).
+/// `kubernetes.io/aws-ebs`; not `kubernetes.io/vsphere-volume`, which upstream v1.20 could not
+/// expand).
 fn expandable(spec: &PersistentVolumeSpec) -> bool {
     spec.csi.is_some()
         || spec.cinder.is_some()
@@ -167,6 +178,7 @@ mod tests {
         for source in [
             serde_json::json!({"azureDisk": {"diskName": "d", "diskURI": "u"}}),
             serde_json::json!({"hostPath": {"path": "/v"}}),
+            serde_json::json!({"vsphereVolume": {"volumePath": "[ds] kubevols/v.vmdk"}}),
             serde_json::json!({}),
         ] {
             assert!(!expandable(&spec(source.clone())), "{source}");

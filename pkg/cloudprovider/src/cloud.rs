@@ -182,6 +182,9 @@ pub struct VolumeRequest {
     pub zone: String,
     /// The StorageClass's `type` parameter; empty: the cloud's default type.
     pub volume_type: String,
+    /// Where within the zone to create it (vSphere's `datastore`); empty: the cloud's default.
+    #[serde(default)]
+    pub pool: String,
     /// Tags recorded on the volume (`kubernetes.io/created-for/pvc/name`, ...).
     pub tags: BTreeMap<String, String>,
     /// The plugin's own settings from the class ([`ClassParameters::options`]), for
@@ -208,6 +211,9 @@ pub struct ClassParameters {
     /// unchanged in [`VolumeRequest::options`]. Empty for Cinder and GCE PD.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
+    /// Where within the zone volumes go (vSphere `datastore`); empty: the cloud's default.
+    #[serde(default)]
+    pub pool: String,
 }
 
 /// The keys of the in-tree Cinder plugin (`type`, `availability`, `fsType`; case-insensitive),

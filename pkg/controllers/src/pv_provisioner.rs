@@ -373,6 +373,7 @@ pub async fn provision(
         zone,
         volume_type: params.volume_type.clone(),
         options: params.options.clone(),
+        pool: params.pool.clone(),
         tags: [
             (TAG_PVC_NAMESPACE.to_owned(), ns.clone()),
             (TAG_PVC_NAME.to_owned(), name.clone()),

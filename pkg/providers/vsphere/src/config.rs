@@ -139,7 +139,7 @@ pub struct Workspace {
     pub datacenter: Option<String>,
     /// `folder`.
     pub folder: Option<String>,
-    /// `default-datastore`.
+    /// `default-datastore`: where volumes go when their StorageClass names no `datastore`.
     pub default_datastore: Option<String>,
     /// `resourcepool-path`.
     pub resourcepool_path: Option<String>,
@@ -166,6 +166,10 @@ pub struct Config {
     pub product_uuid_file: PathBuf,
     /// `[Hypercloud] cache-ttl`: how long one listing of every VM answers look-ups.
     pub cache_ttl: Duration,
+    /// `[Disk] scsicontrollertype` as the vim25 device type volumes are attached to
+    /// (`pvscsi`, the default: `ParaVirtualSCSIController`; `lsilogic-sas`:
+    /// `VirtualLsiLogicSASController`).
+    pub scsi_controller_type: &'static str,
     /// Keys that were accepted but change nothing, or are unknown: one line each, by name.
     pub warnings: Vec<String>,
 }
@@ -249,8 +253,16 @@ struct Builder {
     product_uuid_file: Option<PathBuf>,
     cache_ttl: Option<Duration>,
     plain_http: bool,
+    scsi_controller_type: Option<&'static str>,
     warnings: Vec<String>,
 }
+
+/// `[Disk] scsicontrollertype` values upstream accepts, and the vim25 controller type each
+/// names; the first is the default.
+const SCSI_CONTROLLER_TYPES: &[(&str, &str)] = &[
+    ("pvscsi", "ParaVirtualSCSIController"),
+    ("lsilogic-sas", "VirtualLsiLogicSASController"),
+];
 
 const NO_SECRETS: &str = "hypercloud's vsphere provider does not read credentials from Kubernetes Secrets or a secrets directory; put user and password in the config file";
 
@@ -301,7 +313,15 @@ impl Builder {
                 _ => self.unknown(e),
             },
             "disk" => match key {
-                "scsicontrollertype" => self.no_effect(e, "hypercloud attaches no disks"),
+                "scsicontrollertype" => {
+                    let t = SCSI_CONTROLLER_TYPES
+                        .iter()
+                        .find(|(name, _)| name.eq_ignore_ascii_case(v))
+                        .ok_or_else(|| {
+                            format!("{v:?} is not a supported SCSI controller type: configure 'lsilogic-sas' or 'pvscsi'")
+                        })?;
+                    self.scsi_controller_type = Some(t.1);
+                }
                 _ => self.unknown(e),
             },
             "hypercloud" => match key {
@@ -449,12 +469,10 @@ impl Builder {
                 ));
             }
         }
+        // default-datastore is where volumes go; folder and resourcepool-path placed the
+        // dummy VMs of storage-policy volumes, which hypercloud refuses.
         for (key, set) in [
             ("folder", self.workspace.folder.is_some()),
-            (
-                "default-datastore",
-                self.workspace.default_datastore.is_some(),
-            ),
             (
                 "resourcepool-path",
                 self.workspace.resourcepool_path.is_some(),
@@ -462,7 +480,7 @@ impl Builder {
         ] {
             if set {
                 self.warnings.push(format!(
-                    "[Workspace] {key}: accepted but has no effect: it places volumes the in-tree volume plugin created; hypercloud creates no volumes"
+                    "[Workspace] {key}: accepted but has no effect: upstream placed the dummy VMs of storage-policy volumes there; hypercloud's vsphere provider makes no storage-policy volumes"
                 ));
             }
         }
@@ -493,6 +511,9 @@ impl Builder {
                 .product_uuid_file
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_PRODUCT_UUID_FILE)),
             cache_ttl: self.cache_ttl.unwrap_or(DEFAULT_CACHE_TTL),
+            scsi_controller_type: self
+                .scsi_controller_type
+                .unwrap_or(SCSI_CONTROLLER_TYPES[0].1),
             warnings: self.warnings,
         })
     }
@@ -754,6 +775,7 @@ datacenters = "DC0, DC1"
 server = "127.0.0.1"
 datacenter = "DC0"
 default-datastore = "LocalDS_0"
+folder = "kubernetes"
 
 [Labels]
 region = k8s-region
@@ -804,8 +826,36 @@ labels:
             "{:?}",
             yaml.warnings
         );
-        assert!(ini.warnings.iter().any(|w| w.contains("default-datastore")));
+        assert!(ini.warnings.iter().any(|w| w.contains("folder")));
+        assert!(!ini.warnings.iter().any(|w| w.contains("default-datastore")));
+        assert_eq!(
+            ini.workspace.default_datastore.as_deref(),
+            Some("LocalDS_0")
+        );
         assert!(!format!("{:?}", ini.vcenter).contains("s3cr"));
+    }
+
+    #[test]
+    fn scsi_controller_types_as_upstream() {
+        let base = "[Global]\nuser = u\npassword = p\n[VirtualCenter \"vc\"]\n";
+        let parse = |extra: &str| Config::parse(&format!("{base}{extra}"), "t.conf");
+        assert_eq!(
+            parse("").expect("default").scsi_controller_type,
+            "ParaVirtualSCSIController"
+        );
+        assert_eq!(
+            parse("[Disk]\nscsicontrollertype = lsilogic-sas\n")
+                .expect("lsilogic-sas")
+                .scsi_controller_type,
+            "VirtualLsiLogicSASController"
+        );
+        let err = parse("[Disk]\nscsicontrollertype = buslogic\n")
+            .expect_err("not supported")
+            .to_string();
+        assert!(
+            err.contains("\"buslogic\" is not a supported SCSI controller type"),
+            "{err}"
+        );
     }
 
     #[test]

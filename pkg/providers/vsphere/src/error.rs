@@ -90,6 +90,99 @@ pub enum Error {
         known: String,
     },
 
+    /// A StorageClass parameter of `kubernetes.io/vsphere-volume` that is unknown, or that
+    /// names what the provider cannot do (storage policies, vSAN capabilities).
+    #[error("StorageClass parameters of kubernetes.io/vsphere-volume: {0}")]
+    VolumeParameters(String),
+
+    /// A volume path that is not `[datastore] path/disk.vmdk`.
+    #[error("{path:?} is not a vSphere volume path ([datastore] path/disk.vmdk)")]
+    VolumePath {
+        /// The path as given.
+        path: String,
+    },
+
+    /// A datastore that no datacenter in scope has.
+    #[error("datastore {datastore:?} is not in any datacenter in scope")]
+    UnknownDatastore {
+        /// The datastore's name.
+        datastore: String,
+    },
+
+    /// A vCenter task that failed (`info.state` = `error`).
+    #[error("{operation}: task {task} failed: {fault}: {message}")]
+    Task {
+        /// The method that started the task.
+        operation: String,
+        /// The task's ID.
+        task: String,
+        /// The fault type (`FileAlreadyExists`, `FileNotFound`, ...).
+        fault: String,
+        /// The fault's localized message.
+        message: String,
+    },
+
+    /// A vCenter task that did not finish in time.
+    #[error("{operation}: task {task} still {state} after {seconds}s")]
+    TaskTimeout {
+        /// The method that started the task.
+        operation: String,
+        /// The task's ID.
+        task: String,
+        /// Its last state (`queued`, `running`).
+        state: String,
+        /// How long it was waited for.
+        seconds: u64,
+    },
+
+    /// Attaching a disk that another VM has: refused before vCenter is asked (vSphere locks
+    /// a VMDK to one powered-on VM).
+    #[error("attaching disk {disk} to VM {vm}: it is attached to a different VM ({other})")]
+    AttachDisk {
+        /// The volume path.
+        disk: String,
+        /// The VM it was to be attached to.
+        vm: String,
+        /// The VM that has it.
+        other: String,
+    },
+
+    /// A VM whose SCSI controllers are full and whose four SCSI buses are taken.
+    #[error("attaching disk {disk} to VM {vm}: every unit of its SCSI controllers and every SCSI bus is taken")]
+    NoFreeScsiUnit {
+        /// The volume path.
+        disk: String,
+        /// The VM.
+        vm: String,
+    },
+
+    /// Deleting a disk a VM still has (upstream's `DeletedVolumeInUseError`; the caller
+    /// retries once it is detached).
+    #[error("deleting disk {disk}: the disk is attached to VM {vm}")]
+    DeleteDiskInUse {
+        /// The volume path.
+        disk: String,
+        /// The VM that has it.
+        vm: String,
+    },
+
+    /// Growing a `kubernetes.io/vsphere-volume` disk: the in-tree plugin of Kubernetes v1.20
+    /// cannot (only the vSphere CSI driver can).
+    #[error("expanding disk {disk}: the in-tree kubernetes.io/vsphere-volume plugin does not support volume expansion (as upstream v1.20); use the vSphere CSI driver (csi.vsphere.vmware.com)")]
+    ExpandVolume {
+        /// The volume path.
+        disk: String,
+    },
+
+    /// The device path of a disk that is not attached to the VM.
+    #[error("device path of disk {disk}: it is not attached to VM {vm}")]
+    DiskPath {
+        /// The volume path.
+        disk: String,
+        /// The VM.
+        vm: String,
+    },
+
     /// The local SMBIOS UUID could not be read.
     #[error("reading this machine's VM UUID from {path}: {message}")]
     ReadProductUuid {
@@ -130,7 +223,18 @@ impl hypercloud_cloudprovider::ProviderError for Error {
             | Error::Decode { operation, .. }
             | Error::Rest { operation, .. } => operation.clone(),
             Error::InvalidLogin { .. } => "Login".into(),
-            Error::UnknownDatacenter { .. } => "FindByInventoryPath".into(),
+            Error::UnknownDatacenter { .. } | Error::UnknownDatastore { .. } => {
+                "FindByInventoryPath".into()
+            }
+            Error::VolumeParameters(_) => "storage class parameters".into(),
+            Error::VolumePath { .. } => "parse volume path".into(),
+            Error::Task { operation, .. } | Error::TaskTimeout { operation, .. } => {
+                operation.clone()
+            }
+            Error::AttachDisk { .. } | Error::NoFreeScsiUnit { .. } => "ReconfigVM_Task".into(),
+            Error::DeleteDiskInUse { .. } => "DeleteVirtualDisk_Task".into(),
+            Error::ExpandVolume { .. } => "ExtendVirtualDisk_Task".into(),
+            Error::DiskPath { .. } => "RetrievePropertiesEx".into(),
             _ => "configure".into(),
         }
     }
@@ -138,7 +242,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
     fn status(&self) -> Option<u16> {
         match self {
             Error::Decode { status, .. } | Error::Rest { status, .. } => Some(*status),
-            Error::Fault { .. } => Some(500),
+            Error::Fault { .. } | Error::Task { .. } => Some(500),
             _ => None,
         }
     }

@@ -39,6 +39,14 @@ pub(crate) const VM_PROPERTIES: [&str; 9] = [
     "summary.config.guestId",
 ];
 
+/// The VM properties read to find disks.
+pub(crate) const VM_DEVICE_PROPERTIES: [&str; 3] =
+    ["name", "config.uuid", "config.hardware.device"];
+
+/// How long a vCenter task (creating, deleting, attaching a disk) is waited for. Upstream
+/// waits without a bound (`task.Wait`).
+pub(crate) const TASK_DEADLINE: Duration = Duration::from_secs(300);
+
 const PAGE: u32 = 1000;
 
 /// One VM as a Node needs it.
@@ -318,6 +326,118 @@ impl Inventory {
                 .clone()])
         } else {
             Ok(c)
+        }
+    }
+
+    /// The datacenters in scope as resolved at start-up, in the configured order (empty when
+    /// none is configured).
+    pub async fn datacenters(&self) -> Vec<Moref> {
+        self.containers.lock().await.clone()
+    }
+
+    /// Every VM in scope with its name, `config.uuid` and devices (one container view per
+    /// session and one paged `RetrievePropertiesEx`): who has which disk.
+    pub async fn vm_devices(&self) -> Result<Vec<ObjectContent>> {
+        let mut out = Vec::new();
+        for scope in self.scopes().await? {
+            out.extend(
+                self.list_view(&scope, "VirtualMachine", &VM_DEVICE_PROPERTIES)
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Every datastore in scope: its reference and name.
+    pub async fn datastores(&self) -> Result<Vec<(Moref, String)>> {
+        let mut out = Vec::new();
+        for scope in self.scopes().await? {
+            for o in self.list_view(&scope, "Datastore", &["name"]).await? {
+                let name = o.text("name").unwrap_or_default().to_owned();
+                out.push((o.obj, name));
+            }
+        }
+        Ok(out)
+    }
+
+    /// One VM's name, `config.uuid` and devices; `None` when it is gone.
+    pub async fn vm_devices_of(&self, vm: &Moref) -> Result<Option<ObjectContent>> {
+        let objs = self
+            .retrieve(PropertyFilterSpec {
+                prop_set: vec![PropertySpec {
+                    kind: "VirtualMachine".into(),
+                    path_set: VM_DEVICE_PROPERTIES
+                        .iter()
+                        .map(|p| (*p).to_owned())
+                        .collect(),
+                }],
+                object_set: vec![ObjectSpec {
+                    obj: vm.clone(),
+                    skip: false,
+                    select_set: Vec::new(),
+                }],
+            })
+            .await;
+        match objs {
+            Ok(objs) => Ok(objs.into_iter().next()),
+            Err(Error::Fault { fault, .. }) if fault == "ManagedObjectNotFound" => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits for a task to end (polling `info.state`, 50 ms doubling to 1 s, for at most
+    /// [`TASK_DEADLINE`]): `Ok` when it succeeded, [`Error::Task`] naming its fault when it
+    /// failed. `operation` is the method that started it.
+    pub async fn wait_for_task(&self, task: &Moref, operation: &str) -> Result<()> {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let objs = self
+                .retrieve(PropertyFilterSpec {
+                    prop_set: vec![PropertySpec {
+                        kind: "Task".into(),
+                        path_set: vec!["info.state".into(), "info.error".into()],
+                    }],
+                    object_set: vec![ObjectSpec {
+                        obj: task.clone(),
+                        skip: false,
+                        select_set: Vec::new(),
+                    }],
+                })
+                .await?;
+            let info = objs.first();
+            let state = info
+                .and_then(|o| o.text("info.state"))
+                .unwrap_or_default()
+                .to_owned();
+            match state.as_str() {
+                "success" => return Ok(()),
+                "error" => {
+                    let err = info.and_then(|o| o.get("info.error"));
+                    return Err(Error::Task {
+                        operation: operation.into(),
+                        task: task.value.clone(),
+                        fault: err
+                            .and_then(|e| e.fault.as_ref())
+                            .and_then(|f| f.kind.clone())
+                            .unwrap_or_else(|| "Unknown".into()),
+                        message: err
+                            .and_then(|e| e.localized_message.clone())
+                            .unwrap_or_default(),
+                    });
+                }
+                _ => {}
+            }
+            if start.elapsed() + delay > TASK_DEADLINE {
+                return Err(Error::TaskTimeout {
+                    operation: operation.into(),
+                    task: task.value.clone(),
+                    state,
+                    seconds: TASK_DEADLINE.as_secs(),
+                });
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
         }
     }
 

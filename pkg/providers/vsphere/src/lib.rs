@@ -8,9 +8,11 @@
 //!
 //! Capabilities: Instances, InstancesV2 and Zones (VMs found by provider ID
 //! `vsphere://<uuid>`, SMBIOS UUID, name, guest DNS name or IP; answered from one short-lived
-//! listing of every VM; zones and regions from tags), PvLabeler (`vsphereVolume` PVs: the
-//! datastore's zone and region from tags). Not supported, as upstream: LoadBalancer, Routes,
-//! Clusters.
+//! listing of every VM; zones and regions from tags), PvLabeler (`vsphereVolume` PVs and
+//! `csi.vsphere.vmware.com` PVs: the datastore's zone and region from tags), and the in-tree
+//! `kubernetes.io/vsphere-volume` plugin's VolumeProvisioner and VolumeAttacher (VMDKs under
+//! `kubevols/` on a datastore, added to and removed from VMs; expansion refused by name, as
+//! upstream v1.20 had none). Not supported, as upstream: LoadBalancer, Routes, Clusters.
 //!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
@@ -28,10 +30,12 @@
 //! Start here: [`register`] and [`VSphere`], then `src/inventory.rs` (the listing every VM is
 //! answered from) and `src/soap.rs` (the vim25 requests); [`config`] for `vsphere.conf`.
 //!
-//! Not here: load balancers and routes (vSphere has none, as upstream), or volumes beyond labels.
+//! Not here: load balancers and routes (vSphere has none, as upstream); storage-policy (SPBM)
+//! volumes and volume expansion (refused by name).
 
 mod client;
 pub mod config;
+mod disks;
 mod error;
 mod instances;
 mod inventory;
@@ -46,6 +50,7 @@ use async_trait::async_trait;
 use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
 
 pub use config::Config;
+pub use disks::{volume_parameters, VolumeParameters, VSPHERE_VOLUME_PLUGIN};
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, provider_id, PROVIDER_ID_PREFIX};
 pub use volumes::parse_volume_path;
@@ -238,6 +243,6 @@ impl Interface for VSphere {
     }
 
     hypercloud_cloudprovider::capability_getters! {
-        instances, instances_v2, zones, pv_labeler
+        instances, instances_v2, zones, pv_labeler, volume_provisioner, volume_attacher
     }
 }

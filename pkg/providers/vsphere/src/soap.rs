@@ -72,6 +72,7 @@ macro_rules! method {
     ($name:ident -> $ret:ty { $($(#[$m:meta])* $field:ident : $ty:ty),* $(,)? }) => {
         #[doc = concat!("The vim25 `", stringify!($name), "` method.")]
         #[derive(Serialize, Debug, Clone)]
+        #[allow(non_camel_case_types)]
         pub struct $name {
             #[serde(rename = "@xmlns")]
             xmlns: &'static str,
@@ -133,6 +134,181 @@ method!(RetrievePropertiesEx -> Option<RetrieveResult> {
 method!(ContinueRetrievePropertiesEx -> Option<RetrieveResult> {
     token: String,
 });
+method!(MakeDirectory -> () {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")] datacenter: Option<Moref>,
+    #[serde(rename = "createParentDirectories")] create_parent_directories: bool,
+});
+method!(CreateVirtualDisk_Task -> Moref {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")] datacenter: Option<Moref>,
+    spec: FileBackedVirtualDiskSpec,
+});
+method!(DeleteVirtualDisk_Task -> Moref {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")] datacenter: Option<Moref>,
+});
+method!(RetrieveVStorageObject -> Ignored {
+    id: VStorageObjectId,
+    datastore: Moref,
+});
+method!(ReconfigVM_Task -> Moref {
+    spec: VirtualMachineConfigSpec,
+});
+
+/// A First Class Disk's ID (`ID`).
+#[derive(Clone, Debug, Serialize)]
+pub struct VStorageObjectId {
+    /// The ID (the vSphere CSI driver's volume handle).
+    pub id: String,
+}
+
+/// A return value only checked for being there.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Ignored {}
+
+/// `FileBackedVirtualDiskSpec`: a new VMDK of a size (`VirtualDiskManager.CreateVirtualDisk_Task`).
+#[derive(Clone, Debug, Serialize)]
+pub struct FileBackedVirtualDiskSpec {
+    #[serde(rename = "@xsi:type")]
+    xsi_type: &'static str,
+    /// `thin`, `preallocated` or `eagerZeroedThick`.
+    #[serde(rename = "diskType")]
+    pub disk_type: String,
+    /// `lsiLogic`, as upstream's volumes.
+    #[serde(rename = "adapterType")]
+    pub adapter_type: String,
+    /// The size in KiB.
+    #[serde(rename = "capacityKb")]
+    pub capacity_kb: u64,
+}
+
+impl FileBackedVirtualDiskSpec {
+    /// A disk of `disk_type` and `capacity_kb` for an LSI Logic adapter.
+    pub fn new(disk_type: &str, capacity_kb: u64) -> Self {
+        FileBackedVirtualDiskSpec {
+            xsi_type: "FileBackedVirtualDiskSpec",
+            disk_type: disk_type.into(),
+            adapter_type: "lsiLogic".into(),
+            capacity_kb,
+        }
+    }
+}
+
+/// `VirtualMachineConfigSpec`, only its device changes.
+#[derive(Clone, Debug, Serialize)]
+pub struct VirtualMachineConfigSpec {
+    /// Devices to add or remove.
+    #[serde(rename = "deviceChange")]
+    pub device_change: Vec<VirtualDeviceConfigSpec>,
+}
+
+/// `VirtualDeviceConfigSpec` of a disk or a SCSI controller, without `fileOperation`: an
+/// existing VMDK is added, and a removed one stays on its datastore.
+#[derive(Clone, Debug, Serialize)]
+pub struct VirtualDeviceConfigSpec {
+    /// `add` or `remove`.
+    pub operation: String,
+    /// The device.
+    pub device: DeviceSpec,
+}
+
+/// A device to add or remove: a disk, or a SCSI controller for disks.
+#[derive(Clone, Debug)]
+pub enum DeviceSpec {
+    /// A `VirtualDisk`.
+    Disk(VirtualDiskSpec),
+    /// A SCSI controller.
+    Controller(ScsiControllerSpec),
+}
+
+impl Serialize for DeviceSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            DeviceSpec::Disk(d) => d.serialize(s),
+            DeviceSpec::Controller(c) => c.serialize(s),
+        }
+    }
+}
+
+/// A new SCSI controller (`ParaVirtualSCSIController`, `VirtualLsiLogicSASController`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScsiControllerSpec {
+    /// The controller type.
+    #[serde(rename = "@xsi:type")]
+    pub kind: &'static str,
+    /// A negative key: a new device.
+    pub key: i32,
+    /// The SCSI bus (0-3).
+    #[serde(rename = "busNumber")]
+    pub bus_number: i32,
+    /// `noSharing`.
+    #[serde(rename = "sharedBus")]
+    pub shared_bus: String,
+}
+
+impl ScsiControllerSpec {
+    /// A controller of type `kind` on `bus_number`, not shared.
+    pub fn new(kind: &'static str, key: i32, bus_number: i32) -> Self {
+        ScsiControllerSpec {
+            kind,
+            key,
+            bus_number,
+            shared_bus: "noSharing".into(),
+        }
+    }
+}
+
+/// A `VirtualDisk` backed by a VMDK file (`VirtualDiskFlatVer2BackingInfo`).
+#[derive(Clone, Debug, Serialize)]
+pub struct VirtualDiskSpec {
+    #[serde(rename = "@xsi:type")]
+    xsi_type: &'static str,
+    /// The device key: negative for a new device, the existing key to remove one.
+    pub key: i32,
+    /// The file.
+    pub backing: DiskBackingSpec,
+    /// The SCSI controller's key.
+    #[serde(rename = "controllerKey")]
+    pub controller_key: i32,
+    /// The unit on that controller.
+    #[serde(rename = "unitNumber")]
+    pub unit_number: i32,
+    /// Required by the WSDL; 0 for an existing file.
+    #[serde(rename = "capacityInKB")]
+    pub capacity_in_kb: i64,
+}
+
+/// `VirtualDiskFlatVer2BackingInfo`: the file and its mode.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiskBackingSpec {
+    #[serde(rename = "@xsi:type")]
+    xsi_type: &'static str,
+    /// `[datastore] path.vmdk`.
+    #[serde(rename = "fileName")]
+    pub file_name: String,
+    /// `independent_persistent`, as upstream: not part of VM snapshots.
+    #[serde(rename = "diskMode")]
+    pub disk_mode: String,
+}
+
+impl VirtualDiskSpec {
+    /// The disk of VMDK `file` at `controller_key`:`unit_number` with device `key`.
+    pub fn new(key: i32, file: &str, controller_key: i32, unit_number: i32, kb: i64) -> Self {
+        VirtualDiskSpec {
+            xsi_type: "VirtualDisk",
+            key,
+            backing: DiskBackingSpec {
+                xsi_type: "VirtualDiskFlatVer2BackingInfo",
+                file_name: file.into(),
+                disk_mode: "independent_persistent".into(),
+            },
+            controller_key,
+            unit_number,
+            capacity_in_kb: kb,
+        }
+    }
+}
 
 /// `ServiceContent`: the managers the provider uses.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -152,6 +328,15 @@ pub struct ServiceContent {
     /// The search index.
     #[serde(rename = "searchIndex", default)]
     pub search_index: Option<Moref>,
+    /// The file manager (datastore directories).
+    #[serde(rename = "fileManager", default)]
+    pub file_manager: Option<Moref>,
+    /// The virtual disk manager (VMDK files).
+    #[serde(rename = "virtualDiskManager", default)]
+    pub virtual_disk_manager: Option<Moref>,
+    /// The First Class Disk manager.
+    #[serde(rename = "vStorageObjectManager", default)]
+    pub vstorage_object_manager: Option<Moref>,
     /// Product information.
     #[serde(default)]
     pub about: About,
@@ -313,7 +498,8 @@ pub struct DynamicProperty {
 
 /// A property value of one of the shapes the provider asks for: text (strings, numbers,
 /// enums and managed object references, whose type the path implies), an array of
-/// `GuestNicInfo` (`guest.net`) or of `DatastoreHostMount` (`Datastore.host`).
+/// `GuestNicInfo` (`guest.net`), of `DatastoreHostMount` (`Datastore.host`) or of
+/// `VirtualDevice` (`config.hardware.device`), or a `LocalizedMethodFault` (`Task.info.error`).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Value {
     /// Text content.
@@ -325,6 +511,60 @@ pub struct Value {
     /// `ArrayOfDatastoreHostMount` items (`Datastore.host`).
     #[serde(rename = "DatastoreHostMount", default)]
     pub host_mounts: Vec<DatastoreHostMount>,
+    /// `ArrayOfVirtualDevice` items (`config.hardware.device`).
+    #[serde(rename = "VirtualDevice", default)]
+    pub devices: Vec<VirtualDevice>,
+    /// A `LocalizedMethodFault`'s fault (`Task.info.error`).
+    #[serde(default)]
+    pub fault: Option<FaultType>,
+    /// A `LocalizedMethodFault`'s message.
+    #[serde(rename = "localizedMessage", default)]
+    pub localized_message: Option<String>,
+}
+
+/// The type of a fault inside a `LocalizedMethodFault`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct FaultType {
+    /// `FileAlreadyExists`, `FileNotFound`, ...
+    #[serde(rename = "@type", default)]
+    pub kind: Option<String>,
+}
+
+/// A VM's virtual device, the parts disks and their controllers need.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct VirtualDevice {
+    /// Its type (`VirtualDisk`, `ParaVirtualSCSIController`, ...).
+    #[serde(rename = "@type", default)]
+    pub kind: String,
+    /// The device key.
+    #[serde(default)]
+    pub key: i32,
+    /// A disk's file.
+    #[serde(default)]
+    pub backing: Option<DeviceBacking>,
+    /// The controller it hangs on.
+    #[serde(rename = "controllerKey", default)]
+    pub controller_key: Option<i32>,
+    /// Its unit on that controller.
+    #[serde(rename = "unitNumber", default)]
+    pub unit_number: Option<i32>,
+    /// A disk's size.
+    #[serde(rename = "capacityInKB", default)]
+    pub capacity_in_kb: Option<i64>,
+    /// A controller's bus.
+    #[serde(rename = "busNumber", default)]
+    pub bus_number: Option<i32>,
+}
+
+/// A device's backing: of a disk, its VMDK and the UUID the guest sees.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct DeviceBacking {
+    /// `[datastore] path.vmdk`.
+    #[serde(rename = "fileName", default)]
+    pub file_name: Option<String>,
+    /// The disk UUID (the guest's `wwn-0x...` name).
+    #[serde(default)]
+    pub uuid: Option<String>,
 }
 
 /// `DatastoreHostMount`: a host that mounts a datastore.

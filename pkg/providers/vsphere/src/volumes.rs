@@ -11,10 +11,13 @@ use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_
 use hypercloud_cloudprovider::{
     volume::MULTI_ZONE_DELIMITER, Error as CloudError, PvLabeler, Result,
 };
-use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeSpec};
 
 use crate::soap::{self, Moref, ObjectSpec, PropertyFilterSpec, PropertySpec};
 use crate::VSphere;
+
+/// The vSphere CSI driver, whose PVs are labelled as in-tree ones.
+pub(crate) const VSPHERE_CSI_DRIVER: &str = "csi.vsphere.vmware.com";
 
 /// `[datastore] path/to/disk.vmdk` → (`datastore`, `path/to/disk.vmdk`); `None` when the
 /// path has no `[datastore]` prefix.
@@ -47,35 +50,34 @@ impl VSphere {
     }
 }
 
-#[async_trait]
-impl PvLabeler for VSphere {
-    async fn get_labels_for_volume(
-        &self,
-        pv: &PersistentVolume,
-    ) -> Result<BTreeMap<String, String>> {
-        let Some(source) = pv.spec.as_ref().and_then(|s| s.vsphere_volume.as_ref()) else {
-            return Ok(BTreeMap::new());
-        };
+impl VSphere {
+    /// The zone and region labels of volumes on datastore `ds_name` (empty when no label
+    /// categories are configured): the datastore's own tags win; else the zones of every
+    /// host that mounts it, from their ancestry.
+    pub(crate) async fn datastore_labels(&self, ds_name: &str) -> Result<BTreeMap<String, String>> {
         let labels = &self.config.labels;
         if labels.zone.is_none() && labels.region.is_none() {
             return Ok(BTreeMap::new());
         }
-        let (ds_name, _) = parse_volume_path(&source.volume_path).ok_or_else(|| {
-            crate::cloud_error(
-                "parse volume path",
-                format!(
-                    "{:?} is not a vSphere volume path ([datastore] path/disk.vmdk)",
-                    source.volume_path
-                ),
-            )
-        })?;
         let ds = self
             .datastore(ds_name)
             .await?
             .ok_or(CloudError::DiskNotFound)?;
-        // The datastore's own tags win; else each mounting host's ancestry.
+        self.labels_of_datastore(&ds, ds_name).await
+    }
+
+    /// [`VSphere::datastore_labels`] of a datastore already found.
+    pub(crate) async fn labels_of_datastore(
+        &self,
+        ds: &Moref,
+        ds_name: &str,
+    ) -> Result<BTreeMap<String, String>> {
+        let labels = &self.config.labels;
+        if labels.zone.is_none() && labels.region.is_none() {
+            return Ok(BTreeMap::new());
+        }
         if let Ok(zone) = self
-            .zone_of_objects(std::slice::from_ref(&ds), ds_name)
+            .zone_of_objects(std::slice::from_ref(ds), ds_name)
             .await
         {
             return Ok(to_labels(
@@ -130,6 +132,91 @@ impl PvLabeler for VSphere {
             ));
         }
         Ok(to_labels(zones, regions))
+    }
+}
+
+impl VSphere {
+    /// The labels of a First Class Disk (a vSphere CSI volume handle): those of the
+    /// datastore in scope that has it (`RetrieveVStorageObject` on each, until found).
+    async fn fcd_labels(&self, id: &str) -> Result<BTreeMap<String, String>> {
+        let labels = &self.config.labels;
+        if labels.zone.is_none() && labels.region.is_none() {
+            return Ok(BTreeMap::new());
+        }
+        for (ds, name) in self.inventory.datastores().await? {
+            let found = self
+                .inventory
+                .client
+                .call(|sc| {
+                    Ok(soap::RetrieveVStorageObject::new(
+                        sc.vstorage_object_manager
+                            .clone()
+                            .ok_or_else(|| crate::Error::Decode {
+                                operation: "RetrieveServiceContent".into(),
+                                status: 200,
+                                message: "vCenter offers no vStorageObjectManager".into(),
+                            })?,
+                        soap::VStorageObjectId { id: id.to_owned() },
+                        ds.clone(),
+                    ))
+                })
+                .await;
+            match found {
+                Ok(_) => return self.datastore_labels(&name).await,
+                Err(crate::Error::Fault { fault, .. })
+                    if fault == "NotFound" || fault == "InvalidArgument" =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(CloudError::DiskNotFound)
+    }
+}
+
+/// The VMDK path a PV names: an in-tree `vsphereVolume`'s `volumePath`, or the volume handle
+/// of a `csi.vsphere.vmware.com` PV when it is one (a volume migrated from the in-tree
+/// plugin); `Err(handle)` for any other handle of that driver (a First Class Disk ID).
+fn volume_path_of(spec: &PersistentVolumeSpec) -> Option<Result<String, String>> {
+    if let Some(v) = &spec.vsphere_volume {
+        return Some(Ok(v.volume_path.clone()));
+    }
+    let csi = spec
+        .csi
+        .as_ref()
+        .filter(|c| c.driver == VSPHERE_CSI_DRIVER)?;
+    Some(if parse_volume_path(&csi.volume_handle).is_some() {
+        Ok(csi.volume_handle.clone())
+    } else {
+        Err(csi.volume_handle.clone())
+    })
+}
+
+#[async_trait]
+impl PvLabeler for VSphere {
+    async fn get_labels_for_volume(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<BTreeMap<String, String>> {
+        let Some(path) = pv.spec.as_ref().and_then(volume_path_of) else {
+            return Ok(BTreeMap::new());
+        };
+        let path = match path {
+            Ok(p) => p,
+            Err(handle) => return self.fcd_labels(&handle).await,
+        };
+        let labels = &self.config.labels;
+        if labels.zone.is_none() && labels.region.is_none() {
+            return Ok(BTreeMap::new());
+        }
+        let (ds_name, _) = parse_volume_path(&path).ok_or_else(|| {
+            crate::cloud_error(
+                "parse volume path",
+                format!("{path:?} is not a vSphere volume path ([datastore] path/disk.vmdk)"),
+            )
+        })?;
+        self.datastore_labels(ds_name).await
     }
 }
 

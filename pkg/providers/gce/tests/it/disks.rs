@@ -16,6 +16,7 @@ fn request(name: &str, zone: &str, size: u64, disk_type: &str) -> VolumeRequest 
         size_gib: size,
         zone: zone.into(),
         volume_type: disk_type.into(),
+        pool: String::new(),
         tags: BTreeMap::from([(
             "kubernetes.io/created-for/pvc/name".to_owned(),
             "claim-1".to_owned(),

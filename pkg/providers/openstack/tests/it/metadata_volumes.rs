@@ -232,6 +232,7 @@ async fn cinder_volumes_created_extended_and_deleted() {
         size_gib: 2,
         zone: "az-2".into(),
         volume_type: "lvmdriver-1".into(),
+        pool: String::new(),
         tags: [(
             "kubernetes.io/created-for/pvc/name".to_owned(),
             "data".to_owned(),
