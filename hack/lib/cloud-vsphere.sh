@@ -70,6 +70,39 @@ print("pv/data-1 (%s): %s" % (pv["spec"]["vsphereVolume"]["volumePath"],
       ", ".join("%s=%s" % kv for kv in sorted(labels.items()))))'
 }
 
+# The in-tree volume step (hack/lib/volume-demo.sh): kubernetes.io/vsphere-volume VMDKs under
+# kubevols/ on LocalDS_0, added to the Node's VM with ReconfigVM_Task, shown by govc.
+vsphere_volume_class() {
+  vol_plugin=kubernetes.io/vsphere-volume vol_class=vsphere-volume vol_params='{"diskformat":"thin","datastore":"LocalDS_0"}'
+}
+vsphere_instance_id() { echo "node-$1"; }
+vsphere_volume_show() {
+  echo "\$ govc datastore.ls -ds LocalDS_0 kubevols; govc device.info -vm node-$2 -json 'disk-*'"
+  govc datastore.ls -ds LocalDS_0 kubevols | sed 's/^/  /'
+  govc device.info -vm "node-$2" -json 'disk-*' >"$dir/volume-show.json" || fail "govc device.info -vm node-$2"
+  python3 - "$dir/volume-show.json" "$dir/volume-cloud.json" "$1" "node-$2" <<'PY'
+import json, sys
+
+def field(obj, name):  # govc's JSON names fields as Go or as the vSphere API does
+    for k, v in (obj or {}).items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+devices = field(json.load(open(sys.argv[1])), "devices") or []
+path, vm = sys.argv[3], sys.argv[4]
+att = []
+for d in devices:
+    backing = field(d, "backing") or {}
+    print("  %s %s: %s" % (vm, field(d, "name") or field(field(d, "deviceInfo"), "label"), field(backing, "fileName")))
+    if field(backing, "fileName") == path:
+        uuid = (field(backing, "uuid") or "").replace("-", "").lower()
+        att.append({"instance": vm, "device_path": "/dev/disk/by-id/wwn-0x" + uuid})
+json.dump({"status": "attached" if att else "detached", "in_use": bool(att), "attachments": att},
+          open(sys.argv[2], "w"))
+PY
+}
+
 cloud_load_balancer() {
   step "load balancer: skipped: vSphere has no load balancers (as upstream; the service controller does not start)"
   # A ClusterIP Service for the pods instead, so the Endpoints step still has one to show.

@@ -652,6 +652,7 @@ impl VolumeProvisioner for Aws {
             zones: p.zones.into_iter().collect(),
             fs_type: p.fs_type,
             options: parameters.clone(),
+            ..Default::default()
         })
     }
 

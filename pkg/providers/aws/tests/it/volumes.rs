@@ -53,6 +53,7 @@ fn request(name: &str, zone: &str, size: u64, options: &[(&str, &str)]) -> Volum
             "claim-1".to_owned(),
         )]),
         options,
+        ..Default::default()
     }
 }
 
