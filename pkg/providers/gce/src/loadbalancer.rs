@@ -411,7 +411,7 @@ impl LoadBalancer for Gce {
         }))
     }
 
-    /// The refused rows of [`SERVICE_SETTINGS`] (ensuring runs the same check first).
+    /// The refused rows of `SERVICE_SETTINGS` (ensuring runs the same check first).
     fn check_service(&self, service: &Service) -> hypercloud_cloudprovider::Result<()> {
         lb_settings::check(crate::PROVIDER_NAME, SERVICE_SETTINGS, service)
     }

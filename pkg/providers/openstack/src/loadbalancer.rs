@@ -1404,7 +1404,7 @@ impl LoadBalancer for OpenStack {
         self.naming(cluster_name, service).lb
     }
 
-    /// The refused rows of [`SERVICE_SETTINGS`], then the annotation parsers.
+    /// The refused rows of `SERVICE_SETTINGS`, then the annotation parsers.
     fn check_service(&self, service: &Service) -> Result<()> {
         lb_settings::check(&self.name, SERVICE_SETTINGS, service)?;
         self.check_service_settings(service)

@@ -1,7 +1,7 @@
 //! The cloud-provider webhook of `openstack` and `local`: the kit's `service-lb-annotations`
 //! ([`hypercloud_cloudprovider::webhook::review_service_lb`], the same on every provider with
 //! load balancers), deciding with this provider's own check
-//! ([`LoadBalancer::check_service`]: the refused rows of [`crate::loadbalancer::SERVICE_SETTINGS`],
+//! (`LoadBalancer::check_service`: the refused rows of `loadbalancer::SERVICE_SETTINGS`,
 //! then the `loadbalancer.openstack.org/*`, internal and source-range parsers).
 
 use async_trait::async_trait;
