@@ -5,7 +5,8 @@
 # repository path that does not exist, or when the code map (docs/architecture.md) names a
 # function, module or constant that does not (hack/lib/verify_docs.py says which; fast, no
 # build). The controller tables are checked by pkg/controllers' unit test
-# `docs_list_every_controller` (names.rs), which `cargo test` runs.
+# `docs_list_every_controller` (names.rs), which `cargo test` runs; each cloud's load balancer
+# settings table by its provider's unit test `lb_settings_doc` (loadbalancer.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

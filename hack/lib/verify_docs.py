@@ -22,7 +22,10 @@ Checked here (each list against the one place in the code that defines it):
 - names: every function, module, constant or type the code map (docs/architecture.md) names
   with an underscore (`initialisation_patch`, `pv_label::check`) is defined under cmd/ or pkg/ (or in hack/lib/*.py).
 The controller tables (names, aliases, which component runs which) are checked by the unit
-test `docs_list_every_controller` in pkg/controllers/src/names.rs instead, beside the code.
+test `docs_list_every_controller` in pkg/controllers/src/names.rs instead, beside the code, and
+each cloud's load balancer settings table (docs/guide/aws.md, docs/guide/gce.md,
+docs/openstack-provider.md; generated from the provider's `SERVICE_SETTINGS`) by the provider's
+unit test `lb_settings_doc` (pkg/cloudprovider/src/lb_settings.rs `verify_doc`).
 Prints one line per difference and exits 1 if there is any.
 """
 

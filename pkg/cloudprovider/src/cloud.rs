@@ -397,6 +397,14 @@ pub trait LoadBalancer: Send + Sync {
         default_load_balancer_name(service)
     }
 
+    /// Refuses a Service whose load balancer settings this provider cannot honour (a refused
+    /// row of its [`crate::lb_settings`] table, or a value its parsers reject), before any
+    /// cloud call; `ensure_load_balancer` runs it first and the `service-lb-annotations`
+    /// webhook ([`crate::webhook::review_service_lb`]) answers with it. Default: accept.
+    fn check_service(&self, _service: &Service) -> Result<()> {
+        Ok(())
+    }
+
     /// Creates or updates the load balancer so that it forwards to `nodes`.
     async fn ensure_load_balancer(
         &self,

@@ -114,6 +114,19 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A Service asks its load balancer for something the provider's table
+    /// ([`crate::lb_settings`]) refuses: an upstream annotation or a Service field it does not
+    /// implement.
+    #[error("{setting} is not supported by hypercloud's {provider} provider: {why}")]
+    UnsupportedServiceSetting {
+        /// Provider name.
+        provider: String,
+        /// `annotation <name>`, or the field and value.
+        setting: String,
+        /// Why the provider cannot do it.
+        why: &'static str,
+    },
+
     /// A provider webhook could not answer an AdmissionReview (the webhook server answers
     /// HTTP 500 with this message).
     #[error("webhook {webhook}: {message}")]

@@ -591,6 +591,10 @@ impl LoadBalancer for Instrumented {
             None => crate::default_load_balancer_name(service),
         }
     }
+    /// No cloud call: not observed.
+    fn check_service(&self, service: &Service) -> Result<()> {
+        self.lb()?.check_service(service)
+    }
     async fn ensure_load_balancer(
         &self,
         cluster_name: &str,

@@ -33,6 +33,7 @@ pub mod http_body;
 pub mod http_client;
 pub mod input;
 mod instrumented;
+pub mod lb_settings;
 pub mod listing;
 pub mod names;
 pub mod node;
@@ -54,6 +55,7 @@ pub use cloud::{
 };
 pub use error::{BoxError, Chain, Error, Message, ProviderError, Result, Startup};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};
+pub use lb_settings::{LbSetting, Setting, Support};
 pub use registry::{is_external, CloudConfig, Factory, Layout, ProviderInfo, Registry, EXTERNAL};
 pub use webhook::{WebhookSpec, Webhooks};
 

@@ -20,7 +20,7 @@ pub const WEBHOOK_PAIR_NAME: &str = "cloud-controller-manager-webhook";
 pub struct WebhookOptions {
     /// A list of webhooks to enable. '*' enables all on-by-default webhooks, 'foo' enables
     /// the webhook named 'foo', '-foo' disables the webhook named 'foo'. The webhooks are the
-    /// provider's (openstack and local: service-lb-annotations, on by default); empty (the
+    /// provider's (every provider with load balancers: service-lb-annotations, on by default); empty (the
     /// default, as upstream) serves none.
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub webhooks: Vec<String>,

@@ -33,6 +33,7 @@ mod hostile;
 mod kubelet_helper;
 mod kubelet_helper_metadata;
 mod kubelet_helper_volumes;
+mod lb_settings;
 mod leader_migration;
 mod local_cloud_gce;
 mod local_cloud_openstack_cli;

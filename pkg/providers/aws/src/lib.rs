@@ -208,8 +208,9 @@ impl Interface for Aws {
     // load_balancer: Classic ELB by default, NLB with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`.
     // routes: The cluster's route table: `[Global] RouteTableID` or the one tagged for the cluster.
     // volume_provisioner, volume_attacher: the in-tree kubernetes.io/aws-ebs plugin's EBS volumes.
+    // webhooks: hypercloud's own `service-lb-annotations` (loadbalancer.rs).
     hypercloud_cloudprovider::capability_getters! {
         instances, instances_v2, zones, load_balancer, routes, pv_labeler,
-        volume_provisioner, volume_attacher
+        volume_provisioner, volume_attacher, webhooks
     }
 }

@@ -26,8 +26,14 @@ use aws_sdk_ec2::types::{Filter, IpPermission, IpRange, UserIdGroupPair};
 use aws_sdk_elasticloadbalancing::types as elb;
 use aws_sdk_elasticloadbalancingv2::types as elbv2;
 use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
-use hypercloud_cloudprovider::{default_load_balancer_name, Error, LoadBalancer, Result};
+use hypercloud_cloudprovider::webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
+use hypercloud_cloudprovider::{
+    default_load_balancer_name, lb_settings, Error, LbSetting, LoadBalancer, Result, Setting,
+    WebhookSpec, Webhooks,
+};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use kube::core::DynamicObject;
 
 use crate::error::{absent, cloud, code, sdk};
 use crate::instances::{parse_provider_id, InstanceInfo};
@@ -41,6 +47,51 @@ pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/aws-load-balan
 pub const ANNOTATION_SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 /// The tag naming the Service a load balancer (or target group, security group) belongs to.
 pub const TAG_SERVICE_NAME: &str = "kubernetes.io/service-name";
+
+/// Every `service.beta.kubernetes.io/aws-load-balancer-*` annotation of upstream
+/// (cloud-provider-aws `pkg/providers/v1/aws.go`, a superset of the legacy v1.20 provider's),
+/// the source-range annotation, and the Service fields a load balancer may be asked for: what
+/// this provider does with each ([`hypercloud_cloudprovider::lb_settings`]; the check, the
+/// guide's table in docs/guide/aws.md and the tests read it).
+pub const SERVICE_SETTINGS: &[LbSetting] = &[
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_TYPE), "`nlb`: an NLB; `external` and `nlb-ip` are left to the AWS Load Balancer Controller (no check, no load balancer); anything else: a classic ELB"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_INTERNAL), "any value but `false`: an internal load balancer in the internal-elb subnets"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SOURCE_RANGES), "the CIDRs admitted when `spec.loadBalancerSourceRanges` is empty"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-emit-interval"), "access logs are not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-enabled"), "access logs are not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name"), "access logs are not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix"), "access logs are not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"), "load balancers carry only the cluster and service-name tags"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-backend-protocol"), "listeners are TCP (UDP on NLBs); HTTP, HTTPS and SSL listeners are not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-connection-draining-enabled"), "connection draining is not implemented (ELB's default, off)"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-connection-draining-timeout"), "connection draining is not implemented (ELB's default, off)"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout"), "the idle timeout is ELB's default (60 s)"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"), "cross-zone load balancing is ELB's default"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-eip-allocations"), "NLBs get AWS-assigned addresses; Elastic IP allocations are not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-extra-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"), "PROXY protocol backend policies are not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-cert"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-ports"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-subnets"), "subnets are the cluster's tagged subnets (else the nodes'); choosing them is not implemented"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"), "NLB target groups keep AWS's default attributes"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels"), "every Ready node is a backend; selecting nodes by label is not implemented"),
+    LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
+    LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "the health check is HTTP `/healthz` on the health-check node port"),
+    LbSetting::refused(Setting::SessionAffinityClientIp, "classic ELB stickiness needs HTTP listeners and NLB stickiness is not implemented"),
+    LbSetting::refused(Setting::IpFamilyIpv6, "load balancers are IPv4 (dual-stack ELBs are not implemented)"),
+    LbSetting::refused(Setting::NoNodePorts, "backends are the node instances at the Service's node ports"),
+    LbSetting::refused(Setting::LoadBalancerIp, "ELB and NLB addresses are AWS-assigned (upstream ignored the field)"),
+];
 
 // Classic ELB health check, as upstream's defaults.
 /// Deleting a load balancer's security group is retried while EC2 says the balancer's network
@@ -170,6 +221,18 @@ fn spec_of(svc: &Service) -> Result<Spec> {
         source_ranges,
         health_check_node_port,
     })
+}
+
+/// The refused rows of [`SERVICE_SETTINGS`]; a Service of the AWS Load Balancer Controller
+/// (`aws-load-balancer-type: external` or `nlb-ip`) is its to judge.
+fn check_settings(service: &Service) -> Result<()> {
+    if matches!(
+        annotation(service, ANNOTATION_TYPE),
+        Some("external" | "nlb-ip")
+    ) {
+        return Ok(());
+    }
+    lb_settings::check("aws", SERVICE_SETTINGS, service)
 }
 
 fn valid_cidr(s: &str) -> bool {
@@ -1341,12 +1404,17 @@ impl LoadBalancer for Aws {
         })
     }
 
+    fn check_service(&self, service: &Service) -> Result<()> {
+        check_settings(service)
+    }
+
     async fn ensure_load_balancer(
         &self,
         _cluster_name: &str,
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus> {
+        self.check_service(service)?;
         let spec = spec_of(service)?;
         match spec.kind {
             Kind::Classic => self.ensure_classic(&spec, nodes).await,
@@ -1386,6 +1454,23 @@ impl LoadBalancer for Aws {
         };
         self.delete_classic(&spec).await?;
         self.delete_nlb(&spec).await
+    }
+}
+
+/// hypercloud's own `service-lb-annotations` webhook (the kit's, the same on every provider
+/// with load balancers), deciding with [`LoadBalancer::check_service`].
+#[async_trait]
+impl Webhooks for Aws {
+    fn webhooks(&self) -> Vec<WebhookSpec> {
+        vec![SERVICE_LB_ANNOTATIONS]
+    }
+
+    async fn admit(
+        &self,
+        webhook: &str,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<AdmissionResponse> {
+        admit_service_lb(self, webhook, request)
     }
 }
 
@@ -1458,5 +1543,43 @@ mod tests {
         };
         assert_ne!(a, target_group_name(&s, &moved));
         assert_eq!(a, target_group_name(&s, &s.ports[0]));
+    }
+
+    #[test]
+    fn the_settings_table_is_what_the_check_does() {
+        let base = svc(
+            json!({"example.com/own": "not ours to judge"}),
+            json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
+        );
+        let check = check_settings;
+        lb_settings::walk(SERVICE_SETTINGS, &base, check).unwrap();
+        let refused = SERVICE_SETTINGS
+            .iter()
+            .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
+            .count();
+        // Upstream's 30 aws-load-balancer-* annotations: 2 implemented, 28 refused; and 4
+        // Service fields refused.
+        assert_eq!(refused, 32);
+        let tls = svc(
+            json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/1"}),
+            json!({"ports": [{"port": 443, "nodePort": 30443}]}),
+        );
+        assert_eq!(
+            check(&tls).unwrap_err().to_string(),
+            "annotation service.beta.kubernetes.io/aws-load-balancer-ssl-cert is not supported by hypercloud's aws provider: listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"
+        );
+        // The AWS Load Balancer Controller's Services are its own.
+        let theirs = svc(
+            json!({ANNOTATION_TYPE: "external", "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn"}),
+            json!({"ports": [{"port": 443, "nodePort": 30443}]}),
+        );
+        assert!(check(&theirs).is_ok());
+    }
+
+    #[test]
+    fn lb_settings_doc() {
+        let doc =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/guide/aws.md");
+        lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
     }
 }

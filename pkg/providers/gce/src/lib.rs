@@ -242,8 +242,9 @@ impl Interface for Gce {
         true
     }
 
+    // webhooks: hypercloud's own `service-lb-annotations` (loadbalancer.rs).
     hypercloud_cloudprovider::capability_getters! {
         instances, instances_v2, zones, routes, load_balancer, pv_labeler,
-        volume_provisioner, volume_attacher
+        volume_provisioner, volume_attacher, webhooks
     }
 }

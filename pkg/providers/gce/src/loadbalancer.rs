@@ -8,13 +8,20 @@
 //! `k8s-fw-<name>` letting `loadBalancerSourceRanges` (default `0.0.0.0/0`) reach the ports on
 //! the nodes' tags. Ensuring converges each part; deleting removes them all. Packets reach the
 //! instances at the Service port itself (GCE keeps the destination; kube-proxy catches it), not
-//! at the NodePort. Internal load balancers (the `Internal` annotation) are refused by name.
+//! at the NodePort. Internal load balancers (the `Internal` annotation), and every other upstream
+//! annotation this provider does not implement, are refused by name ([`SERVICE_SETTINGS`]).
 
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{default_load_balancer_name, LoadBalancer};
+use hypercloud_cloudprovider::webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
+use hypercloud_cloudprovider::{
+    default_load_balancer_name, lb_settings, LbSetting, LoadBalancer, Setting, WebhookSpec,
+    Webhooks,
+};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use kube::core::DynamicObject;
 use serde_json::{json, Value};
 
 use crate::client::Compute;
@@ -22,11 +29,31 @@ use crate::error::{Error, Result};
 use crate::instances::instance_name;
 use crate::Gce;
 
-/// Annotations that ask for an internal load balancer (current and legacy).
-const INTERNAL_ANNOTATIONS: [&str; 2] = [
-    "networking.gke.io/load-balancer-type",
-    "cloud.google.com/load-balancer-type",
+/// The Service annotation read when `spec.loadBalancerSourceRanges` is empty.
+const ANNOTATION_SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+
+/// Every annotation of the legacy provider (v1.20 `gce_annotations.go`), the source-range
+/// annotation, and the Service fields a load balancer may be asked for: what this provider
+/// does with each ([`hypercloud_cloudprovider::lb_settings`]; the check, the guide's table in
+/// docs/guide/gce.md and the tests read it).
+pub const SERVICE_SETTINGS: &[LbSetting] = &[
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SOURCE_RANGES), "the firewall's source ranges when `spec.loadBalancerSourceRanges` is empty"),
+    LbSetting::refused(Setting::Annotation("networking.gke.io/load-balancer-type"), "`Internal` (the only value upstream reads) asks for an internal load balancer (backend service, ILB forwarding rule), which is not implemented"),
+    LbSetting::refused(Setting::Annotation("cloud.google.com/load-balancer-type"), "`Internal` (the only value upstream reads) asks for an internal load balancer (backend service, ILB forwarding rule), which is not implemented"),
+    LbSetting::refused(Setting::Annotation("alpha.cloud.google.com/load-balancer-backend-share"), "it configures internal load balancers, which are not implemented"),
+    LbSetting::refused(Setting::Annotation("cloud.google.com/load-balancer-backend-share"), "it configures internal load balancers, which are not implemented"),
+    LbSetting::refused(Setting::Annotation("networking.gke.io/internal-load-balancer-allow-global-access"), "it configures internal load balancers, which are not implemented"),
+    LbSetting::refused(Setting::Annotation("networking.gke.io/internal-load-balancer-subnet"), "it configures internal load balancers, which are not implemented"),
+    LbSetting::refused(Setting::Annotation("cloud.google.com/network-tier"), "forwarding rules and addresses get the project's default network tier"),
+    LbSetting::refused(Setting::Annotation("cloud.google.com/log-firewall-rules"), "firewall rule logging is not implemented"),
+    LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
+    LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "the Service's own HTTP health check on the health-check node port"),
+    LbSetting::implemented(Setting::SessionAffinityClientIp, "the target pool's `sessionAffinity: CLIENT_IP`"),
+    LbSetting::refused(Setting::IpFamilyIpv6, "forwarding rules are IPv4"),
+    LbSetting::implemented(Setting::NoNodePorts, "packets reach the instances at the Service port, not at a node port"),
+    LbSetting::implemented(Setting::LoadBalancerIp, "the forwarding rule's address"),
 ];
+
 /// kube-proxy's health check port and path (the shared node health check).
 const NODE_HEALTH_PORT: u16 = 10256;
 
@@ -47,17 +74,7 @@ fn spec_of(cluster: &str, svc: &Service) -> hypercloud_cloudprovider::Result<Spe
     let name = default_load_balancer_name(svc);
     let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
     let svc_name = svc.metadata.name.as_deref().unwrap_or_default();
-    let annotations = svc.metadata.annotations.clone().unwrap_or_default();
-    if INTERNAL_ANNOTATIONS.iter().any(|a| {
-        annotations
-            .get(*a)
-            .is_some_and(|v| v.eq_ignore_ascii_case("internal"))
-    }) {
-        return Err(crate::error::Error::Missing(format!(
-            "service {ns}/{svc_name}: internal load balancers (load-balancer-type: Internal) are not implemented by hypercloud's gce provider"
-        ))
-        .into());
-    }
+    lb_settings::check(crate::PROVIDER_NAME, SERVICE_SETTINGS, svc)?;
     let spec = svc.spec.clone().unwrap_or_default();
     let mut protocols = BTreeSet::new();
     let mut ports = Vec::new();
@@ -104,6 +121,18 @@ fn spec_of(cluster: &str, svc: &Service) -> hypercloud_cloudprovider::Result<Spe
         source_ranges: spec
             .load_balancer_source_ranges
             .filter(|r| !r.is_empty())
+            .or_else(|| {
+                let annotated: Vec<String> = svc
+                    .metadata
+                    .annotations
+                    .as_ref()?
+                    .get(ANNOTATION_SOURCE_RANGES)?
+                    .split(',')
+                    .map(|r| r.trim().to_owned())
+                    .filter(|r| !r.is_empty())
+                    .collect();
+                (!annotated.is_empty()).then_some(annotated)
+            })
             .unwrap_or_else(|| vec!["0.0.0.0/0".into()]),
         health_check,
         affinity: if spec.session_affinity.as_deref() == Some("ClientIP") {
@@ -382,6 +411,11 @@ impl LoadBalancer for Gce {
         }))
     }
 
+    /// The refused rows of `SERVICE_SETTINGS` (ensuring runs the same check first).
+    fn check_service(&self, service: &Service) -> hypercloud_cloudprovider::Result<()> {
+        lb_settings::check(crate::PROVIDER_NAME, SERVICE_SETTINGS, service)
+    }
+
     async fn ensure_load_balancer(
         &self,
         cluster_name: &str,
@@ -448,6 +482,23 @@ impl LoadBalancer for Gce {
     }
 }
 
+/// hypercloud's own `service-lb-annotations` webhook (the kit's, the same on every provider
+/// with load balancers), deciding with [`LoadBalancer::check_service`].
+#[async_trait]
+impl Webhooks for Gce {
+    fn webhooks(&self) -> Vec<WebhookSpec> {
+        vec![SERVICE_LB_ANNOTATIONS]
+    }
+
+    async fn admit(
+        &self,
+        webhook: &str,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> hypercloud_cloudprovider::Result<AdmissionResponse> {
+        admit_service_lb(self, webhook, request)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -501,6 +552,37 @@ mod tests {
         );
         let e =
             hypercloud_cloudprovider::Chain(&spec_of("k", &internal).err().unwrap()).to_string();
-        assert!(e.contains("internal load balancers"), "{e}");
+        assert!(e.contains("annotation networking.gke.io/load-balancer-type is not supported by hypercloud's gce provider: `Internal`"), "{e}");
+    }
+
+    #[test]
+    fn the_settings_table_is_what_the_check_does() {
+        let base = svc(
+            json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
+            json!({"example.com/own": "not ours to judge"}),
+        );
+        // spec_of is what ensuring runs first: the walk goes through it.
+        lb_settings::walk(SERVICE_SETTINGS, &base, |s| spec_of("k", s).map(|_| ())).unwrap();
+        let refused = SERVICE_SETTINGS
+            .iter()
+            .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
+            .count();
+        // The legacy provider's 9 annotations: 1 implemented, 8 refused; and IPv6.
+        assert_eq!(refused, 9);
+        let ranged = svc(
+            json!({"ports": [{"port": 80}]}),
+            json!({ANNOTATION_SOURCE_RANGES: "10.0.0.0/8, 192.168.0.0/16"}),
+        );
+        assert_eq!(
+            spec_of("k", &ranged).unwrap().source_ranges,
+            vec!["10.0.0.0/8", "192.168.0.0/16"]
+        );
+    }
+
+    #[test]
+    fn lb_settings_doc() {
+        let doc =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/guide/gce.md");
+        lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
     }
 }

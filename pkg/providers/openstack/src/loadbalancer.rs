@@ -42,7 +42,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
 use hypercloud_cloudprovider::wellknown::parse_go_bool;
-use hypercloud_cloudprovider::{default_load_balancer_name, Error, Layout, LoadBalancer, Result};
+use hypercloud_cloudprovider::{
+    default_load_balancer_name, lb_settings, Error, Layout, LbSetting, LoadBalancer, Result,
+    Setting,
+};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -110,6 +113,51 @@ pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES: &str =
     "loadbalancer.openstack.org/health-monitor-max-retries";
 pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN: &str =
     "loadbalancer.openstack.org/health-monitor-max-retries-down";
+
+/// Every `loadbalancer.openstack.org/*` annotation of OCCM (`pkg/openstack/loadbalancer.go`),
+/// the internal and source-range annotations, and the Service fields a load balancer may be
+/// asked for: what this provider does with each ([`hypercloud_cloudprovider::lb_settings`];
+/// the check, the guide's table in docs/openstack-provider.md and the tests read it).
+pub const SERVICE_SETTINGS: &[LbSetting] = &[
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_INTERNAL), "`true`: no floating IP (one attached earlier is released)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SOURCE_RANGES), "the listeners' `allowed_cidrs` when `spec.loadBalancerSourceRanges` is empty (external layout; in-tree a restriction is an error)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_CONNECTION_LIMIT), "the listeners' `connection_limit`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_FLOATING_NETWORK_ID), "the network floating IPs come from, over `[LoadBalancer] floating-network-id`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_FLOATING_SUBNET_ID), "the subnet of that network, over `[LoadBalancer] floating-subnet-id`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_KEEP_FLOATING_IP), "`true`: deleting the load balancer leaves the floating IP"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_LB_METHOD), "the pools' algorithm, over `[LoadBalancer] lb-method`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SUBNET_ID), "the VIP's subnet, over `[LoadBalancer] subnet-id`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_NETWORK_ID), "the VIP's network, over `[LoadBalancer] network-id`"),
+    LbSetting::implemented(Setting::Annotation("loadbalancer.openstack.org/timeout-client-data"), "the listeners' `timeout_client_data` (ms)"),
+    LbSetting::implemented(Setting::Annotation("loadbalancer.openstack.org/timeout-member-connect"), "the listeners' `timeout_member_connect` (ms)"),
+    LbSetting::implemented(Setting::Annotation("loadbalancer.openstack.org/timeout-member-data"), "the listeners' `timeout_member_data` (ms)"),
+    LbSetting::implemented(Setting::Annotation("loadbalancer.openstack.org/timeout-tcp-inspect"), "the listeners' `timeout_tcp_inspect` (ms)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_ENABLE_HEALTH_MONITOR), "a health monitor per pool, over `[LoadBalancer] create-monitor`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HEALTH_MONITOR_DELAY), "the monitors' delay (s), over `monitor-delay`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HEALTH_MONITOR_TIMEOUT), "the monitors' timeout (s), over `monitor-timeout`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HEALTH_MONITOR_MAX_RETRIES), "the monitors' `max_retries`, over `monitor-max-retries`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN), "the monitors' `max_retries_down`, over `monitor-max-retries-down`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HOSTNAME), "reported as the ingress hostname instead of the address"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ADDRESS), "written by the provider (external layout), as OCCM"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/node-selector"), "every Ready node is a member; selecting nodes is not implemented"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet"), "choosing the floating subnet by name is not implemented (use floating-subnet-id)"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet-tags"), "choosing the floating subnet by tags is not implemented (use floating-subnet-id)"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/class"), "`[LoadBalancerClass]` sections are not implemented"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/port-id"), "the VIP is always a new port; an existing port is not adopted"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/proxy-protocol"), "pools are TCP or UDP; PROXY protocol pools are not implemented"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/member-subnet-id"), "members are the nodes' first InternalIP; choosing their subnet is not implemented"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/x-forwarded-for"), "listeners are TCP or UDP; HTTP listeners are not implemented"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/flavor-id"), "load balancers get Octavia's default flavor"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/availability-zone"), "load balancers get Octavia's default availability zone"),
+    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/default-tls-container-ref"), "TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"),
+    LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
+    LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "with a health monitor, an HTTP monitor on the health-check node port"),
+    LbSetting::refused(Setting::SessionAffinityClientIp, "pools are created without session persistence"),
+    LbSetting::refused(Setting::IpFamilyIpv6, "VIPs and members are IPv4"),
+    LbSetting::refused(Setting::NoNodePorts, "members are the nodes at the Service's node ports"),
+    LbSetting::implemented(Setting::LoadBalancerIp, "the floating IP of that address (created when a floating network is configured)"),
+];
 
 /// OCCM's name prefix; a load balancer named so was created by an external provider.
 const SERVICE_PREFIX: &str = "kube_service_";
@@ -479,8 +527,8 @@ impl OpenStack {
     /// anything: a bad `loadbalancer.openstack.org/*` (or internal, source-range) annotation
     /// or source range, with the error the service controller reports in its
     /// `SyncLoadBalancerFailed` Event. The same parsers decide ([`Self::floating_ip_wish`],
-    /// [`Self::settings`]), so the admission webhook (`crate::webhook`) and the controller
-    /// cannot disagree.
+    /// [`Self::settings`]), so the admission webhook (`crate::webhook`, through
+    /// `LoadBalancer::check_service`) and the controller cannot disagree.
     pub(crate) fn check_service_settings(&self, service: &Service) -> Result<()> {
         self.floating_ip_wish(service)?;
         self.settings(service)?;
@@ -1356,12 +1404,19 @@ impl LoadBalancer for OpenStack {
         self.naming(cluster_name, service).lb
     }
 
+    /// The refused rows of `SERVICE_SETTINGS`, then the annotation parsers.
+    fn check_service(&self, service: &Service) -> Result<()> {
+        lb_settings::check(&self.name, SERVICE_SETTINGS, service)?;
+        self.check_service_settings(service)
+    }
+
     async fn ensure_load_balancer(
         &self,
         cluster_name: &str,
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus> {
+        self.check_service(service)?;
         let naming = self.naming(cluster_name, service);
         let name = naming.lb.clone();
         let ports = self.wanted_ports(service)?;
@@ -1478,6 +1533,7 @@ impl LoadBalancer for OpenStack {
         service: &Service,
         nodes: &[Node],
     ) -> Result<()> {
+        self.check_service(service)?;
         let naming = self.naming(cluster_name, service);
         let ports = self.wanted_ports(service)?;
         let settings = self.settings(service)?;
@@ -1647,5 +1703,43 @@ mod tests {
             assert_eq!(parse_go_bool(f), Some(false));
         }
         assert_eq!(parse_go_bool("yes"), None);
+    }
+
+    fn lb_base() -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop", "uid": "1b4e28ba-2fa1-11d2-883f-00163e6fbc11",
+                "annotations": {"example.com/own": "not ours to judge"}},
+            "spec": {"type": "LoadBalancer", "ipFamilies": ["IPv4"],
+                "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_settings_table_is_what_the_check_does() {
+        let cloud = OpenStack::local(None, Layout::External).unwrap();
+        lb_settings::walk(SERVICE_SETTINGS, &lb_base(), |s| cloud.check_service(s)).unwrap();
+        let refused = SERVICE_SETTINGS
+            .iter()
+            .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
+            .count();
+        // OCCM's 31 annotations: 20 implemented, 11 refused; and 3 Service fields refused.
+        assert_eq!(refused, 14);
+        let mut tls = lb_base();
+        tls.metadata.annotations.as_mut().unwrap().insert(
+            "loadbalancer.openstack.org/default-tls-container-ref".into(),
+            "https://barbican/v1/containers/1".into(),
+        );
+        assert_eq!(
+            hypercloud_cloudprovider::Chain(&cloud.check_service(&tls).unwrap_err()).to_string(),
+            "annotation loadbalancer.openstack.org/default-tls-container-ref is not supported by hypercloud's local provider: TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"
+        );
+    }
+
+    #[test]
+    fn lb_settings_doc() {
+        let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../docs/openstack-provider.md");
+        lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
     }
 }

@@ -1,90 +1,16 @@
-//! hypercloud's own cloud-provider webhook for `openstack` and `local` (upstream in-tree
-//! providers and OCCM define none): `service-lb-annotations`, a validating webhook that
-//! refuses a `type: LoadBalancer` Service whose `loadbalancer.openstack.org/*` annotations
-//! (or internal flag, source ranges) this provider cannot use, with the message the service
-//! controller would otherwise only put into a `SyncLoadBalancerFailed` Event after the
-//! Service was stored. The parsing is the load balancer's own
-//! (`OpenStack::check_service_settings`).
-//!
-//! An UPDATE is refused only when it makes the settings bad: a Service that already had the
-//! same problem (stored before the webhook was installed) can still be updated, so the
-//! service controller's finalizer and annotation writes never get stuck behind it.
+//! The cloud-provider webhook of `openstack` and `local`: the kit's `service-lb-annotations`
+//! ([`hypercloud_cloudprovider::webhook::review_service_lb`], the same on every provider with
+//! load balancers), deciding with this provider's own check
+//! (`LoadBalancer::check_service`: the refused rows of `loadbalancer::SERVICE_SETTINGS`,
+//! then the `loadbalancer.openstack.org/*`, internal and source-range parsers).
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::{Chain, Error, Result, WebhookSpec, Webhooks};
-use k8s_openapi::api::core::v1::Service;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use hypercloud_cloudprovider::webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
+use hypercloud_cloudprovider::{Result, WebhookSpec, Webhooks};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use kube::core::DynamicObject;
 
 use crate::OpenStack;
-
-/// The webhook: its `--webhooks` name and path.
-pub const SERVICE_LB_ANNOTATIONS: WebhookSpec = WebhookSpec {
-    name: "service-lb-annotations",
-    path: "/validate/service-lb-annotations",
-    disabled_by_default: false,
-};
-
-/// Why a Service's load balancer settings are unusable (`None`: usable, or not a Service the
-/// service controller gives a load balancer: another type, or a `loadBalancerClass`).
-fn problem(cloud: &OpenStack, service: &Service) -> Option<String> {
-    let spec = service.spec.as_ref()?;
-    if spec.type_.as_deref() != Some("LoadBalancer") || spec.load_balancer_class.is_some() {
-        return None;
-    }
-    cloud
-        .check_service_settings(service)
-        .err()
-        .map(|e| Chain(&e).to_string())
-}
-
-fn decode(object: &DynamicObject) -> Result<Service> {
-    serde_json::to_value(object)
-        .and_then(serde_json::from_value)
-        .map_err(|e| Error::Admission {
-            webhook: SERVICE_LB_ANNOTATIONS.name.into(),
-            message: format!("decoding the Service under review: {e}"),
-        })
-}
-
-/// The decision for one request.
-fn review(
-    cloud: &OpenStack,
-    request: &AdmissionRequest<DynamicObject>,
-) -> Result<AdmissionResponse> {
-    let response = AdmissionResponse::from(request);
-    let is_service = request.kind.group.is_empty() && request.kind.kind == "Service";
-    if !is_service || !matches!(request.operation, Operation::Create | Operation::Update) {
-        return Ok(response);
-    }
-    let Some(object) = &request.object else {
-        return Ok(response);
-    };
-    // An object that is not a Service under a Service kind is the request's fault: a denial
-    // that says so (as the apiserver's own decoding would), not a 500.
-    let service = match decode(object) {
-        Ok(s) => s,
-        Err(e) => return Ok(response.deny(Chain(&e).to_string())),
-    };
-    if service.metadata.deletion_timestamp.is_some() {
-        return Ok(response);
-    }
-    let Some(message) = problem(cloud, &service) else {
-        return Ok(response);
-    };
-    if request.operation == Operation::Update {
-        if let Some(old) = &request.old_object {
-            let old_problem = decode(old).ok().and_then(|old| problem(cloud, &old));
-            if old_problem.as_deref() == Some(message.as_str()) {
-                let mut response = response;
-                response.warnings = Some(vec![message]);
-                return Ok(response);
-            }
-        }
-    }
-    tracing::info!(service = %request.name, namespace = ?request.namespace, %message, "refusing Service");
-    Ok(response.deny(message))
-}
 
 #[async_trait]
 impl Webhooks for OpenStack {
@@ -97,13 +23,7 @@ impl Webhooks for OpenStack {
         webhook: &str,
         request: &AdmissionRequest<DynamicObject>,
     ) -> Result<AdmissionResponse> {
-        if webhook != SERVICE_LB_ANNOTATIONS.name {
-            return Err(Error::Admission {
-                webhook: webhook.into(),
-                message: "the provider has no webhook of this name".into(),
-            });
-        }
-        review(self, request)
+        admit_service_lb(self, webhook, request)
     }
 }
 
