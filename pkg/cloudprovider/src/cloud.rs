@@ -400,7 +400,7 @@ pub trait LoadBalancer: Send + Sync {
     /// Refuses a Service whose load balancer settings this provider cannot honour (a refused
     /// row of its [`crate::lb_settings`] table, or a value its parsers reject), before any
     /// cloud call; `ensure_load_balancer` runs it first and the `service-lb-annotations`
-    /// webhook ([`crate::webhook::review_service_lb`]) answers with it. Default: accept.
+    /// webhook ([`crate::lb_webhook::review_service_lb`]) answers with it. Default: accept.
     fn check_service(&self, _service: &Service) -> Result<()> {
         Ok(())
     }

@@ -34,6 +34,7 @@ pub mod http_client;
 pub mod input;
 mod instrumented;
 pub mod lb_settings;
+pub mod lb_webhook;
 pub mod listing;
 pub mod names;
 pub mod node;

@@ -25,8 +25,8 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, IpPermission, IpRange, UserIdGroupPair};
 use aws_sdk_elasticloadbalancing::types as elb;
 use aws_sdk_elasticloadbalancingv2::types as elbv2;
+use hypercloud_cloudprovider::lb_webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
 use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
-use hypercloud_cloudprovider::webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
 use hypercloud_cloudprovider::{
     default_load_balancer_name, lb_settings, Error, LbSetting, LoadBalancer, Result, Setting,
     WebhookSpec, Webhooks,

@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
+use hypercloud_cloudprovider::lb_webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
 use hypercloud_cloudprovider::{
     default_load_balancer_name, lb_settings, LbSetting, LoadBalancer, Setting, WebhookSpec,
     Webhooks,

@@ -1,11 +1,11 @@
 //! The cloud-provider webhook of `openstack` and `local`: the kit's `service-lb-annotations`
-//! ([`hypercloud_cloudprovider::webhook::review_service_lb`], the same on every provider with
+//! ([`hypercloud_cloudprovider::lb_webhook::review_service_lb`], the same on every provider with
 //! load balancers), deciding with this provider's own check
 //! (`LoadBalancer::check_service`: the refused rows of `loadbalancer::SERVICE_SETTINGS`,
 //! then the `loadbalancer.openstack.org/*`, internal and source-range parsers).
 
 use async_trait::async_trait;
-use hypercloud_cloudprovider::webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
+use hypercloud_cloudprovider::lb_webhook::{admit_service_lb, SERVICE_LB_ANNOTATIONS};
 use hypercloud_cloudprovider::{Result, WebhookSpec, Webhooks};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use kube::core::DynamicObject;
