@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
@@ -22,7 +20,7 @@ use serde_json::json;
 
 use crate::volume_fixtures;
 use crate::BIN;
-use volume_fixtures::{attached, attached_servers, pod, start_kcm};
+use volume_fixtures::{attach_fixture, attached, attached_servers, pod, start_kcm};
 
 const PLUGIN: &str = "kubernetes.io/cinder";
 
@@ -73,43 +71,24 @@ async fn cinder_volumes_attached_to_the_pods_node_and_detached_after() {
     let ns = env.namespace();
     let nodes: Api<Node> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();
-    // No kube-controller-manager makes the namespace's default ServiceAccount, which the
-    // ServiceAccount admission wants.
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&pp, &sa)
-        .await;
+    // Two Nodes and a pre-provisioned RWO PV of the volume, bound to a claim (as the binder
+    // leaves them).
     let (n1, n2) = (env.unique_name("ad-node-1"), env.unique_name("ad-node-2"));
-    for (node, id) in [(&n1, &s1), (&n2, &s2)] {
-        let n: Node = serde_json::from_value(
-            json!({"metadata": {"name": node}, "spec": {"providerID": format!("openstack:///{id}")}}),
-        )
-        .unwrap();
-        nodes.create(&pp, &n).await.unwrap();
-    }
-    // A pre-provisioned RWO PV of the volume, bound to a claim (as the binder leaves them).
     let pv_name = env.unique_name("ad-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "cinder": {"volumeID": volume, "fsType": "ext4"},
-                 "claimRef": {"namespace": ns, "name": "data"}},
-    }))
-    .unwrap();
-    pvs.create(&pp, &pv).await.unwrap();
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    }))
-    .unwrap();
-    claims.create(&pp, &claim).await.unwrap();
+    attach_fixture(
+        &client,
+        ns,
+        &[
+            (&n1, format!("openstack:///{s1}")),
+            (&n2, format!("openstack:///{s2}")),
+        ],
+        &pv_name,
+        json!({"cinder": {"volumeID": volume, "fsType": "ext4"}}),
+    )
+    .await;
 
     let kcm = start_kcm(BIN, tmp.path(), env.control_plane().kubeconfig(), &conf);
 

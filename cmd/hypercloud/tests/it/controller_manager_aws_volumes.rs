@@ -4,44 +4,33 @@
 //! shows it). As in `controller_manager_volumes`, the test plays the binder and the
 //! pvc-/pv-protection controllers, and no scheduler or kubelet runs: the pod is bound by hand
 //! and nothing has the volume mounted.
-#![cfg(all(feature = "aws", feature = "openstack"))]
+#![cfg(feature = "aws")]
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::time::Duration;
 
 use hypercloud_testenv::aws::Cloud;
-use hypercloud_testenv::process::{personality, Proc, Stdout};
+use hypercloud_testenv::process::Proc;
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
-use crate::volume_fixtures::{attached, pod};
+use crate::volume_fixtures::{
+    attach_fixture, bind_and_grow, claim, class as class_of, delete_claim,
+    delete_pod_until_detached, run_pod_until_attached, start_controller_manager, wait_pv,
+    wait_pv_deleted, MOTO_ENV,
+};
 use crate::BIN;
 
 const PLUGIN: &str = "kubernetes.io/aws-ebs";
 const ZONE_B: &str = "us-east-1b";
 
 fn start_kcm(dir: &Path, kubeconfig: &Path, conf: &Path, controllers: &str) -> Proc {
-    let mut cmd = personality(BIN, "controller-manager");
-    cmd.arg("--cloud-provider=aws")
-        .arg(format!("--cloud-config={}", conf.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--leader-elect=false")
-        .arg("--secure-port=0")
-        .arg(format!("--controllers={controllers}"))
-        .arg("--v=2")
-        // Moto accepts any signature.
-        .env("AWS_ACCESS_KEY_ID", "AKIDHYPERCLOUDTEST")
-        .env("AWS_SECRET_ACCESS_KEY", "secret")
-        .env("AWS_CONFIG_FILE", "/nonexistent")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent");
-    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
+    start_controller_manager(BIN, dir, kubeconfig, "aws", conf, controllers, MOTO_ENV)
 }
 
 /// The volume as `aws ec2 describe-volumes` shows it; `None` when EC2 has no such volume.
@@ -83,13 +72,13 @@ async fn ebs_volumes_provisioned_in_the_class_zone_expanded_and_reclaimed() {
     classes
         .create(
             &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": class}, "provisioner": PLUGIN,
-                "parameters": {"type": "gp2", "zone": ZONE_B, "fsType": "ext4"},
-                "reclaimPolicy": "Delete", "allowVolumeExpansion": true,
-                "volumeBindingMode": "Immediate",
-            }))
-            .unwrap(),
+            &class_of(
+                &class,
+                PLUGIN,
+                json!({"type": "gp2", "zone": ZONE_B, "fsType": "ext4"}),
+                "Immediate",
+                "Delete",
+            ),
         )
         .await
         .unwrap();
@@ -102,25 +91,11 @@ async fn ebs_volumes_provisioned_in_the_class_zone_expanded_and_reclaimed() {
 
     // A volume of the request rounded up to GiB, in the class's zone, and its PV.
     let data = claims
-        .create(
-            &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": "data", "annotations": {
-                    "volume.kubernetes.io/storage-provisioner": PLUGIN}},
-                "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
-                         "resources": {"requests": {"storage": "1500Mi"}}},
-            }))
-            .unwrap(),
-        )
+        .create(&pp, &claim("data", &class, "1500Mi", "Filesystem", PLUGIN))
         .await
         .unwrap();
     let pv_name = format!("pvc-{}", data.uid().unwrap());
-    let pv = eventually(
-        &format!("PV {pv_name}"),
-        Duration::from_secs(90),
-        || async { pvs.get_opt(&pv_name).await.unwrap() },
-    )
-    .await;
+    let pv = wait_pv(&pvs, &pv_name).await;
     let spec = pv.spec.clone().unwrap();
     let ebs = spec.aws_elastic_block_store.clone().unwrap();
     let prefix = format!("aws://{ZONE_B}/");
@@ -154,64 +129,21 @@ async fn ebs_volumes_provisioned_in_the_class_zone_expanded_and_reclaimed() {
     );
 
     // Resize: bind the claim as the binder would, then grow its request.
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"volumeName": pv_name}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch_status(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"phase": "Bound",
-                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}})),
-        )
-        .await
-        .unwrap();
+    bind_and_grow(&claims, "data", &pv_name, "2Gi", "3Gi").await;
     eventually("the volume to grow", Duration::from_secs(60), || async {
         (volume(&cloud, &id).unwrap()["Size"] == 3).then_some(())
     })
     .await;
 
     // Reclaim Delete: the claim goes, the volume goes, then the PV.
-    claims
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
-    let unfinalize = json!({"metadata": {"finalizers": null}});
-    let _ = claims
-        .patch("data", &PatchParams::default(), &Patch::Merge(&unfinalize))
-        .await;
+    delete_claim(&claims, "data").await;
     eventually(
         "the volume to be deleted",
         Duration::from_secs(60),
         || async { volume(&cloud, &id).is_none().then_some(()) },
     )
     .await;
-    eventually("the PV to be deleted", Duration::from_secs(30), || async {
-        let pv = pvs.get_opt(&pv_name).await.unwrap();
-        pv.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
-    let _ = pvs
-        .patch(
-            &pv_name,
-            &PatchParams::default(),
-            &Patch::Merge(&unfinalize),
-        )
-        .await;
+    wait_pv_deleted(&pvs, &pv_name).await;
 
     drop(_kcm);
     let _ = classes.delete(&class, &DeleteParams::default()).await;
@@ -246,41 +178,19 @@ async fn ebs_volumes_attached_to_the_pods_node_and_detached_after() {
     let volume_id = format!("aws://{zone}/{id}");
 
     let client = env.client();
-    let ns = env.namespace();
     let nodes: Api<Node> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pp = PostParams::default();
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&pp, &sa)
-        .await;
-    // The Node is named by its instance's private DNS name, as on AWS; left over from an
-    // earlier run on the same apiserver, it goes first.
-    let _ = nodes.delete(&node_name, &DeleteParams::default()).await;
-    let n: Node = serde_json::from_value(json!({"metadata": {"name": node_name},
-        "spec": {"providerID": format!("aws:///{zone}/{instance}")}}))
-    .unwrap();
-    nodes.create(&pp, &n).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), env.namespace());
+    // The Node is named by its instance's private DNS name, as on AWS.
     let pv_name = env.unique_name("aws-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "awsElasticBlockStore": {"volumeID": volume_id, "fsType": "ext4"},
-                 "claimRef": {"namespace": ns, "name": "data"}},
-    }))
-    .unwrap();
-    pvs.create(&pp, &pv).await.unwrap();
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    }))
-    .unwrap();
-    claims.create(&pp, &claim).await.unwrap();
+    attach_fixture(
+        &client,
+        env.namespace(),
+        &[(&node_name, format!("aws:///{zone}/{instance}"))],
+        &pv_name,
+        json!({"awsElasticBlockStore": {"volumeID": volume_id, "fsType": "ext4"}}),
+    )
+    .await;
 
     let kcm = start_kcm(
         tmp.path(),
@@ -289,18 +199,9 @@ async fn ebs_volumes_attached_to_the_pods_node_and_detached_after() {
         "attachdetach",
     );
 
-    pods.create(&pp, &pod("web", &node_name, "data"))
-        .await
-        .unwrap();
-    eventually(
-        "the volume in the Node's volumesAttached",
-        Duration::from_secs(60),
-        || async { (!attached(&nodes, &node_name).await.is_empty()).then_some(()) },
-    )
-    .await;
     // Upstream's first device name, as EC2 reports it.
     assert_eq!(
-        attached(&nodes, &node_name).await,
+        run_pod_until_attached(&pods, &nodes, "web", &node_name).await,
         [(format!("{PLUGIN}/{volume_id}"), "/dev/xvdba".to_owned())]
     );
     let v = volume(&cloud, &id).unwrap();
@@ -309,16 +210,7 @@ async fn ebs_volumes_attached_to_the_pods_node_and_detached_after() {
     assert_eq!(v["Attachments"][0]["Device"], "/dev/xvdba", "{v}");
     assert_eq!(v["Attachments"][0]["State"], "attached", "{v}");
 
-    pods.delete("web", &DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
-    eventually(
-        "the volume to leave the Node",
-        Duration::from_secs(60),
-        || async { attached(&nodes, &node_name).await.is_empty().then_some(()) },
-    )
-    .await;
-    // The controller takes the volume off the Node's list first, then detaches it.
+    delete_pod_until_detached(&pods, &nodes, "web", &node_name).await;
     eventually(
         "EC2 to show the volume detached",
         Duration::from_secs(60),

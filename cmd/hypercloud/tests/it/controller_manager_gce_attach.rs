@@ -9,37 +9,23 @@
 #![cfg(feature = "gce")]
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
 use std::time::Duration;
 
 use hypercloud_testenv::localcloud::{http, state_dir, Serve};
-use hypercloud_testenv::process::{personality, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
-};
-use kube::api::{DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
+use kube::api::DeleteParams;
 use kube::Api;
 use serde_json::{json, Value};
 
 use crate::proxy::{Fault, Proxy};
-use crate::volume_fixtures::{attached, pod};
+use crate::volume_fixtures::{
+    attach_fixture, delete_pod_until_detached, run_pod_until_attached, start_controller_manager,
+};
 use crate::BIN;
 
 const PLUGIN: &str = "kubernetes.io/gce-pd";
 const ZONE: &str = "us-central1-a";
-
-fn start_kcm(dir: &Path, kubeconfig: &Path, gce_conf: &Path) -> Proc {
-    let mut cmd = personality(BIN, "controller-manager");
-    cmd.arg("--cloud-provider=gce")
-        .arg(format!("--cloud-config={}", gce_conf.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--leader-elect=false")
-        .arg("--secure-port=0")
-        .arg("--controllers=attachdetach")
-        .arg("--v=2");
-    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
-}
 
 /// Calls the GCE dialect: the status and the JSON body.
 fn gce(serve: &Serve, method: &str, rest: &str, body: Option<&str>) -> (u16, Value) {
@@ -132,41 +118,29 @@ async fn attach_and_detach(name: &str, misbehave: bool) {
     assert_eq!(status, 200, "{op}");
 
     let client = env.client();
-    let ns = env.namespace();
     let nodes: Api<Node> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pp = PostParams::default();
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&pp, &sa)
-        .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), env.namespace());
     // The Node is named after its instance, as on GCE.
-    let n: Node = serde_json::from_value(json!({"metadata": {"name": instance},
-        "spec": {"providerID": format!("gce://demo/{ZONE}/{instance}")}}))
-    .unwrap();
-    nodes.create(&pp, &n).await.unwrap();
     let pv_name = env.unique_name("gad-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "gcePersistentDisk": {"pdName": disk, "fsType": "ext4"},
-                 "claimRef": {"namespace": ns, "name": "data"}},
-    }))
-    .unwrap();
-    pvs.create(&pp, &pv).await.unwrap();
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    }))
-    .unwrap();
-    claims.create(&pp, &claim).await.unwrap();
+    attach_fixture(
+        &client,
+        env.namespace(),
+        &[(&instance, format!("gce://demo/{ZONE}/{instance}"))],
+        &pv_name,
+        json!({"gcePersistentDisk": {"pdName": disk, "fsType": "ext4"}}),
+    )
+    .await;
 
-    let kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+    let kcm = start_controller_manager(
+        BIN,
+        tmp.path(),
+        env.control_plane().kubeconfig(),
+        "gce",
+        &conf,
+        "attachdetach",
+        &[],
+    );
     let rules = misbehave.then(|| {
         (
             proxy.fail_next("POST", "/attachDisk", ATTACH_FAULTS),
@@ -177,17 +151,8 @@ async fn attach_and_detach(name: &str, misbehave: bool) {
     });
 
     let before_attach = proxy.requests();
-    pods.create(&pp, &pod("web", &instance, "data"))
-        .await
-        .unwrap();
-    eventually(
-        "the disk in the Node's volumesAttached",
-        Duration::from_secs(60),
-        || async { (!attached(&nodes, &instance).await.is_empty()).then_some(()) },
-    )
-    .await;
     assert_eq!(
-        attached(&nodes, &instance).await,
+        run_pod_until_attached(&pods, &nodes, "web", &instance).await,
         [(
             format!("{PLUGIN}/{disk}"),
             format!("/dev/disk/by-id/google-{disk}")
@@ -213,16 +178,7 @@ async fn attach_and_detach(name: &str, misbehave: bool) {
     }
 
     let before_detach = proxy.requests();
-    pods.delete("web", &DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
-    eventually(
-        "the disk to leave the Node",
-        Duration::from_secs(60),
-        || async { attached(&nodes, &instance).await.is_empty().then_some(()) },
-    )
-    .await;
-    // The controller takes the disk off the Node's list first, then detaches it (as upstream).
+    delete_pod_until_detached(&pods, &nodes, "web", &instance).await;
     eventually(
         "the instance to show the disk detached",
         Duration::from_secs(30),

@@ -7,11 +7,9 @@
 #![cfg(feature = "gce")]
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
 use std::time::Duration;
 
 use hypercloud_testenv::localcloud::{http, state_dir, Serve};
-use hypercloud_testenv::process::{personality, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -20,21 +18,13 @@ use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::proxy::Proxy;
+use crate::volume_fixtures::{
+    bind_and_grow, claim, class as class_of, delete_claim, drop_finalizers,
+    start_controller_manager, wait_pv, wait_pv_deleted,
+};
 use crate::BIN;
 const PLUGIN: &str = "kubernetes.io/gce-pd";
 const ZONE_B: &str = "us-central1-b";
-
-fn start_kcm(dir: &Path, kubeconfig: &Path, gce_conf: &Path) -> Proc {
-    let mut cmd = personality(BIN, "controller-manager");
-    cmd.arg("--cloud-provider=gce")
-        .arg(format!("--cloud-config={}", gce_conf.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--leader-elect=false")
-        .arg("--secure-port=0")
-        .arg("--controllers=persistentvolume-binder,persistentvolume-expander")
-        .arg("--v=2");
-    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
-}
 
 /// A disk as `disks.get` shows it: the HTTP status and the body.
 fn disk(serve: &Serve, zone: &str, name: &str) -> (u16, Value) {
@@ -86,40 +76,34 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
     classes
         .create(
             &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": class}, "provisioner": PLUGIN,
-                "parameters": {"type": "pd-ssd", "zones": ZONE_B, "replication-type": "none"},
-                "reclaimPolicy": "Delete", "allowVolumeExpansion": true,
-                "volumeBindingMode": "Immediate",
-            }))
-            .unwrap(),
+            &class_of(
+                &class,
+                PLUGIN,
+                json!({"type": "pd-ssd", "zones": ZONE_B, "replication-type": "none"}),
+                "Immediate",
+                "Delete",
+            ),
         )
         .await
         .unwrap();
-    let _kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+    let _kcm = start_controller_manager(
+        BIN,
+        tmp.path(),
+        env.control_plane().kubeconfig(),
+        "gce",
+        &conf,
+        "persistentvolume-binder,persistentvolume-expander",
+        &[],
+    );
 
     // A disk of the request rounded up to GiB, in the class's zone, and its PV.
     let before_provision = proxy.requests();
     let data = claims
-        .create(
-            &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": "data", "annotations": {
-                    "volume.kubernetes.io/storage-provisioner": PLUGIN}},
-                "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
-                         "volumeMode": "Block", "resources": {"requests": {"storage": "1500Mi"}}},
-            }))
-            .unwrap(),
-        )
+        .create(&pp, &claim("data", &class, "1500Mi", "Block", PLUGIN))
         .await
         .unwrap();
     let pv_name = format!("pvc-{}", data.uid().unwrap());
-    let pv = eventually(
-        &format!("PV {pv_name}"),
-        Duration::from_secs(60),
-        || async { pvs.get_opt(&pv_name).await.unwrap() },
-    )
-    .await;
+    let pv = wait_pv(&pvs, &pv_name).await;
     let provision_requests = proxy.requests() - before_provision;
     let spec = pv.spec.clone().unwrap();
     let pd = spec.gce_persistent_disk.clone().unwrap();
@@ -141,31 +125,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
     );
 
     // Resize: bind the claim as the binder would, then grow its request.
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"volumeName": pv_name}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch_status(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"phase": "Bound",
-                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}})),
-        )
-        .await
-        .unwrap();
+    bind_and_grow(&claims, "data", &pv_name, "2Gi", "3Gi").await;
     eventually("the disk to grow", Duration::from_secs(60), || async {
         (disk(&serve, ZONE_B, &pd.pd_name).1["sizeGb"] == "3").then_some(())
     })
@@ -173,14 +133,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
 
     // Reclaim Delete: the claim goes, the disk goes, then the PV.
     let before_delete = proxy.requests();
-    claims
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
-    let unfinalize = json!({"metadata": {"finalizers": null}});
-    let _ = claims
-        .patch("data", &PatchParams::default(), &Patch::Merge(&unfinalize))
-        .await;
+    delete_claim(&claims, "data").await;
     eventually(
         "the disk to be deleted",
         Duration::from_secs(60),
@@ -200,19 +153,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
         delete_requests <= 4,
         "deleting took {delete_requests} requests"
     );
-    eventually("the PV to be deleted", Duration::from_secs(30), || async {
-        let pv = pvs.get_opt(&pv_name).await.unwrap();
-        pv.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
-    let _ = pvs
-        .patch(
-            &pv_name,
-            &PatchParams::default(),
-            &Patch::Merge(&unfinalize),
-        )
-        .await;
+    wait_pv_deleted(&pvs, &pv_name).await;
 
     // WaitForFirstConsumer and reclaim Retain: nothing until the scheduler picks a Node, then
     // a disk in that Node's zone (the class names none); the claim goes, the disk and PV stay.
@@ -220,11 +161,13 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
     classes
         .create(
             &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": delayed}, "provisioner": PLUGIN,
-                "reclaimPolicy": "Retain", "volumeBindingMode": "WaitForFirstConsumer",
-            }))
-            .unwrap(),
+            &class_of(
+                &delayed,
+                PLUGIN,
+                json!({}),
+                "WaitForFirstConsumer",
+                "Retain",
+            ),
         )
         .await
         .unwrap();
@@ -240,16 +183,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
         .await
         .unwrap();
     let later = claims
-        .create(
-            &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": "later", "annotations": {
-                    "volume.kubernetes.io/storage-provisioner": PLUGIN}},
-                "spec": {"storageClassName": delayed, "accessModes": ["ReadWriteOnce"],
-                         "resources": {"requests": {"storage": "1Gi"}}},
-            }))
-            .unwrap(),
-        )
+        .create(&pp, &claim("later", &delayed, "1Gi", "Filesystem", PLUGIN))
         .await
         .unwrap();
     let later_pv = format!("pvc-{}", later.uid().unwrap());
@@ -268,12 +202,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
         )
         .await
         .unwrap();
-    let kept = eventually(
-        &format!("PV {later_pv}"),
-        Duration::from_secs(60),
-        || async { pvs.get_opt(&later_pv).await.unwrap() },
-    )
-    .await;
+    let kept = wait_pv(&pvs, &later_pv).await;
     assert_eq!(kept.labels()["topology.kubernetes.io/zone"], ZONE_B);
     assert_eq!(
         kept.spec
@@ -286,13 +215,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
     let (status, d) = disk(&serve, ZONE_B, &later_disk);
     assert_eq!((status, d["sizeGb"].as_str()), (200, Some("1")), "{d}");
     assert_eq!(disk(&serve, "us-central1-a", &later_disk).0, 404);
-    claims
-        .delete("later", &DeleteParams::default())
-        .await
-        .unwrap();
-    let _ = claims
-        .patch("later", &PatchParams::default(), &Patch::Merge(&unfinalize))
-        .await;
+    delete_claim(&claims, "later").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (status, d) = disk(&serve, ZONE_B, &later_disk);
     assert_eq!(status, 200, "the Retain disk is gone: {d}");
@@ -301,13 +224,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
 
     drop(_kcm);
     let _ = pvs.delete(&later_pv, &DeleteParams::default()).await;
-    let _ = pvs
-        .patch(
-            &later_pv,
-            &PatchParams::default(),
-            &Patch::Merge(&unfinalize),
-        )
-        .await;
+    drop_finalizers(&pvs, &later_pv).await;
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
     let _ = classes.delete(&delayed, &DeleteParams::default()).await;
     let _ = classes.delete(&class, &DeleteParams::default()).await;

@@ -17,7 +17,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hypercloud_testenv::localcloud::{cli, openstack_json, state_dir, Serve};
-use hypercloud_testenv::process::{personality, Proc, Stdout};
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -25,23 +24,15 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
+use crate::volume_fixtures::{
+    bind_and_grow, claim, class, delete_claim, drop_finalizers, start_controller_manager, wait_pv,
+    wait_pv_deleted,
+};
 use crate::BIN;
 const PLUGIN: &str = "kubernetes.io/cinder";
 const CINDER_CSI: &str = "cinder.csi.openstack.org";
 const ZONE: &str = "topology.kubernetes.io/zone";
 const REGION: &str = "topology.kubernetes.io/region";
-
-fn start_kcm(dir: &Path, kubeconfig: &Path, cloud_conf: &Path) -> Proc {
-    let mut cmd = personality(BIN, "controller-manager");
-    cmd.arg("--cloud-provider=local")
-        .arg(format!("--cloud-config={}", cloud_conf.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--leader-elect=false")
-        .arg("--secure-port=0")
-        .arg("--controllers=persistentvolume-binder,persistentvolume-expander")
-        .arg("--v=2");
-    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
-}
 
 /// The Cinder volume with this ID as `openstack volume show` shows it.
 fn volume_show(state: &Path, id: &str) -> Value {
@@ -56,59 +47,6 @@ fn volume_ids(state: &Path) -> Vec<String> {
         .iter()
         .map(|v| v["ID"].as_str().unwrap().to_owned())
         .collect()
-}
-
-fn class(name: &str, params: Value, mode: &str, reclaim: &str) -> StorageClass {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "provisioner": PLUGIN,
-        "parameters": params,
-        "reclaimPolicy": reclaim,
-        "allowVolumeExpansion": true,
-        "volumeBindingMode": mode,
-    }))
-    .unwrap()
-}
-
-/// A claim as the binder leaves it for an external provisioner named `provisioner`.
-fn claim(
-    name: &str,
-    class: &str,
-    size: &str,
-    mode: &str,
-    provisioner: &str,
-) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "annotations": {
-            "volume.kubernetes.io/storage-provisioner": provisioner,
-            "volume.beta.kubernetes.io/storage-provisioner": provisioner,
-        }},
-        "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
-                 "volumeMode": mode, "resources": {"requests": {"storage": size}}},
-    }))
-    .unwrap()
-}
-
-async fn wait_pv(pvs: &Api<PersistentVolume>, name: &str) -> PersistentVolume {
-    eventually(&format!("PV {name}"), Duration::from_secs(60), || async {
-        pvs.get_opt(name).await.unwrap()
-    })
-    .await
-}
-
-async fn drop_finalizers<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let patch = json!({"metadata": {"finalizers": null}});
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => panic!("dropping finalizers of {name}: {e}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,6 +74,7 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
             &pp,
             &class(
                 &immediate,
+                PLUGIN,
                 json!({"type": "lvmdriver-1", "availability": "nova"}),
                 "Immediate",
                 "Delete",
@@ -146,7 +85,13 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     classes
         .create(
             &pp,
-            &class(&delayed, json!({}), "WaitForFirstConsumer", "Retain"),
+            &class(
+                &delayed,
+                PLUGIN,
+                json!({}),
+                "WaitForFirstConsumer",
+                "Retain",
+            ),
         )
         .await
         .unwrap();
@@ -162,7 +107,15 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
         .await
         .unwrap();
 
-    let _kcm = start_kcm(tmp.path(), env.control_plane().kubeconfig(), &conf);
+    let _kcm = start_controller_manager(
+        BIN,
+        tmp.path(),
+        env.control_plane().kubeconfig(),
+        "local",
+        &conf,
+        "persistentvolume-binder,persistentvolume-expander",
+        &[],
+    );
 
     // Immediate: a volume of the request rounded up to GiB, in the class's zone.
     let t = Instant::now();
@@ -256,32 +209,8 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     );
 
     // Resize: bind the claim as the binder would, then grow its request.
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"volumeName": pv_name}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch_status(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"phase": "Bound",
-                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}})),
-        )
-        .await
-        .unwrap();
     let t = Instant::now();
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}})),
-        )
-        .await
-        .unwrap();
+    bind_and_grow(&claims, "data", &pv_name, "2Gi", "3Gi").await;
     let grown = eventually(
         "the claim's capacity to grow",
         Duration::from_secs(60),
@@ -312,52 +241,18 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
 
     // Reclaim Delete: the claim goes (its protection finalizer removed, as the pvc-protection
     // controller would), the Cinder volume goes, then the PV.
-    claims
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
-    drop_finalizers(&claims, "data").await;
+    delete_claim(&claims, "data").await;
     eventually(
         "the Cinder volume to be deleted",
         Duration::from_secs(60),
         || async { (!volume_ids(&state).contains(&volume_id)).then_some(()) },
     )
     .await;
-    eventually("the PV to be deleted", Duration::from_secs(30), || async {
-        let pv = pvs.get_opt(&pv_name).await.unwrap();
-        pv.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
-    drop_finalizers(&pvs, &pv_name).await;
+    wait_pv_deleted(&pvs, &pv_name).await;
 
     // A file-system claim: the cloud volume and the PV grow; the claim waits for the kubelet
     // to grow the file system (FileSystemResizePending), its status capacity unchanged.
-    claims
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"volumeName": later_pv}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch_status(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"phase": "Bound",
-                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}})),
-        )
-        .await
-        .unwrap();
+    bind_and_grow(&claims, "later", &later_pv, "1Gi", "2Gi").await;
     let pending = eventually(
         "the file-system claim to wait for the kubelet",
         Duration::from_secs(60),
@@ -382,11 +277,7 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
     assert_eq!(v2["status"], "available");
 
     // Retain: the claim goes, the volume and the PV stay.
-    claims
-        .delete("later", &DeleteParams::default())
-        .await
-        .unwrap();
-    drop_finalizers(&claims, "later").await;
+    delete_claim(&claims, "later").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let v2 = volume_show(&state, &retained_id);
     assert_eq!(

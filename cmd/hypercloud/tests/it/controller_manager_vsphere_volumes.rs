@@ -23,15 +23,17 @@ use std::time::Duration;
 use hypercloud_testenv::process::{personality, Proc, Stdout};
 use hypercloud_testenv::vcsim::Vcsim;
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::{
-    Event, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::volume_fixtures::{attached, pod};
+use crate::volume_fixtures::{
+    attach_fixture, attached, bind_and_grow, claim, class as class_of, delete_claim,
+    delete_pod_until_detached, pod, run_pod_until_attached, start_controller_manager, wait_pv,
+    wait_pv_deleted,
+};
 use crate::BIN;
 
 const PLUGIN: &str = "kubernetes.io/vsphere-volume";
@@ -39,15 +41,7 @@ const VM: &str = "/DC0/vm/DC0_H0_VM0";
 const HOST: &str = "/DC0/host/DC0_H0/DC0_H0";
 
 fn start_kcm(dir: &Path, kubeconfig: &Path, conf: &Path, controllers: &str) -> Proc {
-    let mut cmd = personality(BIN, "controller-manager");
-    cmd.arg("--cloud-provider=vsphere")
-        .arg(format!("--cloud-config={}", conf.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--leader-elect=false")
-        .arg("--secure-port=0")
-        .arg(format!("--controllers={controllers}"))
-        .arg("--v=2");
-    Proc::spawn_with("controller-manager", cmd, dir.join("kcm.log"), Stdout::Null)
+    start_controller_manager(BIN, dir, kubeconfig, "vsphere", conf, controllers, &[])
 }
 
 /// vcsim tracing every SOAP request to `dir/trace.log`, with a second datastore `LocalDS_1`
@@ -130,13 +124,13 @@ async fn vsphere_volumes_provisioned_on_the_class_datastore_and_reclaimed() {
     classes
         .create(
             &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": class}, "provisioner": PLUGIN,
-                "parameters": {"diskformat": "zeroedthick", "datastore": "LocalDS_1", "fstype": "xfs"},
-                "reclaimPolicy": "Delete", "allowVolumeExpansion": true,
-                "volumeBindingMode": "Immediate",
-            }))
-            .unwrap(),
+            &class_of(
+                &class,
+                PLUGIN,
+                json!({"diskformat": "zeroedthick", "datastore": "LocalDS_1", "fstype": "xfs"}),
+                "Immediate",
+                "Delete",
+            ),
         )
         .await
         .unwrap();
@@ -149,25 +143,11 @@ async fn vsphere_volumes_provisioned_on_the_class_datastore_and_reclaimed() {
 
     // A VMDK of the request rounded up to GiB on the class's datastore, and its PV.
     let data = claims
-        .create(
-            &pp,
-            &serde_json::from_value(json!({
-                "metadata": {"name": "data", "annotations": {
-                    "volume.kubernetes.io/storage-provisioner": PLUGIN}},
-                "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
-                         "resources": {"requests": {"storage": "1500Mi"}}},
-            }))
-            .unwrap(),
-        )
+        .create(&pp, &claim("data", &class, "1500Mi", "Filesystem", PLUGIN))
         .await
         .unwrap();
     let pv_name = format!("pvc-{}", data.uid().unwrap());
-    let pv = eventually(
-        &format!("PV {pv_name}"),
-        Duration::from_secs(60),
-        || async { pvs.get_opt(&pv_name).await.unwrap() },
-    )
-    .await;
+    let pv = wait_pv(&pvs, &pv_name).await;
     let spec = pv.spec.clone().unwrap();
     let source = spec.vsphere_volume.clone().unwrap();
     let file = format!("kubernetes-dynamic-{pv_name}.vmdk");
@@ -186,31 +166,7 @@ async fn vsphere_volumes_provisioned_on_the_class_datastore_and_reclaimed() {
 
     // Resize: bind the claim as the binder would, then grow its request (the admission
     // webhook would deny it; without one the expander says why not, by name).
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"volumeName": pv_name}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch_status(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"phase": "Bound",
-                "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}})),
-        )
-        .await
-        .unwrap();
-    claims
-        .patch(
-            "data",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}})),
-        )
-        .await
-        .unwrap();
+    bind_and_grow(&claims, "data", &pv_name, "2Gi", "3Gi").await;
     let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
     let note = eventually(
         "the claim's VolumeResizeFailed event",
@@ -232,33 +188,14 @@ async fn vsphere_volumes_provisioned_on_the_class_datastore_and_reclaimed() {
     assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "2Gi");
 
     // Reclaim Delete: the claim goes, the VMDK goes, then the PV.
-    claims
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
-    let unfinalize = json!({"metadata": {"finalizers": null}});
-    let _ = claims
-        .patch("data", &PatchParams::default(), &Patch::Merge(&unfinalize))
-        .await;
+    delete_claim(&claims, "data").await;
     eventually(
         "the VMDK to be deleted",
         Duration::from_secs(60),
         || async { (!kubevols(&sim, "LocalDS_1").contains(&file)).then_some(()) },
     )
     .await;
-    eventually("the PV to be deleted", Duration::from_secs(30), || async {
-        let pv = pvs.get_opt(&pv_name).await.unwrap();
-        pv.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            .then_some(())
-    })
-    .await;
-    let _ = pvs
-        .patch(
-            &pv_name,
-            &PatchParams::default(),
-            &Patch::Merge(&unfinalize),
-        )
-        .await;
+    wait_pv_deleted(&pvs, &pv_name).await;
 
     // From the simulator's side: each change was asked for once (the test's govc only reads).
     for method in [
@@ -297,40 +234,20 @@ async fn vsphere_disks_attached_to_the_pods_vm_and_detached_after() {
     let path = "[LocalDS_0] kubevols/vad-data.vmdk";
 
     let client = env.client();
-    let ns = env.namespace();
     let nodes: Api<Node> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pp = PostParams::default();
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&pp, &sa)
-        .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), env.namespace());
     // The Node's provider ID names the VM by its BIOS UUID, as the cloud-node controller sets.
     let node = env.unique_name("vad");
-    let n: Node = serde_json::from_value(json!({"metadata": {"name": node},
-        "spec": {"providerID": format!("vsphere://{uuid}")}}))
-    .unwrap();
-    nodes.create(&pp, &n).await.unwrap();
     let pv_name = env.unique_name("vad-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "vsphereVolume": {"volumePath": path, "fsType": "ext4"},
-                 "claimRef": {"namespace": ns, "name": "data"}},
-    }))
-    .unwrap();
-    pvs.create(&pp, &pv).await.unwrap();
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    }))
-    .unwrap();
-    claims.create(&pp, &claim).await.unwrap();
+    attach_fixture(
+        &client,
+        env.namespace(),
+        &[(&node, format!("vsphere://{uuid}"))],
+        &pv_name,
+        json!({"vsphereVolume": {"volumePath": path, "fsType": "ext4"}}),
+    )
+    .await;
 
     let kcm = start_kcm(
         tmp.path(),
@@ -339,14 +256,7 @@ async fn vsphere_disks_attached_to_the_pods_vm_and_detached_after() {
         "attachdetach",
     );
 
-    pods.create(&pp, &pod("web", &node, "data")).await.unwrap();
-    eventually(
-        "the disk in the Node's volumesAttached",
-        Duration::from_secs(60),
-        || async { (!attached(&nodes, &node).await.is_empty()).then_some(()) },
-    )
-    .await;
-    let list = attached(&nodes, &node).await;
+    let list = run_pod_until_attached(&pods, &nodes, "web", &node).await;
     assert_eq!(list.len(), 1, "{list:?}");
     assert_eq!(list[0].0, format!("{PLUGIN}/{path}"));
     assert!(list[0].1.starts_with("/dev/disk/by-id/wwn-0x"), "{list:?}");
@@ -356,15 +266,7 @@ async fn vsphere_disks_attached_to_the_pods_vm_and_detached_after() {
         vm_disks(&sim, VM)
     );
 
-    pods.delete("web", &DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
-    eventually(
-        "the disk to leave the Node",
-        Duration::from_secs(60),
-        || async { attached(&nodes, &node).await.is_empty().then_some(()) },
-    )
-    .await;
+    delete_pod_until_detached(&pods, &nodes, "web", &node).await;
     eventually(
         "the VM to show the disk detached",
         Duration::from_secs(30),
@@ -417,31 +319,18 @@ async fn kubelet_helper_waits_for_the_vsphere_attach_and_reports_the_device() {
     let ns = env.namespace();
     let nodes: Api<Node> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&pp, &sa)
-        .await;
+    // The kubelet registers the Node.
     let pv_name = env.unique_name("kvs-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "vsphereVolume": {"volumePath": path, "fsType": "ext4"},
-                 "claimRef": {"namespace": ns, "name": "data"}},
-    }))
-    .unwrap();
-    pvs.create(&pp, &pv).await.unwrap();
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    }))
-    .unwrap();
-    claims.create(&pp, &claim).await.unwrap();
+    attach_fixture(
+        &client,
+        ns,
+        &[],
+        &pv_name,
+        json!({"vsphereVolume": {"volumePath": path, "fsType": "ext4"}}),
+    )
+    .await;
 
     let kubeconfig = env.control_plane().kubeconfig();
     let mut cmd = personality(BIN, "kubelet-helper");

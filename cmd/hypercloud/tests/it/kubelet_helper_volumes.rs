@@ -14,16 +14,14 @@ use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
 use hypercloud_testenv::process::{personality, Proc, Stdout};
 
 use hypercloud_testenv::wait::eventually;
-use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::Api;
 use serde_json::json;
 
 use crate::volume_fixtures;
 use crate::BIN;
-use volume_fixtures::{attached, attached_servers, pod, start_kcm};
+use volume_fixtures::{attach_fixture, attached, attached_servers, pod, start_kcm};
 
 const PLUGIN: &str = "kubernetes.io/cinder";
 
@@ -82,31 +80,18 @@ async fn kubelet_helper_waits_for_the_attach_and_reports_the_device() {
     let ns = env.namespace();
     let nodes: Api<Node> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&pp, &sa)
-        .await;
+    // The kubelet registers the Node.
     let pv_name = env.unique_name("kv-pv");
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "cinder": {"volumeID": volume, "fsType": "ext4"},
-                 "claimRef": {"namespace": ns, "name": "data"}},
-    }))
-    .unwrap();
-    pvs.create(&pp, &pv).await.unwrap();
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    }))
-    .unwrap();
-    claims.create(&pp, &claim).await.unwrap();
+    attach_fixture(
+        &client,
+        ns,
+        &[],
+        &pv_name,
+        json!({"cinder": {"volumeID": volume, "fsType": "ext4"}}),
+    )
+    .await;
 
     let kubelet = start_kubelet(tmp.path(), env.control_plane().kubeconfig(), &kubelet_conf);
     let registered = eventually(

@@ -43,6 +43,5 @@ mod openstack_provider;
 mod proxy;
 mod trace_render;
 mod upstream_manifests;
-#[cfg(feature = "openstack")]
 mod volume_fixtures;
 mod vsphere_provider;
