@@ -183,7 +183,7 @@ pub struct VolumeRequest {
     /// The StorageClass's `type` parameter; empty: the cloud's default type.
     pub volume_type: String,
     /// Where within the zone to create it (vSphere's `datastore`); empty: the cloud's default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pool: String,
     /// Tags recorded on the volume (`kubernetes.io/created-for/pvc/name`, ...).
     pub tags: BTreeMap<String, String>,
@@ -212,7 +212,7 @@ pub struct ClassParameters {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
     /// Where within the zone volumes go (vSphere `datastore`); empty: the cloud's default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pool: String,
 }
 

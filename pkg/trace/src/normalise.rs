@@ -42,7 +42,13 @@ pub fn normalise(s: &str) -> String {
                 continue;
             }
         }
-        if c[i] == '-' && i > 0 && c[i - 1].is_ascii_alphanumeric() {
+        // Not when a UUID follows whose first group happens to be all digits
+        // (`pvc-82345678-998c-...`): that is the UUID rule's, at the next character.
+        if c[i] == '-'
+            && i > 0
+            && c[i - 1].is_ascii_alphanumeric()
+            && uuid_len(&c[i + 1..]).is_none()
+        {
             let digits = run(&c[i + 1..], |ch| ch.is_ascii_digit());
             if digits > 0
                 && !c
@@ -284,6 +290,12 @@ mod tests {
             ("at 2026-11-23T00:01:15+01:00.", "at {time}."),
             ("a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "{id}"),
             ("req-5d32d0c5-6634-4083-8f42-86b960d6e5e7", "req-{uuid}"),
+            // A UUID whose first group is all digits is still a UUID, not `-{n}`.
+            ("pvc-82345678-998c-4c67-aa0d-420125fb5a5e", "pvc-{uuid}"),
+            (
+                "kubernetes-dynamic-pvc-12345678-1234-1234-1234-123456789012",
+                "kubernetes-dynamic-pvc-{uuid}",
+            ),
             // left alone
             ("m1.small", "m1.small"),
             ("RegionOne", "RegionOne"),
