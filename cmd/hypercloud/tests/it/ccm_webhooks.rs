@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use hypercloud_testenv::localcloud::{state_dir, Serve};
 use hypercloud_testenv::process::{personality, Proc, Stdout};
-use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
@@ -29,6 +28,7 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::Api;
 use serde_json::json;
 
+use crate::lb_settings::until_webhook_refuses;
 use crate::BIN;
 const PATH: &str = "/validate/service-lb-annotations";
 const BAD: &str = "local: read Service annotations failed: annotation loadbalancer.openstack.org/connection-limit: \"lots\" is not an integer from -1 to 2147483647";
@@ -153,23 +153,8 @@ async fn the_apiserver_calls_the_provider_webhook_on_10260() {
 
     let services: Api<Service> = Api::namespaced(env.client(), &ns);
     let bad = service(&env.unique_name("bad"), "lots");
-    // The apiserver picks the configuration up a moment later: dry runs (no side effects,
-    // so the webhook is called) until it refuses.
-    let dry = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let refused = eventually(
-        "the apiserver calls the webhook",
-        Duration::from_secs(60),
-        || async {
-            match services.create(&dry, &bad).await {
-                Err(kube::Error::Api(e)) => Some(e),
-                _ => None,
-            }
-        },
-    )
-    .await;
+    // The apiserver picks the configuration up a moment later.
+    let refused = until_webhook_refuses(&services, &bad).await;
     assert_eq!(refused.code, 400, "{refused:?}");
     assert!(
         refused.message.contains(&format!(

@@ -157,21 +157,7 @@ async fn refused_by_name(env: &TestEnv, case: &Case<'_>, dir: &Path) {
     // up a moment later: dry runs (no side effects, so the webhook is called) until it refuses.
     let services: Api<Service> = Api::namespaced(env.client(), &ns);
     let refused = service(&env.unique_name("refused"), case.annotation, true);
-    let dry = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let err = eventually(
-        "the apiserver calls the webhook",
-        Duration::from_secs(60),
-        || async {
-            match services.create(&dry, &refused).await {
-                Err(kube::Error::Api(e)) => Some(e),
-                _ => None,
-            }
-        },
-    )
-    .await;
+    let err = until_webhook_refuses(&services, &refused).await;
     assert_eq!(err.code, 400, "{err:?}");
     assert!(
         err.message.contains(&format!(
@@ -353,4 +339,28 @@ async fn aws_refuses_by_name() {
         "{v2}"
     );
     env.cleanup().await.expect("cleanup");
+}
+
+/// Creates `service` as a dry run (no side effects, so a webhook is still called) until the
+/// apiserver refuses it, and returns the refusal: a webhook configuration takes effect a
+/// moment after it is stored.
+pub(crate) async fn until_webhook_refuses(
+    services: &Api<Service>,
+    service: &Service,
+) -> Box<kube::core::Status> {
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    eventually(
+        "the apiserver calls the webhook",
+        Duration::from_secs(60),
+        || async {
+            match services.create(&dry, service).await {
+                Err(kube::Error::Api(e)) => Some(e),
+                _ => None,
+            }
+        },
+    )
+    .await
 }
