@@ -4,9 +4,14 @@
 //! catalog endpoints and self links lead back to it), and can misbehave in two ways:
 //! - while `set_faulty(true)`: every request is answered from a cycle of faults (status and
 //!   `Retry-After`) instead;
-//! - rules ([`Proxy::fail_next`], [`Proxy::rewrite_next`]): the next matching requests are
-//!   answered with given faults, or forwarded with a text replaced in the answer (an Operation
-//!   that stays `RUNNING`).
+//! - rules ([`Proxy::fail_next`], [`Proxy::rewrite_next`]): the next requests whose path or
+//!   body holds a text (`/attachDisk`; `Action=AttachVolume` of an EC2 query; `<ReconfigVM_Task`
+//!   of a SOAP call) are answered with given faults, or forwarded with a text replaced in the
+//!   answer (an Operation that stays `RUNNING`, a volume that stays `attaching`).
+//!
+//! Faults are answered in the cloud's own error shape ([`ErrorBody`]), so that its clients
+//! read them as they would the real cloud's. The upstream may be `https://` (vcsim): the proxy
+//! itself speaks plain HTTP and does not check the upstream's certificate.
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
@@ -21,6 +26,20 @@ use serde_json::json;
 /// A fault: the status and the `Retry-After` header, if any.
 pub type Fault = (u16, Option<&'static str>);
 
+/// The shape of a fault's body: the error document of the cloud behind the proxy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(dead_code)] // until the aws and vsphere fault tests use them
+pub enum ErrorBody {
+    /// `{"message", "code"}` (the local cloud's OpenStack and Compute Engine dialects).
+    #[default]
+    Json,
+    /// EC2's query-API error document: `RequestLimitExceeded` for 429 and 503 (how EC2
+    /// throttles), `InternalError` otherwise.
+    Ec2,
+    /// A SOAP 1.1 `Fault` (vSphere's web services): `ServerFaultCode`.
+    Soap,
+}
+
 /// What a rule does to the requests it matches.
 enum Misbehaviour {
     /// Answer with these faults, in turn, one each.
@@ -29,10 +48,10 @@ enum Misbehaviour {
     Rewrite(&'static str, &'static str, usize),
 }
 
-/// The next requests of one method whose path contains a text, treated otherwise.
+/// The next requests of one method whose path or body contains a text, treated otherwise.
 pub struct Rule {
     method: &'static str,
-    path_contains: &'static str,
+    needle: &'static str,
     misbehaviour: Misbehaviour,
     served: AtomicUsize,
 }
@@ -52,8 +71,8 @@ impl Rule {
     }
 
     /// Claims the next turn of a request that matches, or `None`.
-    fn claim(&self, method: &str, path: &str) -> Option<usize> {
-        if method != self.method || !path.contains(self.path_contains) {
+    fn claim(&self, method: &str, path: &str, body: &str) -> Option<usize> {
+        if method != self.method || !(path.contains(self.needle) || body.contains(self.needle)) {
             return None;
         }
         let n = self.served.fetch_add(1, Ordering::SeqCst);
@@ -72,6 +91,7 @@ struct ProxyState {
     upstream_host: String,
     proxy_host: String,
     cycle: &'static [Fault],
+    error_body: Mutex<ErrorBody>,
     faulty: AtomicBool,
     faults_served: AtomicUsize,
     requests: AtomicUsize,
@@ -86,15 +106,16 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Starts on a free loopback port in front of `upstream` (`http://127.0.0.1:PORT`);
-    /// `cycle` is what it answers while faulty.
+    /// Starts on a free loopback port in front of `upstream` (`http://127.0.0.1:PORT` or
+    /// `https://`); `cycle` is what it answers while faulty.
     pub async fn start(upstream: &str, cycle: &'static [Fault]) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let upstream = upstream.trim_end_matches('/').to_string();
         let upstream_host = upstream
             .strip_prefix("http://")
-            .expect("an http upstream")
+            .or_else(|| upstream.strip_prefix("https://"))
+            .expect("an http or https upstream")
             .split('/')
             .next()
             .unwrap()
@@ -104,11 +125,16 @@ impl Proxy {
             upstream_host,
             proxy_host: addr.to_string(),
             cycle,
+            error_body: Mutex::new(ErrorBody::Json),
             faulty: AtomicBool::new(false),
             faults_served: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
             rules: Mutex::new(Vec::new()),
-            http: reqwest::Client::new(),
+            // The upstreams are local simulators with certificates of their own making.
+            http: reqwest::Client::builder()
+                .danger_accept_invalid_certs(true)
+                .build()
+                .unwrap(),
         });
         let app = axum::Router::new()
             .fallback(forward)
@@ -120,6 +146,12 @@ impl Proxy {
             state,
             url: format!("http://{addr}"),
         }
+    }
+
+    /// Faults are answered in this shape from now on (JSON until told).
+    #[allow(dead_code)] // until the aws and vsphere fault tests use it
+    pub fn error_body(&self, shape: ErrorBody) {
+        *self.state.error_body.lock().unwrap() = shape;
     }
 
     /// Answers every request from the cycle of faults (true) or forwards again (false).
@@ -137,43 +169,39 @@ impl Proxy {
         self.state.requests.load(Ordering::SeqCst)
     }
 
-    /// The next `faults.len()` requests of `method` whose path contains `path_contains` get
+    /// The next `faults.len()` requests of `method` whose path or body contains `needle` get
     /// these faults, in turn; then they pass again.
     pub fn fail_next(
         &self,
         method: &'static str,
-        path_contains: &'static str,
+        needle: &'static str,
         faults: &'static [Fault],
     ) -> Arc<Rule> {
-        self.add(method, path_contains, Misbehaviour::Fail(faults))
+        self.add(method, needle, Misbehaviour::Fail(faults))
     }
 
-    /// The answers to the next `times` requests of `method` whose path contains
-    /// `path_contains` have `from` replaced with `to`.
+    /// The answers to the next `times` requests of `method` whose path or body contains
+    /// `needle` have `from` replaced with `to`.
     pub fn rewrite_next(
         &self,
         method: &'static str,
-        path_contains: &'static str,
+        needle: &'static str,
         times: usize,
         from: &'static str,
         to: &'static str,
     ) -> Arc<Rule> {
-        self.add(
-            method,
-            path_contains,
-            Misbehaviour::Rewrite(from, to, times),
-        )
+        self.add(method, needle, Misbehaviour::Rewrite(from, to, times))
     }
 
     fn add(
         &self,
         method: &'static str,
-        path_contains: &'static str,
+        needle: &'static str,
         misbehaviour: Misbehaviour,
     ) -> Arc<Rule> {
         let rule = Arc::new(Rule {
             method,
-            path_contains,
+            needle,
             misbehaviour,
             served: AtomicUsize::new(0),
         });
@@ -182,24 +210,52 @@ impl Proxy {
     }
 }
 
-fn fault_answer((status, retry_after): Fault) -> Response {
+fn fault_answer((status, retry_after): Fault, shape: ErrorBody) -> Response {
+    let (content_type, body) = match shape {
+        ErrorBody::Json => (
+            "application/json",
+            json!({"message": "fault proxy", "code": status}).to_string(),
+        ),
+        ErrorBody::Ec2 => {
+            let code = match status {
+                429 | 503 => "RequestLimitExceeded",
+                _ => "InternalError",
+            };
+            (
+                "text/xml",
+                format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error>\
+                     <Code>{code}</Code><Message>fault proxy: {status}</Message></Error></Errors>\
+                     <RequestID>fault-proxy-{status}</RequestID></Response>"
+                ),
+            )
+        }
+        ErrorBody::Soap => (
+            "text/xml; charset=utf-8",
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<soapenv:Envelope \
+                 xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\"><soapenv:Body>\
+                 <soapenv:Fault><faultcode>ServerFaultCode</faultcode>\
+                 <faultstring>fault proxy: {status}</faultstring></soapenv:Fault>\
+                 </soapenv:Body></soapenv:Envelope>"
+            ),
+        ),
+    };
     let mut resp = Response::builder()
         .status(status)
-        .header("content-type", "application/json");
+        .header("content-type", content_type);
     if let Some(v) = retry_after {
         resp = resp.header("retry-after", v);
     }
-    resp.body(Body::from(
-        json!({"message": "fault proxy", "code": status}).to_string(),
-    ))
-    .unwrap()
+    resp.body(Body::from(body)).unwrap()
 }
 
 async fn forward(State(s): State<Arc<ProxyState>>, req: Request) -> Response {
     s.requests.fetch_add(1, Ordering::SeqCst);
+    let shape = *s.error_body.lock().unwrap();
     if s.faulty.load(Ordering::SeqCst) {
         let n = s.faults_served.fetch_add(1, Ordering::SeqCst);
-        return fault_answer(s.cycle[n % s.cycle.len()]);
+        return fault_answer(s.cycle[n % s.cycle.len()], shape);
     }
     let (parts, body) = req.into_parts();
     let path = parts
@@ -208,12 +264,14 @@ async fn forward(State(s): State<Arc<ProxyState>>, req: Request) -> Response {
         .map(|p| p.as_str())
         .unwrap_or("/")
         .to_string();
+    let body = axum::body::to_bytes(body, 16 << 20).await.unwrap();
+    let text = String::from_utf8_lossy(&body);
     let mut rewrite = None;
     let rules = s.rules.lock().unwrap().clone();
     for rule in &rules {
-        if let Some(n) = rule.claim(parts.method.as_str(), &path) {
+        if let Some(n) = rule.claim(parts.method.as_str(), &path, &text) {
             match rule.misbehaviour {
-                Misbehaviour::Fail(faults) => return fault_answer(faults[n]),
+                Misbehaviour::Fail(faults) => return fault_answer(faults[n], shape),
                 Misbehaviour::Rewrite(from, to, _) => {
                     rewrite = Some((from, to));
                     break;
@@ -221,7 +279,6 @@ async fn forward(State(s): State<Arc<ProxyState>>, req: Request) -> Response {
             }
         }
     }
-    let body = axum::body::to_bytes(body, 16 << 20).await.unwrap();
     let mut out = s
         .http
         .request(parts.method.clone(), format!("{}{path}", s.upstream))
