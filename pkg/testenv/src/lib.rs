@@ -188,18 +188,41 @@ impl StartOptions {
     /// The options the shared control plane of a test binary uses: a run dir of its own under
     /// the cache, stopped when this process exits.
     pub fn private() -> Self {
-        let cache = std::env::var_os("HYPERCLOUD_CACHE")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/hypercloud"))
-            })
-            .unwrap_or_else(std::env::temp_dir);
+        let cache = cache_dir();
         let pid = std::process::id();
         StartOptions {
             owner_pid: Some(pid),
             ..StartOptions::new(cache.join("envtest/runs").join(format!("test-{pid}")))
         }
     }
+}
+
+/// `$HYPERCLOUD_CACHE`, else `$HOME/.cache/hypercloud` (as hack/ scripts pick it), else the
+/// temporary directory.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("HYPERCLOUD_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/hypercloud"))
+        })
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// The Python of the virtualenv `venv` under the cache (`venv`, `venv-gce`, ...) that
+/// hack/python-tools.sh installs; fails the test, naming the script to run, when `import
+/// module` fails in it (`install` is that script's argument: `""`, `"gce"`).
+pub fn venv_python(venv: &str, module: &str, install: &str) -> PathBuf {
+    let python = cache_dir().join(venv).join("bin/python");
+    let ok = std::process::Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{module} is not importable in {}; run hack/python-tools.sh {install} (hack/test.sh does)",
+        python.display()
+    );
+    python
 }
 
 fn default_script() -> PathBuf {

@@ -211,12 +211,7 @@ fn json_stdout(args: &[&str], out: Output) -> Value {
 /// The official `openstack` CLI that hack/python-tools.sh installs in `$HYPERCLOUD_CACHE/venv`;
 /// fails the test, naming the script, when it is missing.
 pub fn openstack_cli() -> PathBuf {
-    let cache = std::env::var_os("HYPERCLOUD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/hypercloud")
-        });
-    let bin = cache.join("venv/bin/openstack");
+    let bin = crate::cache_dir().join("venv/bin/openstack");
     assert!(
         bin.exists(),
         "the openstack CLI is not installed at {}; run hack/python-tools.sh (hack/test.sh does)",
@@ -253,6 +248,31 @@ pub fn openstack_json(state_dir: &Path, args: &[&str]) -> Value {
             String::from_utf8_lossy(&out.stdout)
         )
     })
+}
+
+/// A persistent disk of the GCE dialect at `api_url` as Google's official client
+/// (google-cloud-compute in `$HYPERCLOUD_CACHE/venv-gce`) shows it: `disks.get`, then
+/// `instances.get` of each user, through `hack/lib/gce-disk.py --require-client` (its doc
+/// gives the JSON: `size_gb`, `type`, `description`, `users`, `attachments`, ...). `None` when
+/// the client is told the disk does not exist.
+pub fn gce_disk(api_url: &str, project: &str, zone: &str, disk: &str) -> Option<Value> {
+    let python = crate::venv_python("venv-gce", "google.cloud.compute_v1", "gce");
+    let script = crate::repo_root().join("hack/lib/gce-disk.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .args(["--require-client", api_url, project, zone, disk, "-"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "gce-disk.py {zone}/{disk} failed with {}:\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("gce-disk.py {zone}/{disk}: {e}: {stdout}"));
+    (v["found"] == true).then_some(v)
 }
 
 /// A minimal HTTP/1.1 request (`Connection: close`, 30 s read timeout); status, head and

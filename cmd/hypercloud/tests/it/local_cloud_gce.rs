@@ -17,29 +17,10 @@ use crate::BIN;
 const ZONES: &str = "us-central1-a,us-central1-b";
 const REGION: &str = "us-central1";
 
-fn venv_python() -> PathBuf {
-    let cache = std::env::var_os("HYPERCLOUD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hypercloud")
-        });
-    let python = cache.join("venv-gce/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "from google.cloud import compute_v1"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "google-cloud-compute is not installed in {}; run hack/python-tools.sh gce (hack/test.sh does)",
-        python.display()
-    );
-    python
-}
-
 #[test]
 fn google_cloud_compute_conformance() {
     let _group = hypercloud_testenv::group_blocking("local_cloud_gce");
-    let python = venv_python();
+    let python = hypercloud_testenv::venv_python("venv-gce", "google.cloud.compute_v1", "gce");
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/conformance/gce_conformance.py");
     let tmp = tempfile::tempdir().unwrap();

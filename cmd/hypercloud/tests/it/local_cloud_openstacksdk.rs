@@ -12,29 +12,10 @@ use hypercloud_testenv::localcloud::{state_dir, Serve};
 
 use crate::BIN;
 
-fn venv_python() -> PathBuf {
-    let cache = std::env::var_os("HYPERCLOUD_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hypercloud")
-        });
-    let python = cache.join("venv/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import openstack"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "openstacksdk is not installed in {}; run hack/python-tools.sh (hack/test.sh does)",
-        python.display()
-    );
-    python
-}
-
 #[test]
 fn openstacksdk_conformance() {
     let _group = hypercloud_testenv::group_blocking("local_cloud_openstacksdk");
-    let python = venv_python();
+    let python = hypercloud_testenv::venv_python("venv", "openstack", "");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../hack/conformance/openstacksdk_conformance.py");
     let tmp = tempfile::tempdir().unwrap();
