@@ -11,7 +11,7 @@ use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::personality::{self, Invocation, Personality};
 use crate::{
     apiserver_plugin, cloud, cloud_controller_manager, controller_manager, kubelet_helper,
-    local_cloud, trace,
+    local_cloud, trace, version,
 };
 
 const ABOUT: &str =
@@ -45,8 +45,12 @@ enum Cmd {
     Trace(trace::Args),
     /// List the cloud providers compiled into this binary.
     Providers,
-    /// Print the version, the Kubernetes API version and the compiled-in providers.
-    Version,
+    /// Print the version, git commit, build date, compiler, the Kubernetes API version and the
+    /// compiled-in providers.
+    Version(version::Args),
+    /// What a personality's `--version` asked to print (not a subcommand of its own).
+    #[command(skip)]
+    PrintVersion(String),
     /// Print a shell completion script (e.g. `source <(hypercloud completion bash)`).
     Completion {
         /// The shell.
@@ -70,10 +74,21 @@ impl Cmd {
     }
 }
 
-/// The full command, with per-personality default adjustments.
+/// The full command, with per-personality default adjustments and every personality's
+/// `--version`.
 fn command() -> Command {
-    Cli::command()
-        .term_width(100)
+    let mut cmd = Cli::command();
+    for (p, _, _) in personality::TABLE {
+        // `--version` alone must quit before clap asks for local-cloud's subcommand; without
+        // one, parsing its matches still fails naming the missing subcommand.
+        cmd = cmd.mut_subcommand(p.name(), |c| {
+            let required = c.is_subcommand_required_set() || c.is_arg_required_else_help_set();
+            c.arg(version::flag())
+                .subcommand_required(false)
+                .arg_required_else_help(required)
+        });
+    }
+    cmd.term_width(100)
         .mut_subcommand(
             Personality::ControllerManager.name(),
             controller_manager::adjust,
@@ -95,7 +110,6 @@ fn personality_command(p: Personality, invoked_as: &str) -> Command {
         .unwrap_or_else(|| Command::new(p.name()))
         .name(invoked_as.to_string())
         .bin_name(invoked_as.to_string())
-        .version(env!("CARGO_PKG_VERSION"))
         .term_width(100)
 }
 
@@ -131,9 +145,22 @@ pub fn main(argv: Vec<OsString>) -> ExitCode {
 fn parse_multicall(argv: Vec<OsString>) -> Result<(Cmd, String), clap::Error> {
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(argv)?;
-    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    if let Some((name, m)) = matches.subcommand() {
+        if let Some(text) = version::requested(m, name) {
+            return Ok((Cmd::PrintVersion(text), name.to_string()));
+        }
+    }
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| match matches.subcommand_name() {
+        // An error in a personality's flags (local-cloud without its subcommand) shows that
+        // personality's usage.
+        Some(name) => match cmd.find_subcommand_mut(name) {
+            Some(sub) => e.format(sub),
+            None => e.format(&mut cmd),
+        },
+        None => e.format(&mut cmd),
+    })?;
     if cli.list {
-        return Ok((Cmd::Version, "--list".into()));
+        return Ok((Cmd::Version(version::Args::default()), "--list".into()));
     }
     match cli.command {
         Some(c) => {
@@ -157,6 +184,9 @@ fn parse_personality(
 ) -> Result<Cmd, clap::Error> {
     let mut cmd = personality_command(p, invoked_as);
     let m = cmd.try_get_matches_from_mut(argv)?;
+    if let Some(text) = version::requested(&m, invoked_as) {
+        return Ok(Cmd::PrintVersion(text));
+    }
     let parsed = match p {
         Personality::KubeletHelper => {
             kubelet_helper::Args::from_arg_matches(&m).map(Cmd::KubeletHelper)
@@ -207,8 +237,9 @@ fn run(cmd: Cmd, name: &str) -> ExitCode {
                 providers();
                 Ok(())
             }
-            Cmd::Version => {
-                version();
+            Cmd::Version(a) => version::run(&a),
+            Cmd::PrintVersion(text) => {
+                print!("{text}");
                 Ok(())
             }
             Cmd::Completion { shell } => {
@@ -274,15 +305,6 @@ fn providers() {
         "{:<12} no provider in this component; the cloud-controller-manager does the cloud work",
         "external"
     );
-}
-
-fn version() {
-    println!("hypercloud {}", env!("CARGO_PKG_VERSION"));
-    println!(
-        "kubernetes API: v1.{}",
-        k8s_openapi::k8s_if_ge_1_34! { "34" }
-    );
-    println!("providers: {}", cloud::registry().names().join(", "));
 }
 
 /// The error and its causes on one line, as every component prints errors

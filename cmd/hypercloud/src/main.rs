@@ -17,6 +17,7 @@ mod local_cloud;
 mod personality;
 mod runtime;
 mod trace;
+mod version;
 
 use std::process::ExitCode;
 

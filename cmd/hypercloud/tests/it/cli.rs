@@ -152,6 +152,85 @@ fn every_symlink_name_runs_its_personality() {
     assert!(lc.stdout.contains("serve"), "{}", lc.stdout);
 }
 
+/// `hypercloud version` in each format, and every personality's `--version[=raw]` under its
+/// symlink name and as a subcommand, as upstream components print them; a value other than
+/// true, false or raw is refused by name.
+#[test]
+fn version_as_a_command_and_as_every_personality_flag() {
+    let _group = hypercloud_testenv::group_blocking("cli");
+    let (_guard, dir) = symlinks();
+    let version = env!("CARGO_PKG_VERSION");
+    let text = hc(&["version"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    for line in [
+        "git commit: ",
+        "build date: ",
+        "rustc: rustc ",
+        "platform: linux/",
+    ] {
+        assert!(text.stdout.contains(line), "{line:?} in {}", text.stdout);
+    }
+    let json = hc(&["version", "-o", "json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("version -o json");
+    assert_eq!(v["gitVersion"], format!("v{version}"));
+    assert_eq!(v["kubernetesAPI"], "v1.34");
+    assert!(
+        v["providers"].as_array().expect("providers").len() >= 2,
+        "{v}"
+    );
+    // The commit is this checkout's (what build.rs stamped), unless built outside git.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    if let Some(head) = head {
+        // A commit made since the binary was built may have moved HEAD on: a hex commit is
+        // all that can be required then.
+        let commit = v["gitCommit"].as_str().expect("gitCommit");
+        assert!(
+            commit == head || (commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+            "{commit} (HEAD {head})"
+        );
+    }
+    let yaml = hc(&["version", "--output=yaml"]);
+    assert!(yaml.stdout.contains("gitVersion: v"), "{}", yaml.stdout);
+    let bad = hc(&["version", "-o", "xml"]);
+    assert_eq!(bad.code, 2);
+
+    for name in [
+        "kubelet-helper",
+        "apiserver-plugin",
+        "controller-manager",
+        "cloud-controller-manager",
+        "local-cloud",
+    ] {
+        let short = run(&dir.join(name), &["--version"]);
+        assert_eq!(short.code, 0, "{name}: {}", short.stderr);
+        assert_eq!(short.stdout, format!("{name} {version}\n"));
+        let sub = hc(&[name, "--version"]);
+        assert_eq!(sub.stdout, format!("{name} {version}\n"), "{}", sub.stderr);
+        let raw = run(&dir.join(name), &["--version=raw"]);
+        assert_eq!(raw.code, 0, "{name}: {}", raw.stderr);
+        assert!(
+            raw.stdout
+                .starts_with(&format!("version.Info{{GitVersion:\"v{version}\"")),
+            "{name}: {}",
+            raw.stdout
+        );
+        let refused = run(&dir.join(name), &["--version=v1.2.3"]);
+        assert_eq!(refused.code, 2, "{name}: {}", refused.stdout);
+        assert!(refused.stderr.contains("--version"), "{}", refused.stderr);
+    }
+    // local-cloud without its subcommand still says so.
+    let lc = hc(&["local-cloud", "--v=1"]);
+    assert_eq!(lc.code, 2);
+    assert!(lc.stderr.contains("subcommand"), "{}", lc.stderr);
+}
+
 #[test]
 fn subcommands_run_the_same_personalities() {
     let _group = hypercloud_testenv::group_blocking("cli");

@@ -73,7 +73,7 @@ fn ours(invoked_as: &str) -> BTreeMap<String, Option<String>> {
                 .and_then(|l| l.split_once(", --").map(|x| x.1))
         });
         if let Some(rest) = flag {
-            let name = rest.split([' ', '=']).next().unwrap_or("").to_string();
+            let name = rest.split([' ', '=', '[']).next().unwrap_or("").to_string();
             flags.insert(name.clone(), None);
             current = Some(name);
         } else if let (Some(name), Some(d)) = (&current, line.trim().strip_prefix("[default: ")) {
