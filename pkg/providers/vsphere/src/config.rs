@@ -902,7 +902,10 @@ labels:
             )
             .expect_err(bad)
             .to_string();
-            assert!(err.contains("task-timeout") && err.contains("not between 1s and 60m"), "{err}");
+            assert!(
+                err.contains("task-timeout") && err.contains("not between 1s and 60m"),
+                "{err}"
+            );
         }
     }
 
