@@ -24,6 +24,12 @@ pub const DEFAULT_PRODUCT_UUID_FILE: &str = "/sys/class/dmi/id/product_uuid";
 /// How long one listing of every VM answers look-ups, unless `[Hypercloud] cache-ttl` says.
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(5);
 const MAX_CACHE_TTL: Duration = Duration::from_secs(600);
+/// How long a vCenter task (creating, deleting, attaching a disk) is waited for, unless
+/// `[Hypercloud] task-timeout` says. Upstream waits without a bound (`task.Wait`).
+pub const DEFAULT_TASK_TIMEOUT: Duration = Duration::from_secs(300);
+/// The range `task-timeout` may take.
+const TASK_TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(3600));
 
 /// A password, never printed.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -166,6 +172,8 @@ pub struct Config {
     pub product_uuid_file: PathBuf,
     /// `[Hypercloud] cache-ttl`: how long one listing of every VM answers look-ups.
     pub cache_ttl: Duration,
+    /// `[Hypercloud] task-timeout`: how long a vCenter task is waited for (1s to 60m).
+    pub task_timeout: Duration,
     /// `[Disk] scsicontrollertype` as the vim25 device type volumes are attached to
     /// (`pvscsi`, the default: `ParaVirtualSCSIController`; `lsilogic-sas`:
     /// `VirtualLsiLogicSASController`).
@@ -252,6 +260,7 @@ struct Builder {
     vm_uuid: Option<String>,
     product_uuid_file: Option<PathBuf>,
     cache_ttl: Option<Duration>,
+    task_timeout: Option<Duration>,
     plain_http: bool,
     scsi_controller_type: Option<&'static str>,
     warnings: Vec<String>,
@@ -332,6 +341,14 @@ impl Builder {
                         return Err(format!("{v:?} is longer than the maximum of 10m"));
                     }
                     self.cache_ttl = Some(d);
+                }
+                "task-timeout" => {
+                    let d = parse_duration(v)?;
+                    let (min, max) = TASK_TIMEOUT_RANGE;
+                    if d < min || d > max {
+                        return Err(format!("{v:?} is not between 1s and 60m"));
+                    }
+                    self.task_timeout = Some(d);
                 }
                 "plain-http" => self.plain_http = parse_bool(v)?,
                 _ => self.unknown(e),
@@ -511,6 +528,7 @@ impl Builder {
                 .product_uuid_file
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_PRODUCT_UUID_FILE)),
             cache_ttl: self.cache_ttl.unwrap_or(DEFAULT_CACHE_TTL),
+            task_timeout: self.task_timeout.unwrap_or(DEFAULT_TASK_TIMEOUT),
             scsi_controller_type: self
                 .scsi_controller_type
                 .unwrap_or(SCSI_CONTROLLER_TYPES[0].1),
@@ -877,6 +895,18 @@ labels:
         .expect_err("ttl")
         .to_string();
         assert!(err.contains("cache-ttl"), "{err}");
+        for bad in ["500ms", "61m", "0s"] {
+            let err = Config::parse(
+                &format!("[Global]\nuser=u\npassword=p\n[VirtualCenter \"vc\"]\n[Hypercloud]\ntask-timeout = {bad}\n"),
+                "x",
+            )
+            .expect_err(bad)
+            .to_string();
+            assert!(
+                err.contains("task-timeout") && err.contains("not between 1s and 60m"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
@@ -936,6 +966,7 @@ public-network = "VM Network"
 [Hypercloud]
 product-uuid-file = /tmp/uuid
 cache-ttl = 500ms
+task-timeout = 2s
 "#,
             "x",
         )
@@ -952,6 +983,7 @@ cache-ttl = 500ms
         assert_eq!(c.nodes.external_network.as_deref(), Some("VM Network"));
         assert_eq!(c.product_uuid_file, PathBuf::from("/tmp/uuid"));
         assert_eq!(c.cache_ttl, Duration::from_millis(500));
+        assert_eq!(c.task_timeout, Duration::from_secs(2));
         assert_eq!(c.vcenter.base_url(), "https://vc.example:8443");
     }
 

@@ -215,7 +215,103 @@ fn vm_name(vm: &ObjectContent) -> String {
     vm.text("name").unwrap_or(&vm.obj.value).to_owned()
 }
 
+/// A datastore as placement sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Placement {
+    name: String,
+    /// `summary.freeSpace`, bytes.
+    free: i64,
+    /// IDs of the hosts that mount it.
+    hosts: BTreeSet<String>,
+}
+
+impl Placement {
+    fn of(ds: &ObjectContent) -> Self {
+        Placement {
+            name: ds.text("name").unwrap_or(&ds.obj.value).to_owned(),
+            free: ds
+                .text("summary.freeSpace")
+                .and_then(|f| f.trim().parse().ok())
+                .unwrap_or(0),
+            hosts: ds
+                .get("host")
+                .map(|v| v.host_mounts.iter().map(|m| m.key.value.clone()).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// As upstream `getDatastoresForZone` then `getMostFreeDatastore`: of the datastores mounted
+/// on every host of the zone, the one with the most free space (ties: the first by name);
+/// `None` when no datastore is shared by them all (or the zone has no hosts).
+fn shared_datastore<'a>(
+    datastores: &'a [Placement],
+    zone_hosts: &BTreeSet<String>,
+) -> Option<&'a Placement> {
+    if zone_hosts.is_empty() {
+        return None;
+    }
+    datastores
+        .iter()
+        .filter(|d| zone_hosts.is_subset(&d.hosts))
+        .min_by(|a, b| b.free.cmp(&a.free).then_with(|| a.name.cmp(&b.name)))
+}
+
 impl VSphere {
+    /// The datastore a volume of `zone` goes on when its class names none (upstream
+    /// `CreateVolume` with a zone and no datastore): the hosts in the zone are those whose
+    /// nearest tag of the `[Labels] zone` category (host, cluster, folders, datacenter) is it;
+    /// of the datastores mounted on all of them, the most free. Upstream took the hosts of the
+    /// registered Nodes' VMs in the zone; the provider sees no Nodes here, so every host in
+    /// scope counts. One listing of the datastores, then each host's ancestry and tags
+    /// (cached, as for Nodes' zones).
+    async fn datastore_for_zone(&self, zone: &str) -> Result<String> {
+        let no = |reason: String| Error::ZoneDatastore {
+            zone: zone.to_owned(),
+            reason,
+        };
+        let Some(category) = self.config.labels.zone.clone() else {
+            return Err(no(
+                "[Labels] zone names no tag category, so no host is in a zone; name a datastore in the StorageClass".into(),
+            ));
+        };
+        let datastores: Vec<Placement> = self
+            .inventory
+            .datastore_mounts()
+            .await?
+            .iter()
+            .map(Placement::of)
+            .collect();
+        let hosts: BTreeSet<&String> = datastores.iter().flat_map(|d| &d.hosts).collect();
+        let mut zone_hosts = BTreeSet::new();
+        for host in hosts {
+            let chain = self.inventory.ancestry(host).await?;
+            let tags = self.inventory.tags_of(&chain).await?;
+            let nearest = chain.iter().find_map(|o| {
+                tags.get(&o.value)?
+                    .iter()
+                    .find(|t| t.category == category)
+                    .map(|t| t.name.as_str())
+            });
+            if nearest == Some(zone) {
+                zone_hosts.insert(host.clone());
+            }
+        }
+        if zone_hosts.is_empty() {
+            return Err(no(format!(
+                "no host in scope has the tag {zone:?} of category {category:?} (on itself or an ancestor)"
+            )));
+        }
+        let chosen = shared_datastore(&datastores, &zone_hosts).ok_or_else(|| {
+            no(format!(
+                "no datastore is mounted on all {} hosts of the zone",
+                zone_hosts.len()
+            ))
+        })?;
+        tracing::info!(zone, datastore = %chosen.name, free = chosen.free, "datastore chosen for the zone");
+        Ok(chosen.name.clone())
+    }
+
     /// The datacenter in scope holding the datastore `name`: `(datacenter, datastore)`.
     async fn datastore_location(&self, name: &str) -> Result<(Moref, Moref)> {
         let names = if self.config.vcenter.datacenters.is_empty() {
@@ -280,7 +376,9 @@ impl VSphere {
         build: impl Fn(&soap::ServiceContent) -> Result<M>,
     ) -> Result<()> {
         let task = self.inventory.client.call(build).await?;
-        self.inventory.wait_for_task(&task, M::NAME).await
+        self.inventory
+            .wait_for_task(&task, M::NAME, self.config.task_timeout)
+            .await
     }
 
     /// The VM of an instance ID (its BIOS UUID) with its devices; `None` when it is gone.
@@ -345,14 +443,22 @@ impl VolumeProvisioner for VSphere {
         }
     }
 
-    /// As upstream `CreateVolume` without storage policies: the class's datastore, else
-    /// `[Workspace] default-datastore`; `kubevols/` made on it, then
+    /// As upstream `CreateVolume` without storage policies: the class's datastore (used as
+    /// named: upstream also checked it against the selected Node's zone, but the request's
+    /// zone may be one the provisioner drew from the Nodes, which upstream ignored); else,
+    /// when the request has a zone (the selected Node's, with WaitForFirstConsumer), the most
+    /// free datastore shared by the zone's hosts ([`VSphere::datastore_for_zone`]); else
+    /// `[Workspace] default-datastore`. Then `kubevols/` made on it, and
     /// `CreateVirtualDisk_Task` for `[datastore] kubevols/<name>.vmdk` and its task; a file
     /// of that name already there is reused, as upstream. The PV's zone labels are the
     /// datastore's.
     async fn create_volume(&self, request: &VolumeRequest) -> CloudResult<ProvisionedVolume> {
         let kind = disk_type(&request.volume_type)?;
-        let datastore = if request.pool.is_empty() {
+        let datastore = if !request.pool.is_empty() {
+            request.pool.clone()
+        } else if !request.zone.is_empty() {
+            self.datastore_for_zone(&request.zone).await?
+        } else {
             self.config
                 .workspace
                 .default_datastore
@@ -362,8 +468,6 @@ impl VolumeProvisioner for VSphere {
                         "no datastore: set the StorageClass parameter datastore or [Workspace] default-datastore".into(),
                     )
                 })?
-        } else {
-            request.pool.clone()
         };
         let kb = request.size_gib.checked_mul(1024 * 1024).ok_or_else(|| {
             crate::cloud_error(
@@ -372,8 +476,7 @@ impl VolumeProvisioner for VSphere {
             )
         })?;
         let (dc, ds) = self.datastore_location(&datastore).await?;
-        // The datastore decides the zone (its tags label the PV): a zone the controller
-        // picked from the Nodes is not a placement, as upstream's vSphere plugin ignores it.
+        // The datastore decides the zone (its tags label the PV).
         let labels = self.labels_of_datastore(&ds, &datastore).await?;
         self.make_directory(&format!("[{datastore}] {VOLUME_DIR}"), &dc)
             .await?;
@@ -745,6 +848,29 @@ mod tests {
             })
             .collect();
         assert_eq!(free_scsi_bus(&full), None);
+    }
+
+    #[test]
+    fn a_zone_gets_the_most_free_datastore_all_its_hosts_mount() {
+        let ds = |name: &str, free: i64, hosts: &[&str]| Placement {
+            name: name.into(),
+            free,
+            hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+        };
+        let hosts = |h: &[&str]| h.iter().map(|h| (*h).to_owned()).collect::<BTreeSet<_>>();
+        let all = [
+            ds("LocalDS_0", 100, &["h0", "h1", "h2"]),
+            ds("LocalDS_1", 200, &["h0"]),
+            ds("shared-b", 150, &["h1", "h2"]),
+            ds("shared-a", 150, &["h1", "h2"]),
+        ];
+        let pick = |h: &[&str]| shared_datastore(&all, &hosts(h)).map(|d| d.name.as_str());
+        assert_eq!(pick(&["h0"]), Some("LocalDS_1"));
+        // Ties go to the first name.
+        assert_eq!(pick(&["h1", "h2"]), Some("shared-a"));
+        assert_eq!(pick(&["h0", "h1"]), Some("LocalDS_0"));
+        assert_eq!(pick(&["h3"]), None);
+        assert_eq!(pick(&[]), None);
     }
 
     #[test]

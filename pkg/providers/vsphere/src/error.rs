@@ -109,6 +109,16 @@ pub enum Error {
         datastore: String,
     },
 
+    /// No datastore for a volume in a zone (upstream `getDatastoresForZone`): no host is in
+    /// the zone, no datastore is mounted on all of its hosts, or no zone category is set.
+    #[error("choosing a datastore in zone {zone:?}: {reason}")]
+    ZoneDatastore {
+        /// The zone asked for.
+        zone: String,
+        /// Why none fits.
+        reason: String,
+    },
+
     /// A vCenter task that failed (`info.state` = `error`).
     #[error("{operation}: task {task} failed: {fault}: {message}")]
     Task {
@@ -123,7 +133,7 @@ pub enum Error {
     },
 
     /// A vCenter task that did not finish in time.
-    #[error("{operation}: task {task} still {state} after {seconds}s")]
+    #[error("{operation}: task {task} still {state} after {waited:?} (task-timeout)")]
     TaskTimeout {
         /// The method that started the task.
         operation: String,
@@ -131,8 +141,8 @@ pub enum Error {
         task: String,
         /// Its last state (`queued`, `running`).
         state: String,
-        /// How long it was waited for.
-        seconds: u64,
+        /// How long it was waited for (`[Hypercloud] task-timeout`).
+        waited: std::time::Duration,
     },
 
     /// Attaching a disk that another VM has: refused before vCenter is asked (vSphere locks
@@ -227,6 +237,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
                 "FindByInventoryPath".into()
             }
             Error::VolumeParameters(_) => "storage class parameters".into(),
+            Error::ZoneDatastore { .. } => "choose datastore".into(),
             Error::VolumePath { .. } => "parse volume path".into(),
             Error::Task { operation, .. } | Error::TaskTimeout { operation, .. } => {
                 operation.clone()

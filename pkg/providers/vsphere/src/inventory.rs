@@ -43,10 +43,6 @@ pub(crate) const VM_PROPERTIES: [&str; 9] = [
 pub(crate) const VM_DEVICE_PROPERTIES: [&str; 3] =
     ["name", "config.uuid", "config.hardware.device"];
 
-/// How long a vCenter task (creating, deleting, attaching a disk) is waited for. Upstream
-/// waits without a bound (`task.Wait`).
-pub(crate) const TASK_DEADLINE: Duration = Duration::from_secs(300);
-
 const PAGE: u32 = 1000;
 
 /// One VM as a Node needs it.
@@ -360,6 +356,19 @@ impl Inventory {
         Ok(out)
     }
 
+    /// Every datastore in scope with its name, `summary.freeSpace` and `host` (the hosts
+    /// that mount it): where a volume of a zone can go.
+    pub async fn datastore_mounts(&self) -> Result<Vec<ObjectContent>> {
+        let mut out = Vec::new();
+        for scope in self.scopes().await? {
+            out.extend(
+                self.list_view(&scope, "Datastore", &["name", "summary.freeSpace", "host"])
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
     /// One VM's name, `config.uuid` and devices; `None` when it is gone.
     pub async fn vm_devices_of(&self, vm: &Moref) -> Result<Option<ObjectContent>> {
         let objs = self
@@ -386,9 +395,14 @@ impl Inventory {
     }
 
     /// Waits for a task to end (polling `info.state`, 50 ms doubling to 1 s, for at most
-    /// [`TASK_DEADLINE`]): `Ok` when it succeeded, [`Error::Task`] naming its fault when it
+    /// `timeout`, `[Hypercloud] task-timeout`): `Ok` when it succeeded, [`Error::Task`] naming its fault when it
     /// failed. `operation` is the method that started it.
-    pub async fn wait_for_task(&self, task: &Moref, operation: &str) -> Result<()> {
+    pub async fn wait_for_task(
+        &self,
+        task: &Moref,
+        operation: &str,
+        timeout: Duration,
+    ) -> Result<()> {
         let start = Instant::now();
         let mut delay = Duration::from_millis(50);
         loop {
@@ -428,12 +442,12 @@ impl Inventory {
                 }
                 _ => {}
             }
-            if start.elapsed() + delay > TASK_DEADLINE {
+            if start.elapsed() + delay > timeout {
                 return Err(Error::TaskTimeout {
                     operation: operation.into(),
                     task: task.value.clone(),
                     state,
-                    seconds: TASK_DEADLINE.as_secs(),
+                    waited: timeout,
                 });
             }
             tokio::time::sleep(delay).await;
