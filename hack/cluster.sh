@@ -62,18 +62,22 @@ cmd_build() {
 	for cmd in kube-controller-manager kube-scheduler; do
 		step "build $cmd $KUBERNETES_VERSION"
 		start=$SECONDS
+		heartbeat "$cmd" 5
 		(cd "$TOOLS" && go build -trimpath -ldflags "$ldflags" -o "$tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd") ||
 			fail "go build k8s.io/kubernetes/cmd/$cmd"
+		heartbeat_stop
 		log "built $cmd in $((SECONDS - start))s"
 	done
 
 	step "build kwok $KWOK_VERSION"
 	start=$SECONDS
+	heartbeat kwok 2
 	# kwok is its own module with its own go.sum (checked against the checksum database):
 	# `go install path@version` uses exactly that graph.
 	(GOFLAGS="-modcacherw" GOBIN="$tmp" go install -trimpath \
 		-ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
 		"sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION") || fail "go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+	heartbeat_stop
 	log "built kwok in $((SECONDS - start))s"
 
 	step "verify built binaries"

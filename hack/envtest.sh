@@ -75,14 +75,18 @@ cmd_build() {
 
 	step "build kube-apiserver $KUBERNETES_VERSION"
 	start=$SECONDS
+	heartbeat kube-apiserver 6
 	(cd "$TOOLS" && go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver) ||
 		fail "go build k8s.io/kubernetes/cmd/kube-apiserver"
+	heartbeat_stop
 	log "built kube-apiserver in $((SECONDS - start))s"
 
 	step "build etcd $ETCD_VERSION"
 	start=$SECONDS
+	heartbeat etcd 2
 	(cd "$TOOLS" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd) ||
 		fail "go build hack/tools/envtest/etcd"
+	heartbeat_stop
 	log "built etcd in $((SECONDS - start))s"
 
 	step "verify built binaries"

@@ -4,11 +4,13 @@
 # hack/versions.env, built from the Go module proxy into $HYPERCLOUD_CACHE/crane/<version>).
 #
 #   hack/image.sh build [--out FILE]     release build of hypercloud, its root filesystem, the
-#                                        OCI archive (default $HYPERCLOUD_CACHE/image/hypercloud-image.tar);
+#                                        OCI archive (default $HYPERCLOUD_CACHE/image/hypercloud-image.tar)
+#                                        and its SBOM beside it (FILE without .tar + .spdx.json);
 #                                        prints the archive's path on stdout
 #   hack/image.sh verify [FILE]          check an archive: layout, digests, manifest, config
 #                                        (user 65532, entrypoint), every personality symlink, and
-#                                        run the image's binary under each symlink in a chroot
+#                                        run the image's binary under each symlink in a chroot;
+#                                        its SBOM lists exactly the crates and runtime packages in it
 #   hack/image.sh reproduce [FILE]       build again elsewhere (other umask, tmp dir, file
 #                                        times) and require the same image digest as FILE
 #   hack/image.sh push FILE REF          push an archive to a registry (crane; docker credentials)
@@ -20,6 +22,10 @@
 # Debian packages (the glibc loader and the libraries `ldd` names, their copyright files and
 # dpkg status in /var/lib/dpkg/status.d for scanners), /etc/passwd and /etc/group with root
 # and nonroot, /tmp. No shell. TLS roots are compiled into the binary.
+#
+# SBOM (SPDX 2.3 JSON, hack/lib/sbom.py): the image (version, digest, commit), every crate the
+# binary links as `cargo tree` resolves them for this host (name, version, licence, purl) and the
+# Debian runtime packages; as reproducible as the archive.
 #
 # Reproducible: every time is SOURCE_DATE_EPOCH (default: the commit time of HEAD), layer
 # entries are sorted with fixed owners, so the same commit built with the same toolchain and
@@ -193,6 +199,18 @@ assemble_rootfs() {
 	chmod 0700 "$ROOTFS/home/nonroot"
 }
 
+# sbom_of ARCHIVE: where the SBOM of an archive is.
+sbom_of() { echo "${1%.tar}.spdx.json"; }
+
+# crate_tree OUT: the crates the release build links (cargo tree of hypercloud's normal
+# dependencies for this host, with licences): what the SBOM lists and is checked against.
+crate_tree() {
+	local host
+	host="$(rustc -vV | sed -n 's/^host: //p')"
+	(cd "$ROOT" && cargo tree --locked -p hypercloud -e normal --target "$host" --prefix none -f '{p}|{l}') >"$1" ||
+		fail "cargo tree"
+}
+
 # build_archive OUT: everything after the cargo build; sets DIGEST to the manifest digest.
 # (Not in a command substitution: cleanup must see REGISTRY_PID.)
 build_archive() {
@@ -258,6 +276,15 @@ build_archive() {
 	mv "$out.tmp" "$out"
 	kill "$REGISTRY_PID" 2>/dev/null || true
 	REGISTRY_PID=""
+
+	step "write the SBOM $(sbom_of "$out")"
+	crate_tree "$WORK/crates.txt"
+	python3 "$ROOT/hack/lib/sbom.py" write "$WORK/crates.txt" "$(sbom_of "$out")" \
+		--version "$version" --commit "$commit" --created "$created" --digest "$DIGEST" \
+		--packages "$(
+			IFS=,
+			echo "${PACKAGES[*]}"
+		)" || fail "hack/lib/sbom.py write"
 }
 
 cmd_build() {
@@ -392,6 +419,14 @@ cmd_verify() {
 	local rc=0
 	run_in_image /usr/local/bin/cloud-controller-manager --no-such-flag >/dev/null 2>&1 || rc=$?
 	expect "exit code of cloud-controller-manager --no-such-flag" "$rc" "2"
+
+	step "check the SBOM $(sbom_of "$archive")"
+	[[ -f "$(sbom_of "$archive")" ]] || fail "no SBOM beside the archive (hack/image.sh build writes it)"
+	crate_tree "$WORK/crates.txt"
+	python3 "$ROOT/hack/lib/sbom.py" check "$(sbom_of "$archive")" "$WORK/crates.txt" \
+		--version "${version#hypercloud }" --digest "$digest" \
+		--packages "$(jq -r '.config.Labels["io.hypercloud.runtime-packages"]' "$config")" >&2 ||
+		fail "hack/lib/sbom.py check"
 	log "image $name ($digest) verified"
 }
 
@@ -410,6 +445,8 @@ cmd_reproduce() {
 	expect "image digest of a second build" "$DIGEST" "$want"
 	cmp -s "$archive" "$WORK/again.tar" || fail "the archives differ although the image digest is the same"
 	log "ok: the archive is byte for byte the same"
+	cmp -s "$(sbom_of "$archive")" "$(sbom_of "$WORK/again.tar")" || fail "the SBOMs differ"
+	log "ok: the SBOM is byte for byte the same"
 }
 
 cmd_push() {

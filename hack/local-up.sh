@@ -120,9 +120,35 @@ if [ -n "${HYPERCLOUD_BIN:-}" ]; then
   step "use the hypercloud binary $HYPERCLOUD_BIN (HYPERCLOUD_BIN)"
   [ -x "$HYPERCLOUD_BIN" ] || fail "HYPERCLOUD_BIN=$HYPERCLOUD_BIN is not an executable"
 else
-  step "build hypercloud (cargo build; cached in $CARGO_TARGET_DIR)"
-  cargo build -p hypercloud --quiet
-  HYPERCLOUD_BIN="$CARGO_TARGET_DIR/debug/hypercloud"
+  # A binary built from exactly these sources is reused: `hypercloud version` says the commit it
+  # was built from and whether its sources differed from it (gitTreeState).
+  reuse=""
+  head=$(git rev-parse HEAD 2>/dev/null || true)
+  if [ -n "$head" ] && [ -z "$(git status --porcelain -- cmd pkg Cargo.toml Cargo.lock 2>/dev/null)" ]; then
+    for candidate in "$CARGO_TARGET_DIR/debug/hypercloud" "$CARGO_TARGET_DIR/release/hypercloud"; do
+      [ -x "$candidate" ] || continue
+      if "$candidate" version -o json 2>/dev/null | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+sys.exit(0 if (v.get("gitCommit"), v.get("gitTreeState")) == (sys.argv[1], "clean") else 1)' "$head"; then
+        reuse="$candidate"
+        break
+      fi
+    done
+  fi
+  if [ -n "$reuse" ]; then
+    step "reuse $reuse: built from commit ${head:0:12} with the same sources, nothing to build"
+    HYPERCLOUD_BIN="$reuse"
+  else
+    if [ -x "$CARGO_TARGET_DIR/debug/hypercloud" ]; then
+      step "build hypercloud (cargo build: only what changed; cached in $CARGO_TARGET_DIR)"
+    else
+      step "build hypercloud (cargo build): the first build compiles about 400 crates, 10-15 minutes on 2 cores; it is cached in $CARGO_TARGET_DIR afterwards (seconds)"
+    fi
+    # cargo's own progress (a bar on a terminal, `Compiling NAME` lines otherwise).
+    cargo build -p hypercloud
+    HYPERCLOUD_BIN="$CARGO_TARGET_DIR/debug/hypercloud"
+  fi
 fi
 HYPERCLOUD_BIN="$HYPERCLOUD_BIN" hack/install-symlinks.sh "$dir/bin" >/dev/null
 echo "symlinks: $(ls "$dir/bin" | tr '\n' ' ')"

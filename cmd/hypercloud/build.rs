@@ -1,6 +1,8 @@
 //! Build facts for `hypercloud version` and the personalities' `--version=raw`: the git commit,
-//! the build date and the compiler, as upstream's `-ldflags -X k8s.io/component-base/version.*`
-//! stamps them. The date is `SOURCE_DATE_EPOCH` when set, else the commit time of HEAD, never the
+//! whether the sources differed from it (`gitTreeState` clean or dirty), the build date and the
+//! compiler, as upstream's `-ldflags -X k8s.io/component-base/version.*` stamps them. The
+//! sources (`cmd/`, `pkg/`, the manifests and the lock file) are watched, so the tree state is
+//! that of the sources the binary was built from; hack/local-up.sh reuses a clean build of HEAD. The date is `SOURCE_DATE_EPOCH` when set, else the commit time of HEAD, never the
 //! wall clock: two builds of one commit are the same bytes (hack/image.sh checks that). Outside
 //! a git checkout (a source archive) the commit is `unknown` unless `HYPERCLOUD_GIT_COMMIT`
 //! says.
@@ -44,6 +46,9 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     println!("cargo:rerun-if-env-changed=HYPERCLOUD_GIT_COMMIT");
+    for watched in ["src", "../../pkg", "../../Cargo.toml", "../../Cargo.lock", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={watched}");
+    }
     // A new commit changes HEAD (a branch switch) or the branch's ref (a commit on it).
     if let (Some(git_dir), Some(common)) = (
         git(&["rev-parse", "--absolute-git-dir"]),
@@ -64,6 +69,18 @@ fn main() {
         .filter(|c| !c.is_empty())
         .or_else(|| git(&["rev-parse", "HEAD"]))
         .unwrap_or_else(|| "unknown".into());
+    // Tracked or new files under the sources that differ from the commit.
+    let status = Command::new("git")
+        .args(["status", "--porcelain", "--"])
+        .args(["../../cmd", "../../pkg", "../../Cargo.toml", "../../Cargo.lock"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    let tree_state = match status {
+        Some(o) if o.stdout.iter().all(u8::is_ascii_whitespace) => "clean",
+        Some(_) => "dirty",
+        None => "unknown",
+    };
     let epoch = std::env::var("SOURCE_DATE_EPOCH")
         .ok()
         .and_then(|s| s.trim().parse::<i64>().ok())
@@ -72,6 +89,7 @@ fn main() {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let rustc_version = output(Command::new(rustc).arg("-V")).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=HYPERCLOUD_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=HYPERCLOUD_GIT_TREE_STATE={tree_state}");
     println!("cargo:rustc-env=HYPERCLOUD_BUILD_DATE={date}");
     println!("cargo:rustc-env=HYPERCLOUD_RUSTC_VERSION={rustc_version}");
 }

@@ -6,6 +6,10 @@
 #   step NAME        start a step (logged to stderr)
 #   fail MESSAGE     `TAG: step "NAME" failed: MESSAGE` on stderr, exit 1
 #   go_env           check the toolchain and export GOWORK, GOFLAGS, GOMODCACHE
+#   heartbeat WHAT MINUTES / heartbeat_stop
+#                    around a long build: say what a first build costs, then every 30 s that
+#                    WHAT is still building (a build from the module proxy prints nothing for
+#                    minutes; a newcomer cannot tell it from a hang)
 #   kube_ldflags     the -ldflags that make a Kubernetes component report $KUBERNETES_VERSION
 
 STEP="setup"
@@ -28,6 +32,27 @@ go_env() {
 
 # kube_ldflags: what `--version` and /version of a component built from k8s.io/kubernetes report
 # (upstream sets these in hack/lib/version.sh); without them it says v0.0.0-master.
+heartbeat() {
+	local what="$1" minutes="$2"
+	log "$what: a first build takes about $minutes min on 2 cores; it is cached afterwards"
+	# Ends by itself when this script does (a `fail` exits without stopping it).
+	(
+		start=$SECONDS
+		while sleep 30 && kill -0 $$ 2>/dev/null; do
+			log "$what: still building ($((SECONDS - start))s)"
+		done
+	) &
+	HEARTBEAT_PID=$!
+}
+
+heartbeat_stop() {
+	if [[ -n "${HEARTBEAT_PID:-}" ]]; then
+		kill "$HEARTBEAT_PID" 2>/dev/null || true
+		wait "$HEARTBEAT_PID" 2>/dev/null || true
+	fi
+	HEARTBEAT_PID=""
+}
+
 kube_ldflags() {
 	local minor="${KUBERNETES_VERSION#v1.}" flags="-s -w" pkg
 	minor="${minor%%.*}"

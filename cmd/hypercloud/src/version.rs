@@ -35,6 +35,8 @@ pub struct Args {
 pub struct Info {
     pub git_version: String,
     pub git_commit: String,
+    /// `clean` when the sources were the commit's, `dirty` when they differed.
+    pub git_tree_state: String,
     pub build_date: String,
     pub rustc_version: String,
     pub compiler: String,
@@ -49,6 +51,7 @@ pub fn info() -> Info {
     Info {
         git_version: format!("v{}", env!("CARGO_PKG_VERSION")),
         git_commit: env!("HYPERCLOUD_GIT_COMMIT").into(),
+        git_tree_state: env!("HYPERCLOUD_GIT_TREE_STATE").into(),
         build_date: env!("HYPERCLOUD_BUILD_DATE").into(),
         rustc_version: env!("HYPERCLOUD_RUSTC_VERSION").into(),
         compiler: "rustc".into(),
@@ -81,10 +84,11 @@ impl Info {
     /// `hypercloud version`'s text: one fact a line.
     pub fn text(&self) -> String {
         format!(
-            "hypercloud {}\ngit commit: {}\nbuild date: {}\nrustc: {}\nplatform: {}\n\
+            "hypercloud {}\ngit commit: {} ({})\nbuild date: {}\nrustc: {}\nplatform: {}\n\
              kubernetes API: {}\nproviders: {}\n",
             env!("CARGO_PKG_VERSION"),
             self.git_commit,
+            self.git_tree_state,
             self.build_date,
             self.rustc_version,
             self.platform,
@@ -96,10 +100,11 @@ impl Info {
     /// `--version=raw`: the whole record on one line, as upstream prints Go's `%#v` of it.
     pub fn raw(&self) -> String {
         format!(
-            "version.Info{{GitVersion:{:?}, GitCommit:{:?}, BuildDate:{:?}, RustcVersion:{:?}, \
-             Compiler:{:?}, Platform:{:?}, KubernetesAPI:{:?}, Providers:{:?}}}",
+            "version.Info{{GitVersion:{:?}, GitCommit:{:?}, GitTreeState:{:?}, BuildDate:{:?}, \
+             RustcVersion:{:?}, Compiler:{:?}, Platform:{:?}, KubernetesAPI:{:?}, Providers:{:?}}}",
             self.git_version,
             self.git_commit,
+            self.git_tree_state,
             self.build_date,
             self.rustc_version,
             self.compiler,
@@ -172,6 +177,7 @@ mod tests {
         for key in [
             "gitVersion",
             "gitCommit",
+            "gitTreeState",
             "buildDate",
             "rustcVersion",
             "platform",

@@ -273,7 +273,9 @@ pub async fn attach_fixture(
 }
 
 /// Creates pod `pod_name` on `node` using the claim `data` and waits until the Node's
-/// `volumesAttached` lists a volume; returns that list.
+/// `volumesAttached` lists a volume; returns that list. (Up to 2 minutes: the fault tests
+/// retry through errors, throttling and a stuck attach with the controller's back-off, which a
+/// loaded 2-core machine stretches.)
 pub async fn run_pod_until_attached(
     pods: &Api<Pod>,
     nodes: &Api<Node>,
@@ -288,7 +290,7 @@ pub async fn run_pod_until_attached(
     .unwrap();
     eventually(
         &format!("a volume in {node}'s volumesAttached"),
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         || async {
             let list = attached(nodes, node).await;
             (!list.is_empty()).then_some(list)
@@ -310,7 +312,7 @@ pub async fn delete_pod_until_detached(
         .unwrap();
     eventually(
         &format!("the volume to leave {node}"),
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         || async { attached(nodes, node).await.is_empty().then_some(()) },
     )
     .await;
