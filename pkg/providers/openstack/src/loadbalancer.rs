@@ -114,6 +114,12 @@ pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES: &str =
 pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN: &str =
     "loadbalancer.openstack.org/health-monitor-max-retries-down";
 
+/// `true`/`v1`: the pools speak PROXY protocol v1 (`PROXY`), `v2`: v2 (`PROXYV2`), so
+/// members see the client's address (OCCM).
+pub const ANNOTATION_PROXY_PROTOCOL: &str = "loadbalancer.openstack.org/proxy-protocol";
+/// `true`: the listeners are `HTTP` and insert `X-Forwarded-For` (OCCM's `keepClientIP`).
+pub const ANNOTATION_X_FORWARDED_FOR: &str = "loadbalancer.openstack.org/x-forwarded-for";
+
 /// Every `loadbalancer.openstack.org/*` annotation of OCCM (`pkg/openstack/loadbalancer.go`),
 /// the internal and source-range annotations, and the Service fields a load balancer may be
 /// asked for: what this provider does with each ([`hypercloud_cloudprovider::lb_settings`];
@@ -145,15 +151,15 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet-tags"), "choosing the floating subnet by tags is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/class"), "`[LoadBalancerClass]` sections are not implemented"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/port-id"), "the VIP is always a new port; an existing port is not adopted"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/proxy-protocol"), "pools are TCP or UDP; PROXY protocol pools are not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`true`/`v1`: `PROXY` pools, `v2`: `PROXYV2` pools (TCP ports; not with `x-forwarded-for`); members get the client's address in a PROXY header"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/member-subnet-id"), "members are the nodes' first InternalIP; choosing their subnet is not implemented"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/x-forwarded-for"), "listeners are TCP or UDP; HTTP listeners are not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_X_FORWARDED_FOR), "`true`: `HTTP` listeners and pools with `insert_headers: {X-Forwarded-For: \"true\"}` (TCP ports)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/flavor-id"), "load balancers get Octavia's default flavor"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/availability-zone"), "load balancers get Octavia's default availability zone"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/default-tls-container-ref"), "TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"),
     LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
     LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "with a health monitor, an HTTP monitor on the health-check node port"),
-    LbSetting::refused(Setting::SessionAffinityClientIp, "pools are created without session persistence"),
+    LbSetting::implemented(Setting::SessionAffinityClientIp, "the pools' `session_persistence: {type: SOURCE_IP}` (OCCM)"),
     LbSetting::refused(Setting::IpFamilyIpv6, "VIPs and members are IPv4"),
     LbSetting::refused(Setting::NoNodePorts, "members are the nodes at the Service's node ports"),
     LbSetting::implemented(Setting::LoadBalancerIp, "the floating IP of that address (created when a floating network is configured)"),
@@ -247,6 +253,40 @@ struct Settings {
     /// The listeners' `allowed_cidrs` from `loadBalancerSourceRanges` (or the
     /// `service.beta.kubernetes.io/load-balancer-source-ranges` annotation); `None`: allow all.
     allowed_cidrs: Option<Vec<String>>,
+    /// `proxy-protocol`: the TCP ports' pool protocol, `PROXY` or `PROXYV2`.
+    proxy_protocol: Option<&'static str>,
+    /// `x-forwarded-for`: the TCP ports' listeners are `HTTP` and insert the header.
+    forwarded_for: bool,
+    /// `sessionAffinity: ClientIP`: the pools' `session_persistence` is `SOURCE_IP`.
+    source_ip_persistence: bool,
+}
+
+impl Settings {
+    /// The listener protocol for a Service port of `protocol` (OCCM's `getListenerProtocol`).
+    fn listener_protocol<'a>(&self, protocol: &'a str) -> &'a str {
+        if self.forwarded_for && protocol == "TCP" {
+            "HTTP"
+        } else {
+            protocol
+        }
+    }
+
+    /// The pool protocol for a Service port of `protocol` (OCCM's `buildPoolCreateOpt`).
+    fn pool_protocol<'a>(&self, protocol: &'a str) -> &'a str {
+        match self.proxy_protocol {
+            Some(p) if protocol == "TCP" => p,
+            _ => self.listener_protocol(protocol),
+        }
+    }
+
+    /// The pools' `session_persistence`.
+    fn session_persistence(&self) -> Value {
+        if self.source_ip_persistence {
+            json!({"type": "SOURCE_IP"})
+        } else {
+            Value::Null
+        }
+    }
 }
 
 /// The annotation Kubernetes reads when `spec.loadBalancerSourceRanges` is empty.
@@ -618,6 +658,46 @@ impl OpenStack {
                 "source range restrictions are not supported for in-tree openstack load balancers (the legacy provider's VIP security group is not implemented; the cloud-controller-manager sets the listeners' allowed_cidrs)",
             ));
         }
+        let proxy_protocol = match annotation(service, ANNOTATION_PROXY_PROTOCOL) {
+            // OCCM's getProxyProtocolFromServiceAnnotation; it takes any other value as off,
+            // which would accept and ignore a typo.
+            None | Some("false") | Some("") => None,
+            Some("true") | Some("v1") => Some("PROXY"),
+            Some("v2") => Some("PROXYV2"),
+            Some(v) => return Err(bad(ANNOTATION_PROXY_PROTOCOL, v, "true, v1, v2 or false")),
+        };
+        let forwarded_for = match annotation(service, ANNOTATION_X_FORWARDED_FOR) {
+            None => false,
+            Some(v) => parse_go_bool(v)
+                .ok_or_else(|| bad(ANNOTATION_X_FORWARDED_FOR, v, "true or false"))?,
+        };
+        if proxy_protocol.is_some() && forwarded_for {
+            return Err(self.lb_error(
+                "read Service annotations",
+                format!("annotation {ANNOTATION_PROXY_PROTOCOL} and {ANNOTATION_X_FORWARDED_FOR} cannot be used together"),
+            ));
+        }
+        let udp = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .is_some_and(|ports| ports.iter().any(|p| p.protocol.as_deref() == Some("UDP")));
+        if udp && (proxy_protocol.is_some() || forwarded_for) {
+            let key = if forwarded_for {
+                ANNOTATION_X_FORWARDED_FOR
+            } else {
+                ANNOTATION_PROXY_PROTOCOL
+            };
+            // Octavia has no UDP listener with HTTP or PROXY pools.
+            return Err(self.lb_error(
+                "read Service annotations",
+                format!("annotation {key} needs TCP ports; the Service has a UDP port"),
+            ));
+        }
+        let source_ip_persistence = service
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.session_affinity.as_deref() == Some("ClientIP"));
         let health_check_node_port = service
             .spec
             .as_ref()
@@ -631,6 +711,9 @@ impl OpenStack {
             monitor,
             health_check_node_port,
             allowed_cidrs,
+            proxy_protocol,
+            forwarded_for,
+            source_ip_persistence,
         })
     }
 
@@ -1140,9 +1223,26 @@ impl OpenStack {
         let method = settings.method.as_str();
         let mut kept = BTreeSet::new();
         for (index, p) in ports.iter().enumerate() {
+            let listener_protocol = settings.listener_protocol(&p.protocol);
+            let pool_protocol = settings.pool_protocol(&p.protocol);
             let existing = listeners
                 .iter()
-                .find(|l| l["protocol"] == p.protocol && l["protocol_port"] == p.port);
+                .find(|l| l["protocol"] == listener_protocol && l["protocol_port"] == p.port);
+            if existing.is_none() && !members_only {
+                // The port's listener of another protocol (x-forwarded-for switched TCP and
+                // HTTP) holds the port: it and its pool go first (OCCM keys listeners by
+                // protocol and port, and deletes the ones no port wants).
+                let udp = p.protocol == "UDP";
+                for old in listeners
+                    .iter()
+                    .filter(|l| l["protocol_port"] == p.port && (l["protocol"] == "UDP") == udp)
+                {
+                    let Some(old_id) = old["id"].as_str() else {
+                        continue;
+                    };
+                    self.delete_listener(lb_id, old_id, &pools).await?;
+                }
+            }
             let listener_id = match existing.and_then(|l| l["id"].as_str()) {
                 Some(id) => {
                     let mut changed: serde_json::Map<String, Value> = settings
@@ -1157,6 +1257,20 @@ impl OpenStack {
                         if !tags.iter().any(|t| t == naming.lb.as_str()) {
                             tags.push(naming.lb.clone().into());
                             changed.insert("tags".into(), Value::Array(tags));
+                        }
+                    }
+                    if let Some(l) = existing.filter(|_| listener_protocol == "HTTP") {
+                        // OCCM's update: X-Forwarded-For added or removed, other headers kept.
+                        let has = l["insert_headers"]["X-Forwarded-For"] == "true";
+                        if has != settings.forwarded_for {
+                            let mut headers =
+                                l["insert_headers"].as_object().cloned().unwrap_or_default();
+                            if settings.forwarded_for {
+                                headers.insert("X-Forwarded-For".into(), "true".into());
+                            } else {
+                                headers.remove("X-Forwarded-For");
+                            }
+                            changed.insert("insert_headers".into(), Value::Object(headers));
                         }
                     }
                     if existing.is_some_and(|l| current_cidrs(l) != settings.allowed_cidrs) {
@@ -1183,9 +1297,12 @@ impl OpenStack {
                     let mut body = json!({"listener": {
                         "name": naming.child("listener", index),
                         "loadbalancer_id": lb_id,
-                        "protocol": p.protocol,
+                        "protocol": listener_protocol,
                         "protocol_port": p.port,
                     }});
+                    if settings.forwarded_for && listener_protocol == "HTTP" {
+                        body["listener"]["insert_headers"] = json!({"X-Forwarded-For": "true"});
+                    }
                     for (field, value) in &settings.listener {
                         body["listener"][*field] = json!(value);
                     }
@@ -1207,19 +1324,43 @@ impl OpenStack {
                 }
             };
             kept.insert(listener_id.clone());
-            let pool = pools.iter().find(|pool| {
+            let mut pool = pools.iter().find(|pool| {
                 pool["listeners"]
                     .as_array()
                     .is_some_and(|ls| ls.iter().any(|l| l["id"] == listener_id.as_str()))
             });
+            if let Some(old) = pool.filter(|old| !members_only && old["protocol"] != pool_protocol)
+            {
+                // A pool's protocol is immutable in Octavia: OCCM deletes the pool (its
+                // members and monitor go with it) and creates one of the wanted protocol.
+                if let Some(old_id) = old["id"].as_str() {
+                    self.delete_child(lb_id, &format!("/pools/{old_id}"), "delete pool")
+                        .await?;
+                    tracing::info!(
+                        lb_id,
+                        pool = old_id,
+                        protocol = pool_protocol,
+                        "pool replaced for its protocol"
+                    );
+                }
+                pool = None;
+            }
             let (pool_id, monitor_id) = match pool {
                 Some(pool) => {
                     let id = pool["id"].as_str().unwrap_or_default().to_owned();
-                    if !members_only && pool["lb_algorithm"] != method {
+                    let sticky = pool["session_persistence"]["type"] == "SOURCE_IP";
+                    if !members_only
+                        && (pool["lb_algorithm"] != method
+                            || sticky != settings.source_ip_persistence)
+                    {
+                        let mut update = json!({"lb_algorithm": method});
+                        if sticky != settings.source_ip_persistence {
+                            update["session_persistence"] = settings.session_persistence();
+                        }
                         self.lb_call(
                             Method::PUT,
                             &format!("/pools/{id}"),
-                            Some(&json!({"pool": {"lb_algorithm": method}})),
+                            Some(&json!({ "pool": update })),
                             "update pool",
                         )
                         .await?;
@@ -1230,18 +1371,17 @@ impl OpenStack {
                 }
                 None if members_only => continue,
                 None => {
+                    let mut body = json!({"pool": {
+                        "name": naming.child("pool", index),
+                        "listener_id": listener_id,
+                        "protocol": pool_protocol,
+                        "lb_algorithm": method,
+                    }});
+                    if settings.source_ip_persistence {
+                        body["pool"]["session_persistence"] = settings.session_persistence();
+                    }
                     let created = self
-                        .lb_call(
-                            Method::POST,
-                            "/pools",
-                            Some(&json!({"pool": {
-                                "name": naming.child("pool", index),
-                                "listener_id": listener_id,
-                                "protocol": p.protocol,
-                                "lb_algorithm": method,
-                            }})),
-                            "create pool",
-                        )
+                        .lb_call(Method::POST, "/pools", Some(&body), "create pool")
                         .await?;
                     self.wait_active(lb_id).await?;
                     (
@@ -1332,20 +1472,26 @@ impl OpenStack {
             if kept.contains(id) {
                 continue;
             }
-            for pool in pools.iter().filter(|pool| {
-                pool["listeners"]
-                    .as_array()
-                    .is_some_and(|ls| ls.iter().any(|x| x["id"] == id))
-            }) {
-                if let Some(pid) = pool["id"].as_str() {
-                    self.delete_child(lb_id, &format!("/pools/{pid}"), "delete pool")
-                        .await?;
-                }
-            }
-            self.delete_child(lb_id, &format!("/listeners/{id}"), "delete listener")
-                .await?;
-            tracing::info!(lb_id, listener = id, "obsolete listener deleted");
+            self.delete_listener(lb_id, id, &pools).await?;
         }
+        Ok(())
+    }
+
+    /// Deletes listener `id` and the pools of `pools` behind it (gone ones are fine).
+    async fn delete_listener(&self, lb_id: &str, id: &str, pools: &[Value]) -> Result<()> {
+        for pool in pools.iter().filter(|pool| {
+            pool["listeners"]
+                .as_array()
+                .is_some_and(|ls| ls.iter().any(|x| x["id"] == id))
+        }) {
+            if let Some(pid) = pool["id"].as_str() {
+                self.delete_child(lb_id, &format!("/pools/{pid}"), "delete pool")
+                    .await?;
+            }
+        }
+        self.delete_child(lb_id, &format!("/listeners/{id}"), "delete listener")
+            .await?;
+        tracing::info!(lb_id, listener = id, "obsolete listener deleted");
         Ok(())
     }
 }
@@ -1723,8 +1869,8 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // OCCM's 31 annotations: 20 implemented, 11 refused; and 3 Service fields refused.
-        assert_eq!(refused, 14);
+        // OCCM's 31 annotations: 22 implemented, 9 refused; and 2 Service fields refused.
+        assert_eq!(refused, 11);
         let mut tls = lb_base();
         tls.metadata.annotations.as_mut().unwrap().insert(
             "loadbalancer.openstack.org/default-tls-container-ref".into(),
@@ -1734,6 +1880,56 @@ mod tests {
             hypercloud_cloudprovider::Chain(&cloud.check_service(&tls).unwrap_err()).to_string(),
             "annotation loadbalancer.openstack.org/default-tls-container-ref is not supported by hypercloud's local provider: TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"
         );
+    }
+
+    #[test]
+    fn proxy_protocol_and_x_forwarded_for_choose_protocols_as_occm() {
+        let cloud = OpenStack::local(None, Layout::External).unwrap();
+        let with = |pairs: &[(&str, &str)]| {
+            let mut s = lb_base();
+            for (k, v) in pairs {
+                s.metadata
+                    .annotations
+                    .as_mut()
+                    .unwrap()
+                    .insert((*k).into(), (*v).into());
+            }
+            s
+        };
+        let protocols = |svc: &Service| {
+            let s = cloud.settings(svc).unwrap();
+            (s.listener_protocol("TCP"), s.pool_protocol("TCP"))
+        };
+        assert_eq!(protocols(&lb_base()), ("TCP", "TCP"));
+        for (v, pool) in [("true", "PROXY"), ("v1", "PROXY"), ("v2", "PROXYV2")] {
+            assert_eq!(
+                protocols(&with(&[(ANNOTATION_PROXY_PROTOCOL, v)])),
+                ("TCP", pool)
+            );
+        }
+        assert_eq!(
+            protocols(&with(&[(ANNOTATION_PROXY_PROTOCOL, "false")])),
+            ("TCP", "TCP")
+        );
+        assert_eq!(
+            protocols(&with(&[(ANNOTATION_X_FORWARDED_FOR, "true")])),
+            ("HTTP", "HTTP")
+        );
+        let refused = |svc: Service| {
+            hypercloud_cloudprovider::Chain(&cloud.check_service(&svc).unwrap_err()).to_string()
+        };
+        assert!(refused(with(&[(ANNOTATION_PROXY_PROTOCOL, "v3")]))
+            .contains("annotation loadbalancer.openstack.org/proxy-protocol: \"v3\" is not true, v1, v2 or false"));
+        assert!(refused(with(&[(ANNOTATION_X_FORWARDED_FOR, "yes")]))
+            .contains("annotation loadbalancer.openstack.org/x-forwarded-for: \"yes\" is not true or false"));
+        assert!(refused(with(&[
+            (ANNOTATION_PROXY_PROTOCOL, "v2"),
+            (ANNOTATION_X_FORWARDED_FOR, "true")
+        ]))
+        .contains("cannot be used together"));
+        let mut udp = with(&[(ANNOTATION_PROXY_PROTOCOL, "v1")]);
+        udp.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].protocol = Some("UDP".into());
+        assert!(refused(udp).contains("proxy-protocol needs TCP ports"));
     }
 
     #[test]
