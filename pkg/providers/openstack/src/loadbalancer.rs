@@ -15,11 +15,14 @@
 //!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet holding a
 //!   node's member address (OCCM), else the subnet named `private` or `private-subnet` (the
 //!   local cloud's), else the first subnet;
-//! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
+//! * one listener per Service port (TCP or UDP on the port, `HTTP` inserting
+//!   `X-Forwarded-For` with `x-forwarded-for`; connection limit and timeouts
 //!   from the Service's annotations; external, `allowed_cidrs` from
 //!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener
-//!   (`lb-method` or the annotation, default `ROUND_ROBIN`) whose members are every node's
-//!   first InternalIP at the port's `nodePort`, and with `create-monitor` (or
+//!   (`PROXY`/`PROXYV2` with `proxy-protocol`; `SOURCE_IP` persistence with `sessionAffinity:
+//!   ClientIP`; `lb-method` or the annotation, default `ROUND_ROBIN`) whose members are every node's
+//!   (with `node-selector`, every selected node's) first InternalIP at the port's `nodePort`
+//!   (on `member-subnet-id` when set), and with `create-monitor` (or
 //!   `enable-health-monitor`) a health monitor per pool (`monitor-*` or `health-monitor-*`;
 //!   with `externalTrafficPolicy: Local` an HTTP monitor on the health-check node port).
 //!   Children are named as each layout's upstream names them: `listener_<lbname>_<index>`
@@ -120,6 +123,12 @@ pub const ANNOTATION_PROXY_PROTOCOL: &str = "loadbalancer.openstack.org/proxy-pr
 /// `true`: the listeners are `HTTP` and insert `X-Forwarded-For` (OCCM's `keepClientIP`).
 pub const ANNOTATION_X_FORWARDED_FOR: &str = "loadbalancer.openstack.org/x-forwarded-for";
 
+/// The members' subnet (OCCM: over `[LoadBalancer] member-subnet-id`, which is not read here).
+pub const ANNOTATION_MEMBER_SUBNET_ID: &str = "loadbalancer.openstack.org/member-subnet-id";
+/// `key=value,key2=,key3`: only nodes with all these labels are members (an empty or absent
+/// value: the label with any value), as OCCM's `StringToMap` and `filterNodes`.
+pub const ANNOTATION_NODE_SELECTOR: &str = "loadbalancer.openstack.org/node-selector";
+
 /// Every `loadbalancer.openstack.org/*` annotation of OCCM (`pkg/openstack/loadbalancer.go`),
 /// the internal and source-range annotations, and the Service fields a load balancer may be
 /// asked for: what this provider does with each ([`hypercloud_cloudprovider::lb_settings`];
@@ -146,13 +155,13 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HOSTNAME), "reported as the ingress hostname instead of the address"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ADDRESS), "written by the provider (external layout), as OCCM"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/node-selector"), "every Ready node is a member; selecting nodes is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_NODE_SELECTOR), "`key=value,key2`: only the nodes with those labels are members (OCCM's parsing)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet"), "choosing the floating subnet by name is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet-tags"), "choosing the floating subnet by tags is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/class"), "`[LoadBalancerClass]` sections are not implemented"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/port-id"), "the VIP is always a new port; an existing port is not adopted"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`true`/`v1`: `PROXY` pools, `v2`: `PROXYV2` pools (TCP ports; not with `x-forwarded-for`); members get the client's address in a PROXY header"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/member-subnet-id"), "members are the nodes' first InternalIP; choosing their subnet is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_MEMBER_SUBNET_ID), "the members' `subnet_id` (members on another subnet are replaced)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_X_FORWARDED_FOR), "`true`: `HTTP` listeners and pools with `insert_headers: {X-Forwarded-For: \"true\"}` (TCP ports)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/flavor-id"), "load balancers get Octavia's default flavor"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/availability-zone"), "load balancers get Octavia's default availability zone"),
@@ -259,6 +268,10 @@ struct Settings {
     forwarded_for: bool,
     /// `sessionAffinity: ClientIP`: the pools' `session_persistence` is `SOURCE_IP`.
     source_ip_persistence: bool,
+    /// `member-subnet-id`: the members' `subnet_id`.
+    member_subnet_id: Option<String>,
+    /// `node-selector`: only nodes with these labels (a `None` value: any value) are members.
+    node_selector: Vec<(String, Option<String>)>,
 }
 
 impl Settings {
@@ -406,6 +419,9 @@ const ACTIVE_WAIT: Backoff = Backoff::new(
     Duration::from_secs(120),
 );
 const LBAAS: &str = "/v2/lbaas";
+
+/// One pool member: address, protocol port, monitor port, subnet.
+type MemberKey = (String, i64, Option<i64>, Option<String>);
 
 /// One wanted listener: protocol, port, node port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -714,6 +730,13 @@ impl OpenStack {
             proxy_protocol,
             forwarded_for,
             source_ip_persistence,
+            member_subnet_id: annotation(service, ANNOTATION_MEMBER_SUBNET_ID)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            node_selector: node_selector(
+                annotation(service, ANNOTATION_NODE_SELECTOR).unwrap_or_default(),
+            ),
         })
     }
 
@@ -1068,13 +1091,15 @@ impl OpenStack {
     }
 
     /// The pool members wanted for `node_port`: each node's first InternalIP.
-    /// A member is (address, node port, monitor port): the monitor port is the Service's
-    /// health-check node port with `externalTrafficPolicy: Local` (OCCM).
+    /// A member is (address, node port, monitor port, subnet): the monitor port is the
+    /// Service's health-check node port with `externalTrafficPolicy: Local` (OCCM), the subnet
+    /// `member-subnet-id`'s.
     fn wanted_members(
         nodes: &[Node],
         node_port: i32,
         monitor_port: Option<i64>,
-    ) -> BTreeSet<(String, i64, Option<i64>)> {
+        subnet: Option<&str>,
+    ) -> BTreeSet<MemberKey> {
         nodes
             .iter()
             .filter_map(|n| {
@@ -1084,7 +1109,7 @@ impl OpenStack {
                 }
                 ip
             })
-            .map(|ip| (ip, i64::from(node_port), monitor_port))
+            .map(|ip| (ip, i64::from(node_port), monitor_port, subnet.map(str::to_owned)))
             .collect()
     }
 
@@ -1093,9 +1118,9 @@ impl OpenStack {
         &self,
         lb_id: &str,
         pool_id: &str,
-        wanted: &BTreeSet<(String, i64, Option<i64>)>,
+        wanted: &BTreeSet<MemberKey>,
     ) -> Result<bool> {
-        let current: BTreeSet<(String, i64, Option<i64>)> = self
+        let current: BTreeSet<MemberKey> = self
             .lb_list(
                 &format!("/pools/{pool_id}/members"),
                 "members",
@@ -1108,23 +1133,49 @@ impl OpenStack {
                     m["address"].as_str()?.to_owned(),
                     m["protocol_port"].as_i64()?,
                     m["monitor_port"].as_i64(),
+                    m["subnet_id"].as_str().map(str::to_owned),
                 ))
             })
             .collect();
         if &current == wanted {
             return Ok(false);
         }
-        let members: Vec<Value> = wanted
-            .iter()
-            .map(|(address, port, monitor)| {
-                // An explicit null clears a monitor port the batch update would keep.
-                json!({"address": address, "protocol_port": port, "monitor_port": monitor})
-            })
-            .collect();
+        let body = |members: &mut dyn Iterator<Item = &MemberKey>| {
+            let members: Vec<Value> = members
+                .map(|(address, port, monitor, subnet)| {
+                    // An explicit null clears a monitor port the batch update would keep.
+                    let mut m =
+                        json!({"address": address, "protocol_port": port, "monitor_port": monitor});
+                    if let Some(subnet) = subnet {
+                        m["subnet_id"] = subnet.clone().into();
+                    }
+                    m
+                })
+                .collect();
+            json!({ "members": members })
+        };
+        // A member's subnet is immutable and the batch update matches members by address
+        // and port: members on another subnet leave first, then come back on the wanted one.
+        let moved = |w: &MemberKey| {
+            current
+                .iter()
+                .any(|c| c.0 == w.0 && c.1 == w.1 && c.3 != w.3)
+        };
+        if wanted.iter().any(moved) {
+            let staying = body(&mut wanted.iter().filter(|w| !moved(w)));
+            self.lb_call(
+                Method::PUT,
+                &format!("/pools/{pool_id}/members"),
+                Some(&staying),
+                "update pool members",
+            )
+            .await?;
+            self.wait_active(lb_id).await?;
+        }
         self.lb_call(
             Method::PUT,
             &format!("/pools/{pool_id}/members"),
-            Some(&json!({ "members": members })),
+            Some(&body(&mut wanted.iter())),
             "update pool members",
         )
         .await?;
@@ -1398,7 +1449,12 @@ impl OpenStack {
             self.sync_members(
                 lb_id,
                 &pool_id,
-                &Self::wanted_members(nodes, p.node_port, monitor_port),
+                &Self::wanted_members(
+                    nodes,
+                    p.node_port,
+                    monitor_port,
+                    settings.member_subnet_id.as_deref(),
+                ),
             )
             .await?;
             if members_only {
@@ -1496,6 +1552,37 @@ impl OpenStack {
     }
 }
 
+/// OCCM's `StringToMap`: `key1=val,key2=,key3` → (key, value), an empty value being `None`
+/// (the label with any value); empty keys are skipped.
+fn node_selector(value: &str) -> Vec<(String, Option<String>)> {
+    value
+        .trim()
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = match kv.trim().split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (kv.trim(), None),
+            };
+            (!k.is_empty()).then(|| (k.to_owned(), v.filter(|v| !v.is_empty()).map(str::to_owned)))
+        })
+        .collect()
+}
+
+/// The nodes `selector` picks (OCCM's `filterNodes`): all when it is empty, else those
+/// having every label (with the value, when one is given).
+fn select_nodes(nodes: &[Node], selector: &[(String, Option<String>)]) -> Vec<Node> {
+    nodes
+        .iter()
+        .filter(|n| {
+            selector.iter().all(|(k, v)| {
+                let label = n.metadata.labels.as_ref().and_then(|l| l.get(k));
+                label.is_some_and(|have| v.as_ref().is_none_or(|want| want == have))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 /// A node's member address: its first InternalIP.
 fn member_address(node: &Node) -> Option<String> {
     node.status
@@ -1568,6 +1655,7 @@ impl LoadBalancer for OpenStack {
         let ports = self.wanted_ports(service)?;
         let wish = self.floating_ip_wish(service)?;
         let settings = self.settings(service)?;
+        let nodes = &select_nodes(nodes, &settings.node_selector);
         let started = Instant::now();
         let found = self.lookup(&naming, service).await?;
         if found.is_none() && naming.layout == Layout::External {
@@ -1683,6 +1771,7 @@ impl LoadBalancer for OpenStack {
         let naming = self.naming(cluster_name, service);
         let ports = self.wanted_ports(service)?;
         let settings = self.settings(service)?;
+        let nodes = &select_nodes(nodes, &settings.node_selector);
         let Some(lb) = self.lookup(&naming, service).await? else {
             return Err(self.lb_error(
                 "update load balancer",
@@ -1869,8 +1958,8 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // OCCM's 31 annotations: 22 implemented, 9 refused; and 2 Service fields refused.
-        assert_eq!(refused, 11);
+        // OCCM's 31 annotations: 24 implemented, 7 refused; and 2 Service fields refused.
+        assert_eq!(refused, 9);
         let mut tls = lb_base();
         tls.metadata.annotations.as_mut().unwrap().insert(
             "loadbalancer.openstack.org/default-tls-container-ref".into(),
@@ -1930,6 +2019,45 @@ mod tests {
         let mut udp = with(&[(ANNOTATION_PROXY_PROTOCOL, "v1")]);
         udp.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].protocol = Some("UDP".into());
         assert!(refused(udp).contains("proxy-protocol needs TCP ports"));
+    }
+
+    #[test]
+    fn node_selectors_parse_and_select_as_occm() {
+        assert_eq!(
+            node_selector(" role=lb, zone= ,gpu,=x,,"),
+            vec![
+                ("role".to_owned(), Some("lb".to_owned())),
+                ("zone".to_owned(), None),
+                ("gpu".to_owned(), None),
+            ]
+        );
+        let labelled = |name: &str, labels: &[(&str, &str)]| {
+            let mut n = Node::default();
+            n.metadata.name = Some(name.into());
+            n.metadata.labels = Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            );
+            n
+        };
+        let nodes = [
+            labelled("a", &[("role", "lb"), ("zone", "1")]),
+            labelled("b", &[("role", "web"), ("zone", "2")]),
+            labelled("c", &[]),
+        ];
+        let names = |sel: &str| {
+            select_nodes(&nodes, &node_selector(sel))
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(""), ["a", "b", "c"]);
+        assert_eq!(names("role=lb"), ["a"]);
+        assert_eq!(names("zone"), ["a", "b"]);
+        assert_eq!(names("zone=,role=web"), ["b"]);
+        assert!(names("role=db").is_empty());
     }
 
     #[test]

@@ -1721,3 +1721,117 @@ async fn session_affinity_client_ip_keeps_a_client_on_one_member() {
         .unwrap();
     cloud.shutdown().await;
 }
+
+/// The `subnet_id` of each member of the one pool.
+async fn member_subnets(cloud: &Cloud) -> Vec<serde_json::Value> {
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    let id = pools["pools"][0]["id"].as_str().unwrap().to_owned();
+    let m = cloud
+        .ok(
+            Method::GET,
+            &format!("/load-balancer/v2/lbaas/pools/{id}/members"),
+            None,
+        )
+        .await;
+    m["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["subnet_id"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn node_selector_and_member_subnet_choose_the_members() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "node-1").await;
+    backend("127.0.0.2", np, "node-2").await;
+    let port = free_port("127.0.0.1");
+    let mut nodes = [node("node-1", "127.0.0.1"), node("node-2", "127.0.0.2")];
+    nodes[1].metadata.labels = Some([("role".to_owned(), "lb".to_owned())].into());
+    // A second subnet on the private network for the members.
+    let private = cloud
+        .ok(Method::GET, "/network/v2.0/networks?name=private", None)
+        .await["networks"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let subnet = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/subnets",
+            Some(
+                serde_json::json!({"subnet": {"network_id": private, "name": "members",
+                "ip_version": 4, "cidr": "127.2.0.0/16"}}),
+            ),
+        )
+        .await["subnet"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let svc = annotate(
+        annotate(
+            service(&[(port, np)]),
+            "loadbalancer.openstack.org/node-selector",
+            "role=lb",
+        ),
+        "loadbalancer.openstack.org/member-subnet-id",
+        &subnet,
+    );
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    assert_eq!(members(&cloud).await, vec![format!("127.0.0.2:{np}")]);
+    assert_eq!(
+        member_subnets(&cloud).await,
+        vec![serde_json::json!(subnet)]
+    );
+    for _ in 0..4 {
+        assert_eq!(
+            ask(&format!("{vip}:{port}")).await.as_deref(),
+            Some("node-2")
+        );
+    }
+    // Without the annotations: every node, on no particular subnet (node-2's member is
+    // replaced: a member's subnet cannot change).
+    let plain = service(&[(port, np)]);
+    lb.update_load_balancer("kubernetes", &plain, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        members(&cloud).await,
+        vec![format!("127.0.0.1:{np}"), format!("127.0.0.2:{np}")]
+    );
+    assert_eq!(
+        member_subnets(&cloud).await,
+        vec![serde_json::Value::Null, serde_json::Value::Null]
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        seen.insert(ask(&format!("{vip}:{port}")).await.unwrap());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // An unknown member subnet is Octavia's 404, and the error says so.
+    let bad = annotate(
+        plain.clone(),
+        "loadbalancer.openstack.org/member-subnet-id",
+        "no-such-subnet",
+    );
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(e.contains("no-such-subnet"), "{e}");
+    lb.ensure_load_balancer_deleted("kubernetes", &plain)
+        .await
+        .unwrap();
+    cloud.shutdown().await;
+}
