@@ -243,6 +243,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             "/loadbalancers/{id}/status",
             get(loadbalancers::status_tree),
         )
+        .route("/availabilityzones", get(loadbalancers::availability_zones))
         .route("/listeners", get(listeners::list).post(listeners::create))
         .route(
             "/listeners/{id}",

@@ -129,6 +129,10 @@ pub const ANNOTATION_MEMBER_SUBNET_ID: &str = "loadbalancer.openstack.org/member
 /// value: the label with any value), as OCCM's `StringToMap` and `filterNodes`.
 pub const ANNOTATION_NODE_SELECTOR: &str = "loadbalancer.openstack.org/node-selector";
 
+/// The load balancer's Octavia availability zone (read when it is created; Octavia cannot
+/// move a load balancer).
+pub const ANNOTATION_AVAILABILITY_ZONE: &str = "loadbalancer.openstack.org/availability-zone";
+
 /// Every `loadbalancer.openstack.org/*` annotation of OCCM (`pkg/openstack/loadbalancer.go`),
 /// the internal and source-range annotations, and the Service fields a load balancer may be
 /// asked for: what this provider does with each ([`hypercloud_cloudprovider::lb_settings`];
@@ -164,7 +168,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_MEMBER_SUBNET_ID), "the members' `subnet_id` (members on another subnet are replaced)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_X_FORWARDED_FOR), "`true`: `HTTP` listeners and pools with `insert_headers: {X-Forwarded-For: \"true\"}` (TCP ports)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/flavor-id"), "load balancers get Octavia's default flavor"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/availability-zone"), "load balancers get Octavia's default availability zone"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_AVAILABILITY_ZONE), "the load balancer's `availability_zone` when it is created (Octavia's 400 for an unknown zone fails the sync)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/default-tls-container-ref"), "TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"),
     LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
     LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "with a health monitor, an HTTP monitor on the health-check node port"),
@@ -1693,6 +1697,11 @@ impl LoadBalancer for OpenStack {
                 if let Some(p) = &self.config.load_balancer.lb_provider {
                     body["loadbalancer"]["provider"] = p.clone().into();
                 }
+                if let Some(az) =
+                    annotation(service, ANNOTATION_AVAILABILITY_ZONE).filter(|z| !z.is_empty())
+                {
+                    body["loadbalancer"]["availability_zone"] = az.into();
+                }
                 // An internal Service's spec.loadBalancerIP is its VIP (both upstreams).
                 if let (true, Some(ip)) = (wish.internal, &wish.address) {
                     body["loadbalancer"]["vip_address"] = ip.clone().into();
@@ -1958,8 +1967,8 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // OCCM's 31 annotations: 24 implemented, 7 refused; and 2 Service fields refused.
-        assert_eq!(refused, 9);
+        // OCCM's 31 annotations: 25 implemented, 6 refused; and 2 Service fields refused.
+        assert_eq!(refused, 8);
         let mut tls = lb_base();
         tls.metadata.annotations.as_mut().unwrap().insert(
             "loadbalancer.openstack.org/default-tls-container-ref".into(),

@@ -108,11 +108,25 @@ pub(super) async fn create(
     let tree = Tree::parse(&b, &caller, &common.meta.id)?;
     let provider = b.opt_str("provider")?.unwrap_or_else(|| "amphora".into());
     let availability_zone = b.opt_str("availability_zone")?;
-    b.opt_str("flavor_id")?;
+    if let Some(id) = b.opt_str("flavor_id")? {
+        // Octavia's flavors are an operator's objects; this cloud defines none, so every
+        // flavor is unknown (Octavia's answer, rather than taking and ignoring it).
+        return Err(ApiError::bad_request(format!(
+            "Validation failure: Invalid flavor_id. ({id})"
+        )));
+    }
     b.opt_str("vip_qos_policy_id")?;
     let vip_pool = cloud.config.lb_vip_pool;
     let v = cloud
         .write(move |tx| {
+            // Octavia's availability zones: here, the cloud's zones (Nova's and Cinder's).
+            if let Some(az) = &availability_zone {
+                if !crate::api::zones::known_zones(tx).contains(az) {
+                    return Err(ApiError::bad_request(
+                        "Validation failure: Invalid availability zone.",
+                    ));
+                }
+            }
             let used: Vec<String> = tx
                 .list::<LoadBalancer>(LOADBALANCERS)
                 .into_iter()
@@ -393,4 +407,21 @@ pub(super) async fn status_tree(State(cloud): Ctx, Path(id): Path<String>) -> Ap
             json!({"statuses": StatusTree::of(r, &lb)}),
         ))
     })
+}
+
+/// `GET /availabilityzones`: Octavia's availability zones, which here are the cloud's zones,
+/// each enabled and without a profile.
+pub(super) async fn availability_zones(State(cloud): Ctx) -> ApiResult {
+    let zones = cloud.store.read(|r| crate::api::zones::known_zones(r));
+    let zones: Vec<Value> = zones
+        .into_iter()
+        .map(|name| {
+            json!({"name": name, "description": "", "enabled": true,
+                "availability_zone_profile_id": null})
+        })
+        .collect();
+    Ok(crate::api::reply(
+        StatusCode::OK,
+        json!({ "availability_zones": zones }),
+    ))
 }

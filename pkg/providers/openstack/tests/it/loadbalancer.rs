@@ -1835,3 +1835,45 @@ async fn node_selector_and_member_subnet_choose_the_members() {
         .unwrap();
     cloud.shutdown().await;
 }
+
+#[tokio::test]
+async fn availability_zone_places_the_load_balancer() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("zoned").await;
+    let key = "loadbalancer.openstack.org/availability-zone";
+    // Octavia's availability zones (here the cloud's: nova, az-2).
+    let zones = cloud
+        .ok(
+            Method::GET,
+            "/load-balancer/v2/lbaas/availabilityzones",
+            None,
+        )
+        .await;
+    assert_eq!(zones["availability_zones"][1]["name"], "nova", "{zones}");
+    let bad = annotate(service(&[(port, np)]), key, "az-9");
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(e.contains("Invalid availability zone"), "{e}");
+    assert!(lbs(&cloud).await.is_empty());
+    let svc = annotate(service(&[(port, np)]), key, "az-2");
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(lbs(&cloud).await[0]["availability_zone"], "az-2");
+    assert_eq!(
+        ask(&format!("{}:{port}", ingress_ip(&status)))
+            .await
+            .as_deref(),
+        Some("zoned")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    cloud.shutdown().await;
+}
