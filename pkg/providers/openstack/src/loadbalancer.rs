@@ -133,6 +133,9 @@ pub const ANNOTATION_NODE_SELECTOR: &str = "loadbalancer.openstack.org/node-sele
 /// move a load balancer).
 pub const ANNOTATION_AVAILABILITY_ZONE: &str = "loadbalancer.openstack.org/availability-zone";
 
+/// An existing Neutron port the load balancer's VIP adopts (read when it is created).
+pub const ANNOTATION_PORT_ID: &str = "loadbalancer.openstack.org/port-id";
+
 /// Every `loadbalancer.openstack.org/*` annotation of OCCM (`pkg/openstack/loadbalancer.go`),
 /// the internal and source-range annotations, and the Service fields a load balancer may be
 /// asked for: what this provider does with each ([`hypercloud_cloudprovider::lb_settings`];
@@ -163,7 +166,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet"), "choosing the floating subnet by name is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet-tags"), "choosing the floating subnet by tags is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/class"), "`[LoadBalancerClass]` sections are not implemented"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/port-id"), "the VIP is always a new port; an existing port is not adopted"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_PORT_ID), "the load balancer's `vip_port_id` when it is created: the VIP adopts that Neutron port (and its address)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`true`/`v1`: `PROXY` pools, `v2`: `PROXYV2` pools (TCP ports; not with `x-forwarded-for`); members get the client's address in a PROXY header"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_MEMBER_SUBNET_ID), "the members' `subnet_id` (members on another subnet are replaced)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_X_FORWARDED_FOR), "`true`: `HTTP` listeners and pools with `insert_headers: {X-Forwarded-For: \"true\"}` (TCP ports)"),
@@ -1677,7 +1680,14 @@ impl LoadBalancer for OpenStack {
                 Some(lb["tags"].clone()),
             ),
             None => {
-                let (key, value) = self.vip_placement(service, nodes).await?;
+                let (key, value) = match annotation(service, ANNOTATION_PORT_ID)
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                {
+                    // OCCM: the port instead of a subnet or network.
+                    Some(port) => ("vip_port_id", port.to_owned()),
+                    None => self.vip_placement(service, nodes).await?,
+                };
                 let description = match naming.layout {
                     Layout::InTree => format!("Kubernetes external service {name}"),
                     Layout::External => format!(
@@ -1967,8 +1977,8 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // OCCM's 31 annotations: 25 implemented, 6 refused; and 2 Service fields refused.
-        assert_eq!(refused, 8);
+        // OCCM's 31 annotations: 26 implemented, 5 refused; and 2 Service fields refused.
+        assert_eq!(refused, 7);
         let mut tls = lb_base();
         tls.metadata.annotations.as_mut().unwrap().insert(
             "loadbalancer.openstack.org/default-tls-container-ref".into(),

@@ -1877,3 +1877,79 @@ async fn availability_zone_places_the_load_balancer() {
         .unwrap();
     cloud.shutdown().await;
 }
+
+#[tokio::test]
+async fn port_id_makes_the_vip_adopt_an_existing_port() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("adopted").await;
+    let key = "loadbalancer.openstack.org/port-id";
+    // A port of the user's on a subnet holding the local cloud's VIP pool.
+    let private = cloud
+        .ok(Method::GET, "/network/v2.0/networks?name=private", None)
+        .await["networks"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let subnet = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/subnets",
+            Some(
+                serde_json::json!({"subnet": {"network_id": private, "name": "vips",
+                "ip_version": 4, "cidr": "127.0.100.0/24"}}),
+            ),
+        )
+        .await["subnet"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let vip_port = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/ports",
+            Some(
+                serde_json::json!({"port": {"network_id": private, "name": "my-vip",
+                "fixed_ips": [{"subnet_id": subnet, "ip_address": "127.0.100.240"}]}}),
+            ),
+        )
+        .await["port"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bad = annotate(service(&[(port, np)]), key, "no-such-port");
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(e.contains("Port no-such-port not found"), "{e}");
+    let svc = annotate(service(&[(port, np)]), key, &vip_port);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let octavia = &lbs(&cloud).await[0];
+    assert_eq!(octavia["vip_port_id"], vip_port.as_str());
+    assert_eq!(octavia["vip_address"], "127.0.100.240");
+    assert_eq!(octavia["vip_subnet_id"], subnet.as_str());
+    assert_eq!(ingress_ip(&status), "127.0.100.240");
+    assert_eq!(
+        ask(&format!("127.0.100.240:{port}")).await.as_deref(),
+        Some("adopted")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    // The port was the user's: it stays (Octavia deletes only the VIP ports it made).
+    cloud
+        .ok(
+            Method::GET,
+            &format!("/network/v2.0/ports/{vip_port}"),
+            None,
+        )
+        .await;
+    cloud.shutdown().await;
+}
