@@ -161,7 +161,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN), "the monitors' `max_retries_down`, over `monitor-max-retries-down`"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HOSTNAME), "reported as the ingress hostname instead of the address"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ADDRESS), "written by the provider (external layout), as OCCM"),
-    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it. Naming another Service's load balancer (OCCM's shared load balancers) is refused by this annotation's name when the Service is synced"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_NODE_SELECTOR), "`key=value,key2`: only the nodes with those labels are members (OCCM's parsing)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet"), "choosing the floating subnet by name is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet-tags"), "choosing the floating subnet by tags is not implemented (use floating-subnet-id)"),
@@ -526,6 +526,26 @@ impl OpenStack {
             }
             None => Ok(None),
         }
+    }
+
+    /// Refuses a load balancer found by the `load-balancer-id` annotation that is not this
+    /// Service's (another Service's, or one made outside Kubernetes): OCCM shares it, adding
+    /// this Service's listeners beside the others'; here converging would remove the others'
+    /// listeners, so sharing is refused by the annotation's name instead.
+    fn refuse_shared(&self, naming: &Naming, lb: &Value, operation: &str) -> Result<()> {
+        let name = lb["name"].as_str().unwrap_or_default();
+        if naming.owns(name) {
+            return Ok(());
+        }
+        Err(self.lb_error(
+            operation,
+            format!(
+                "annotation {ANNOTATION_LOAD_BALANCER_ID}: load balancer {} is {name:?}, not this Service's ({}); sharing a load balancer between Services is not supported by hypercloud's {} provider",
+                lb["id"].as_str().unwrap_or_default(),
+                naming.lb,
+                self.name
+            ),
+        ))
     }
 
     /// The floating IP on `port_id`, if any.
@@ -1674,6 +1694,9 @@ impl LoadBalancer for OpenStack {
                 ));
             }
         }
+        if let Some(lb) = &found {
+            self.refuse_shared(&naming, lb, "ensure load balancer")?;
+        }
         let (id, tags) = match found {
             Some(lb) => (
                 lb["id"].as_str().unwrap_or_default().to_owned(),
@@ -1797,6 +1820,7 @@ impl LoadBalancer for OpenStack {
                 format!("load balancer {} does not exist", naming.lb),
             ));
         };
+        self.refuse_shared(&naming, &lb, "update load balancer")?;
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
         self.converge(&id, &naming, &ports, nodes, &settings, true)

@@ -1953,3 +1953,59 @@ async fn port_id_makes_the_vip_adopt_an_existing_port() {
         .await;
     cloud.shutdown().await;
 }
+
+#[tokio::test]
+async fn another_services_load_balancer_is_refused_by_the_id_annotation() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("first").await;
+    let first = service(&[(port, np)]);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &first, &nodes)
+        .await
+        .unwrap();
+    let id = lbs(&cloud).await[0]["id"].as_str().unwrap().to_owned();
+    // A second Service naming the first one's load balancer (OCCM would share it).
+    let mut second = service(&[(free_port("127.0.0.1"), np)]);
+    second.metadata.name = Some("other".into());
+    second.metadata.uid = Some("6a1e28ba-2fa1-11d2-883f-00163e6fbc11".into());
+    let second = annotate(second, "loadbalancer.openstack.org/load-balancer-id", &id);
+    let e = lb
+        .ensure_load_balancer("kubernetes", &second, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(
+        e.contains("annotation loadbalancer.openstack.org/load-balancer-id")
+            && e.contains("sharing a load balancer between Services is not supported"),
+        "{e}"
+    );
+    let e = lb
+        .update_load_balancer("kubernetes", &second, &nodes)
+        .await
+        .unwrap_err();
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("sharing a load balancer"),
+        "{e}"
+    );
+    // Deleting the second Service leaves the first one's load balancer, which still serves.
+    lb.ensure_load_balancer_deleted("kubernetes", &second)
+        .await
+        .unwrap();
+    let (_, listener) = pool_and_listener(&cloud).await;
+    assert_eq!(listener["protocol_port"], port);
+    assert_eq!(
+        ask(&format!("{}:{port}", ingress_ip(&status)))
+            .await
+            .as_deref(),
+        Some("first")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &first)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    cloud.shutdown().await;
+}
