@@ -701,14 +701,8 @@ impl OpenStack {
                 "source range restrictions are not supported for in-tree openstack load balancers (the legacy provider's VIP security group is not implemented; the cloud-controller-manager sets the listeners' allowed_cidrs)",
             ));
         }
-        let proxy_protocol = match annotation(service, ANNOTATION_PROXY_PROTOCOL) {
-            // OCCM's getProxyProtocolFromServiceAnnotation; it takes any other value as off,
-            // which would accept and ignore a typo.
-            None | Some("false") | Some("") => None,
-            Some("true") | Some("v1") => Some("PROXY"),
-            Some("v2") => Some("PROXYV2"),
-            Some(v) => return Err(bad(ANNOTATION_PROXY_PROTOCOL, v, "true, v1, v2 or false")),
-        };
+        let proxy_protocol = proxy_protocol(service)
+            .map_err(|v| bad(ANNOTATION_PROXY_PROTOCOL, v, "true, v1, v2 or false"))?;
         let forwarded_for = match annotation(service, ANNOTATION_X_FORWARDED_FOR) {
             None => false,
             Some(v) => parse_go_bool(v)
@@ -1579,6 +1573,18 @@ impl OpenStack {
     }
 }
 
+/// The pool protocol `proxy-protocol` asks for (OCCM's `getProxyProtocolFromServiceAnnotation`,
+/// which takes any other value as off and so would accept and ignore a typo: here the value is
+/// the error).
+fn proxy_protocol(service: &Service) -> std::result::Result<Option<&'static str>, &str> {
+    match annotation(service, ANNOTATION_PROXY_PROTOCOL) {
+        None | Some("false") | Some("") => Ok(None),
+        Some("true") | Some("v1") => Ok(Some("PROXY")),
+        Some("v2") => Ok(Some("PROXYV2")),
+        Some(v) => Err(v),
+    }
+}
+
 /// OCCM's `StringToMap`: `key1=val,key2=,key3` → (key, value), an empty value being `None`
 /// (the label with any value); empty keys are skipped.
 fn node_selector(value: &str) -> Vec<(String, Option<String>)> {
@@ -1621,11 +1627,17 @@ fn member_address(node: &Node) -> Option<String> {
         .map(|a| a.address.clone())
 }
 
-fn status_of(address: Option<String>) -> LoadBalancerStatus {
+/// The status of `service`'s load balancer at `address`. With PROXY protocol pools the
+/// ingress's `ipMode` is `Proxy` (OCCM), so kube-proxy sends in-cluster clients of the address
+/// through the load balancer, which adds the header the pods expect, rather than straight to
+/// the pods.
+fn status_of(address: Option<String>, service: &Service) -> LoadBalancerStatus {
+    let proxy = matches!(proxy_protocol(service), Ok(Some(_)));
     LoadBalancerStatus {
         ingress: address.map(|ip| {
             vec![LoadBalancerIngress {
                 ip: Some(ip),
+                ip_mode: proxy.then(|| "Proxy".to_owned()),
                 ..Default::default()
             }]
         }),
@@ -1653,7 +1665,7 @@ impl LoadBalancer for OpenStack {
     ) -> Result<Option<LoadBalancerStatus>> {
         let naming = self.naming(cluster_name, service);
         match self.lookup(&naming, service).await? {
-            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?))),
+            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?, service))),
             None => Ok(None),
         }
     }
@@ -1800,7 +1812,7 @@ impl LoadBalancer for OpenStack {
                 }]),
             });
         }
-        Ok(status_of(Some(address)))
+        Ok(status_of(Some(address), service))
     }
 
     async fn update_load_balancer(

@@ -1506,6 +1506,10 @@ async fn proxy_protocol_gives_members_the_clients_address() {
             .await
             .unwrap();
         let vip = ingress_ip(&status);
+        // OCCM: kube-proxy must not bypass a load balancer that adds a PROXY header.
+        let ip_mode = status.ingress.as_ref().unwrap()[0].ip_mode.clone();
+        let proxied = version != "none";
+        assert_eq!(ip_mode.as_deref(), proxied.then_some("Proxy"), "{value:?}");
         let (pool, listener) = pool_and_listener(&cloud).await;
         assert_eq!(pool["protocol"], pool_protocol, "{value:?}");
         assert_eq!(listener["protocol"], "TCP");
