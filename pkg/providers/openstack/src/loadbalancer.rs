@@ -1294,6 +1294,8 @@ impl OpenStack {
             .await?;
         let method = settings.method.as_str();
         let mut kept = BTreeSet::new();
+        // Listeners deleted to free their port for another protocol.
+        let mut replaced = BTreeSet::new();
         for (index, p) in ports.iter().enumerate() {
             let listener_protocol = settings.listener_protocol(&p.protocol);
             let pool_protocol = settings.pool_protocol(&p.protocol);
@@ -1313,6 +1315,7 @@ impl OpenStack {
                         continue;
                     };
                     self.delete_listener(lb_id, old_id, &pools).await?;
+                    replaced.insert(old_id.to_owned());
                 }
             }
             let listener_id = match existing.and_then(|l| l["id"].as_str()) {
@@ -1546,7 +1549,7 @@ impl OpenStack {
         // Listeners (and their pools) for ports the Service no longer has.
         for l in &listeners {
             let Some(id) = l["id"].as_str() else { continue };
-            if kept.contains(id) {
+            if kept.contains(id) || replaced.contains(id) {
                 continue;
             }
             self.delete_listener(lb_id, id, &pools).await?;
