@@ -485,3 +485,17 @@ pub(super) async fn availability_zones(State(cloud): Ctx) -> ApiResult {
         json!({ "availability_zones": zones }),
     ))
 }
+
+/// `GET /flavors`: Octavia's flavors, which an operator defines; this cloud defines none, so
+/// clients looking one up by name or id (`openstack loadbalancer create --flavor`) find none.
+pub(super) async fn flavors() -> ApiResult {
+    Ok(crate::api::reply(StatusCode::OK, json!({ "flavors": [] })))
+}
+
+/// `GET /flavors/{id}`: never found (see [`flavors`]).
+pub(super) async fn flavor(Path(id): Path<String>) -> ApiResult {
+    Err(ApiError::not_found(
+        "NotFound",
+        format!("Flavor {id} not found."),
+    ))
+}
