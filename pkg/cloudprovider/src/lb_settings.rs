@@ -296,6 +296,8 @@ fn sample_value(name: &str) -> &'static str {
         || last.starts_with("enable-")
         || last.starts_with("keep-")
         || last.ends_with("-enabled")
+        || last == "x-forwarded-for"
+        || last == "proxy-protocol"
     {
         "true"
     } else if last.contains("timeout")

@@ -3,7 +3,10 @@
 //! `VIP:protocol_port` (a loopback address from the VIP pool, 127.0.100.0/24 by default) and
 //! proxies TCP connections (bidirectional copy with half-close, like haproxy in `mode tcp`) to
 //! the healthy members of its default pool, chosen by the pool's algorithm (ROUND_ROBIN,
-//! LEAST_CONNECTIONS, SOURCE_IP); UDP listeners keep one session per client address (its own
+//! LEAST_CONNECTIONS, SOURCE_IP, or the same member for a client with `SOURCE_IP` session
+//! persistence); `PROXY`/`PROXYV2` pools get a PROXY protocol v1/v2 header with the client's
+//! address first, and `HTTP` listeners with `insert_headers` add `X-Forwarded-For` (`-Port`,
+//! `-Proto`) to every request (`http`); UDP listeners keep one session per client address (its own
 //! socket to the member picked at the first datagram) until it is idle for the listener's
 //! `timeout_client_data` (`proxy`). Health monitors (TCP connect, HTTP GET with
 //! `expected_codes`, UDP-CONNECT) really probe the members every `delay` seconds: after
@@ -21,6 +24,7 @@
 
 mod guard;
 mod health;
+mod http;
 mod metrics;
 mod proxy;
 mod vip;
@@ -40,7 +44,7 @@ use crate::model::octavia::{
 };
 use crate::store::{Read, Store, Tx};
 use health::MonitorSpec;
-use proxy::{AllowedSlot, ListenerStats, MemberRt, PoolRt, PoolSlot};
+use proxy::{AllowedSlot, InsertSlot, ListenerStats, MemberRt, PoolRt, PoolSlot};
 pub use vip::VipPool;
 
 struct RunningListener {
@@ -49,6 +53,7 @@ struct RunningListener {
     lb_id: String,
     pool: PoolSlot,
     allowed: AllowedSlot,
+    insert: InsertSlot,
     stats: Arc<ListenerStats>,
     task: JoinHandle<()>,
 }
@@ -278,12 +283,20 @@ fn sync_pools(running: &mut Running, snap: &Snapshot) {
             .or_insert_with(|| {
                 Arc::new(PoolRt {
                     algorithm: RwLock::new(String::new()),
+                    protocol: RwLock::new(String::new()),
+                    source_ip_persistence: AtomicBool::new(false),
                     members: RwLock::new(Vec::new()),
                     next: AtomicUsize::new(0),
                 })
             })
             .clone();
         *rt.algorithm.write().unwrap_or_else(|e| e.into_inner()) = p.lb_algorithm.clone();
+        *rt.protocol.write().unwrap_or_else(|e| e.into_inner()) = p.protocol.clone();
+        let source_ip = p
+            .session_persistence
+            .as_ref()
+            .is_some_and(|sp| sp.get("type").and_then(|t| t.as_str()) == Some("SOURCE_IP"));
+        rt.source_ip_persistence.store(source_ip, Ordering::Relaxed);
         let monitored = snap
             .monitors
             .iter()
@@ -437,10 +450,12 @@ fn open_listener(
 ) -> std::io::Result<()> {
     let protocol = l.protocol.as_str();
     let cidrs = l.allowed_cidrs.as_deref().map(proxy::parse_cidrs);
+    let insert = http::Insert::of(protocol, &l.insert_headers);
     if let Some(r) = running.listeners.get(key) {
         if r.bind == bind && !r.task.is_finished() {
             *r.pool.write().unwrap_or_else(|e| e.into_inner()) = pool;
             *r.allowed.write().unwrap_or_else(|e| e.into_inner()) = cidrs;
+            *r.insert.write().unwrap_or_else(|e| e.into_inner()) = insert;
             return Ok(());
         }
     }
@@ -449,6 +464,7 @@ fn open_listener(
     }
     let slot: PoolSlot = Arc::new(RwLock::new(pool));
     let allowed: AllowedSlot = Arc::new(RwLock::new(cidrs));
+    let inserted: InsertSlot = Arc::new(RwLock::new(insert));
     let stats = Arc::new(ListenerStats::default());
     let started = if protocol == "UDP" {
         proxy::bind_udp(bind).map(|socket| {
@@ -466,6 +482,7 @@ fn open_listener(
                 listener,
                 slot.clone(),
                 allowed.clone(),
+                inserted.clone(),
                 stats.clone(),
             ))
         })
@@ -480,6 +497,7 @@ fn open_listener(
             lb_id: lb.id().to_owned(),
             pool: slot,
             allowed,
+            insert: inserted,
             stats,
             task,
         },

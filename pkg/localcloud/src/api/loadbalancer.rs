@@ -243,6 +243,9 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             "/loadbalancers/{id}/status",
             get(loadbalancers::status_tree),
         )
+        .route("/availabilityzones", get(loadbalancers::availability_zones))
+        .route("/flavors", get(loadbalancers::flavors))
+        .route("/flavors/{id}", get(loadbalancers::flavor))
         .route("/listeners", get(listeners::list).post(listeners::create))
         .route(
             "/listeners/{id}",

@@ -1,6 +1,10 @@
 //! The proxy: TCP listeners that copy each connection to a member (half-close passes
 //! through), UDP listeners with one session per client, and the member choice by the pool's
-//! algorithm. Only loopback members are ever contacted, and every socket it opens is bound to
+//! algorithm (or its `SOURCE_IP` session persistence). As haproxy in an amphora, a `PROXY` or
+//! `PROXYV2` pool gets a PROXY protocol v1 (text) or v2 (binary) header with the client's
+//! address before the first byte, and an `HTTP` listener with `insert_headers` adds
+//! `X-Forwarded-For` (and `-Port`, `-Proto`) to every request of a keep-alive connection
+//! (`http`). Only loopback members are ever contacted, and every socket it opens is bound to
 //! loopback.
 
 use std::collections::HashMap;
@@ -11,7 +15,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use hypercloud_cloudprovider::throttle::AcceptBackoff;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
+
+use super::http::{self, Insert};
 
 /// One member as the proxy sees it; kept across reconciles so health and counters persist.
 #[derive(Debug)]
@@ -40,6 +47,10 @@ pub(super) struct MemberRt {
 #[derive(Debug)]
 pub(super) struct PoolRt {
     pub(super) algorithm: RwLock<String>,
+    /// The pool's protocol: `PROXY`/`PROXYV2` members get a PROXY protocol header first.
+    pub(super) protocol: RwLock<String>,
+    /// `session_persistence: {"type": "SOURCE_IP"}`: the same client keeps its member.
+    pub(super) source_ip_persistence: AtomicBool,
     pub(super) members: RwLock<Vec<Arc<MemberRt>>>,
     pub(super) next: AtomicUsize,
 }
@@ -76,7 +87,9 @@ impl PoolRt {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let sticky = self.source_ip_persistence.load(Ordering::Relaxed);
         let first = match algorithm.as_str() {
+            _ if sticky => source_hash(client, up.len()),
             "LEAST_CONNECTIONS" => {
                 let start = self.next.fetch_add(1, Ordering::Relaxed) % up.len();
                 (0..up.len())
@@ -84,15 +97,102 @@ impl PoolRt {
                     .min_by_key(|&i| up[i].active.load(Ordering::Relaxed))
                     .unwrap_or(0)
             }
-            "SOURCE_IP" => {
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                client.hash(&mut h);
-                (h.finish() % up.len() as u64) as usize
-            }
+            "SOURCE_IP" => source_hash(client, up.len()),
             _ => self.next.fetch_add(1, Ordering::Relaxed) % up.len(),
         };
         up.rotate_left(first);
         up
+    }
+}
+
+/// The member index for `client` among `n`: the same client, the same member while the
+/// members stay the same (haproxy's `balance source`, and its stick table on `src`).
+fn source_hash(client: IpAddr, n: usize) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    client.hash(&mut h);
+    (h.finish() % n as u64) as usize
+}
+
+/// Which PROXY protocol header a pool's members expect, by the pool's protocol.
+fn proxy_header_of(protocol: &str) -> Option<ProxyVersion> {
+    match protocol {
+        "PROXY" => Some(ProxyVersion::V1),
+        "PROXYV2" => Some(ProxyVersion::V2),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ProxyVersion {
+    V1,
+    V2,
+}
+
+/// The PROXY protocol header (haproxy's `send-proxy` / `send-proxy-v2`) for a TCP connection
+/// from `client` to `local` (the VIP or floating IP the client reached).
+pub(super) fn proxy_header(
+    version: ProxyVersion,
+    client: SocketAddr,
+    local: SocketAddr,
+) -> Vec<u8> {
+    // One family on both sides (an IPv4-mapped client on an IPv6 socket counts as IPv4).
+    let v4 = |a: SocketAddr| match a.ip() {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(a, |v4| SocketAddr::new(IpAddr::V4(v4), a.port())),
+        IpAddr::V4(_) => a,
+    };
+    let (client, local) = match (v4(client), v4(local)) {
+        (c @ SocketAddr::V4(_), l @ SocketAddr::V4(_)) => (c, l),
+        (c, l) => (
+            SocketAddr::new(IpAddr::V6(to_v6(c.ip())), c.port()),
+            SocketAddr::new(IpAddr::V6(to_v6(l.ip())), l.port()),
+        ),
+    };
+    match version {
+        ProxyVersion::V1 => {
+            let family = if client.is_ipv4() { "TCP4" } else { "TCP6" };
+            format!(
+                "PROXY {family} {} {} {} {}\r\n",
+                client.ip(),
+                local.ip(),
+                client.port(),
+                local.port()
+            )
+            .into_bytes()
+        }
+        ProxyVersion::V2 => {
+            let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+            // Version 2, command PROXY.
+            h.push(0x21);
+            let mut addrs = Vec::with_capacity(36);
+            match (client.ip(), local.ip()) {
+                (IpAddr::V4(c), IpAddr::V4(l)) => {
+                    // TCP over IPv4.
+                    h.push(0x11);
+                    addrs.extend_from_slice(&c.octets());
+                    addrs.extend_from_slice(&l.octets());
+                }
+                (c, l) => {
+                    // TCP over IPv6.
+                    h.push(0x21);
+                    addrs.extend_from_slice(&to_v6(c).octets());
+                    addrs.extend_from_slice(&to_v6(l).octets());
+                }
+            }
+            addrs.extend_from_slice(&client.port().to_be_bytes());
+            addrs.extend_from_slice(&local.port().to_be_bytes());
+            h.extend_from_slice(&(addrs.len() as u16).to_be_bytes());
+            h.extend_from_slice(&addrs);
+            h
+        }
+    }
+}
+
+fn to_v6(ip: IpAddr) -> std::net::Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
     }
 }
 
@@ -276,10 +376,14 @@ pub(super) fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListe
     socket.listen(1024)
 }
 
+/// What an `HTTP` listener adds to each request (`insert_headers`); all off for other listeners.
+pub(super) type InsertSlot = Arc<RwLock<Insert>>;
+
 pub(super) async fn serve_tcp(
     listener: tokio::net::TcpListener,
     pool: PoolSlot,
     allowed: AllowedSlot,
+    insert: InsertSlot,
     stats: Arc<ListenerStats>,
 ) {
     let mut backoff = AcceptBackoff::new("load balancer listener connection");
@@ -307,27 +411,51 @@ pub(super) async fn serve_tcp(
             continue;
         }
         stats.connections.fetch_add(1, Ordering::Relaxed);
-        let candidates = pool
+        let (candidates, header) = pool
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|p| p.pick(peer.ip()))
+            .map(|p| {
+                let protocol = p.protocol.read().unwrap_or_else(|e| e.into_inner());
+                (p.pick(peer.ip()), proxy_header_of(&protocol))
+            })
             .unwrap_or_default();
+        let insert = *insert.read().unwrap_or_else(|e| e.into_inner());
         let stats = stats.clone();
         tokio::spawn(async move {
             stats.active.fetch_add(1, Ordering::Relaxed);
-            proxy(client, candidates, &stats).await;
+            let front = Front {
+                peer,
+                header,
+                insert,
+            };
+            proxy(client, candidates, front, &stats).await;
             stats.active.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }
 
+/// What the member side of one client connection gets besides its bytes.
+pub(super) struct Front {
+    /// The client's address.
+    pub(super) peer: SocketAddr,
+    /// The pool's PROXY protocol, if any.
+    pub(super) header: Option<ProxyVersion>,
+    /// The `HTTP` listener's inserted headers.
+    pub(super) insert: Insert,
+}
+
 pub(super) async fn proxy(
     mut client: TcpStream,
     candidates: Vec<Arc<MemberRt>>,
+    front: Front,
     stats: &ListenerStats,
 ) {
     let _ = client.set_nodelay(true);
+    // The address the client reached: the VIP or a floating IP.
+    let Ok(local) = client.local_addr() else {
+        return;
+    };
     for member in candidates {
         let connected =
             tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(member.addr)).await;
@@ -342,9 +470,24 @@ pub(super) async fn proxy(
         let _ = backend.set_nodelay(true);
         member.connections.fetch_add(1, Ordering::Relaxed);
         member.active.fetch_add(1, Ordering::Relaxed);
-        let copied = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
+        let mut sent_header = 0;
+        if let Some(version) = front.header {
+            let header = proxy_header(version, front.peer, local);
+            if let Err(error) = backend.write_all(&header).await {
+                tracing::debug!(member = %member.addr, %error, "writing the PROXY header failed");
+                member.active.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+            sent_header = header.len() as u64;
+        }
+        let copied = if front.insert.any() {
+            http::forward(client, backend, front.peer, local, front.insert).await
+        } else {
+            tokio::io::copy_bidirectional(&mut client, &mut backend).await
+        };
         member.active.fetch_sub(1, Ordering::Relaxed);
         if let Ok((up, down)) = copied {
+            let up = up + sent_header;
             member.bytes_out.fetch_add(up, Ordering::Relaxed);
             member.bytes_in.fetch_add(down, Ordering::Relaxed);
             stats.bytes_in.fetch_add(up, Ordering::Relaxed);
@@ -378,5 +521,28 @@ mod tests {
             ip("127.9.9.9")
         ));
         assert!(!admitted(&[], ip("127.0.0.1")));
+    }
+
+    #[test]
+    fn proxy_headers_carry_the_client_and_the_address_it_reached() {
+        let client: SocketAddr = "127.0.0.1:40000".parse().expect("an address");
+        let vip: SocketAddr = "127.0.100.2:80".parse().expect("an address");
+        assert_eq!(
+            proxy_header(ProxyVersion::V1, client, vip),
+            b"PROXY TCP4 127.0.0.1 127.0.100.2 40000 80\r\n"
+        );
+        let v2 = proxy_header(ProxyVersion::V2, client, vip);
+        assert_eq!(&v2[..12], b"\r\n\r\n\0\r\nQUIT\n");
+        assert_eq!(&v2[12..16], &[0x21, 0x11, 0, 12]);
+        assert_eq!(
+            &v2[16..],
+            &[127, 0, 0, 1, 127, 0, 100, 2, 0x9c, 0x40, 0, 80]
+        );
+        let v6: SocketAddr = "[::1]:5".parse().expect("an address");
+        assert_eq!(
+            proxy_header(ProxyVersion::V1, v6, v6),
+            b"PROXY TCP6 ::1 ::1 5 5\r\n"
+        );
+        assert_eq!(proxy_header(ProxyVersion::V2, v6, v6).len(), 16 + 36);
     }
 }

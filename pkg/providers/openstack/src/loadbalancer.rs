@@ -15,11 +15,14 @@
 //!   annotation, else `[LoadBalancer] subnet-id`, else `network-id`, else the subnet holding a
 //!   node's member address (OCCM), else the subnet named `private` or `private-subnet` (the
 //!   local cloud's), else the first subnet;
-//! * one listener per Service port (TCP or UDP on the port; connection limit and timeouts
+//! * one listener per Service port (TCP or UDP on the port, `HTTP` inserting
+//!   `X-Forwarded-For` with `x-forwarded-for`; connection limit and timeouts
 //!   from the Service's annotations; external, `allowed_cidrs` from
 //!   `loadBalancerSourceRanges`, which in-tree is an error), one pool per listener
-//!   (`lb-method` or the annotation, default `ROUND_ROBIN`) whose members are every node's
-//!   first InternalIP at the port's `nodePort`, and with `create-monitor` (or
+//!   (`PROXY`/`PROXYV2` with `proxy-protocol`; `SOURCE_IP` persistence with `sessionAffinity:
+//!   ClientIP`; `lb-method` or the annotation, default `ROUND_ROBIN`) whose members are every node's
+//!   (with `node-selector`, every selected node's) first InternalIP at the port's `nodePort`
+//!   (on `member-subnet-id` when set), and with `create-monitor` (or
 //!   `enable-health-monitor`) a health monitor per pool (`monitor-*` or `health-monitor-*`;
 //!   with `externalTrafficPolicy: Local` an HTTP monitor on the health-check node port).
 //!   Children are named as each layout's upstream names them: `listener_<lbname>_<index>`
@@ -114,6 +117,25 @@ pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES: &str =
 pub const ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN: &str =
     "loadbalancer.openstack.org/health-monitor-max-retries-down";
 
+/// `true`/`v1`: the pools speak PROXY protocol v1 (`PROXY`), `v2`: v2 (`PROXYV2`), so
+/// members see the client's address (OCCM).
+pub const ANNOTATION_PROXY_PROTOCOL: &str = "loadbalancer.openstack.org/proxy-protocol";
+/// `true`: the listeners are `HTTP` and insert `X-Forwarded-For` (OCCM's `keepClientIP`).
+pub const ANNOTATION_X_FORWARDED_FOR: &str = "loadbalancer.openstack.org/x-forwarded-for";
+
+/// The members' subnet (OCCM: over `[LoadBalancer] member-subnet-id`, which is not read here).
+pub const ANNOTATION_MEMBER_SUBNET_ID: &str = "loadbalancer.openstack.org/member-subnet-id";
+/// `key=value,key2=,key3`: only nodes with all these labels are members (an empty or absent
+/// value: the label with any value), as OCCM's `StringToMap` and `filterNodes`.
+pub const ANNOTATION_NODE_SELECTOR: &str = "loadbalancer.openstack.org/node-selector";
+
+/// The load balancer's Octavia availability zone (read when it is created; Octavia cannot
+/// move a load balancer).
+pub const ANNOTATION_AVAILABILITY_ZONE: &str = "loadbalancer.openstack.org/availability-zone";
+
+/// An existing Neutron port the load balancer's VIP adopts (read when it is created).
+pub const ANNOTATION_PORT_ID: &str = "loadbalancer.openstack.org/port-id";
+
 /// Every `loadbalancer.openstack.org/*` annotation of OCCM (`pkg/openstack/loadbalancer.go`),
 /// the internal and source-range annotations, and the Service fields a load balancer may be
 /// asked for: what this provider does with each ([`hypercloud_cloudprovider::lb_settings`];
@@ -139,21 +161,21 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN), "the monitors' `max_retries_down`, over `monitor-max-retries-down`"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HOSTNAME), "reported as the ingress hostname instead of the address"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ADDRESS), "written by the provider (external layout), as OCCM"),
-    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/node-selector"), "every Ready node is a member; selecting nodes is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it. Naming another Service's load balancer (OCCM's shared load balancers) is refused by this annotation's name when the Service is synced"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_NODE_SELECTOR), "`key=value,key2`: only the nodes with those labels are members (OCCM's parsing)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet"), "choosing the floating subnet by name is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet-tags"), "choosing the floating subnet by tags is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/class"), "`[LoadBalancerClass]` sections are not implemented"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/port-id"), "the VIP is always a new port; an existing port is not adopted"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/proxy-protocol"), "pools are TCP or UDP; PROXY protocol pools are not implemented"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/member-subnet-id"), "members are the nodes' first InternalIP; choosing their subnet is not implemented"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/x-forwarded-for"), "listeners are TCP or UDP; HTTP listeners are not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_PORT_ID), "the load balancer's `vip_port_id` when it is created: the VIP adopts that Neutron port (and its address)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`true`/`v1`: `PROXY` pools, `v2`: `PROXYV2` pools (TCP ports; not with `x-forwarded-for`); members get the client's address in a PROXY header"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_MEMBER_SUBNET_ID), "the members' `subnet_id` (members on another subnet are replaced)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_X_FORWARDED_FOR), "`true`: `HTTP` listeners and pools with `insert_headers: {X-Forwarded-For: \"true\"}` (TCP ports)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/flavor-id"), "load balancers get Octavia's default flavor"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/availability-zone"), "load balancers get Octavia's default availability zone"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_AVAILABILITY_ZONE), "the load balancer's `availability_zone` when it is created (Octavia's 400 for an unknown zone fails the sync)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/default-tls-container-ref"), "TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"),
     LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
     LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "with a health monitor, an HTTP monitor on the health-check node port"),
-    LbSetting::refused(Setting::SessionAffinityClientIp, "pools are created without session persistence"),
+    LbSetting::implemented(Setting::SessionAffinityClientIp, "the pools' `session_persistence: {type: SOURCE_IP}` (OCCM)"),
     LbSetting::refused(Setting::IpFamilyIpv6, "VIPs and members are IPv4"),
     LbSetting::refused(Setting::NoNodePorts, "members are the nodes at the Service's node ports"),
     LbSetting::implemented(Setting::LoadBalancerIp, "the floating IP of that address (created when a floating network is configured)"),
@@ -247,6 +269,44 @@ struct Settings {
     /// The listeners' `allowed_cidrs` from `loadBalancerSourceRanges` (or the
     /// `service.beta.kubernetes.io/load-balancer-source-ranges` annotation); `None`: allow all.
     allowed_cidrs: Option<Vec<String>>,
+    /// `proxy-protocol`: the TCP ports' pool protocol, `PROXY` or `PROXYV2`.
+    proxy_protocol: Option<&'static str>,
+    /// `x-forwarded-for`: the TCP ports' listeners are `HTTP` and insert the header.
+    forwarded_for: bool,
+    /// `sessionAffinity: ClientIP`: the pools' `session_persistence` is `SOURCE_IP`.
+    source_ip_persistence: bool,
+    /// `member-subnet-id`: the members' `subnet_id`.
+    member_subnet_id: Option<String>,
+    /// `node-selector`: only nodes with these labels (a `None` value: any value) are members.
+    node_selector: Vec<(String, Option<String>)>,
+}
+
+impl Settings {
+    /// The listener protocol for a Service port of `protocol` (OCCM's `getListenerProtocol`).
+    fn listener_protocol<'a>(&self, protocol: &'a str) -> &'a str {
+        if self.forwarded_for && protocol == "TCP" {
+            "HTTP"
+        } else {
+            protocol
+        }
+    }
+
+    /// The pool protocol for a Service port of `protocol` (OCCM's `buildPoolCreateOpt`).
+    fn pool_protocol<'a>(&self, protocol: &'a str) -> &'a str {
+        match self.proxy_protocol {
+            Some(p) if protocol == "TCP" => p,
+            _ => self.listener_protocol(protocol),
+        }
+    }
+
+    /// The pools' `session_persistence`.
+    fn session_persistence(&self) -> Value {
+        if self.source_ip_persistence {
+            json!({"type": "SOURCE_IP"})
+        } else {
+            Value::Null
+        }
+    }
 }
 
 /// The annotation Kubernetes reads when `spec.loadBalancerSourceRanges` is empty.
@@ -367,6 +427,9 @@ const ACTIVE_WAIT: Backoff = Backoff::new(
 );
 const LBAAS: &str = "/v2/lbaas";
 
+/// One pool member: address, protocol port, monitor port, subnet.
+type MemberKey = (String, i64, Option<i64>, Option<String>);
+
 /// One wanted listener: protocol, port, node port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Port {
@@ -463,6 +526,26 @@ impl OpenStack {
             }
             None => Ok(None),
         }
+    }
+
+    /// Refuses a load balancer found by the `load-balancer-id` annotation that is not this
+    /// Service's (another Service's, or one made outside Kubernetes): OCCM shares it, adding
+    /// this Service's listeners beside the others'; here converging would remove the others'
+    /// listeners, so sharing is refused by the annotation's name instead.
+    fn refuse_shared(&self, naming: &Naming, lb: &Value, operation: &str) -> Result<()> {
+        let name = lb["name"].as_str().unwrap_or_default();
+        if naming.owns(name) {
+            return Ok(());
+        }
+        Err(self.lb_error(
+            operation,
+            format!(
+                "annotation {ANNOTATION_LOAD_BALANCER_ID}: load balancer {} is {name:?}, not this Service's ({}); sharing a load balancer between Services is not supported by hypercloud's {} provider",
+                lb["id"].as_str().unwrap_or_default(),
+                naming.lb,
+                self.name
+            ),
+        ))
     }
 
     /// The floating IP on `port_id`, if any.
@@ -618,6 +701,40 @@ impl OpenStack {
                 "source range restrictions are not supported for in-tree openstack load balancers (the legacy provider's VIP security group is not implemented; the cloud-controller-manager sets the listeners' allowed_cidrs)",
             ));
         }
+        let proxy_protocol = proxy_protocol(service)
+            .map_err(|v| bad(ANNOTATION_PROXY_PROTOCOL, v, "true, v1, v2 or false"))?;
+        let forwarded_for = match annotation(service, ANNOTATION_X_FORWARDED_FOR) {
+            None => false,
+            Some(v) => parse_go_bool(v)
+                .ok_or_else(|| bad(ANNOTATION_X_FORWARDED_FOR, v, "true or false"))?,
+        };
+        if proxy_protocol.is_some() && forwarded_for {
+            return Err(self.lb_error(
+                "read Service annotations",
+                format!("annotation {ANNOTATION_PROXY_PROTOCOL} and {ANNOTATION_X_FORWARDED_FOR} cannot be used together"),
+            ));
+        }
+        let udp = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .is_some_and(|ports| ports.iter().any(|p| p.protocol.as_deref() == Some("UDP")));
+        if udp && (proxy_protocol.is_some() || forwarded_for) {
+            let key = if forwarded_for {
+                ANNOTATION_X_FORWARDED_FOR
+            } else {
+                ANNOTATION_PROXY_PROTOCOL
+            };
+            // Octavia has no UDP listener with HTTP or PROXY pools.
+            return Err(self.lb_error(
+                "read Service annotations",
+                format!("annotation {key} needs TCP ports; the Service has a UDP port"),
+            ));
+        }
+        let source_ip_persistence = service
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.session_affinity.as_deref() == Some("ClientIP"));
         let health_check_node_port = service
             .spec
             .as_ref()
@@ -631,6 +748,16 @@ impl OpenStack {
             monitor,
             health_check_node_port,
             allowed_cidrs,
+            proxy_protocol,
+            forwarded_for,
+            source_ip_persistence,
+            member_subnet_id: annotation(service, ANNOTATION_MEMBER_SUBNET_ID)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            node_selector: node_selector(
+                annotation(service, ANNOTATION_NODE_SELECTOR).unwrap_or_default(),
+            ),
         })
     }
 
@@ -985,13 +1112,15 @@ impl OpenStack {
     }
 
     /// The pool members wanted for `node_port`: each node's first InternalIP.
-    /// A member is (address, node port, monitor port): the monitor port is the Service's
-    /// health-check node port with `externalTrafficPolicy: Local` (OCCM).
+    /// A member is (address, node port, monitor port, subnet): the monitor port is the
+    /// Service's health-check node port with `externalTrafficPolicy: Local` (OCCM), the subnet
+    /// `member-subnet-id`'s.
     fn wanted_members(
         nodes: &[Node],
         node_port: i32,
         monitor_port: Option<i64>,
-    ) -> BTreeSet<(String, i64, Option<i64>)> {
+        subnet: Option<&str>,
+    ) -> BTreeSet<MemberKey> {
         nodes
             .iter()
             .filter_map(|n| {
@@ -1001,7 +1130,7 @@ impl OpenStack {
                 }
                 ip
             })
-            .map(|ip| (ip, i64::from(node_port), monitor_port))
+            .map(|ip| (ip, i64::from(node_port), monitor_port, subnet.map(str::to_owned)))
             .collect()
     }
 
@@ -1010,9 +1139,9 @@ impl OpenStack {
         &self,
         lb_id: &str,
         pool_id: &str,
-        wanted: &BTreeSet<(String, i64, Option<i64>)>,
+        wanted: &BTreeSet<MemberKey>,
     ) -> Result<bool> {
-        let current: BTreeSet<(String, i64, Option<i64>)> = self
+        let current: BTreeSet<MemberKey> = self
             .lb_list(
                 &format!("/pools/{pool_id}/members"),
                 "members",
@@ -1025,23 +1154,49 @@ impl OpenStack {
                     m["address"].as_str()?.to_owned(),
                     m["protocol_port"].as_i64()?,
                     m["monitor_port"].as_i64(),
+                    m["subnet_id"].as_str().map(str::to_owned),
                 ))
             })
             .collect();
         if &current == wanted {
             return Ok(false);
         }
-        let members: Vec<Value> = wanted
-            .iter()
-            .map(|(address, port, monitor)| {
-                // An explicit null clears a monitor port the batch update would keep.
-                json!({"address": address, "protocol_port": port, "monitor_port": monitor})
-            })
-            .collect();
+        let body = |members: &mut dyn Iterator<Item = &MemberKey>| {
+            let members: Vec<Value> = members
+                .map(|(address, port, monitor, subnet)| {
+                    // An explicit null clears a monitor port the batch update would keep.
+                    let mut m =
+                        json!({"address": address, "protocol_port": port, "monitor_port": monitor});
+                    if let Some(subnet) = subnet {
+                        m["subnet_id"] = subnet.clone().into();
+                    }
+                    m
+                })
+                .collect();
+            json!({ "members": members })
+        };
+        // A member's subnet is immutable and the batch update matches members by address
+        // and port: members on another subnet leave first, then come back on the wanted one.
+        let moved = |w: &MemberKey| {
+            current
+                .iter()
+                .any(|c| c.0 == w.0 && c.1 == w.1 && c.3 != w.3)
+        };
+        if wanted.iter().any(moved) {
+            let staying = body(&mut wanted.iter().filter(|w| !moved(w)));
+            self.lb_call(
+                Method::PUT,
+                &format!("/pools/{pool_id}/members"),
+                Some(&staying),
+                "update pool members",
+            )
+            .await?;
+            self.wait_active(lb_id).await?;
+        }
         self.lb_call(
             Method::PUT,
             &format!("/pools/{pool_id}/members"),
-            Some(&json!({ "members": members })),
+            Some(&body(&mut wanted.iter())),
             "update pool members",
         )
         .await?;
@@ -1139,10 +1294,30 @@ impl OpenStack {
             .await?;
         let method = settings.method.as_str();
         let mut kept = BTreeSet::new();
+        // Listeners deleted to free their port for another protocol.
+        let mut replaced = BTreeSet::new();
         for (index, p) in ports.iter().enumerate() {
+            let listener_protocol = settings.listener_protocol(&p.protocol);
+            let pool_protocol = settings.pool_protocol(&p.protocol);
             let existing = listeners
                 .iter()
-                .find(|l| l["protocol"] == p.protocol && l["protocol_port"] == p.port);
+                .find(|l| l["protocol"] == listener_protocol && l["protocol_port"] == p.port);
+            if existing.is_none() && !members_only {
+                // The port's listener of another protocol (x-forwarded-for switched TCP and
+                // HTTP) holds the port: it and its pool go first (OCCM keys listeners by
+                // protocol and port, and deletes the ones no port wants).
+                let udp = p.protocol == "UDP";
+                for old in listeners
+                    .iter()
+                    .filter(|l| l["protocol_port"] == p.port && (l["protocol"] == "UDP") == udp)
+                {
+                    let Some(old_id) = old["id"].as_str() else {
+                        continue;
+                    };
+                    self.delete_listener(lb_id, old_id, &pools).await?;
+                    replaced.insert(old_id.to_owned());
+                }
+            }
             let listener_id = match existing.and_then(|l| l["id"].as_str()) {
                 Some(id) => {
                     let mut changed: serde_json::Map<String, Value> = settings
@@ -1157,6 +1332,20 @@ impl OpenStack {
                         if !tags.iter().any(|t| t == naming.lb.as_str()) {
                             tags.push(naming.lb.clone().into());
                             changed.insert("tags".into(), Value::Array(tags));
+                        }
+                    }
+                    if let Some(l) = existing.filter(|_| listener_protocol == "HTTP") {
+                        // OCCM's update: X-Forwarded-For added or removed, other headers kept.
+                        let has = l["insert_headers"]["X-Forwarded-For"] == "true";
+                        if has != settings.forwarded_for {
+                            let mut headers =
+                                l["insert_headers"].as_object().cloned().unwrap_or_default();
+                            if settings.forwarded_for {
+                                headers.insert("X-Forwarded-For".into(), "true".into());
+                            } else {
+                                headers.remove("X-Forwarded-For");
+                            }
+                            changed.insert("insert_headers".into(), Value::Object(headers));
                         }
                     }
                     if existing.is_some_and(|l| current_cidrs(l) != settings.allowed_cidrs) {
@@ -1183,9 +1372,12 @@ impl OpenStack {
                     let mut body = json!({"listener": {
                         "name": naming.child("listener", index),
                         "loadbalancer_id": lb_id,
-                        "protocol": p.protocol,
+                        "protocol": listener_protocol,
                         "protocol_port": p.port,
                     }});
+                    if settings.forwarded_for && listener_protocol == "HTTP" {
+                        body["listener"]["insert_headers"] = json!({"X-Forwarded-For": "true"});
+                    }
                     for (field, value) in &settings.listener {
                         body["listener"][*field] = json!(value);
                     }
@@ -1207,19 +1399,43 @@ impl OpenStack {
                 }
             };
             kept.insert(listener_id.clone());
-            let pool = pools.iter().find(|pool| {
+            let mut pool = pools.iter().find(|pool| {
                 pool["listeners"]
                     .as_array()
                     .is_some_and(|ls| ls.iter().any(|l| l["id"] == listener_id.as_str()))
             });
+            if let Some(old) = pool.filter(|old| !members_only && old["protocol"] != pool_protocol)
+            {
+                // A pool's protocol is immutable in Octavia: OCCM deletes the pool (its
+                // members and monitor go with it) and creates one of the wanted protocol.
+                if let Some(old_id) = old["id"].as_str() {
+                    self.delete_child(lb_id, &format!("/pools/{old_id}"), "delete pool")
+                        .await?;
+                    tracing::info!(
+                        lb_id,
+                        pool = old_id,
+                        protocol = pool_protocol,
+                        "pool replaced for its protocol"
+                    );
+                }
+                pool = None;
+            }
             let (pool_id, monitor_id) = match pool {
                 Some(pool) => {
                     let id = pool["id"].as_str().unwrap_or_default().to_owned();
-                    if !members_only && pool["lb_algorithm"] != method {
+                    let sticky = pool["session_persistence"]["type"] == "SOURCE_IP";
+                    if !members_only
+                        && (pool["lb_algorithm"] != method
+                            || sticky != settings.source_ip_persistence)
+                    {
+                        let mut update = json!({"lb_algorithm": method});
+                        if sticky != settings.source_ip_persistence {
+                            update["session_persistence"] = settings.session_persistence();
+                        }
                         self.lb_call(
                             Method::PUT,
                             &format!("/pools/{id}"),
-                            Some(&json!({"pool": {"lb_algorithm": method}})),
+                            Some(&json!({ "pool": update })),
                             "update pool",
                         )
                         .await?;
@@ -1230,18 +1446,17 @@ impl OpenStack {
                 }
                 None if members_only => continue,
                 None => {
+                    let mut body = json!({"pool": {
+                        "name": naming.child("pool", index),
+                        "listener_id": listener_id,
+                        "protocol": pool_protocol,
+                        "lb_algorithm": method,
+                    }});
+                    if settings.source_ip_persistence {
+                        body["pool"]["session_persistence"] = settings.session_persistence();
+                    }
                     let created = self
-                        .lb_call(
-                            Method::POST,
-                            "/pools",
-                            Some(&json!({"pool": {
-                                "name": naming.child("pool", index),
-                                "listener_id": listener_id,
-                                "protocol": p.protocol,
-                                "lb_algorithm": method,
-                            }})),
-                            "create pool",
-                        )
+                        .lb_call(Method::POST, "/pools", Some(&body), "create pool")
                         .await?;
                     self.wait_active(lb_id).await?;
                     (
@@ -1258,7 +1473,12 @@ impl OpenStack {
             self.sync_members(
                 lb_id,
                 &pool_id,
-                &Self::wanted_members(nodes, p.node_port, monitor_port),
+                &Self::wanted_members(
+                    nodes,
+                    p.node_port,
+                    monitor_port,
+                    settings.member_subnet_id.as_deref(),
+                ),
             )
             .await?;
             if members_only {
@@ -1329,25 +1549,74 @@ impl OpenStack {
         // Listeners (and their pools) for ports the Service no longer has.
         for l in &listeners {
             let Some(id) = l["id"].as_str() else { continue };
-            if kept.contains(id) {
+            if kept.contains(id) || replaced.contains(id) {
                 continue;
             }
-            for pool in pools.iter().filter(|pool| {
-                pool["listeners"]
-                    .as_array()
-                    .is_some_and(|ls| ls.iter().any(|x| x["id"] == id))
-            }) {
-                if let Some(pid) = pool["id"].as_str() {
-                    self.delete_child(lb_id, &format!("/pools/{pid}"), "delete pool")
-                        .await?;
-                }
-            }
-            self.delete_child(lb_id, &format!("/listeners/{id}"), "delete listener")
-                .await?;
-            tracing::info!(lb_id, listener = id, "obsolete listener deleted");
+            self.delete_listener(lb_id, id, &pools).await?;
         }
         Ok(())
     }
+
+    /// Deletes listener `id` and the pools of `pools` behind it (gone ones are fine).
+    async fn delete_listener(&self, lb_id: &str, id: &str, pools: &[Value]) -> Result<()> {
+        for pool in pools.iter().filter(|pool| {
+            pool["listeners"]
+                .as_array()
+                .is_some_and(|ls| ls.iter().any(|x| x["id"] == id))
+        }) {
+            if let Some(pid) = pool["id"].as_str() {
+                self.delete_child(lb_id, &format!("/pools/{pid}"), "delete pool")
+                    .await?;
+            }
+        }
+        self.delete_child(lb_id, &format!("/listeners/{id}"), "delete listener")
+            .await?;
+        tracing::info!(lb_id, listener = id, "obsolete listener deleted");
+        Ok(())
+    }
+}
+
+/// The pool protocol `proxy-protocol` asks for (OCCM's `getProxyProtocolFromServiceAnnotation`,
+/// which takes any other value as off and so would accept and ignore a typo: here the value is
+/// the error).
+fn proxy_protocol(service: &Service) -> std::result::Result<Option<&'static str>, &str> {
+    match annotation(service, ANNOTATION_PROXY_PROTOCOL) {
+        None | Some("false") | Some("") => Ok(None),
+        Some("true") | Some("v1") => Ok(Some("PROXY")),
+        Some("v2") => Ok(Some("PROXYV2")),
+        Some(v) => Err(v),
+    }
+}
+
+/// OCCM's `StringToMap`: `key1=val,key2=,key3` → (key, value), an empty value being `None`
+/// (the label with any value); empty keys are skipped.
+fn node_selector(value: &str) -> Vec<(String, Option<String>)> {
+    value
+        .trim()
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = match kv.trim().split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (kv.trim(), None),
+            };
+            (!k.is_empty()).then(|| (k.to_owned(), v.filter(|v| !v.is_empty()).map(str::to_owned)))
+        })
+        .collect()
+}
+
+/// The nodes `selector` picks (OCCM's `filterNodes`): all when it is empty, else those
+/// having every label (with the value, when one is given).
+fn select_nodes(nodes: &[Node], selector: &[(String, Option<String>)]) -> Vec<Node> {
+    nodes
+        .iter()
+        .filter(|n| {
+            selector.iter().all(|(k, v)| {
+                let label = n.metadata.labels.as_ref().and_then(|l| l.get(k));
+                label.is_some_and(|have| v.as_ref().is_none_or(|want| want == have))
+            })
+        })
+        .cloned()
+        .collect()
 }
 
 /// A node's member address: its first InternalIP.
@@ -1361,11 +1630,17 @@ fn member_address(node: &Node) -> Option<String> {
         .map(|a| a.address.clone())
 }
 
-fn status_of(address: Option<String>) -> LoadBalancerStatus {
+/// The status of `service`'s load balancer at `address`. With PROXY protocol pools the
+/// ingress's `ipMode` is `Proxy` (OCCM), so kube-proxy sends in-cluster clients of the address
+/// through the load balancer, which adds the header the pods expect, rather than straight to
+/// the pods.
+fn status_of(address: Option<String>, service: &Service) -> LoadBalancerStatus {
+    let proxy = matches!(proxy_protocol(service), Ok(Some(_)));
     LoadBalancerStatus {
         ingress: address.map(|ip| {
             vec![LoadBalancerIngress {
                 ip: Some(ip),
+                ip_mode: proxy.then(|| "Proxy".to_owned()),
                 ..Default::default()
             }]
         }),
@@ -1393,7 +1668,7 @@ impl LoadBalancer for OpenStack {
     ) -> Result<Option<LoadBalancerStatus>> {
         let naming = self.naming(cluster_name, service);
         match self.lookup(&naming, service).await? {
-            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?))),
+            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?, service))),
             None => Ok(None),
         }
     }
@@ -1422,6 +1697,7 @@ impl LoadBalancer for OpenStack {
         let ports = self.wanted_ports(service)?;
         let wish = self.floating_ip_wish(service)?;
         let settings = self.settings(service)?;
+        let nodes = &select_nodes(nodes, &settings.node_selector);
         let started = Instant::now();
         let found = self.lookup(&naming, service).await?;
         if found.is_none() && naming.layout == Layout::External {
@@ -1433,13 +1709,23 @@ impl LoadBalancer for OpenStack {
                 ));
             }
         }
+        if let Some(lb) = &found {
+            self.refuse_shared(&naming, lb, "ensure load balancer")?;
+        }
         let (id, tags) = match found {
             Some(lb) => (
                 lb["id"].as_str().unwrap_or_default().to_owned(),
                 Some(lb["tags"].clone()),
             ),
             None => {
-                let (key, value) = self.vip_placement(service, nodes).await?;
+                let (key, value) = match annotation(service, ANNOTATION_PORT_ID)
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                {
+                    // OCCM: the port instead of a subnet or network.
+                    Some(port) => ("vip_port_id", port.to_owned()),
+                    None => self.vip_placement(service, nodes).await?,
+                };
                 let description = match naming.layout {
                     Layout::InTree => format!("Kubernetes external service {name}"),
                     Layout::External => format!(
@@ -1458,6 +1744,11 @@ impl LoadBalancer for OpenStack {
                 }
                 if let Some(p) = &self.config.load_balancer.lb_provider {
                     body["loadbalancer"]["provider"] = p.clone().into();
+                }
+                if let Some(az) =
+                    annotation(service, ANNOTATION_AVAILABILITY_ZONE).filter(|z| !z.is_empty())
+                {
+                    body["loadbalancer"]["availability_zone"] = az.into();
                 }
                 // An internal Service's spec.loadBalancerIP is its VIP (both upstreams).
                 if let (true, Some(ip)) = (wish.internal, &wish.address) {
@@ -1524,7 +1815,7 @@ impl LoadBalancer for OpenStack {
                 }]),
             });
         }
-        Ok(status_of(Some(address)))
+        Ok(status_of(Some(address), service))
     }
 
     async fn update_load_balancer(
@@ -1537,12 +1828,14 @@ impl LoadBalancer for OpenStack {
         let naming = self.naming(cluster_name, service);
         let ports = self.wanted_ports(service)?;
         let settings = self.settings(service)?;
+        let nodes = &select_nodes(nodes, &settings.node_selector);
         let Some(lb) = self.lookup(&naming, service).await? else {
             return Err(self.lb_error(
                 "update load balancer",
                 format!("load balancer {} does not exist", naming.lb),
             ));
         };
+        self.refuse_shared(&naming, &lb, "update load balancer")?;
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
         self.converge(&id, &naming, &ports, nodes, &settings, true)
@@ -1723,8 +2016,8 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // OCCM's 31 annotations: 20 implemented, 11 refused; and 3 Service fields refused.
-        assert_eq!(refused, 14);
+        // OCCM's 31 annotations: 26 implemented, 5 refused; and 2 Service fields refused.
+        assert_eq!(refused, 7);
         let mut tls = lb_base();
         tls.metadata.annotations.as_mut().unwrap().insert(
             "loadbalancer.openstack.org/default-tls-container-ref".into(),
@@ -1734,6 +2027,95 @@ mod tests {
             hypercloud_cloudprovider::Chain(&cloud.check_service(&tls).unwrap_err()).to_string(),
             "annotation loadbalancer.openstack.org/default-tls-container-ref is not supported by hypercloud's local provider: TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"
         );
+    }
+
+    #[test]
+    fn proxy_protocol_and_x_forwarded_for_choose_protocols_as_occm() {
+        let cloud = OpenStack::local(None, Layout::External).unwrap();
+        let with = |pairs: &[(&str, &str)]| {
+            let mut s = lb_base();
+            for (k, v) in pairs {
+                s.metadata
+                    .annotations
+                    .as_mut()
+                    .unwrap()
+                    .insert((*k).into(), (*v).into());
+            }
+            s
+        };
+        let protocols = |svc: &Service| {
+            let s = cloud.settings(svc).unwrap();
+            (s.listener_protocol("TCP"), s.pool_protocol("TCP"))
+        };
+        assert_eq!(protocols(&lb_base()), ("TCP", "TCP"));
+        for (v, pool) in [("true", "PROXY"), ("v1", "PROXY"), ("v2", "PROXYV2")] {
+            assert_eq!(
+                protocols(&with(&[(ANNOTATION_PROXY_PROTOCOL, v)])),
+                ("TCP", pool)
+            );
+        }
+        assert_eq!(
+            protocols(&with(&[(ANNOTATION_PROXY_PROTOCOL, "false")])),
+            ("TCP", "TCP")
+        );
+        assert_eq!(
+            protocols(&with(&[(ANNOTATION_X_FORWARDED_FOR, "true")])),
+            ("HTTP", "HTTP")
+        );
+        let refused = |svc: Service| {
+            hypercloud_cloudprovider::Chain(&cloud.check_service(&svc).unwrap_err()).to_string()
+        };
+        assert!(refused(with(&[(ANNOTATION_PROXY_PROTOCOL, "v3")]))
+            .contains("annotation loadbalancer.openstack.org/proxy-protocol: \"v3\" is not true, v1, v2 or false"));
+        assert!(refused(with(&[(ANNOTATION_X_FORWARDED_FOR, "yes")]))
+            .contains("annotation loadbalancer.openstack.org/x-forwarded-for: \"yes\" is not true or false"));
+        assert!(refused(with(&[
+            (ANNOTATION_PROXY_PROTOCOL, "v2"),
+            (ANNOTATION_X_FORWARDED_FOR, "true")
+        ]))
+        .contains("cannot be used together"));
+        let mut udp = with(&[(ANNOTATION_PROXY_PROTOCOL, "v1")]);
+        udp.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].protocol = Some("UDP".into());
+        assert!(refused(udp).contains("proxy-protocol needs TCP ports"));
+    }
+
+    #[test]
+    fn node_selectors_parse_and_select_as_occm() {
+        assert_eq!(
+            node_selector(" role=lb, zone= ,gpu,=x,,"),
+            vec![
+                ("role".to_owned(), Some("lb".to_owned())),
+                ("zone".to_owned(), None),
+                ("gpu".to_owned(), None),
+            ]
+        );
+        let labelled = |name: &str, labels: &[(&str, &str)]| {
+            let mut n = Node::default();
+            n.metadata.name = Some(name.into());
+            n.metadata.labels = Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            );
+            n
+        };
+        let nodes = [
+            labelled("a", &[("role", "lb"), ("zone", "1")]),
+            labelled("b", &[("role", "web"), ("zone", "2")]),
+            labelled("c", &[]),
+        ];
+        let names = |sel: &str| {
+            select_nodes(&nodes, &node_selector(sel))
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(""), ["a", "b", "c"]);
+        assert_eq!(names("role=lb"), ["a"]);
+        assert_eq!(names("zone"), ["a", "b"]);
+        assert_eq!(names("zone=,role=web"), ["b"]);
+        assert!(names("role=db").is_empty());
     }
 
     #[test]

@@ -14,7 +14,8 @@ use super::{
     conflict, find, healthmonitors, listeners, lock_lb, members, one, pools, put, ApiResult, View,
 };
 use crate::api::network::{
-    create_vip_port, delete_vip_port, in_cidr, is_network_or_broadcast, Subnet, SUBNETS,
+    create_vip_port, delete_vip_port, in_cidr, is_network_or_broadcast, Port, Subnet, PORTS,
+    SUBNETS,
 };
 use crate::api::{new_id, ApiError, Caller, Ctx, Params};
 use crate::model::octavia::{
@@ -76,6 +77,54 @@ fn check_vip(
     Ok(())
 }
 
+/// Octavia's checks of a caller's VIP port (`_validate_port_and_fill_or_validate_subnet`):
+/// it exists (400 `Port <id> not found.`), no device uses it, and the VIP is its address on
+/// `subnet_id` when given, else `wanted` when given (it must be the port's), else its first.
+/// Returns the VIP, its subnet and the port's network.
+fn adopt_vip_port(
+    r: &impl Read,
+    id: &str,
+    subnet_id: Option<&str>,
+    wanted: Option<std::net::IpAddr>,
+) -> Result<(std::net::IpAddr, String, String), ApiError> {
+    let Some(port) = r.get::<Port>(PORTS, id) else {
+        return Err(ApiError::bad_request(format!("Port {id} not found.")));
+    };
+    if !port.device_id.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "Validation failure: Port {id} is already used by device {} .",
+            port.device_id
+        )));
+    }
+    let fixed = match (subnet_id, wanted) {
+        (Some(s), _) => port.fixed_ips.iter().find(|f| f.subnet_id == s).ok_or_else(|| {
+            ApiError::bad_request(
+                "Validation failure: No VIP address found on the specified VIP port within the specified subnet.",
+            )
+        })?,
+        (None, Some(ip)) => port
+            .fixed_ips
+            .iter()
+            .find(|f| f.ip_address.parse::<std::net::IpAddr>().ok() == Some(ip))
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "Validation failure: Specified VIP address not found on the specified VIP port.",
+                )
+            })?,
+        (None, None) => port.fixed_ips.first().ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "Validation failure: Port {id} has no fixed IP for the VIP."
+            ))
+        })?,
+    };
+    let ip = fixed.ip_address.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "Validation failure: Port {id} has no valid IP address."
+        ))
+    })?;
+    Ok((ip, fixed.subnet_id.clone(), port.network_id.clone()))
+}
+
 /// The subnet a new VIP port goes on: `subnet_id` if this cloud knows it, else the first
 /// subnet of `network_id`.
 fn vip_subnet(r: &impl Read, subnet_id: Option<&str>, network_id: Option<&str>) -> Option<Subnet> {
@@ -108,16 +157,41 @@ pub(super) async fn create(
     let tree = Tree::parse(&b, &caller, &common.meta.id)?;
     let provider = b.opt_str("provider")?.unwrap_or_else(|| "amphora".into());
     let availability_zone = b.opt_str("availability_zone")?;
-    b.opt_str("flavor_id")?;
+    if let Some(id) = b.opt_str("flavor_id")? {
+        // Octavia's flavors are an operator's objects; this cloud defines none, so every
+        // flavor is unknown (Octavia's answer, rather than taking and ignoring it).
+        return Err(ApiError::bad_request(format!(
+            "Validation failure: Invalid flavor_id. ({id})"
+        )));
+    }
     b.opt_str("vip_qos_policy_id")?;
     let vip_pool = cloud.config.lb_vip_pool;
     let v = cloud
         .write(move |tx| {
+            // Octavia's availability zones: here, the cloud's zones (Nova's and Cinder's).
+            if let Some(az) = &availability_zone {
+                if !crate::api::zones::known_zones(tx).contains(az) {
+                    return Err(ApiError::bad_request(
+                        "Validation failure: Invalid availability zone.",
+                    ));
+                }
+            }
             let used: Vec<String> = tx
                 .list::<LoadBalancer>(LOADBALANCERS)
                 .into_iter()
                 .map(|l| l.vip_address)
                 .collect();
+            // A port the caller brought (Octavia's `vip_port_id`): its address is the VIP,
+            // its subnet and network the VIP's, and it stays the caller's (not deleted with
+            // the load balancer).
+            let adopted = match &port {
+                Some(id) => Some(adopt_vip_port(tx, id, subnet.as_deref(), wanted_vip)?),
+                None => None,
+            };
+            let (subnet, network, wanted_vip) = match adopted {
+                Some((ip, s, n)) => (Some(s), Some(n), Some(ip)),
+                None => (subnet, network, wanted_vip),
+            };
             let vip = match wanted_vip {
                 Some(a) => {
                     check_vip(tx, &vip_pool, a, subnet.as_deref())?;
@@ -393,4 +467,35 @@ pub(super) async fn status_tree(State(cloud): Ctx, Path(id): Path<String>) -> Ap
             json!({"statuses": StatusTree::of(r, &lb)}),
         ))
     })
+}
+
+/// `GET /availabilityzones`: Octavia's availability zones, which here are the cloud's zones,
+/// each enabled and without a profile.
+pub(super) async fn availability_zones(State(cloud): Ctx) -> ApiResult {
+    let zones = cloud.store.read(|r| crate::api::zones::known_zones(r));
+    let zones: Vec<Value> = zones
+        .into_iter()
+        .map(|name| {
+            json!({"name": name, "description": "", "enabled": true,
+                "availability_zone_profile_id": null})
+        })
+        .collect();
+    Ok(crate::api::reply(
+        StatusCode::OK,
+        json!({ "availability_zones": zones }),
+    ))
+}
+
+/// `GET /flavors`: Octavia's flavors, which an operator defines; this cloud defines none, so
+/// clients looking one up by name or id (`openstack loadbalancer create --flavor`) find none.
+pub(super) async fn flavors() -> ApiResult {
+    Ok(crate::api::reply(StatusCode::OK, json!({ "flavors": [] })))
+}
+
+/// `GET /flavors/{id}`: never found (see [`flavors`]).
+pub(super) async fn flavor(Path(id): Path<String>) -> ApiResult {
+    Err(ApiError::not_found(
+        "NotFound",
+        format!("Flavor {id} not found."),
+    ))
 }

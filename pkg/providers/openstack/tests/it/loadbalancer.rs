@@ -1379,3 +1379,637 @@ async fn member_security_groups_refuse_the_load_balancer_until_the_managed_group
     let target = format!("{}:{port}", ingress_ip(&status));
     assert_eq!(ask(&target).await, None);
 }
+
+/// A member that parses what the load balancer sends before the client's bytes: on
+/// `127.0.0.1:port`, it reads each connection to its end and answers `v1 <addr>`, `v2 <addr>`
+/// (the PROXY header's source) or `none`, then `|` and the client's bytes after the header.
+async fn proxy_protocol_backend(port: u16) {
+    let l = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut data = Vec::new();
+                let _ = s.read_to_end(&mut data).await;
+                let answer = parse_proxy_header(&data);
+                let _ = s.write_all(answer.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+}
+
+/// `v1 ip:port|rest`, `v2 ip:port|rest` or `none|rest` (the PROXY protocol spec's formats).
+fn parse_proxy_header(data: &[u8]) -> String {
+    const V2: &[u8] = b"\r\n\r\n\0\r\nQUIT\n";
+    let rest = |from: usize| String::from_utf8_lossy(&data[from..]).into_owned();
+    if data.starts_with(b"PROXY ") {
+        let end = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let line = std::str::from_utf8(&data[..end]).unwrap();
+        let f: Vec<&str> = line.split(' ').collect();
+        // PROXY TCP4 <src> <dst> <sport> <dport>
+        assert_eq!(f.len(), 6, "{line}");
+        return format!(
+            "v1 {}:{} to {}:{}|{}",
+            f[2],
+            f[4],
+            f[3],
+            f[5],
+            rest(end + 2)
+        );
+    }
+    if data.starts_with(V2) {
+        assert_eq!(data[12], 0x21, "version 2, PROXY command");
+        assert_eq!(data[13], 0x11, "TCP over IPv4");
+        let len = usize::from(u16::from_be_bytes([data[14], data[15]]));
+        let a = &data[16..16 + len];
+        let src = std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+        let dst = std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]);
+        let sport = u16::from_be_bytes([a[8], a[9]]);
+        let dport = u16::from_be_bytes([a[10], a[11]]);
+        return format!("v2 {src}:{sport} to {dst}:{dport}|{}", rest(16 + len));
+    }
+    format!("none|{}", rest(0))
+}
+
+/// Connects to `addr` from `127.0.0.1`, sends `hello`, half-closes; returns the client's own
+/// address and the answer (retrying briefly while the data plane settles).
+async fn ask_with_source(addr: &str) -> (std::net::SocketAddr, String) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let me = socket.local_addr().unwrap();
+        if let Ok(Ok(mut s)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            socket.connect(addr.parse().unwrap()),
+        )
+        .await
+        {
+            let _ = s.write_all(b"hello").await;
+            let _ = s.shutdown().await;
+            let mut out = String::new();
+            if tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out))
+                .await
+                .is_ok_and(|r| r.is_ok())
+                && !out.is_empty()
+            {
+                return (me, out);
+            }
+        }
+        assert!(Instant::now() < deadline, "no answer from {addr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The one pool's and the one listener's Octavia records.
+async fn pool_and_listener(cloud: &Cloud) -> (serde_json::Value, serde_json::Value) {
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await["pools"]
+        .clone();
+    let listeners = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await["listeners"]
+        .clone();
+    assert_eq!(pools.as_array().unwrap().len(), 1, "{pools}");
+    assert_eq!(listeners.as_array().unwrap().len(), 1, "{listeners}");
+    (pools[0].clone(), listeners[0].clone())
+}
+
+#[tokio::test]
+async fn proxy_protocol_gives_members_the_clients_address() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    proxy_protocol_backend(np).await;
+    let port = free_port("127.0.0.1");
+    let nodes = [node("node-1", "127.0.0.1")];
+    let key = "loadbalancer.openstack.org/proxy-protocol";
+    // v1, then v2 on the same load balancer (the pool is replaced), then off.
+    for (value, pool_protocol, version) in [
+        (Some("true"), "PROXY", "v1"),
+        (Some("v2"), "PROXYV2", "v2"),
+        (None, "TCP", "none"),
+    ] {
+        let mut svc = service(&[(port, np)]);
+        if let Some(v) = value {
+            svc = annotate(svc, key, v);
+        }
+        let status = lb
+            .ensure_load_balancer("kubernetes", &svc, &nodes)
+            .await
+            .unwrap();
+        let vip = ingress_ip(&status);
+        // OCCM: kube-proxy must not bypass a load balancer that adds a PROXY header.
+        let ip_mode = status.ingress.as_ref().unwrap()[0].ip_mode.clone();
+        let proxied = version != "none";
+        assert_eq!(ip_mode.as_deref(), proxied.then_some("Proxy"), "{value:?}");
+        let (pool, listener) = pool_and_listener(&cloud).await;
+        assert_eq!(pool["protocol"], pool_protocol, "{value:?}");
+        assert_eq!(listener["protocol"], "TCP");
+        assert_eq!(members(&cloud).await, vec![format!("127.0.0.1:{np}")]);
+        let (me, answer) = ask_with_source(&format!("{vip}:{port}")).await;
+        let expected = match version {
+            "none" => "none|hello".to_owned(),
+            v => format!("{v} {me} to {vip}:{port}|hello"),
+        };
+        assert_eq!(answer, expected, "{value:?}");
+    }
+    assert_eq!(lbs(&cloud).await.len(), 1, "one load balancer throughout");
+    lb.ensure_load_balancer_deleted("kubernetes", &service(&[(port, np)]))
+        .await
+        .unwrap();
+    cloud.shutdown().await;
+}
+
+/// An HTTP/1.1 member on `127.0.0.1:port`: per request of a keep-alive connection it answers
+/// the request's `X-Forwarded-For` values (joined by `,`, or `none`) and its body's length.
+async fn forwarded_for_backend(port: u16) {
+    let l = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let (r, mut w) = s.into_split();
+                let mut r = tokio::io::BufReader::new(r);
+                while let Some((head, body)) = read_http_message(&mut r).await {
+                    let xff: Vec<String> = head
+                        .lines()
+                        .filter_map(|l| l.split_once(':'))
+                        .filter(|(k, _)| k.eq_ignore_ascii_case("x-forwarded-for"))
+                        .map(|(_, v)| v.trim().to_owned())
+                        .collect();
+                    let text = format!(
+                        "{} body={}",
+                        if xff.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            xff.join(",")
+                        },
+                        body.len()
+                    );
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                        text.len()
+                    );
+                    if w.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// One HTTP/1 message (head, `Content-Length` body); `None` at the end of the stream.
+async fn read_http_message<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+) -> Option<(String, Vec<u8>)> {
+    use tokio::io::AsyncBufReadExt;
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let len = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .map_or(0, |(_, v)| v.trim().parse::<usize>().unwrap());
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await.ok()?;
+    Some((head, body))
+}
+
+/// Two requests on one connection to `addr` (the second with a body and a forged
+/// `X-Forwarded-For`): the two answers' bodies.
+async fn two_requests(addr: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr)).await
+        {
+            let (r, mut w) = s.into_split();
+            let mut r = tokio::io::BufReader::new(r);
+            let mut out = Vec::new();
+            let requests = [
+                "GET / HTTP/1.1\r\nHost: web\r\n\r\n".to_owned(),
+                "POST /form HTTP/1.1\r\nHost: web\r\nX-Forwarded-For: 10.9.9.9\r\nContent-Length: 5\r\n\r\nhello".to_owned(),
+            ];
+            for req in &requests {
+                if w.write_all(req.as_bytes()).await.is_err() {
+                    break;
+                }
+                match tokio::time::timeout(Duration::from_secs(2), read_http_message(&mut r)).await
+                {
+                    Ok(Some((_, body))) => out.push(String::from_utf8(body).unwrap()),
+                    _ => break,
+                }
+            }
+            if out.len() == requests.len() {
+                return out;
+            }
+        }
+        assert!(Instant::now() < deadline, "no answers from {addr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn x_forwarded_for_gives_members_the_clients_address_on_every_request() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    forwarded_for_backend(np).await;
+    let port = free_port("127.0.0.1");
+    let nodes = [node("node-1", "127.0.0.1")];
+    let key = "loadbalancer.openstack.org/x-forwarded-for";
+    // Plain TCP first: the member sees no header; then the annotation switches the listener
+    // to HTTP (replaced on the same port), then back.
+    for (value, protocol, seen) in [
+        (None, "TCP", ["none body=0", "10.9.9.9 body=5"]),
+        (
+            Some("true"),
+            "HTTP",
+            ["127.0.0.1 body=0", "10.9.9.9,127.0.0.1 body=5"],
+        ),
+        (Some("false"), "TCP", ["none body=0", "10.9.9.9 body=5"]),
+    ] {
+        let mut svc = service(&[(port, np)]);
+        if let Some(v) = value {
+            svc = annotate(svc, key, v);
+        }
+        let status = lb
+            .ensure_load_balancer("kubernetes", &svc, &nodes)
+            .await
+            .unwrap();
+        let (pool, listener) = pool_and_listener(&cloud).await;
+        assert_eq!(listener["protocol"], protocol, "{value:?}");
+        assert_eq!(pool["protocol"], protocol, "{value:?}");
+        let headers = if protocol == "HTTP" {
+            serde_json::json!({"X-Forwarded-For": "true"})
+        } else {
+            serde_json::json!({})
+        };
+        assert_eq!(listener["insert_headers"], headers, "{value:?}");
+        let vip = ingress_ip(&status);
+        assert_eq!(
+            two_requests(&format!("{vip}:{port}")).await,
+            seen,
+            "{value:?}"
+        );
+    }
+    assert_eq!(lbs(&cloud).await.len(), 1, "one load balancer throughout");
+    lb.ensure_load_balancer_deleted("kubernetes", &service(&[(port, np)]))
+        .await
+        .unwrap();
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn session_affinity_client_ip_keeps_a_client_on_one_member() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "node-1").await;
+    backend("127.0.0.2", np, "node-2").await;
+    let port = free_port("127.0.0.1");
+    let nodes = [node("node-1", "127.0.0.1"), node("node-2", "127.0.0.2")];
+    for affinity in [None, Some("ClientIP"), Some("None")] {
+        let mut svc = service(&[(port, np)]);
+        svc.spec.as_mut().unwrap().session_affinity = affinity.map(str::to_owned);
+        let status = lb
+            .ensure_load_balancer("kubernetes", &svc, &nodes)
+            .await
+            .unwrap();
+        let (pool, _) = pool_and_listener(&cloud).await;
+        assert_eq!(pool["lb_algorithm"], "ROUND_ROBIN");
+        let sticky = affinity == Some("ClientIP");
+        if sticky {
+            assert_eq!(pool["session_persistence"]["type"], "SOURCE_IP");
+        } else {
+            assert!(pool["session_persistence"].is_null(), "{pool}");
+        }
+        let vip = ingress_ip(&status);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..6 {
+            seen.insert(ask(&format!("{vip}:{port}")).await.unwrap());
+        }
+        // Round robin alternates between the two; persistence keeps one.
+        assert_eq!(
+            seen.len(),
+            if sticky { 1 } else { 2 },
+            "{affinity:?}: {seen:?}"
+        );
+    }
+    lb.ensure_load_balancer_deleted("kubernetes", &service(&[(port, np)]))
+        .await
+        .unwrap();
+    cloud.shutdown().await;
+}
+
+/// The `subnet_id` of each member of the one pool.
+async fn member_subnets(cloud: &Cloud) -> Vec<serde_json::Value> {
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    let id = pools["pools"][0]["id"].as_str().unwrap().to_owned();
+    let m = cloud
+        .ok(
+            Method::GET,
+            &format!("/load-balancer/v2/lbaas/pools/{id}/members"),
+            None,
+        )
+        .await;
+    m["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["subnet_id"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn node_selector_and_member_subnet_choose_the_members() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let np = free_port("127.0.0.1");
+    backend("127.0.0.1", np, "node-1").await;
+    backend("127.0.0.2", np, "node-2").await;
+    let port = free_port("127.0.0.1");
+    let mut nodes = [node("node-1", "127.0.0.1"), node("node-2", "127.0.0.2")];
+    nodes[1].metadata.labels = Some([("role".to_owned(), "lb".to_owned())].into());
+    // A second subnet on the private network for the members.
+    let private = cloud
+        .ok(Method::GET, "/network/v2.0/networks?name=private", None)
+        .await["networks"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let subnet = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/subnets",
+            Some(
+                serde_json::json!({"subnet": {"network_id": private, "name": "members",
+                "ip_version": 4, "cidr": "127.2.0.0/16"}}),
+            ),
+        )
+        .await["subnet"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let svc = annotate(
+        annotate(
+            service(&[(port, np)]),
+            "loadbalancer.openstack.org/node-selector",
+            "role=lb",
+        ),
+        "loadbalancer.openstack.org/member-subnet-id",
+        &subnet,
+    );
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    assert_eq!(members(&cloud).await, vec![format!("127.0.0.2:{np}")]);
+    assert_eq!(
+        member_subnets(&cloud).await,
+        vec![serde_json::json!(subnet)]
+    );
+    for _ in 0..4 {
+        assert_eq!(
+            ask(&format!("{vip}:{port}")).await.as_deref(),
+            Some("node-2")
+        );
+    }
+    // Without the annotations: every node, on no particular subnet (node-2's member is
+    // replaced: a member's subnet cannot change).
+    let plain = service(&[(port, np)]);
+    lb.update_load_balancer("kubernetes", &plain, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        members(&cloud).await,
+        vec![format!("127.0.0.1:{np}"), format!("127.0.0.2:{np}")]
+    );
+    assert_eq!(
+        member_subnets(&cloud).await,
+        vec![serde_json::Value::Null, serde_json::Value::Null]
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        seen.insert(ask(&format!("{vip}:{port}")).await.unwrap());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // An unknown member subnet is Octavia's 404, and the error says so.
+    let bad = annotate(
+        plain.clone(),
+        "loadbalancer.openstack.org/member-subnet-id",
+        "no-such-subnet",
+    );
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(e.contains("no-such-subnet"), "{e}");
+    lb.ensure_load_balancer_deleted("kubernetes", &plain)
+        .await
+        .unwrap();
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn availability_zone_places_the_load_balancer() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("zoned").await;
+    let key = "loadbalancer.openstack.org/availability-zone";
+    // Octavia's availability zones (here the cloud's: nova, az-2).
+    let zones = cloud
+        .ok(
+            Method::GET,
+            "/load-balancer/v2/lbaas/availabilityzones",
+            None,
+        )
+        .await;
+    assert_eq!(zones["availability_zones"][1]["name"], "nova", "{zones}");
+    let bad = annotate(service(&[(port, np)]), key, "az-9");
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(e.contains("Invalid availability zone"), "{e}");
+    assert!(lbs(&cloud).await.is_empty());
+    let svc = annotate(service(&[(port, np)]), key, "az-2");
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(lbs(&cloud).await[0]["availability_zone"], "az-2");
+    assert_eq!(
+        ask(&format!("{}:{port}", ingress_ip(&status)))
+            .await
+            .as_deref(),
+        Some("zoned")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn port_id_makes_the_vip_adopt_an_existing_port() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("adopted").await;
+    let key = "loadbalancer.openstack.org/port-id";
+    // A port of the user's on a subnet holding the local cloud's VIP pool.
+    let private = cloud
+        .ok(Method::GET, "/network/v2.0/networks?name=private", None)
+        .await["networks"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let subnet = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/subnets",
+            Some(
+                serde_json::json!({"subnet": {"network_id": private, "name": "vips",
+                "ip_version": 4, "cidr": "127.0.100.0/24"}}),
+            ),
+        )
+        .await["subnet"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let vip_port = cloud
+        .ok(
+            Method::POST,
+            "/network/v2.0/ports",
+            Some(
+                serde_json::json!({"port": {"network_id": private, "name": "my-vip",
+                "fixed_ips": [{"subnet_id": subnet, "ip_address": "127.0.100.240"}]}}),
+            ),
+        )
+        .await["port"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bad = annotate(service(&[(port, np)]), key, "no-such-port");
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(e.contains("Port no-such-port not found"), "{e}");
+    let svc = annotate(service(&[(port, np)]), key, &vip_port);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let octavia = &lbs(&cloud).await[0];
+    assert_eq!(octavia["vip_port_id"], vip_port.as_str());
+    assert_eq!(octavia["vip_address"], "127.0.100.240");
+    assert_eq!(octavia["vip_subnet_id"], subnet.as_str());
+    assert_eq!(ingress_ip(&status), "127.0.100.240");
+    assert_eq!(
+        ask(&format!("127.0.100.240:{port}")).await.as_deref(),
+        Some("adopted")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    // The port was the user's: it stays (Octavia deletes only the VIP ports it made).
+    cloud
+        .ok(
+            Method::GET,
+            &format!("/network/v2.0/ports/{vip_port}"),
+            None,
+        )
+        .await;
+    cloud.shutdown().await;
+}
+
+#[tokio::test]
+async fn another_services_load_balancer_is_refused_by_the_id_annotation() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("first").await;
+    let first = service(&[(port, np)]);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &first, &nodes)
+        .await
+        .unwrap();
+    let id = lbs(&cloud).await[0]["id"].as_str().unwrap().to_owned();
+    // A second Service naming the first one's load balancer (OCCM would share it).
+    let mut second = service(&[(free_port("127.0.0.1"), np)]);
+    second.metadata.name = Some("other".into());
+    second.metadata.uid = Some("6a1e28ba-2fa1-11d2-883f-00163e6fbc11".into());
+    let second = annotate(second, "loadbalancer.openstack.org/load-balancer-id", &id);
+    let e = lb
+        .ensure_load_balancer("kubernetes", &second, &nodes)
+        .await
+        .unwrap_err();
+    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(
+        e.contains("annotation loadbalancer.openstack.org/load-balancer-id")
+            && e.contains("sharing a load balancer between Services is not supported"),
+        "{e}"
+    );
+    let e = lb
+        .update_load_balancer("kubernetes", &second, &nodes)
+        .await
+        .unwrap_err();
+    assert!(
+        hypercloud_cloudprovider::Chain(&e)
+            .to_string()
+            .contains("sharing a load balancer"),
+        "{e}"
+    );
+    // Deleting the second Service leaves the first one's load balancer, which still serves.
+    lb.ensure_load_balancer_deleted("kubernetes", &second)
+        .await
+        .unwrap();
+    let (_, listener) = pool_and_listener(&cloud).await;
+    assert_eq!(listener["protocol_port"], port);
+    assert_eq!(
+        ask(&format!("{}:{port}", ingress_ip(&status)))
+            .await
+            .as_deref(),
+        Some("first")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &first)
+        .await
+        .unwrap();
+    assert!(lbs(&cloud).await.is_empty());
+    cloud.shutdown().await;
+}
