@@ -46,7 +46,13 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     println!("cargo:rerun-if-env-changed=HYPERCLOUD_GIT_COMMIT");
-    for watched in ["src", "../../pkg", "../../Cargo.toml", "../../Cargo.lock", "Cargo.toml"] {
+    for watched in [
+        "src",
+        "../../pkg",
+        "../../Cargo.toml",
+        "../../Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={watched}");
     }
     // A new commit changes HEAD (a branch switch) or the branch's ref (a commit on it).
@@ -72,7 +78,12 @@ fn main() {
     // Tracked or new files under the sources that differ from the commit.
     let status = Command::new("git")
         .args(["status", "--porcelain", "--"])
-        .args(["../../cmd", "../../pkg", "../../Cargo.toml", "../../Cargo.lock"])
+        .args([
+            "../../cmd",
+            "../../pkg",
+            "../../Cargo.toml",
+            "../../Cargo.lock",
+        ])
         .output()
         .ok()
         .filter(|o| o.status.success());

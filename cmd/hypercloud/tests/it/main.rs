@@ -19,6 +19,7 @@ mod ccm_runtime;
 mod ccm_webhooks;
 mod cli;
 mod controller_manager_attach_detach;
+mod controller_manager_aws_attach;
 mod controller_manager_aws_volumes;
 mod controller_manager_gce_attach;
 mod controller_manager_gce_volumes;

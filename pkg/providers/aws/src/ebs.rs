@@ -353,9 +353,14 @@ impl Aws {
         Ok(self.get_zone().await?.failure_domain)
     }
 
-    /// Sleeps one of the EBS waits' pauses, scaled by `[Hypercloud] volume-wait-scale`.
+    /// One of the EBS waits' pauses (or their sum), scaled by `[Hypercloud] volume-wait-scale`.
+    fn scaled(&self, d: Duration) -> Duration {
+        d.mul_f64(self.config.tuning.volume_wait_scale)
+    }
+
+    /// Sleeps one of the EBS waits' pauses, [`Self::scaled`].
     async fn pause(&self, d: Duration) {
-        tokio::time::sleep(d.mul_f64(self.config.tuning.volume_wait_scale)).await;
+        tokio::time::sleep(self.scaled(d)).await;
     }
 
     /// Upstream `waitUntilVolumeAvailable`: the new volume `available`; one that disappears
@@ -387,7 +392,7 @@ impl Aws {
                         "CreateVolume",
                         format!(
                             "volume {id} still creating after {:?}",
-                            CREATE_INITIAL_DELAY + CREATE_BACKOFF.total()
+                            self.scaled(CREATE_INITIAL_DELAY + CREATE_BACKOFF.total())
                         ),
                     ))
                 }
@@ -496,7 +501,7 @@ impl Aws {
                 None => {
                     return Err(cloud(
                         operation,
-                        format!("volume {id} not {want} on instance {instance} after {:?} (last seen: {last})", ATTACHMENT_BACKOFF.total()),
+                        format!("volume {id} not {want} on instance {instance} after {:?} (last seen: {last})", self.scaled(ATTACHMENT_BACKOFF.total())),
                     ))
                 }
             }
@@ -820,7 +825,7 @@ impl VolumeProvisioner for Aws {
                         "ModifyVolume",
                         format!(
                             "volume {id} modification not optimizing after {:?} (state {:?})",
-                            MODIFY_BACKOFF.total(),
+                            self.scaled(MODIFY_BACKOFF.total()),
                             st.map(|s| s.as_str())
                         ),
                     ))
