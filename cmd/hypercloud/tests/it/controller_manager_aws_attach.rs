@@ -25,8 +25,8 @@ use serde_json::{json, Value};
 
 use crate::proxy::{ErrorBody, Fault, Proxy};
 use crate::volume_fixtures::{
-    attach_fixture, delete_pod_until_detached, run_pod_until_attached, start_controller_manager,
-    MOTO_ENV,
+    attach_fixture, attach_turn, delete_pod_until_detached, run_pod_until_attached,
+    start_controller_manager, MOTO_ENV,
 };
 use crate::BIN;
 
@@ -93,18 +93,12 @@ fn mappings_of(cloud: &Cloud, instance: &str, id: &str) -> Vec<(String, String)>
         .collect()
 }
 
-/// Held by each run for its whole length. Their group lets other clouds' attach tests run
-/// alongside (whose controllers ignore EBS volumes), but two aws controller-managers would
-/// each try every Node's EBS volumes, in its own moto: requests that are not the other run's
-/// to count, and attaches and detaches of Nodes that are not theirs.
-static ONE_AWS_RUN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The pod's volume attached to its Node and detached after, the controller-manager speaking
 /// to moto through the proxy; `misbehave`: the proxy fails the attach and the detach and
 /// leaves the attach stuck.
 async fn attach_and_detach(name: &str, misbehave: bool) {
     let _group = hypercloud_testenv::group("controller_manager_attach_detach").await;
-    let _alone = ONE_AWS_RUN.lock().await;
+    let _turn = attach_turn("aws").await;
     let env = hypercloud_testenv::TestEnv::new(name)
         .await
         .expect("testenv");

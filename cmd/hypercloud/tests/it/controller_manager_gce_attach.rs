@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 
 use crate::proxy::{Fault, Proxy};
 use crate::volume_fixtures::{
-    attach_fixture, delete_pod_until_detached, run_pod_until_attached, start_controller_manager,
+    attach_fixture, attach_turn, delete_pod_until_detached, run_pod_until_attached,
+    start_controller_manager,
 };
 use crate::BIN;
 
@@ -100,6 +101,7 @@ async fn gce_attach_and_detach_converge_through_errors_throttling_and_a_stuck_at
 /// fails the detach.
 async fn attach_and_detach(name: &str, misbehave: bool) {
     let _group = hypercloud_testenv::group("controller_manager_attach_detach").await;
+    let _turn = attach_turn("gce").await;
     let env = hypercloud_testenv::TestEnv::new(name)
         .await
         .expect("testenv");

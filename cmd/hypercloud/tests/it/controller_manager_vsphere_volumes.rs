@@ -39,7 +39,7 @@ use serde_json::json;
 
 use crate::proxy::{ErrorBody, Fault, Proxy};
 use crate::volume_fixtures::{
-    attach_fixture, attached, bind_and_grow, claim, class as class_of, delete_claim,
+    attach_fixture, attach_turn, attached, bind_and_grow, claim, class as class_of, delete_claim,
     delete_pod_until_detached, drop_finalizers, pod, run_pod_until_attached,
     start_controller_manager, wait_pv, wait_pv_deleted,
 };
@@ -439,13 +439,6 @@ const DETACH_FAULTS: &[Fault] = &[(500, None), (503, Some("1"))];
 const TASK_DONE: &str = r#""TaskInfoState">success</val>"#;
 const TASK_RUNNING: &str = r#""TaskInfoState">running</val>"#;
 
-/// The two runs of [`attach_and_detach`] take turns (each still takes the attach/detach group,
-/// beside the other clouds' attach tests): an attach/detach controller acts on every Node of
-/// the shared apiserver, and vcsim gives every simulator's VMs the same UUIDs, so one run's
-/// controller-manager would add the other run's disk (a file of the same name) in its own
-/// vcsim and spend its faults.
-static VSPHERE_ATTACH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vsphere_disks_attached_to_the_pods_vm_and_detached_after() {
     attach_and_detach("kcm-vsphere-attach", false).await;
@@ -460,7 +453,7 @@ async fn vsphere_attach_and_detach_converge_through_soap_faults_and_a_stuck_task
 /// vcsim through the proxy; `misbehave`: the proxy fails and stalls the attach and fails the
 /// detach.
 async fn attach_and_detach(name: &str, misbehave: bool) {
-    let _turn = VSPHERE_ATTACH.lock().await;
+    let _turn = attach_turn("vsphere").await;
     let _group = hypercloud_testenv::group("controller_manager_attach_detach").await;
     let env = hypercloud_testenv::TestEnv::new(name)
         .await

@@ -104,6 +104,28 @@ pub fn claim(
     .unwrap()
 }
 
+/// One cloud's attach tests take turns (each also takes the attach/detach group, beside the
+/// other clouds' attach tests, whose controllers leave this cloud's volumes alone): an
+/// attach/detach controller acts on every Node of the shared apiserver, so two runs of one
+/// cloud would each try the other's Nodes in their own simulator (its instance unknown there,
+/// or, with vcsim's fixed UUIDs, the same), retrying with back-off, spending the other's faults
+/// and counting requests that are not theirs.
+pub async fn attach_turn(cloud: &str) -> tokio::sync::MutexGuard<'static, ()> {
+    use tokio::sync::Mutex;
+    static AWS: Mutex<()> = Mutex::const_new(());
+    static GCE: Mutex<()> = Mutex::const_new(());
+    static VSPHERE: Mutex<()> = Mutex::const_new(());
+    static OTHER: Mutex<()> = Mutex::const_new(());
+    match cloud {
+        "aws" => &AWS,
+        "gce" => &GCE,
+        "vsphere" => &VSPHERE,
+        _ => &OTHER,
+    }
+    .lock()
+    .await
+}
+
 /// The PV once it exists.
 pub async fn wait_pv(pvs: &Api<PersistentVolume>, name: &str) -> PersistentVolume {
     eventually(&format!("PV {name}"), Duration::from_secs(90), || async {
