@@ -69,6 +69,12 @@ hack/verify-architecture.sh
 step "hack/verify-docs.sh (the docs' lists against the code, the paths they name)"
 hack/verify-docs.sh
 
+# Supply chain: licences, banned crates and sources of every dependency (deny.toml), with the
+# pinned cargo-deny (built once into $HYPERCLOUD_CACHE/cargo-deny; advisories are not checked:
+# their database cannot be fetched here).
+step "cargo deny check licenses bans sources (hack/deny.sh; cargo-deny cached under $HYPERCLOUD_CACHE/cargo-deny)"
+hack/deny.sh
+
 # --- real servers the integration tests need (each script installs what it needs) ---
 # (envtest: kube-apiserver + etcd; python tools: openstackclient) are added here by their issues.
 
