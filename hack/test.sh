@@ -92,6 +92,11 @@ hack/cluster.sh build
 step "kubectl: hack/envtest.sh build-kubectl (cached under $HYPERCLOUD_CACHE/kubectl)"
 HYPERCLOUD_KUBECTL="$(hack/envtest.sh build-kubectl)"
 export HYPERCLOUD_KUBECTL
+# helm (HELM_VERSION, go install from the module proxy): deploy_manifests.rs lints the chart
+# deploy/helm/hypercloud, renders it for every cloud and installs it with --dry-run=server.
+step "helm: build (cached under $HYPERCLOUD_CACHE/helm)"
+HYPERCLOUD_HELM="$(hack/helm.sh)"
+export HYPERCLOUD_HELM
 
 step "envtest: start kube-apiserver + etcd"
 export HYPERCLOUD_ENVTEST_DIR="$HYPERCLOUD_CACHE/envtest/runs/test-sh-$$"

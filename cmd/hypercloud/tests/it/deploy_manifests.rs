@@ -4,8 +4,14 @@
 //! has no wildcards and covers what the cloud-controller-manager does; every flag a container
 //! passes is one its personality has, its provider is compiled in, its image is this version's.
 //!
+//! The Helm chart (deploy/helm/hypercloud) is held to the same: `helm template` for every cloud
+//! and choice joins the kustomize renderings in [`rendered`], so the dry run and the RBAC, flag
+//! and image checks cover it too; each rendering must equal its kustomize counterpart's objects
+//! (Helm's own labels aside); `helm lint --strict` and `helm install --dry-run=server` run for
+//! every cloud, and values.schema.json refuses bad values.
+//!
 //! kubectl is the one `hack/envtest.sh build-kubectl` builds (same version as the apiserver),
-//! or `$HYPERCLOUD_KUBECTL`.
+//! or `$HYPERCLOUD_KUBECTL`; helm the one `hack/helm.sh` builds, or `$HYPERCLOUD_HELM`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,24 +26,132 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// `$<var>`, else the path the build script prints on stdout (building the tool when missing).
+fn tool(var: &str, script: &[&str]) -> PathBuf {
+    if let Some(k) = std::env::var_os(var) {
+        return PathBuf::from(k);
+    }
+    let out = Command::new(repo().join(script[0]))
+        .args(&script[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("run {script:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).expect("utf-8 path");
+    PathBuf::from(stdout.trim())
+}
+
 fn kubectl() -> &'static Path {
     static KUBECTL: OnceLock<PathBuf> = OnceLock::new();
-    KUBECTL.get_or_init(|| {
-        if let Some(k) = std::env::var_os("HYPERCLOUD_KUBECTL") {
-            return PathBuf::from(k);
-        }
-        let out = Command::new(repo().join("hack/envtest.sh"))
-            .arg("build-kubectl")
-            .output()
-            .expect("run hack/envtest.sh build-kubectl");
-        assert!(
-            out.status.success(),
-            "hack/envtest.sh build-kubectl: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).expect("utf-8 path");
-        PathBuf::from(stdout.trim())
-    })
+    KUBECTL.get_or_init(|| tool("HYPERCLOUD_KUBECTL", &["hack/envtest.sh", "build-kubectl"]))
+}
+
+fn helm() -> &'static Path {
+    static HELM: OnceLock<PathBuf> = OnceLock::new();
+    HELM.get_or_init(|| tool("HYPERCLOUD_HELM", &["hack/helm.sh"]))
+}
+
+/// The clouds with an overlay in deploy/overlays and example values in the chart's ci/.
+const CLOUDS: [&str; 5] = ["openstack", "local", "aws", "vsphere", "gce"];
+
+/// A Helm rendering: its name (`helm/<name>` in [`rendered`]), the kustomization (under deploy/)
+/// that must render the same objects, and the arguments of `helm template`/`install` after the
+/// chart, relative to the copy of deploy/.
+struct HelmCase {
+    name: String,
+    kustomization: String,
+    args: Vec<String>,
+}
+
+fn helm_cases() -> Vec<HelmCase> {
+    let cloud = |c: &str| {
+        vec![
+            "-f".to_string(),
+            format!("helm/hypercloud/ci/{c}-values.yaml"),
+            "--set-file".to_string(),
+            format!("cloudConfig=overlays/{c}/cloud.conf"),
+        ]
+    };
+    let mut cases: Vec<HelmCase> = CLOUDS
+        .iter()
+        .map(|c| HelmCase {
+            name: c.to_string(),
+            kustomization: format!("overlays/{c}"),
+            args: cloud(c),
+        })
+        .collect();
+    let mut ds = cloud("openstack");
+    ds.extend(
+        [
+            "--set",
+            "cloudControllerManager.kind=DaemonSet",
+            "--set",
+            "cloudControllerManager.leaderMigration.enabled=true",
+            "--set",
+            "cloudControllerManager.useServiceAccountCredentials=true",
+        ]
+        .map(String::from),
+    );
+    cases.push(HelmCase {
+        name: "openstack-daemonset-components".into(),
+        kustomization: "checks/openstack-daemonset-components".into(),
+        args: ds,
+    });
+    cases.push(HelmCase {
+        name: "apiserver-plugin".into(),
+        kustomization: "apiserver-plugin".into(),
+        args: [
+            "--set",
+            "cloudControllerManager.enabled=false",
+            "--set",
+            "apiserverPlugin.enabled=true",
+            "--set",
+            "existingCloudConfigSecret=hypercloud-cloud-config",
+            "--set-file",
+            "apiserverPlugin.tls.cert=apiserver-plugin/certs/tls.crt",
+            "--set-file",
+            "apiserverPlugin.tls.key=apiserver-plugin/certs/tls.key",
+            "--set-file",
+            "apiserverPlugin.tls.caCert=apiserver-plugin/certs/ca.crt",
+        ]
+        .map(String::from)
+        .to_vec(),
+    });
+    cases
+}
+
+/// Runs helm in `deploy` (the copy of deploy/) with `args`; its output, or its failure's stderr.
+fn run_helm(deploy: &Path, args: &[&str], rest: &[String]) -> Result<String, String> {
+    let out = Command::new(helm())
+        .current_dir(deploy)
+        .args(args)
+        .args(rest)
+        .output()
+        .expect("run helm");
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).expect("utf-8"))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+const HELM_TEMPLATE: [&str; 6] = [
+    "template",
+    "hypercloud",
+    "helm/hypercloud",
+    "--namespace",
+    "kube-system",
+    "--skip-tests",
+];
+
+fn parse_docs(yaml: &str) -> Vec<serde_yaml::Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|d| serde_yaml::Value::deserialize(d).expect("rendered yaml"))
+        .filter(|v| !v.is_null())
+        .collect()
 }
 
 /// One rendered kustomization: its directory (relative to deploy/) and its documents.
@@ -125,6 +239,19 @@ fn rendered() -> &'static [Rendered] {
             list(&components)
         );
         std::fs::write(dir.join("kustomization.yaml"), k).expect("write");
+        // The openstack overlay as a DaemonSet with both components: the chart's counterpart.
+        let dir = deploy.join("checks/openstack-daemonset-components");
+        copy_dir(&deploy.join("overlays/openstack"), &dir);
+        let overlay =
+            std::fs::read_to_string(dir.join("kustomization.yaml")).expect("read overlay");
+        let base = "\n- ../../cloud-controller-manager\n";
+        assert!(overlay.contains(base), "overlays/openstack has no {base:?}");
+        let k = format!(
+            "{}components:\n{}",
+            overlay.replace(base, "\n- ../../cloud-controller-manager-daemonset\n"),
+            list(&components)
+        );
+        std::fs::write(dir.join("kustomization.yaml"), k).expect("write");
 
         let mut all = Vec::new();
         for name in kustomizations(&deploy, "Kustomization") {
@@ -139,11 +266,18 @@ fn rendered() -> &'static [Rendered] {
                 String::from_utf8_lossy(&out.stderr)
             );
             let yaml = String::from_utf8(out.stdout).expect("utf-8");
-            let docs = serde_yaml::Deserializer::from_str(&yaml)
-                .map(|d| serde_yaml::Value::deserialize(d).expect("rendered yaml"))
-                .filter(|v| !v.is_null())
-                .collect();
+            let docs = parse_docs(&yaml);
             all.push(Rendered { name, yaml, docs });
+        }
+        for case in helm_cases() {
+            let yaml = run_helm(&deploy, &HELM_TEMPLATE, &case.args)
+                .unwrap_or_else(|e| panic!("helm template ({}): {e}", case.name));
+            let docs = parse_docs(&yaml);
+            all.push(Rendered {
+                name: format!("helm/{}", case.name),
+                yaml,
+                docs,
+            });
         }
         all
     })
@@ -169,6 +303,13 @@ fn every_overlay_and_base_renders() {
         "checks/leader-migration",
         "checks/service-account-credentials",
         "checks/daemonset-all-components",
+        "checks/openstack-daemonset-components",
+        "overlays/aws",
+        "overlays/vsphere",
+        "overlays/gce",
+        "helm/openstack",
+        "helm/gce",
+        "helm/apiserver-plugin",
     ] {
         assert!(names.contains(&want), "{want} not among {names:?}");
     }
@@ -463,4 +604,299 @@ fn container_commands_are_personalities_with_their_flags() {
         ["apiserver-plugin", "cloud-controller-manager"]
     );
     assert!(checked > 50, "checked only {checked} flags");
+}
+
+/// `kind/namespace/name` → the document, with what only one of the tools adds taken out: Helm's
+/// labels (`app.kubernetes.io/*`, `helm.sh/*`) and the chart's `checksum/*` pod annotations;
+/// `renames` (kustomize's hashed generator names → the chart's plain ones) applied to every
+/// string; base64 (Secret data, caBundles) without the line breaks kustomize wraps it with.
+fn comparable(
+    docs: &[serde_yaml::Value],
+    renames: &[(String, String)],
+) -> std::collections::BTreeMap<String, serde_yaml::Value> {
+    fn rename(v: &mut serde_yaml::Value, renames: &[(String, String)]) {
+        match v {
+            serde_yaml::Value::String(s) => {
+                if let Some((_, to)) = renames.iter().find(|(from, _)| from == s) {
+                    *s = to.clone();
+                }
+            }
+            serde_yaml::Value::Sequence(seq) => seq.iter_mut().for_each(|v| rename(v, renames)),
+            serde_yaml::Value::Mapping(m) => m.values_mut().for_each(|v| rename(v, renames)),
+            _ => {}
+        }
+    }
+    fn strip(meta: &mut serde_yaml::Value, field: &str, prefixes: &[&str]) {
+        let Some(m) = meta.as_mapping_mut() else {
+            return;
+        };
+        if let Some(map) = m.get_mut(field).and_then(|v| v.as_mapping_mut()) {
+            map.retain(|k, _| {
+                let k = k.as_str().unwrap_or_default();
+                !prefixes.iter().any(|p| k.starts_with(p))
+            });
+            if map.is_empty() {
+                m.remove(field);
+            }
+        }
+    }
+    docs.iter()
+        .map(|d| {
+            let mut d = d.clone();
+            rename(&mut d, renames);
+            strip(
+                &mut d["metadata"],
+                "labels",
+                &["app.kubernetes.io/", "helm.sh/"],
+            );
+            let unwrap = |v: &mut serde_yaml::Value| {
+                if let Some(s) = v.as_str() {
+                    *v = s.split_whitespace().collect::<String>().into();
+                }
+            };
+            if d["kind"] == "Secret" {
+                if let Some(data) = d.get_mut("data").and_then(|v| v.as_mapping_mut()) {
+                    data.values_mut().for_each(unwrap);
+                }
+            }
+            if let Some(hooks) = d.get_mut("webhooks").and_then(|h| h.as_sequence_mut()) {
+                for h in hooks {
+                    unwrap(&mut h["clientConfig"]["caBundle"]);
+                }
+            }
+            if d["spec"]["template"].is_mapping() {
+                strip(
+                    &mut d["spec"]["template"]["metadata"],
+                    "annotations",
+                    &["checksum/"],
+                );
+            }
+            let key = format!(
+                "{}/{}/{}",
+                d["kind"].as_str().unwrap_or_default(),
+                d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                d["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            (key, d)
+        })
+        .collect()
+}
+
+/// kustomize's generated ConfigMaps and Secrets carry a content hash (`<name>-<10 chars>`);
+/// the chart's the plain name. The pairs (hashed, plain) where `chart` has the plain one.
+fn generator_renames(
+    kustomize: &[serde_yaml::Value],
+    chart: &[serde_yaml::Value],
+) -> Vec<(String, String)> {
+    let names = |docs: &[serde_yaml::Value]| -> Vec<(String, String)> {
+        docs.iter()
+            .filter(|d| matches!(d["kind"].as_str(), Some("ConfigMap" | "Secret")))
+            .map(|d| {
+                (
+                    d["kind"].as_str().unwrap_or_default().to_string(),
+                    d["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    let plain = names(chart);
+    names(kustomize)
+        .into_iter()
+        .filter_map(|(kind, name)| {
+            let (base, hash) = name.rsplit_once('-')?;
+            (hash.len() == 10 && plain.contains(&(kind, base.to_string())))
+                .then(|| (name.clone(), base.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn helm_chart_renders_what_kustomize_renders() {
+    let _group = hypercloud_testenv::group_blocking("deploy_manifests");
+    let mut compared = 0;
+    for case in helm_cases() {
+        let chart = &rendered_named(&format!("helm/{}", case.name)).docs;
+        let kustomize = &rendered_named(&case.kustomization).docs;
+        let renames = generator_renames(kustomize, chart);
+        let (chart, kustomize) = (comparable(chart, &[]), comparable(kustomize, &renames));
+        let (ck, kk): (Vec<_>, Vec<_>) = (chart.keys().collect(), kustomize.keys().collect());
+        assert_eq!(
+            ck, kk,
+            "helm/{} and deploy/{}: different objects",
+            case.name, case.kustomization
+        );
+        for (key, doc) in &chart {
+            assert!(
+                doc == &kustomize[key],
+                "helm/{} and deploy/{} differ in {key}:\n--- helm\n{}--- kustomize\n{}",
+                case.name,
+                case.kustomization,
+                serde_yaml::to_string(doc).unwrap_or_default(),
+                serde_yaml::to_string(&kustomize[key]).unwrap_or_default()
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 40, "compared only {compared} objects");
+}
+
+#[test]
+fn helm_values_schema_and_checks_refuse_bad_values() {
+    let _group = hypercloud_testenv::group_blocking("deploy_manifests");
+    let deploy = repo().join("deploy");
+    let conf = |c: &str| {
+        vec![
+            "--set-file".to_string(),
+            format!("cloudConfig=overlays/{c}/cloud.conf"),
+        ]
+    };
+    for (bad, names) in [
+        ("cloudProvider=azure", "cloudProvider"),
+        ("cloudControllerManager.replicas=0", "replicas"),
+        ("cloudControllerManager.kind=StatefulSet", "kind"),
+        (
+            "apiserverPlugin.webhooks.cloudNode.failurePolicy=Sometimes",
+            "failurePolicy",
+        ),
+        ("unknownKey=1", "unknownKey"),
+    ] {
+        let mut args = conf("openstack");
+        args.extend(["--set".to_string(), bad.to_string()]);
+        let Err(err) = run_helm(&deploy, &HELM_TEMPLATE, &args) else {
+            panic!("helm template accepted --set {bad}");
+        };
+        assert!(
+            err.contains(names),
+            "--set {bad}: the error does not name {names}: {err}"
+        );
+    }
+    // No cloud config: the error says how to give one.
+    let err = run_helm(&deploy, &HELM_TEMPLATE, &[]).expect_err("no cloudConfig accepted");
+    assert!(err.contains("cloudConfig"), "{err}");
+    // Another namespace than kube-system.
+    let mut args = conf("aws");
+    args.extend(["--namespace".to_string(), "default".to_string()]);
+    let err = run_helm(&deploy, &HELM_TEMPLATE[..3], &args).expect_err("namespace default");
+    assert!(err.contains("kube-system"), "{err}");
+
+    // The toggles without a kustomize counterpart: the ServiceMonitor, a generated webhook
+    // certificate (its CA in every caBundle), extra args.
+    let mut args = conf("gce");
+    args.extend(
+        [
+            "--set",
+            "cloudControllerManager.serviceMonitor.enabled=true",
+            "--set",
+            "apiserverPlugin.enabled=true",
+            "--set",
+            "cloudControllerManager.extraArgs={--concurrent-service-syncs=2}",
+        ]
+        .map(String::from),
+    );
+    let docs = parse_docs(&run_helm(&deploy, &HELM_TEMPLATE, &args).expect("helm template"));
+    let find = |kind: &str| {
+        docs.iter()
+            .filter(|d| d["kind"] == kind)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(find("ServiceMonitor").len(), 1);
+    let ca = find("Secret")
+        .into_iter()
+        .find(|d| d["type"] == "kubernetes.io/tls")
+        .expect("generated TLS secret")["data"]["ca.crt"]
+        .as_str()
+        .expect("ca.crt")
+        .to_string();
+    let bundles: Vec<_> = docs
+        .iter()
+        .flat_map(|d| d["webhooks"].as_sequence().cloned().unwrap_or_default())
+        .map(|h| h["clientConfig"]["caBundle"].as_str().map(String::from))
+        .collect();
+    assert_eq!(bundles, vec![Some(ca); 3]);
+    let ccm = find("Deployment")
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == "cloud-controller-manager")
+        .expect("ccm");
+    let args = &ccm["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_sequence()
+            .expect("args")
+            .iter()
+            .any(|a| a == "--concurrent-service-syncs=2"),
+        "{args:?}"
+    );
+}
+
+#[tokio::test]
+async fn helm_lint_and_install_dry_run_server_for_every_cloud() {
+    let _group = hypercloud_testenv::group("deploy_manifests").await;
+    let deploy = repo().join("deploy");
+    let env = hypercloud_testenv::TestEnv::new("helm-dry-run")
+        .await
+        .expect("testenv");
+    let kubeconfig = env
+        .control_plane()
+        .kubeconfig()
+        .to_string_lossy()
+        .into_owned();
+    let mut cases: Vec<(String, Vec<String>)> = helm_cases()
+        .into_iter()
+        .filter(|c| c.name != "apiserver-plugin")
+        .map(|c| (c.name, c.args))
+        .collect();
+    // The apiserver-plugin with the certificate the chart generates (no files needed).
+    cases.push((
+        "apiserver-plugin".into(),
+        [
+            "--set",
+            "cloudControllerManager.enabled=false",
+            "--set",
+            "apiserverPlugin.enabled=true",
+            "--set",
+            "existingCloudConfigSecret=hypercloud-cloud-config",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ));
+    for (name, args) in &cases {
+        let lint = run_helm(
+            &deploy,
+            &[
+                "lint",
+                "--strict",
+                "helm/hypercloud",
+                "--namespace",
+                "kube-system",
+            ],
+            args,
+        )
+        .unwrap_or_else(|e| panic!("helm lint --strict ({name}): {e}"));
+        assert!(
+            lint.contains("0 chart(s) failed"),
+            "helm lint ({name}): {lint}"
+        );
+        let mut install = args.clone();
+        install.extend(["--kubeconfig".to_string(), kubeconfig.clone()]);
+        let out = run_helm(
+            &deploy,
+            &[
+                "install",
+                "hypercloud",
+                "helm/hypercloud",
+                "--namespace",
+                "kube-system",
+                "--dry-run=server",
+            ],
+            &install,
+        )
+        .unwrap_or_else(|e| panic!("helm install --dry-run=server ({name}): {e}"));
+        assert!(
+            out.contains("STATUS: pending-install"),
+            "helm install ({name}): {out}"
+        );
+    }
+    env.cleanup().await.expect("cleanup");
 }
