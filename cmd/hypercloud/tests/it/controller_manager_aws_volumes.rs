@@ -19,14 +19,14 @@ use hypercloud_testenv::process::Proc;
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::proxy::Proxy;
 use crate::volume_fixtures::{
-    bind_and_grow, claim, class as class_of, delete_claim, drop_finalizers,
-    start_controller_manager, wait_pv, wait_pv_deleted, MOTO_ENV,
+    bind_and_grow, claim, class as class_of, delete_claim, drop_finalizers, select_node,
+    start_controller_manager, wait_pv, wait_pv_deleted, waiting_claim, zoned_node, MOTO_ENV,
 };
 use crate::BIN;
 
@@ -202,35 +202,11 @@ async fn ebs_volumes_provisioned_in_the_class_or_node_zone_expanded_and_reclaime
         .await
         .unwrap();
     let node = env.unique_name("ebs-node");
-    nodes
-        .create(
-            &pp,
-            &serde_json::from_value(json!({"metadata": {"name": node, "labels": {
-                "topology.kubernetes.io/zone": ZONE_B,
-                "topology.kubernetes.io/region": REGION}}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let later = claims
-        .create(&pp, &claim("later", &delayed, "1Gi", "Filesystem", PLUGIN))
-        .await
-        .unwrap();
-    let later_pv = format!("pvc-{}", later.uid().unwrap());
+    zoned_node(&nodes, &node, ZONE_B, REGION).await;
+    let later_pv = waiting_claim(&claims, &pvs, "later", &delayed, PLUGIN).await;
     let later_name = format!("kubernetes-dynamic-{later_pv}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(pvs.get_opt(&later_pv).await.unwrap().is_none());
     assert_eq!(volumes_named(&cloud, &later_name), [] as [Value; 0]);
-    claims
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {
-                "volume.kubernetes.io/selected-node": node}}})),
-        )
-        .await
-        .unwrap();
-    let kept = wait_pv(&pvs, &later_pv).await;
+    let kept = select_node(&claims, &pvs, "later", &node, &later_pv).await;
     assert_eq!(kept.labels()["topology.kubernetes.io/zone"], ZONE_B);
     let kept_spec = kept.spec.clone().unwrap();
     assert_eq!(

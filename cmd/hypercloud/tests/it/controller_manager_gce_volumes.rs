@@ -15,14 +15,14 @@ use hypercloud_testenv::localcloud::{gce_disk, http, state_dir, Serve};
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::proxy::Proxy;
 use crate::volume_fixtures::{
-    bind_and_grow, claim, class as class_of, delete_claim, drop_finalizers,
-    start_controller_manager, wait_pv, wait_pv_deleted,
+    bind_and_grow, claim, class as class_of, delete_claim, drop_finalizers, select_node,
+    start_controller_manager, wait_pv, wait_pv_deleted, waiting_claim, zoned_node,
 };
 use crate::BIN;
 const PLUGIN: &str = "kubernetes.io/gce-pd";
@@ -180,37 +180,13 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
         .await
         .unwrap();
     let node = env.unique_name("pd-node");
-    nodes
-        .create(
-            &pp,
-            &serde_json::from_value(json!({"metadata": {"name": node, "labels": {
-                "topology.kubernetes.io/zone": ZONE_B,
-                "topology.kubernetes.io/region": "us-central1"}}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let later = claims
-        .create(&pp, &claim("later", &delayed, "1Gi", "Filesystem", PLUGIN))
-        .await
-        .unwrap();
-    let later_pv = format!("pvc-{}", later.uid().unwrap());
+    zoned_node(&nodes, &node, ZONE_B, "us-central1").await;
+    let later_pv = waiting_claim(&claims, &pvs, "later", &delayed, PLUGIN).await;
     let later_disk = format!("kubernetes-dynamic-{later_pv}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(pvs.get_opt(&later_pv).await.unwrap().is_none());
     for zone in ["us-central1-a", ZONE_B] {
         assert!(disk(&serve, zone, &later_disk).is_none(), "{zone}");
     }
-    claims
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {
-                "volume.kubernetes.io/selected-node": node}}})),
-        )
-        .await
-        .unwrap();
-    let kept = wait_pv(&pvs, &later_pv).await;
+    let kept = select_node(&claims, &pvs, "later", &node, &later_pv).await;
     assert_eq!(kept.labels()["topology.kubernetes.io/zone"], ZONE_B);
     assert_eq!(
         kept.spec

@@ -20,13 +20,13 @@ use hypercloud_testenv::localcloud::{cli, openstack_json, state_dir, Serve};
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::volume_fixtures::{
-    bind_and_grow, claim, class, delete_claim, drop_finalizers, start_controller_manager, wait_pv,
-    wait_pv_deleted,
+    bind_and_grow, claim, class, delete_claim, drop_finalizers, select_node,
+    start_controller_manager, wait_pv, wait_pv_deleted, waiting_claim, zoned_node,
 };
 use crate::BIN;
 const PLUGIN: &str = "kubernetes.io/cinder";
@@ -97,15 +97,7 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
         .unwrap();
     // A Node in zone-b, labelled as the kubelet (or the cloud-node controller) labels it.
     let node = env.unique_name("vol-node");
-    nodes
-        .create(
-            &pp,
-            &serde_json::from_value(json!({"metadata": {"name": node, "labels": {
-                ZONE: "zone-b", REGION: "RegionOne"}}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    zoned_node(&nodes, &node, "zone-b", "RegionOne").await;
 
     let _kcm = start_controller_manager(
         BIN,
@@ -171,27 +163,9 @@ async fn cinder_volumes_provisioned_expanded_and_reclaimed() {
 
     // WaitForFirstConsumer: nothing until the scheduler picks a Node, then that Node's zone.
     // Annotated as the v1.34 binder annotates it (CSI migration: the migrated driver's name).
-    let waiting = claims
-        .create(
-            &pp,
-            &claim("later", &delayed, "1Gi", "Filesystem", CINDER_CSI),
-        )
-        .await
-        .unwrap();
-    let later_pv = format!("pvc-{}", waiting.uid().unwrap());
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(pvs.get_opt(&later_pv).await.unwrap().is_none());
+    let later_pv = waiting_claim(&claims, &pvs, "later", &delayed, CINDER_CSI).await;
     assert_eq!(volume_ids(&state), [volume_id.as_str()]);
-    claims
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {
-                "volume.kubernetes.io/selected-node": node}}})),
-        )
-        .await
-        .unwrap();
-    let pv2 = wait_pv(&pvs, &later_pv).await;
+    let pv2 = select_node(&claims, &pvs, "later", &node, &later_pv).await;
     assert_eq!(pv2.labels()[ZONE], "zone-b");
     let spec2 = pv2.spec.clone().unwrap();
     assert_eq!(

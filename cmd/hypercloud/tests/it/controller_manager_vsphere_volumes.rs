@@ -33,15 +33,15 @@ use hypercloud_testenv::vcsim::Vcsim;
 use hypercloud_testenv::wait::eventually;
 use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::proxy::{ErrorBody, Fault, Proxy};
 use crate::volume_fixtures::{
     attach_fixture, attach_turn, attached, bind_and_grow, claim, class as class_of, delete_claim,
-    delete_pod_until_detached, drop_finalizers, pod, run_pod_until_attached,
-    start_controller_manager, wait_pv, wait_pv_deleted,
+    delete_pod_until_detached, drop_finalizers, pod, run_pod_until_attached, select_node,
+    start_controller_manager, wait_pv, wait_pv_deleted, waiting_claim, zoned_node,
 };
 use crate::BIN;
 
@@ -347,36 +347,12 @@ async fn vsphere_volumes_provisioned_on_the_class_datastore_and_reclaimed() {
         .await
         .unwrap();
     let node = env.unique_name("vmdk-node");
-    nodes
-        .create(
-            &pp,
-            &serde_json::from_value(json!({"metadata": {"name": node, "labels": {
-                "topology.kubernetes.io/zone": "zone-a",
-                "topology.kubernetes.io/region": "region-1"}}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let later = claims
-        .create(&pp, &claim("later", &delayed, "1Gi", "Filesystem", PLUGIN))
-        .await
-        .unwrap();
-    let later_pv = format!("pvc-{}", later.uid().unwrap());
+    zoned_node(&nodes, &node, "zone-a", "region-1").await;
+    let later_pv = waiting_claim(&claims, &pvs, "later", &delayed, PLUGIN).await;
     let later_file = format!("kubernetes-dynamic-{later_pv}.vmdk");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(pvs.get_opt(&later_pv).await.unwrap().is_none());
     assert_eq!(requests(tmp.path(), "CreateVirtualDisk_Task"), 1);
     let (before_zoned, soap_before) = (proxy.requests(), soap_requests(tmp.path()));
-    claims
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {
-                "volume.kubernetes.io/selected-node": node}}})),
-        )
-        .await
-        .unwrap();
-    let kept = wait_pv(&pvs, &later_pv).await;
+    let kept = select_node(&claims, &pvs, "later", &node, &later_pv).await;
     let zoned_requests = proxy.requests() - before_zoned;
     let zoned_soap = soap_requests(tmp.path()) - soap_before;
     eprintln!("vsphere cloud requests: provision in a zone {zoned_requests} ({zoned_soap} SOAP)");

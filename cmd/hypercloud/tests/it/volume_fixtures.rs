@@ -134,6 +134,66 @@ pub async fn wait_pv(pvs: &Api<PersistentVolume>, name: &str) -> PersistentVolum
     .await
 }
 
+/// A Node as the cloud-node controller leaves it in `zone` of `region` (its topology labels
+/// only): where the scheduler's pick sends a WaitForFirstConsumer volume.
+pub async fn zoned_node(nodes: &Api<Node>, name: &str, zone: &str, region: &str) {
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {
+        "topology.kubernetes.io/zone": zone,
+        "topology.kubernetes.io/region": region}}}))
+    .unwrap();
+    nodes
+        .create(&kube::api::PostParams::default(), &node)
+        .await
+        .unwrap();
+}
+
+/// Creates the 1Gi Filesystem claim `name` of a WaitForFirstConsumer `class` for
+/// `provisioner`, and sees no PV come for 3 s (nothing before the scheduler's pick); returns
+/// the name the provisioner will give its PV.
+pub async fn waiting_claim(
+    claims: &Api<PersistentVolumeClaim>,
+    pvs: &Api<PersistentVolume>,
+    name: &str,
+    class: &str,
+    provisioner: &str,
+) -> String {
+    let created = claims
+        .create(
+            &kube::api::PostParams::default(),
+            &claim(name, class, "1Gi", "Filesystem", provisioner),
+        )
+        .await
+        .unwrap();
+    let pv = format!("pvc-{}", created.metadata.uid.unwrap());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        pvs.get_opt(&pv).await.unwrap().is_none(),
+        "a PV before the scheduler picked a Node"
+    );
+    pv
+}
+
+/// The scheduler's pick, `volume.kubernetes.io/selected-node` = `node` on the claim; then the
+/// PV `pv` once the provisioner has made it.
+pub async fn select_node(
+    claims: &Api<PersistentVolumeClaim>,
+    pvs: &Api<PersistentVolume>,
+    claim: &str,
+    node: &str,
+    pv: &str,
+) -> PersistentVolume {
+    claims
+        .patch(
+            claim,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                "volume.kubernetes.io/selected-node": node}}})),
+        )
+        .await
+        .unwrap();
+    wait_pv(pvs, pv).await
+}
+
 /// Removes an object's finalizers, as the protection controllers would; gone is fine.
 pub async fn drop_finalizers<K>(api: &Api<K>, name: &str)
 where

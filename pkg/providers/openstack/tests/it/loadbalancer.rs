@@ -1759,25 +1759,7 @@ async fn node_selector_and_member_subnet_choose_the_members() {
     let mut nodes = [node("node-1", "127.0.0.1"), node("node-2", "127.0.0.2")];
     nodes[1].metadata.labels = Some([("role".to_owned(), "lb".to_owned())].into());
     // A second subnet on the private network for the members.
-    let private = cloud
-        .ok(Method::GET, "/network/v2.0/networks?name=private", None)
-        .await["networks"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let subnet = cloud
-        .ok(
-            Method::POST,
-            "/network/v2.0/subnets",
-            Some(
-                serde_json::json!({"subnet": {"network_id": private, "name": "members",
-                "ip_version": 4, "cidr": "127.2.0.0/16"}}),
-            ),
-        )
-        .await["subnet"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_, subnet) = cloud.private_subnet("members", "127.2.0.0/16").await;
     let svc = annotate(
         annotate(
             service(&[(port, np)]),
@@ -1890,25 +1872,7 @@ async fn port_id_makes_the_vip_adopt_an_existing_port() {
     let (np, port, nodes) = one_node("adopted").await;
     let key = "loadbalancer.openstack.org/port-id";
     // A port of the user's on a subnet holding the local cloud's VIP pool.
-    let private = cloud
-        .ok(Method::GET, "/network/v2.0/networks?name=private", None)
-        .await["networks"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let subnet = cloud
-        .ok(
-            Method::POST,
-            "/network/v2.0/subnets",
-            Some(
-                serde_json::json!({"subnet": {"network_id": private, "name": "vips",
-                "ip_version": 4, "cidr": "127.0.100.0/24"}}),
-            ),
-        )
-        .await["subnet"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (private, subnet) = cloud.private_subnet("vips", "127.0.100.0/24").await;
     let vip_port = cloud
         .ok(
             Method::POST,

@@ -137,6 +137,25 @@ impl Cloud {
         v
     }
 
+    /// A new IPv4 subnet `name` of `cidr` on the `private` network: (network ID, subnet ID).
+    pub async fn private_subnet(&self, name: &str, cidr: &str) -> (String, String) {
+        let private = self
+            .ok(Method::GET, "/network/v2.0/networks?name=private", None)
+            .await["networks"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let body = serde_json::json!({"subnet": {"network_id": private, "name": name,
+            "ip_version": 4, "cidr": cidr}});
+        let subnet = self
+            .ok(Method::POST, "/network/v2.0/subnets", Some(body))
+            .await["subnet"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        (private, subnet)
+    }
+
     /// Creates a server and returns its ID.
     pub async fn create_server(&self, name: &str, flavor: &str, zone: Option<&str>) -> String {
         let mut server = json!({"name": name, "flavorRef": flavor});
