@@ -447,7 +447,7 @@ impl VolumeProvisioner for VSphere {
     /// named: upstream also checked it against the selected Node's zone, but the request's
     /// zone may be one the provisioner drew from the Nodes, which upstream ignored); else,
     /// when the request has a zone (the selected Node's, with WaitForFirstConsumer), the most
-    /// free datastore shared by the zone's hosts ([`VSphere::datastore_for_zone`]); else
+    /// free datastore shared by the zone's hosts (`VSphere::datastore_for_zone`); else
     /// `[Workspace] default-datastore`. Then `kubevols/` made on it, and
     /// `CreateVirtualDisk_Task` for `[datastore] kubevols/<name>.vmdk` and its task; a file
     /// of that name already there is reused, as upstream. The PV's zone labels are the
