@@ -101,6 +101,27 @@ pub fn kube_scheduler(kubeconfig: &Path, dir: &Path, extra: &[String]) -> Proc {
     )
 }
 
+/// kwok playing the kubelets of the Nodes labelled [`KUBELET_LABEL`]`=value` (hack/lib/kwok-stages.yaml:
+/// Nodes Ready with their Leases renewed, their pods Running), its log in `dir/kwok.log`.
+pub fn kwok(kubeconfig: &Path, dir: &Path, value: &str) -> Proc {
+    let repo = crate::repo_root();
+    let mut cmd = Command::new(bin_dir().join("kwok"));
+    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!(
+            "--config={}",
+            repo.join("hack/lib/kwok-stages.yaml").display()
+        ))
+        .arg(format!(
+            "--manage-nodes-with-label-selector={KUBELET_LABEL}={value}"
+        ))
+        .arg(format!(
+            "--node-lease-duration-seconds={}",
+            setting("CLUSTER_NODE_LEASE_SECONDS")
+        ))
+        .arg(format!("--cidr={}", setting("CLUSTER_POD_CIDR")));
+    Proc::spawn("kwok", cmd, dir.join("kwok.log"))
+}
+
 /// kwok playing the kubelets of the Nodes labelled [`KUBELET_LABEL`]`=value`, and the power
 /// switch that sets the label while a Node's instance runs; `instances` is the command that
 /// prints the cloud's instances as JSON (`local-cloud --state-dir DIR instance list -o json`).
@@ -112,21 +133,7 @@ pub struct Kubelets {
 impl Kubelets {
     pub fn start(kubeconfig: &Path, dir: &Path, value: &str, instances: &[String]) -> Kubelets {
         let repo = crate::repo_root();
-        let mut cmd = Command::new(bin_dir().join("kwok"));
-        cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!(
-                "--config={}",
-                repo.join("hack/lib/kwok-stages.yaml").display()
-            ))
-            .arg(format!(
-                "--manage-nodes-with-label-selector={KUBELET_LABEL}={value}"
-            ))
-            .arg(format!(
-                "--node-lease-duration-seconds={}",
-                setting("CLUSTER_NODE_LEASE_SECONDS")
-            ))
-            .arg(format!("--cidr={}", setting("CLUSTER_POD_CIDR")));
-        let kwok = Proc::spawn("kwok", cmd, dir.join("kwok.log"));
+        let kwok = kwok(kubeconfig, dir, value);
         let mut cmd = Command::new("python3");
         cmd.arg(repo.join("hack/lib/kubelet-power.py"))
             .arg(format!("--kubeconfig={}", kubeconfig.display()))

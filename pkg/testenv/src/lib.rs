@@ -231,6 +231,27 @@ fn default_script() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("hack/envtest.sh"))
 }
 
+/// A tool a hack/ script builds and names: `$env_var` when set, else the path the script
+/// (`script[0]` under the checkout, with its arguments) prints on stdout, building it first when
+/// needed (`hack/helm.sh`, `hack/envtest.sh build-kubectl`).
+pub fn tool(env_var: &str, script: &[&str]) -> PathBuf {
+    if let Some(path) = std::env::var_os(env_var) {
+        return PathBuf::from(path);
+    }
+    let path = repo_root().join(script[0]);
+    let out = std::process::Command::new(&path)
+        .args(&script[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("running {script:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// The directory of the binaries `hack/<script> bin` prints (building them first when
 /// needed, as those scripts do).
 pub(crate) fn hack_bin_dir(script: &str) -> PathBuf {

@@ -27,31 +27,16 @@ fn repo() -> PathBuf {
 }
 
 /// `$<var>`, else the path the build script prints on stdout (building the tool when missing).
-fn tool(var: &str, script: &[&str]) -> PathBuf {
-    if let Some(k) = std::env::var_os(var) {
-        return PathBuf::from(k);
-    }
-    let out = Command::new(repo().join(script[0]))
-        .args(&script[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("run {script:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{script:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).expect("utf-8 path");
-    PathBuf::from(stdout.trim())
-}
-
 fn kubectl() -> &'static Path {
     static KUBECTL: OnceLock<PathBuf> = OnceLock::new();
-    KUBECTL.get_or_init(|| tool("HYPERCLOUD_KUBECTL", &["hack/envtest.sh", "build-kubectl"]))
+    KUBECTL.get_or_init(|| {
+        hypercloud_testenv::tool("HYPERCLOUD_KUBECTL", &["hack/envtest.sh", "build-kubectl"])
+    })
 }
 
 fn helm() -> &'static Path {
     static HELM: OnceLock<PathBuf> = OnceLock::new();
-    HELM.get_or_init(|| tool("HYPERCLOUD_HELM", &["hack/helm.sh"]))
+    HELM.get_or_init(|| hypercloud_testenv::tool("HYPERCLOUD_HELM", &["hack/helm.sh"]))
 }
 
 /// The clouds with an overlay in deploy/overlays and example values in the chart's ci/.

@@ -3,6 +3,7 @@
 //! never overlap on the shared kube-apiserver, as when each file was its own process.
 
 mod external;
+mod helm_install;
 mod in_tree;
 mod instance_power;
 mod leader_migration_upstream;
