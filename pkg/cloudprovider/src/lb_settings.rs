@@ -310,6 +310,9 @@ fn sample_value(name: &str) -> &'static str {
         "10"
     } else if last == "aws-load-balancer-type" {
         "nlb"
+    } else if last == "aws-load-balancer-proxy-protocol" {
+        // Upstream's aws provider takes `*` only.
+        "*"
     } else {
         "value"
     }

@@ -12,7 +12,8 @@
 //! ICMP fragmentation-needed) from `loadBalancerSourceRanges` (default `0.0.0.0/0`), unless
 //! `[Global] ElbSecurityGroup` names a shared one, and the nodes' security groups admitting
 //! the ELB's group unless `DisableSecurityGroupIngress`; the annotations for extra tags, idle
-//! timeout, connection draining, cross-zone balancing and health-check tuning read as upstream
+//! timeout, connection draining, cross-zone balancing, health-check tuning and the PROXY
+//! protocol read as upstream
 //! ([`classic_options`]; refused on an NLB). NLB: one listener and target group
 //! (`k8s-<hash>`, instance targets on the NodePort) per port, and node security group rules for
 //! the source ranges (`kubernetes.io/rule/nlb/client=<name>`) and for health checks from the
@@ -74,6 +75,11 @@ pub const ANNOTATION_HC_TIMEOUT: &str =
 /// Seconds between checks.
 pub const ANNOTATION_HC_INTERVAL: &str =
     "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval";
+/// `*`: the PROXY protocol towards every backend.
+pub const ANNOTATION_PROXY_PROTOCOL: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol";
+/// The ELB policy enabling the PROXY protocol (upstream's name).
+const PROXY_PROTOCOL_POLICY: &str = "k8s-proxyprotocol-enabled";
 /// The tag naming the Service a load balancer (or target group, security group) belongs to.
 pub const TAG_SERVICE_NAME: &str = "kubernetes.io/service-name";
 
@@ -106,7 +112,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_TIMEOUT), "seconds 2–60, default 5, below the interval (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_UNHEALTHY), "2–10, default 6: ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"), "PROXY protocol backend policies are not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`*` (the only value upstream takes): the policy `k8s-proxyprotocol-enabled` (CreateLoadBalancerPolicy) on every node port (SetLoadBalancerPoliciesForBackendServer), taken off again without the annotation; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-cert"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
@@ -169,6 +175,7 @@ struct ClassicOptions {
     tags: BTreeMap<String, String>,
     attributes: Attributes,
     health: HealthTuning,
+    proxy_protocol: bool,
 }
 
 /// The ELB attributes this provider owns (access logs stay as they are).
@@ -283,6 +290,16 @@ fn classic_options(svc: &Service) -> Result<ClassicOptions> {
     let mut o = ClassicOptions::default();
     if let Some(v) = annotation(svc, ANNOTATION_TAGS) {
         o.tags = parse_tags(v)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_PROXY_PROTOCOL) {
+        if v != "*" {
+            return Err(bad_value(
+                ANNOTATION_PROXY_PROTOCOL,
+                v,
+                "is not `*`, the only value supported",
+            ));
+        }
+        o.proxy_protocol = true;
     }
     let a = &mut o.attributes;
     if let Some(v) = annotation(svc, ANNOTATION_DRAINING) {
@@ -454,6 +471,7 @@ const CLASSIC_ONLY: &[&str] = &[
     ANNOTATION_HC_UNHEALTHY,
     ANNOTATION_HC_TIMEOUT,
     ANNOTATION_HC_INTERVAL,
+    ANNOTATION_PROXY_PROTOCOL,
 ];
 
 fn valid_cidr(s: &str) -> bool {
@@ -1010,6 +1028,7 @@ impl Aws {
             }
         };
         self.converge_classic_attributes(spec).await?;
+        self.converge_proxy_protocol(spec, &lb).await?;
         // Health check.
         let target = match spec.health_check_node_port {
             Some(p) => format!("HTTP:{p}/healthz"),
@@ -1132,6 +1151,69 @@ impl Aws {
             .send()
             .await
             .map_err(|e| sdk("AddTags", e))?;
+        Ok(())
+    }
+
+    /// The PROXY protocol policy on exactly the node ports when the Service asks for it, on
+    /// none otherwise; read from the ELB's description (no extra request when nothing
+    /// changes).
+    async fn converge_proxy_protocol(
+        &self,
+        spec: &Spec,
+        lb: &elb::LoadBalancerDescription,
+    ) -> Result<()> {
+        let s = self.session().await?;
+        let want = spec.classic.proxy_protocol;
+        let defined = lb.policies().is_some_and(|p| {
+            p.other_policies()
+                .iter()
+                .any(|n| n == PROXY_PROTOCOL_POLICY)
+        });
+        if want && !defined {
+            s.elb
+                .create_load_balancer_policy()
+                .load_balancer_name(&spec.name)
+                .policy_name(PROXY_PROTOCOL_POLICY)
+                .policy_type_name("ProxyProtocolPolicyType")
+                .policy_attributes(
+                    elb::PolicyAttribute::builder()
+                        .attribute_name("ProxyProtocol")
+                        .attribute_value("true")
+                        .build(),
+                )
+                .send()
+                .await
+                .map_err(|e| sdk("CreateLoadBalancerPolicy", e))?;
+        }
+        let mut have: BTreeMap<i32, bool> = BTreeMap::new();
+        for b in lb.backend_server_descriptions() {
+            if let Some(port) = b.instance_port() {
+                have.insert(
+                    port,
+                    b.policy_names().iter().any(|n| n == PROXY_PROTOCOL_POLICY),
+                );
+            }
+        }
+        let mut ports: BTreeSet<i32> = spec.ports.iter().map(|p| p.node_port).collect();
+        ports.extend(have.keys().copied());
+        for port in ports {
+            let on = want && spec.ports.iter().any(|p| p.node_port == port);
+            if have.get(&port).copied().unwrap_or(false) == on {
+                continue;
+            }
+            s.elb
+                .set_load_balancer_policies_for_backend_server()
+                .load_balancer_name(&spec.name)
+                .instance_port(port)
+                .set_policy_names(Some(if on {
+                    vec![PROXY_PROTOCOL_POLICY.to_owned()]
+                } else {
+                    Vec::new()
+                }))
+                .send()
+                .await
+                .map_err(|e| sdk("SetLoadBalancerPoliciesForBackendServer", e))?;
+        }
         Ok(())
     }
 
@@ -1894,9 +1976,9 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // Upstream's 30 aws-load-balancer-* annotations: 11 implemented, 19 refused; and 4
+        // Upstream's 30 aws-load-balancer-* annotations: 12 implemented, 18 refused; and 4
         // Service fields refused.
-        assert_eq!(refused, 23);
+        assert_eq!(refused, 22);
         let tls = svc(
             json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/1"}),
             json!({"ports": [{"port": 443, "nodePort": 30443}]}),
@@ -1930,6 +2012,7 @@ mod tests {
                 ANNOTATION_HC_UNHEALTHY: "10",
                 ANNOTATION_HC_TIMEOUT: "4",
                 ANNOTATION_HC_INTERVAL: "30",
+                ANNOTATION_PROXY_PROTOCOL: "*",
             }),
             ports.clone(),
         ))
@@ -1951,6 +2034,7 @@ mod tests {
                 cross_zone: true
             }
         );
+        assert!(o.proxy_protocol);
         assert_eq!(
             o.health,
             HealthTuning {
@@ -1971,6 +2055,7 @@ mod tests {
             (ANNOTATION_HC_INTERVAL, "4"),
             (ANNOTATION_HC_INTERVAL, "ten"),
             (ANNOTATION_TAGS, "aws:owner=me"),
+            (ANNOTATION_PROXY_PROTOCOL, "true"),
         ] {
             let e = check_settings(&svc(json!({ key: value }), ports.clone())).unwrap_err();
             let m = hypercloud_cloudprovider::Chain(&e).to_string();

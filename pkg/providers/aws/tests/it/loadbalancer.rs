@@ -349,6 +349,27 @@ fn actions_since(proxy: &FaultProxy, from: usize) -> Vec<String> {
     proxy.actions()[from..].to_vec()
 }
 
+/// The instance ports whose backend policies include the PROXY protocol policy.
+fn proxy_ports(w: &World, name: &str) -> Vec<i64> {
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        name,
+    ])["LoadBalancerDescriptions"][0];
+    d["BackendServerDescriptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| {
+            b["PolicyNames"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|n| n == "k8s-proxyprotocol-enabled"))
+        })
+        .filter_map(|b| b["InstancePort"].as_i64())
+        .collect()
+}
+
 fn elb_attributes(w: &World, name: &str) -> Value {
     w.moto.cli(&[
         "elb",
@@ -374,7 +395,7 @@ fn elb_tags(w: &World, name: &str) -> Value {
 }
 
 #[tokio::test]
-async fn classic_elb_annotations_set_tags_attributes_and_health_check() {
+async fn classic_elb_annotations_change_what_the_elb_holds() {
     let _group = hypercloud_testenv::group("loadbalancer").await;
     let w = World::start(1, 0);
     // Through a recording proxy: the exact requests each ensure sends.
@@ -416,6 +437,7 @@ async fn classic_elb_annotations_set_tags_attributes_and_health_check() {
         format!("{a}healthcheck-unhealthy-threshold"): "4",
         format!("{a}healthcheck-timeout"): "7",
         format!("{a}healthcheck-interval"): "20",
+        format!("{a}proxy-protocol"): "*",
     });
     let svc = service(uid, asked.clone(), &[(80, 30080)], &[]);
     let before = requests();
@@ -472,6 +494,26 @@ async fn classic_elb_annotations_set_tags_attributes_and_health_check() {
         "{d}"
     );
 
+    assert_eq!(proxy_ports(&w, &name), vec![30080]);
+    let p = w.moto.cli(&[
+        "elb",
+        "describe-load-balancer-policies",
+        "--load-balancer-name",
+        &name,
+        "--policy-names",
+        "k8s-proxyprotocol-enabled",
+    ]);
+    let p = &p["PolicyDescriptions"][0];
+    assert_eq!(s(p, "PolicyTypeName"), "ProxyProtocolPolicyType", "{p}");
+    assert_eq!(
+        (
+            s(&p["PolicyAttributeDescriptions"][0], "AttributeName"),
+            s(&p["PolicyAttributeDescriptions"][0], "AttributeValue")
+        ),
+        ("ProxyProtocol", "true"),
+        "{p}"
+    );
+
     // Update: changed values change the ELB; dropped attribute annotations go back to
     // upstream's defaults.
     let changed = json!({
@@ -487,6 +529,11 @@ async fn classic_elb_annotations_set_tags_attributes_and_health_check() {
     let update = actions_since(&proxy, before);
     let tags = elb_tags(&w, &name);
     assert_eq!(tags["team"], json!("shop"), "{tags}");
+    assert_eq!(
+        proxy_ports(&w, &name),
+        Vec::<i64>::new(),
+        "proxy protocol off"
+    );
     let attrs = elb_attributes(&w, &name);
     assert_eq!(
         attrs["ConnectionSettings"]["IdleTimeout"],
@@ -529,6 +576,12 @@ async fn classic_elb_annotations_set_tags_attributes_and_health_check() {
     assert_eq!(n(&create, "CreateLoadBalancer"), 1, "{create:?}");
     assert_eq!(n(&create, "AddTags"), 0, "{create:?}");
     assert_eq!(n(&create, "ModifyLoadBalancerAttributes"), 1, "{create:?}");
+    assert_eq!(n(&create, "CreateLoadBalancerPolicy"), 1, "{create:?}");
+    assert_eq!(
+        n(&create, "SetLoadBalancerPoliciesForBackendServer"),
+        1,
+        "{create:?}"
+    );
     assert_eq!(
         n(&plain_create, "ModifyLoadBalancerAttributes"),
         0,
