@@ -75,6 +75,13 @@ pub const ANNOTATION_HC_TIMEOUT: &str =
 /// Seconds between checks.
 pub const ANNOTATION_HC_INTERVAL: &str =
     "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval";
+/// A certificate ARN: TLS listeners.
+pub const ANNOTATION_SSL_CERT: &str = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert";
+/// `*` or port numbers and names: the listeners that use the certificate.
+pub const ANNOTATION_SSL_PORTS: &str = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports";
+/// `http`, `https`, `ssl` or `tcp`: the protocol towards the backends.
+pub const ANNOTATION_BACKEND_PROTOCOL: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-backend-protocol";
 /// `*`: the PROXY protocol towards every backend.
 pub const ANNOTATION_PROXY_PROTOCOL: &str =
     "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol";
@@ -97,7 +104,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name"), "access logs are not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix"), "access logs are not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_TAGS), "`k=v,k2=v2` (a bare `k` is an empty value): tags added to the ELB on create and update (AddTags); keys removed from the annotation stay on the ELB, as upstream; classic ELB only"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-backend-protocol"), "listeners are TCP (UDP on NLBs); HTTP, HTTPS and SSL listeners are not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_BACKEND_PROTOCOL), "`http`, `https`, `ssl` or `tcp` as upstream: with `ssl-cert`, HTTPS listeners for `http`/`https` and SSL for `ssl`/`tcp` with that instance protocol; without, `http` makes HTTP listeners, `tcp` is the default, and `https`/`ssl` are refused (they need a certificate); classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_DRAINING), "`true`/`false` (Go's ParseBool), default off: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_DRAINING_TIMEOUT), "seconds 1–3600, default 300: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_IDLE_TIMEOUT), "seconds 1–4000, default 60: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
@@ -114,9 +121,9 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`*` (the only value upstream takes): the policy `k8s-proxyprotocol-enabled` (CreateLoadBalancerPolicy) on every node port (SetLoadBalancerPoliciesForBackendServer), taken off again without the annotation; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-cert"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-ports"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_CERT), "a certificate ARN: SSL listeners to TCP backends (HTTPS with `backend-protocol`) with that certificate on the `ssl-ports` (default all); a changed certificate or protocol replaces the listener; classic ELB only"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "TLS listeners use ELB's default negotiation policy; choosing one is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_PORTS), "`*` or a comma-separated list of the Service's port numbers and names: which listeners use `ssl-cert`; a list entry naming no port of the Service, or the annotation without `ssl-cert`, is refused; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-subnets"), "subnets are the cluster's tagged subnets (else the nodes'); choosing them is not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"), "NLB target groups keep AWS's default attributes"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels"), "every Ready node is a backend; selecting nodes by label is not implemented"),
@@ -152,6 +159,8 @@ struct Port {
     port: i32,
     node_port: i32,
     protocol: String,
+    /// Lower case, as upstream matches `ssl-ports` names.
+    name: String,
 }
 
 /// What a Service asks for.
@@ -176,6 +185,108 @@ struct ClassicOptions {
     attributes: Attributes,
     health: HealthTuning,
     proxy_protocol: bool,
+    tls: Tls,
+}
+
+/// Listener protocols (upstream's `buildListener`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Tls {
+    cert: Option<String>,
+    /// `None`: every port (`*` or no annotation).
+    ssl_ports: Option<(BTreeSet<i32>, BTreeSet<String>)>,
+    /// `backend-protocol`, as given.
+    backend: Option<String>,
+}
+
+impl Tls {
+    /// (protocol, instance protocol, certificate) of the listener for `p`.
+    fn listener(&self, p: &Port) -> (&'static str, &'static str, Option<&str>) {
+        let tls_port = self.ssl_ports.as_ref().is_none_or(|(numbers, names)| {
+            numbers.contains(&p.port) || (!p.name.is_empty() && names.contains(&p.name))
+        });
+        match (&self.cert, self.backend.as_deref()) {
+            (Some(cert), backend) if tls_port => match backend {
+                Some("http") => ("HTTPS", "HTTP", Some(cert)),
+                Some("https") => ("HTTPS", "HTTPS", Some(cert)),
+                Some("ssl") => ("SSL", "SSL", Some(cert)),
+                _ => ("SSL", "TCP", Some(cert)),
+            },
+            (_, Some("http")) => ("HTTP", "HTTP", None),
+            _ => ("TCP", "TCP", None),
+        }
+    }
+}
+
+/// The TLS annotations, checked against the Service's ports.
+fn tls_of(svc: &Service) -> Result<Tls> {
+    let mut tls = Tls::default();
+    if let Some(v) = annotation(svc, ANNOTATION_BACKEND_PROTOCOL) {
+        if !matches!(v, "http" | "https" | "ssl" | "tcp") {
+            return Err(bad_value(
+                ANNOTATION_BACKEND_PROTOCOL,
+                v,
+                "is not one of http, https, ssl, tcp",
+            ));
+        }
+        tls.backend = Some(v.to_owned());
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_SSL_CERT).filter(|v| !v.is_empty()) {
+        tls.cert = Some(v.to_owned());
+    }
+    if tls.cert.is_none() {
+        if let Some(b @ ("https" | "ssl")) = tls.backend.as_deref() {
+            return Err(bad_value(
+                ANNOTATION_BACKEND_PROTOCOL,
+                b,
+                &format!("needs {ANNOTATION_SSL_CERT}"),
+            ));
+        }
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_SSL_PORTS) {
+        if tls.cert.is_none() {
+            return Err(bad_value(
+                ANNOTATION_SSL_PORTS,
+                v,
+                &format!("needs {ANNOTATION_SSL_CERT}"),
+            ));
+        }
+        if !v.is_empty() && v != "*" {
+            let ports = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_ref())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut numbers = BTreeSet::new();
+            let mut names = BTreeSet::new();
+            for item in v.split(',') {
+                let item = item.trim();
+                match item.parse::<i32>() {
+                    Ok(n) if ports.iter().any(|p| p.port == n) => {
+                        numbers.insert(n);
+                    }
+                    Err(_)
+                        if ports.iter().any(|p| {
+                            p.name
+                                .as_deref()
+                                .is_some_and(|n| n.eq_ignore_ascii_case(item))
+                        }) =>
+                    {
+                        names.insert(item.to_ascii_lowercase());
+                    }
+                    _ => {
+                        return Err(bad_value(
+                            ANNOTATION_SSL_PORTS,
+                            v,
+                            &format!("names {item:?}, no port of the Service"),
+                        ))
+                    }
+                }
+            }
+            tls.ssl_ports = Some((numbers, names));
+        }
+    }
+    Ok(tls)
 }
 
 /// The ELB attributes this provider owns (access logs stay as they are).
@@ -287,7 +398,10 @@ fn parse_tags(value: &str) -> Result<BTreeMap<String, String>> {
 /// The classic ELB options a Service asks for; a bad value is an error naming the
 /// annotation (the webhook and `ensure` both read it through `check_settings`).
 fn classic_options(svc: &Service) -> Result<ClassicOptions> {
-    let mut o = ClassicOptions::default();
+    let mut o = ClassicOptions {
+        tls: tls_of(svc)?,
+        ..ClassicOptions::default()
+    };
     if let Some(v) = annotation(svc, ANNOTATION_TAGS) {
         o.tags = parse_tags(v)?;
     }
@@ -390,6 +504,7 @@ fn spec_of(svc: &Service) -> Result<Spec> {
             port: p.port,
             node_port,
             protocol,
+            name: p.name.unwrap_or_default().to_ascii_lowercase(),
         });
     }
     if ports.is_empty() {
@@ -472,6 +587,9 @@ const CLASSIC_ONLY: &[&str] = &[
     ANNOTATION_HC_TIMEOUT,
     ANNOTATION_HC_INTERVAL,
     ANNOTATION_PROXY_PROTOCOL,
+    ANNOTATION_SSL_CERT,
+    ANNOTATION_SSL_PORTS,
+    ANNOTATION_BACKEND_PROTOCOL,
 ];
 
 fn valid_cidr(s: &str) -> bool {
@@ -975,11 +1093,13 @@ impl Aws {
             .ports
             .iter()
             .map(|p| {
+                let (protocol, instance_protocol, cert) = spec.classic.tls.listener(p);
                 elb::Listener::builder()
-                    .protocol("TCP")
+                    .protocol(protocol)
                     .load_balancer_port(p.port)
-                    .instance_protocol("TCP")
+                    .instance_protocol(instance_protocol)
                     .instance_port(p.node_port)
+                    .set_ssl_certificate_id(cert.map(str::to_owned))
                     .build()
                     .map_err(|e| cloud("CreateLoadBalancer", e.to_string()))
             })
@@ -1294,6 +1414,7 @@ impl Aws {
                 l.protocol().to_ascii_uppercase(),
                 l.instance_port(),
                 l.instance_protocol().unwrap_or("TCP").to_ascii_uppercase(),
+                l.ssl_certificate_id().unwrap_or_default().to_owned(),
             )
         };
         let have: Vec<elb::Listener> = lb
@@ -1971,21 +2092,39 @@ mod tests {
             json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
         );
         let check = check_settings;
-        lb_settings::walk(SERVICE_SETTINGS, &base, check).unwrap();
+        // ssl-ports needs ssl-cert, and the walk asks for one annotation at a time: every
+        // other row on the plain base, ssl-ports (with the Service fields) on a base with a
+        // certificate.
+        let ssl_ports = Setting::Annotation(ANNOTATION_SSL_PORTS);
+        let (with, without): (Vec<LbSetting>, Vec<LbSetting>) = SERVICE_SETTINGS
+            .iter()
+            .cloned()
+            .partition(|r| r.setting == ssl_ports);
+        let fields: Vec<LbSetting> = without
+            .iter()
+            .filter(|r| !matches!(r.setting, Setting::Annotation(_)))
+            .cloned()
+            .collect();
+        lb_settings::walk(&without, &base, check).unwrap();
+        let with_cert = svc(
+            json!({ANNOTATION_SSL_CERT: "arn:aws:acm:us-east-1:123456789012:certificate/1"}),
+            json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
+        );
+        lb_settings::walk(&[with, fields].concat(), &with_cert, check).unwrap();
         let refused = SERVICE_SETTINGS
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // Upstream's 30 aws-load-balancer-* annotations: 12 implemented, 18 refused; and 4
+        // Upstream's 30 aws-load-balancer-* annotations: 15 implemented, 15 refused; and 4
         // Service fields refused.
-        assert_eq!(refused, 22);
-        let tls = svc(
-            json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/1"}),
+        assert_eq!(refused, 19);
+        let policy = svc(
+            json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": "ELBSecurityPolicy-2016-08"}),
             json!({"ports": [{"port": 443, "nodePort": 30443}]}),
         );
         assert_eq!(
-            check(&tls).unwrap_err().to_string(),
-            "annotation service.beta.kubernetes.io/aws-load-balancer-ssl-cert is not supported by hypercloud's aws provider: listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"
+            check(&policy).unwrap_err().to_string(),
+            "annotation service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy is not supported by hypercloud's aws provider: TLS listeners use ELB's default negotiation policy; choosing one is not implemented"
         );
         // The AWS Load Balancer Controller's Services are its own.
         let theirs = svc(
@@ -2079,6 +2218,78 @@ mod tests {
                 .contains(&format!("annotation {ANNOTATION_IDLE_TIMEOUT} with aws-load-balancer-type: nlb is not supported")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn listeners_as_upstream_build_listener() {
+        let ports = json!({"ports": [
+            {"name": "HTTP", "port": 80, "nodePort": 30080},
+            {"name": "https", "port": 443, "nodePort": 30443},
+            {"name": "admin", "port": 8443, "nodePort": 30843},
+        ]});
+        let arn = "arn:aws:acm:us-east-1:123456789012:certificate/1";
+        let listeners = |annotations: serde_json::Value| {
+            let s = spec_of(&svc(annotations, ports.clone())).unwrap();
+            s.ports
+                .iter()
+                .map(|p| {
+                    let (a, b, c) = s.classic.tls.listener(p);
+                    (p.port, a, b, c.is_some())
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            listeners(json!({})),
+            vec![
+                (80, "TCP", "TCP", false),
+                (443, "TCP", "TCP", false),
+                (8443, "TCP", "TCP", false)
+            ]
+        );
+        assert_eq!(
+            listeners(json!({ANNOTATION_SSL_CERT: arn})),
+            vec![
+                (80, "SSL", "TCP", true),
+                (443, "SSL", "TCP", true),
+                (8443, "SSL", "TCP", true)
+            ]
+        );
+        assert_eq!(
+            listeners(
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_SSL_PORTS: "https,8443", ANNOTATION_BACKEND_PROTOCOL: "http"})
+            ),
+            vec![
+                (80, "HTTP", "HTTP", false),
+                (443, "HTTPS", "HTTP", true),
+                (8443, "HTTPS", "HTTP", true)
+            ]
+        );
+        assert_eq!(
+            listeners(
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_SSL_PORTS: "http", ANNOTATION_BACKEND_PROTOCOL: "ssl"})
+            )[0],
+            (80, "SSL", "SSL", true)
+        );
+        for (a, m) in [
+            (json!({ANNOTATION_BACKEND_PROTOCOL: "https"}), "needs"),
+            (
+                json!({ANNOTATION_BACKEND_PROTOCOL: "HTTP"}),
+                "is not one of",
+            ),
+            (json!({ANNOTATION_SSL_PORTS: "*"}), "needs"),
+            (
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_SSL_PORTS: "443,9999"}),
+                "\"9999\", no port",
+            ),
+            (
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_TYPE: "nlb"}),
+                "nlb is not supported",
+            ),
+        ] {
+            let e = check_settings(&svc(a.clone(), ports.clone())).unwrap_err();
+            let e = hypercloud_cloudprovider::Chain(&e).to_string();
+            assert!(e.contains(m), "{a}: {e}");
+        }
     }
 
     #[test]

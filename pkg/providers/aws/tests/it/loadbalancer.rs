@@ -630,3 +630,134 @@ async fn classic_elb_annotations_change_what_the_elb_holds() {
             .unwrap();
     }
 }
+
+/// Each listener as (port, protocol, certificate). Not the instance protocol: moto keeps none
+/// and answers the listener's protocol for it (moto/elb/models.py `FakeListener`); the unit
+/// test `listeners_as_upstream_build_listener` checks what is sent.
+fn listeners(w: &World, name: &str) -> Vec<(i64, String, String)> {
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        name,
+    ])["LoadBalancerDescriptions"][0];
+    let mut out: Vec<_> = d["ListenerDescriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let l = &l["Listener"];
+            (
+                l["LoadBalancerPort"].as_i64().unwrap(),
+                s(l, "Protocol").to_ascii_uppercase(),
+                s(l, "SSLCertificateId").to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn classic_elb_tls_listeners_from_ssl_annotations() {
+    let _group = hypercloud_testenv::group("loadbalancer").await;
+    let w = World::start(1, 0);
+    let aws = start(&w).await;
+    let lb = aws.load_balancer().unwrap();
+    let nodes = [node(&w, 0)];
+    let a = "service.beta.kubernetes.io/aws-load-balancer-";
+    // Certificates moto's ACM holds.
+    let cert = |domain: &str| {
+        s(
+            &w.moto
+                .cli(&["acm", "request-certificate", "--domain-name", domain]),
+            "CertificateArn",
+        )
+        .to_owned()
+    };
+    let (one, two) = (cert("web.example.com"), cert("shop.example.com"));
+    let uid = "2b3c4d5e-0003-4000-8000-000000000000";
+    let name = lb_name(uid);
+    let ports = [(80, 30080), (443, 30443)];
+    let svc = service(
+        uid,
+        json!({
+            format!("{a}ssl-cert"): one,
+            format!("{a}ssl-ports"): "p443",
+            format!("{a}backend-protocol"): "http",
+        }),
+        &ports,
+        &[],
+    );
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &name),
+        vec![
+            (80, "HTTP".into(), String::new()),
+            (443, "HTTPS".into(), one.clone()),
+        ]
+    );
+
+    // Each update below replaces one listener: moto's DeleteLoadBalancerListeners removes
+    // nothing when given several ports (moto/elb/models.py keeps every listener another port
+    // of the request does not match), which AWS does in one request.
+    // Another certificate: the HTTPS listener replaced.
+    let tls = |cert: &str| {
+        json!({
+            format!("{a}ssl-cert"): cert,
+            format!("{a}ssl-ports"): "p443",
+            format!("{a}backend-protocol"): "http",
+        })
+    };
+    let svc = service(uid, tls(&two), &ports, &[]);
+    lb.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &name),
+        vec![
+            (80, "HTTP".into(), String::new()),
+            (443, "HTTPS".into(), two.clone()),
+        ]
+    );
+
+    // No certificate any more: HTTP on both.
+    let svc = service(
+        uid,
+        json!({format!("{a}backend-protocol"): "http"}),
+        &ports,
+        &[],
+    );
+    lb.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &name),
+        vec![
+            (80, "HTTP".into(), String::new()),
+            (443, "HTTP".into(), String::new()),
+        ]
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+
+    // ssl-cert alone: SSL listeners on every port.
+    let uid = "2b3c4d5e-0004-4000-8000-000000000000";
+    let svc = service(uid, json!({format!("{a}ssl-cert"): one}), &ports, &[]);
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &lb_name(uid)),
+        vec![
+            (80, "SSL".into(), one.clone()),
+            (443, "SSL".into(), one.clone()),
+        ]
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+}
