@@ -12,9 +12,9 @@
 //! ICMP fragmentation-needed) from `loadBalancerSourceRanges` (default `0.0.0.0/0`), unless
 //! `[Global] ElbSecurityGroup` names a shared one, and the nodes' security groups admitting
 //! the ELB's group unless `DisableSecurityGroupIngress`; the annotations for extra tags, idle
-//! timeout, connection draining, cross-zone balancing, health-check tuning and the PROXY
-//! protocol read as upstream
-//! ([`classic_options`]; refused on an NLB). NLB: one listener and target group
+//! timeout, connection draining, cross-zone balancing, health-check tuning, the PROXY
+//! protocol and SSL/HTTPS/HTTP listeners read as upstream ([`classic_options`]; refused on an
+//! NLB). NLB: one listener and target group
 //! (`k8s-<hash>`, instance targets on the NodePort) per port, and node security group rules for
 //! the source ranges (`kubernetes.io/rule/nlb/client=<name>`) and for health checks from the
 //! VPC (`kubernetes.io/rule/nlb/health=<name>`). Every ensure converges what exists to what
@@ -121,7 +121,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`*` (the only value upstream takes): the policy `k8s-proxyprotocol-enabled` (CreateLoadBalancerPolicy) on every node port (SetLoadBalancerPoliciesForBackendServer), taken off again without the annotation; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
-    LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_CERT), "a certificate ARN: SSL listeners to TCP backends (HTTPS with `backend-protocol`) with that certificate on the `ssl-ports` (default all); a changed certificate or protocol replaces the listener; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_CERT), "a certificate ARN (ELB checks it): SSL listeners to TCP backends (HTTPS with `backend-protocol`) with that certificate on the `ssl-ports` (default all); a changed certificate or protocol replaces the listener; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "TLS listeners use ELB's default negotiation policy; choosing one is not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_PORTS), "`*` or a comma-separated list of the Service's port numbers and names: which listeners use `ssl-cert`; a list entry naming no port of the Service, or the annotation without `ssl-cert`, is refused; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-subnets"), "subnets are the cluster's tagged subnets (else the nodes'); choosing them is not implemented"),
