@@ -320,10 +320,10 @@ async fn aws_refuses_by_name() {
             ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
         ],
         annotation: (
-            "service.beta.kubernetes.io/aws-load-balancer-ssl-cert",
-            "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012",
+            "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy",
+            "ELBSecurityPolicy-TLS-1-2-2017-01",
         ),
-        message: "annotation service.beta.kubernetes.io/aws-load-balancer-ssl-cert is not supported by hypercloud's aws provider: listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented",
+        message: "annotation service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy is not supported by hypercloud's aws provider: TLS listeners use ELB's default negotiation policy; choosing one is not implemented",
     };
     refused_by_name(&env, &case, tmp.path()).await;
     let classic = cloud.moto.cli(&["elb", "describe-load-balancers"]);

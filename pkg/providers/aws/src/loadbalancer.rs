@@ -11,7 +11,10 @@
 //! the node instances registered, a security group `k8s-elb-<name>` admitting each port (and
 //! ICMP fragmentation-needed) from `loadBalancerSourceRanges` (default `0.0.0.0/0`), unless
 //! `[Global] ElbSecurityGroup` names a shared one, and the nodes' security groups admitting
-//! the ELB's group unless `DisableSecurityGroupIngress`. NLB: one listener and target group
+//! the ELB's group unless `DisableSecurityGroupIngress`; the annotations for extra tags, idle
+//! timeout, connection draining, cross-zone balancing, health-check tuning, the PROXY
+//! protocol and SSL/HTTPS/HTTP listeners read as upstream ([`classic_options`]; refused on an
+//! NLB). NLB: one listener and target group
 //! (`k8s-<hash>`, instance targets on the NodePort) per port, and node security group rules for
 //! the source ranges (`kubernetes.io/rule/nlb/client=<name>`) and for health checks from the
 //! VPC (`kubernetes.io/rule/nlb/health=<name>`). Every ensure converges what exists to what
@@ -45,6 +48,45 @@ pub const ANNOTATION_TYPE: &str = "service.beta.kubernetes.io/aws-load-balancer-
 pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/aws-load-balancer-internal";
 /// Comma-separated CIDRs, used when `spec.loadBalancerSourceRanges` is empty.
 pub const ANNOTATION_SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+/// `k=v,k2=v2`: extra tags on the ELB.
+pub const ANNOTATION_TAGS: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags";
+/// `true`: connection draining on the ELB.
+pub const ANNOTATION_DRAINING: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-connection-draining-enabled";
+/// Seconds of connection draining.
+pub const ANNOTATION_DRAINING_TIMEOUT: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-connection-draining-timeout";
+/// Seconds an idle connection stays open.
+pub const ANNOTATION_IDLE_TIMEOUT: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout";
+/// `true`: cross-zone load balancing.
+pub const ANNOTATION_CROSS_ZONE: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled";
+/// Successful checks before an instance is healthy.
+pub const ANNOTATION_HC_HEALTHY: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold";
+/// Failed checks before an instance is unhealthy.
+pub const ANNOTATION_HC_UNHEALTHY: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold";
+/// Seconds a check may take.
+pub const ANNOTATION_HC_TIMEOUT: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout";
+/// Seconds between checks.
+pub const ANNOTATION_HC_INTERVAL: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval";
+/// A certificate ARN: TLS listeners.
+pub const ANNOTATION_SSL_CERT: &str = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert";
+/// `*` or port numbers and names: the listeners that use the certificate.
+pub const ANNOTATION_SSL_PORTS: &str = "service.beta.kubernetes.io/aws-load-balancer-ssl-ports";
+/// `http`, `https`, `ssl` or `tcp`: the protocol towards the backends.
+pub const ANNOTATION_BACKEND_PROTOCOL: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-backend-protocol";
+/// `*`: the PROXY protocol towards every backend.
+pub const ANNOTATION_PROXY_PROTOCOL: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol";
+/// The ELB policy enabling the PROXY protocol (upstream's name).
+const PROXY_PROTOCOL_POLICY: &str = "k8s-proxyprotocol-enabled";
 /// The tag naming the Service a load balancer (or target group, security group) belongs to.
 pub const TAG_SERVICE_NAME: &str = "kubernetes.io/service-name";
 
@@ -61,27 +103,27 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-enabled"), "access logs are not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name"), "access logs are not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix"), "access logs are not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"), "load balancers carry only the cluster and service-name tags"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-backend-protocol"), "listeners are TCP (UDP on NLBs); HTTP, HTTPS and SSL listeners are not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-connection-draining-enabled"), "connection draining is not implemented (ELB's default, off)"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-connection-draining-timeout"), "connection draining is not implemented (ELB's default, off)"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout"), "the idle timeout is ELB's default (60 s)"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled"), "cross-zone load balancing is ELB's default"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_TAGS), "`k=v,k2=v2` (a bare `k` is an empty value): tags added to the ELB on create and update (AddTags); keys removed from the annotation stay on the ELB, as upstream; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_BACKEND_PROTOCOL), "`http`, `https`, `ssl` or `tcp` as upstream: with `ssl-cert`, HTTPS listeners for `http`/`https` and SSL for `ssl`/`tcp` with that instance protocol; without, `http` makes HTTP listeners, `tcp` is the default, and `https`/`ssl` are refused (they need a certificate); classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_DRAINING), "`true`/`false` (Go's ParseBool), default off: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_DRAINING_TIMEOUT), "seconds 1–3600, default 300: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_IDLE_TIMEOUT), "seconds 1–4000, default 60: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_CROSS_ZONE), "`true`/`false`, default off: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-eip-allocations"), "NLBs get AWS-assigned addresses; Elastic IP allocations are not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-extra-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_HEALTHY), "2–10, default 2: ConfigureHealthCheck when the ELB differs; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_INTERVAL), "seconds 5–300, default 10, above the timeout (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"), "health checks use upstream's defaults (2, 6, 5 s, 10 s); tuning them is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_TIMEOUT), "seconds 2–60, default 5, below the interval (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_UNHEALTHY), "2–10, default 6: ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"), "PROXY protocol backend policies are not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`*` (the only value upstream takes): the policy `k8s-proxyprotocol-enabled` (CreateLoadBalancerPolicy) on every node port (SetLoadBalancerPoliciesForBackendServer), taken off again without the annotation; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-cert"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-ports"), "listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_CERT), "a certificate ARN (ELB checks it): SSL listeners to TCP backends (HTTPS with `backend-protocol`) with that certificate on the `ssl-ports` (default all); a changed certificate or protocol replaces the listener; classic ELB only"),
+    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "TLS listeners use ELB's default negotiation policy; choosing one is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_PORTS), "`*` or a comma-separated list of the Service's port numbers and names: which listeners use `ssl-cert`; a list entry naming no port of the Service, or the annotation without `ssl-cert`, is refused; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-subnets"), "subnets are the cluster's tagged subnets (else the nodes'); choosing them is not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"), "NLB target groups keep AWS's default attributes"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels"), "every Ready node is a backend; selecting nodes by label is not implemented"),
@@ -117,6 +159,8 @@ struct Port {
     port: i32,
     node_port: i32,
     protocol: String,
+    /// Lower case, as upstream matches `ssl-ports` names.
+    name: String,
 }
 
 /// What a Service asks for.
@@ -129,6 +173,287 @@ struct Spec {
     ports: Vec<Port>,
     source_ranges: Vec<String>,
     health_check_node_port: Option<i32>,
+    classic: ClassicOptions,
+}
+
+/// What a Service's annotations ask of a classic ELB beyond its listeners: upstream's
+/// defaults when an annotation is absent (legacy `aws.go` `EnsureLoadBalancer`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct ClassicOptions {
+    /// Extra tags (the cluster and service-name tags win over them).
+    tags: BTreeMap<String, String>,
+    attributes: Attributes,
+    health: HealthTuning,
+    proxy_protocol: bool,
+    tls: Tls,
+}
+
+/// Listener protocols (upstream's `buildListener`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Tls {
+    cert: Option<String>,
+    /// `None`: every port (`*` or no annotation).
+    ssl_ports: Option<(BTreeSet<i32>, BTreeSet<String>)>,
+    /// `backend-protocol`, as given.
+    backend: Option<String>,
+}
+
+impl Tls {
+    /// (protocol, instance protocol, certificate) of the listener for `p`.
+    fn listener(&self, p: &Port) -> (&'static str, &'static str, Option<&str>) {
+        let tls_port = self.ssl_ports.as_ref().is_none_or(|(numbers, names)| {
+            numbers.contains(&p.port) || (!p.name.is_empty() && names.contains(&p.name))
+        });
+        match (&self.cert, self.backend.as_deref()) {
+            (Some(cert), backend) if tls_port => match backend {
+                Some("http") => ("HTTPS", "HTTP", Some(cert)),
+                Some("https") => ("HTTPS", "HTTPS", Some(cert)),
+                Some("ssl") => ("SSL", "SSL", Some(cert)),
+                _ => ("SSL", "TCP", Some(cert)),
+            },
+            (_, Some("http")) => ("HTTP", "HTTP", None),
+            _ => ("TCP", "TCP", None),
+        }
+    }
+}
+
+/// The TLS annotations, checked against the Service's ports.
+fn tls_of(svc: &Service) -> Result<Tls> {
+    let mut tls = Tls::default();
+    if let Some(v) = annotation(svc, ANNOTATION_BACKEND_PROTOCOL) {
+        if !matches!(v, "http" | "https" | "ssl" | "tcp") {
+            return Err(bad_value(
+                ANNOTATION_BACKEND_PROTOCOL,
+                v,
+                "is not one of http, https, ssl, tcp",
+            ));
+        }
+        tls.backend = Some(v.to_owned());
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_SSL_CERT).filter(|v| !v.is_empty()) {
+        tls.cert = Some(v.to_owned());
+    }
+    if tls.cert.is_none() {
+        if let Some(b @ ("https" | "ssl")) = tls.backend.as_deref() {
+            return Err(bad_value(
+                ANNOTATION_BACKEND_PROTOCOL,
+                b,
+                &format!("needs {ANNOTATION_SSL_CERT}"),
+            ));
+        }
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_SSL_PORTS) {
+        if tls.cert.is_none() {
+            return Err(bad_value(
+                ANNOTATION_SSL_PORTS,
+                v,
+                &format!("needs {ANNOTATION_SSL_CERT}"),
+            ));
+        }
+        if !v.is_empty() && v != "*" {
+            let ports = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_ref())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut numbers = BTreeSet::new();
+            let mut names = BTreeSet::new();
+            for item in v.split(',') {
+                let item = item.trim();
+                match item.parse::<i32>() {
+                    Ok(n) if ports.iter().any(|p| p.port == n) => {
+                        numbers.insert(n);
+                    }
+                    Err(_)
+                        if ports.iter().any(|p| {
+                            p.name
+                                .as_deref()
+                                .is_some_and(|n| n.eq_ignore_ascii_case(item))
+                        }) =>
+                    {
+                        names.insert(item.to_ascii_lowercase());
+                    }
+                    _ => {
+                        return Err(bad_value(
+                            ANNOTATION_SSL_PORTS,
+                            v,
+                            &format!("names {item:?}, no port of the Service"),
+                        ))
+                    }
+                }
+            }
+            tls.ssl_ports = Some((numbers, names));
+        }
+    }
+    Ok(tls)
+}
+
+/// The ELB attributes this provider owns (access logs stay as they are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Attributes {
+    idle_timeout: i32,
+    draining: bool,
+    draining_timeout: i32,
+    cross_zone: bool,
+}
+
+impl Default for Attributes {
+    fn default() -> Self {
+        Attributes {
+            idle_timeout: 60,
+            draining: false,
+            draining_timeout: 300,
+            cross_zone: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HealthTuning {
+    healthy: i32,
+    unhealthy: i32,
+    timeout: i32,
+    interval: i32,
+}
+
+impl Default for HealthTuning {
+    fn default() -> Self {
+        HealthTuning {
+            healthy: HC_HEALTHY,
+            unhealthy: HC_UNHEALTHY,
+            timeout: HC_TIMEOUT,
+            interval: HC_INTERVAL,
+        }
+    }
+}
+
+/// An annotation whose value this provider cannot use, named with the value.
+fn bad_value(key: &str, value: &str, what: &str) -> Error {
+    let mut shown: String = value.chars().take(64).collect();
+    if shown.len() < value.len() {
+        shown.push('…');
+    }
+    cloud(
+        "read Service annotations",
+        format!("annotation {key}: {shown:?} {what}"),
+    )
+}
+
+/// Go's `strconv.ParseBool`, which upstream reads these flags with.
+fn go_bool(key: &str, value: &str) -> Result<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(bad_value(key, value, "is not a boolean")),
+    }
+}
+
+fn ranged(key: &str, value: &str, range: std::ops::RangeInclusive<i32>) -> Result<i32> {
+    match value.parse::<i32>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(bad_value(
+            key,
+            value,
+            &format!(
+                "is not a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
+}
+
+/// Upstream's `getKeyValuePropertiesFromAnnotation`: `k=v,k2=v2`, a bare `k` an empty
+/// value, empty items skipped; ELB's limits on keys (1–128 characters, no `aws:`) and values
+/// (256).
+fn parse_tags(value: &str) -> Result<BTreeMap<String, String>> {
+    let mut tags = BTreeMap::new();
+    for item in value.trim().split(',') {
+        let mut kv = item.trim().split('=');
+        let key = kv.next().unwrap_or_default();
+        let val = kv.next().unwrap_or_default();
+        if key.is_empty() {
+            continue;
+        }
+        if key.chars().count() > 128 || key.starts_with("aws:") {
+            return Err(bad_value(
+                ANNOTATION_TAGS,
+                value,
+                &format!("has tag key {key:?}: keys are at most 128 characters and do not start with aws:"),
+            ));
+        }
+        if val.chars().count() > 256 {
+            return Err(bad_value(
+                ANNOTATION_TAGS,
+                value,
+                &format!("has a value longer than 256 characters for tag {key:?}"),
+            ));
+        }
+        tags.insert(key.to_owned(), val.to_owned());
+    }
+    Ok(tags)
+}
+
+/// The classic ELB options a Service asks for; a bad value is an error naming the
+/// annotation (the webhook and `ensure` both read it through `check_settings`).
+fn classic_options(svc: &Service) -> Result<ClassicOptions> {
+    let mut o = ClassicOptions {
+        tls: tls_of(svc)?,
+        ..ClassicOptions::default()
+    };
+    if let Some(v) = annotation(svc, ANNOTATION_TAGS) {
+        o.tags = parse_tags(v)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_PROXY_PROTOCOL) {
+        if v != "*" {
+            return Err(bad_value(
+                ANNOTATION_PROXY_PROTOCOL,
+                v,
+                "is not `*`, the only value supported",
+            ));
+        }
+        o.proxy_protocol = true;
+    }
+    let a = &mut o.attributes;
+    if let Some(v) = annotation(svc, ANNOTATION_DRAINING) {
+        a.draining = go_bool(ANNOTATION_DRAINING, v)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_DRAINING_TIMEOUT) {
+        a.draining_timeout = ranged(ANNOTATION_DRAINING_TIMEOUT, v, 1..=3600)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_IDLE_TIMEOUT) {
+        a.idle_timeout = ranged(ANNOTATION_IDLE_TIMEOUT, v, 1..=4000)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_CROSS_ZONE) {
+        a.cross_zone = go_bool(ANNOTATION_CROSS_ZONE, v)?;
+    }
+    let h = &mut o.health;
+    if let Some(v) = annotation(svc, ANNOTATION_HC_HEALTHY) {
+        h.healthy = ranged(ANNOTATION_HC_HEALTHY, v, 2..=10)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_HC_UNHEALTHY) {
+        h.unhealthy = ranged(ANNOTATION_HC_UNHEALTHY, v, 2..=10)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_HC_TIMEOUT) {
+        h.timeout = ranged(ANNOTATION_HC_TIMEOUT, v, 2..=60)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_HC_INTERVAL) {
+        h.interval = ranged(ANNOTATION_HC_INTERVAL, v, 5..=300)?;
+    }
+    // Only when both are asked for: with one, the other is the default, and ELB itself
+    // answers a timeout not below the interval.
+    if annotation(svc, ANNOTATION_HC_TIMEOUT).is_some()
+        && annotation(svc, ANNOTATION_HC_INTERVAL).is_some()
+        && h.timeout >= h.interval
+    {
+        return Err(bad_value(
+            ANNOTATION_HC_TIMEOUT,
+            &h.timeout.to_string(),
+            &format!("is not below {ANNOTATION_HC_INTERVAL} ({})", h.interval),
+        ));
+    }
+    Ok(o)
 }
 
 fn annotation<'a>(svc: &'a Service, key: &str) -> Option<&'a str> {
@@ -179,6 +504,7 @@ fn spec_of(svc: &Service) -> Result<Spec> {
             port: p.port,
             node_port,
             protocol,
+            name: p.name.unwrap_or_default().to_ascii_lowercase(),
         });
     }
     if ports.is_empty() {
@@ -220,6 +546,7 @@ fn spec_of(svc: &Service) -> Result<Spec> {
         ports,
         source_ranges,
         health_check_node_port,
+        classic: classic_options(svc)?,
     })
 }
 
@@ -232,8 +559,38 @@ fn check_settings(service: &Service) -> Result<()> {
     ) {
         return Ok(());
     }
-    lb_settings::check("aws", SERVICE_SETTINGS, service)
+    lb_settings::check("aws", SERVICE_SETTINGS, service)?;
+    if annotation(service, ANNOTATION_TYPE) == Some("nlb") {
+        if let Some(key) = CLASSIC_ONLY
+            .iter()
+            .find(|k| annotation(service, k).is_some())
+        {
+            return Err(Error::UnsupportedServiceSetting {
+                provider: "aws".into(),
+                setting: format!("annotation {key} with aws-load-balancer-type: nlb"),
+                why: "this annotation is implemented for classic ELBs only",
+            });
+        }
+    }
+    classic_options(service).map(|_| ())
 }
+
+/// The annotations implemented for classic ELBs and refused on an NLB.
+const CLASSIC_ONLY: &[&str] = &[
+    ANNOTATION_TAGS,
+    ANNOTATION_DRAINING,
+    ANNOTATION_DRAINING_TIMEOUT,
+    ANNOTATION_IDLE_TIMEOUT,
+    ANNOTATION_CROSS_ZONE,
+    ANNOTATION_HC_HEALTHY,
+    ANNOTATION_HC_UNHEALTHY,
+    ANNOTATION_HC_TIMEOUT,
+    ANNOTATION_HC_INTERVAL,
+    ANNOTATION_PROXY_PROTOCOL,
+    ANNOTATION_SSL_CERT,
+    ANNOTATION_SSL_PORTS,
+    ANNOTATION_BACKEND_PROTOCOL,
+];
 
 fn valid_cidr(s: &str) -> bool {
     let Some((ip, len)) = s.split_once('/') else {
@@ -308,6 +665,18 @@ fn permission(rule: &Rule, description: Option<&str>) -> IpPermission {
         )
         .build()
     }
+}
+
+fn elb_tags(tags: &BTreeMap<String, String>, op: &str) -> Result<Vec<elb::Tag>> {
+    tags.iter()
+        .map(|(k, v)| {
+            elb::Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .map_err(|e| cloud(op, e.to_string()))
+        })
+        .collect()
 }
 
 /// Target group name: `k8s-` + a hash of the Service, port, protocol and NodePort (a port
@@ -724,11 +1093,13 @@ impl Aws {
             .ports
             .iter()
             .map(|p| {
+                let (protocol, instance_protocol, cert) = spec.classic.tls.listener(p);
                 elb::Listener::builder()
-                    .protocol("TCP")
+                    .protocol(protocol)
                     .load_balancer_port(p.port)
-                    .instance_protocol("TCP")
+                    .instance_protocol(instance_protocol)
                     .instance_port(p.node_port)
+                    .set_ssl_certificate_id(cert.map(str::to_owned))
                     .build()
                     .map_err(|e| cloud("CreateLoadBalancer", e.to_string()))
             })
@@ -748,20 +1119,7 @@ impl Aws {
         }
         let lb = match existing {
             None => {
-                let mut tags = vec![elb::Tag::builder()
-                    .key(TAG_SERVICE_NAME)
-                    .value(&spec.service)
-                    .build()
-                    .map_err(|e| cloud("CreateLoadBalancer", e.to_string()))?];
-                if let Some((k, v)) = self.cluster_tag().await? {
-                    tags.push(
-                        elb::Tag::builder()
-                            .key(k)
-                            .value(v)
-                            .build()
-                            .map_err(|e| cloud("CreateLoadBalancer", e.to_string()))?,
-                    );
-                }
+                let tags = elb_tags(&self.classic_tags(spec).await?, "CreateLoadBalancer")?;
                 let mut req = s
                     .elb
                     .create_load_balancer()
@@ -785,28 +1143,32 @@ impl Aws {
             Some(lb) => {
                 self.converge_classic(spec, &lb, &listeners, &subnets, &group)
                     .await?;
+                self.converge_classic_tags(spec).await?;
                 lb
             }
         };
+        self.converge_classic_attributes(spec).await?;
+        self.converge_proxy_protocol(spec, &lb).await?;
         // Health check.
         let target = match spec.health_check_node_port {
             Some(p) => format!("HTTP:{p}/healthz"),
             None => format!("TCP:{}", spec.ports[0].node_port),
         };
+        let tune = spec.classic.health;
         let hc_ok = lb.health_check().is_some_and(|h| {
             h.target() == target
-                && h.interval() == HC_INTERVAL
-                && h.timeout() == HC_TIMEOUT
-                && h.healthy_threshold() == HC_HEALTHY
-                && h.unhealthy_threshold() == HC_UNHEALTHY
+                && h.interval() == tune.interval
+                && h.timeout() == tune.timeout
+                && h.healthy_threshold() == tune.healthy
+                && h.unhealthy_threshold() == tune.unhealthy
         });
         if !hc_ok {
             let hc = elb::HealthCheck::builder()
                 .target(&target)
-                .interval(HC_INTERVAL)
-                .timeout(HC_TIMEOUT)
-                .healthy_threshold(HC_HEALTHY)
-                .unhealthy_threshold(HC_UNHEALTHY)
+                .interval(tune.interval)
+                .timeout(tune.timeout)
+                .healthy_threshold(tune.healthy)
+                .unhealthy_threshold(tune.unhealthy)
                 .build()
                 .map_err(|e| cloud("ConfigureHealthCheck", e.to_string()))?;
             s.elb
@@ -862,6 +1224,181 @@ impl Aws {
         Ok(status(lb.dns_name()))
     }
 
+    /// Every tag the ELB carries: the annotation's, then the service-name and cluster tags
+    /// (which win).
+    async fn classic_tags(&self, spec: &Spec) -> Result<BTreeMap<String, String>> {
+        let mut tags = spec.classic.tags.clone();
+        tags.insert(TAG_SERVICE_NAME.to_owned(), spec.service.clone());
+        if let Some((k, v)) = self.cluster_tag().await? {
+            tags.insert(k, v);
+        }
+        Ok(tags)
+    }
+
+    /// Adds the annotation's tags an existing ELB lacks or holds with another value; keys
+    /// dropped from the annotation stay, as upstream (they may be someone else's). One
+    /// DescribeTags only when the annotation asks for tags.
+    async fn converge_classic_tags(&self, spec: &Spec) -> Result<()> {
+        if spec.classic.tags.is_empty() {
+            return Ok(());
+        }
+        let s = self.session().await?;
+        let reply = s
+            .elb
+            .describe_tags()
+            .load_balancer_names(&spec.name)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeTags", e))?;
+        let have: BTreeMap<&str, &str> = reply
+            .tag_descriptions()
+            .iter()
+            .flat_map(|d| d.tags())
+            .map(|t| (t.key(), t.value().unwrap_or_default()))
+            .collect();
+        let want = self.classic_tags(spec).await?;
+        let missing: BTreeMap<String, String> = want
+            .into_iter()
+            .filter(|(k, v)| have.get(k.as_str()) != Some(&v.as_str()))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        s.elb
+            .add_tags()
+            .load_balancer_names(&spec.name)
+            .set_tags(Some(elb_tags(&missing, "AddTags")?))
+            .send()
+            .await
+            .map_err(|e| sdk("AddTags", e))?;
+        Ok(())
+    }
+
+    /// The PROXY protocol policy on exactly the node ports when the Service asks for it, on
+    /// none otherwise; read from the ELB's description (no extra request when nothing
+    /// changes).
+    async fn converge_proxy_protocol(
+        &self,
+        spec: &Spec,
+        lb: &elb::LoadBalancerDescription,
+    ) -> Result<()> {
+        let s = self.session().await?;
+        let want = spec.classic.proxy_protocol;
+        let defined = lb.policies().is_some_and(|p| {
+            p.other_policies()
+                .iter()
+                .any(|n| n == PROXY_PROTOCOL_POLICY)
+        });
+        if want && !defined {
+            s.elb
+                .create_load_balancer_policy()
+                .load_balancer_name(&spec.name)
+                .policy_name(PROXY_PROTOCOL_POLICY)
+                .policy_type_name("ProxyProtocolPolicyType")
+                .policy_attributes(
+                    elb::PolicyAttribute::builder()
+                        .attribute_name("ProxyProtocol")
+                        .attribute_value("true")
+                        .build(),
+                )
+                .send()
+                .await
+                .map_err(|e| sdk("CreateLoadBalancerPolicy", e))?;
+        }
+        let mut have: BTreeMap<i32, bool> = BTreeMap::new();
+        for b in lb.backend_server_descriptions() {
+            if let Some(port) = b.instance_port() {
+                have.insert(
+                    port,
+                    b.policy_names().iter().any(|n| n == PROXY_PROTOCOL_POLICY),
+                );
+            }
+        }
+        let mut ports: BTreeSet<i32> = spec.ports.iter().map(|p| p.node_port).collect();
+        ports.extend(have.keys().copied());
+        for port in ports {
+            let on = want && spec.ports.iter().any(|p| p.node_port == port);
+            if have.get(&port).copied().unwrap_or(false) == on {
+                continue;
+            }
+            s.elb
+                .set_load_balancer_policies_for_backend_server()
+                .load_balancer_name(&spec.name)
+                .instance_port(port)
+                .set_policy_names(Some(if on {
+                    vec![PROXY_PROTOCOL_POLICY.to_owned()]
+                } else {
+                    Vec::new()
+                }))
+                .send()
+                .await
+                .map_err(|e| sdk("SetLoadBalancerPoliciesForBackendServer", e))?;
+        }
+        Ok(())
+    }
+
+    /// Idle timeout, connection draining and cross-zone balancing as the Service asks (upstream's
+    /// defaults otherwise): one DescribeLoadBalancerAttributes, and a
+    /// ModifyLoadBalancerAttributes when the ELB differs.
+    async fn converge_classic_attributes(&self, spec: &Spec) -> Result<()> {
+        let s = self.session().await?;
+        let reply = s
+            .elb
+            .describe_load_balancer_attributes()
+            .load_balancer_name(&spec.name)
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeLoadBalancerAttributes", e))?;
+        let a = reply.load_balancer_attributes();
+        let have = Attributes {
+            idle_timeout: a
+                .and_then(|a| a.connection_settings())
+                .map_or(60, |c| c.idle_timeout()),
+            draining: a
+                .and_then(|a| a.connection_draining())
+                .is_some_and(|d| d.enabled()),
+            draining_timeout: a
+                .and_then(|a| a.connection_draining())
+                .and_then(|d| d.timeout())
+                .unwrap_or(300),
+            cross_zone: a
+                .and_then(|a| a.cross_zone_load_balancing())
+                .is_some_and(|c| c.enabled()),
+        };
+        let want = spec.classic.attributes;
+        if have == want {
+            return Ok(());
+        }
+        let op = "ModifyLoadBalancerAttributes";
+        let attributes = elb::LoadBalancerAttributes::builder()
+            .connection_settings(
+                elb::ConnectionSettings::builder()
+                    .idle_timeout(want.idle_timeout)
+                    .build()
+                    .map_err(|e| cloud(op, e.to_string()))?,
+            )
+            .connection_draining(
+                elb::ConnectionDraining::builder()
+                    .enabled(want.draining)
+                    .timeout(want.draining_timeout)
+                    .build(),
+            )
+            .cross_zone_load_balancing(
+                elb::CrossZoneLoadBalancing::builder()
+                    .enabled(want.cross_zone)
+                    .build(),
+            )
+            .build();
+        s.elb
+            .modify_load_balancer_attributes()
+            .load_balancer_name(&spec.name)
+            .load_balancer_attributes(attributes)
+            .send()
+            .await
+            .map_err(|e| sdk(op, e))?;
+        Ok(())
+    }
+
     async fn converge_classic(
         &self,
         spec: &Spec,
@@ -877,6 +1414,7 @@ impl Aws {
                 l.protocol().to_ascii_uppercase(),
                 l.instance_port(),
                 l.instance_protocol().unwrap_or("TCP").to_ascii_uppercase(),
+                l.ssl_certificate_id().unwrap_or_default().to_owned(),
             )
         };
         let have: Vec<elb::Listener> = lb
@@ -1390,6 +1928,7 @@ impl LoadBalancer for Aws {
                 ports: Vec::new(),
                 source_ranges: Vec::new(),
                 health_check_node_port: None,
+                classic: ClassicOptions::default(),
             },
         };
         Ok(match spec.kind {
@@ -1451,6 +1990,7 @@ impl LoadBalancer for Aws {
             ports: Vec::new(),
             source_ranges: Vec::new(),
             health_check_node_port: None,
+            classic: ClassicOptions::default(),
         };
         self.delete_classic(&spec).await?;
         self.delete_nlb(&spec).await
@@ -1552,21 +2092,39 @@ mod tests {
             json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
         );
         let check = check_settings;
-        lb_settings::walk(SERVICE_SETTINGS, &base, check).unwrap();
+        // ssl-ports needs ssl-cert, and the walk asks for one annotation at a time: every
+        // other row on the plain base, ssl-ports (with the Service fields) on a base with a
+        // certificate.
+        let ssl_ports = Setting::Annotation(ANNOTATION_SSL_PORTS);
+        let (with, without): (Vec<LbSetting>, Vec<LbSetting>) = SERVICE_SETTINGS
+            .iter()
+            .cloned()
+            .partition(|r| r.setting == ssl_ports);
+        let fields: Vec<LbSetting> = without
+            .iter()
+            .filter(|r| !matches!(r.setting, Setting::Annotation(_)))
+            .cloned()
+            .collect();
+        lb_settings::walk(&without, &base, check).unwrap();
+        let with_cert = svc(
+            json!({ANNOTATION_SSL_CERT: "arn:aws:acm:us-east-1:123456789012:certificate/1"}),
+            json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
+        );
+        lb_settings::walk(&[with, fields].concat(), &with_cert, check).unwrap();
         let refused = SERVICE_SETTINGS
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // Upstream's 30 aws-load-balancer-* annotations: 2 implemented, 28 refused; and 4
+        // Upstream's 30 aws-load-balancer-* annotations: 15 implemented, 15 refused; and 4
         // Service fields refused.
-        assert_eq!(refused, 32);
-        let tls = svc(
-            json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/1"}),
+        assert_eq!(refused, 19);
+        let policy = svc(
+            json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": "ELBSecurityPolicy-2016-08"}),
             json!({"ports": [{"port": 443, "nodePort": 30443}]}),
         );
         assert_eq!(
-            check(&tls).unwrap_err().to_string(),
-            "annotation service.beta.kubernetes.io/aws-load-balancer-ssl-cert is not supported by hypercloud's aws provider: listeners are plain TCP; TLS termination (SSL and HTTPS listeners) is not implemented"
+            check(&policy).unwrap_err().to_string(),
+            "annotation service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy is not supported by hypercloud's aws provider: TLS listeners use ELB's default negotiation policy; choosing one is not implemented"
         );
         // The AWS Load Balancer Controller's Services are its own.
         let theirs = svc(
@@ -1574,6 +2132,164 @@ mod tests {
             json!({"ports": [{"port": 443, "nodePort": 30443}]}),
         );
         assert!(check(&theirs).is_ok());
+    }
+
+    #[test]
+    fn classic_options_as_upstream_and_bad_values_refused_by_name() {
+        let ports = json!({"ports": [{"port": 80, "nodePort": 30080}]});
+        let o = classic_options(&svc(json!({}), ports.clone())).unwrap();
+        assert_eq!(o, ClassicOptions::default());
+        assert_eq!(o.attributes.draining_timeout, 300);
+        let o = classic_options(&svc(
+            json!({
+                ANNOTATION_TAGS: " team=web, bare ,,cost=1=2",
+                ANNOTATION_DRAINING: "T",
+                ANNOTATION_DRAINING_TIMEOUT: "45",
+                ANNOTATION_IDLE_TIMEOUT: "4000",
+                ANNOTATION_CROSS_ZONE: "1",
+                ANNOTATION_HC_HEALTHY: "3",
+                ANNOTATION_HC_UNHEALTHY: "10",
+                ANNOTATION_HC_TIMEOUT: "4",
+                ANNOTATION_HC_INTERVAL: "30",
+                ANNOTATION_PROXY_PROTOCOL: "*",
+            }),
+            ports.clone(),
+        ))
+        .unwrap();
+        assert_eq!(
+            o.tags,
+            BTreeMap::from([
+                ("team".to_owned(), "web".to_owned()),
+                ("bare".to_owned(), String::new()),
+                ("cost".to_owned(), "1".to_owned()),
+            ])
+        );
+        assert_eq!(
+            o.attributes,
+            Attributes {
+                idle_timeout: 4000,
+                draining: true,
+                draining_timeout: 45,
+                cross_zone: true
+            }
+        );
+        assert!(o.proxy_protocol);
+        assert_eq!(
+            o.health,
+            HealthTuning {
+                healthy: 3,
+                unhealthy: 10,
+                timeout: 4,
+                interval: 30
+            }
+        );
+        for (key, value) in [
+            (ANNOTATION_DRAINING, "yes"),
+            (ANNOTATION_DRAINING_TIMEOUT, "0"),
+            (ANNOTATION_IDLE_TIMEOUT, "4001"),
+            (ANNOTATION_CROSS_ZONE, "on"),
+            (ANNOTATION_HC_HEALTHY, "1"),
+            (ANNOTATION_HC_UNHEALTHY, "11"),
+            (ANNOTATION_HC_TIMEOUT, "61"),
+            (ANNOTATION_HC_INTERVAL, "4"),
+            (ANNOTATION_HC_INTERVAL, "ten"),
+            (ANNOTATION_TAGS, "aws:owner=me"),
+            (ANNOTATION_PROXY_PROTOCOL, "true"),
+        ] {
+            let e = check_settings(&svc(json!({ key: value }), ports.clone())).unwrap_err();
+            let m = hypercloud_cloudprovider::Chain(&e).to_string();
+            assert!(m.contains(key) && m.contains(value), "{key}={value}: {m}");
+        }
+        let e = check_settings(&svc(
+            json!({ANNOTATION_HC_TIMEOUT: "30", ANNOTATION_HC_INTERVAL: "30"}),
+            ports.clone(),
+        ))
+        .unwrap_err();
+        let m = hypercloud_cloudprovider::Chain(&e).to_string();
+        assert!(m.contains(ANNOTATION_HC_TIMEOUT), "{m}");
+        // Classic only: an NLB asking for one is refused by name.
+        let e = check_settings(&svc(
+            json!({ANNOTATION_TYPE: "nlb", ANNOTATION_IDLE_TIMEOUT: "30"}),
+            ports,
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("annotation {ANNOTATION_IDLE_TIMEOUT} with aws-load-balancer-type: nlb is not supported")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn listeners_as_upstream_build_listener() {
+        let ports = json!({"ports": [
+            {"name": "HTTP", "port": 80, "nodePort": 30080},
+            {"name": "https", "port": 443, "nodePort": 30443},
+            {"name": "admin", "port": 8443, "nodePort": 30843},
+        ]});
+        let arn = "arn:aws:acm:us-east-1:123456789012:certificate/1";
+        let listeners = |annotations: serde_json::Value| {
+            let s = spec_of(&svc(annotations, ports.clone())).unwrap();
+            s.ports
+                .iter()
+                .map(|p| {
+                    let (a, b, c) = s.classic.tls.listener(p);
+                    (p.port, a, b, c.is_some())
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            listeners(json!({})),
+            vec![
+                (80, "TCP", "TCP", false),
+                (443, "TCP", "TCP", false),
+                (8443, "TCP", "TCP", false)
+            ]
+        );
+        assert_eq!(
+            listeners(json!({ANNOTATION_SSL_CERT: arn})),
+            vec![
+                (80, "SSL", "TCP", true),
+                (443, "SSL", "TCP", true),
+                (8443, "SSL", "TCP", true)
+            ]
+        );
+        assert_eq!(
+            listeners(
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_SSL_PORTS: "https,8443", ANNOTATION_BACKEND_PROTOCOL: "http"})
+            ),
+            vec![
+                (80, "HTTP", "HTTP", false),
+                (443, "HTTPS", "HTTP", true),
+                (8443, "HTTPS", "HTTP", true)
+            ]
+        );
+        assert_eq!(
+            listeners(
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_SSL_PORTS: "http", ANNOTATION_BACKEND_PROTOCOL: "ssl"})
+            )[0],
+            (80, "SSL", "SSL", true)
+        );
+        for (a, m) in [
+            (json!({ANNOTATION_BACKEND_PROTOCOL: "https"}), "needs"),
+            (
+                json!({ANNOTATION_BACKEND_PROTOCOL: "HTTP"}),
+                "is not one of",
+            ),
+            (json!({ANNOTATION_SSL_PORTS: "*"}), "needs"),
+            (
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_SSL_PORTS: "443,9999"}),
+                "\"9999\", no port",
+            ),
+            (
+                json!({ANNOTATION_SSL_CERT: arn, ANNOTATION_TYPE: "nlb"}),
+                "nlb is not supported",
+            ),
+        ] {
+            let e = check_settings(&svc(a.clone(), ports.clone())).unwrap_err();
+            let e = hypercloud_cloudprovider::Chain(&e).to_string();
+            assert!(e.contains(m), "{a}: {e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use hypercloud_cloudprovider::Interface;
 use hypercloud_providers_aws::Aws;
+use hypercloud_testenv::aws::FaultProxy;
 use k8s_openapi::api::core::v1::{Node, Service};
 use serde_json::{json, Value};
 use support::{s, World};
@@ -341,4 +342,422 @@ async fn nlb_created_converged_and_deleted_without_leftovers() {
     assert_eq!(tgs["TargetGroups"].as_array().unwrap().len(), 0, "{tgs}");
     let rules = ingress(&w, &node_group(&w));
     assert!(rules.iter().all(|r| !r.3.contains(&name)), "{rules:?}");
+}
+
+/// The actions the provider sent through `proxy` since `from` (an index into its record).
+fn actions_since(proxy: &FaultProxy, from: usize) -> Vec<String> {
+    proxy.actions()[from..].to_vec()
+}
+
+/// The instance ports whose backend policies include the PROXY protocol policy.
+fn proxy_ports(w: &World, name: &str) -> Vec<i64> {
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        name,
+    ])["LoadBalancerDescriptions"][0];
+    d["BackendServerDescriptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| {
+            b["PolicyNames"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|n| n == "k8s-proxyprotocol-enabled"))
+        })
+        .filter_map(|b| b["InstancePort"].as_i64())
+        .collect()
+}
+
+fn elb_attributes(w: &World, name: &str) -> Value {
+    w.moto.cli(&[
+        "elb",
+        "describe-load-balancer-attributes",
+        "--load-balancer-name",
+        name,
+    ])["LoadBalancerAttributes"]
+        .clone()
+}
+
+fn elb_tags(w: &World, name: &str) -> Value {
+    let t = w
+        .moto
+        .cli(&["elb", "describe-tags", "--load-balancer-names", name]);
+    let mut out = serde_json::Map::new();
+    for tag in t["TagDescriptions"][0]["Tags"].as_array().unwrap() {
+        out.insert(
+            s(tag, "Key").to_owned(),
+            tag.get("Value").cloned().unwrap_or(json!("")),
+        );
+    }
+    Value::Object(out)
+}
+
+#[tokio::test]
+async fn classic_elb_annotations_change_what_the_elb_holds() {
+    let _group = hypercloud_testenv::group("loadbalancer").await;
+    let w = World::start(1, 0);
+    // Through a recording proxy: the exact requests each ensure sends.
+    let proxy = FaultProxy::start(w.moto.url()).await;
+    let aws = support::provider(&support::cloud_conf(proxy.url(), w.mock.url(), ""));
+    aws.initialize(None).await.unwrap();
+    let lb = aws.load_balancer().unwrap();
+    let nodes = [node(&w, 0)];
+    let a = "service.beta.kubernetes.io/aws-load-balancer-";
+    let requests = || proxy.actions().len();
+
+    // A plain Service first: what an ensure costs without the annotations.
+    let plain_uid = "1a2b3c4d-0001-4000-8000-000000000000";
+    let plain = service(plain_uid, json!({}), &[(80, 30080)], &[]);
+    let before = requests();
+    lb.ensure_load_balancer("kubernetes", &plain, &nodes)
+        .await
+        .unwrap();
+    let plain_create = actions_since(&proxy, before);
+    let before = requests();
+    lb.ensure_load_balancer("kubernetes", &plain, &nodes)
+        .await
+        .unwrap();
+    let plain_again = actions_since(&proxy, before);
+    let attrs = elb_attributes(&w, &lb_name(plain_uid));
+    assert_eq!(attrs["ConnectionSettings"]["IdleTimeout"], json!(60));
+    assert_eq!(attrs["CrossZoneLoadBalancing"]["Enabled"], json!(false));
+    assert_eq!(attrs["ConnectionDraining"]["Enabled"], json!(false));
+
+    let uid = "1a2b3c4d-0002-4000-8000-000000000000";
+    let name = lb_name(uid);
+    let asked = json!({
+        format!("{a}additional-resource-tags"): "team=web, cost-center=42,bare",
+        format!("{a}connection-idle-timeout"): "120",
+        format!("{a}connection-draining-enabled"): "true",
+        format!("{a}connection-draining-timeout"): "45",
+        format!("{a}cross-zone-load-balancing-enabled"): "true",
+        format!("{a}healthcheck-healthy-threshold"): "3",
+        format!("{a}healthcheck-unhealthy-threshold"): "4",
+        format!("{a}healthcheck-timeout"): "7",
+        format!("{a}healthcheck-interval"): "20",
+        format!("{a}proxy-protocol"): "*",
+    });
+    let svc = service(uid, asked.clone(), &[(80, 30080)], &[]);
+    let before = requests();
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let create = actions_since(&proxy, before);
+    let before = requests();
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let again = actions_since(&proxy, before);
+    let tags = elb_tags(&w, &name);
+    assert_eq!(tags["team"], json!("web"), "{tags}");
+    assert_eq!(tags["cost-center"], json!("42"), "{tags}");
+    assert_eq!(tags["bare"], json!(""), "{tags}");
+    assert_eq!(
+        tags["kubernetes.io/service-name"],
+        json!("shop/web"),
+        "{tags}"
+    );
+    let attrs = elb_attributes(&w, &name);
+    assert_eq!(
+        attrs["ConnectionSettings"]["IdleTimeout"],
+        json!(120),
+        "{attrs}"
+    );
+    assert_eq!(
+        attrs["ConnectionDraining"]["Enabled"],
+        json!(true),
+        "{attrs}"
+    );
+    assert_eq!(attrs["ConnectionDraining"]["Timeout"], json!(45), "{attrs}");
+    assert_eq!(
+        attrs["CrossZoneLoadBalancing"]["Enabled"],
+        json!(true),
+        "{attrs}"
+    );
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        &name,
+    ])["LoadBalancerDescriptions"][0]["HealthCheck"];
+    assert_eq!(
+        (
+            s(d, "Target"),
+            d["HealthyThreshold"].as_i64(),
+            d["UnhealthyThreshold"].as_i64(),
+            d["Timeout"].as_i64(),
+            d["Interval"].as_i64()
+        ),
+        ("TCP:30080", Some(3), Some(4), Some(7), Some(20)),
+        "{d}"
+    );
+
+    assert_eq!(proxy_ports(&w, &name), vec![30080]);
+    let p = w.moto.cli(&[
+        "elb",
+        "describe-load-balancer-policies",
+        "--load-balancer-name",
+        &name,
+        "--policy-names",
+        "k8s-proxyprotocol-enabled",
+    ]);
+    let p = &p["PolicyDescriptions"][0];
+    assert_eq!(s(p, "PolicyTypeName"), "ProxyProtocolPolicyType", "{p}");
+    assert_eq!(
+        (
+            s(&p["PolicyAttributeDescriptions"][0], "AttributeName"),
+            s(&p["PolicyAttributeDescriptions"][0], "AttributeValue")
+        ),
+        ("ProxyProtocol", "true"),
+        "{p}"
+    );
+
+    // Update: changed values change the ELB; dropped attribute annotations go back to
+    // upstream's defaults.
+    let changed = json!({
+        format!("{a}additional-resource-tags"): "team=shop",
+        format!("{a}connection-idle-timeout"): "300",
+        format!("{a}healthcheck-interval"): "30",
+    });
+    let svc = service(uid, changed, &[(80, 30080)], &[]);
+    let before = requests();
+    lb.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let update = actions_since(&proxy, before);
+    let tags = elb_tags(&w, &name);
+    assert_eq!(tags["team"], json!("shop"), "{tags}");
+    assert_eq!(
+        proxy_ports(&w, &name),
+        Vec::<i64>::new(),
+        "proxy protocol off"
+    );
+    let attrs = elb_attributes(&w, &name);
+    assert_eq!(
+        attrs["ConnectionSettings"]["IdleTimeout"],
+        json!(300),
+        "{attrs}"
+    );
+    assert_eq!(
+        attrs["ConnectionDraining"]["Enabled"],
+        json!(false),
+        "{attrs}"
+    );
+    assert_eq!(
+        attrs["CrossZoneLoadBalancing"]["Enabled"],
+        json!(false),
+        "{attrs}"
+    );
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        &name,
+    ])["LoadBalancerDescriptions"][0]["HealthCheck"];
+    assert_eq!(
+        (
+            d["HealthyThreshold"].as_i64(),
+            d["UnhealthyThreshold"].as_i64(),
+            d["Timeout"].as_i64(),
+            d["Interval"].as_i64()
+        ),
+        (Some(2), Some(6), Some(5), Some(30)),
+        "{d}"
+    );
+    eprintln!(
+        "requests:\n plain create {plain_create:?}\n plain re-ensure {plain_again:?}\n annotated create {create:?}\n annotated re-ensure {again:?}\n changing update {update:?}"
+    );
+    let n = |v: &[String], a: &str| v.iter().filter(|x| *x == a).count();
+    // What the annotations cost: on create, the tags ride on CreateLoadBalancer and the
+    // attributes take one ModifyLoadBalancerAttributes; every ensure reads the attributes
+    // once, and the tags once when the annotation asks for some.
+    assert_eq!(n(&create, "CreateLoadBalancer"), 1, "{create:?}");
+    assert_eq!(n(&create, "AddTags"), 0, "{create:?}");
+    assert_eq!(n(&create, "ModifyLoadBalancerAttributes"), 1, "{create:?}");
+    assert_eq!(n(&create, "CreateLoadBalancerPolicy"), 1, "{create:?}");
+    assert_eq!(
+        n(&create, "SetLoadBalancerPoliciesForBackendServer"),
+        1,
+        "{create:?}"
+    );
+    assert_eq!(
+        n(&plain_create, "ModifyLoadBalancerAttributes"),
+        0,
+        "{plain_create:?}"
+    );
+    assert_eq!(
+        n(&plain_again, "DescribeLoadBalancerAttributes"),
+        1,
+        "{plain_again:?}"
+    );
+    assert_eq!(n(&plain_again, "DescribeTags"), 0, "{plain_again:?}");
+    assert_eq!(
+        again.len(),
+        plain_again.len() + 1,
+        "{again:?} vs {plain_again:?}"
+    );
+    assert_eq!(n(&again, "DescribeTags"), 1, "{again:?}");
+    for write in [
+        "AddTags",
+        "ModifyLoadBalancerAttributes",
+        "ConfigureHealthCheck",
+    ] {
+        assert_eq!(n(&again, write), 0, "{again:?}");
+        assert_eq!(n(&update, write), 1, "{update:?}");
+    }
+
+    // A bad value is refused by name before any cloud call.
+    let bad = service(
+        uid,
+        json!({format!("{a}connection-idle-timeout"): "0"}),
+        &[(80, 30080)],
+        &[],
+    );
+    let before = requests();
+    let e = lb
+        .ensure_load_balancer("kubernetes", &bad, &nodes)
+        .await
+        .unwrap_err();
+    let m = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(m.contains(&format!("{a}connection-idle-timeout")), "{m}");
+    assert_eq!(requests(), before, "no cloud call for a refused Service");
+
+    for s in [&plain, &svc] {
+        lb.ensure_load_balancer_deleted("kubernetes", s)
+            .await
+            .unwrap();
+    }
+}
+
+/// Each listener as (port, protocol, certificate). Not the instance protocol: moto keeps none
+/// and answers the listener's protocol for it (moto/elb/models.py `FakeListener`); the unit
+/// test `listeners_as_upstream_build_listener` checks what is sent.
+fn listeners(w: &World, name: &str) -> Vec<(i64, String, String)> {
+    let d = &w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        name,
+    ])["LoadBalancerDescriptions"][0];
+    let mut out: Vec<_> = d["ListenerDescriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let l = &l["Listener"];
+            (
+                l["LoadBalancerPort"].as_i64().unwrap(),
+                s(l, "Protocol").to_ascii_uppercase(),
+                s(l, "SSLCertificateId").to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn classic_elb_tls_listeners_from_ssl_annotations() {
+    let _group = hypercloud_testenv::group("loadbalancer").await;
+    let w = World::start(1, 0);
+    let aws = start(&w).await;
+    let lb = aws.load_balancer().unwrap();
+    let nodes = [node(&w, 0)];
+    let a = "service.beta.kubernetes.io/aws-load-balancer-";
+    // Certificates moto's ACM holds.
+    let cert = |domain: &str| {
+        s(
+            &w.moto
+                .cli(&["acm", "request-certificate", "--domain-name", domain]),
+            "CertificateArn",
+        )
+        .to_owned()
+    };
+    let (one, two) = (cert("web.example.com"), cert("shop.example.com"));
+    let uid = "2b3c4d5e-0003-4000-8000-000000000000";
+    let name = lb_name(uid);
+    let ports = [(80, 30080), (443, 30443)];
+    let svc = service(
+        uid,
+        json!({
+            format!("{a}ssl-cert"): one,
+            format!("{a}ssl-ports"): "p443",
+            format!("{a}backend-protocol"): "http",
+        }),
+        &ports,
+        &[],
+    );
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &name),
+        vec![
+            (80, "HTTP".into(), String::new()),
+            (443, "HTTPS".into(), one.clone()),
+        ]
+    );
+
+    // Each update below replaces one listener: moto's DeleteLoadBalancerListeners removes
+    // nothing when given several ports (moto/elb/models.py keeps every listener another port
+    // of the request does not match), which AWS does in one request.
+    // Another certificate: the HTTPS listener replaced.
+    let tls = |cert: &str| {
+        json!({
+            format!("{a}ssl-cert"): cert,
+            format!("{a}ssl-ports"): "p443",
+            format!("{a}backend-protocol"): "http",
+        })
+    };
+    let svc = service(uid, tls(&two), &ports, &[]);
+    lb.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &name),
+        vec![
+            (80, "HTTP".into(), String::new()),
+            (443, "HTTPS".into(), two.clone()),
+        ]
+    );
+
+    // No certificate any more: HTTP on both.
+    let svc = service(
+        uid,
+        json!({format!("{a}backend-protocol"): "http"}),
+        &ports,
+        &[],
+    );
+    lb.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &name),
+        vec![
+            (80, "HTTP".into(), String::new()),
+            (443, "HTTP".into(), String::new()),
+        ]
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+
+    // ssl-cert alone: SSL listeners on every port.
+    let uid = "2b3c4d5e-0004-4000-8000-000000000000";
+    let svc = service(uid, json!({format!("{a}ssl-cert"): one}), &ports, &[]);
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        listeners(&w, &lb_name(uid)),
+        vec![
+            (80, "SSL".into(), one.clone()),
+            (443, "SSL".into(), one.clone()),
+        ]
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
 }
