@@ -250,10 +250,9 @@ build_archive() {
 		-l "org.opencontainers.image.revision=$commit"
 		-l "org.opencontainers.image.created=$created"
 		-l "org.opencontainers.image.source=https://github.com/hypercloud/hypercloud"
-		-l "io.hypercloud.runtime-packages=$(
-			IFS=,
-			echo "${PACKAGES[*]}"
-		)"
+		# Space-separated: crane's -l splits its value at commas (a comma list made a
+		# second label per package).
+		-l "io.hypercloud.runtime-packages=${PACKAGES[*]}"
 		-t "$final"
 	)
 	"$CRANE" mutate "$build" "${mutate[@]}" >/dev/null 2>>"$WORK/crane.log" || fail "crane mutate (see $WORK/crane.log)"
@@ -419,6 +418,13 @@ cmd_verify() {
 	local rc=0
 	run_in_image /usr/local/bin/cloud-controller-manager --no-such-flag >/dev/null 2>&1 || rc=$?
 	expect "exit code of cloud-controller-manager --no-such-flag" "$rc" "2"
+
+	step "check the runtime packages label against the image's dpkg records"
+	local labelled recorded
+	labelled="$(jq -r '.config.Labels["io.hypercloud.runtime-packages"]' "$config" | tr ' ' '\n' | sed 's/=.*//' | sort | xargs)"
+	recorded="$(find "$WORK/fs/var/lib/dpkg/status.d" -type f -printf '%f\n' | sort | xargs)"
+	expect "packages in the io.hypercloud.runtime-packages label" "$labelled" "$recorded"
+	expect "labels not ours or OCI's" "$(jq -r '.config.Labels | keys[] | select(startswith("org.opencontainers.") or startswith("io.hypercloud.") | not)' "$config" | xargs)" ""
 
 	step "check the SBOM $(sbom_of "$archive")"
 	[[ -f "$(sbom_of "$archive")" ]] || fail "no SBOM beside the archive (hack/image.sh build writes it)"

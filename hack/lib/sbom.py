@@ -7,9 +7,9 @@
 TREE: `cargo tree --locked -p hypercloud -e normal --target <host> --prefix none -f '{p}|{l}'`:
 the crates the release build of the `hypercloud` package links (normal dependencies, its default
 features, resolved for that platform alone), with their licences.
-P: the image's Debian runtime packages, `name=version,...` (its io.hypercloud.runtime-packages
-label). T: RFC 3339 (the image's creation time, SOURCE_DATE_EPOCH), so the document is the same
-bytes for the same commit.
+P: the image's Debian runtime packages, `name=version` separated by spaces or commas (its
+io.hypercloud.runtime-packages label). T: RFC 3339 (the image's creation time,
+SOURCE_DATE_EPOCH), so the document is the same bytes for the same commit.
 
 `check` fails, naming the first difference, unless the SBOM is SPDX 2.3 describing hypercloud
 at version V and image digest D, and lists exactly the crates (name and version) the tree
@@ -45,7 +45,7 @@ def crates(tree):
 
 def runtime_packages(spec):
     pkgs = []
-    for item in filter(None, spec.split(",")):
+    for item in spec.replace(",", " ").split():
         name, _, version = item.partition("=")
         if not name or not version:
             sys.exit("sbom: runtime package %r is not name=version" % item)
