@@ -728,6 +728,23 @@ fn helm_chart_renders_what_kustomize_renders() {
     assert!(compared > 40, "compared only {compared} objects");
 }
 
+/// The chart's `version` and `appVersion` are the crate's (the one place the version is set;
+/// the image tag follows appVersion, checked on every rendering above).
+#[test]
+fn the_chart_version_is_the_crate_version() {
+    let chart: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("deploy/helm/hypercloud/Chart.yaml")).expect("read"),
+    )
+    .expect("Chart.yaml");
+    for key in ["version", "appVersion"] {
+        assert_eq!(
+            chart[key].as_str(),
+            Some(env!("CARGO_PKG_VERSION")),
+            "Chart.yaml {key}"
+        );
+    }
+}
+
 #[test]
 fn helm_values_schema_and_checks_refuse_bad_values() {
     let _group = hypercloud_testenv::group_blocking("deploy_manifests");
