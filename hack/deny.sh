@@ -5,7 +5,7 @@
 #   hack/deny.sh bin      build cargo-deny when missing; print its path
 #
 # cargo-deny is pinned in hack/versions.env (CARGO_DENY_VERSION) and built from crates.io with
-# `cargo install --locked` into $HYPERCLOUD_CACHE/cargo-deny/<version> (about 8 minutes on 2
+# `cargo install --locked` into $HYPERCLOUD_CACHE/cargo-deny/<version> (about 4 minutes on 2
 # cores the first time; cached afterwards). Advisories are not checked: the RustSec database
 # is a git repository this machine cannot fetch (deny.toml says so).
 set -Eeuo pipefail
@@ -23,7 +23,7 @@ bin="$root/bin/cargo-deny"
 build() {
 	[[ -x "$bin" ]] && return
 	step "build cargo-deny $CARGO_DENY_VERSION (cargo install --locked into $root)"
-	heartbeat cargo-deny 8
+	heartbeat cargo-deny 4
 	# Its own target dir: the workspace's is for the workspace's dependency versions.
 	CARGO_TARGET_DIR="$CACHE/cargo-deny/target" cargo install --locked --quiet \
 		--version "=$CARGO_DENY_VERSION" --root "$root.tmp" cargo-deny ||
