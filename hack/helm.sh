@@ -19,8 +19,9 @@ if [[ -x "$bin" ]]; then
 	log "helm $HELM_VERSION already built: $bin"
 else
 	go_env
-	step "build helm $HELM_VERSION (go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION; a few minutes)"
+	step "build helm $HELM_VERSION (go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION)"
 	start=$SECONDS
+	heartbeat helm 4
 	mkdir -p "$dir"
 	# Built aside and moved: tests running at once may build it together.
 	tmp="$(mktemp -d "$dir/build.XXXXXX")"
@@ -28,6 +29,7 @@ else
 		-ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
 		"helm.sh/helm/v3/cmd/helm@$HELM_VERSION") ||
 		{ rm -rf "$tmp"; fail "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION"; }
+	heartbeat_stop
 	mv -f "$tmp/helm" "$bin"
 	rm -rf "$tmp"
 	log "built helm $HELM_VERSION in $((SECONDS - start))s; cached at $bin"

@@ -235,9 +235,21 @@ fn default_script() -> PathBuf {
 /// (`script[0]` under the checkout, with its arguments) prints on stdout, building it first when
 /// needed (`hack/helm.sh`, `hack/envtest.sh build-kubectl`).
 pub fn tool(env_var: &str, script: &[&str]) -> PathBuf {
-    if let Some(path) = std::env::var_os(env_var) {
-        return PathBuf::from(path);
+    match std::env::var_os(env_var) {
+        Some(path) => PathBuf::from(path),
+        None => printed_path(script),
     }
+}
+
+/// The directory of the binaries `hack/<script> bin` prints (building them first when
+/// needed, as those scripts do).
+pub(crate) fn hack_bin_dir(script: &str) -> PathBuf {
+    printed_path(&[&format!("hack/{script}"), "bin"])
+}
+
+/// Runs `script[0]` (under the checkout) with the rest as arguments and returns the path it
+/// printed on stdout; fails the test, with the script's stderr, when it fails.
+fn printed_path(script: &[&str]) -> PathBuf {
     let path = repo_root().join(script[0]);
     let out = std::process::Command::new(&path)
         .args(&script[1..])
@@ -246,23 +258,6 @@ pub fn tool(env_var: &str, script: &[&str]) -> PathBuf {
     assert!(
         out.status.success(),
         "{script:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// The directory of the binaries `hack/<script> bin` prints (building them first when
-/// needed, as those scripts do).
-pub(crate) fn hack_bin_dir(script: &str) -> PathBuf {
-    let path = repo_root().join("hack").join(script);
-    let out = std::process::Command::new(&path)
-        .arg("bin")
-        .output()
-        .unwrap_or_else(|e| panic!("running {} bin: {e}", path.display()));
-    assert!(
-        out.status.success(),
-        "hack/{script} bin failed ({}):\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
