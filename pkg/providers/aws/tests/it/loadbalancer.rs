@@ -112,12 +112,7 @@ async fn classic_elb_created_converged_and_deleted_without_leftovers() {
         .await
         .unwrap();
     let host = status.ingress.unwrap()[0].hostname.clone().unwrap();
-    let d = &w.moto.cli(&[
-        "elb",
-        "describe-load-balancers",
-        "--load-balancer-names",
-        &name,
-    ])["LoadBalancerDescriptions"][0];
+    let d = &classic_elb(&w, &name);
     assert_eq!(s(d, "DNSName"), host);
     assert_eq!(s(d, "Scheme"), "internet-facing");
     assert_eq!(
@@ -173,12 +168,7 @@ async fn classic_elb_created_converged_and_deleted_without_leftovers() {
     lb.update_load_balancer("kubernetes", &svc2, &[node(&w, 1), node(&w, 2)])
         .await
         .unwrap();
-    let d = &w.moto.cli(&[
-        "elb",
-        "describe-load-balancers",
-        "--load-balancer-names",
-        &name,
-    ])["LoadBalancerDescriptions"][0];
+    let d = &classic_elb(&w, &name);
     assert_eq!(
         ids(d, "Instances", "InstanceId"),
         BTreeSet::from([
@@ -229,12 +219,7 @@ async fn classic_elb_created_converged_and_deleted_without_leftovers() {
     lb.ensure_load_balancer("kubernetes", &internal, &[node(&w, 0)])
         .await
         .unwrap();
-    let d = &w.moto.cli(&[
-        "elb",
-        "describe-load-balancers",
-        "--load-balancer-names",
-        &name,
-    ])["LoadBalancerDescriptions"][0];
+    let d = &classic_elb(&w, &name);
     assert_eq!(s(d, "Scheme"), "internal");
     lb.ensure_load_balancer_deleted("kubernetes", &internal)
         .await
@@ -351,12 +336,7 @@ fn actions_since(proxy: &FaultProxy, from: usize) -> Vec<String> {
 
 /// The instance ports whose backend policies include the PROXY protocol policy.
 fn proxy_ports(w: &World, name: &str) -> Vec<i64> {
-    let d = &w.moto.cli(&[
-        "elb",
-        "describe-load-balancers",
-        "--load-balancer-names",
-        name,
-    ])["LoadBalancerDescriptions"][0];
+    let d = &classic_elb(w, name);
     d["BackendServerDescriptions"]
         .as_array()
         .into_iter()
@@ -368,6 +348,17 @@ fn proxy_ports(w: &World, name: &str) -> Vec<i64> {
         })
         .filter_map(|b| b["InstancePort"].as_i64())
         .collect()
+}
+
+/// The classic ELB as `aws elb describe-load-balancers` shows it.
+fn classic_elb(w: &World, name: &str) -> Value {
+    w.moto.cli(&[
+        "elb",
+        "describe-load-balancers",
+        "--load-balancer-names",
+        name,
+    ])["LoadBalancerDescriptions"][0]
+        .clone()
 }
 
 fn elb_attributes(w: &World, name: &str) -> Value {
@@ -476,12 +467,7 @@ async fn classic_elb_annotations_change_what_the_elb_holds() {
         json!(true),
         "{attrs}"
     );
-    let d = &w.moto.cli(&[
-        "elb",
-        "describe-load-balancers",
-        "--load-balancer-names",
-        &name,
-    ])["LoadBalancerDescriptions"][0]["HealthCheck"];
+    let d = &classic_elb(&w, &name)["HealthCheck"];
     assert_eq!(
         (
             s(d, "Target"),
@@ -550,12 +536,7 @@ async fn classic_elb_annotations_change_what_the_elb_holds() {
         json!(false),
         "{attrs}"
     );
-    let d = &w.moto.cli(&[
-        "elb",
-        "describe-load-balancers",
-        "--load-balancer-names",
-        &name,
-    ])["LoadBalancerDescriptions"][0]["HealthCheck"];
+    let d = &classic_elb(&w, &name)["HealthCheck"];
     assert_eq!(
         (
             d["HealthyThreshold"].as_i64(),
@@ -635,12 +616,7 @@ async fn classic_elb_annotations_change_what_the_elb_holds() {
 /// and answers the listener's protocol for it (moto/elb/models.py `FakeListener`); the unit
 /// test `listeners_as_upstream_build_listener` checks what is sent.
 fn listeners(w: &World, name: &str) -> Vec<(i64, String, String)> {
-    let d = &w.moto.cli(&[
-        "elb",
-        "describe-load-balancers",
-        "--load-balancer-names",
-        name,
-    ])["LoadBalancerDescriptions"][0];
+    let d = &classic_elb(w, name);
     let mut out: Vec<_> = d["ListenerDescriptions"]
         .as_array()
         .unwrap()
