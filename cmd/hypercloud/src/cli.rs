@@ -10,8 +10,8 @@ use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::personality::{self, Invocation, Personality};
 use crate::{
-    apiserver_plugin, cloud, cloud_controller_manager, controller_manager, kubelet_helper,
-    local_cloud, trace, version,
+    apiserver_plugin, cloud, cloud_controller_manager, controller_manager, csi_driver,
+    kubelet_helper, local_cloud, trace, version,
 };
 
 const ABOUT: &str =
@@ -20,7 +20,7 @@ const ABOUT: &str =
 const AFTER_HELP: &str = "\
 The personality can also be chosen by the name the binary is invoked under: a symlink named
 kubelet-helper, apiserver-plugin, controller-manager (or kube-controller-manager),
-cloud-controller-manager or local-cloud runs that personality (hack/install-symlinks.sh DIR).";
+cloud-controller-manager, csi-driver or local-cloud runs that personality (hack/install-symlinks.sh DIR).";
 
 /// `hypercloud`.
 #[derive(Parser, Debug)]
@@ -41,6 +41,7 @@ enum Cmd {
     #[command(alias = "kube-controller-manager")]
     ControllerManager(controller_manager::Args),
     CloudControllerManager(cloud_controller_manager::Args),
+    CsiDriver(csi_driver::Args),
     LocalCloud(local_cloud::Args),
     Trace(trace::Args),
     /// List the cloud providers compiled into this binary.
@@ -70,6 +71,7 @@ impl Cmd {
                 | Cmd::ApiserverPlugin(_)
                 | Cmd::ControllerManager(_)
                 | Cmd::CloudControllerManager(_)
+                | Cmd::CsiDriver(_)
         )
     }
 }
@@ -200,6 +202,7 @@ fn parse_personality(
         Personality::CloudControllerManager => {
             cloud_controller_manager::Args::from_arg_matches(&m).map(Cmd::CloudControllerManager)
         }
+        Personality::CsiDriver => csi_driver::Args::from_arg_matches(&m).map(Cmd::CsiDriver),
         Personality::LocalCloud => local_cloud::Args::from_arg_matches(&m).map(Cmd::LocalCloud),
     };
     parsed.map_err(|e| e.format(&mut cmd))
@@ -231,6 +234,7 @@ fn run(cmd: Cmd, name: &str) -> ExitCode {
             Cmd::ApiserverPlugin(a) => apiserver_plugin::run(a, name).await,
             Cmd::ControllerManager(a) => controller_manager::run(a, name).await,
             Cmd::CloudControllerManager(a) => cloud_controller_manager::run(a, name).await,
+            Cmd::CsiDriver(a) => csi_driver::run(a, name).await,
             Cmd::LocalCloud(a) => local_cloud::run(a).await,
             Cmd::Trace(a) => trace::run(a),
             Cmd::Providers => {

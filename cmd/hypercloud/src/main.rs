@@ -11,6 +11,7 @@ mod cloud;
 mod cloud_controller_manager;
 mod configz;
 mod controller_manager;
+mod csi_driver;
 mod kubelet_helper;
 mod leader_migration;
 mod local_cloud;

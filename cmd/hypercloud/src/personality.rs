@@ -12,6 +12,7 @@ pub enum Personality {
     ApiserverPlugin,
     ControllerManager,
     CloudControllerManager,
+    CsiDriver,
     LocalCloud,
 }
 
@@ -29,6 +30,7 @@ pub const TABLE: &[(Personality, &str, &[&str])] = &[
         "cloud-controller-manager",
         &[],
     ),
+    (Personality::CsiDriver, "csi-driver", &[]),
     (Personality::LocalCloud, "local-cloud", &[]),
 ];
 
@@ -47,7 +49,7 @@ impl Personality {
     /// (`--cloud-provider=NAME`). The one place that decides it.
     pub fn layout(self) -> Layout {
         match self {
-            Personality::CloudControllerManager => Layout::External,
+            Personality::CloudControllerManager | Personality::CsiDriver => Layout::External,
             Personality::KubeletHelper
             | Personality::ApiserverPlugin
             | Personality::ControllerManager

@@ -74,7 +74,7 @@ pub struct WebhookServer {
 }
 
 /// Fires on SIGTERM or SIGINT.
-fn shutdown_signal() -> watch::Receiver<bool> {
+pub(crate) fn shutdown_signal() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         let term = async {

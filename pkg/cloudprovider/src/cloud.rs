@@ -248,6 +248,35 @@ pub struct ProvisionedVolume {
     pub labels: BTreeMap<String, String>,
 }
 
+/// A volume as the cloud holds it, for a CSI driver's idempotent `CreateVolume` (found by
+/// name), `ValidateVolumeCapabilities`/`ControllerPublishVolume` (found by ID) and
+/// `ListVolumes` (all of them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudVolume {
+    /// The cloud's ID.
+    pub id: String,
+    /// The cloud's name for it (the `name` of the [`VolumeRequest`] that created it).
+    pub name: String,
+    /// Size in GiB.
+    pub size_gib: u64,
+    /// Its zone; empty when the cloud has none.
+    pub zone: String,
+    /// The instances it is attached to (the IDs [`VolumeAttacher`] takes).
+    pub attached_to: Vec<String>,
+}
+
+/// Which volumes [`VolumeProvisioner::find_volumes`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeFilter<'a> {
+    /// Every volume (of this cluster's project, account or datacenter).
+    All,
+    /// The one with this ID (none when it does not exist).
+    Id(&'a str),
+    /// Those with this name.
+    Name(&'a str),
+}
+
 /// Block volumes for one in-tree volume plugin (see [`Interface::volume_provisioner`]).
 #[async_trait]
 pub trait VolumeProvisioner: Send + Sync {
@@ -289,6 +318,13 @@ pub trait VolumeProvisioner: Send + Sync {
     /// Grows a volume to `new_size_gib` and returns its size once the cloud reports it done;
     /// a volume already that large is left alone.
     async fn expand_volume(&self, volume_id: &str, new_size_gib: u64) -> Result<u64>;
+
+    /// The volumes `filter` selects, as the cloud holds them now. The in-tree plugins never ask
+    /// (the PV records the ID); a CSI driver must, because the spec makes `CreateVolume`
+    /// idempotent by name. The default: [`crate::Error::NotImplemented`].
+    async fn find_volumes(&self, _filter: VolumeFilter<'_>) -> Result<Vec<CloudVolume>> {
+        Err(crate::Error::NotImplemented)
+    }
 }
 
 /// Labels for PersistentVolumes backed by the cloud's volumes (upstream `PVLabeler`).

@@ -442,6 +442,21 @@ impl VolumeProvisioner for Instrumented {
             })
             .await
     }
+    async fn find_volumes(
+        &self,
+        filter: crate::VolumeFilter<'_>,
+    ) -> Result<Vec<crate::CloudVolume>> {
+        let args = || match filter {
+            crate::VolumeFilter::All => json!({}),
+            crate::VolumeFilter::Id(id) => json!({ "volumeID": id }),
+            crate::VolumeFilter::Name(name) => json!({ "name": name }),
+        };
+        self.obs
+            .observe("find_volumes", args, async {
+                self.volumes_()?.find_volumes(filter).await
+            })
+            .await
+    }
 }
 
 #[async_trait]

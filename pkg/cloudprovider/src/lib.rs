@@ -51,8 +51,9 @@ pub mod yaml;
 
 pub use cloud::{
     capabilities, cinder_class_parameters, default_load_balancer_name, Capability, ClassParameters,
-    Clusters, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer, ProvisionedVolume,
-    PvLabeler, Route, Routes, VolumeAttacher, VolumeProvisioner, VolumeRequest, Zone, Zones,
+    CloudVolume, Clusters, InstanceMetadata, Instances, InstancesV2, Interface, LoadBalancer,
+    ProvisionedVolume, PvLabeler, Route, Routes, VolumeAttacher, VolumeFilter, VolumeProvisioner,
+    VolumeRequest, Zone, Zones,
 };
 pub use error::{BoxError, Chain, Error, Message, ProviderError, Result, Startup};
 pub use instrumented::{CallTracer, Instrumented, ProviderMetrics, TraceRecord};

@@ -64,6 +64,13 @@ pub fn instance_provider_id(provider_name: &str, instance_id: &str) -> String {
     }
 }
 
+/// The instance ID a volume attacher takes, from a provider ID (`openstack:///<uuid>`,
+/// `aws:///us-east-1a/i-0abc`) or an `InstanceID` answer (`/<uuid>`): the last non-empty
+/// `/`-separated segment, as upstream's in-tree attachers cut it. `None` when there is none.
+pub fn attach_instance_id(id: &str) -> Option<String> {
+    id.rsplit('/').find(|p| !p.is_empty()).map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,7 +184,7 @@ fn attached_volumes(node: &Node) -> Vec<AttachedVolume> {
 /// The Node's instance ID: its provider ID's last segment (`openstack:///<uuid>`), else the
 /// provider's `InstanceID` by name, cut the same way (as upstream's Cinder attacher).
 async fn instance_id(node: &Node, ctx: &Context) -> Result<String> {
-    let last = |s: &str| s.rsplit('/').find(|p| !p.is_empty()).map(str::to_owned);
+    let last = hypercloud_cloudprovider::node::attach_instance_id;
     if let Some(id) = node
         .spec
         .as_ref()

@@ -332,6 +332,7 @@ fn multicall_helpers() {
             "apiserver-plugin",
             "controller-manager (alias: kube-controller-manager)",
             "cloud-controller-manager",
+            "csi-driver",
             "local-cloud"
         ]
     );

@@ -25,6 +25,7 @@ mod controller_manager_gce_attach;
 mod controller_manager_gce_volumes;
 mod controller_manager_volumes;
 mod controller_manager_vsphere_volumes;
+mod csi_driver;
 mod deploy_manifests;
 mod fault_proxy;
 mod flag_inventory;

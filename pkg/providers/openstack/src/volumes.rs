@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use hypercloud_cloudprovider::wait::{poll_until, Backoff, Poll, WaitError};
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{
-    Error, ProvisionedVolume, PvLabeler, Result, VolumeAttacher, VolumeProvisioner, VolumeRequest,
-    Zone,
+    CloudVolume, Error, ProvisionedVolume, PvLabeler, Result, VolumeAttacher, VolumeFilter,
+    VolumeProvisioner, VolumeRequest, Zone,
 };
 use k8s_openapi::api::core::v1::{
     CinderPersistentVolumeSource, PersistentVolume, PersistentVolumeSpec,
@@ -303,6 +303,64 @@ impl VolumeProvisioner for OpenStack {
         let v = self.wait_settled(volume_id, "extend volume").await?;
         Ok(v["size"].as_u64().unwrap_or(new_size_gib))
     }
+
+    /// By ID: `GET /volumes/{id}`; by name: `GET /volumes/detail?name=` (Cinder filters by
+    /// exact name); all: `GET /volumes/detail`, following `volumes_links`.
+    async fn find_volumes(&self, filter: VolumeFilter<'_>) -> Result<Vec<CloudVolume>> {
+        let list = match filter {
+            VolumeFilter::Id(id) => self.get_volume(id).await?.into_iter().collect(),
+            VolumeFilter::Name(name) => {
+                let path = format!("/volumes/detail?name={}", query_escape(name));
+                self.client
+                    .list(Service::Volume, &path, "volumes", "list volumes")
+                    .await?
+                    .into_iter()
+                    // Cinder's name filter is exact, but a cloud that ignored it must not
+                    // make another volume this one.
+                    .filter(|v| v["name"] == name)
+                    .collect()
+            }
+            VolumeFilter::All => {
+                self.client
+                    .list(
+                        Service::Volume,
+                        "/volumes/detail",
+                        "volumes",
+                        "list volumes",
+                    )
+                    .await?
+            }
+        };
+        Ok(list.iter().map(cloud_volume).collect())
+    }
+}
+
+/// A Cinder volume as [`CloudVolume`].
+fn cloud_volume(v: &Value) -> CloudVolume {
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    CloudVolume {
+        id: s("id"),
+        name: s("name"),
+        size_gib: v["size"].as_u64().unwrap_or_default(),
+        zone: s("availability_zone"),
+        attached_to: attachments(v)
+            .into_iter()
+            .map(|(server, _)| server)
+            .collect(),
+    }
+}
+
+/// `s` escaped for a URL query value (RFC 3986 unreserved characters kept).
+fn query_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Where a volume is attached: (server ID, device) of each attachment.

@@ -1,0 +1,530 @@
+//! The `csi-driver` personality against a real `hypercloud local-cloud serve` (the `local`
+//! OpenStack provider, so `cinder.csi.openstack.org`): every CSI call through the driver's
+//! unix socket, each checked from the cloud's side with the official `openstack` CLI, and
+//! the bad inputs the spec gives codes for.
+#![cfg(feature = "openstack")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hypercloud_csi::proto::*;
+use hypercloud_csi::Client;
+use hypercloud_testenv::localcloud::{cli_json, openstack_json, state_dir, Serve};
+use hypercloud_testenv::process::{personality, run, Proc, Stdout};
+use serde_json::Value;
+use tonic::Code;
+
+use crate::BIN;
+
+const GIB: i64 = 1 << 30;
+
+/// A mount capability (ext4 unless `fs` says otherwise) with `mode`.
+pub fn mount_cap(mode: volume_capability::Mode) -> VolumeCapability {
+    VolumeCapability {
+        access_type: Some(volume_capability::AccessType::Mount(
+            volume_capability::MountVolume::default(),
+        )),
+        access_mode: Some(volume_capability::AccessMode { mode: mode as i32 }),
+    }
+}
+
+/// Starts `hypercloud csi-driver` for the local cloud on `socket`, as node `node`, and waits
+/// until it answers Probe.
+pub async fn start_driver(
+    dir: &Path,
+    conf: &Path,
+    socket: &Path,
+    node: &str,
+    device_dir: &Path,
+) -> (Proc, Client) {
+    let mut cmd = personality(BIN, "csi-driver");
+    cmd.arg("--cloud-provider=local")
+        .arg(format!("--cloud-config={}", conf.display()))
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg(format!("--node-name={node}"))
+        .arg(format!("--device-dir={}", device_dir.display()))
+        .arg("--v=4");
+    let mut proc = Proc::spawn_with("csi-driver", cmd, dir.join("csi-driver.log"), Stdout::Log);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(proc.running(), "csi-driver exited:\n{}", proc.log());
+        if socket.exists() {
+            if let Ok(c) = Client::connect_path(socket).await {
+                if c.probe(ProbeRequest {}).await.is_ok() {
+                    return (proc, c);
+                }
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "csi-driver did not answer Probe in 30 s:\n{}",
+            proc.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The status code of a failed call.
+fn code<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> Code {
+    r.unwrap_err().code()
+}
+
+fn volume_show(state: &Path, id: &str) -> Value {
+    openstack_json(state, &["volume", "show", id])
+}
+
+fn attached_servers(v: &Value) -> Vec<String> {
+    v["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["server_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    state: PathBuf,
+    _serve: Serve,
+    driver: Proc,
+    client: Client,
+    server_id: String,
+    dir: PathBuf,
+}
+
+async fn fixture(node: &str) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = state_dir(&tmp);
+    let serve = Serve::start(BIN, &state, &[]);
+    let conf = tmp.path().join("cloud.conf");
+    std::fs::write(&conf, serve.cloud_conf()).unwrap();
+    let server_id = cli_json(BIN, &state, &["instance", "create", node, "-o", "json"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let dir = tmp.path().to_path_buf();
+    let devices = dir.join("devices");
+    let (driver, client) = start_driver(&dir, &conf, &dir.join("csi.sock"), node, &devices).await;
+    Fixture {
+        state,
+        _serve: serve,
+        driver,
+        client,
+        server_id,
+        dir,
+        _tmp: tmp,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cinder_csi_lifecycle_seen_from_the_cloud() {
+    let _group = hypercloud_testenv::group("csi_driver").await;
+    let f = fixture("csi-node-1").await;
+    let c = &f.client;
+
+    let info = c.get_plugin_info(GetPluginInfoRequest {}).await.unwrap();
+    assert_eq!(info.name, "cinder.csi.openstack.org");
+    assert!(!info.vendor_version.is_empty());
+
+    let node = c.node_get_info(NodeGetInfoRequest {}).await.unwrap();
+    assert_eq!(node.node_id, f.server_id);
+    assert_eq!(node.max_volumes_per_node, 256);
+    let zone = node.accessible_topology.as_ref().unwrap().segments
+        ["topology.cinder.csi.openstack.org/zone"]
+        .clone();
+    assert!(!zone.is_empty());
+
+    // CreateVolume: 1.5 GiB rounds up to 2; the zone from the topology requirement.
+    let cap = mount_cap(volume_capability::Mode::SingleNodeWriter);
+    let create = CreateVolumeRequest {
+        name: "pvc-csi-1".into(),
+        capacity_range: Some(CapacityRange {
+            required_bytes: GIB + GIB / 2,
+            limit_bytes: 0,
+        }),
+        volume_capabilities: vec![cap.clone()],
+        parameters: [("csi.storage.k8s.io/pvc/name".to_owned(), "data".to_owned())].into(),
+        accessibility_requirements: Some(TopologyRequirement {
+            requisite: vec![],
+            preferred: node.accessible_topology.clone().into_iter().collect(),
+        }),
+        ..Default::default()
+    };
+    let vol = c
+        .create_volume(create.clone())
+        .await
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(vol.capacity_bytes, 2 * GIB);
+    let shown = volume_show(&f.state, &vol.volume_id);
+    assert_eq!(shown["name"], "pvc-csi-1");
+    assert_eq!(shown["size"], 2);
+    assert_eq!(shown["availability_zone"], zone.as_str());
+    assert_eq!(
+        shown["properties"]["kubernetes.io/created-for/pvc/name"], "data",
+        "{shown}"
+    );
+    // Idempotent by name; another size under the same name is AlreadyExists.
+    let again = c
+        .create_volume(create.clone())
+        .await
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(again.volume_id, vol.volume_id);
+    let mut bigger = create.clone();
+    bigger.capacity_range = Some(CapacityRange {
+        required_bytes: 5 * GIB,
+        limit_bytes: 0,
+    });
+    assert_eq!(
+        c.create_volume(bigger).await.unwrap_err().code(),
+        Code::AlreadyExists
+    );
+
+    // Attach: the cloud shows it attached to the node's server.
+    let published = c
+        .controller_publish_volume(ControllerPublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            node_id: node.node_id.clone(),
+            volume_capability: Some(cap.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(published.publish_context["DevicePath"].starts_with("/dev/"));
+    let shown = volume_show(&f.state, &vol.volume_id);
+    assert_eq!(shown["status"], "in-use");
+    assert_eq!(attached_servers(&shown), vec![f.server_id.clone()]);
+    // Again: idempotent.
+    c.controller_publish_volume(ControllerPublishVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        node_id: node.node_id.clone(),
+        volume_capability: Some(cap.clone()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    let listed = c.list_volumes(ListVolumesRequest::default()).await.unwrap();
+    let entry = listed
+        .entries
+        .iter()
+        .find(|e| e.volume.as_ref().unwrap().volume_id == vol.volume_id)
+        .unwrap();
+    assert_eq!(
+        entry.status.as_ref().unwrap().published_node_ids,
+        vec![f.server_id.clone()]
+    );
+    let valid = c
+        .validate_volume_capabilities(ValidateVolumeCapabilitiesRequest {
+            volume_id: vol.volume_id.clone(),
+            volume_capabilities: vec![cap.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(valid.confirmed.is_some(), "{valid:?}");
+
+    // Growing an attached volume is refused: the driver advertises OFFLINE expansion.
+    let grow = ControllerExpandVolumeRequest {
+        volume_id: vol.volume_id.clone(),
+        capacity_range: Some(CapacityRange {
+            required_bytes: 3 * GIB,
+            limit_bytes: 0,
+        }),
+        volume_capability: Some(cap.clone()),
+        ..Default::default()
+    };
+    assert_eq!(
+        code(c.controller_expand_volume(grow.clone()).await),
+        Code::FailedPrecondition
+    );
+    assert_eq!(volume_show(&f.state, &vol.volume_id)["size"], 2);
+
+    // A second server cannot take it while attached here.
+    let other = cli_json(
+        BIN,
+        &f.state,
+        &["instance", "create", "csi-node-2", "-o", "json"],
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let err = c
+        .controller_publish_volume(ControllerPublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            node_id: other.clone(),
+            volume_capability: Some(cap.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    // Deleting an attached volume is refused.
+    assert_eq!(
+        c.delete_volume(DeleteVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err()
+        .code(),
+        Code::FailedPrecondition
+    );
+
+    // Detach (twice: idempotent), then delete (twice).
+    for _ in 0..2 {
+        c.controller_unpublish_volume(ControllerUnpublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            node_id: node.node_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let shown = volume_show(&f.state, &vol.volume_id);
+    assert_eq!(shown["status"], "available");
+    assert!(attached_servers(&shown).is_empty());
+    // Detached, it grows: the cloud holds the new size.
+    let grown = c.controller_expand_volume(grow.clone()).await.unwrap();
+    assert_eq!(grown.capacity_bytes, 3 * GIB);
+    assert!(grown.node_expansion_required);
+    assert_eq!(volume_show(&f.state, &vol.volume_id)["size"], 3);
+    for _ in 0..2 {
+        c.delete_volume(DeleteVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let all = openstack_json(&f.state, &["volume", "list"]);
+    assert!(
+        !all.as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["ID"] == vol.volume_id.as_str()),
+        "{all}"
+    );
+    drop(f.driver);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_the_specs_codes() {
+    let _group = hypercloud_testenv::group("csi_driver").await;
+    let f = fixture("csi-node-3").await;
+    let c = &f.client;
+    let cap = mount_cap(volume_capability::Mode::SingleNodeWriter);
+    let create = |name: &str, bytes: i64, cap: VolumeCapability| CreateVolumeRequest {
+        name: name.into(),
+        capacity_range: Some(CapacityRange {
+            required_bytes: bytes,
+            limit_bytes: 0,
+        }),
+        volume_capabilities: vec![cap],
+        ..Default::default()
+    };
+
+    assert_eq!(
+        code(c.create_volume(create("", GIB, cap.clone())).await),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        code(
+            c.create_volume(CreateVolumeRequest {
+                volume_capabilities: vec![],
+                ..create("no-caps", GIB, cap.clone())
+            })
+            .await
+        ),
+        Code::InvalidArgument
+    );
+    // Beyond the cloud's limit; a limit below what whole GiB allow.
+    let err = c
+        .create_volume(create("huge", 2000 * GIB, cap.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::OutOfRange);
+    assert!(err.message().contains("1000 GiB"), "{err:?}");
+    assert_eq!(
+        code(
+            c.create_volume(CreateVolumeRequest {
+                capacity_range: Some(CapacityRange {
+                    required_bytes: 1,
+                    limit_bytes: 1,
+                }),
+                ..create("tiny", 1, cap.clone())
+            })
+            .await
+        ),
+        Code::OutOfRange
+    );
+    // Unsupported capabilities: several writers, an unknown file system.
+    let err = c
+        .create_volume(create(
+            "multi",
+            GIB,
+            mount_cap(volume_capability::Mode::MultiNodeMultiWriter),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("MultiNodeMultiWriter"), "{err:?}");
+    let mut ntfs = cap.clone();
+    ntfs.access_type = Some(volume_capability::AccessType::Mount(
+        volume_capability::MountVolume {
+            fs_type: "ntfs".into(),
+            ..Default::default()
+        },
+    ));
+    assert_eq!(
+        code(c.create_volume(create("ntfs", GIB, ntfs)).await),
+        Code::InvalidArgument
+    );
+    // Unknown volume and node IDs.
+    let unknown = "00000000-0000-0000-0000-000000000000";
+    assert_eq!(
+        code(
+            c.controller_publish_volume(ControllerPublishVolumeRequest {
+                volume_id: unknown.into(),
+                node_id: f.server_id.clone(),
+                volume_capability: Some(cap.clone()),
+                ..Default::default()
+            })
+            .await
+        ),
+        Code::NotFound
+    );
+    let vol = c
+        .create_volume(create("real", GIB, cap.clone()))
+        .await
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(
+        code(
+            c.controller_publish_volume(ControllerPublishVolumeRequest {
+                volume_id: vol.volume_id.clone(),
+                node_id: unknown.into(),
+                volume_capability: Some(cap.clone()),
+                ..Default::default()
+            })
+            .await
+        ),
+        Code::NotFound
+    );
+    assert_eq!(
+        code(
+            c.validate_volume_capabilities(ValidateVolumeCapabilitiesRequest {
+                volume_id: unknown.into(),
+                volume_capabilities: vec![cap.clone()],
+                ..Default::default()
+            })
+            .await
+        ),
+        Code::NotFound
+    );
+    assert_eq!(
+        code(
+            c.controller_expand_volume(ControllerExpandVolumeRequest {
+                volume_id: unknown.into(),
+                capacity_range: Some(CapacityRange {
+                    required_bytes: 2 * GIB,
+                    limit_bytes: 0
+                }),
+                ..Default::default()
+            })
+            .await
+        ),
+        Code::NotFound
+    );
+    assert_eq!(
+        code(
+            c.node_get_volume_stats(NodeGetVolumeStatsRequest {
+                volume_id: vol.volume_id.clone(),
+                volume_path: f.dir.join("nowhere").display().to_string(),
+                ..Default::default()
+            })
+            .await
+        ),
+        Code::NotFound
+    );
+    // Not served: snapshots.
+    let err = c
+        .call::<_, DeleteVolumeResponse>(
+            "/csi.v1.Controller/DeleteSnapshot",
+            DeleteVolumeRequest::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented);
+    // Still serving after all of that.
+    c.probe(ProbeRequest {}).await.unwrap();
+    c.delete_volume(DeleteVolumeRequest {
+        volume_id: vol.volume_id,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+#[test]
+fn bad_flags_and_files_exit_2_naming_the_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("not-a-socket");
+    std::fs::write(&file, "keep me").unwrap();
+    let conf = tmp.path().join("cloud.conf");
+    std::fs::write(
+        &conf,
+        "[Global]\nauth-url=http://127.0.0.1:1/identity/v3\nusername=u\npassword=p\nregion=r\n",
+    )
+    .unwrap();
+    let endpoint = format!("--endpoint=unix://{}", file.display());
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "--cloud-provider=openstack".into(),
+                format!("--cloud-config={}", conf.display()),
+                endpoint,
+            ],
+            "not a socket",
+        ),
+        (
+            vec!["--cloud-provider=openstack".into()],
+            "needs a cloud config",
+        ),
+        (
+            vec![
+                "--cloud-provider=openstack".into(),
+                "--cloud-config=/nonexistent/cloud.conf".into(),
+            ],
+            "/nonexistent/cloud.conf",
+        ),
+        (vec!["--cloud-provider=external".into()], "external"),
+        (
+            vec![
+                "--cloud-provider=openstack".into(),
+                "--endpoint=tcp://127.0.0.1:9000".into(),
+            ],
+            "only unix sockets",
+        ),
+        (
+            vec![
+                "--cloud-provider=openstack".into(),
+                "--max-volumes-per-node=0".into(),
+            ],
+            "max-volumes-per-node",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut all = vec!["csi-driver"];
+        all.extend(args.iter().map(String::as_str));
+        let (code, out, err) = run(BIN, &all);
+        assert_eq!(code, 2, "{all:?}: {out}{err}");
+        assert!(err.contains(needle), "{all:?}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}
