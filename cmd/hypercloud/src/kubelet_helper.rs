@@ -25,6 +25,25 @@ pub struct Args {
     pub common: Common,
     #[command(flatten)]
     pub node: NodeOptions,
+    #[command(flatten)]
+    pub csi: CsiOptions,
+}
+
+/// The kubelet's half of a CSI driver.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "CSI flags")]
+pub struct CsiOptions {
+    /// The node plugin socket of a CSI driver on this node (unix:///path/csi.sock), which the
+    /// kubelet learns through its plugin registration (node-driver-registrar): it registers
+    /// the driver (the node's CSINode, with the migrated-plugins annotation, and the Node's
+    /// topology labels) and stages and publishes the driver's volumes of its pods once their
+    /// VolumeAttachments are attached. Without it no CSI driver is used.
+    #[arg(long = "csi-driver-endpoint", value_name = "ENDPOINT")]
+    pub csi_driver_endpoint: Option<String>,
+
+    /// Directory path for managing kubelet files (volume mounts, etc.).
+    #[arg(long = "root-dir", value_name = "DIR", default_value = "/var/lib/kubelet")]
+    pub root_dir: std::path::PathBuf,
 }
 
 /// Tools beside the kubelet's own work.
@@ -91,7 +110,12 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         command,
         common,
         node,
+        csi,
     } = args;
+    if let Some(ep) = &csi.csi_driver_endpoint {
+        hypercloud_csi::server::socket_path(ep)
+            .map_err(|e| UsageError(format!("--csi-driver-endpoint: {e}")))?;
+    }
     if let Some(Command::Metadata(m)) = command {
         return metadata(m).await;
     }
@@ -135,11 +159,24 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
     };
     println!("{invoked_as}: {verb} node {node_name}");
     if node.once {
+        if let Some(ep) = &csi.csi_driver_endpoint {
+            let reg = register_csi(&client, ep, &node_name).await?;
+            println!(
+                "{invoked_as}: registered CSI driver {} on node {node_name} (node ID {})",
+                reg.0.driver, reg.0.node_id
+            );
+        }
         return Ok(());
     }
+    let csi_loop = async {
+        match &csi.csi_driver_endpoint {
+            Some(ep) => csi_volumes(&client, ep, &node_name, &csi.root_dir).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
     let Some(cloud) = cloud else {
-        // External or no cloud: the kubelet has no further cloud duty.
-        std::future::pending::<()>().await;
+        // External or no cloud: no further cloud duty; the CSI driver's volumes, if any.
+        csi_loop.await;
         return Ok(());
     };
     if cloud.volume_attacher().is_some() {
@@ -152,11 +189,91 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         tokio::select! {
             () = addresses(cloud, &client, &node_name, &input, &node) => {}
             () = volumes(cloud, &client, &node_name, &plugin) => {}
+            () = csi_loop => {}
         }
     } else {
-        addresses(cloud, &client, &node_name, &input, &node).await;
+        tokio::select! {
+            () = addresses(cloud, &client, &node_name, &input, &node) => {}
+            () = csi_loop => {}
+        }
     }
     Ok(())
+}
+
+/// Connects to the CSI driver at `endpoint` and registers it on `node_name`.
+async fn register_csi(
+    client: &kube::Client,
+    endpoint: &str,
+    node_name: &str,
+) -> anyhow::Result<(
+    hypercloud_kubelet::csi::Registration,
+    hypercloud_csi::Client,
+    &'static hypercloud_csi::DriverInfo,
+)> {
+    use hypercloud_kubelet::csi;
+    let driver = hypercloud_csi::Client::connect(endpoint).await?;
+    let name = driver
+        .get_plugin_info(hypercloud_csi::proto::GetPluginInfoRequest {})
+        .await
+        .map_err(|s| anyhow::anyhow!("CSI GetPluginInfo at {endpoint}: {}", s.message()))?
+        .name;
+    let info = hypercloud_csi::drivers::for_driver(&name).ok_or_else(|| {
+        anyhow::anyhow!("the CSI driver at {endpoint} is {name:?}, which stands in for no in-tree plugin this binary knows")
+    })?;
+    let reg = csi::register(client, &driver, info, node_name).await?;
+    Ok((reg, driver, info))
+}
+
+/// The kubelet's half of the CSI driver at `endpoint`, forever: registers it (retrying until
+/// the driver answers), then stages and publishes its volumes for the node's pods each
+/// [`VOLUME_SYNC_PERIOD`], saying once what each pass did.
+async fn csi_volumes(client: &kube::Client, endpoint: &str, node_name: &str, root_dir: &std::path::Path) {
+    use hypercloud_kubelet::csi::VolumeManager;
+    let (driver, mut manager) = loop {
+        match register_csi(client, endpoint, node_name).await {
+            Ok((reg, driver, info)) => {
+                println!(
+                    "registered CSI driver {} on node {node_name}: node ID {}, topology {:?}, migrated plugin {}",
+                    reg.driver, reg.node_id, reg.topology, info.in_tree_plugin
+                );
+                break (driver, VolumeManager::new(*info, node_name, root_dir));
+            }
+            Err(e) => {
+                tracing::warn!(endpoint, error = %format!("{e:#}"), "registering the CSI driver; retrying in 2s");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    let mut tick = tokio::time::interval(VOLUME_SYNC_PERIOD);
+    let mut last_waiting = Vec::new();
+    loop {
+        tick.tick().await;
+        match manager.sync(client, &driver).await {
+            Ok(pass) => {
+                for (name, path) in &pass.staged {
+                    println!("volume {name}: NodeStageVolume at {}", path.display());
+                }
+                for (name, path) in &pass.published {
+                    println!("volume {name}: NodePublishVolume at {}", path.display());
+                }
+                for path in &pass.unpublished {
+                    println!("NodeUnpublishVolume at {}", path.display());
+                }
+                for name in &pass.unstaged {
+                    println!("volume {name}: NodeUnstageVolume; removed from volumesInUse, so it can be detached");
+                }
+                if pass.waiting != last_waiting {
+                    for name in &pass.waiting {
+                        println!("volume {name}: waiting for its VolumeAttachment to be attached");
+                    }
+                    last_waiting = pass.waiting;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(node = %node_name, error = %hypercloud_cloudprovider::Chain(&e), "syncing CSI volumes");
+            }
+        }
+    }
 }
 
 /// How often the volume manager looks at its pods' volumes (upstream's reconciler loops every

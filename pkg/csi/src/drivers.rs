@@ -63,6 +63,11 @@ pub fn for_plugin(plugin: &str) -> Option<&'static DriverInfo> {
     DRIVERS.iter().find(|d| d.in_tree_plugin == plugin)
 }
 
+/// The driver of that name.
+pub fn for_driver(name: &str) -> Option<&'static DriverInfo> {
+    DRIVERS.iter().find(|d| d.driver == name)
+}
+
 /// The name of the device a volume attached to an instance gets in the guest's
 /// `/dev/disk/by-id/`, as the cloud's guests name it: virtio disks are
 /// `virtio-<first 20 characters of the serial>` (Nova sets the serial to the volume ID).

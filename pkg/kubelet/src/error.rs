@@ -57,6 +57,24 @@ pub enum Error {
         /// The API error.
         source: kube::Error,
     },
+    /// A call to the node's CSI driver failed.
+    #[error("CSI {what} for node {node}: {message}")]
+    Csi {
+        /// The call (NodeGetInfo, NodeStageVolume, ...) or step.
+        what: &'static str,
+        /// The node.
+        node: String,
+        /// The gRPC status, as code and message.
+        message: String,
+    },
+    /// Writing the node's CSINode or its CSI labels failed.
+    #[error("registering the CSI driver of node {node}")]
+    Register {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
     /// Updating the Node's addresses failed.
     #[error("updating addresses of node {node}")]
     PatchNodeStatus {

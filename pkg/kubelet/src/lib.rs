@@ -9,7 +9,8 @@
 //! `--provider-id`, and with `--node-ip` that address as an annotation and as its InternalIP
 //! beside its Hostname; without `--node-ip` no address at all) and the cloud-node controller of
 //! the cloud-controller-manager fills in the rest. [`registration`] builds and registers the
-//! Node; [`volumes`] is the cloud part of mounting in-tree plugin volumes (in-tree only).
+//! Node; [`volumes`] is the cloud part of mounting in-tree plugin volumes (in-tree only);
+//! [`csi`] is the kubelet's half of a CSI driver (registration, stage and publish).
 //!
 //! Start here: [`registration::initial_node`] and [`registration::register`] (what a Node is
 //! registered with), then [`volumes::sync`]. The loop around them (flags, periodic address sync)
@@ -18,6 +19,7 @@
 //! Not here: a kubelet. Nothing runs pods or mounts disks, and the rest of the Node's status
 //! (conditions, heartbeats, Leases) is the real kubelet's (kwok's in the demo).
 
+pub mod csi;
 mod error;
 pub mod registration;
 pub mod volumes;
