@@ -57,15 +57,19 @@ version() {
 	esac
 }
 
+# version_output TOOL BINARY: what BINARY says its version is.
+version_output() {
+	if [[ "$1" == csi-sanity ]]; then "$2" -version 2>&1; else "$2" --version 2>&1; fi
+}
+
 # reports TOOL BINARY: whether BINARY prints the pinned version of TOOL.
 reports() {
-	local tool="$1" bin="$2" out
-	if [[ "$tool" == csi-sanity ]]; then
-		out="$("$bin" -version 2>&1)" || return 1
-		[[ "$out" == "Version = $(version "$tool")" ]]
+	local out
+	out="$(version_output "$1" "$2")" || return 1
+	if [[ "$1" == csi-sanity ]]; then
+		[[ "$out" == "Version = $(version "$1")" ]]
 	else
-		out="$("$bin" --version 2>&1)" || return 1
-		[[ "$out" == *" $(version "$tool")" ]]
+		[[ "$out" == *" $(version "$1")" ]]
 	fi
 }
 
@@ -115,28 +119,32 @@ cmd_build() {
 	step "find go toolchain"
 	go_env
 	mkdir -p "$BUILT_BIN"
-	local tool tmp start total=$SECONDS
+	local tool start total=$SECONDS
+	# The build dir of the tool being built (a module copy and a binary): removed however the
+	# script ends, so a failed build leaves nothing behind.
+	BUILD_DIR=""
+	trap 'rm -rf "${BUILD_DIR:-}"' EXIT
 	for tool in "${TOOLS[@]}"; do
 		[[ -x "$BUILT_BIN/$tool" ]] && continue
 		step "build $tool $(version "$tool") ($(module "$tool"))"
 		start=$SECONDS
 		# Built aside and moved in once it reports its pin: tests running at once may build
 		# together, and a binary in $BUILT_BIN is always a finished one.
-		tmp="$(mktemp -d "$CACHE/csi-tools/$tool.build.XXXXXX")"
+		BUILD_DIR="$(mktemp -d "$CACHE/csi-tools/$tool.build.XXXXXX")"
 		# Measured with the Go caches of the other builds warm but other builds sharing the
 		# cores (load 4-7): csi-sanity 29 s, the sidecars 5-10 min each (each its own
 		# k8s.io library versions, so they share little).
 		if [[ "$tool" == csi-sanity ]]; then heartbeat "$tool" 1; else heartbeat "$tool" 6; fi
 		if [[ "$tool" == csi-sanity ]]; then
-			build_sanity "$tmp"
+			build_sanity "$BUILD_DIR"
 		else
-			build_sidecar "$tool" "$tmp"
+			build_sidecar "$tool" "$BUILD_DIR"
 		fi
 		heartbeat_stop
-		reports "$tool" "$tmp/$tool" ||
-			fail "the built $tool does not report $(version "$tool") (see $tmp)"
-		mv -f "$tmp/$tool" "$BUILT_BIN/$tool"
-		rm -rf "$tmp"
+		reports "$tool" "$BUILD_DIR/$tool" ||
+			fail "the built $tool does not report $(version "$tool"): $(version_output "$tool" "$BUILD_DIR/$tool" || true)"
+		mv -f "$BUILD_DIR/$tool" "$BUILT_BIN/$tool"
+		rm -rf "$BUILD_DIR"
 		log "built $tool $(version "$tool") in $((SECONDS - start))s"
 	done
 	log "csi-sanity, csi-provisioner, csi-attacher and csi-resizer are in $BUILT_BIN (built in $((SECONDS - total))s)"
