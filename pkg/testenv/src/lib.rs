@@ -241,6 +241,27 @@ pub fn tool(env_var: &str, script: &[&str]) -> PathBuf {
     }
 }
 
+/// The directory with the upstream CSI tools `csi-sanity`, `csi-provisioner`, `csi-attacher` and
+/// `csi-resizer` at the versions pinned in hack/versions.env: `$HYPERCLOUD_CSI_TOOLS_BIN` when
+/// set, else what `hack/csi-tools.sh bin` prints, building them first when needed (once per test
+/// binary).
+pub fn csi_tools_bin_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tool("HYPERCLOUD_CSI_TOOLS_BIN", &["hack/csi-tools.sh", "bin"]))
+}
+
+/// The path of one of the upstream CSI tools of [`csi_tools_bin_dir`] (`"csi-provisioner"`, ...);
+/// fails the test when that directory has no such file.
+pub fn csi_tool(name: &str) -> PathBuf {
+    let path = csi_tools_bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} does not exist: hack/csi-tools.sh builds csi-sanity, csi-provisioner, csi-attacher and csi-resizer",
+        path.display()
+    );
+    path
+}
+
 /// The directory of the binaries `hack/<script> bin` prints (building them first when
 /// needed, as those scripts do).
 pub(crate) fn hack_bin_dir(script: &str) -> PathBuf {
