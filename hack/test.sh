@@ -132,6 +132,14 @@ hack/aws-tools.sh install >/dev/null
 step "vcsim + govc (hack/vcsim.sh build; cached under $HYPERCLOUD_CACHE/govmomi/bin)"
 hack/vcsim.sh build
 
+# The upstream CSI tools (CSI_*_VERSION in hack/versions.env, from the Go module proxy): csi-sanity
+# judges the csi-driver personality, the sidecars drive it against the real apiserver. Cold about
+# 12 min on 2 idle cores (each sidecar builds its own k8s.io libraries), warm under a second.
+step "csi tools: csi-sanity, csi-provisioner, csi-attacher, csi-resizer (hack/csi-tools.sh build; cached under $HYPERCLOUD_CACHE/csi-tools)"
+hack/csi-tools.sh build
+HYPERCLOUD_CSI_TOOLS_BIN="$(hack/csi-tools.sh bin)"
+export HYPERCLOUD_CSI_TOOLS_BIN
+
 # promlint: `promtool check metrics`' linter (client_golang testutil/promlint), which
 # ccm_runtime.rs runs on /metrics (hack/promlint.sh; built once per version into the cache).
 step "promlint (hack/promlint.sh; cached under $HYPERCLOUD_CACHE/promlint)"

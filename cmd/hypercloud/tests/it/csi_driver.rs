@@ -528,3 +528,44 @@ fn bad_flags_and_files_exit_2_naming_the_problem() {
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
 }
+
+/// The CSI spec's conformance suite, unchanged (csi-sanity, built by hack/csi-tools.sh),
+/// against the driver on the local cloud. Its summary line is printed for the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csi_sanity_passes_on_the_local_cloud() {
+    let _group = hypercloud_testenv::group("csi_driver").await;
+    let f = fixture("csi-sanity-node").await;
+    let sanity = hypercloud_testenv::csi_tool("csi-sanity");
+    let socket = f.dir.join("csi.sock");
+    let out = tokio::process::Command::new(&sanity)
+        .arg(format!("--csi.endpoint=unix://{}", socket.display()))
+        .arg(format!("--csi.stagingdir={}", f.dir.join("staging").display()))
+        .arg(format!("--csi.mountdir={}", f.dir.join("mount").display()))
+        .arg(format!("--csi.testvolumesize={}", GIB))
+        .arg("--ginkgo.no-color")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("Ran ") || l.contains("Passed |"))
+        .collect();
+    println!("csi-sanity: {}", summary.join(" / "));
+    assert!(
+        out.status.success(),
+        "csi-sanity failed ({}):\n{stdout}\n{}\n--- driver log ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        f.driver.log()
+    );
+    let passed: u32 = summary
+        .iter()
+        .find_map(|l| l.split(" Passed").next()?.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    assert!(passed >= 50, "only {passed} specs passed: {summary:?}");
+    assert!(summary.iter().any(|l| l.contains("| 0 Failed |")), "{summary:?}");
+    // The suite cleans up after itself: no volume is left in the cloud.
+    let left = openstack_json(&f.state, &["volume", "list"]);
+    assert_eq!(left.as_array().unwrap().len(), 0, "{left}");
+}
