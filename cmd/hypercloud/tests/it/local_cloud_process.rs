@@ -312,6 +312,7 @@ fn absurd_serve_flags_exit_2_naming_the_flag_before_anything_starts() {
         ("--inject-throttle-rate", "network=-0.5", "0 to 1"),
         ("--lb-vip-pool", "0.0.0.0/8", "127.0.0.0/8"),
         ("--lb-vip-pool", "10.0.0.0/24", "127.0.0.0/8"),
+        ("--volume-backing", "sparse", "none, sparse-file"),
     ] {
         let out = std::process::Command::new(BIN)
             .args(["local-cloud", "serve", "--state-dir"])
