@@ -456,16 +456,34 @@ async fn a_killed_server_leaves_no_loop_device() {
     cloud.attach_volume(&server, &id).await;
     let link = link_of(&cloud, &server, &virtio(&id));
     device_of(&link, &file_of(&cloud, &id));
-    assert_eq!(loops_under(cloud.dir.path()).len(), 1);
+    // A second volume that a node still has open (mounted, say) when the server dies.
+    let busy = cloud.create_volume(json!({"size": 1})).await;
+    cloud.attach_volume(&server, &busy).await;
+    let busy_link = link_of(&cloud, &server, &virtio(&busy));
+    let busy_dev = device_of(&busy_link, &file_of(&cloud, &busy));
+    let held = std::fs::File::open(&busy_dev).unwrap();
+    assert_eq!(loops_under(cloud.dir.path()).len(), 2);
 
     drop(child); // SIGKILL
-    assert_no_loops(cloud.dir.path(), "after SIGKILL").await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while loops_under(cloud.dir.path()).len() > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left: Vec<PathBuf> = loops_under(cloud.dir.path())
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect();
+    assert_eq!(left, vec![busy_dev.clone()], "only the held device is left");
 
-    // The next server on the state sets the attachment's device up again.
+    // The next server on the state sets the attachments' devices up again, taking over the
+    // one still in use rather than making a second device of the same file.
     let mut config = ServerConfig::ephemeral(cloud.dir.path());
     config.volume_backing = VolumeBacking::SparseFile;
     let handle = hypercloud_localcloud::Server::bind(config).await.unwrap();
     device_of(&link, &file_of(&cloud, &id));
+    assert_eq!(device_of(&busy_link, &file_of(&cloud, &busy)), busy_dev);
+    assert_eq!(loops_under(cloud.dir.path()).len(), 2);
+    drop(held);
     handle.shutdown().await.unwrap();
     assert_no_loops(cloud.dir.path(), "after shutdown").await;
 }
