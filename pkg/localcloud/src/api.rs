@@ -48,21 +48,29 @@ pub(crate) struct Cloud {
     pub dataplane: Arc<crate::dataplane::DataPlane>,
     /// Requests answered, for `/metrics`.
     pub requests: requests::RequestCounter,
+    /// Volumes' files and loop devices, following every committed write.
+    pub backing: Arc<crate::backing::Backing>,
 }
 
 pub(crate) type Ctx = State<Arc<Cloud>>;
 
 impl Cloud {
-    /// Runs a store transaction on a blocking thread (it `fsync`s).
+    /// Runs a store transaction on a blocking thread (it `fsync`s), then brings the volumes'
+    /// backing in line with what it committed, before the caller answers.
     pub async fn write<R, F>(self: &Arc<Self>, f: F) -> Result<R, ApiError>
     where
         R: Send + 'static,
         F: FnOnce(&mut crate::store::Tx<'_>) -> Result<R, ApiError> + Send + 'static,
     {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.write(f))
-            .await
-            .map_err(|e| ApiError::internal(format!("store task failed: {e}")))?
+        let backing = self.backing.clone();
+        tokio::task::spawn_blocking(move || {
+            let (out, changes) = store.write_changes(f)?;
+            backing.follow(&store, &changes);
+            Ok(out)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("store task failed: {e}")))?
     }
 }
 

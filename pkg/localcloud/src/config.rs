@@ -40,6 +40,8 @@ pub struct ServerConfig {
     /// Members' Neutron security groups filter load-balancer traffic, as Neutron's firewall
     /// does (default off: the groups are bookkeeping).
     pub enforce_member_security_groups: bool,
+    /// What backs volumes (default none: records only); see `--volume-backing`.
+    pub volume_backing: crate::VolumeBacking,
 }
 
 /// Why `name` cannot be a region or an availability zone: both are path segments of the APIs
@@ -88,6 +90,7 @@ impl ServerConfig {
             tls: None,
             lb_vip_pool: crate::dataplane::VipPool::default(),
             enforce_member_security_groups: false,
+            volume_backing: crate::VolumeBacking::None,
         }
     }
 

@@ -44,6 +44,7 @@
 //! ```
 
 pub(crate) mod api;
+mod backing;
 mod cli;
 mod config;
 pub mod dataplane;
@@ -58,6 +59,7 @@ pub mod store;
 mod time;
 mod tls;
 
+pub use backing::VolumeBacking;
 pub use cli::{
     run, Command, InstanceCommand, LocalCloudArgs, Output, OutputArgs, ServeArgs, VolumeCommand,
 };

@@ -29,6 +29,7 @@ pub struct ServerHandle {
     base_url: String,
     store: Arc<Store>,
     dataplane: Arc<crate::dataplane::DataPlane>,
+    backing: Arc<crate::backing::Backing>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<std::io::Result<()>>>,
 }
@@ -86,7 +87,12 @@ impl Server {
             .unwrap_or_else(|| format!("{scheme}://{api_addr}"));
         let dataplane =
             crate::dataplane::DataPlane::new(store.clone(), config.enforce_member_security_groups);
+        let backing = Arc::new(crate::backing::Backing::new(
+            config.volume_backing,
+            &config.state_dir,
+        ));
         let cloud = Arc::new(Cloud {
+            backing: backing.clone(),
             dataplane: dataplane.clone(),
             store: store.clone(),
             faults: config.faults.clone(),
@@ -101,6 +107,12 @@ impl Server {
             .map_err(|e| Error::Serve(format!("settling volumes failed: {}", e.message)))?;
         if settled > 0 {
             tracing::info!(settled, "finished volume transitions a stopped server left");
+        }
+        {
+            let (backing, store) = (backing.clone(), store.clone());
+            tokio::task::spawn_blocking(move || backing.sync_all(&store))
+                .await
+                .map_err(|e| Error::Serve(e.to_string()))?;
         }
         let drives = cloud.config.config_drive_dir();
         let repaired = cloud
@@ -118,6 +130,10 @@ impl Server {
             "metadata_url": metadata_addr.map(|a| format!("http://{a}")),
             "tls_cert_file": cloud.config.tls.as_ref().map(|t| t.cert_file.display().to_string()),
             "pid": std::process::id(),
+            "volume_backing": backing.mode().as_str(),
+            // Where a node finds `<devicesDir>/<server-id>/virtio-<volume-id[:20]>`.
+            "devicesDir": backing.devices_dir(),
+            "loop_devices_unavailable": backing.loop_devices_unavailable(),
         });
         let path = cloud.config.state_dir.join(SERVER_FILE);
         store::write_atomic(&path, info.to_string().as_bytes())
@@ -175,6 +191,7 @@ impl Server {
             base_url,
             store,
             dataplane,
+            backing,
             stop,
             tasks,
         })
@@ -202,6 +219,17 @@ impl ServerHandle {
         &self.store
     }
 
+    /// Where the instances' device links are (`<dir>/<server-id>/virtio-<volume-id[:20]>`),
+    /// when volumes are backed (`--volume-backing=sparse-file`).
+    pub fn devices_dir(&self) -> Option<&std::path::Path> {
+        self.backing.devices_dir()
+    }
+
+    /// The sparse file backing a volume (whether or not volumes are backed).
+    pub fn volume_file(&self, volume_id: &str) -> std::path::PathBuf {
+        self.backing.file(volume_id)
+    }
+
     /// Whether a listener stopped on its own (an error).
     pub fn is_finished(&self) -> bool {
         self.tasks.iter().any(JoinHandle::is_finished)
@@ -219,6 +247,8 @@ impl ServerHandle {
                 Err(e) => first_error = first_error.or(Some(Error::Serve(e.to_string()))),
             }
         }
+        let backing = self.backing;
+        let _ = tokio::task::spawn_blocking(move || backing.release_all()).await;
         let _ = std::fs::remove_file(self.store.dir().join(SERVER_FILE));
         first_error.map_or(Ok(()), Err)
     }

@@ -240,6 +240,18 @@ impl Store {
     where
         E: From<Error>,
     {
+        self.write_changes(f).map(|(out, _)| out)
+    }
+
+    /// [`Store::write`], also returning the changes it committed (what subscribers are told),
+    /// for a caller that must act on them before answering (the volume backing files).
+    pub fn write_changes<R, E>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<R, E>,
+    ) -> Result<(R, Vec<Change>), E>
+    where
+        E: From<Error>,
+    {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let mut tx = Tx {
@@ -256,7 +268,7 @@ impl Store {
             }
         };
         if tx.ops.is_empty() {
-            return Ok(out);
+            return Ok((out, Vec::new()));
         }
         let record = Record {
             seq: inner.seq + 1,
@@ -272,6 +284,7 @@ impl Store {
         drop(tx);
         inner.seq = record.seq;
         inner.log_records += 1;
+        let mut changes = Vec::with_capacity(record.ops.len());
         for op in &record.ops {
             let change = match op {
                 Op::Put { kind, id, .. } => Change {
@@ -286,7 +299,8 @@ impl Store {
                 },
             };
             // No subscribers is fine.
-            let _ = self.changes.send(change);
+            let _ = self.changes.send(change.clone());
+            changes.push(change);
         }
         if inner.log_records >= COMPACT_AFTER {
             // The write is already durable in the log; a failed compaction only means a longer
@@ -295,7 +309,7 @@ impl Store {
                 tracing::warn!(%error, "compacting the local-cloud state failed");
             }
         }
-        Ok(out)
+        Ok((out, changes))
     }
 
     /// Committed changes from now on (for data planes that follow the state, e.g. listeners).

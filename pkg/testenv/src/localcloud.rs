@@ -43,6 +43,9 @@ pub struct Serve {
     proc: Proc,
     pub api_url: String,
     pub metadata_url: String,
+    /// Where the instances' device links are (`devicesDir` of server.json): set when the
+    /// cloud backs volumes (`--volume-backing=sparse-file`, [`Serve::start_backed`]).
+    pub devices_dir: Option<PathBuf>,
     /// From spawn to answering HTTP.
     pub startup: Duration,
 }
@@ -52,6 +55,31 @@ impl Serve {
     /// more `serve` flags, and waits until it answers.
     pub fn start(bin: impl AsRef<Path>, state_dir: &Path, extra: &[&str]) -> Serve {
         Serve::start_command(local_cloud(bin), state_dir, extra)
+    }
+
+    /// Like [`Serve::start`], with volumes backed by sparse files and attached ones by loop
+    /// devices (`--volume-backing=sparse-file`; loop devices need root): an attached volume
+    /// is the block device [`Serve::device_link`] points at.
+    pub fn start_backed(bin: impl AsRef<Path>, state_dir: &Path, extra: &[&str]) -> Serve {
+        let mut args = vec!["--volume-backing", "sparse-file"];
+        args.extend_from_slice(extra);
+        Serve::start(bin, state_dir, &args)
+    }
+
+    /// The directory of instance `server_id`'s device links, as a guest's
+    /// `/dev/disk/by-id`: `<devicesDir>/<server-id>`. Panics unless volumes are backed.
+    pub fn devices_of(&self, server_id: &str) -> PathBuf {
+        self.devices_dir
+            .as_ref()
+            .expect("devicesDir: start the cloud with Serve::start_backed")
+            .join(server_id)
+    }
+
+    /// The link a Nova (virtio) guest has for `volume_id`:
+    /// `<devicesDir>/<server-id>/virtio-<volume-id[:20]>`.
+    pub fn device_link(&self, server_id: &str, volume_id: &str) -> PathBuf {
+        let serial: String = volume_id.chars().take(20).collect();
+        self.devices_of(server_id).join(format!("virtio-{serial}"))
     }
 
     /// Like [`Serve::start`], with `local_cloud` the command that runs `local-cloud` (e.g.
@@ -74,6 +102,7 @@ impl Serve {
             proc: Proc::spawn("local-cloud serve", local_cloud, serve_log_path(state_dir)),
             api_url: String::new(),
             metadata_url: String::new(),
+            devices_dir: None,
             startup: Duration::ZERO,
         };
         let pid = serve.proc.pid();
@@ -92,6 +121,7 @@ impl Serve {
                         .as_str()
                         .expect("metadata_url in server.json")
                         .to_owned();
+                    serve.devices_dir = info["devicesDir"].as_str().map(PathBuf::from);
                     serve.startup = t.elapsed();
                     return serve;
                 }
@@ -168,6 +198,44 @@ impl Serve {
             .expect("a list of load balancers")
             .clone()
     }
+}
+
+/// Detaches, when dropped, every loop device whose backing file lies under its directory (a
+/// backed cloud's state dir), so a test that fails leaks none: the cloud frees the devices of
+/// detached volumes, and its killed process those nothing else holds, but a device a test
+/// left mounted or open would stay.
+pub struct LoopGuard(pub PathBuf);
+
+impl Drop for LoopGuard {
+    fn drop(&mut self) {
+        for (dev, _) in loops_under(&self.0) {
+            let _ = Command::new("losetup").arg("-d").arg(&dev).status();
+        }
+    }
+}
+
+/// The loop devices (`/dev/loopN`) whose backing file lies under `dir`, with that file as
+/// `/sys/block/loopN/loop/backing_file` says (` (deleted)` after a removed file).
+pub fn loops_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    let Ok(blocks) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    let mut found: Vec<(PathBuf, String)> = blocks
+        .flatten()
+        .filter(|b| b.file_name().to_string_lossy().starts_with("loop"))
+        .filter_map(|b| {
+            let file = std::fs::read_to_string(b.path().join("loop/backing_file")).ok()?;
+            Path::new(file.trim_end()).starts_with(&dir).then(|| {
+                (
+                    Path::new("/dev").join(b.file_name()),
+                    file.trim_end().into(),
+                )
+            })
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// Runs `bin local-cloud --state-dir DIR ARGS`.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use hypercloud_testenv::localcloud::{
-    cli, cli_json, openstack_cli, openstack_json, state_dir, Serve,
+    cli, cli_json, loops_under, openstack_cli, openstack_json, state_dir, LoopGuard, Serve,
 };
 use serde_json::Value;
 
@@ -379,4 +379,52 @@ fn openstack_cli_attaches_and_detaches_volumes() {
     assert_eq!(show["status"], "in-use");
     assert_eq!(show["attachments"][0]["server_id"], b_id);
     serve.terminate();
+}
+
+/// The official CLI on a cloud whose volumes are backed (`--volume-backing=sparse-file`, as
+/// root): `volume create` makes the sparse file, `volume set --size` grows it, `server add
+/// volume` makes the instance's `virtio-<id[:20]>` link to a loop device of that file (the
+/// API's device unchanged), `server remove volume` and `volume delete` undo it all.
+#[test]
+fn openstack_cli_works_on_a_backed_cloud() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_openstack_cli");
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let _loops = LoopGuard(tmp.path().to_owned());
+    let serve = Serve::start_backed(BIN, &dir, &[]);
+    assert_eq!(
+        serve.devices_dir.as_deref(),
+        Some(dir.join("devices").as_path())
+    );
+    let vm = cli_json(BIN, &dir, &["instance", "create", "vm", "-o", "json"]);
+    let vm_id = vm["id"].as_str().unwrap();
+    let vol = openstack_json(&dir, &["volume", "create", "--size", "1", "data"]);
+    let vol_id = vol["id"].as_str().unwrap();
+    let file = dir.join(format!("volumes/{vol_id}.img"));
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 1 << 30);
+    openstack_ok(&os, &dir, &["volume", "set", "--size", "2", "data"]);
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 2 << 30);
+    assert_eq!(openstack_json(&dir, &["volume", "show", "data"])["size"], 2);
+
+    let att = openstack_json(&dir, &["server", "add", "volume", "vm", "data"]);
+    assert_eq!(att["Device"], "/dev/vdb");
+    let link = serve.device_link(vm_id, vol_id);
+    let dev = std::fs::read_link(&link).unwrap();
+    let loops = loops_under(&dir);
+    assert_eq!(loops.len(), 1, "{loops:?}");
+    assert_eq!(loops[0].0, dev);
+    assert_eq!(Path::new(&loops[0].1), file.canonicalize().unwrap());
+
+    openstack_ok(&os, &dir, &["server", "remove", "volume", "vm", "data"]);
+    assert!(!link.exists());
+    openstack_ok(&os, &dir, &["volume", "delete", "data"]);
+    assert!(!file.exists());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !loops_under(&dir).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(loops_under(&dir), vec![]);
+    let status = cli_json(BIN, &dir, &["status", "-o", "json"]);
+    assert_eq!(status["volume_backing"], "sparse-file", "{status}");
 }

@@ -312,6 +312,7 @@ fn absurd_serve_flags_exit_2_naming_the_flag_before_anything_starts() {
         ("--inject-throttle-rate", "network=-0.5", "0 to 1"),
         ("--lb-vip-pool", "0.0.0.0/8", "127.0.0.0/8"),
         ("--lb-vip-pool", "10.0.0.0/24", "127.0.0.0/8"),
+        ("--volume-backing", "sparse", "none, sparse-file"),
     ] {
         let out = std::process::Command::new(BIN)
             .args(["local-cloud", "serve", "--state-dir"])
@@ -333,4 +334,59 @@ fn absurd_serve_flags_exit_2_naming_the_flag_before_anything_starts() {
         assert!(!dir.join("server.json").exists(), "{flag} {value}");
         assert!(!dir.join("wal.jsonl").exists(), "{flag} {value}");
     }
+}
+
+/// Without loop devices (here: no `losetup` on PATH, as for a user who is not root) a backed
+/// cloud still starts, says why once, backs volumes by files and makes no device link.
+#[test]
+fn a_backed_cloud_without_loop_devices_starts_and_says_why() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_process");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let mut cmd = hypercloud_testenv::localcloud::local_cloud(BIN);
+    cmd.env("PATH", tmp.path().join("empty-path"));
+    let serve = Serve::start_command(cmd, &dir, &["--volume-backing", "sparse-file"]);
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("server.json")).unwrap()).unwrap();
+    let why = info["loop_devices_unavailable"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("losetup"), "{info}");
+    let vm = cli_json(BIN, &dir, &["instance", "create", "vm", "-o", "json"]);
+    let vol = cli_json(BIN, &dir, &["volume", "create", "data", "-o", "json"]);
+    let (vm_id, vol_id) = (vm["id"].as_str().unwrap(), vol["id"].as_str().unwrap());
+    assert!(dir.join(format!("volumes/{vol_id}.img")).exists());
+    let t = token(&serve.api_url);
+    let (status, _, body) = http(
+        "POST",
+        &format!(
+            "{}/compute/v2.1/servers/{vm_id}/os-volume_attachments",
+            serve.api_url
+        ),
+        &[("X-Auth-Token", &t)],
+        Some(&format!(
+            r#"{{"volumeAttachment": {{"volumeId": "{vol_id}"}}}}"#
+        )),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !serve.device_link(vm_id, vol_id).exists(),
+        "no link without a loop device"
+    );
+    let log = serve.log();
+    assert_eq!(
+        log.matches("no loop devices").count(),
+        1,
+        "one warning naming why: {log}"
+    );
+    assert!(log.contains("cannot run losetup"), "{log}");
+    let status = cli_json(BIN, &dir, &["status", "-o", "json"]);
+    assert!(
+        status["volume_backing"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("sparse-file (no loop devices: cannot run losetup"),
+        "{status}"
+    );
+    serve.terminate();
 }

@@ -64,6 +64,10 @@ impl Harness {
                 requests: Default::default(),
                 config,
                 base_url: BASE_URL.into(),
+                backing: Arc::new(crate::backing::Backing::new(
+                    crate::VolumeBacking::None,
+                    dir.path(),
+                )),
             });
             crate::server::seed(&cloud).await.expect("seed");
             cloud

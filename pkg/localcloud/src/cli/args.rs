@@ -99,6 +99,11 @@ pub struct ServeArgs {
     /// gets no traffic (default: groups are bookkeeping, every member is reached).
     #[arg(long)]
     pub enforce_member_security_groups: bool,
+    /// What backs volumes: none (records only) or sparse-file (a sparse file per volume in
+    /// <state-dir>/volumes, a loop device per attached volume, linked as the instance's
+    /// <state-dir>/devices/<server-id>/virtio-<volume-id[:20]>; loop devices need root).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = crate::VolumeBacking::None)]
+    pub volume_backing: crate::VolumeBacking,
 }
 
 /// A region or availability zone name, checked by [`crate::server::check_location`].

@@ -234,8 +234,26 @@ pub(super) async fn status(state_dir: &Path, password: &str, out: OutputArgs) ->
     let networks = client.get("/network/v2.0/networks").await?;
     let routers = client.get("/network/v2.0/routers").await?;
     let fips = client.get("/network/v2.0/floatingips").await?;
+    // What only the running server knows: its volume backing (server.json).
+    let info: Value = if running {
+        std::fs::read_to_string(state_dir.join(crate::server::SERVER_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    } else {
+        Value::Null
+    };
+    let backing = match (&info["volume_backing"], &info["loop_devices_unavailable"]) {
+        (Value::String(mode), Value::String(why)) => {
+            json!(format!("{mode} (no loop devices: {why})"))
+        }
+        (Value::String(mode), _) => json!(mode),
+        _ => Value::Null,
+    };
     let summary = json!({
         "running": running,
+        "volume_backing": backing,
+        "devices_dir": info["devicesDir"],
         "api_url": if running { Some(client.base.clone()) } else { None },
         "state_dir": state_dir.display().to_string(),
         "instances": count(&servers, "servers"),
@@ -258,6 +276,12 @@ pub(super) async fn status(state_dir: &Path, password: &str, out: OutputArgs) ->
             ],
             vec!["state dir".into(), s(&summary["state_dir"])],
         ];
+        if running {
+            rows.push(vec!["volume backing".into(), s(&summary["volume_backing"])]);
+            if summary["devices_dir"].is_string() {
+                rows.push(vec!["devices dir".into(), s(&summary["devices_dir"])]);
+            }
+        }
         for key in [
             "instances",
             "instances_shutoff",

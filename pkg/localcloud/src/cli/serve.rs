@@ -20,6 +20,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         tls_private_key_file,
         lb_vip_pool,
         enforce_member_security_groups,
+        volume_backing,
     } = a;
     let faults = Faults {
         latency: inject_latency.unwrap_or_default(),
@@ -44,6 +45,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
             }),
         lb_vip_pool,
         enforce_member_security_groups,
+        volume_backing,
         ..ServerConfig::new(&state_dir)
     };
     // Before binding: a SIGTERM that comes while the server starts (a supervisor or test
