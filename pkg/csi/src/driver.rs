@@ -115,9 +115,11 @@ fn capability_problem(cap: &VolumeCapability) -> Option<String> {
     match mode {
         None => return Some("access_mode is missing".into()),
         Some(Mode::SingleNodeWriter | Mode::SingleNodeReaderOnly) => {}
-        Some(m) => return Some(format!(
+        Some(m) => {
+            return Some(format!(
             "access mode {m:?} is not supported: a block volume is attached to one node at a time"
-        )),
+        ))
+        }
     }
     match &cap.access_type {
         None => Some("access_type (block or mount) is missing".into()),

@@ -214,7 +214,7 @@ pub async fn stage(
                 dev.display()
             )))
         }
-        Some(_) => {}
+        Some(_) => grow_offline(dev, fs).await?,
     }
     let mut args = vec!["-t".to_owned(), fs.to_owned()];
     if !flags.is_empty() {
@@ -225,6 +225,64 @@ pub async fn stage(
     args.push(staging.to_string_lossy().into_owned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run("mount", &args).await.map(drop)
+}
+
+/// The size of the ext file system on `device` in bytes (`dumpe2fs -h`).
+async fn ext_fs_bytes(device: &Path) -> Result<u64, Status> {
+    let out = run("dumpe2fs", &["-h", &device.to_string_lossy()]).await?;
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    match (field("Block count:"), field("Block size:")) {
+        (Some(count), Some(size)) => Ok(count.saturating_mul(size)),
+        _ => Err(Status::internal(format!(
+            "dumpe2fs -h {}: no block count or size",
+            device.display()
+        ))),
+    }
+}
+
+/// The size of the block device in bytes.
+async fn device_bytes(device: &Path) -> Result<u64, Status> {
+    let size = run("blockdev", &["--getsize64", &device.to_string_lossy()]).await?;
+    size.parse::<u64>().map_err(|e| {
+        internal(
+            &format!("blockdev --getsize64 {} gave {size:?}", device.display()),
+            e,
+        )
+    })
+}
+
+/// Grows an unmounted ext file system to a disk that grew while detached (offline
+/// expansion: the driver advertises OFFLINE, so the next stage after a resize finds the disk
+/// larger than its file system); checked with `e2fsck -f` first, as `resize2fs` requires.
+/// XFS grows only mounted: [`expand`] does it.
+async fn grow_offline(device: &Path, fs: &str) -> Result<(), Status> {
+    if !fs.starts_with("ext") {
+        return Ok(());
+    }
+    let (fs_bytes, dev_bytes) = (ext_fs_bytes(device).await?, device_bytes(device).await?);
+    if dev_bytes <= fs_bytes.saturating_add(1 << 20) {
+        return Ok(());
+    }
+    let dev = device.to_string_lossy();
+    tracing::info!(device = %dev, fs_bytes, dev_bytes, "growing the file system to the disk");
+    let fsck = tokio::process::Command::new("e2fsck")
+        .args(["-f", "-p", &dev])
+        .output()
+        .await
+        .map_err(|e| internal("running e2fsck", e))?;
+    // 0: clean, 1: errors corrected; anything else needs a human.
+    if !matches!(fsck.status.code(), Some(0 | 1)) {
+        return Err(Status::internal(format!(
+            "e2fsck -f -p {dev}: {} ({})",
+            String::from_utf8_lossy(&fsck.stderr).trim(),
+            fsck.status
+        )));
+    }
+    run("resize2fs", &[&dev]).await.map(drop)
 }
 
 /// Unmounts `path` when mounted and removes a record left there; a missing path is fine.
@@ -392,8 +450,12 @@ pub async fn expand(device: &Device, path: &Path, block: bool) -> Result<i64, St
             Some("xfs") => {
                 run("xfs_growfs", &[&path.to_string_lossy()]).await?;
             }
+            // Staging grew it already when the disk grew while detached; online growth needs
+            // the kernel's resize ioctl (CAP_SYS_RESOURCE).
             Some(fs) if fs.starts_with("ext") => {
-                run("resize2fs", &[&dev.to_string_lossy()]).await?;
+                if device_bytes(dev).await? > ext_fs_bytes(dev).await?.saturating_add(1 << 20) {
+                    run("resize2fs", &[&dev.to_string_lossy()]).await?;
+                }
             }
             other => {
                 return Err(Status::failed_precondition(format!(

@@ -214,6 +214,35 @@ impl Drop for LoopGuard {
     }
 }
 
+/// Unmounts, when dropped, every mount point under its directory (deepest first, lazily), so
+/// a test whose CSI node plugin staged or published volumes there leaves no mount behind,
+/// also when it fails. Declare it after the [`LoopGuard`] (locals drop in reverse order):
+/// the mounts go first, then the devices they held.
+pub struct MountGuard(pub PathBuf);
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        for m in mounts_under(&self.0) {
+            let _ = Command::new("umount").arg("-l").arg(&m).status();
+        }
+    }
+}
+
+/// The mount points under `dir` (`/proc/self/mountinfo`), deepest first.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .filter(|m| m.starts_with(&dir) && *m != dir)
+        .collect();
+    found.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+    found.dedup();
+    found
+}
+
 /// The loop devices (`/dev/loopN`) whose backing file lies under `dir`, with that file as
 /// `/sys/block/loopN/loop/backing_file` says (` (deleted)` after a removed file).
 pub fn loops_under(dir: &Path) -> Vec<(PathBuf, String)> {

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use hypercloud_csi::proto::*;
 use hypercloud_csi::Client;
-use hypercloud_testenv::localcloud::{cli_json, openstack_json, state_dir, Serve};
+use hypercloud_testenv::localcloud::{
+    cli_json, mounts_under, openstack_json, state_dir, LoopGuard, MountGuard, Serve,
+};
 use hypercloud_testenv::process::{personality, run, Proc, Stdout};
 use serde_json::Value;
 use tonic::Code;
@@ -83,38 +85,60 @@ fn attached_servers(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A backed local cloud (volumes are sparse files, attached ones loop devices linked in the
+/// instance's devices directory), one instance `node` and the driver playing that node.
+/// Dropped in field order: the driver, the mounts under the test's directory, the cloud,
+/// the loop devices left, the directory.
 struct Fixture {
-    _tmp: tempfile::TempDir,
-    state: PathBuf,
-    _serve: Serve,
     driver: Proc,
     client: Client,
+    _mounts: MountGuard,
+    serve: Serve,
+    _loops: LoopGuard,
+    state: PathBuf,
+    conf: PathBuf,
     server_id: String,
     dir: PathBuf,
+    _tmp: tempfile::TempDir,
 }
 
 async fn fixture(node: &str) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let state = state_dir(&tmp);
-    let serve = Serve::start(BIN, &state, &[]);
+    let loops = LoopGuard(state.clone());
+    let serve = Serve::start_backed(BIN, &state, &[]);
     let conf = tmp.path().join("cloud.conf");
     std::fs::write(&conf, serve.cloud_conf()).unwrap();
-    let server_id = cli_json(BIN, &state, &["instance", "create", node, "-o", "json"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let server_id = create_server(&state, node);
     let dir = tmp.path().to_path_buf();
-    let devices = dir.join("devices");
-    let (driver, client) = start_driver(&dir, &conf, &dir.join("csi.sock"), node, &devices).await;
+    let mounts = MountGuard(dir.clone());
+    let (driver, client) = start_driver(
+        &dir,
+        &conf,
+        &dir.join("csi.sock"),
+        node,
+        &serve.devices_of(&server_id),
+    )
+    .await;
     Fixture {
-        state,
-        _serve: serve,
         driver,
         client,
+        _mounts: mounts,
+        serve,
+        _loops: loops,
+        state,
+        conf,
         server_id,
         dir,
         _tmp: tmp,
     }
+}
+
+fn create_server(state: &Path, name: &str) -> String {
+    cli_json(BIN, state, &["instance", "create", name, "-o", "json"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -539,7 +563,10 @@ async fn csi_sanity_passes_on_the_local_cloud() {
     let socket = f.dir.join("csi.sock");
     let out = tokio::process::Command::new(&sanity)
         .arg(format!("--csi.endpoint=unix://{}", socket.display()))
-        .arg(format!("--csi.stagingdir={}", f.dir.join("staging").display()))
+        .arg(format!(
+            "--csi.stagingdir={}",
+            f.dir.join("staging").display()
+        ))
         .arg(format!("--csi.mountdir={}", f.dir.join("mount").display()))
         .arg(format!("--csi.testvolumesize={}", GIB))
         .arg("--ginkgo.no-color")
@@ -564,8 +591,207 @@ async fn csi_sanity_passes_on_the_local_cloud() {
         .find_map(|l| l.split(" Passed").next()?.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0);
     assert!(passed >= 50, "only {passed} specs passed: {summary:?}");
-    assert!(summary.iter().any(|l| l.contains("| 0 Failed |")), "{summary:?}");
+    assert!(
+        summary.iter().any(|l| l.contains("| 0 Failed |")),
+        "{summary:?}"
+    );
     // The suite cleans up after itself: no volume is left in the cloud.
     let left = openstack_json(&f.state, &["volume", "list"]);
     assert_eq!(left.as_array().unwrap().len(), 0, "{left}");
+}
+
+/// Stages and publishes `volume` (attached to the node of `c`) under `dir`; returns the
+/// (staging, target) paths.
+async fn stage_and_publish(
+    c: &Client,
+    volume: &str,
+    dir: &Path,
+    ctx: &ControllerPublishVolumeResponse,
+) -> (PathBuf, PathBuf) {
+    let cap = mount_cap(volume_capability::Mode::SingleNodeWriter);
+    let staging = dir.join("globalmount");
+    let target = dir.join("pod/mount");
+    c.node_stage_volume(NodeStageVolumeRequest {
+        volume_id: volume.into(),
+        publish_context: ctx.publish_context.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(cap.clone()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.node_publish_volume(NodePublishVolumeRequest {
+        volume_id: volume.into(),
+        publish_context: ctx.publish_context.clone(),
+        staging_target_path: staging.display().to_string(),
+        target_path: target.display().to_string(),
+        volume_capability: Some(cap),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    (staging, target)
+}
+
+async fn unpublish_and_unstage(c: &Client, volume: &str, staging: &Path, target: &Path) {
+    c.node_unpublish_volume(NodeUnpublishVolumeRequest {
+        volume_id: volume.into(),
+        target_path: target.display().to_string(),
+    })
+    .await
+    .unwrap();
+    c.node_unstage_volume(NodeUnstageVolumeRequest {
+        volume_id: volume.into(),
+        staging_target_path: staging.display().to_string(),
+    })
+    .await
+    .unwrap();
+}
+
+/// The node side on real block devices: node 1 formats the attached disk (a loop device of
+/// the volume's sparse file), mounts it and writes; after unpublish, unstage and detach, the
+/// volume grows offline and node 2 (another instance, its own driver) mounts it, finds the
+/// data and grows the file system with NodeExpandVolume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_written_on_one_node_is_read_on_another() {
+    let _group = hypercloud_testenv::group("csi_driver").await;
+    let f = fixture("csi-data-1").await;
+    let c = &f.client;
+    let cap = mount_cap(volume_capability::Mode::SingleNodeWriter);
+    let vol = c
+        .create_volume(CreateVolumeRequest {
+            name: "pvc-data".into(),
+            volume_capabilities: vec![cap.clone()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .volume
+        .unwrap();
+    let id = vol.volume_id.clone();
+    let publish = |node: String| ControllerPublishVolumeRequest {
+        volume_id: id.clone(),
+        node_id: node,
+        volume_capability: Some(cap.clone()),
+        ..Default::default()
+    };
+    let ctx = c
+        .controller_publish_volume(publish(f.server_id.clone()))
+        .await
+        .unwrap();
+    let link = f.serve.device_link(&f.server_id, &id);
+    let device = std::fs::canonicalize(&link).unwrap();
+    assert!(
+        device.display().to_string().starts_with("/dev/loop"),
+        "{device:?}"
+    );
+
+    let n1 = f.dir.join("node1");
+    let (staging, target) = stage_and_publish(c, &id, &n1, &ctx).await;
+    let mounts = mounts_under(&f.dir);
+    assert!(
+        mounts.contains(&staging) && mounts.contains(&target),
+        "{mounts:?}"
+    );
+    let (code, fs, _) = run(
+        "blkid",
+        &["-o", "value", "-s", "TYPE", &device.display().to_string()],
+    );
+    assert_eq!((code, fs.trim()), (0, "ext4"));
+    std::fs::write(target.join("greeting"), "written on node 1\n").unwrap();
+    // Idempotent: staging and publishing again change nothing.
+    stage_and_publish(c, &id, &n1, &ctx).await;
+    let stats = c
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: id.clone(),
+            volume_path: target.display().to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let total_before = stats.usage[0].total;
+    assert!(total_before > GIB / 2 && total_before <= GIB, "{stats:?}");
+    unpublish_and_unstage(c, &id, &staging, &target).await;
+    assert!(mounts_under(&f.dir).is_empty());
+    assert!(!target.exists());
+    c.controller_unpublish_volume(ControllerUnpublishVolumeRequest {
+        volume_id: id.clone(),
+        node_id: f.server_id.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(!link.exists());
+    // Offline growth to 2 GiB.
+    let grown = c
+        .controller_expand_volume(ControllerExpandVolumeRequest {
+            volume_id: id.clone(),
+            capacity_range: Some(CapacityRange {
+                required_bytes: 2 * GIB,
+                limit_bytes: 0,
+            }),
+            volume_capability: Some(cap.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(grown.capacity_bytes, 2 * GIB);
+
+    // Node 2: another instance with its own driver.
+    let server2 = create_server(&f.state, "csi-data-2");
+    std::fs::create_dir_all(f.dir.join("n2")).unwrap();
+    let (driver2, c2) = start_driver(
+        &f.dir.join("n2"),
+        &f.conf,
+        &f.dir.join("csi2.sock"),
+        "csi-data-2",
+        &f.serve.devices_of(&server2),
+    )
+    .await;
+    let node2 = c2.node_get_info(NodeGetInfoRequest {}).await.unwrap();
+    assert_eq!(node2.node_id, server2);
+    let ctx2 = c
+        .controller_publish_volume(publish(server2.clone()))
+        .await
+        .unwrap();
+    let n2 = f.dir.join("node2");
+    let (staging2, target2) = stage_and_publish(&c2, &id, &n2, &ctx2).await;
+    assert_eq!(
+        std::fs::read_to_string(target2.join("greeting")).unwrap(),
+        "written on node 1\n"
+    );
+    let expanded = c2
+        .node_expand_volume(NodeExpandVolumeRequest {
+            volume_id: id.clone(),
+            volume_path: target2.display().to_string(),
+            volume_capability: Some(cap.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(expanded.capacity_bytes, 2 * GIB);
+    let after = c2
+        .node_get_volume_stats(NodeGetVolumeStatsRequest {
+            volume_id: id.clone(),
+            volume_path: target2.display().to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(after.usage[0].total > total_before + GIB / 2, "{after:?}");
+    unpublish_and_unstage(&c2, &id, &staging2, &target2).await;
+    c.controller_unpublish_volume(ControllerUnpublishVolumeRequest {
+        volume_id: id.clone(),
+        node_id: server2,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.delete_volume(DeleteVolumeRequest {
+        volume_id: id,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    drop(driver2);
 }
