@@ -112,7 +112,12 @@ pub async fn register(
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {
                 "labels": reg.topology,
-                "annotations": {NODE_ID_ANNOTATION: ids},
+                // The kubelet's --enable-controller-attach-detach (default true): the
+                // attach/detach controller, not the kubelet, attaches this node's volumes.
+                "annotations": {
+                    NODE_ID_ANNOTATION: ids,
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                },
             }})),
         )
         .await

@@ -2,6 +2,7 @@
 //! scenario; each takes its module's group (`hypercloud_testenv::group`) first, so scenarios
 //! never overlap on the shared kube-apiserver, as when each file was its own process.
 
+mod csi_sidecars;
 mod external;
 mod helm_install;
 mod in_tree;
