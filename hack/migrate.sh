@@ -15,8 +15,16 @@
 #   5. the loops stop; the official `openstack` CLI counts load balancers and floating IPs
 #      before and after (nothing created, nothing orphaned); then the Services are deleted and
 #      the cloud-controller-manager must delete every adopted load balancer and floating IP.
+#   6. the storage half (hack/lib/migrate-volumes.sh): before the switch the controller-manager
+#      provisions a kubernetes.io/cinder volume for a pod on node-1, which formats it and writes
+#      a token (on a loop device: the local cloud backs volumes by files); after it the upstream
+#      kube-controller-manager (CSI migration), hypercloud's csi-driver and the upstream CSI
+#      sidecars attach the same volume to node-2, the kubelet-helper mounts it, the token is read
+#      back, the claim grows to 2Gi through the external-resizer and the token is read again;
+#      a per-PV table before/after, and nothing orphaned or attached twice. Needs root (loop
+#      devices, mkfs, mount); --no-volumes skips it.
 #
-#   hack/migrate.sh [--services N] [--nodes N] [--dir DIR]
+#   hack/migrate.sh [--services N] [--nodes N] [--dir DIR] [--no-volumes]
 #
 # Prints a table per Service (before/after load balancer id, name, IP; requests and failures
 # through the floating IP during the hand-over) and exits 1 when a load balancer changed id or
@@ -29,7 +37,7 @@ repo="$(pwd)"
 
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
-dir="$HYPERCLOUD_CACHE/migrate" services=3 nodes=2
+dir="$HYPERCLOUD_CACHE/migrate" services=3 nodes=2 volumes=true
 while [ $# -gt 0 ]; do
   case "$1" in
     --services) services="${2:-}"; shift 2 ;;
@@ -38,6 +46,7 @@ while [ $# -gt 0 ]; do
     --nodes=*) nodes="${1#--nodes=}"; shift ;;
     --dir) dir="${2:-}"; shift 2 ;;
     --dir=*) dir="${1#--dir=}"; shift ;;
+    --no-volumes) volumes=false; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "migrate: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -47,6 +56,12 @@ for v in services nodes; do
 done
 [ "$services" -ge 1 ] && [ "$services" -le 20 ] || { echo "migrate: --services must be between 1 and 20" >&2; exit 2; }
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 10 ] || { echo "migrate: --nodes must be between 1 and 10" >&2; exit 2; }
+if $volumes; then
+  [ "$nodes" -ge 2 ] || { echo "migrate: the storage half moves a volume from node-1 to node-2: --nodes must be at least 2 (or --no-volumes)" >&2; exit 2; }
+  [ "$(id -u)" = 0 ] || { echo "migrate: the storage half needs root (loop devices, mkfs, mount); run as root or with --no-volumes" >&2; exit 2; }
+fi
+# shellcheck source=hack/lib/migrate-volumes.sh
+. "$(dirname "$0")/lib/migrate-volumes.sh"
 
 n=0
 step() { n=$((n + 1)); printf '\n[%d] %s\n' "$n" "$*"; }
@@ -62,6 +77,9 @@ cleanup() {
     wait "${pids[@]}" 2>/dev/null || true
   fi
   HYPERCLOUD_ENVTEST_DIR="$dir/envtest" hack/envtest.sh stop >/dev/null 2>&1 || true
+  # Mounts the kubelet-helper or this script left (a failed run): unmount, so the local cloud's
+  # loop devices (autoclear) are freed.
+  awk -v d="$dir/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   [ "$rc" -eq 0 ] || echo "migrate: logs are in $dir/logs" >&2
   exit "$rc"
 }
@@ -77,7 +95,12 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
   done
 }
 
-rm -rf "$dir/logs" "$dir/cloud" "$dir/bin" "$dir/probe" "$dir"/*.json "$dir"/*.jsonl "$dir/probe.stop"
+# A previous run killed mid-way may have left mounts under $dir: unmount them first.
+if [ -d "$dir" ]; then
+  awk -v d="$dir/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+fi
+rm -rf "$dir/logs" "$dir/cloud" "$dir/bin" "$dir/probe" "$dir"/*.json "$dir"/*.jsonl "$dir/probe.stop" \
+  "$dir/volumes" "$dir/csi" "$dir"/kubelet-node-*
 mkdir -p "$dir/logs" "$dir/bin" "$dir/probe"
 started=$SECONDS
 
@@ -108,11 +131,15 @@ kcreate() { kcurl -H 'Content-Type: application/json' -X POST --data "$2" "$api_
 
 step "start the local cloud; the provider's cloud.conf names its public network for floating IPs"
 api_port=$(free_port) md_port=$(free_port)
+backing=none
+$volumes && backing=sparse-file
 "$bin/local-cloud" --state-dir "$dir/cloud" serve --listen "127.0.0.1:$api_port" --metadata-listen "127.0.0.1:$md_port" \
+  --volume-backing "$backing" \
   >"$dir/logs/local-cloud.log" 2>&1 &
 pids+=($!)
 wait_for 30 "the local cloud (see $dir/logs/local-cloud.log)" curl -fsS "http://127.0.0.1:$api_port/identity/v3"
 export OS_CLIENT_CONFIG_FILE="$dir/cloud/clouds.yaml" OS_CLOUD=local
+devices_dir=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("devicesDir", ""))' "$dir/cloud/server.json")
 os() { "$openstack_cli" "$@"; }
 public_net=$(os network show public -f value -c id)
 cat >"$dir/cloud.conf" <<EOF
@@ -163,6 +190,8 @@ migration_held() { [ -n "$(migration_holder)" ]; }
 wait_for 60 "the controller-manager to hold the migration Lease (see $dir/logs/kube-controller-manager.log)" migration_held
 kcm_identity=$(migration_holder)
 echo "migration Lease kube-system/cloud-provider-extraction-migration held by $kcm_identity"
+
+if $volumes; then volumes_in_tree; fi
 
 step "create $services LoadBalancer Services; a tiny HTTP server on every Node's InternalIP:nodePort"
 listeners=()
@@ -280,5 +309,13 @@ echo "openstack loadbalancer list: $lbs_left left; openstack floating ip list: $
 [ "$lbs_left" = 0 ] || { echo "migrate: $lbs_left load balancers orphaned" >&2; report_ok=false; }
 [ "$fips_left" = 0 ] || { echo "migrate: $fips_left floating IPs orphaned" >&2; report_ok=false; }
 
+volumes_note=""
+if $volumes; then
+  volumes_external
+  step "result of the storage half (the PV before and after the switch; the cloud side with the openstack CLI)"
+  volumes_report || report_ok=false
+  volumes_note="; the cinder volume migrated to the CSI driver with its data, grown, and deleted (external half ${vol_external_seconds}s)"
+fi
+
 $report_ok || fail "the migration changed, lost or orphaned something (table above; logs in $dir/logs)"
-echo "migrate: every load balancer adopted with its id and floating IP, no request lost, nothing orphaned ($((SECONDS - started))s)"
+echo "migrate: every load balancer adopted with its id and floating IP, no request lost, nothing orphaned${volumes_note} ($((SECONDS - started))s)"
