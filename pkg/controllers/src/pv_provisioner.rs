@@ -153,18 +153,11 @@ pub enum Skip {
     WaitingForNode,
 }
 
-/// The CSI driver an in-tree plugin was migrated to (csi-translation-lib's table). Since CSI
-/// migration the upstream binder annotates claims of a class naming the in-tree plugin with
-/// this driver as their `volume.kubernetes.io/storage-provisioner`.
+/// The CSI driver an in-tree plugin was migrated to ([`hypercloud_cloudprovider::csi_drivers`]).
+/// Since CSI migration the upstream binder annotates claims of a class naming the in-tree
+/// plugin with this driver as their `volume.kubernetes.io/storage-provisioner`.
 pub fn migrated_csi_driver(plugin: &str) -> Option<&'static str> {
-    match plugin {
-        "kubernetes.io/cinder" => Some("cinder.csi.openstack.org"),
-        "kubernetes.io/aws-ebs" => Some("ebs.csi.aws.com"),
-        "kubernetes.io/gce-pd" => Some("pd.csi.storage.gke.io"),
-        "kubernetes.io/vsphere-volume" => Some("csi.vsphere.vmware.com"),
-        "kubernetes.io/azure-disk" => Some("disk.csi.azure.com"),
-        _ => None,
-    }
+    hypercloud_cloudprovider::csi_drivers::for_plugin(plugin).map(|d| d.driver)
 }
 
 /// The first checks of external-provisioner's `shouldProvision`: `None` when `claim` is ours

@@ -20,9 +20,9 @@ use hypercloud_cloudprovider::{
 use tokio::sync::OnceCell;
 use tonic::Status;
 
-use crate::drivers::DriverInfo;
 use crate::node::{self, Device};
 use crate::proto::*;
+use hypercloud_cloudprovider::csi_drivers::DriverInfo;
 
 const GIB: i64 = 1 << 30;
 

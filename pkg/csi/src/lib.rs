@@ -6,14 +6,13 @@
 //! kubelet call over gRPC on a unix socket. This crate answers those calls with the same
 //! [`hypercloud_cloudprovider::VolumeProvisioner`] and
 //! [`hypercloud_cloudprovider::VolumeAttacher`] the in-tree controllers use, under the upstream
-//! driver's name ([`drivers`]), so CSI migration hands the in-tree volumes to it unchanged.
+//! driver's name ([`hypercloud_cloudprovider::csi_drivers`]), so CSI migration hands the in-tree volumes to it unchanged.
 //!
 //! - [`proto`]: the CSI v1 messages; [`server`]: the gRPC services on a unix socket.
 //! - [`driver`]: the calls; [`node`]: the node side on this machine's block devices.
 
 pub mod client;
 pub mod driver;
-pub mod drivers;
 mod error;
 pub mod node;
 pub mod proto;
@@ -25,8 +24,8 @@ use hypercloud_cloudprovider::Interface;
 
 pub use client::Client;
 pub use driver::{Driver, DriverOptions, NodeOptions};
-pub use drivers::DriverInfo;
 pub use error::{Error, Result};
+pub use hypercloud_cloudprovider::csi_drivers::{self as drivers, DriverInfo};
 
 /// The CSI driver a provider plays: the one whose in-tree plugin its volume capability
 /// serves. An error naming what is missing when the provider has no volume capability or

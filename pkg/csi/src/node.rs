@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use tonic::Status;
 
-use crate::drivers::{by_id_name, DriverInfo};
 use crate::proto::{volume_usage, VolumeUsage};
+use hypercloud_cloudprovider::csi_drivers::{by_id_name, DriverInfo};
 
 /// The file written where a real node would have mounted something.
 pub const RECORD: &str = "HYPERCLOUD-NOT-MOUNTED.json";
@@ -501,7 +501,8 @@ mod tests {
 
     #[test]
     fn a_missing_link_is_absent_with_what_was_looked_for() {
-        let cinder = crate::drivers::for_plugin("kubernetes.io/cinder").expect("cinder");
+        let cinder = hypercloud_cloudprovider::csi_drivers::for_plugin("kubernetes.io/cinder")
+            .expect("cinder");
         let d = tempfile::tempdir().expect("tempdir");
         match find_device(cinder, d.path(), "abc", Some("/dev/vdb")) {
             Device::Absent {

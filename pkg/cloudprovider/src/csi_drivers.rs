@@ -1,6 +1,9 @@
 //! Which CSI driver stands in for which in-tree volume plugin: the one table that says so
 //! (upstream: `k8s.io/csi-translation-lib`'s plugins, which kube-controller-manager and the
-//! kubelet use for CSI migration, and the drivers' own names and topology keys).
+//! kubelet use for CSI migration, and the drivers' own names and topology keys). The
+//! provisioner reads it for the claims a CSI-migrated binder annotates with the driver, the
+//! `csi-driver` personality for its name, and the kubelet-helper for the migrated-plugins
+//! annotation.
 
 /// One in-tree plugin and the CSI driver that took its volumes over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +49,15 @@ pub const DRIVERS: &[DriverInfo] = &[
         max_volumes_per_node: 127,
         // A zonal persistent disk is at most 64 TiB.
         max_volume_gib: 65_536,
+    },
+    DriverInfo {
+        in_tree_plugin: "kubernetes.io/azure-disk",
+        driver: "disk.csi.azure.com",
+        topology_key: "topology.disk.csi.azure.com/zone",
+        // The driver's default when the VM size gives none.
+        max_volumes_per_node: 16,
+        // A managed disk is at most 32 TiB (32767 GiB).
+        max_volume_gib: 32_767,
     },
     DriverInfo {
         in_tree_plugin: "kubernetes.io/vsphere-volume",
