@@ -22,9 +22,11 @@
 #      sidecars attach the same volume to node-2, the kubelet-helper mounts it, the token is read
 #      back, the claim grows to 2Gi through the external-resizer and the token is read again;
 #      a per-PV table before/after, and nothing orphaned or attached twice. Needs root (loop
-#      devices, mkfs, mount); --no-volumes skips it.
+#      devices, mkfs, mount); --no-volumes skips it. The volume calls of the run are drawn
+#      (hypercloud trace render) and must match docs/diagrams/volumes-migration.mmd;
+#      --update-diagram writes it (and the SVG) instead.
 #
-#   hack/migrate.sh [--services N] [--nodes N] [--dir DIR] [--no-volumes]
+#   hack/migrate.sh [--services N] [--nodes N] [--dir DIR] [--no-volumes] [--update-diagram]
 #
 # Prints a table per Service (before/after load balancer id, name, IP; requests and failures
 # through the floating IP during the hand-over) and exits 1 when a load balancer changed id or
@@ -37,7 +39,7 @@ repo="$(pwd)"
 
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
-dir="$HYPERCLOUD_CACHE/migrate" services=3 nodes=2 volumes=true
+dir="$HYPERCLOUD_CACHE/migrate" services=3 nodes=2 volumes=true update_diagram=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --services) services="${2:-}"; shift 2 ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --dir) dir="${2:-}"; shift 2 ;;
     --dir=*) dir="${1#--dir=}"; shift ;;
     --no-volumes) volumes=false; shift ;;
+    --update-diagram) update_diagram=true; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "migrate: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -314,6 +317,7 @@ if $volumes; then
   volumes_external
   step "result of the storage half (the PV before and after the switch; the cloud side with the openstack CLI)"
   volumes_report || report_ok=false
+  volumes_diagram "$update_diagram" || report_ok=false
   volumes_note="; the cinder volume migrated to the CSI driver with its data, grown, and deleted (external half ${vol_external_seconds}s)"
 fi
 

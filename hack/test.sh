@@ -184,8 +184,11 @@ hack/compare-modes.sh --cloud gce --dir "$HYPERCLOUD_CACHE/compare-modes-gce-ci"
 echo "compare-modes --cloud gce: $((SECONDS - gce_start))s"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
-# adopted with their ids and floating IPs, no request through them lost, nothing orphaned (~1 min).
-step "hack/migrate.sh (leader migration of the service controller, load balancers adopted)"
+# adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the
+# storage half: a cinder volume moved to the CSI driver by CSI migration with its data, grown and
+# deleted, its volume calls against docs/diagrams/volumes-migration.mmd (~70 s; the storage half
+# ~30 s of it; root: loop devices and mounts).
+step "hack/migrate.sh (leader migration of the service controller, load balancers adopted; a cinder volume through CSI migration)"
 hack/migrate.sh --dir "$HYPERCLOUD_CACHE/migrate-ci"
 # hypercloud's CCM beside the upstream Go CCM (k8s.io/cloud-provider app + a fake answering as
 # hypercloud's) at a tiny N, debug build: a smoke of the comparison, never a pass/fail on speed

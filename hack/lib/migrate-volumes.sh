@@ -111,7 +111,8 @@ csi_node_plugin() {
   server=$(server_id_of "$1")
   "$bin/csi-driver" --cloud-provider=local "--cloud-config=$dir/cloud.conf" \
     --endpoint "unix://$dir/csi/$1.sock" --provide-controller-service=false \
-    --node-name "$1" --device-dir "$devices_dir/$server" --v=2 >"$dir/logs/csi-driver-$1.log" 2>&1 &
+    --node-name "$1" --device-dir "$devices_dir/$server" --trace-cloud-calls "$dir/trace-csi-driver-$1.jsonl" \
+    --v=2 >"$dir/logs/csi-driver-$1.log" 2>&1 &
   pids+=($!)
 }
 
@@ -122,7 +123,8 @@ volumes_external() {
   mkdir -p "$dir/csi"
   local t0=$SECONDS
   "$bin/csi-driver" --cloud-provider=local "--cloud-config=$dir/cloud.conf" \
-    --endpoint "unix://$dir/csi/controller.sock" --provide-node-service=false --v=2 \
+    --endpoint "unix://$dir/csi/controller.sock" --provide-node-service=false \
+    --trace-cloud-calls "$dir/trace-csi-driver-controller.jsonl" --v=2 \
     >"$dir/logs/csi-driver-controller.log" 2>&1 &
   pids+=($!)
   csi_node_plugin node-2
@@ -208,4 +210,29 @@ sys.exit(1)' "$vol_pv"
 
 volumes_report() {
   python3 "$repo/hack/lib/migrate-volumes-report.py" "$(vol_dir)"
+}
+
+# volumes_diagram UPDATE: the volume calls of the run (hypercloud's in-tree controller-manager,
+# then the CSI driver's controller and node plugin) drawn by `hypercloud trace render`, compared
+# with docs/diagrams/volumes-migration.mmd (false when it differs), or written there (and the
+# SVG beside it) when UPDATE is true.
+volumes_diagram() {
+  local out
+  out="$(vol_dir)/traces"
+  mkdir -p "$out"
+  python3 "$repo/hack/lib/trace-filter.py" volumes "$out" "$dir/trace-kube-controller-manager.jsonl" "$dir"/trace-csi-driver-*.jsonl
+  local title="volumes across the migration: hack/migrate.sh (in-tree controller-manager, then the csi-driver with CSI migration)"
+  "$HYPERCLOUD_BIN" trace render --format mermaid --participant kubelet-helper --title "$title" \
+    -o "$(vol_dir)/volumes-migration.mmd" "$out"/trace-*.jsonl
+  if [ "$1" = true ]; then
+    cp "$(vol_dir)/volumes-migration.mmd" "$repo/docs/diagrams/volumes-migration.mmd"
+    "$HYPERCLOUD_BIN" trace render --format svg --participant kubelet-helper --title "$title" \
+      -o "$repo/docs/diagrams/volumes-migration.svg" "$out"/trace-*.jsonl
+    echo "wrote docs/diagrams/volumes-migration.mmd and .svg"
+  elif ! diff -u "$repo/docs/diagrams/volumes-migration.mmd" "$(vol_dir)/volumes-migration.mmd"; then
+    echo "migrate: the volume calls differ from docs/diagrams/volumes-migration.mmd (diff above: committed -> this run); if the change is meant, run hack/migrate.sh --update-diagram and commit it" >&2
+    return 1
+  else
+    echo "the volume calls match docs/diagrams/volumes-migration.mmd"
+  fi
 }

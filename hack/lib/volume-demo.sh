@@ -38,7 +38,7 @@ volume_demo() {
     topology=",\"allowedTopologies\":[{\"matchLabelExpressions\":[{\"key\":\"topology.kubernetes.io/zone\",\"values\":[\"$vol_zone\"]}]}]"
   if [ "$mode" = external ]; then
     step "volumes: skipped in the external layout"
-    echo "local-up: provisioning and attaching volumes is a CSI driver's job in the external layout (for $vol_plugin: the CSI driver CSI migration names for it, with external-provisioner and external-attacher), not the cloud-controller-manager's; hypercloud ships no CSI driver yet, so the volume step is skipped"
+    echo "local-up: provisioning and attaching volumes is a CSI driver's job in the external layout (for $vol_plugin: the CSI driver CSI migration names for it, with external-provisioner and external-attacher), not the cloud-controller-manager's; this demo does not run hypercloud's csi-driver yet (hack/migrate.sh and the e2e test csi_sidecars do), so the volume step is skipped"
     return 0
   fi
   local claim="$vol_class-data" app="$vol_class-app"
