@@ -93,8 +93,8 @@ for mode in in-tree external; do
 
   # The volume path alone (local-up's volume step, hack/lib/volume-demo.sh, for the clouds
   # that have one): the calls that create, grow, delete, attach and detach cloud volumes, find
-  # attached disks or label PVs. External, only the PV label controller is left: the rest is a
-  # CSI driver's job.
+  # attached disks or label PVs. External, the CCM's PV label controller and (the local cloud) the
+  # csi-driver's provisioning and attaching for the CSI sidecars.
   grep -q "^${cloud}_volume_class()" hack/lib/volume-demo.sh "hack/lib/cloud-$cloud.sh" 2>/dev/null || continue
   vol="$scratch/volumes-$mode"
   mkdir -p "$vol"

@@ -86,7 +86,11 @@ def main(nodes_path, services_path, pvs_path, ids_path, pods_path, slices_path, 
             labels = p["metadata"].get("labels", {})
             volume_id = next((p["spec"][source][key] for source, key in IN_TREE_SOURCES
                               if source in p["spec"]), "")
-            devices = attached.get(f"{provisioner}/{volume_id}", [])
+            # In-tree the Node names it <plugin>/<volume id>; through a CSI driver (CSI
+            # migration) kubernetes.io/csi/<driver>^<volume id>.
+            devices = [d for name, paths in attached.items()
+                       if name == f"{provisioner}/{volume_id}" or name.endswith(f"^{volume_id}")
+                       for d in paths]
             out.append(
                 f"pv/pvc-{{uid}} of claim {claim.get('namespace')}/{claim.get('name')}: provisioned by {provisioner}, "
                 + " ".join(f"{k.split('/')[-1]}={v}" for k, v in sorted(labels.items()))

@@ -37,9 +37,12 @@ volume_demo() {
   [ -z "$vol_zone" ] ||
     topology=",\"allowedTopologies\":[{\"matchLabelExpressions\":[{\"key\":\"topology.kubernetes.io/zone\",\"values\":[\"$vol_zone\"]}]}]"
   if [ "$mode" = external ]; then
-    step "volumes: skipped in the external layout"
-    echo "local-up: provisioning and attaching volumes is a CSI driver's job in the external layout (for $vol_plugin: the CSI driver CSI migration names for it, with external-provisioner and external-attacher), not the cloud-controller-manager's; this demo does not run hypercloud's csi-driver yet (hack/migrate.sh and the e2e test csi_sidecars do), so the volume step is skipped"
-    return 0
+    if ! declare -F "${cloud}_csi_node_flags" >/dev/null; then
+      step "volumes: skipped in the external layout"
+      echo "local-up: provisioning and attaching volumes is a CSI driver's job in the external layout (for $vol_plugin: the CSI driver CSI migration names for it, with external-provisioner and external-attacher), not the cloud-controller-manager's; this demo runs hypercloud's csi-driver only for the local cloud (hack/migrate.sh and the e2e test csi_sidecars run it too), so the volume step is skipped"
+      return 0
+    fi
+    csi_start
   fi
   local claim="$vol_class-data" app="$vol_class-app"
   step "a claim of a $vol_plugin StorageClass and a pod using it: the cloud creates the volume and attaches it to the pod's Node"
@@ -86,6 +89,10 @@ print("pv/%s: volume %s, %s, %s, node %s chosen by the scheduler" % (pv["metadat
   # runs the pod gets a kubelet-helper that stays (its address sync slowed to once an hour, so the
   # traces hold the same calls in every run).
   for i in $(seq 1 "$nodes"); do [ "$(node_name "$i")" = "$node" ] && break; done
+  if [ "$mode" = external ]; then
+    csi_attached "$node" "$volume_id" "$i"
+    return 0
+  fi
   cloud_node_flags "$i"
   "$bin/kubelet-helper" "--cloud-provider=$provider" "${node_flags[@]}" --kubeconfig "$kubeconfig" \
     --hostname-override "$node" --node-status-update-frequency=1h \
@@ -129,11 +136,112 @@ EOF
   echo "local-up: volume $volume_id attached to $node, the Node that runs pod default/$app"
 }
 
+# csi_start: the external layout's volume path (the local cloud): hypercloud's csi-driver (a
+# controller, and a node plugin per Node: the local cloud gives this machine no disks, so the
+# node plugins record what a real node would mount), the upstream external-provisioner and
+# external-attacher, the CSIDriver object, and per Node a kubelet-helper that registers the
+# driver (CSINode with the migrated-plugins annotation) and stages and publishes its volumes.
+# The upstream kube-controller-manager's binder and attach/detach controller do CSI migration:
+# the same kubernetes.io/cinder class as in-tree, served by the driver.
+csi_start() {
+  step "volumes, external: hypercloud's csi-driver with the upstream CSI sidecars (CSI migration of kubernetes.io/cinder)"
+  local csi_bin i node
+  csi_bin="$(hack/csi-tools.sh bin)" || fail "hack/csi-tools.sh"
+  mkdir -p "$dir/csi"
+  "$bin/csi-driver" "--cloud-provider=$provider" "--cloud-config=$dir/cloud.conf" \
+    --endpoint "unix://$dir/csi/controller.sock" --provide-node-service=false \
+    --trace-cloud-calls "$dir/trace-csi-driver.jsonl" --v=2 >"$dir/logs/csi-driver-controller.log" 2>&1 &
+  pids+=($!)
+  for i in $(seq 1 "$nodes"); do
+    node=$(node_name "$i")
+    "$bin/csi-driver" "--cloud-provider=$provider" "--cloud-config=$dir/cloud.conf" \
+      --endpoint "unix://$dir/csi/$node.sock" --provide-controller-service=false --node-name "$node" \
+      $("${cloud}_csi_node_flags" "$i") \
+      --trace-cloud-calls "$dir/trace-csi-driver.jsonl" --v=2 >"$dir/logs/csi-driver-$node.log" 2>&1 &
+    pids+=($!)
+  done
+  local sockets_up
+  sockets_up() { local n; for n in controller $(for i in $(seq 1 "$nodes"); do node_name "$i"; done); do [ -S "$dir/csi/$n.sock" ] || return 1; done; }
+  wait_for 30 "the csi-driver sockets in $dir/csi (see $dir/logs/csi-driver-*.log)" sockets_up
+  "$csi_bin/csi-provisioner" "--csi-address=$dir/csi/controller.sock" "--kubeconfig=$kubeconfig" --extra-create-metadata --v=2 \
+    >"$dir/logs/csi-provisioner.log" 2>&1 &
+  pids+=($!)
+  "$csi_bin/csi-attacher" "--csi-address=$dir/csi/controller.sock" "--kubeconfig=$kubeconfig" --v=2 \
+    >"$dir/logs/csi-attacher.log" 2>&1 &
+  pids+=($!)
+  kcreate /apis/storage.k8s.io/v1/csidrivers '{"metadata":{"name":"cinder.csi.openstack.org"},"spec":{"attachRequired":true,"podInfoOnMount":false}}' >/dev/null
+  for i in $(seq 1 "$nodes"); do
+    node=$(node_name "$i")
+    "$bin/kubelet-helper" --cloud-provider=external --kubeconfig "$kubeconfig" --hostname-override "$node" \
+      "--csi-driver-endpoint=unix://$dir/csi/$node.sock" --root-dir "$dir/kubelet-$node" --v=2 \
+      >"$dir/logs/kubelet-helper-$node.log" 2>&1 &
+    pids+=($!)
+  done
+  csinodes_ready() {
+    kget /apis/storage.k8s.io/v1/csinodes | python3 -c '
+import json, sys
+n = sum(1 for c in json.load(sys.stdin)["items"] if c["metadata"]["name"].startswith(sys.argv[2])
+        and any(d["name"] == "cinder.csi.openstack.org" for d in c["spec"].get("drivers") or []))
+sys.exit(0 if n >= int(sys.argv[1]) else 1)' "$nodes" "$node_prefix"
+  }
+  wait_for 60 "every Node's CSINode to list the driver (see $dir/logs/kubelet-helper-*.log)" csinodes_ready
+  echo "csi-driver (controller + a node plugin per Node), csi-provisioner, csi-attacher; every Node's CSINode lists cinder.csi.openstack.org (migrated-plugins kubernetes.io/cinder)"
+}
+
+# csi_attached NODE VOLUME I: external, the volume attached to NODE through a VolumeAttachment
+# and published by its kubelet-helper; the cloud's view beside it.
+csi_attached() {
+  local node="$1" volume_id="$2" i="$3"
+  local unique="kubernetes.io/csi/cinder.csi.openstack.org^$volume_id"
+  csi_published() {
+    kget "/api/v1/nodes/$node" | python3 -c '
+import json, sys
+st = json.load(sys.stdin).get("status", {})
+want = sys.argv[1]
+ok = any(v["name"] == want for v in st.get("volumesAttached") or []) and want in (st.get("volumesInUse") or [])
+sys.exit(0 if ok else 1)' "$unique" && grep -q "NodePublishVolume at" "$dir/logs/kubelet-helper-$node.log"
+  }
+  wait_for 90 "volume $volume_id to be attached to $node and published by its kubelet-helper (see $dir/logs/upstream-kube-controller-manager.log, csi-attacher.log, kubelet-helper-$node.log)" csi_published
+  kget "/api/v1/nodes/$node" >"$dir/volume-node.json"
+  kget /apis/storage.k8s.io/v1/volumeattachments >"$dir/volume-attachments.json"
+  "${cloud}_volume_show" "$volume_id" "$i"
+  python3 - "$dir/volume-node.json" "$dir/volume-cloud.json" "$("${cloud}_instance_id" "$i")" "$unique" "$dir/volume-attachments.json" <<'EOF'
+import json, sys
+node, vol, instance, unique = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
+vas = [a for a in json.load(open(sys.argv[5]))["items"] if a["spec"]["nodeName"] == node["metadata"]["name"]]
+name = node["metadata"]["name"]
+att = vol.get("attachments") or []
+print("node/%s (instance %s):" % (name, instance))
+for v in node["status"].get("volumesAttached") or []:
+    print("  volumesAttached %s" % v["name"])
+print("  volumesInUse %s" % ", ".join(node["status"].get("volumesInUse") or []))
+for a in vas:
+    meta = (a.get("status") or {}).get("attachmentMetadata") or {}
+    print("  volumeattachment attacher %s pv %s attached %s DevicePath %s" % (a["spec"]["attacher"],
+          a["spec"]["source"].get("persistentVolumeName"), (a.get("status") or {}).get("attached"), meta.get("DevicePath")))
+paths = [((a.get("status") or {}).get("attachmentMetadata") or {}).get("DevicePath") for a in vas]
+problems = []
+if not vol.get("in_use"):
+    problems.append("the cloud says %s, not in use" % vol.get("status"))
+if [a.get("instance") for a in att] != [instance]:
+    problems.append("the cloud shows it attached to %s, not to %s's instance %s" % ([a.get("instance") for a in att], name, instance))
+if [a.get("device_path") for a in att] != paths:
+    problems.append("the VolumeAttachment records device %s, the cloud %s" % (paths, [a.get("device_path") for a in att]))
+if problems:
+    sys.exit("local-up: FAILED: " + "; ".join(problems))
+EOF
+  grep -E "volume $unique: |registered CSI driver" "$dir/logs/kubelet-helper-$node.log" | sed "s/^/  kubelet-helper on $node: /"
+  echo "local-up: volume $volume_id attached to $node through the CSI driver, the Node that runs the pod"
+}
+
 # The local cloud's volume step: Cinder volumes attached by Nova.
 local_volume_class() {
   vol_plugin=kubernetes.io/cinder vol_class=cinder vol_params='{}'
 }
 local_instance_id() { cat "$dir/node-$1.id"; }
+# local_csi_node_flags I: the CSI node plugin of node-I looks for its disks where the local cloud
+# links them (none without --volume-backing: the plugin then records what it would mount).
+local_csi_node_flags() { echo "--device-dir=$dir/cloud/devices/$(local_instance_id "$1")"; }
 local_volume_show() {
   echo "\$ openstack volume show $1 -c status -c attachments"
   openstack_volume_show "$1" >"$dir/volume-show.json"

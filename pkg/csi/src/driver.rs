@@ -335,11 +335,13 @@ impl Driver {
         _r: ControllerGetCapabilitiesRequest,
     ) -> Result<ControllerGetCapabilitiesResponse, Status> {
         use controller_service_capability::{Rpc, RpcType, Type};
+        // Not LIST_VOLUMES_PUBLISHED_NODES: with it the external-attacher lists every volume
+        // each minute to reconcile VolumeAttachments, a cloud-wide listing per minute that the
+        // in-tree attach/detach controller never made (ListVolumes still names the nodes).
         let rpcs = [
             RpcType::CreateDeleteVolume,
             RpcType::PublishUnpublishVolume,
             RpcType::ListVolumes,
-            RpcType::ListVolumesPublishedNodes,
             RpcType::ExpandVolume,
         ];
         Ok(ControllerGetCapabilitiesResponse {
