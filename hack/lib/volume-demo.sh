@@ -112,26 +112,8 @@ sys.exit(0 if ok else 1)' "$unique" &&
   wait_for 90 "volume $volume_id to be attached to $node and seen by its kubelet-helper (see $dir/logs/kube-controller-manager.log, kubelet-helper-$node.log)" attached_everywhere
   kget "/api/v1/nodes/$node" >"$dir/volume-node.json"
   "${cloud}_volume_show" "$volume_id" "$i"
-  python3 - "$dir/volume-node.json" "$dir/volume-cloud.json" "$("${cloud}_instance_id" "$i")" "$unique" <<'EOF'
-import json, sys
-node, vol, instance, unique = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
-name = node["metadata"]["name"]
-att = vol.get("attachments") or []
-print("node/%s (instance %s):" % (name, instance))
-for v in node["status"].get("volumesAttached") or []:
-    print("  volumesAttached %s devicePath %s" % (v["name"], v["devicePath"]))
-print("  volumesInUse %s" % ", ".join(node["status"].get("volumesInUse") or []))
-paths = [v["devicePath"] for v in node["status"].get("volumesAttached") or [] if v["name"] == unique]
-problems = []
-if not vol.get("in_use"):
-    problems.append("the cloud says %s, not in use" % vol.get("status"))
-if [a.get("instance") for a in att] != [instance]:
-    problems.append("the cloud shows it attached to %s, not to %s's instance %s" % ([a.get("instance") for a in att], name, instance))
-if [a.get("device_path") for a in att] != paths:
-    problems.append("the Node records device %s, the cloud %s" % (paths, [a.get("device_path") for a in att]))
-if problems:
-    sys.exit("local-up: FAILED: " + "; ".join(problems))
-EOF
+  python3 hack/lib/volume-check.py "$dir/volume-node.json" "$dir/volume-cloud.json" "$("${cloud}_instance_id" "$i")" "$unique" ||
+    fail "the Node and the cloud disagree about volume $volume_id (above)"
   grep -F "volume $unique " "$dir/logs/kubelet-helper-$node.log" | sed "s/^/  kubelet-helper on $node: /"
   echo "local-up: volume $volume_id attached to $node, the Node that runs pod default/$app"
 }
@@ -205,31 +187,8 @@ sys.exit(0 if ok else 1)' "$unique" && grep -q "NodePublishVolume at" "$dir/logs
   kget "/api/v1/nodes/$node" >"$dir/volume-node.json"
   kget /apis/storage.k8s.io/v1/volumeattachments >"$dir/volume-attachments.json"
   "${cloud}_volume_show" "$volume_id" "$i"
-  python3 - "$dir/volume-node.json" "$dir/volume-cloud.json" "$("${cloud}_instance_id" "$i")" "$unique" "$dir/volume-attachments.json" <<'EOF'
-import json, sys
-node, vol, instance, unique = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
-vas = [a for a in json.load(open(sys.argv[5]))["items"] if a["spec"]["nodeName"] == node["metadata"]["name"]]
-name = node["metadata"]["name"]
-att = vol.get("attachments") or []
-print("node/%s (instance %s):" % (name, instance))
-for v in node["status"].get("volumesAttached") or []:
-    print("  volumesAttached %s" % v["name"])
-print("  volumesInUse %s" % ", ".join(node["status"].get("volumesInUse") or []))
-for a in vas:
-    meta = (a.get("status") or {}).get("attachmentMetadata") or {}
-    print("  volumeattachment attacher %s pv %s attached %s DevicePath %s" % (a["spec"]["attacher"],
-          a["spec"]["source"].get("persistentVolumeName"), (a.get("status") or {}).get("attached"), meta.get("DevicePath")))
-paths = [((a.get("status") or {}).get("attachmentMetadata") or {}).get("DevicePath") for a in vas]
-problems = []
-if not vol.get("in_use"):
-    problems.append("the cloud says %s, not in use" % vol.get("status"))
-if [a.get("instance") for a in att] != [instance]:
-    problems.append("the cloud shows it attached to %s, not to %s's instance %s" % ([a.get("instance") for a in att], name, instance))
-if [a.get("device_path") for a in att] != paths:
-    problems.append("the VolumeAttachment records device %s, the cloud %s" % (paths, [a.get("device_path") for a in att]))
-if problems:
-    sys.exit("local-up: FAILED: " + "; ".join(problems))
-EOF
+  python3 hack/lib/volume-check.py "$dir/volume-node.json" "$dir/volume-cloud.json" "$("${cloud}_instance_id" "$i")" "$unique" \
+    "$dir/volume-attachments.json" || fail "the VolumeAttachment and the cloud disagree about volume $volume_id (above)"
   grep -E "volume $unique: |registered CSI driver" "$dir/logs/kubelet-helper-$node.log" | sed "s/^/  kubelet-helper on $node: /"
   echo "local-up: volume $volume_id attached to $node through the CSI driver, the Node that runs the pod"
 }

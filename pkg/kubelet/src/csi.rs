@@ -440,32 +440,16 @@ impl VolumeManager {
             .map_err(api_err("its Node", node_name))?;
         let status = node.status.unwrap_or_default();
         let prefix = format!("kubernetes.io/csi/{}^", self.info.driver);
-        let in_use: BTreeSet<String> = status
-            .volumes_in_use
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        let mut new_in_use: BTreeSet<String> = in_use
-            .iter()
-            .filter(|v| !v.starts_with(&prefix))
-            .cloned()
-            .collect();
-        new_in_use.extend(wanted.keys().cloned());
-        new_in_use.extend(self.staged.keys().cloned());
-        if new_in_use != in_use {
-            let body = if new_in_use.is_empty() {
-                json!({"status": {"volumesInUse": null}})
-            } else {
-                json!({"status": {"volumesInUse": new_in_use}})
-            };
-            nodes
-                .patch_status(node_name, &PatchParams::default(), &Patch::Merge(&body))
-                .await
-                .map_err(|source| Error::PatchVolumesInUse {
-                    node: node_name.to_owned(),
-                    source,
-                })?;
-        }
+        let mut in_use: BTreeSet<String> = wanted.keys().cloned().collect();
+        in_use.extend(self.staged.keys().cloned());
+        crate::volumes::report_in_use(
+            &nodes,
+            node_name,
+            status.volumes_in_use.as_deref().unwrap_or_default(),
+            &prefix,
+            &in_use,
+        )
+        .await?;
 
         if wanted.is_empty() {
             return Ok(pass);

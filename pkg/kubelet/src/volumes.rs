@@ -145,6 +145,38 @@ async fn own_instance(cloud: &dyn Interface, node: &Node) -> Result<String> {
     last(&id).ok_or_else(|| lookup(hypercloud_cloudprovider::Error::InstanceNotFound))
 }
 
+/// Writes `node.status.volumesInUse` when it changes: the entries of one plugin (names starting
+/// with `prefix`) become `wanted`; other plugins' entries (an in-tree plugin's beside a CSI
+/// driver's) stay as they are. Returns whether it wrote.
+pub(crate) async fn report_in_use(
+    nodes: &Api<Node>,
+    node_name: &str,
+    current: &[String],
+    prefix: &str,
+    wanted: &BTreeSet<String>,
+) -> Result<bool> {
+    let in_use: BTreeSet<&String> = current.iter().collect();
+    let mut new_in_use: BTreeSet<&String> =
+        current.iter().filter(|v| !v.starts_with(prefix)).collect();
+    new_in_use.extend(wanted.iter());
+    if new_in_use == in_use {
+        return Ok(false);
+    }
+    let body = if new_in_use.is_empty() {
+        json!({"status": {"volumesInUse": null}})
+    } else {
+        json!({"status": {"volumesInUse": new_in_use}})
+    };
+    nodes
+        .patch_status(node_name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map_err(|source| Error::PatchVolumesInUse {
+            node: node_name.to_owned(),
+            source,
+        })?;
+    Ok(true)
+}
+
 /// One pass of the volume manager for `node_name` (see the module docs). Volumes the cloud
 /// shows attached get their device path; `volumesInUse` is written when it differs from the
 /// volumes the pods use.
@@ -191,37 +223,16 @@ pub async fn sync(client: kube::Client, cloud: &dyn Interface, node_name: &str) 
     let mut volumes = desired(node_name, &pods, &claims, &pvs, attacher);
 
     let status = node.status.clone().unwrap_or_default();
-    let in_use: BTreeSet<String> = status
-        .volumes_in_use
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
     let wanted: BTreeSet<String> = volumes.keys().cloned().collect();
     let plugin_prefix = format!("{}/", attacher.plugin_name());
-    // Other plugins' entries (a CSI node plugin's) stay as they are.
-    let mut new_in_use: BTreeSet<String> = in_use
-        .iter()
-        .filter(|v| !v.starts_with(&plugin_prefix))
-        .cloned()
-        .collect();
-    new_in_use.extend(wanted.iter().cloned());
-    let reported_in_use = new_in_use != in_use;
-    if reported_in_use {
-        let list: Vec<&String> = new_in_use.iter().collect();
-        let body = if list.is_empty() {
-            json!({"status": {"volumesInUse": null}})
-        } else {
-            json!({"status": {"volumesInUse": list}})
-        };
-        nodes
-            .patch_status(node_name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .map_err(|source| Error::PatchVolumesInUse {
-                node: node_name.to_owned(),
-                source,
-            })?;
-    }
+    let reported_in_use = report_in_use(
+        &nodes,
+        node_name,
+        status.volumes_in_use.as_deref().unwrap_or_default(),
+        &plugin_prefix,
+        &wanted,
+    )
+    .await?;
 
     let attached: BTreeMap<String, String> = status
         .volumes_attached
