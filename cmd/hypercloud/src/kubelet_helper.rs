@@ -42,7 +42,11 @@ pub struct CsiOptions {
     pub csi_driver_endpoint: Option<String>,
 
     /// Directory path for managing kubelet files (volume mounts, etc.).
-    #[arg(long = "root-dir", value_name = "DIR", default_value = "/var/lib/kubelet")]
+    #[arg(
+        long = "root-dir",
+        value_name = "DIR",
+        default_value = "/var/lib/kubelet"
+    )]
     pub root_dir: std::path::PathBuf,
 }
 
@@ -227,7 +231,12 @@ async fn register_csi(
 /// The kubelet's half of the CSI driver at `endpoint`, forever: registers it (retrying until
 /// the driver answers), then stages and publishes its volumes for the node's pods each
 /// [`VOLUME_SYNC_PERIOD`], saying once what each pass did.
-async fn csi_volumes(client: &kube::Client, endpoint: &str, node_name: &str, root_dir: &std::path::Path) {
+async fn csi_volumes(
+    client: &kube::Client,
+    endpoint: &str,
+    node_name: &str,
+    root_dir: &std::path::Path,
+) {
     use hypercloud_kubelet::csi::VolumeManager;
     let (driver, mut manager) = loop {
         match register_csi(client, endpoint, node_name).await {

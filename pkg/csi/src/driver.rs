@@ -115,9 +115,11 @@ fn capability_problem(cap: &VolumeCapability) -> Option<String> {
     match mode {
         None => return Some("access_mode is missing".into()),
         Some(Mode::SingleNodeWriter | Mode::SingleNodeReaderOnly) => {}
-        Some(m) => return Some(format!(
+        Some(m) => {
+            return Some(format!(
             "access mode {m:?} is not supported: a block volume is attached to one node at a time"
-        )),
+        ))
+        }
     }
     match &cap.access_type {
         None => Some("access_type (block or mount) is missing".into()),
@@ -503,16 +505,27 @@ impl Driver {
         })
     }
 
-    /// `NotFound` when the cloud has no such instance.
+    /// `NotFound` when the cloud has no such instance. The node ID is the instance ID the
+    /// attacher takes; how the cloud is asked about it is decided here, per provider: GCE's
+    /// attacher takes the instance's name, which is the node's name, and its provider IDs
+    /// (`gce://<project>/<zone>/<name>`) need a zone the ID lacks, so it is looked up by
+    /// name; AWS (`aws:///<instance>`, the zone optional) and vSphere (`vsphere://<uuid>`)
+    /// take a provider ID without the rest, as every other provider.
     async fn check_instance(&self, instance: &str) -> Result<(), Status> {
         let Some(instances) = self.cloud.instances() else {
             return Ok(());
         };
-        let provider_id = hypercloud_cloudprovider::node::instance_provider_id(
-            self.cloud.provider_name(),
-            &format!("/{instance}"),
-        );
-        match instances.instance_exists_by_provider_id(&provider_id).await {
+        let found = match self.cloud.provider_name() {
+            "gce" => instances.instance_id(instance).await.map(|_| true),
+            provider => {
+                let provider_id = hypercloud_cloudprovider::node::instance_provider_id(
+                    provider,
+                    &format!("/{instance}"),
+                );
+                instances.instance_exists_by_provider_id(&provider_id).await
+            }
+        };
+        match found {
             Ok(true) => Ok(()),
             Ok(false) | Err(CloudError::InstanceNotFound) => Err(Status::not_found(format!(
                 "node {instance} does not exist in the cloud"

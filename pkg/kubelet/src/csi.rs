@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 use hypercloud_cloudprovider::volume::pod_terminated;
 use hypercloud_csi::proto::{
     volume_capability, GetPluginInfoRequest, NodeGetInfoRequest, NodePublishVolumeRequest,
-    NodeStageVolumeRequest, NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest,
-    VolumeCapability,
+    NodeStageVolumeRequest, NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest, VolumeCapability,
 };
 use hypercloud_csi::{Client, DriverInfo};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -521,10 +520,8 @@ impl VolumeManager {
                 })
                 .await
                 .map_err(|s| csi_err("NodePublishVolume", node_name, s))?;
-                self.published.insert(
-                    target.clone(),
-                    (v.unique_name.clone(), v.handle.clone()),
-                );
+                self.published
+                    .insert(target.clone(), (v.unique_name.clone(), v.handle.clone()));
                 pass.published.push((v.unique_name.clone(), target));
             }
         }
@@ -570,7 +567,10 @@ mod tests {
             Some(("v1".into(), "ext4".into(), false))
         );
         let csi = pv(json!({"csi": {"driver": "cinder.csi.openstack.org", "volumeHandle": "v2"}}));
-        assert_eq!(pv_handle(&csi, cinder()), Some(("v2".into(), String::new(), false)));
+        assert_eq!(
+            pv_handle(&csi, cinder()),
+            Some(("v2".into(), String::new(), false))
+        );
         let other = pv(json!({"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "v3"}}));
         assert_eq!(pv_handle(&other, cinder()), None);
     }

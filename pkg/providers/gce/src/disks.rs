@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{
-    ClassParameters, ProvisionedVolume, Result as CloudResult, VolumeAttacher, VolumeProvisioner,
-    VolumeRequest,
+    ClassParameters, CloudVolume, ProvisionedVolume, Result as CloudResult, VolumeAttacher,
+    VolumeFilter, VolumeProvisioner, VolumeRequest,
 };
 use k8s_openapi::api::core::v1::{
     GCEPersistentDiskVolumeSource, PersistentVolume, PersistentVolumeSpec,
@@ -139,6 +139,27 @@ fn device_names(instance: &Value) -> Vec<&str> {
         .as_array()
         .map(|d| d.iter().filter_map(|x| x["deviceName"].as_str()).collect())
         .unwrap_or_default()
+}
+
+/// A disk as [`CloudVolume`]: its name is its ID; `users` (instance URLs) as the instance
+/// names the attacher takes.
+fn cloud_volume(disk: &Value) -> CloudVolume {
+    let name = disk["name"].as_str().unwrap_or_default().to_owned();
+    CloudVolume {
+        id: name.clone(),
+        name,
+        size_gib: size_gb(disk),
+        zone: last_segment(disk["zone"].as_str().unwrap_or_default()).to_owned(),
+        attached_to: disk["users"]
+            .as_array()
+            .map(|u| {
+                u.iter()
+                    .filter_map(Value::as_str)
+                    .map(|i| last_segment(i).to_owned())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
 }
 
 impl Gce {
@@ -327,6 +348,39 @@ impl VolumeProvisioner for Gce {
         )
         .await?;
         Ok(new_size_gib)
+    }
+
+    /// A disk's ID is its name, so by ID and by name are one look-up: `disks.get` in each
+    /// managed zone (one request per zone; a name in two zones gives both). Every disk:
+    /// `disks.list` in each managed zone (one request per zone and page of 500; the local
+    /// cloud's dialect has no `aggregated/disks`).
+    async fn find_volumes(&self, filter: VolumeFilter<'_>) -> CloudResult<Vec<CloudVolume>> {
+        let r = self.resolved().await?;
+        let mut out = Vec::new();
+        for zone in &r.managed_zones {
+            match filter {
+                VolumeFilter::Id(name) | VolumeFilter::Name(name) => {
+                    // A name that cannot be one path segment names no disk (and must not
+                    // reach a path).
+                    if name.is_empty() || name.contains(['/', '?', '#', '%']) {
+                        return Ok(Vec::new());
+                    }
+                    if let Some(d) = self.find_disk(name, zone).await? {
+                        out.push(cloud_volume(&d));
+                    }
+                }
+                VolumeFilter::All => {
+                    let c = &r.compute;
+                    out.extend(
+                        c.list(&c.path(&format!("zones/{zone}/disks")), "", "disks.list")
+                            .await?
+                            .iter()
+                            .map(cloud_volume),
+                    );
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

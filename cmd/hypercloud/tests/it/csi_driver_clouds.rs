@@ -1,0 +1,224 @@
+//! The `csi-driver` personality on the other clouds: `ebs.csi.aws.com` on moto (with the EC2
+//! metadata mock), `pd.csi.storage.gke.io` on the local cloud's Compute Engine dialect and
+//! `csi.vsphere.vmware.com` on vcsim. Each runs the shared lifecycle (csi_fixture.rs), every
+//! step checked with the cloud's own client (the aws CLI, Google's client through
+//! `gce_disk`, govc), and csi-sanity.
+#![allow(clippy::unwrap_used)]
+
+#[cfg(feature = "aws")]
+mod aws {
+    use hypercloud_testenv::aws::{Cloud, ZONE};
+    use serde_json::Value;
+
+    use crate::csi_fixture::{csi_sanity, lifecycle, start_driver, DriverCloud, Expect, Seen};
+    use crate::volume_fixtures::MOTO_ENV;
+
+    /// The volume as `aws ec2 describe-volumes` shows it (`aws://<zone>/vol-...` or `vol-...`).
+    fn look(cloud: &Cloud, id: &str) -> Option<Seen> {
+        let id = id.rsplit('/').next().unwrap();
+        let out = cloud
+            .moto
+            .cli_command(&["ec2", "describe-volumes", "--volume-ids", id])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && err.contains("InvalidVolume.NotFound") {
+            return None;
+        }
+        assert!(out.status.success(), "describe-volumes {id}: {err}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = &v["Volumes"][0];
+        Some(Seen {
+            size_gib: v["Size"].as_u64().unwrap(),
+            attached_to: v["Attachments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["InstanceId"].as_str().unwrap().to_owned())
+                .collect(),
+        })
+    }
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        cloud: Cloud,
+        driver: hypercloud_testenv::process::Proc,
+        client: hypercloud_csi::Client,
+    }
+
+    /// moto with one instance (the node, by its private DNS name) and the driver.
+    async fn fixture() -> Fixture {
+        let cloud = Cloud::start(1, 0);
+        let tmp = tempfile::tempdir().unwrap();
+        let conf = tmp.path().join("cloud.conf");
+        std::fs::write(&conf, cloud.conf("")).unwrap();
+        let d = DriverCloud {
+            provider: "aws",
+            conf: &conf,
+            env: MOTO_ENV,
+        };
+        let (driver, client) = start_driver(tmp.path(), &d, cloud.field(0, "PrivateDnsName")).await;
+        Fixture {
+            _tmp: tmp,
+            cloud,
+            driver,
+            client,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ebs_csi_lifecycle_seen_from_the_cloud() {
+        let _group = hypercloud_testenv::group("csi_driver").await;
+        let f = fixture().await;
+        let cloud = &f.cloud;
+        let look = |id: &str| look(cloud, id);
+        lifecycle(
+            &f.client,
+            "pvc-csi-aws",
+            &Expect {
+                driver: "ebs.csi.aws.com",
+                node_id: cloud.field(0, "InstanceId"),
+                topology: ("topology.ebs.csi.aws.com/zone", ZONE),
+                max_volumes_per_node: 39,
+                grows: true,
+                look: &look,
+            },
+        )
+        .await;
+        drop(f.driver);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn csi_sanity_passes_on_aws() {
+        let _group = hypercloud_testenv::group("csi_driver").await;
+        let f = fixture().await;
+        csi_sanity(f._tmp.path(), &f.driver, &[], 50).await;
+        // The suite cleans up after itself: no volume is left in the cloud.
+        let left = f.cloud.moto.cli(&["ec2", "describe-volumes"]);
+        assert_eq!(left["Volumes"].as_array().unwrap().len(), 0, "{left}");
+    }
+}
+
+#[cfg(feature = "gce")]
+mod gce {
+    use std::path::Path;
+
+    use hypercloud_testenv::localcloud::{gce_disk, http, state_dir, Serve};
+    use serde_json::Value;
+
+    use crate::csi_fixture::{csi_sanity, lifecycle, start_driver, DriverCloud, Expect, Seen};
+    use crate::BIN;
+
+    const ZONE: &str = "us-central1-a";
+    const NODE: &str = "csi-gce-node";
+
+    /// Calls the GCE dialect: the status and the JSON body.
+    fn gce(serve: &Serve, method: &str, rest: &str, body: Option<&str>) -> (u16, Value) {
+        let url = format!("{}/compute/v1/projects/demo/{rest}", serve.api_url);
+        let (status, _, text) = http(method, &url, &[], body);
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// The disk as Google's client shows it: its users as instance names.
+    fn look(serve: &Serve, id: &str) -> Option<Seen> {
+        let d = gce_disk(&serve.api_url, "demo", ZONE, id)?;
+        Some(Seen {
+            size_gib: d["size_gb"].as_str().unwrap().parse().unwrap(),
+            attached_to: d["users"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u.as_str().unwrap().rsplit('/').next().unwrap().to_owned())
+                .collect(),
+        })
+    }
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        serve: Serve,
+        driver: hypercloud_testenv::process::Proc,
+        client: hypercloud_csi::Client,
+    }
+
+    impl Fixture {
+        fn dir(&self) -> &Path {
+            self._tmp.path()
+        }
+    }
+
+    /// The local cloud speaking Compute Engine with one instance (the node, named as it) and
+    /// the driver.
+    async fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let serve = Serve::start(
+            BIN,
+            &state_dir(&tmp),
+            &["--availability-zones", ZONE, "--region", "us-central1"],
+        );
+        let conf = tmp.path().join("gce.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "[global]\nproject-id = demo\nlocal-zone = {ZONE}\n\
+                 network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
+                 [Hypercloud]\nmetadata-endpoint = {}\n",
+                serve.api_url, serve.metadata_url
+            ),
+        )
+        .unwrap();
+        let body =
+            format!(r#"{{"name": "{NODE}", "machineType": "zones/{ZONE}/machineTypes/m1.small"}}"#);
+        let (status, op) = gce(
+            &serve,
+            "POST",
+            &format!("zones/{ZONE}/instances"),
+            Some(&body),
+        );
+        assert_eq!(status, 200, "{op}");
+        let d = DriverCloud {
+            provider: "gce",
+            conf: &conf,
+            env: &[],
+        };
+        let (driver, client) = start_driver(tmp.path(), &d, NODE).await;
+        Fixture {
+            _tmp: tmp,
+            serve,
+            driver,
+            client,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pd_csi_lifecycle_seen_from_the_cloud() {
+        let _group = hypercloud_testenv::group("csi_driver").await;
+        let f = fixture().await;
+        let look = |id: &str| look(&f.serve, id);
+        lifecycle(
+            &f.client,
+            "pvc-csi-gce",
+            &Expect {
+                driver: "pd.csi.storage.gke.io",
+                node_id: NODE,
+                topology: ("topology.gke.io/zone", ZONE),
+                max_volumes_per_node: 127,
+                grows: true,
+                look: &look,
+            },
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn csi_sanity_passes_on_gce() {
+        let _group = hypercloud_testenv::group("csi_driver").await;
+        let f = fixture().await;
+        csi_sanity(f.dir(), &f.driver, &[], 50).await;
+        let (status, left) = gce(&f.serve, "GET", &format!("zones/{ZONE}/disks"), None);
+        assert_eq!(status, 200, "{left}");
+        assert!(
+            left["items"].as_array().map_or(true, Vec::is_empty),
+            "{left}"
+        );
+    }
+}
