@@ -530,6 +530,14 @@ impl Driver {
             Ok(false) | Err(CloudError::InstanceNotFound) => Err(Status::not_found(format!(
                 "node {instance} does not exist in the cloud"
             ))),
+            // A node ID the cloud's provider IDs cannot hold (not `i-...` on AWS) names no
+            // instance of it: every provider names that failure so.
+            Err(CloudError::Cloud { operation, .. }) if operation == "parse provider ID" => {
+                Err(Status::not_found(format!(
+                    "node {instance} is not an instance ID of the {} cloud",
+                    self.cloud.provider_name()
+                )))
+            }
             Err(CloudError::NotImplemented) => Ok(()),
             Err(e) => Err(status("looking up the node's instance", e)),
         }

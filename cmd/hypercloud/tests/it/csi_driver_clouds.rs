@@ -7,7 +7,7 @@
 
 #[cfg(feature = "aws")]
 mod aws {
-    use hypercloud_testenv::aws::{Cloud, ZONE};
+    use hypercloud_testenv::aws::{Cloud, CLUSTER, ZONE};
     use serde_json::Value;
 
     use crate::csi_fixture::{csi_sanity, lifecycle, start_driver, DriverCloud, Expect, Seen};
@@ -93,8 +93,14 @@ mod aws {
         let _group = hypercloud_testenv::group("csi_driver").await;
         let f = fixture().await;
         csi_sanity(f._tmp.path(), &f.driver, &[], 50).await;
-        // The suite cleans up after itself: no volume is left in the cloud.
-        let left = f.cloud.moto.cli(&["ec2", "describe-volumes"]);
+        // The suite cleans up after itself: none of the cluster's volumes is left (the
+        // instance's root volume is not the cluster's).
+        let left = f.cloud.moto.cli(&[
+            "ec2",
+            "describe-volumes",
+            "--filters",
+            &format!("Name=tag-key,Values=kubernetes.io/cluster/{CLUSTER}"),
+        ]);
         assert_eq!(left["Volumes"].as_array().unwrap().len(), 0, "{left}");
     }
 }
