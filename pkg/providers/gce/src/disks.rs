@@ -675,7 +675,8 @@ mod tests {
         assert_eq!(a, disk_name("sanity-Node-Stage-F9B52D84"));
         let long = "X".repeat(128);
         let b = disk_name(&long);
-        assert!(is_resource_name(&b) && b.starts_with("d-x"), "{b}");
+        assert!(is_resource_name(&b) && b.starts_with("xxx"), "{b}");
+        assert!(disk_name("1-Vol").starts_with("d-1-vol-"));
         assert_ne!(b, disk_name(&"X".repeat(127)));
         for bad in ["", "-a", "a-", "A", "a_b", &"a".repeat(64)] {
             assert!(!is_resource_name(bad), "{bad}");
