@@ -316,11 +316,13 @@ impl Driver {
         if self.cloud.zones().is_some() {
             caps.push(service(ServiceType::VolumeAccessibilityConstraints));
         }
-        caps.push(PluginCapability {
-            r#type: Some(Type::VolumeExpansion(VolumeExpansion {
-                r#type: ExpansionType::Offline as i32,
-            })),
-        });
+        if self.opts.info.expands {
+            caps.push(PluginCapability {
+                r#type: Some(Type::VolumeExpansion(VolumeExpansion {
+                    r#type: ExpansionType::Offline as i32,
+                })),
+            });
+        }
         Ok(GetPluginCapabilitiesResponse { capabilities: caps })
     }
 
@@ -345,6 +347,7 @@ impl Driver {
         Ok(ControllerGetCapabilitiesResponse {
             capabilities: rpcs
                 .into_iter()
+                .filter(|t| self.opts.info.expands || *t != RpcType::ExpandVolume)
                 .map(|t| ControllerServiceCapability {
                     r#type: Some(Type::Rpc(Rpc { r#type: t as i32 })),
                 })
@@ -380,7 +383,8 @@ impl Driver {
             .await
             .map_err(|e| status("looking up volumes by name", e))?;
         if let Some(v) = existing.first() {
-            if v.size_gib != gib {
+            // A size the cloud does not report (0) cannot tell; the name decides.
+            if v.size_gib != 0 && v.size_gib != gib {
                 return Err(Status::already_exists(format!(
                     "volume {name} exists ({}) with {} GiB, not the {gib} GiB asked for",
                     v.id, v.size_gib
@@ -643,6 +647,7 @@ impl Driver {
         &self,
         r: ControllerExpandVolumeRequest,
     ) -> Result<ControllerExpandVolumeResponse, Status> {
+        self.check_expands()?;
         let id = require(&r.volume_id, "volume_id")?;
         let range = r
             .capacity_range
@@ -675,6 +680,18 @@ impl Driver {
             capacity_bytes: gib_bytes(size),
             node_expansion_required: !block,
         })
+    }
+
+    /// `Unimplemented` for a driver that does not grow volumes ([`DriverInfo::expands`]).
+    fn check_expands(&self) -> Result<(), Status> {
+        if self.opts.info.expands {
+            Ok(())
+        } else {
+            Err(Status::unimplemented(format!(
+                "{} does not grow volumes ({} had no expansion)",
+                self.opts.info.driver, self.opts.info.in_tree_plugin
+            )))
+        }
     }
 
     // ---- Node ----
@@ -747,6 +764,7 @@ impl Driver {
                 RpcType::ExpandVolume,
             ]
             .into_iter()
+            .filter(|t| self.opts.info.expands || *t != RpcType::ExpandVolume)
             .map(|t| NodeServiceCapability {
                 r#type: Some(Type::Rpc(Rpc { r#type: t as i32 })),
             })
@@ -862,6 +880,7 @@ impl Driver {
         &self,
         r: NodeExpandVolumeRequest,
     ) -> Result<NodeExpandVolumeResponse, Status> {
+        self.check_expands()?;
         let id = require(&r.volume_id, "volume_id")?;
         let path = require(&r.volume_path, "volume_path")?;
         let _busy = self.hold(id)?;
