@@ -7,10 +7,13 @@
 
 #[cfg(feature = "aws")]
 mod aws {
-    use hypercloud_testenv::aws::{Cloud, CLUSTER, ZONE};
+    use hypercloud_testenv::aws::{cloud_conf, Cloud, CLUSTER, ZONE};
     use serde_json::Value;
 
-    use crate::csi_fixture::{csi_sanity, lifecycle, start_driver, DriverCloud, Expect, Seen};
+    use crate::csi_fixture::{
+        csi_sanity, lifecycle, start_driver, DriverCloud, Expect, FindBudget, Seen,
+    };
+    use crate::proxy::{ErrorBody, Proxy};
     use crate::volume_fixtures::MOTO_ENV;
 
     /// The volume as `aws ec2 describe-volumes` shows it (`aws://<zone>/vol-...` or `vol-...`).
@@ -42,16 +45,20 @@ mod aws {
     struct Fixture {
         _tmp: tempfile::TempDir,
         cloud: Cloud,
+        proxy: Proxy,
         driver: hypercloud_testenv::process::Proc,
         client: hypercloud_csi::Client,
     }
 
-    /// moto with one instance (the node, by its private DNS name) and the driver.
+    /// moto with one instance (the node, by its private DNS name) and the driver, which
+    /// reaches EC2 through the proxy (proxy.rs) that counts its requests.
     async fn fixture() -> Fixture {
         let cloud = Cloud::start(1, 0);
+        let proxy = Proxy::start(cloud.moto.url(), &[]).await;
+        proxy.error_body(ErrorBody::Ec2);
         let tmp = tempfile::tempdir().unwrap();
         let conf = tmp.path().join("cloud.conf");
-        std::fs::write(&conf, cloud.conf("")).unwrap();
+        std::fs::write(&conf, cloud_conf(&proxy.url, cloud.mock.url(), "")).unwrap();
         let d = DriverCloud {
             provider: "aws",
             conf: &conf,
@@ -61,6 +68,7 @@ mod aws {
         Fixture {
             _tmp: tmp,
             cloud,
+            proxy,
             driver,
             client,
         }
@@ -72,6 +80,7 @@ mod aws {
         let f = fixture().await;
         let cloud = &f.cloud;
         let look = |id: &str| look(cloud, id);
+        let requests = || f.proxy.requests();
         lifecycle(
             &f.client,
             "pvc-csi-aws",
@@ -83,6 +92,14 @@ mod aws {
                 grows: true,
                 reports_size: true,
                 look: &look,
+                requests: &requests,
+                // One DescribeVolumes each (by ID; the Name tag; the cluster's tag, one page);
+                // measured 1, 1, 1 (2026-11-27).
+                find_budget: FindBudget {
+                    id: 1,
+                    name: 1,
+                    all: 1,
+                },
             },
         )
         .await;
@@ -113,7 +130,10 @@ mod gce {
     use hypercloud_testenv::localcloud::{gce_disk, http, state_dir, Serve};
     use serde_json::Value;
 
-    use crate::csi_fixture::{csi_sanity, lifecycle, start_driver, DriverCloud, Expect, Seen};
+    use crate::csi_fixture::{
+        csi_sanity, lifecycle, start_driver, DriverCloud, Expect, FindBudget, Seen,
+    };
+    use crate::proxy::Proxy;
     use crate::BIN;
 
     const ZONE: &str = "us-central1-a";
@@ -143,6 +163,7 @@ mod gce {
     struct Fixture {
         _tmp: tempfile::TempDir,
         serve: Serve,
+        proxy: Proxy,
         driver: hypercloud_testenv::process::Proc,
         client: hypercloud_csi::Client,
     }
@@ -162,6 +183,8 @@ mod gce {
             &state_dir(&tmp),
             &["--availability-zones", ZONE, "--region", "us-central1"],
         );
+        // The driver speaks through the proxy (proxy.rs) only to count its requests.
+        let proxy = Proxy::start(&serve.api_url, &[]).await;
         let conf = tmp.path().join("gce.conf");
         std::fs::write(
             &conf,
@@ -169,7 +192,7 @@ mod gce {
                 "[global]\nproject-id = demo\nlocal-zone = {ZONE}\n\
                  network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
                  [Hypercloud]\nmetadata-endpoint = {}\n",
-                serve.api_url, serve.metadata_url
+                proxy.url, serve.metadata_url
             ),
         )
         .unwrap();
@@ -191,6 +214,7 @@ mod gce {
         Fixture {
             _tmp: tmp,
             serve,
+            proxy,
             driver,
             client,
         }
@@ -201,6 +225,7 @@ mod gce {
         let _group = hypercloud_testenv::group("csi_driver").await;
         let f = fixture().await;
         let look = |id: &str| look(&f.serve, id);
+        let requests = || f.proxy.requests();
         lifecycle(
             &f.client,
             "pvc-csi-gce",
@@ -212,6 +237,14 @@ mod gce {
                 grows: true,
                 reports_size: true,
                 look: &look,
+                requests: &requests,
+                // One managed zone: one disks.get by ID or name, one disks.list page; measured
+                // 1, 1, 1 (2026-11-27).
+                find_budget: FindBudget {
+                    id: 1,
+                    name: 1,
+                    all: 1,
+                },
             },
         )
         .await;
@@ -231,11 +264,15 @@ mod gce {
     }
 }
 
-#[cfg(feature = "vsphere")]
+// With openstack too, as controller_manager_vsphere_volumes, whose SOAP request count it uses.
+#[cfg(all(feature = "vsphere", feature = "openstack"))]
 mod vsphere {
     use hypercloud_testenv::vcsim::Vcsim;
 
-    use crate::csi_fixture::{csi_sanity, lifecycle, start_driver, DriverCloud, Expect, Seen};
+    use crate::controller_manager_vsphere_volumes::soap_requests;
+    use crate::csi_fixture::{
+        csi_sanity, lifecycle, start_driver, DriverCloud, Expect, FindBudget, Seen,
+    };
 
     const VM: &str = "/DC0/vm/DC0_H0_VM0";
     /// The node: the VM's name, as the provider finds a node's VM without a UUID file.
@@ -289,10 +326,12 @@ mod vsphere {
         client: hypercloud_csi::Client,
     }
 
-    /// vcsim with zone `zone-a` on the VM's host, and the driver as that VM's node.
+    /// vcsim tracing its SOAP requests to `trace.log`, with zone `zone-a` on the VM's host,
+    /// and the driver as that VM's node.
     async fn fixture() -> Fixture {
         let tmp = tempfile::tempdir().unwrap();
-        let sim = Vcsim::start(&[]);
+        let trace = tmp.path().join("trace.log").display().to_string();
+        let sim = Vcsim::start(&["-trace", "-trace-file", &trace]);
         sim.tag_zone(HOST, "zone-a", "/DC0", "region-1");
         let conf = tmp.path().join("vsphere.conf");
         std::fs::write(
@@ -321,6 +360,8 @@ mod vsphere {
         let _group = hypercloud_testenv::group("csi_driver").await;
         let f = fixture().await;
         let look = |id: &str| look(&f.sim, &f.uuid, id);
+        // Every SOAP request vcsim received, govc's too: none runs while a look-up is counted.
+        let requests = || soap_requests(f._tmp.path());
         lifecycle(
             &f.client,
             "pvc-csi-vsphere",
@@ -332,6 +373,15 @@ mod vsphere {
                 grows: false,
                 reports_size: false,
                 look: &look,
+                requests: &requests,
+                // Measured 4 each on vcsim's one datastore (2026-11-27): the datastores and
+                // their browsers, SearchDatastore_Task, its state with its result (one read
+                // when it is done at once), the VMs' devices; each further datastore adds 2.
+                find_budget: FindBudget {
+                    id: 5,
+                    name: 5,
+                    all: 5,
+                },
             },
         )
         .await;

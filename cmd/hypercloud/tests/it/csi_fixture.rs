@@ -93,6 +93,20 @@ pub struct Expect<'a> {
     pub reports_size: bool,
     /// The volume as the cloud shows it; `None` when it does not exist.
     pub look: &'a (dyn Fn(&str) -> Option<Seen> + Sync),
+    /// How many requests the driver has sent the cloud so far.
+    pub requests: &'a (dyn Fn() -> usize + Sync),
+    /// The most requests a look-up by ID, by name and of every volume may cost (the
+    /// provider's `find_volumes`: ValidateVolumeCapabilities, a repeated CreateVolume and
+    /// ListVolumes ask nothing else of the cloud).
+    pub find_budget: FindBudget,
+}
+
+/// Requests per `find_volumes` filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FindBudget {
+    pub id: usize,
+    pub name: usize,
+    pub all: usize,
 }
 
 /// The status code of a failed call.
@@ -150,12 +164,14 @@ pub async fn lifecycle(c: &Client, name: &str, want: &Expect<'_>) {
             attached_to: vec![]
         })
     );
+    let before = (want.requests)();
     let again = c
         .create_volume(create.clone())
         .await
         .unwrap()
         .volume
         .unwrap();
+    let by_name = (want.requests)() - before;
     assert_eq!(again.volume_id, id);
     if want.reports_size {
         let mut bigger = create.clone();
@@ -183,7 +199,9 @@ pub async fn lifecycle(c: &Client, name: &str, want: &Expect<'_>) {
             vec![want.node_id.to_owned()]
         );
     }
+    let before = (want.requests)();
     let listed = c.list_volumes(ListVolumesRequest::default()).await.unwrap();
+    let all = (want.requests)() - before;
     let entry = listed
         .entries
         .iter()
@@ -193,6 +211,7 @@ pub async fn lifecycle(c: &Client, name: &str, want: &Expect<'_>) {
         entry.status.as_ref().unwrap().published_node_ids,
         vec![want.node_id.to_owned()]
     );
+    let before = (want.requests)();
     let valid = c
         .validate_volume_capabilities(ValidateVolumeCapabilitiesRequest {
             volume_id: id.clone(),
@@ -201,7 +220,19 @@ pub async fn lifecycle(c: &Client, name: &str, want: &Expect<'_>) {
         })
         .await
         .unwrap();
+    let by_id = (want.requests)() - before;
     assert!(valid.confirmed.is_some(), "{valid:?}");
+    let spent = FindBudget {
+        id: by_id,
+        name: by_name,
+        all,
+    };
+    println!("{}: find_volumes requests {spent:?}", want.driver);
+    let b = want.find_budget;
+    assert!(
+        spent.id <= b.id && spent.name <= b.name && spent.all <= b.all,
+        "find_volumes cost {spent:?}, beyond {b:?}"
+    );
     let grow = ControllerExpandVolumeRequest {
         volume_id: id.clone(),
         capacity_range: Some(CapacityRange {
