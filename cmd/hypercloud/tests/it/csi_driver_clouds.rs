@@ -258,7 +258,7 @@ mod gce {
         let (status, left) = gce(&f.serve, "GET", &format!("zones/{ZONE}/disks"), None);
         assert_eq!(status, 200, "{left}");
         assert!(
-            left["items"].as_array().map_or(true, Vec::is_empty),
+            left["items"].as_array().is_none_or(Vec::is_empty),
             "{left}"
         );
     }
