@@ -258,7 +258,7 @@ pub struct CloudVolume {
     pub id: String,
     /// The cloud's name for it (the `name` of the [`VolumeRequest`] that created it).
     pub name: String,
-    /// Size in GiB.
+    /// Size in GiB; 0 when the cloud does not say (vcsim reports no VMDK's capacity).
     pub size_gib: u64,
     /// Its zone; empty when the cloud has none.
     pub zone: String,

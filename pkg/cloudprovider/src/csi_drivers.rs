@@ -22,6 +22,10 @@ pub struct DriverInfo {
     /// The largest volume the driver asks the cloud for, in GiB: a larger request is refused
     /// with `OutOfRange` before the cloud is asked.
     pub max_volume_gib: u64,
+    /// Whether the driver grows volumes (`EXPAND_VOLUME`, offline): not where the in-tree
+    /// plugin could not (vsphere-volume of Kubernetes v1.20 had no expansion, and the
+    /// provider refuses it).
+    pub expands: bool,
 }
 
 /// Every driver this binary can play, keyed by the in-tree plugin.
@@ -33,6 +37,7 @@ pub const DRIVERS: &[DriverInfo] = &[
         max_volumes_per_node: 256,
         // Cinder sets no size limit of its own; its default per-project quota is 1000 GiB.
         max_volume_gib: 1000,
+        expands: true,
     },
     DriverInfo {
         in_tree_plugin: "kubernetes.io/aws-ebs",
@@ -41,6 +46,7 @@ pub const DRIVERS: &[DriverInfo] = &[
         max_volumes_per_node: 39,
         // gp2/gp3/io1/st1/sc1 volumes are at most 16 TiB.
         max_volume_gib: 16_384,
+        expands: true,
     },
     DriverInfo {
         in_tree_plugin: "kubernetes.io/gce-pd",
@@ -49,6 +55,7 @@ pub const DRIVERS: &[DriverInfo] = &[
         max_volumes_per_node: 127,
         // A zonal persistent disk is at most 64 TiB.
         max_volume_gib: 65_536,
+        expands: true,
     },
     DriverInfo {
         in_tree_plugin: "kubernetes.io/azure-disk",
@@ -58,6 +65,7 @@ pub const DRIVERS: &[DriverInfo] = &[
         max_volumes_per_node: 16,
         // A managed disk is at most 32 TiB (32767 GiB).
         max_volume_gib: 32_767,
+        expands: true,
     },
     DriverInfo {
         in_tree_plugin: "kubernetes.io/vsphere-volume",
@@ -67,6 +75,7 @@ pub const DRIVERS: &[DriverInfo] = &[
         max_volumes_per_node: 59,
         // A VMDK is at most 62 TiB.
         max_volume_gib: 63_488,
+        expands: false,
     },
 ];
 

@@ -316,11 +316,13 @@ impl Driver {
         if self.cloud.zones().is_some() {
             caps.push(service(ServiceType::VolumeAccessibilityConstraints));
         }
-        caps.push(PluginCapability {
-            r#type: Some(Type::VolumeExpansion(VolumeExpansion {
-                r#type: ExpansionType::Offline as i32,
-            })),
-        });
+        if self.opts.info.expands {
+            caps.push(PluginCapability {
+                r#type: Some(Type::VolumeExpansion(VolumeExpansion {
+                    r#type: ExpansionType::Offline as i32,
+                })),
+            });
+        }
         Ok(GetPluginCapabilitiesResponse { capabilities: caps })
     }
 
@@ -347,6 +349,7 @@ impl Driver {
         Ok(ControllerGetCapabilitiesResponse {
             capabilities: rpcs
                 .into_iter()
+                .filter(|t| self.opts.info.expands || *t != RpcType::ExpandVolume)
                 .map(|t| ControllerServiceCapability {
                     r#type: Some(Type::Rpc(Rpc { r#type: t as i32 })),
                 })
@@ -382,7 +385,8 @@ impl Driver {
             .await
             .map_err(|e| status("looking up volumes by name", e))?;
         if let Some(v) = existing.first() {
-            if v.size_gib != gib {
+            // A size the cloud does not report (0) cannot tell; the name decides.
+            if v.size_gib != 0 && v.size_gib != gib {
                 return Err(Status::already_exists(format!(
                     "volume {name} exists ({}) with {} GiB, not the {gib} GiB asked for",
                     v.id, v.size_gib
@@ -507,20 +511,39 @@ impl Driver {
         })
     }
 
-    /// `NotFound` when the cloud has no such instance.
+    /// `NotFound` when the cloud has no such instance. The node ID is the instance ID the
+    /// attacher takes; how the cloud is asked about it is decided here, per provider: GCE's
+    /// attacher takes the instance's name, which is the node's name, and its provider IDs
+    /// (`gce://<project>/<zone>/<name>`) need a zone the ID lacks, so it is looked up by
+    /// name; AWS (`aws:///<instance>`, the zone optional) and vSphere (`vsphere://<uuid>`)
+    /// take a provider ID without the rest, as every other provider.
     async fn check_instance(&self, instance: &str) -> Result<(), Status> {
         let Some(instances) = self.cloud.instances() else {
             return Ok(());
         };
-        let provider_id = hypercloud_cloudprovider::node::instance_provider_id(
-            self.cloud.provider_name(),
-            &format!("/{instance}"),
-        );
-        match instances.instance_exists_by_provider_id(&provider_id).await {
+        let found = match self.cloud.provider_name() {
+            "gce" => instances.instance_id(instance).await.map(|_| true),
+            provider => {
+                let provider_id = hypercloud_cloudprovider::node::instance_provider_id(
+                    provider,
+                    &format!("/{instance}"),
+                );
+                instances.instance_exists_by_provider_id(&provider_id).await
+            }
+        };
+        match found {
             Ok(true) => Ok(()),
             Ok(false) | Err(CloudError::InstanceNotFound) => Err(Status::not_found(format!(
                 "node {instance} does not exist in the cloud"
             ))),
+            // A node ID the cloud's provider IDs cannot hold (not `i-...` on AWS) names no
+            // instance of it: every provider names that failure so.
+            Err(CloudError::Cloud { operation, .. }) if operation == "parse provider ID" => {
+                Err(Status::not_found(format!(
+                    "node {instance} is not an instance ID of the {} cloud",
+                    self.cloud.provider_name()
+                )))
+            }
             Err(CloudError::NotImplemented) => Ok(()),
             Err(e) => Err(status("looking up the node's instance", e)),
         }
@@ -626,6 +649,7 @@ impl Driver {
         &self,
         r: ControllerExpandVolumeRequest,
     ) -> Result<ControllerExpandVolumeResponse, Status> {
+        self.check_expands()?;
         let id = require(&r.volume_id, "volume_id")?;
         let range = r
             .capacity_range
@@ -658,6 +682,18 @@ impl Driver {
             capacity_bytes: gib_bytes(size),
             node_expansion_required: !block,
         })
+    }
+
+    /// `Unimplemented` for a driver that does not grow volumes ([`DriverInfo::expands`]).
+    fn check_expands(&self) -> Result<(), Status> {
+        if self.opts.info.expands {
+            Ok(())
+        } else {
+            Err(Status::unimplemented(format!(
+                "{} does not grow volumes ({} had no expansion)",
+                self.opts.info.driver, self.opts.info.in_tree_plugin
+            )))
+        }
     }
 
     // ---- Node ----
@@ -730,6 +766,7 @@ impl Driver {
                 RpcType::ExpandVolume,
             ]
             .into_iter()
+            .filter(|t| self.opts.info.expands || *t != RpcType::ExpandVolume)
             .map(|t| NodeServiceCapability {
                 r#type: Some(Type::Rpc(Rpc { r#type: t as i32 })),
             })
@@ -845,6 +882,7 @@ impl Driver {
         &self,
         r: NodeExpandVolumeRequest,
     ) -> Result<NodeExpandVolumeResponse, Status> {
+        self.check_expands()?;
         let id = require(&r.volume_id, "volume_id")?;
         let path = require(&r.volume_path, "volume_path")?;
         let _busy = self.hold(id)?;

@@ -100,7 +100,7 @@ fn trace_count(dir: &Path, text: &str) -> usize {
 
 /// How many SOAP requests vcsim has received (by anyone, govc included), from its trace: the
 /// method elements of requests (`<Method xmlns="urn:vim25">`), not of answers.
-fn soap_requests(dir: &Path) -> usize {
+pub(crate) fn soap_requests(dir: &Path) -> usize {
     let trace = std::fs::read_to_string(dir.join("trace.log")).unwrap_or_default();
     trace
         .match_indices(" xmlns=\"urn:vim25\">")

@@ -6,71 +6,18 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use hypercloud_csi::proto::*;
 use hypercloud_csi::Client;
 use hypercloud_testenv::localcloud::{
     cli_json, mounts_under, openstack_json, state_dir, LoopGuard, MountGuard, Serve,
 };
-use hypercloud_testenv::process::{personality, run, Proc, Stdout};
+use hypercloud_testenv::process::{run, Proc};
 use serde_json::Value;
 use tonic::Code;
 
+use crate::csi_fixture::{code, csi_sanity, mount_cap, start_driver, DriverCloud, GIB};
 use crate::BIN;
-
-const GIB: i64 = 1 << 30;
-
-/// A mount capability (ext4 unless `fs` says otherwise) with `mode`.
-pub fn mount_cap(mode: volume_capability::Mode) -> VolumeCapability {
-    VolumeCapability {
-        access_type: Some(volume_capability::AccessType::Mount(
-            volume_capability::MountVolume::default(),
-        )),
-        access_mode: Some(volume_capability::AccessMode { mode: mode as i32 }),
-    }
-}
-
-/// Starts `hypercloud csi-driver` for the local cloud on `socket`, as node `node`, and waits
-/// until it answers Probe.
-pub async fn start_driver(
-    dir: &Path,
-    conf: &Path,
-    socket: &Path,
-    node: &str,
-    device_dir: &Path,
-) -> (Proc, Client) {
-    let mut cmd = personality(BIN, "csi-driver");
-    cmd.arg("--cloud-provider=local")
-        .arg(format!("--cloud-config={}", conf.display()))
-        .arg(format!("--endpoint=unix://{}", socket.display()))
-        .arg(format!("--node-name={node}"))
-        .arg(format!("--device-dir={}", device_dir.display()))
-        .arg("--v=4");
-    let mut proc = Proc::spawn_with("csi-driver", cmd, dir.join("csi-driver.log"), Stdout::Log);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(proc.running(), "csi-driver exited:\n{}", proc.log());
-        if socket.exists() {
-            if let Ok(c) = Client::connect_path(socket).await {
-                if c.probe(ProbeRequest {}).await.is_ok() {
-                    return (proc, c);
-                }
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "csi-driver did not answer Probe in 30 s:\n{}",
-            proc.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The status code of a failed call.
-fn code<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> Code {
-    r.unwrap_err().code()
-}
 
 fn volume_show(state: &Path, id: &str) -> Value {
     openstack_json(state, &["volume", "show", id])
@@ -112,14 +59,14 @@ async fn fixture(node: &str) -> Fixture {
     let server_id = create_server(&state, node);
     let dir = tmp.path().to_path_buf();
     let mounts = MountGuard(dir.clone());
-    let (driver, client) = start_driver(
-        &dir,
-        &conf,
-        &dir.join("csi.sock"),
-        node,
-        &serve.devices_of(&server_id),
-    )
-    .await;
+    let devices = serve.devices_of(&server_id);
+    let cloud = DriverCloud {
+        provider: "local",
+        conf: &conf,
+        env: &[],
+        devices: Some(&devices),
+    };
+    let (driver, client) = start_driver(&dir, &cloud, node).await;
     Fixture {
         driver,
         client,
@@ -559,42 +506,7 @@ fn bad_flags_and_files_exit_2_naming_the_problem() {
 async fn csi_sanity_passes_on_the_local_cloud() {
     let _group = hypercloud_testenv::group("csi_driver").await;
     let f = fixture("csi-sanity-node").await;
-    let sanity = hypercloud_testenv::csi_tool("csi-sanity");
-    let socket = f.dir.join("csi.sock");
-    let out = tokio::process::Command::new(&sanity)
-        .arg(format!("--csi.endpoint=unix://{}", socket.display()))
-        .arg(format!(
-            "--csi.stagingdir={}",
-            f.dir.join("staging").display()
-        ))
-        .arg(format!("--csi.mountdir={}", f.dir.join("mount").display()))
-        .arg(format!("--csi.testvolumesize={}", GIB))
-        .arg("--ginkgo.no-color")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let summary: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.starts_with("Ran ") || l.contains("Passed |"))
-        .collect();
-    println!("csi-sanity: {}", summary.join(" / "));
-    assert!(
-        out.status.success(),
-        "csi-sanity failed ({}):\n{stdout}\n{}\n--- driver log ---\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr),
-        f.driver.log()
-    );
-    let passed: u32 = summary
-        .iter()
-        .find_map(|l| l.split(" Passed").next()?.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0);
-    assert!(passed >= 50, "only {passed} specs passed: {summary:?}");
-    assert!(
-        summary.iter().any(|l| l.contains("| 0 Failed |")),
-        "{summary:?}"
-    );
+    csi_sanity(&f.dir, &f.driver, &[], 50).await;
     // The suite cleans up after itself: no volume is left in the cloud.
     let left = openstack_json(&f.state, &["volume", "list"]);
     assert_eq!(left.as_array().unwrap().len(), 0, "{left}");
@@ -740,14 +652,14 @@ async fn data_written_on_one_node_is_read_on_another() {
     // Node 2: another instance with its own driver.
     let server2 = create_server(&f.state, "csi-data-2");
     std::fs::create_dir_all(f.dir.join("n2")).unwrap();
-    let (driver2, c2) = start_driver(
-        &f.dir.join("n2"),
-        &f.conf,
-        &f.dir.join("csi2.sock"),
-        "csi-data-2",
-        &f.serve.devices_of(&server2),
-    )
-    .await;
+    let devices2 = f.serve.devices_of(&server2);
+    let cloud2 = DriverCloud {
+        provider: "local",
+        conf: &f.conf,
+        env: &[],
+        devices: Some(&devices2),
+    };
+    let (driver2, c2) = start_driver(&f.dir.join("n2"), &cloud2, "csi-data-2").await;
     let node2 = c2.node_get_info(NodeGetInfoRequest {}).await.unwrap();
     assert_eq!(node2.node_id, server2);
     let ctx2 = c

@@ -26,6 +26,8 @@ mod controller_manager_gce_volumes;
 mod controller_manager_volumes;
 mod controller_manager_vsphere_volumes;
 mod csi_driver;
+mod csi_driver_clouds;
+mod csi_fixture;
 mod deploy_manifests;
 mod fault_proxy;
 mod flag_inventory;

@@ -14,19 +14,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
-    Instance, ResourceType, Tag, TagSpecification, Volume, VolumeModificationState, VolumeType,
+    Filter, Instance, ResourceType, Tag, TagSpecification, Volume, VolumeModificationState,
+    VolumeType,
 };
+use hypercloud_cloudprovider::pager::Pager;
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{
-    ClassParameters, Error, ProvisionedVolume, Result, VolumeAttacher, VolumeProvisioner,
-    VolumeRequest, Zones,
+    ClassParameters, CloudVolume, Error, ProvisionedVolume, Result, VolumeAttacher, VolumeFilter,
+    VolumeProvisioner, VolumeRequest, Zones,
 };
 use k8s_openapi::api::core::v1::{
     AWSElasticBlockStoreVolumeSource, PersistentVolume, PersistentVolumeSpec,
 };
 
 use crate::config::zone_to_region;
-use crate::error::{absent, cloud, code, sdk};
+use crate::error::{absent, cloud, code, paginate, sdk};
 use crate::volumes::parse_volume_id;
 use crate::{Aws, CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
 
@@ -306,6 +308,33 @@ fn attachments(v: &Volume) -> Vec<(String, String, String)> {
 /// A volume's state (`available`, `in-use`, `creating`...).
 fn state(v: &Volume) -> &str {
     v.state().map(|s| s.as_str()).unwrap_or_default()
+}
+
+/// A volume as [`CloudVolume`]: its ID in the form [`VolumeProvisioner::create_volume`]
+/// gives (`aws://<zone>/vol-...`), its `Name` tag, and the instances of its attachments
+/// (the IDs the attacher takes) that are not on their way off.
+fn cloud_volume(v: &Volume) -> CloudVolume {
+    let zone = v.availability_zone().unwrap_or_default().to_owned();
+    CloudVolume {
+        id: format!("aws://{zone}/{}", v.volume_id().unwrap_or_default()),
+        name: v
+            .tags()
+            .iter()
+            .find(|t| t.key() == Some(TAG_NAME))
+            .and_then(|t| t.value())
+            .unwrap_or_default()
+            .to_owned(),
+        size_gib: v
+            .size()
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or_default(),
+        zone,
+        attached_to: attachments(v)
+            .into_iter()
+            .filter(|(i, _, st)| !i.is_empty() && st != "detached")
+            .map(|(i, _, _)| i)
+            .collect(),
+    }
 }
 
 /// What [`Aws::attachment_state`] saw.
@@ -832,6 +861,54 @@ impl VolumeProvisioner for Aws {
                 }
             }
         }
+    }
+    /// One `DescribeVolumes` for an ID (a reference that is no EBS volume ID, or one EC2
+    /// does not know, finds none without a request or with its `NotFound`); one per page of
+    /// 500 for a name (the `Name` tag, within the cluster's volumes) and for every volume of
+    /// the cluster (its tag, as the instance listings filter).
+    async fn find_volumes(&self, filter: VolumeFilter<'_>) -> Result<Vec<CloudVolume>> {
+        let s = self.session().await?;
+        let mut filters = Self::cluster_filters(s.cluster.as_ref());
+        let mut req = s.ec2.describe_volumes();
+        match filter {
+            VolumeFilter::Id(reference) => {
+                let Ok(id) = parse_volume_id(reference) else {
+                    return Ok(Vec::new());
+                };
+                return Ok(self
+                    .describe_volume(id)
+                    .await?
+                    .iter()
+                    .map(cloud_volume)
+                    .collect());
+            }
+            VolumeFilter::Name(name) => filters.push(
+                Filter::builder()
+                    .name(format!("tag:{TAG_NAME}"))
+                    .values(name)
+                    .build(),
+            ),
+            VolumeFilter::All => {}
+        }
+        req = req
+            .set_filters(Some(filters).filter(|f| !f.is_empty()))
+            .max_results(500);
+        let mut pages = req.into_paginator().send();
+        let mut pager = Pager::new("ec2", "DescribeVolumes");
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk("DescribeVolumes", e))?;
+            out.extend(page.volumes().iter().map(cloud_volume));
+            if pager.next(page.next_token()).map_err(paginate)?.is_none() {
+                break;
+            }
+        }
+        if let VolumeFilter::Name(name) = filter {
+            // EC2's tag filter is exact; a cloud that ignored it must not make another volume
+            // this one.
+            out.retain(|v| v.name == name);
+        }
+        Ok(out)
     }
 }
 

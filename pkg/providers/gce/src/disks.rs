@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use hypercloud_cloudprovider::wellknown::{LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE};
 use hypercloud_cloudprovider::{
-    ClassParameters, ProvisionedVolume, Result as CloudResult, VolumeAttacher, VolumeProvisioner,
-    VolumeRequest,
+    ClassParameters, CloudVolume, ProvisionedVolume, Result as CloudResult, VolumeAttacher,
+    VolumeFilter, VolumeProvisioner, VolumeRequest,
 };
 use k8s_openapi::api::core::v1::{
     GCEPersistentDiskVolumeSource, PersistentVolume, PersistentVolumeSpec,
@@ -125,6 +125,47 @@ fn insert_body(request: &VolumeRequest, zone_url: &str) -> Result<Value> {
     }))
 }
 
+/// The longest GCE resource name.
+const MAX_NAME_LEN: usize = 63;
+
+/// Whether `name` is a GCE resource name: `[a-z]([-a-z0-9]{0,61}[a-z0-9])?`.
+fn is_resource_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_NAME_LEN
+        && b[0].is_ascii_lowercase()
+        && b[b.len() - 1] != b'-'
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// The disk name of a requested volume name. A GCE resource name is kept (the in-tree
+/// provisioner's always are); any other (a CSI `CreateVolume` name may be 128 characters of
+/// any case) is lower-cased, its other characters made `-`, prefixed `d-` unless it starts
+/// with a letter, and cut to leave room for `-` and 16 hex digits of a hash (FNV-1a, 64 bits)
+/// of the whole name as asked, so that the same name always gives the same disk and two
+/// names that differ only where they were cut or in case do not meet.
+pub fn disk_name(name: &str) -> String {
+    if is_resource_name(name) {
+        return name.to_owned();
+    }
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut base: String = name
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9') => c,
+            _ => '-',
+        })
+        .collect();
+    if !base.starts_with(|c: char| c.is_ascii_lowercase()) {
+        base.insert_str(0, "d-");
+    }
+    base.truncate(MAX_NAME_LEN - 17);
+    format!("{}-{hash:016x}", base.trim_end_matches('-'))
+}
+
 /// A disk's size in GiB (`sizeGb` is an int64 as a JSON string).
 fn size_gb(disk: &Value) -> u64 {
     match &disk["sizeGb"] {
@@ -139,6 +180,27 @@ fn device_names(instance: &Value) -> Vec<&str> {
         .as_array()
         .map(|d| d.iter().filter_map(|x| x["deviceName"].as_str()).collect())
         .unwrap_or_default()
+}
+
+/// A disk as [`CloudVolume`]: its name is its ID; `users` (instance URLs) as the instance
+/// names the attacher takes.
+fn cloud_volume(disk: &Value) -> CloudVolume {
+    let name = disk["name"].as_str().unwrap_or_default().to_owned();
+    CloudVolume {
+        id: name.clone(),
+        name,
+        size_gib: size_gb(disk),
+        zone: last_segment(disk["zone"].as_str().unwrap_or_default()).to_owned(),
+        attached_to: disk["users"]
+            .as_array()
+            .map(|u| {
+                u.iter()
+                    .filter_map(Value::as_str)
+                    .map(|i| last_segment(i).to_owned())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
 }
 
 impl Gce {
@@ -248,6 +310,11 @@ impl VolumeProvisioner for Gce {
             .into());
         }
         let c = &r.compute;
+        let name = disk_name(&request.name);
+        let request = &VolumeRequest {
+            name,
+            ..request.clone()
+        };
         let body = insert_body(request, &c.url(&c.path(&format!("zones/{zone}"))))?;
         match c
             .mutate(
@@ -327,6 +394,44 @@ impl VolumeProvisioner for Gce {
         )
         .await?;
         Ok(new_size_gib)
+    }
+
+    /// A disk's ID is its name ([`disk_name`] of the name asked for), so by ID and by name
+    /// are one look-up: `disks.get` in each managed zone (one request per zone; a name in
+    /// two zones gives both). Every disk:
+    /// `disks.list` in each managed zone (one request per zone and page of 500; the local
+    /// cloud's dialect has no `aggregated/disks`).
+    async fn find_volumes(&self, filter: VolumeFilter<'_>) -> CloudResult<Vec<CloudVolume>> {
+        let r = self.resolved().await?;
+        let mut out = Vec::new();
+        for zone in &r.managed_zones {
+            match filter {
+                VolumeFilter::Id(name) => {
+                    // Not a GCE resource name: no disk has it (and it must not reach a path).
+                    if !is_resource_name(name) {
+                        return Ok(Vec::new());
+                    }
+                    if let Some(d) = self.find_disk(name, zone).await? {
+                        out.push(cloud_volume(&d));
+                    }
+                }
+                VolumeFilter::Name(name) => {
+                    if let Some(d) = self.find_disk(&disk_name(name), zone).await? {
+                        out.push(cloud_volume(&d));
+                    }
+                }
+                VolumeFilter::All => {
+                    let c = &r.compute;
+                    out.extend(
+                        c.list(&c.path(&format!("zones/{zone}/disks")), "", "disks.list")
+                            .await?
+                            .iter()
+                            .map(cloud_volume),
+                    );
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -555,6 +660,27 @@ mod tests {
         );
         request.volume_type = "fast".into();
         assert!(insert_body(&request, "z").is_err());
+    }
+
+    #[test]
+    fn disk_names_are_gce_resource_names() {
+        assert_eq!(
+            disk_name("kubernetes-dynamic-pvc-1"),
+            "kubernetes-dynamic-pvc-1"
+        );
+        let a = disk_name("sanity-Node-Stage-F9B52D84");
+        assert!(is_resource_name(&a), "{a}");
+        assert!(a.starts_with("sanity-node-stage-f9b52d84-"), "{a}");
+        assert_ne!(a, disk_name("sanity-node-stage-f9b52d84"));
+        assert_eq!(a, disk_name("sanity-Node-Stage-F9B52D84"));
+        let long = "X".repeat(128);
+        let b = disk_name(&long);
+        assert!(is_resource_name(&b) && b.starts_with("xxx"), "{b}");
+        assert!(disk_name("1-Vol").starts_with("d-1-vol-"));
+        assert_ne!(b, disk_name(&"X".repeat(127)));
+        for bad in ["", "-a", "a-", "A", "a_b", &"a".repeat(64)] {
+            assert!(!is_resource_name(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use hypercloud_cloudprovider::{
-    ClassParameters, Error as CloudError, ProvisionedVolume, Result as CloudResult, VolumeAttacher,
-    VolumeProvisioner, VolumeRequest,
+    ClassParameters, CloudVolume, Error as CloudError, ProvisionedVolume, Result as CloudResult,
+    VolumeAttacher, VolumeFilter, VolumeProvisioner, VolumeRequest,
 };
 use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeSpec, VsphereVirtualDiskVolumeSource,
@@ -389,6 +389,46 @@ impl VSphere {
         self.inventory.vm_devices_of(&vm.moref).await
     }
 
+    /// The VMDKs under `kubevols/` on `datastore` (through its `browser`) whose names match
+    /// `pattern`, as `(volume path, capacity in KiB when the server says)`: one
+    /// `SearchDatastore_Task` and the reads of its state, the last with its result. A
+    /// datastore without `kubevols/` has none.
+    async fn search_volumes(
+        &self,
+        datastore: &str,
+        browser: &Moref,
+        pattern: &str,
+    ) -> Result<Vec<(String, Option<i64>)>> {
+        let folder = format!("[{datastore}] {VOLUME_DIR}");
+        let f = folder.clone();
+        let task = self
+            .inventory
+            .client
+            .call(|_| {
+                Ok(soap::SearchDatastore_Task::new(
+                    browser.clone(),
+                    f.clone(),
+                    soap::DiskSearchSpec::new(pattern),
+                ))
+            })
+            .await?;
+        let result = match self
+            .inventory
+            .wait_for_task_result(&task, "SearchDatastore_Task", self.config.task_timeout)
+            .await
+        {
+            Ok(r) => r,
+            Err(Error::Task { fault, .. }) if fault == "FileNotFound" => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        Ok(result
+            .files
+            .into_iter()
+            .filter(|f| f.path.ends_with(".vmdk") && !f.path.ends_with("-flat.vmdk"))
+            .map(|f| (format!("{folder}/{}", f.path), f.capacity_kb))
+            .collect())
+    }
+
     /// The disk a volume path names, on this VM.
     async fn attached_disk(
         &self,
@@ -563,6 +603,82 @@ impl VolumeProvisioner for VSphere {
             disk: volume_id.to_owned(),
         }
         .into())
+    }
+
+    /// Volumes are the VMDKs under `kubevols/` (named `<name>.vmdk`): a datastore search
+    /// (`SearchDatastore_Task` and its task: 2 requests, more while it runs) on the one
+    /// datastore of an ID, on every datastore in scope for a name or for all, after one
+    /// listing of the datastores and their browsers; then one listing of the VMs' devices
+    /// for who has each disk (the VMs' UUIDs, the attacher's instance IDs). The size is
+    /// `VmDiskFileInfo.capacityKb`, else an attached disk's `capacityInKB`; 0 when the server
+    /// reports neither (vcsim reports no `capacityKb`).
+    async fn find_volumes(&self, filter: VolumeFilter<'_>) -> CloudResult<Vec<CloudVolume>> {
+        let (only_ds, pattern) = match filter {
+            VolumeFilter::Id(path) => {
+                let Some((ds, file)) = parse_volume_path(path) else {
+                    return Ok(Vec::new());
+                };
+                let Some(name) = file.strip_prefix(&format!("{VOLUME_DIR}/")) else {
+                    return Ok(Vec::new());
+                };
+                if name.contains(['/', '*', '?']) || !name.ends_with(".vmdk") {
+                    return Ok(Vec::new());
+                }
+                (Some(ds), name.to_owned())
+            }
+            VolumeFilter::Name(name) => {
+                if name.is_empty() || name.contains(['/', '*', '?', '[', ']']) {
+                    return Ok(Vec::new());
+                }
+                (None, format!("{name}.vmdk"))
+            }
+            VolumeFilter::All => (None, "*.vmdk".to_owned()),
+        };
+        let mut found = Vec::new();
+        for ds in self.inventory.datastore_browsers().await? {
+            let name = ds.text("name").unwrap_or_default().to_owned();
+            let Some(browser) = ds.text("browser").filter(|b| !b.is_empty()) else {
+                continue;
+            };
+            if only_ds.is_some_and(|d| d != name) {
+                continue;
+            }
+            let browser = Moref::new("HostDatastoreBrowser", browser);
+            found.extend(self.search_volumes(&name, &browser, &pattern).await?);
+        }
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vms = self.inventory.vm_devices().await?;
+        let kib_to_gib = |kb: i64| u64::try_from(kb).unwrap_or_default().div_ceil(1024 * 1024);
+        Ok(found
+            .into_iter()
+            .map(|(path, capacity_kb)| {
+                let mut size = capacity_kb.map(kib_to_gib).unwrap_or_default();
+                let mut attached_to = Vec::new();
+                for vm in &vms {
+                    if let Some(d) = disk_of(devices(vm), &path) {
+                        attached_to.push(vm.text("config.uuid").unwrap_or_default().to_owned());
+                        if size == 0 {
+                            size = d.capacity_in_kb.map(kib_to_gib).unwrap_or_default();
+                        }
+                    }
+                }
+                let name = path
+                    .rsplit('/')
+                    .next()
+                    .and_then(|f| f.strip_suffix(".vmdk"))
+                    .unwrap_or_default()
+                    .to_owned();
+                CloudVolume {
+                    id: path,
+                    name,
+                    size_gib: size,
+                    zone: String::new(),
+                    attached_to,
+                }
+            })
+            .collect())
     }
 }
 

@@ -356,6 +356,18 @@ impl Inventory {
         Ok(out)
     }
 
+    /// Every datastore in scope with its name and `browser` (its `HostDatastoreBrowser`).
+    pub async fn datastore_browsers(&self) -> Result<Vec<ObjectContent>> {
+        let mut out = Vec::new();
+        for scope in self.scopes().await? {
+            out.extend(
+                self.list_view(&scope, "Datastore", &["name", "browser"])
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
     /// Every datastore in scope with its name, `summary.freeSpace` and `host` (the hosts
     /// that mount it): where a volume of a zone can go.
     pub async fn datastore_mounts(&self) -> Result<Vec<ObjectContent>> {
@@ -403,6 +415,19 @@ impl Inventory {
         operation: &str,
         timeout: Duration,
     ) -> Result<()> {
+        self.wait_for_task_result(task, operation, timeout)
+            .await
+            .map(|_| ())
+    }
+
+    /// As [`Inventory::wait_for_task`], reading the task's `info.result` with its state (no
+    /// request more): the result of a task that succeeded.
+    pub async fn wait_for_task_result(
+        &self,
+        task: &Moref,
+        operation: &str,
+        timeout: Duration,
+    ) -> Result<crate::soap::Value> {
         let start = Instant::now();
         let mut delay = Duration::from_millis(50);
         loop {
@@ -410,7 +435,11 @@ impl Inventory {
                 .retrieve(PropertyFilterSpec {
                     prop_set: vec![PropertySpec {
                         kind: "Task".into(),
-                        path_set: vec!["info.state".into(), "info.error".into()],
+                        path_set: vec![
+                            "info.state".into(),
+                            "info.error".into(),
+                            "info.result".into(),
+                        ],
                     }],
                     object_set: vec![ObjectSpec {
                         obj: task.clone(),
@@ -425,7 +454,12 @@ impl Inventory {
                 .unwrap_or_default()
                 .to_owned();
             match state.as_str() {
-                "success" => return Ok(()),
+                "success" => {
+                    return Ok(info
+                        .and_then(|o| o.get("info.result"))
+                        .cloned()
+                        .unwrap_or_default())
+                }
                 "error" => {
                     let err = info.and_then(|o| o.get("info.error"));
                     return Err(Error::Task {

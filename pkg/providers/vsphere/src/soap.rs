@@ -155,6 +155,71 @@ method!(RetrieveVStorageObject -> Ignored {
 method!(ReconfigVM_Task -> Moref {
     spec: VirtualMachineConfigSpec,
 });
+method!(SearchDatastore_Task -> Moref {
+    #[serde(rename = "datastorePath")] datastore_path: String,
+    #[serde(rename = "searchSpec")] search_spec: DiskSearchSpec,
+});
+
+/// `HostDatastoreBrowserSearchSpec` for VMDKs (`VmDiskFileQuery` with their capacity),
+/// their file names matching `pattern`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiskSearchSpec {
+    query: DiskQuery,
+    details: FileQueryFlags,
+    #[serde(rename = "matchPattern")]
+    match_pattern: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct DiskQuery {
+    #[serde(rename = "@xsi:type")]
+    xsi_type: &'static str,
+    details: DiskQueryFlags,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct DiskQueryFlags {
+    #[serde(rename = "diskType")]
+    disk_type: bool,
+    #[serde(rename = "capacityKb")]
+    capacity_kb: bool,
+    #[serde(rename = "hardwareVersion")]
+    hardware_version: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct FileQueryFlags {
+    #[serde(rename = "fileType")]
+    file_type: bool,
+    #[serde(rename = "fileSize")]
+    file_size: bool,
+    modification: bool,
+    #[serde(rename = "fileOwner")]
+    file_owner: bool,
+}
+
+impl DiskSearchSpec {
+    /// VMDKs whose names match `pattern` (`*.vmdk`, `pvc-1.vmdk`), with their capacity.
+    pub fn new(pattern: &str) -> Self {
+        DiskSearchSpec {
+            query: DiskQuery {
+                xsi_type: "VmDiskFileQuery",
+                details: DiskQueryFlags {
+                    disk_type: false,
+                    capacity_kb: true,
+                    hardware_version: false,
+                },
+            },
+            details: FileQueryFlags {
+                file_type: true,
+                file_size: true,
+                modification: false,
+                file_owner: false,
+            },
+            match_pattern: pattern.into(),
+        }
+    }
+}
 
 /// A First Class Disk's ID (`ID`).
 #[derive(Clone, Debug, Serialize)]
@@ -520,6 +585,20 @@ pub struct Value {
     /// A `LocalizedMethodFault`'s message.
     #[serde(rename = "localizedMessage", default)]
     pub localized_message: Option<String>,
+    /// `HostDatastoreBrowserSearchResults.file` (a datastore search task's `info.result`).
+    #[serde(rename = "file", default)]
+    pub files: Vec<FileInfo>,
+}
+
+/// A file a datastore search found (`FileInfo`, `VmDiskFileInfo`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct FileInfo {
+    /// Its name within the folder searched.
+    #[serde(default)]
+    pub path: String,
+    /// A disk's capacity (`VmDiskFileInfo.capacityKb`), when the server reports it.
+    #[serde(rename = "capacityKb", default)]
+    pub capacity_kb: Option<i64>,
 }
 
 /// The type of a fault inside a `LocalizedMethodFault`.
