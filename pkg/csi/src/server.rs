@@ -2,7 +2,7 @@
 //! `csi.v1.Node`) dispatched by method path to the [`Driver`], served on a unix socket.
 //!
 //! The dispatch is written here rather than generated from the spec's `.proto`: each method
-//! is one line of a table ([`routes!`]), decoded and encoded with prost by tonic's own server.
+//! is one line of a table (`routes!`), decoded and encoded with prost by tonic's own server.
 //! A method the driver does not serve (snapshots, GetCapacity, ...) answers `Unimplemented`,
 //! as the spec requires of a capability a plugin does not advertise. A panic in a handler
 //! becomes an `Internal` status for that call; the server keeps serving.
