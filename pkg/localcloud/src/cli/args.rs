@@ -101,7 +101,7 @@ pub struct ServeArgs {
     pub enforce_member_security_groups: bool,
     /// What backs volumes: none (records only) or sparse-file (a sparse file per volume in
     /// <state-dir>/volumes, a loop device per attached volume, linked as the instance's
-    /// <state-dir>/devices/<server-id>/virtio-<volume-id[:20]>; loop devices need root).
+    /// <state-dir>/devices/<server-id>/virtio-<first 20 characters of the volume id>; loop devices need root).
     #[arg(long, value_name = "MODE", value_enum, default_value_t = crate::VolumeBacking::None)]
     pub volume_backing: crate::VolumeBacking,
 }

@@ -396,7 +396,7 @@ impl VolumeProvisioner for Gce {
         Ok(new_size_gib)
     }
 
-    /// A disk's ID is its name ([`disk_name`] of the name asked for), so by ID and by name
+    /// A disk's ID is its name (`disk_name` of the name asked for), so by ID and by name
     /// are one look-up: `disks.get` in each managed zone (one request per zone; a name in
     /// two zones gives both). Every disk:
     /// `disks.list` in each managed zone (one request per zone and page of 500; the local
