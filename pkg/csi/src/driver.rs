@@ -655,6 +655,13 @@ impl Driver {
             .capacity_range
             .as_ref()
             .ok_or_else(|| invalid("capacity_range", "is missing"))?;
+        // CreateVolume may leave the size to the driver (0: its default), growing may not.
+        if range.required_bytes <= 0 {
+            return Err(Status::out_of_range(format!(
+                "capacity_range: required_bytes {} asks for no size to grow to",
+                range.required_bytes
+            )));
+        }
         let gib = size_gib(Some(range), self.opts.info.max_volume_gib)?;
         let _busy = self.hold(id)?;
         let v = self.volume(id).await?;

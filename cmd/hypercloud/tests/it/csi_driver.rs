@@ -423,6 +423,21 @@ async fn bad_input_gets_the_specs_codes() {
         ),
         Code::NotFound
     );
+    // Growing to a size of 0, or beyond the cloud's limit.
+    for bytes in [0, 2000 * GIB] {
+        let err = c
+            .controller_expand_volume(ControllerExpandVolumeRequest {
+                volume_id: vol.volume_id.clone(),
+                capacity_range: Some(CapacityRange {
+                    required_bytes: bytes,
+                    limit_bytes: 0,
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::OutOfRange, "{bytes}: {err:?}");
+    }
     // Not served: snapshots.
     let err = c
         .call::<_, DeleteVolumeResponse>(
