@@ -157,9 +157,12 @@ mod tests {
     }
 
     #[test]
-    fn only_the_cloud_controller_manager_plays_the_external_layout() {
+    fn only_the_cloud_controller_manager_and_the_csi_driver_play_the_external_layout() {
         for (p, name, _) in TABLE {
-            let want = if *p == Personality::CloudControllerManager {
+            let want = if matches!(
+                p,
+                Personality::CloudControllerManager | Personality::CsiDriver
+            ) {
                 Layout::External
             } else {
                 Layout::InTree
@@ -170,6 +173,7 @@ mod tests {
         assert!(Personality::CloudControllerManager.gives_provider_a_client());
         assert!(!Personality::KubeletHelper.gives_provider_a_client());
         assert!(!Personality::ApiserverPlugin.gives_provider_a_client());
+        assert!(!Personality::CsiDriver.gives_provider_a_client());
     }
 
     #[test]
@@ -178,6 +182,6 @@ mod tests {
             let p = Personality::from_name(name).expect(name);
             assert!(p.name() == name || all_names().contains(&p.name()));
         }
-        assert_eq!(all_names().len(), 6);
+        assert_eq!(all_names().len(), 7);
     }
 }
