@@ -64,6 +64,28 @@ pub fn instance_provider_id(provider_name: &str, instance_id: &str) -> String {
     }
 }
 
+/// The instance ID of `node` a volume attacher takes: its provider ID's last segment
+/// (`openstack:///<uuid>`), else the provider's `InstanceID` by the Node's name, cut the same
+/// way (as upstream's in-tree attachers find it). [`crate::Error::NotImplemented`] without
+/// instances, [`crate::Error::InstanceNotFound`] when the answer names none.
+pub async fn node_attach_instance(
+    cloud: &dyn crate::Interface,
+    node: &k8s_openapi::api::core::v1::Node,
+) -> crate::Result<String> {
+    if let Some(id) = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(attach_instance_id)
+    {
+        return Ok(id);
+    }
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let instances = cloud.instances().ok_or(crate::Error::NotImplemented)?;
+    let id = instances.instance_id(name).await?;
+    attach_instance_id(&id).ok_or(crate::Error::InstanceNotFound)
+}
+
 /// The instance ID a volume attacher takes, from a provider ID (`openstack:///<uuid>`,
 /// `aws:///us-east-1a/i-0abc`) or an `InstanceID` answer (`/<uuid>`): the last non-empty
 /// `/`-separated segment, as upstream's in-tree attachers cut it. `None` when there is none.

@@ -181,33 +181,14 @@ fn attached_volumes(node: &Node) -> Vec<AttachedVolume> {
         .unwrap_or_default()
 }
 
-/// The Node's instance ID: its provider ID's last segment (`openstack:///<uuid>`), else the
-/// provider's `InstanceID` by name, cut the same way (as upstream's Cinder attacher).
+/// The Node's instance ID ([`hypercloud_cloudprovider::node::node_attach_instance`]).
 async fn instance_id(node: &Node, ctx: &Context) -> Result<String> {
-    let last = hypercloud_cloudprovider::node::attach_instance_id;
-    if let Some(id) = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .and_then(last)
-    {
-        return Ok(id);
-    }
-    let name = node.name_any();
-    let cloud_err = |source| Error::Cloud {
-        operation: format!("getting the instance ID of node {name}"),
-        source,
-    };
-    let instances = ctx
-        .cloud
-        .instances()
-        .ok_or(hypercloud_cloudprovider::Error::NotImplemented)
-        .map_err(cloud_err)?;
-    let id = instances.instance_id(&name).await.map_err(cloud_err)?;
-    last(&id).ok_or_else(|| Error::Cloud {
-        operation: format!("getting the instance ID of node {name}"),
-        source: hypercloud_cloudprovider::Error::InstanceNotFound,
-    })
+    hypercloud_cloudprovider::node::node_attach_instance(ctx.cloud.as_ref(), node)
+        .await
+        .map_err(|source| Error::Cloud {
+            operation: format!("getting the instance ID of node {}", node.name_any()),
+            source,
+        })
 }
 
 /// Publishes an event on each pod using `wanted`.

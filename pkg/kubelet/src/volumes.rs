@@ -120,29 +120,15 @@ pub fn desired(
     out
 }
 
-/// This Node's instance ID: its provider ID's last segment, else the provider's `InstanceID`.
+/// This Node's instance ID ([`hypercloud_cloudprovider::node::node_attach_instance`]).
 async fn own_instance(cloud: &dyn Interface, node: &Node) -> Result<String> {
-    let name = node.metadata.name.clone().unwrap_or_default();
-    let last = |s: &str| s.rsplit('/').find(|p| !p.is_empty()).map(str::to_owned);
-    if let Some(id) = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .and_then(last)
-    {
-        return Ok(id);
-    }
-    let lookup = |source| Error::CloudLookup {
-        what: "the instance ID",
-        node: name.clone(),
-        source,
-    };
-    let instances = cloud
-        .instances()
-        .ok_or(hypercloud_cloudprovider::Error::NotImplemented)
-        .map_err(lookup)?;
-    let id = instances.instance_id(&name).await.map_err(lookup)?;
-    last(&id).ok_or_else(|| lookup(hypercloud_cloudprovider::Error::InstanceNotFound))
+    hypercloud_cloudprovider::node::node_attach_instance(cloud, node)
+        .await
+        .map_err(|source| Error::CloudLookup {
+            what: "the instance ID",
+            node: node.metadata.name.clone().unwrap_or_default(),
+            source,
+        })
 }
 
 /// Writes `node.status.volumesInUse` when it changes: the entries of one plugin (names starting
