@@ -140,6 +140,22 @@ fn check_capabilities(caps: &[VolumeCapability], field: &str) -> Result<(), Stat
     Ok(())
 }
 
+/// The one capability a call on an existing volume names: present and one the driver gives.
+fn required_capability(cap: Option<&VolumeCapability>) -> Result<&VolumeCapability, Status> {
+    let cap = cap.ok_or_else(|| invalid("volume_capability", "is missing"))?;
+    check_capabilities(std::slice::from_ref(cap), "volume_capability")?;
+    Ok(cap)
+}
+
+/// Whether a capability (when the call names one) is a raw block volume, which has no file
+/// system to grow.
+fn is_block(cap: Option<&VolumeCapability>) -> bool {
+    matches!(
+        cap.and_then(|c| c.access_type.as_ref()),
+        Some(volume_capability::AccessType::Block(_))
+    )
+}
+
 /// The size to create in GiB from a capacity range: the required bytes rounded up to whole
 /// GiB (1 GiB when nothing is required), within the limit and the driver's largest volume.
 pub fn size_gib(range: Option<&CapacityRange>, max_gib: u64) -> Result<u64, Status> {
@@ -482,11 +498,7 @@ impl Driver {
     ) -> Result<ControllerPublishVolumeResponse, Status> {
         let id = require(&r.volume_id, "volume_id")?;
         let node = require(&r.node_id, "node_id")?;
-        let cap = r
-            .volume_capability
-            .as_ref()
-            .ok_or_else(|| invalid("volume_capability", "is missing"))?;
-        check_capabilities(std::slice::from_ref(cap), "volume_capability")?;
+        required_capability(r.volume_capability.as_ref())?;
         let instance =
             attach_instance_id(node).ok_or_else(|| invalid("node_id", "names no instance"))?;
         let _busy = self.hold(id)?;
@@ -679,12 +691,7 @@ impl Driver {
                 .await
                 .map_err(|e| status("expanding the volume", e))?
         };
-        let block = matches!(
-            r.volume_capability
-                .as_ref()
-                .and_then(|c| c.access_type.as_ref()),
-            Some(volume_capability::AccessType::Block(_))
-        );
+        let block = is_block(r.volume_capability.as_ref());
         Ok(ControllerExpandVolumeResponse {
             capacity_bytes: gib_bytes(size),
             node_expansion_required: !block,
@@ -803,11 +810,7 @@ impl Driver {
     ) -> Result<NodeStageVolumeResponse, Status> {
         let id = require(&r.volume_id, "volume_id")?;
         let staging = require(&r.staging_target_path, "staging_target_path")?;
-        let cap = r
-            .volume_capability
-            .as_ref()
-            .ok_or_else(|| invalid("volume_capability", "is missing"))?;
-        check_capabilities(std::slice::from_ref(cap), "volume_capability")?;
+        let cap = required_capability(r.volume_capability.as_ref())?;
         let _busy = self.hold(id)?;
         let device = self.device(id, &r.publish_context)?;
         let fs = match &cap.access_type {
@@ -845,11 +848,7 @@ impl Driver {
     ) -> Result<NodePublishVolumeResponse, Status> {
         let id = require(&r.volume_id, "volume_id")?;
         let target = require(&r.target_path, "target_path")?;
-        let cap = r
-            .volume_capability
-            .as_ref()
-            .ok_or_else(|| invalid("volume_capability", "is missing"))?;
-        check_capabilities(std::slice::from_ref(cap), "volume_capability")?;
+        let cap = required_capability(r.volume_capability.as_ref())?;
         let _busy = self.hold(id)?;
         match &cap.access_type {
             Some(volume_capability::AccessType::Block(_)) => {
@@ -894,12 +893,7 @@ impl Driver {
         let path = require(&r.volume_path, "volume_path")?;
         let _busy = self.hold(id)?;
         let device = self.device(id, &BTreeMap::new())?;
-        let block = matches!(
-            r.volume_capability
-                .as_ref()
-                .and_then(|c| c.access_type.as_ref()),
-            Some(volume_capability::AccessType::Block(_))
-        );
+        let block = is_block(r.volume_capability.as_ref());
         let bytes = node::expand(&device, path.as_ref(), block).await?;
         Ok(NodeExpandVolumeResponse {
             capacity_bytes: bytes,
