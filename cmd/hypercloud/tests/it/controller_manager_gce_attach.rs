@@ -19,6 +19,7 @@ use kube::api::DeleteParams;
 use kube::Api;
 use serde_json::{json, Value};
 
+use crate::gce_provider::gce_conf;
 use crate::proxy::{Fault, Proxy};
 use crate::volume_fixtures::{
     attach_fixture, attach_turn, delete_pod_until_detached, run_pod_until_attached,
@@ -112,17 +113,13 @@ async fn attach_and_detach(name: &str, misbehave: bool) {
         &["--availability-zones", ZONE, "--region", "us-central1"],
     );
     let proxy = Proxy::start(&serve.api_url, &[]).await;
-    let conf = tmp.path().join("gce.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[global]\nproject-id = demo\nlocal-zone = {ZONE}\n\
-             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = {}\noperation-timeout = 2s\n",
-            proxy.url, serve.metadata_url
-        ),
-    )
-    .unwrap();
+    let conf = gce_conf(
+        tmp.path(),
+        &proxy.url,
+        &serve.metadata_url,
+        false,
+        "operation-timeout = 2s\n",
+    );
     let instance = env.unique_name("gad");
     let body =
         format!(r#"{{"name": "{instance}", "machineType": "zones/{ZONE}/machineTypes/m1.small"}}"#);

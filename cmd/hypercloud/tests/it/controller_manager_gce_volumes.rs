@@ -19,6 +19,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 
+use crate::gce_provider::gce_conf;
 use crate::proxy::Proxy;
 use crate::volume_fixtures::{
     bind_and_grow, claim, class as class_of, delete_claim, drop_finalizers, select_node,
@@ -63,17 +64,7 @@ async fn gce_persistent_disks_provisioned_expanded_and_reclaimed_or_retained() {
     );
     // The provider speaks through the proxy (proxy.rs) only to count its requests.
     let proxy = Proxy::start(&serve.api_url, &[]).await;
-    let conf = tmp.path().join("gce.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nmultizone = true\n\
-             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = {}\n",
-            proxy.url, serve.metadata_url
-        ),
-    )
-    .unwrap();
+    let conf = gce_conf(tmp.path(), &proxy.url, &serve.metadata_url, true, "");
 
     let classes: Api<StorageClass> = Api::all(env.client());
     let pvs: Api<PersistentVolume> = Api::all(env.client());

@@ -173,7 +173,7 @@ fn kubevols(sim: &Vcsim, ds: &str) -> Vec<String> {
 }
 
 /// The VMDK files of a VM's disks, as `govc device.info -json` shows them.
-fn vm_disks(sim: &Vcsim, vm: &str) -> Vec<String> {
+pub(crate) fn vm_disks(sim: &Vcsim, vm: &str) -> Vec<String> {
     let v: serde_json::Value =
         serde_json::from_str(&sim.govc(&["device.info", "-json", "-vm", vm])).unwrap();
     v.get("devices")

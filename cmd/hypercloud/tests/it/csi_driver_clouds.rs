@@ -186,17 +186,8 @@ mod gce {
         );
         // The driver speaks through the proxy (proxy.rs) only to count its requests.
         let proxy = Proxy::start(&serve.api_url, &[]).await;
-        let conf = tmp.path().join("gce.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "[global]\nproject-id = demo\nlocal-zone = {ZONE}\n\
-                 network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-                 [Hypercloud]\nmetadata-endpoint = {}\n",
-                proxy.url, serve.metadata_url
-            ),
-        )
-        .unwrap();
+        let conf =
+            crate::gce_provider::gce_conf(tmp.path(), &proxy.url, &serve.metadata_url, false, "");
         let body =
             format!(r#"{{"name": "{NODE}", "machineType": "zones/{ZONE}/machineTypes/m1.small"}}"#);
         let (status, op) = gce(
@@ -268,7 +259,7 @@ mod gce {
 mod vsphere {
     use hypercloud_testenv::vcsim::Vcsim;
 
-    use crate::controller_manager_vsphere_volumes::soap_requests;
+    use crate::controller_manager_vsphere_volumes::{soap_requests, vm_disks};
     use crate::csi_fixture::{
         csi_sanity, lifecycle, start_driver, DriverCloud, Expect, FindBudget, Seen,
     };
@@ -277,21 +268,6 @@ mod vsphere {
     /// The node: the VM's name, as the provider finds a node's VM without a UUID file.
     const NODE: &str = "DC0_H0_VM0";
     const HOST: &str = "/DC0/host/DC0_H0/DC0_H0";
-
-    /// The VMDK files of the VM's disks, as `govc device.info -json` shows them.
-    fn vm_disks(sim: &Vcsim) -> Vec<String> {
-        let v: serde_json::Value =
-            serde_json::from_str(&sim.govc(&["device.info", "-json", "-vm", VM])).unwrap();
-        v.get("devices")
-            .or_else(|| v.get("Devices"))
-            .and_then(|d| d.as_array())
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|d| d.pointer("/backing/fileName").and_then(|f| f.as_str()))
-            .map(str::to_owned)
-            .collect()
-    }
 
     /// The volume (`[ds] kubevols/<name>.vmdk`) as govc shows it: whether `datastore.ls`
     /// lists its file; its size from the file, which is where vcsim keeps a VMDK's capacity
@@ -306,7 +282,7 @@ mod vsphere {
         let out = sim.govc_output(&["datastore.download", "-ds", ds, file, "-"]);
         assert!(out.status.success(), "{out:?}");
         let kib: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-        let attached = vm_disks(sim).iter().any(|d| d == id);
+        let attached = vm_disks(sim, VM).iter().any(|d| d == id);
         Some(Seen {
             size_gib: kib.div_ceil(1024 * 1024),
             attached_to: if attached {

@@ -105,20 +105,34 @@ fn instance(serve: &Serve, zone: &str, name: &str, ip: &str) -> String {
         .to_owned()
 }
 
-/// A gce.conf for the local cloud.
-fn conf(dir: &Path, serve: &Serve, extra: &str) -> PathBuf {
+/// A gce.conf in `dir` for the local cloud's Compute Engine dialect at `api_url` (the server's,
+/// or a test proxy in front of it) and its metadata server at `metadata_url`: project `demo`,
+/// local zone us-central1-a, network `private`, no token source; `multizone` adds
+/// `multizone = true`, `hypercloud` more `[Hypercloud]` lines. Every gce test's config.
+pub(crate) fn gce_conf(
+    dir: &Path,
+    api_url: &str,
+    metadata_url: &str,
+    multizone: bool,
+    hypercloud: &str,
+) -> PathBuf {
     let path = dir.join("gce.conf");
+    let multizone = if multizone { "multizone = true\n" } else { "" };
     std::fs::write(
         &path,
         format!(
-            "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nmultizone = true\n\
-             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = {}\n{extra}",
-            serve.api_url, serve.metadata_url
+            "[global]\nproject-id = demo\nlocal-zone = us-central1-a\n{multizone}\
+             network-name = private\ntoken-url = nil\napi-endpoint = {api_url}/compute/v1/\n\
+             [Hypercloud]\nmetadata-endpoint = {metadata_url}\n{hypercloud}"
         ),
     )
     .unwrap();
     path
+}
+
+/// [`gce_conf`] for `serve` itself, multizone.
+fn conf(dir: &Path, serve: &Serve, extra: &str) -> PathBuf {
+    gce_conf(dir, &serve.api_url, &serve.metadata_url, true, extra)
 }
 
 /// One test, in steps: the CCM's node lifecycle controller deletes every NotReady Node whose

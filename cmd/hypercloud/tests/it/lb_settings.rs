@@ -263,17 +263,8 @@ async fn gce_refuses_by_name() {
             "us-central1",
         ],
     );
-    let conf = tmp.path().join("gce.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[global]\nproject-id = demo\nlocal-zone = us-central1-a\n\
-             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = {}\n",
-            serve.api_url, serve.metadata_url
-        ),
-    )
-    .expect("gce.conf");
+    let conf =
+        crate::gce_provider::gce_conf(tmp.path(), &serve.api_url, &serve.metadata_url, false, "");
     let case = Case {
         provider: "gce",
         conf: &conf,
