@@ -385,6 +385,12 @@ impl Driver {
                 "this driver does not create volumes from snapshots or other volumes (CLONE_VOLUME and CREATE_DELETE_SNAPSHOT are not advertised)",
             ));
         }
+        if let Some(key) = r.mutable_parameters.keys().next() {
+            return Err(invalid(
+                "mutable_parameters",
+                &format!("{key:?}: this driver does not modify volumes (MODIFY_VOLUME is not advertised)"),
+            ));
+        }
         let gib = size_gib(r.capacity_range.as_ref(), self.opts.info.max_volume_gib)?;
         let provisioner = self.provisioner()?;
         let (class, tags): (BTreeMap<_, _>, BTreeMap<_, _>) = r

@@ -333,6 +333,16 @@ async fn bad_input_gets_the_specs_codes() {
         ),
         Code::OutOfRange
     );
+    // Parameters the driver would not act on are refused by name.
+    let err = c
+        .create_volume(CreateVolumeRequest {
+            mutable_parameters: [("iops".to_owned(), "3000".to_owned())].into(),
+            ..create("mutable", GIB, cap.clone())
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("\"iops\""), "{err:?}");
     // Unsupported capabilities: several writers, an unknown file system.
     let err = c
         .create_volume(create(
