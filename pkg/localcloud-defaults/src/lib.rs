@@ -96,6 +96,45 @@ pub const FLAVORS: &[Flavor] = &[
     },
 ];
 
+/// An Octavia flavor (an operator's object: Octavia ships none). `topology` is what its
+/// flavor profile would say (`SINGLE` or `ACTIVE_STANDBY` amphorae); the local cloud's data
+/// plane forwards the same way for both.
+#[derive(Debug, Clone, Copy)]
+pub struct LbFlavor {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+    pub enabled: bool,
+    pub flavor_profile_id: &'static str,
+}
+
+/// The local cloud's Octavia flavors, as a small deployment defines them: one amphora, an
+/// active/standby pair, and a retired flavor left disabled (Octavia refuses it for new load
+/// balancers).
+pub const LB_FLAVORS: &[LbFlavor] = &[
+    LbFlavor {
+        id: "6f3a1c2e-9b1d-4c55-8d1e-2a4f0c7b5e01",
+        name: "amphora-single",
+        description: "One amphora (topology SINGLE)",
+        enabled: true,
+        flavor_profile_id: "0b1c9e52-6a2f-4f0e-9d3c-1e7a5b8c4d01",
+    },
+    LbFlavor {
+        id: "6f3a1c2e-9b1d-4c55-8d1e-2a4f0c7b5e02",
+        name: "amphora-ha",
+        description: "An active/standby pair of amphorae (topology ACTIVE_STANDBY)",
+        enabled: true,
+        flavor_profile_id: "0b1c9e52-6a2f-4f0e-9d3c-1e7a5b8c4d02",
+    },
+    LbFlavor {
+        id: "6f3a1c2e-9b1d-4c55-8d1e-2a4f0c7b5e03",
+        name: "amphora-retired",
+        description: "Retired: not allowed for new load balancers",
+        enabled: false,
+        flavor_profile_id: "0b1c9e52-6a2f-4f0e-9d3c-1e7a5b8c4d01",
+    },
+];
+
 /// `$HOME/.local/share/hypercloud/local-cloud`, or `None` without `$HOME`.
 pub fn state_dir() -> Option<PathBuf> {
     std::env::var_os("HOME")

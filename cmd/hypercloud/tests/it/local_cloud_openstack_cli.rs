@@ -146,6 +146,11 @@ fn openstack_cli_sees_load_balancers_and_members() {
     let dir = state_dir(&tmp);
     let _serve = Serve::start(BIN, &dir, &[]);
 
+    // Octavia's flavors, looked up by name as the CLI does.
+    let flavors = openstack_json(&dir, &["loadbalancer", "flavor", "list"]);
+    assert_eq!(flavors.as_array().unwrap().len(), 3, "{flavors}");
+    let ha = openstack_json(&dir, &["loadbalancer", "flavor", "show", "amphora-ha"]);
+    assert_eq!(ha["enabled"], true, "{ha}");
     // No listener: nothing binds, so parallel servers on the default VIP pool cannot collide.
     let lb = openstack_json(
         &dir,
@@ -156,10 +161,13 @@ fn openstack_cli_sees_load_balancers_and_members() {
             "web-lb",
             "--vip-subnet-id",
             "private-subnet",
+            "--flavor",
+            "amphora-ha",
             "--wait",
         ],
     );
     assert_eq!(lb["name"], "web-lb");
+    assert_eq!(lb["flavor_id"], ha["id"]);
     let lb_id = lb["id"].as_str().unwrap().to_owned();
     let pool = openstack_json(
         &dir,

@@ -702,3 +702,74 @@ async fn the_vip_is_a_neutron_port_and_a_floating_ip_on_it_carries_traffic() {
     )
     .await;
 }
+
+/// Octavia's flavors: listed and shown (with filters, as the CLI looks names up), a load
+/// balancer created with one carries its `flavor_id`, an unknown or disabled flavor is
+/// Octavia's 400 and creates nothing.
+#[tokio::test]
+async fn flavors_are_listed_and_checked_when_a_load_balancer_asks_for_one() {
+    let c = cloud("127.0.108.0/24").await;
+    let all = c.get(&format!("{LBAAS}/flavors")).await;
+    assert_eq!(all.status, StatusCode::OK, "{}", all.body);
+    let names: Vec<&str> = all.body["flavors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["amphora-single", "amphora-ha", "amphora-retired"]);
+    let ha = c.get(&format!("{LBAAS}/flavors?name=amphora-ha")).await;
+    let ha = ha.body["flavors"].as_array().unwrap();
+    assert_eq!(ha.len(), 1);
+    let ha_id = ha[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(ha[0]["enabled"], true);
+    let enabled = c.get(&format!("{LBAAS}/flavors?enabled=false")).await;
+    assert_eq!(enabled.body["flavors"].as_array().unwrap().len(), 1);
+    let one = c.get(&format!("{LBAAS}/flavors/{ha_id}")).await;
+    assert_eq!(one.body["flavor"]["name"], "amphora-ha");
+    let none = c.get(&format!("{LBAAS}/flavors/nope")).await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND);
+    assert_eq!(none.body["faultstring"], "Flavor nope not found.");
+
+    let subnet = private_subnet(&c).await;
+    let lb = c
+        .create_lb(json!({"name": "flavoured", "vip_subnet_id": subnet, "flavor_id": ha_id}))
+        .await;
+    let shown = c.get(&format!("{LBAAS}/loadbalancers/{}", lb.id)).await;
+    assert_eq!(shown.body["loadbalancer"]["flavor_id"], ha_id.as_str());
+
+    let retired = names_to_id(&all.body, "amphora-retired");
+    for (flavor, says) in [
+        (
+            "nope".to_owned(),
+            "Validation failure: Invalid flavor_id.".to_owned(),
+        ),
+        (
+            retired.clone(),
+            format!("The selected flavor is not allowed in this deployment: {retired}"),
+        ),
+    ] {
+        let r = c
+            .post(
+                &format!("{LBAAS}/loadbalancers"),
+                json!({"loadbalancer": {"name": "refused", "vip_subnet_id": subnet, "flavor_id": flavor}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+        assert_eq!(r.body["faultstring"], says.as_str());
+    }
+    let list = c.get(&format!("{LBAAS}/loadbalancers?name=refused")).await;
+    assert_eq!(list.body["loadbalancers"].as_array().unwrap().len(), 0);
+}
+
+fn names_to_id(flavors: &Value, name: &str) -> String {
+    flavors["flavors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}

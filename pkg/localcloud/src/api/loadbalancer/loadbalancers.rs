@@ -18,6 +18,7 @@ use crate::api::network::{
     SUBNETS,
 };
 use crate::api::{new_id, ApiError, Caller, Ctx, Params};
+use crate::defaults::{LbFlavor, LB_FLAVORS};
 use crate::model::octavia::{
     self as m, Common, HealthMonitor, Listener, LoadBalancer, Member, Pool, Record, StatusTree,
     LOADBALANCERS,
@@ -157,13 +158,10 @@ pub(super) async fn create(
     let tree = Tree::parse(&b, &caller, &common.meta.id)?;
     let provider = b.opt_str("provider")?.unwrap_or_else(|| "amphora".into());
     let availability_zone = b.opt_str("availability_zone")?;
-    if let Some(id) = b.opt_str("flavor_id")? {
-        // Octavia's flavors are an operator's objects; this cloud defines none, so every
-        // flavor is unknown (Octavia's answer, rather than taking and ignoring it).
-        return Err(ApiError::bad_request(format!(
-            "Validation failure: Invalid flavor_id. ({id})"
-        )));
-    }
+    let flavor_id = match b.opt_str("flavor_id")? {
+        Some(id) => Some(check_flavor(&id)?.id.to_owned()),
+        None => None,
+    };
     b.opt_str("vip_qos_policy_id")?;
     let vip_pool = cloud.config.lb_vip_pool;
     let v = cloud
@@ -241,7 +239,7 @@ pub(super) async fn create(
                 vip_network_id: network,
                 vip_qos_policy_id: None,
                 provider,
-                flavor_id: None,
+                flavor_id,
                 availability_zone,
             };
             put(tx, &lb)?;
@@ -486,16 +484,51 @@ pub(super) async fn availability_zones(State(cloud): Ctx) -> ApiResult {
     ))
 }
 
-/// `GET /flavors`: Octavia's flavors, which an operator defines; this cloud defines none, so
-/// clients looking one up by name or id (`openstack loadbalancer create --flavor`) find none.
-pub(super) async fn flavors() -> ApiResult {
-    Ok(crate::api::reply(StatusCode::OK, json!({ "flavors": [] })))
+/// The flavor a new load balancer asks for, as Octavia checks it: an unknown id is
+/// `Invalid flavor_id.`, a disabled flavor `The selected flavor is not allowed in this
+/// deployment` (both 400).
+fn check_flavor(id: &str) -> Result<&'static LbFlavor, ApiError> {
+    let flavor = LB_FLAVORS
+        .iter()
+        .find(|f| f.id == id)
+        .ok_or_else(|| ApiError::bad_request("Validation failure: Invalid flavor_id."))?;
+    if !flavor.enabled {
+        return Err(ApiError::bad_request(format!(
+            "The selected flavor is not allowed in this deployment: {id}"
+        )));
+    }
+    Ok(flavor)
 }
 
-/// `GET /flavors/{id}`: never found (see [`flavors`]).
+fn flavor_view(f: &LbFlavor) -> Value {
+    json!({"id": f.id, "name": f.name, "description": f.description, "enabled": f.enabled,
+        "flavor_profile_id": f.flavor_profile_id})
+}
+
+/// `GET /flavors`: Octavia's flavors ([`crate::defaults::LB_FLAVORS`]), with Octavia's
+/// equality filters and `fields` (`openstack loadbalancer flavor show NAME` looks a name up
+/// this way).
+pub(super) async fn flavors(Query(params): Query<Params>) -> ApiResult {
+    let flavors: Vec<Value> = LB_FLAVORS
+        .iter()
+        .map(flavor_view)
+        .filter(|v| crate::api::matches_filters(v, &params, &["fields"]))
+        .map(|v| crate::api::select_fields(v, &params))
+        .collect();
+    Ok(crate::api::reply(
+        StatusCode::OK,
+        json!({ "flavors": flavors, "flavors_links": [] }),
+    ))
+}
+
+/// `GET /flavors/{id}`.
 pub(super) async fn flavor(Path(id): Path<String>) -> ApiResult {
-    Err(ApiError::not_found(
-        "NotFound",
-        format!("Flavor {id} not found."),
+    let f = LB_FLAVORS
+        .iter()
+        .find(|f| f.id == id)
+        .ok_or_else(|| ApiError::not_found("NotFound", format!("Flavor {id} not found.")))?;
+    Ok(crate::api::reply(
+        StatusCode::OK,
+        json!({ "flavor": flavor_view(f) }),
     ))
 }
