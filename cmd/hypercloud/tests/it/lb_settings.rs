@@ -234,8 +234,11 @@ async fn openstack_refuses_by_name() {
         provider: "local",
         conf: &conf,
         env: &[],
-        annotation: ("loadbalancer.openstack.org/flavor-id", "a-big-one"),
-        message: "annotation loadbalancer.openstack.org/flavor-id is not supported by hypercloud's local provider: load balancers get Octavia's default flavor",
+        annotation: (
+            "loadbalancer.openstack.org/default-tls-container-ref",
+            "https://barbican/v1/containers/1",
+        ),
+        message: "annotation loadbalancer.openstack.org/default-tls-container-ref is not supported by hypercloud's local provider: TERMINATED_HTTPS listeners (Barbican certificates) are not implemented",
     };
     refused_by_name(&env, &case, tmp.path()).await;
     assert_eq!(

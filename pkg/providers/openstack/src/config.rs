@@ -94,6 +94,24 @@ pub struct LoadBalancerConfig {
     pub manage_security_groups: bool,
     /// `false`: no LoadBalancer capability, even when the catalog has Octavia.
     pub enabled: Option<bool>,
+    /// The members' subnet when a Service's `member-subnet-id` annotation does not say.
+    pub member_subnet_id: Option<String>,
+    /// The members' node selector when a Service's `node-selector` annotation does not say.
+    pub node_selector: Option<String>,
+    /// The Octavia flavor of new load balancers when a Service's `flavor-id` does not say.
+    pub flavor_id: Option<String>,
+    /// The Octavia availability zone of new load balancers, likewise.
+    pub availability_zone: Option<String>,
+    /// How many Services may share one load balancer (OCCM's default 2): see
+    /// [`LoadBalancerConfig::max_shared_lb`].
+    pub max_shared_lb: Option<u32>,
+}
+
+impl LoadBalancerConfig {
+    /// `max-shared-lb`, OCCM's default 2 when unset.
+    pub fn max_shared_lb(&self) -> u32 {
+        self.max_shared_lb.unwrap_or(2)
+    }
 }
 
 /// `[BlockStorage]`: of the Cinder volumes the controllers create, extend, attach, detach and
@@ -493,26 +511,15 @@ impl Config {
                     "choosing the floating subnet by name or tags is not implemented; use floating-subnet-id",
                 ))
             }
-            "member-subnet-id" => {
-                return Ok(Setting::NoEffect(
-                    "members are node InternalIPs without a subnet (not implemented)",
-                ))
-            }
-            "node-selector" => {
-                return Ok(Setting::NoEffect(
-                    "every node the service controller passes is a member (not implemented)",
-                ))
-            }
+            "member-subnet-id" => lb.member_subnet_id = s().filter(|v| !v.is_empty()),
+            "node-selector" => lb.node_selector = s().filter(|v| !v.is_empty()),
             "node-security-group" => {
                 return Ok(Setting::NoEffect(
                     "the nodes' own security group is never edited; manage-security-groups puts a group per load balancer on the nodes' ports instead, as OCCM",
                 ))
             }
-            "flavor-id" | "availability-zone" => {
-                return Ok(Setting::NoEffect(
-                    "load balancers are created without an Octavia flavor or availability zone (not implemented)",
-                ))
-            }
+            "flavor-id" => lb.flavor_id = s().filter(|v| !v.is_empty()),
+            "availability-zone" => lb.availability_zone = s().filter(|v| !v.is_empty()),
             "enable-ingress-hostname" | "ingress-hostname-suffix" => {
                 return Ok(Setting::NoEffect(
                     "the PROXY protocol is not implemented, so ingress hostnames are never needed",
@@ -523,11 +530,8 @@ impl Config {
                     "TERMINATED_HTTPS listeners (Barbican) are not implemented",
                 ))
             }
-            "max-shared-lb" => {
-                return Ok(Setting::NoEffect(
-                    "shared load balancers are not implemented; each Service has its own",
-                ))
-            }
+            // 0: no Service may share another's load balancer.
+            "max-shared-lb" => lb.max_shared_lb = Some(parse_num_in(v, 0..=1000)?),
             _ => return Ok(Setting::Unknown),
         }
         Ok(Setting::Applied)
@@ -814,7 +818,7 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
         ("LoadBalancer", "use-octavia", "true", Implemented),
         ("LoadBalancer", "use-octavia", "false", Warned),
         ("LoadBalancer", "subnet-id", "s", Implemented),
-        ("LoadBalancer", "member-subnet-id", "s", Warned),
+        ("LoadBalancer", "member-subnet-id", "s", Implemented),
         ("LoadBalancer", "network-id", "n", Implemented),
         (
             "LoadBalancer",
@@ -835,16 +839,17 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
         ("LoadBalancer", "monitor-max-retries-down", "3", Implemented),
         ("LoadBalancer", "monitor-timeout", "3s", Implemented),
         ("LoadBalancer", "internal-lb", "true", Implemented),
-        ("LoadBalancer", "node-selector", "a=b", Warned),
+        ("LoadBalancer", "node-selector", "a=b", Implemented),
         ("LoadBalancer", "cascade-delete", "true", Implemented),
         ("LoadBalancer", "cascade-delete", "false", Warned),
-        ("LoadBalancer", "flavor-id", "f", Warned),
-        ("LoadBalancer", "availability-zone", "az", Warned),
+        ("LoadBalancer", "flavor-id", "f", Implemented),
+        ("LoadBalancer", "availability-zone", "az", Implemented),
         ("LoadBalancer", "enable-ingress-hostname", "true", Warned),
         ("LoadBalancer", "ingress-hostname-suffix", "nip.io", Warned),
         ("LoadBalancer", "default-tls-container-ref", "ref", Warned),
         ("LoadBalancer", "container-store", "barbican", Warned),
-        ("LoadBalancer", "max-shared-lb", "2", Warned),
+        ("LoadBalancer", "max-shared-lb", "2", Implemented),
+        ("LoadBalancer", "max-shared-lb", "-1", Rejected),
         (
             "LoadBalancer",
             "provider-requires-serial-api-calls",

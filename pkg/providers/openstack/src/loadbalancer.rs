@@ -133,6 +133,10 @@ pub const ANNOTATION_NODE_SELECTOR: &str = "loadbalancer.openstack.org/node-sele
 /// move a load balancer).
 pub const ANNOTATION_AVAILABILITY_ZONE: &str = "loadbalancer.openstack.org/availability-zone";
 
+/// The load balancer's Octavia flavor (read when it is created; Octavia cannot change a
+/// load balancer's flavor), over `[LoadBalancer] flavor-id`.
+pub const ANNOTATION_FLAVOR_ID: &str = "loadbalancer.openstack.org/flavor-id";
+
 /// An existing Neutron port the load balancer's VIP adopts (read when it is created).
 pub const ANNOTATION_PORT_ID: &str = "loadbalancer.openstack.org/port-id";
 
@@ -161,7 +165,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HEALTH_MONITOR_MAX_RETRIES_DOWN), "the monitors' `max_retries_down`, over `monitor-max-retries-down`"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HOSTNAME), "reported as the ingress hostname instead of the address"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ADDRESS), "written by the provider (external layout), as OCCM"),
-    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it. Naming another Service's load balancer (OCCM's shared load balancers) is refused by this annotation's name when the Service is synced"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_LOAD_BALANCER_ID), "external layout: the load balancer is found by it (and written to it); the in-tree provider never read it. Naming another Service's (or a user's) load balancer shares it as OCCM does: this Service's listeners, tagged with its name, beside the others' on distinct ports; at most `[LoadBalancer] max-shared-lb` Services; not internal; only the owner attaches a floating IP; deleting a Service takes only its listeners until the last one goes"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_NODE_SELECTOR), "`key=value,key2`: only the nodes with those labels are members (OCCM's parsing)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet"), "choosing the floating subnet by name is not implemented (use floating-subnet-id)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/floating-subnet-tags"), "choosing the floating subnet by tags is not implemented (use floating-subnet-id)"),
@@ -170,8 +174,8 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`true`/`v1`: `PROXY` pools, `v2`: `PROXYV2` pools (TCP ports; not with `x-forwarded-for`); members get the client's address in a PROXY header"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_MEMBER_SUBNET_ID), "the members' `subnet_id` (members on another subnet are replaced)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_X_FORWARDED_FOR), "`true`: `HTTP` listeners and pools with `insert_headers: {X-Forwarded-For: \"true\"}` (TCP ports)"),
-    LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/flavor-id"), "load balancers get Octavia's default flavor"),
-    LbSetting::implemented(Setting::Annotation(ANNOTATION_AVAILABILITY_ZONE), "the load balancer's `availability_zone` when it is created (Octavia's 400 for an unknown zone fails the sync)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_FLAVOR_ID), "the load balancer's `flavor_id` when it is created, over `[LoadBalancer] flavor-id` (Octavia's 400 for an unknown or disabled flavor fails the sync)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_AVAILABILITY_ZONE), "the load balancer's `availability_zone` when it is created, over `[LoadBalancer] availability-zone` (Octavia's 400 for an unknown zone fails the sync)"),
     LbSetting::refused(Setting::Annotation("loadbalancer.openstack.org/default-tls-container-ref"), "TERMINATED_HTTPS listeners (Barbican certificates) are not implemented"),
     LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
     LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "with a health monitor, an HTTP monitor on the health-check node port"),
@@ -243,6 +247,22 @@ fn cut_255(mut s: String) -> String {
     s
 }
 
+/// The tags of an Octavia object.
+fn lb_tags(v: &Value) -> Vec<&str> {
+    v["tags"]
+        .as_array()
+        .map(|t| t.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The Service's annotation `key` trimmed, if set and not empty.
+fn non_empty(service: &Service, key: &str) -> Option<String> {
+    annotation(service, key)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
 /// The Service's annotation `key`, if set.
 fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
     service
@@ -279,6 +299,10 @@ struct Settings {
     member_subnet_id: Option<String>,
     /// `node-selector`: only nodes with these labels (a `None` value: any value) are members.
     node_selector: Vec<(String, Option<String>)>,
+    /// The Octavia flavor of a new load balancer.
+    flavor_id: Option<String>,
+    /// The Octavia availability zone of a new load balancer.
+    availability_zone: Option<String>,
 }
 
 impl Settings {
@@ -528,24 +552,85 @@ impl OpenStack {
         }
     }
 
-    /// Refuses a load balancer found by the `load-balancer-id` annotation that is not this
-    /// Service's (another Service's, or one made outside Kubernetes): OCCM shares it, adding
-    /// this Service's listeners beside the others'; here converging would remove the others'
-    /// listeners, so sharing is refused by the annotation's name instead.
-    fn refuse_shared(&self, naming: &Naming, lb: &Value, operation: &str) -> Result<()> {
-        let name = lb["name"].as_str().unwrap_or_default();
-        if naming.owns(name) {
+    /// May this Service share `lb`, a load balancer found by its `load-balancer-id`
+    /// annotation? Its own (by name) always; another's (another Service's, or one made outside
+    /// Kubernetes) as OCCM allows it: at most `[LoadBalancer] max-shared-lb` Services on it
+    /// (counted by their `kube_service_` tags), and never an internal Service (it could be
+    /// exposed when the owner is external). A refusal names the annotation.
+    fn check_share(&self, naming: &Naming, lb: &Value, internal: bool) -> Result<()> {
+        if naming.owns(lb["name"].as_str().unwrap_or_default()) {
             return Ok(());
         }
-        Err(self.lb_error(
-            operation,
-            format!(
-                "annotation {ANNOTATION_LOAD_BALANCER_ID}: load balancer {} is {name:?}, not this Service's ({}); sharing a load balancer between Services is not supported by hypercloud's {} provider",
-                lb["id"].as_str().unwrap_or_default(),
-                naming.lb,
-                self.name
-            ),
-        ))
+        let id = lb["id"].as_str().unwrap_or_default();
+        let tags = lb_tags(lb);
+        let sharing = tags
+            .iter()
+            .filter(|t| t.starts_with(SERVICE_PREFIX))
+            .count();
+        let max = self.config.load_balancer.max_shared_lb() as usize;
+        if !tags.contains(&naming.lb.as_str()) && sharing + 1 > max {
+            return Err(self.lb_error(
+                "ensure load balancer",
+                format!("annotation {ANNOTATION_LOAD_BALANCER_ID}: load balancer {id} is already shared by {sharing} Services ([LoadBalancer] max-shared-lb = {max})"),
+            ));
+        }
+        if internal {
+            return Err(self.lb_error(
+                "ensure load balancer",
+                format!("annotation {ANNOTATION_LOAD_BALANCER_ID}: an internal Service cannot share load balancer {id} (OCCM refuses it too: the owner could expose it)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A Service leaves a load balancer it shares with other Services (or that was made
+    /// outside Kubernetes), as OCCM's delete does then: its own listeners (tagged with its
+    /// name) and their pools are deleted and its tag is taken off the load balancer, which
+    /// stays with its floating IP.
+    async fn leave_shared(&self, lb: &Value, naming: &Naming) -> Result<()> {
+        let id = lb["id"].as_str().unwrap_or_default();
+        if lb["provisioning_status"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("PENDING_"))
+        {
+            self.wait_active(id).await?;
+        }
+        let listeners = self
+            .lb_list(
+                &format!("/listeners?loadbalancer_id={id}"),
+                "listeners",
+                "list listeners",
+            )
+            .await?;
+        let pools = self
+            .lb_list(
+                &format!("/pools?loadbalancer_id={id}"),
+                "pools",
+                "list pools",
+            )
+            .await?;
+        for l in listeners
+            .iter()
+            .filter(|l| lb_tags(l).contains(&naming.lb.as_str()))
+        {
+            if let Some(listener) = l["id"].as_str() {
+                self.delete_listener(id, listener, &pools).await?;
+            }
+        }
+        let tags = lb_tags(lb);
+        if tags.contains(&naming.lb.as_str()) {
+            let kept: Vec<&str> = tags.into_iter().filter(|t| *t != naming.lb).collect();
+            self.lb_call(
+                Method::PUT,
+                &format!("/loadbalancers/{id}"),
+                Some(&json!({"loadbalancer": {"tags": kept}})),
+                "untag load balancer",
+            )
+            .await?;
+            self.wait_active(id).await?;
+        }
+        tracing::info!(id, lb = ?lb["name"].as_str(), service_lb = %naming.lb, "the Service left a shared load balancer; it stays for the others");
+        Ok(())
     }
 
     /// The floating IP on `port_id`, if any.
@@ -751,13 +836,16 @@ impl OpenStack {
             proxy_protocol,
             forwarded_for,
             source_ip_persistence,
-            member_subnet_id: annotation(service, ANNOTATION_MEMBER_SUBNET_ID)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned),
+            member_subnet_id: non_empty(service, ANNOTATION_MEMBER_SUBNET_ID)
+                .or_else(|| c.member_subnet_id.clone()),
             node_selector: node_selector(
-                annotation(service, ANNOTATION_NODE_SELECTOR).unwrap_or_default(),
+                annotation(service, ANNOTATION_NODE_SELECTOR)
+                    .or(c.node_selector.as_deref())
+                    .unwrap_or_default(),
             ),
+            flavor_id: non_empty(service, ANNOTATION_FLAVOR_ID).or_else(|| c.flavor_id.clone()),
+            availability_zone: non_empty(service, ANNOTATION_AVAILABILITY_ZONE)
+                .or_else(|| c.availability_zone.clone()),
         })
     }
 
@@ -826,6 +914,7 @@ impl OpenStack {
         lb: &Value,
         wish: &FloatingIpWish,
         naming: &Naming,
+        owner: bool,
         cluster_name: &str,
         service: &Service,
     ) -> Result<String> {
@@ -847,6 +936,14 @@ impl OpenStack {
             .and_then(|f| f["floating_ip_address"].as_str())
         {
             return Ok(ip.to_owned());
+        }
+        if !owner && (wish.network_id.is_some() || wish.address.is_some()) {
+            // OCCM: only the owner puts a floating IP on a shared load balancer, or a
+            // sharer could expose an internal owner's VIP.
+            return Err(self.lb_error(
+                "ensure floating IP",
+                format!("annotation {ANNOTATION_LOAD_BALANCER_ID}: load balancer {lb_name} has no floating IP, and only the Service that owns it may attach one"),
+            ));
         }
         if let Some(address) = &wish.address {
             let existing = self
@@ -1269,22 +1366,43 @@ impl OpenStack {
     }
 
     /// The load balancer's listeners, pools and monitors converge to `ports` and `nodes`.
+    #[allow(clippy::too_many_arguments)]
     async fn converge(
         &self,
         lb_id: &str,
         naming: &Naming,
+        owner: bool,
         ports: &[Port],
         nodes: &[Node],
         settings: &Settings,
         members_only: bool,
     ) -> Result<()> {
-        let listeners = self
+        let all = self
             .lb_list(
                 &format!("/listeners?loadbalancer_id={lb_id}"),
                 "listeners",
                 "list listeners",
             )
             .await?;
+        // On a shared load balancer a Service converges only its own listeners: tagged with
+        // its name, or untagged on the load balancer it owns (OCCM). Another Service's
+        // listener on a port this one wants is a conflict (OCCM's checkListenerPorts).
+        let (listeners, foreign): (Vec<Value>, Vec<Value>) = all.into_iter().partition(|l| {
+            let tags = lb_tags(l);
+            tags.contains(&naming.lb.as_str()) || (owner && tags.is_empty())
+        });
+        for p in ports {
+            let udp = p.protocol == "UDP";
+            if foreign
+                .iter()
+                .any(|l| l["protocol_port"] == p.port && (l["protocol"] == "UDP") == udp)
+            {
+                return Err(self.lb_error(
+                    "ensure load balancer",
+                    format!("annotation {ANNOTATION_LOAD_BALANCER_ID}: port {} of load balancer {lb_id} is another Service's listener", p.port),
+                ));
+            }
+        }
         let pools = self
             .lb_list(
                 &format!("/pools?loadbalancer_id={lb_id}"),
@@ -1710,8 +1828,11 @@ impl LoadBalancer for OpenStack {
             }
         }
         if let Some(lb) = &found {
-            self.refuse_shared(&naming, lb, "ensure load balancer")?;
+            self.check_share(&naming, lb, wish.internal)?;
         }
+        let owner = found
+            .as_ref()
+            .is_none_or(|lb| naming.owns(lb["name"].as_str().unwrap_or_default()));
         let (id, tags) = match found {
             Some(lb) => (
                 lb["id"].as_str().unwrap_or_default().to_owned(),
@@ -1745,10 +1866,11 @@ impl LoadBalancer for OpenStack {
                 if let Some(p) = &self.config.load_balancer.lb_provider {
                     body["loadbalancer"]["provider"] = p.clone().into();
                 }
-                if let Some(az) =
-                    annotation(service, ANNOTATION_AVAILABILITY_ZONE).filter(|z| !z.is_empty())
-                {
-                    body["loadbalancer"]["availability_zone"] = az.into();
+                if let Some(az) = &settings.availability_zone {
+                    body["loadbalancer"]["availability_zone"] = az.clone().into();
+                }
+                if let Some(flavor) = &settings.flavor_id {
+                    body["loadbalancer"]["flavor_id"] = flavor.clone().into();
                 }
                 // An internal Service's spec.loadBalancerIP is its VIP (both upstreams).
                 if let (true, Some(ip)) = (wish.internal, &wish.address) {
@@ -1774,9 +1896,16 @@ impl LoadBalancer for OpenStack {
             return Err(self.lb_error("ensure load balancer", "the load balancer has no id"));
         }
         self.wait_active(&id).await?;
+        self.converge(&id, &naming, owner, &ports, nodes, &settings, false)
+            .await?;
+        let lb = self.wait_active(&id).await?;
+        let address = self
+            .ensure_floating_ip(&lb, &wish, &naming, owner, cluster_name, service)
+            .await?;
         if let Some(tags) = tags.filter(|_| naming.layout == Layout::External) {
-            // Adoption (a legacy-named or annotated load balancer): OCCM adds its name to
-            // the load balancer's tags and leaves the name alone.
+            // Adoption (a legacy-named load balancer) or sharing (an annotated one): OCCM
+            // adds the Service's name to the load balancer's tags, last, so a Service that
+            // failed to join is not counted among its sharers, and leaves the name alone.
             let mut list: Vec<Value> = tags.as_array().cloned().unwrap_or_default();
             if !list.iter().any(|t| t == name.as_str()) {
                 list.push(name.clone().into());
@@ -1791,12 +1920,6 @@ impl LoadBalancer for OpenStack {
                 tracing::info!(lb = %name, id, "load balancer tagged with the Service's name");
             }
         }
-        self.converge(&id, &naming, &ports, nodes, &settings, false)
-            .await?;
-        let lb = self.wait_active(&id).await?;
-        let address = self
-            .ensure_floating_ip(&lb, &wish, &naming, cluster_name, service)
-            .await?;
         if self.config.load_balancer.manage_security_groups {
             self.ensure_security_group(cluster_name, service, &lb, &ports, nodes)
                 .await?;
@@ -1835,10 +1958,10 @@ impl LoadBalancer for OpenStack {
                 format!("load balancer {} does not exist", naming.lb),
             ));
         };
-        self.refuse_shared(&naming, &lb, "update load balancer")?;
+        let owner = naming.owns(lb["name"].as_str().unwrap_or_default());
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.wait_active(&id).await?;
-        self.converge(&id, &naming, &ports, nodes, &settings, true)
+        self.converge(&id, &naming, owner, &ports, nodes, &settings, true)
             .await?;
         if self.config.load_balancer.manage_security_groups {
             self.ensure_security_group(cluster_name, service, &lb, &ports, nodes)
@@ -1858,11 +1981,18 @@ impl LoadBalancer for OpenStack {
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         let lb_name = lb["name"].as_str().unwrap_or_default().to_owned();
-        if !naming.owns(&lb_name) {
-            // An annotated load balancer under another name is not this Service's to delete
-            // (OCCM's shared or user-made load balancers).
-            tracing::warn!(id, lb = %lb_name, "the Service's load balancer has another name; left in place");
-            return Ok(());
+        if naming.layout == Layout::External {
+            // OCCM: the load balancer goes only when no other Service shares it and a
+            // provider made it (its name, or OCCM's prefix: the last of its sharers deletes
+            // another Service's load balancer); otherwise this Service only leaves it.
+            let others = lb_tags(&lb)
+                .iter()
+                .any(|t| t.starts_with(SERVICE_PREFIX) && *t != naming.lb);
+            let made_by_a_provider = naming.owns(&lb_name) || lb_name.starts_with(SERVICE_PREFIX);
+            if others || !made_by_a_provider {
+                self.leave_shared(&lb, &naming).await?;
+                return self.ensure_security_group_deleted(service).await;
+            }
         }
         if lb["provisioning_status"]
             .as_str()
@@ -2016,8 +2146,8 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // OCCM's 31 annotations: 26 implemented, 5 refused; and 2 Service fields refused.
-        assert_eq!(refused, 7);
+        // OCCM's 31 annotations: 27 implemented, 4 refused; and 2 Service fields refused.
+        assert_eq!(refused, 6);
         let mut tls = lb_base();
         tls.metadata.annotations.as_mut().unwrap().insert(
             "loadbalancer.openstack.org/default-tls-container-ref".into(),

@@ -1922,10 +1922,31 @@ async fn port_id_makes_the_vip_adopt_an_existing_port() {
     cloud.shutdown().await;
 }
 
+/// `svc` renamed to `name` (a new UID), annotated to share load balancer `id`.
+fn sharer(svc: Service, name: &str, uid_tail: &str, id: &str) -> Service {
+    let mut svc = svc;
+    svc.metadata.name = Some(name.into());
+    svc.metadata.uid = Some(format!("6a1e28ba-2fa1-11d2-883f-00163e6f{uid_tail}"));
+    annotate(svc, "loadbalancer.openstack.org/load-balancer-id", id)
+}
+
+fn chain(e: &hypercloud_cloudprovider::Error) -> String {
+    hypercloud_cloudprovider::Chain(e).to_string()
+}
+
+/// OCCM's shared load balancers: a second Service naming the first one's load balancer gets
+/// its own listener beside the first one's and the same floating IP; conflicts, internal
+/// sharers and one Service too many are refused by the annotation's name; deleting the owner
+/// leaves the load balancer serving the sharer, and the last Service out deletes it.
 #[tokio::test]
-async fn another_services_load_balancer_is_refused_by_the_id_annotation() {
+async fn services_share_a_load_balancer_by_the_id_annotation() {
     let cloud = Cloud::start().await;
-    let os = ready(&cloud, "").await;
+    let public = public_network(&cloud).await;
+    let os = ready(
+        &cloud,
+        &format!("[LoadBalancer]\nfloating-network-id = {public}\nmax-shared-lb = 3\n"),
+    )
+    .await;
     let lb = os.load_balancer().unwrap();
     let (np, port, nodes) = one_node("first").await;
     let first = service(&[(port, np)]);
@@ -1933,47 +1954,280 @@ async fn another_services_load_balancer_is_refused_by_the_id_annotation() {
         .ensure_load_balancer("kubernetes", &first, &nodes)
         .await
         .unwrap();
+    let fip = ingress_ip(&status);
     let id = lbs(&cloud).await[0]["id"].as_str().unwrap().to_owned();
-    // A second Service naming the first one's load balancer (OCCM would share it).
-    let mut second = service(&[(free_port("127.0.0.1"), np)]);
-    second.metadata.name = Some("other".into());
-    second.metadata.uid = Some("6a1e28ba-2fa1-11d2-883f-00163e6fbc11".into());
-    let second = annotate(second, "loadbalancer.openstack.org/load-balancer-id", &id);
-    let e = lb
+
+    let np2 = free_port("127.0.0.1");
+    backend("127.0.0.1", np2, "second").await;
+    let port2 = free_port("127.0.0.1");
+    let second = sharer(service(&[(port2, np2)]), "second", "bc12", &id);
+    let shared = lb
         .ensure_load_balancer("kubernetes", &second, &nodes)
         .await
-        .unwrap_err();
-    let e = hypercloud_cloudprovider::Chain(&e).to_string();
+        .unwrap();
+    assert_eq!(ingress_ip(&shared), fip, "the owner's floating IP");
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1, "no second load balancer");
+    let tags = all[0]["tags"].as_array().unwrap();
+    assert!(
+        tags.contains(&"kube_service_kubernetes_shop_web".into())
+            && tags.contains(&"kube_service_kubernetes_shop_second".into()),
+        "{tags:?}"
+    );
+    let listeners = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await;
+    let mut by_port: Vec<(i64, String)> = listeners["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["protocol_port"].as_i64().unwrap(),
+                l["tags"][0].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    by_port.sort();
+    let mut want = vec![
+        (
+            i64::from(port),
+            "kube_service_kubernetes_shop_web".to_owned(),
+        ),
+        (
+            i64::from(port2),
+            "kube_service_kubernetes_shop_second".to_owned(),
+        ),
+    ];
+    want.sort();
+    assert_eq!(by_port, want);
+    // Real traffic: each Service's port reaches its own backend through the one address.
+    assert_eq!(
+        ask(&format!("{fip}:{port}")).await.as_deref(),
+        Some("first")
+    );
+    assert_eq!(
+        ask(&format!("{fip}:{port2}")).await.as_deref(),
+        Some("second")
+    );
+    // Converging either Service again leaves the other's listener alone.
+    lb.ensure_load_balancer("kubernetes", &first, &nodes)
+        .await
+        .unwrap();
+    lb.update_load_balancer("kubernetes", &second, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        ask(&format!("{fip}:{port2}")).await.as_deref(),
+        Some("second")
+    );
+
+    // A port another Service's listener holds: refused by name, nothing changed.
+    let clash = sharer(service(&[(port, np2)]), "clash", "cc12", &id);
+    let e = chain(
+        &lb.ensure_load_balancer("kubernetes", &clash, &nodes)
+            .await
+            .unwrap_err(),
+    );
     assert!(
         e.contains("annotation loadbalancer.openstack.org/load-balancer-id")
-            && e.contains("sharing a load balancer between Services is not supported"),
+            && e.contains(&format!(
+                "port {port} of load balancer {id} is another Service's listener"
+            )),
         "{e}"
     );
-    let e = lb
-        .update_load_balancer("kubernetes", &second, &nodes)
+    assert_eq!(lbs(&cloud).await[0]["tags"].as_array().unwrap().len(), 2);
+    // An internal Service may not share.
+    let internal = annotate(
+        sharer(
+            service(&[(free_port("127.0.0.1"), np2)]),
+            "inner",
+            "dc12",
+            &id,
+        ),
+        "service.beta.kubernetes.io/openstack-internal-load-balancer",
+        "true",
+    );
+    let e = chain(
+        &lb.ensure_load_balancer("kubernetes", &internal, &nodes)
+            .await
+            .unwrap_err(),
+    );
+    assert!(e.contains("an internal Service cannot share"), "{e}");
+    // A third sharer fits max-shared-lb = 3; a fourth does not.
+    let port3 = free_port("127.0.0.1");
+    let third = sharer(service(&[(port3, np2)]), "third", "ec12", &id);
+    lb.ensure_load_balancer("kubernetes", &third, &nodes)
         .await
-        .unwrap_err();
+        .unwrap();
+    let fourth = sharer(
+        service(&[(free_port("127.0.0.1"), np2)]),
+        "fourth",
+        "fc12",
+        &id,
+    );
+    let e = chain(
+        &lb.ensure_load_balancer("kubernetes", &fourth, &nodes)
+            .await
+            .unwrap_err(),
+    );
     assert!(
-        hypercloud_cloudprovider::Chain(&e)
-            .to_string()
-            .contains("sharing a load balancer"),
+        e.contains(&format!(
+            "load balancer {id} is already shared by 3 Services ([LoadBalancer] max-shared-lb = 3)"
+        )),
         "{e}"
     );
-    // Deleting the second Service leaves the first one's load balancer, which still serves.
+    // Deleting a Service that never joined touches nothing.
+    lb.ensure_load_balancer_deleted("kubernetes", &fourth)
+        .await
+        .unwrap();
+    lb.ensure_load_balancer_deleted("kubernetes", &third)
+        .await
+        .unwrap();
+
+    // The owner goes first: the load balancer and its floating IP stay for the sharer.
+    lb.ensure_load_balancer_deleted("kubernetes", &first)
+        .await
+        .unwrap();
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(
+        all[0]["tags"],
+        serde_json::json!(["kube_service_kubernetes_shop_second"])
+    );
+    assert_eq!(floating_ips(&cloud).await.len(), 1);
+    assert_eq!(
+        ask(&format!("{fip}:{port2}")).await.as_deref(),
+        Some("second")
+    );
+    assert_eq!(
+        ask(&format!("{fip}:{port}")).await,
+        None,
+        "the owner's listener is gone"
+    );
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &second).await.unwrap(),
+        Some(shared)
+    );
+    // The last Service out deletes it, with the floating IP OCCM's description marks.
     lb.ensure_load_balancer_deleted("kubernetes", &second)
         .await
         .unwrap();
-    let (_, listener) = pool_and_listener(&cloud).await;
-    assert_eq!(listener["protocol_port"], port);
+    assert!(lbs(&cloud).await.is_empty());
+    assert!(floating_ips(&cloud).await.is_empty());
+    cloud.shutdown().await;
+}
+
+/// A load balancer made outside Kubernetes, shared by a Service: the Service's listener comes
+/// and goes, the load balancer stays (OCCM deletes only what a provider made).
+#[tokio::test]
+async fn a_users_load_balancer_is_shared_but_never_deleted() {
+    let cloud = Cloud::start().await;
+    let os = ready(&cloud, "").await;
+    let lb = os.load_balancer().unwrap();
+    let subnet = cloud
+        .ok(
+            Method::GET,
+            "/network/v2.0/subnets?name=private-subnet",
+            None,
+        )
+        .await["subnets"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let made = cloud
+        .ok(
+            Method::POST,
+            "/load-balancer/v2/lbaas/loadbalancers",
+            Some(
+                serde_json::json!({"loadbalancer": {"name": "users-own", "vip_subnet_id": subnet}}),
+            ),
+        )
+        .await;
+    let id = made["loadbalancer"]["id"].as_str().unwrap().to_owned();
+    let (np, port, nodes) = one_node("on-users-lb").await;
+    let svc = sharer(service(&[(port, np)]), "guest", "a012", &id);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let vip = ingress_ip(&status);
+    assert_eq!(vip, made["loadbalancer"]["vip_address"].as_str().unwrap());
+    assert_eq!(
+        ask(&format!("{vip}:{port}")).await.as_deref(),
+        Some("on-users-lb")
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1, "the user's load balancer stays");
+    assert_eq!(all[0]["tags"], serde_json::json!([]));
+    let listeners = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/listeners", None)
+        .await;
+    assert!(listeners["listeners"].as_array().unwrap().is_empty());
+    cloud.shutdown().await;
+}
+
+/// `flavor-id` (annotation, else `[LoadBalancer] flavor-id`) is the new load balancer's Octavia
+/// flavor; an unknown one is Octavia's 400 and nothing is created.
+#[tokio::test]
+async fn flavor_id_chooses_the_octavia_flavor() {
+    let cloud = Cloud::start().await;
+    let flavors = cloud
+        .ok(
+            Method::GET,
+            "/load-balancer/v2/lbaas/flavors?name=amphora-ha",
+            None,
+        )
+        .await;
+    let ha = flavors["flavors"][0]["id"].as_str().unwrap().to_owned();
+    let single = cloud
+        .ok(
+            Method::GET,
+            "/load-balancer/v2/lbaas/flavors?name=amphora-single",
+            None,
+        )
+        .await["flavors"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let os = ready(&cloud, &format!("[LoadBalancer]\nflavor-id = {single}\n")).await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("flavoured").await;
+    let key = "loadbalancer.openstack.org/flavor-id";
+    let bad = annotate(service(&[(port, np)]), key, "no-such-flavor");
+    let e = chain(
+        &lb.ensure_load_balancer("kubernetes", &bad, &nodes)
+            .await
+            .unwrap_err(),
+    );
+    assert!(e.contains("Invalid flavor_id"), "{e}");
+    assert!(lbs(&cloud).await.is_empty());
+    let svc = annotate(service(&[(port, np)]), key, &ha);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(lbs(&cloud).await[0]["flavor_id"], ha.as_str());
     assert_eq!(
         ask(&format!("{}:{port}", ingress_ip(&status)))
             .await
             .as_deref(),
-        Some("first")
+        Some("flavoured")
     );
-    lb.ensure_load_balancer_deleted("kubernetes", &first)
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
         .await
         .unwrap();
-    assert!(lbs(&cloud).await.is_empty());
+    // Without the annotation, the config's flavor.
+    let plain = service(&[(port, np)]);
+    lb.ensure_load_balancer("kubernetes", &plain, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(lbs(&cloud).await[0]["flavor_id"], single.as_str());
+    lb.ensure_load_balancer_deleted("kubernetes", &plain)
+        .await
+        .unwrap();
     cloud.shutdown().await;
 }
