@@ -2117,6 +2117,46 @@ mod tests {
         assert!(!cidr_contains("bogus", "127.1.0.3"));
     }
 
+    /// `[LoadBalancer] member-subnet-id`, `node-selector`, `flavor-id` and `availability-zone`
+    /// are what a Service gets when its annotation of the same name does not say.
+    #[test]
+    fn config_keys_are_the_annotations_defaults() {
+        let text = "[LoadBalancer]\nmember-subnet-id = sub-1\nnode-selector = role=edge\nflavor-id = f-1\navailability-zone = az-1\nmax-shared-lb = 5\n";
+        let mut config = crate::config::Config::parse(text, "test").unwrap();
+        config.global = crate::config::local_defaults().global;
+        assert_eq!(config.load_balancer.max_shared_lb(), 5);
+        assert_eq!(
+            crate::config::Config::default()
+                .load_balancer
+                .max_shared_lb(),
+            2
+        );
+        let cloud = OpenStack::new("local", config, Layout::External).unwrap();
+        let s = cloud.settings(&lb_base()).unwrap();
+        assert_eq!(s.member_subnet_id.as_deref(), Some("sub-1"));
+        assert_eq!(
+            s.node_selector,
+            [("role".to_owned(), Some("edge".to_owned()))]
+        );
+        assert_eq!(s.flavor_id.as_deref(), Some("f-1"));
+        assert_eq!(s.availability_zone.as_deref(), Some("az-1"));
+        let mut svc = lb_base();
+        let a = svc.metadata.annotations.as_mut().unwrap();
+        for (k, v) in [
+            (ANNOTATION_MEMBER_SUBNET_ID, "sub-2"),
+            (ANNOTATION_NODE_SELECTOR, "zone"),
+            (ANNOTATION_FLAVOR_ID, "f-2"),
+            (ANNOTATION_AVAILABILITY_ZONE, "az-2"),
+        ] {
+            a.insert(k.into(), v.into());
+        }
+        let s = cloud.settings(&svc).unwrap();
+        assert_eq!(s.member_subnet_id.as_deref(), Some("sub-2"));
+        assert_eq!(s.node_selector, [("zone".to_owned(), None)]);
+        assert_eq!(s.flavor_id.as_deref(), Some("f-2"));
+        assert_eq!(s.availability_zone.as_deref(), Some("az-2"));
+    }
+
     #[test]
     fn go_booleans() {
         for t in ["1", "t", "T", "true", "TRUE", "True"] {
