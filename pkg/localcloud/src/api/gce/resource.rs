@@ -671,6 +671,11 @@ mod tests {
         assert_eq!(global("addresses"), None);
         assert_eq!(regional("routes"), None);
         assert_eq!(global("backendServices"), None);
+        assert_eq!(regional("backendServices"), Some(Which::BackendServices));
+        assert_eq!(global("healthChecks"), Some(Which::HealthChecks));
+        let zonal = |c| which(&path(&[("zone", "z"), ("collection", c)]));
+        assert_eq!(zonal("instanceGroups"), Some(Which::InstanceGroups));
+        assert_eq!(regional("instanceGroups"), None);
     }
 
     #[test]
