@@ -456,7 +456,9 @@ async fn load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve, node: &
 async fn internal_load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve, node: &str) {
     let port = http_server(NODE_IP, 0, "hello from the internal gce node").await;
     let (_, net) = gce(serve, "GET", "global/networks/private", None);
-    let subnet_link = net["subnetworks"][0].as_str().unwrap_or_else(|| panic!("{net}"));
+    let subnet_link = net["subnetworks"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{net}"));
     let subnet = subnet_link.rsplit('/').next().unwrap().to_owned();
     let services: Api<Service> = Api::namespaced(env.client(), env.namespace());
     let name = env.unique_name("gce-ilb");
@@ -563,11 +565,9 @@ async fn internal_load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve
         )
         .await
         .unwrap();
-    let external_ip = eventually(
-        "the external ingress IP",
-        Duration::from_secs(60),
-        || ingress(Some(ip.clone())),
-    )
+    let external_ip = eventually("the external ingress IP", Duration::from_secs(60), || {
+        ingress(Some(ip.clone()))
+    })
     .await;
     let (_, rule) = gce(serve, "GET", &rule_path, None);
     assert_eq!(
@@ -576,7 +576,11 @@ async fn internal_load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve
         "{rule}"
     );
     for gone in [bs_path.as_str(), group_path] {
-        assert_eq!(gce(serve, "GET", gone, None).0, 404, "{gone} after the switch");
+        assert_eq!(
+            gce(serve, "GET", gone, None).0,
+            404,
+            "{gone} after the switch"
+        );
     }
     let url = format!("http://{external_ip}:{port}/");
     let body = eventually(

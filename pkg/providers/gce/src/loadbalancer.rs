@@ -382,11 +382,7 @@ impl Gce {
         svc: &Service,
         nodes: &[Node],
     ) -> hypercloud_cloudprovider::Result<LoadBalancerStatus> {
-        let spec = spec_of(
-            cluster,
-            self.config.global.subnetwork_name.as_deref(),
-            svc,
-        )?;
+        let spec = spec_of(cluster, self.config.global.subnetwork_name.as_deref(), svc)?;
         let r = self.resolved().await?;
         let c = &r.compute;
         let rule_rest = format!("regions/{}/forwardingRules/{}", r.region, spec.name);
@@ -550,7 +546,6 @@ impl Gce {
             }
         };
         Ok(rule)
-
     }
 
     /// The firewall: the Service's ports from the source ranges, on the nodes' tags.
@@ -710,7 +705,9 @@ impl Gce {
             have == ports.iter().map(String::as_str).collect()
                 && fr["IPProtocol"] == spec.protocol.as_str()
                 && fr["backendService"] == bs_link.as_str()
-                && subnet.as_ref().is_none_or(|s| fr["subnetwork"] == s.as_str())
+                && subnet
+                    .as_ref()
+                    .is_none_or(|s| fr["subnetwork"] == s.as_str())
                 && fr["allowGlobalAccess"].as_bool().unwrap_or(false) == internal.global_access
                 && spec.ip.as_deref().is_none_or(|ip| fr["IPAddress"] == ip)
         });
@@ -889,7 +886,8 @@ fn zone_of(link: &str) -> Option<&str> {
 /// The instances of an instance group (`instanceGroups.listInstances`, every page).
 async fn list_group_instances(c: &Compute, rest: &str) -> Result<BTreeSet<String>> {
     let mut out = BTreeSet::new();
-    let mut pager = hypercloud_cloudprovider::pager::Pager::new("compute", "instanceGroups.listInstances");
+    let mut pager =
+        hypercloud_cloudprovider::pager::Pager::new("compute", "instanceGroups.listInstances");
     let mut token = String::new();
     loop {
         let mut q = vec![("maxResults", "500")];

@@ -5,7 +5,9 @@
 //! place (`PUT`, `PATCH`): the forwarding rules using it follow.
 
 use super::forwarding;
-use super::resource::{find, full_link, one_of, string_list, Collection, Fields, Insert, Ty, Where};
+use super::resource::{
+    find, full_link, one_of, string_list, Collection, Fields, Insert, Ty, Where,
+};
 use super::*;
 use crate::model::gce::backend_service::BackendServiceSpec;
 use crate::model::gce::health_check::HealthCheckSpec;
@@ -35,7 +37,12 @@ impl Collection for BackendServiceSpec {
     }
 
     fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
-        if new.fields.get("loadBalancingScheme").and_then(Value::as_str) != Some("INTERNAL") {
+        if new
+            .fields
+            .get("loadBalancingScheme")
+            .and_then(Value::as_str)
+            != Some("INTERNAL")
+        {
             return Err(invalid(
                 "Invalid value for field 'resource.loadBalancingScheme': the local cloud carries INTERNAL backend services only.",
             ));
@@ -44,7 +51,12 @@ impl Collection for BackendServiceSpec {
         one_of(
             new.fields,
             "sessionAffinity",
-            &["NONE", "CLIENT_IP", "CLIENT_IP_PROTO", "CLIENT_IP_PORT_PROTO"],
+            &[
+                "NONE",
+                "CLIENT_IP",
+                "CLIENT_IP_PROTO",
+                "CLIENT_IP_PORT_PROTO",
+            ],
         )?;
         let checks = string_list(new.fields, "healthChecks");
         if checks.is_empty() {

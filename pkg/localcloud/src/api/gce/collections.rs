@@ -4,8 +4,8 @@
 //! handler of [`super::resource`] for the collection's type.
 
 use super::resource::{self, which, Which};
-use super::{instance_groups, target_pools};
 use super::*;
+use super::{instance_groups, target_pools};
 use crate::model::gce::address::AddressSpec;
 use crate::model::gce::backend_service::BackendServiceSpec;
 use crate::model::gce::firewall::FirewallSpec;
@@ -13,9 +13,9 @@ use crate::model::gce::forwarding_rule::ForwardingRuleSpec;
 use crate::model::gce::health_check::HealthCheckSpec;
 use crate::model::gce::http_health_check::HttpHealthCheckSpec;
 use crate::model::gce::instance_group::InstanceGroupSpec;
-use crate::model::gce::Spec;
 use crate::model::gce::route::RouteSpec;
 use crate::model::gce::target_pool::TargetPoolSpec;
+use crate::model::gce::Spec;
 
 pub(super) fn routes(p: &str) -> Router<Arc<Cloud>> {
     let g = format!("{p}/global/{{collection}}");

@@ -172,7 +172,11 @@ fn service_backends(tx: &Tx<'_>, project: &Project, service: &str) -> Option<Bac
         .and_then(|hc| {
             let probe = hc.spec.probe()?.clone();
             Some(Check {
-                kind: if hc.spec.kind == "HTTP" { "HTTP" } else { "TCP" },
+                kind: if hc.spec.kind == "HTTP" {
+                    "HTTP"
+                } else {
+                    "TCP"
+                },
                 port: probe.port.unwrap_or(80),
                 request_path: probe.request_path.filter(|_| hc.spec.kind == "HTTP"),
                 check_interval_sec: hc.spec.check_interval_sec,
@@ -304,9 +308,7 @@ pub(crate) fn sync(
             let common = common(&project.id, &name);
             let subnets = tx.list::<Subnet>(SUBNETS);
             let subnet = match &rule.spec.subnetwork {
-                Some(sub) => subnets
-                    .into_iter()
-                    .find(|s| s.name == m::last_segment(sub)),
+                Some(sub) => subnets.into_iter().find(|s| s.name == m::last_segment(sub)),
                 None => find_network(tx, rule.spec.network.as_deref().unwrap_or("default"))
                     .and_then(|n| subnets.into_iter().find(|s| s.network_id == n.meta.id)),
             };

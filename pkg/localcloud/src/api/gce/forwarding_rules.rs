@@ -9,7 +9,9 @@
 
 use super::addresses::wanted_ipv4;
 use super::forwarding;
-use super::resource::{find, full_link, one_of, reserve_address, Collection, Fields, Insert, Ty, Where};
+use super::resource::{
+    find, full_link, one_of, reserve_address, Collection, Fields, Insert, Ty, Where,
+};
 use super::*;
 use crate::api::network::{Subnet, SUBNETS};
 use crate::model::gce::address::Address;
@@ -46,7 +48,12 @@ impl Collection for ForwardingRuleSpec {
         one_of(new.fields, "IPProtocol", &["TCP", "UDP"])?;
         one_of(new.fields, "loadBalancingScheme", &["EXTERNAL", "INTERNAL"])?;
         one_of(new.fields, "networkTier", &["PREMIUM", "STANDARD"])?;
-        if new.fields.get("loadBalancingScheme").and_then(Value::as_str) == Some("INTERNAL") {
+        if new
+            .fields
+            .get("loadBalancingScheme")
+            .and_then(Value::as_str)
+            == Some("INTERNAL")
+        {
             return prepare_internal(new, wanted);
         }
         for field in ["backendService", "allowGlobalAccess", "subnetwork"] {
@@ -118,7 +125,12 @@ fn prepare_internal(new: Insert<'_, '_>, wanted: Option<String>) -> Result<(), A
             "Invalid value for field 'resource.allPorts': the local cloud forwards the ports listed in 'ports'.",
         ));
     }
-    if new.fields.get("ports").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+    if new
+        .fields
+        .get("ports")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
         return Err(required("resource.ports"));
     }
     let service = new
@@ -145,7 +157,12 @@ fn prepare_internal(new: Insert<'_, '_>, wanted: Option<String>) -> Result<(), A
         .insert("backendService".into(), json!(full_link(new.s, &service)));
     if let Some(sub) = new.fields.get("subnetwork").and_then(Value::as_str) {
         let name = m::last_segment(sub);
-        if !new.tx.list::<Subnet>(SUBNETS).iter().any(|x| x.name == name) {
+        if !new
+            .tx
+            .list::<Subnet>(SUBNETS)
+            .iter()
+            .any(|x| x.name == name)
+        {
             return Err(invalid(format!(
                 "Invalid value for field 'resource.subnetwork': '{}'. The referenced subnetwork resource cannot be found.",
                 sub.escape_default()

@@ -546,9 +546,13 @@ pub(super) async fn update<S: Collection>(
         let mut o = find::<S>(tx, s.project, &scope, name)?;
         let mut shown = o.fields();
         S::shown(&mut shown);
-        if let Some(print) = b.remove("fingerprint") {
-            if print.as_str().is_some_and(|f| Some(f) != shown["fingerprint"].as_str()) {
-                return Err(stale_fingerprint(S::KIND.trim_start_matches("compute#")));
+        // A resource GCE fingerprints takes its fingerprint back; elsewhere it is an unknown
+        // field (prepare says so).
+        if let Some(current) = shown.get("fingerprint").and_then(Value::as_str) {
+            if let Some(print) = b.remove("fingerprint") {
+                if print.as_str() != Some(current) {
+                    return Err(stale_fingerprint(S::KIND.trim_start_matches("compute#")));
+                }
             }
         }
         if let Some(given) = b.get("name").and_then(Value::as_str) {
@@ -559,7 +563,14 @@ pub(super) async fn update<S: Collection>(
                 )));
             }
         }
-        for key in ["id", "selfLink", "creationTimestamp", "region", "zone", "size"] {
+        for key in [
+            "id",
+            "selfLink",
+            "creationTimestamp",
+            "region",
+            "zone",
+            "size",
+        ] {
             b.remove(key);
         }
         let fields = if merge {

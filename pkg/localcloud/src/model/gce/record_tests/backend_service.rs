@@ -24,7 +24,10 @@ fn stored_with_backends_and_shown_with_a_fingerprint() {
     let got = store
         .read(|v| BackendService::get_at(v, "regions/r", "b"))
         .unwrap();
-    assert_eq!(got.spec.backends[0].group, "https://h/zones/z/instanceGroups/g");
+    assert_eq!(
+        got.spec.backends[0].group,
+        "https://h/zones/z/instanceGroups/g"
+    );
     let mut shown = got.fields();
     BackendServiceSpec::shown(&mut shown);
     let print = shown["fingerprint"].clone();
