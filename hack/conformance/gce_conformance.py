@@ -11,7 +11,10 @@ access config, get, list with a filter, aggregatedList, setMetadata with fingerp
 start, delete), operations (the insert's extended operation completes; get and wait),
 firewalls, routes to an instance, addresses, target pools with addInstance/removeInstance,
 forwarding rules carrying real HTTP traffic to a target pool's instance while a firewall allows
-it (and none once the firewall or the instance is removed), HTTP health checks (by hand: the library dropped that legacy collection), persistent disks
+it (and none once the firewall or the instance is removed), internal load balancing (instance
+groups with add/remove/listInstances, TCP health checks, INTERNAL regional backend services
+updated in place under their fingerprint, INTERNAL forwarding rules carrying real HTTP to a
+group's instance, network tiers), HTTP health checks (by hand: the library dropped that legacy collection), persistent disks
 (insert, attachDisk/detachDisk, resize, delete refused while in use), GCE's error shape (404 notFound, 409 alreadyExists,
 412 on a stale fingerprint), timestamps, and the metadata server an instance sees.
 """
@@ -370,6 +373,161 @@ def main():
     routes.delete(project=PROJECT, route=route).result(timeout=30)
     firewalls.delete(project=PROJECT, firewall=fw).result(timeout=30)
     expect_error(exceptions.NotFound, lambda: routes.get(project=PROJECT, route=route))
+
+    # Internal load balancing: an instance group holding the instance, a TCP health check, an
+    # INTERNAL regional backend service sending to the group, and an INTERNAL forwarding rule
+    # (ports, allowGlobalAccess) carrying real HTTP to the instance while a firewall allows it.
+    groups = client(compute_v1.InstanceGroupsClient)
+    health = client(compute_v1.HealthChecksClient)
+    services = client(compute_v1.RegionBackendServicesClient)
+    ilb_port = http_backend("127.1.250.7", f"ilb-{name}")
+    ig = f"ig-{SUFFIX}"
+    groups.insert(
+        project=PROJECT,
+        zone=ZONE,
+        instance_group_resource=compute_v1.InstanceGroup(name=ig, network="global/networks/default"),
+    ).result(timeout=30)
+    add = compute_v1.InstanceGroupsAddInstancesRequest(instances=[ref])
+    groups.add_instances(
+        project=PROJECT, zone=ZONE, instance_group=ig, instance_groups_add_instances_request_resource=add
+    ).result(timeout=30)
+    group = groups.get(project=PROJECT, zone=ZONE, instance_group=ig)
+    assert group.size == 1 and group.zone.endswith(f"/zones/{ZONE}"), group
+    members = groups.list_instances(
+        project=PROJECT,
+        zone=ZONE,
+        instance_group=ig,
+        instance_groups_list_instances_request_resource=compute_v1.InstanceGroupsListInstancesRequest(
+            instance_state="ALL"
+        ),
+    )
+    assert [m.instance.split("/")[-1] for m in members] == [name], members
+    assert ig in [g.name for g in groups.list(project=PROJECT, zone=ZONE)]
+    expect_error(
+        exceptions.BadRequest,
+        lambda: groups.add_instances(
+            project=PROJECT, zone=ZONE, instance_group=ig, instance_groups_add_instances_request_resource=add
+        ),
+    )
+    ihc = f"ihc-{SUFFIX}"
+    health.insert(
+        project=PROJECT,
+        health_check_resource=compute_v1.HealthCheck(
+            name=ihc,
+            type_="TCP",
+            tcp_health_check=compute_v1.TCPHealthCheck(port=ilb_port),
+            check_interval_sec=1,
+            timeout_sec=1,
+        ),
+    ).result(timeout=30)
+    check = health.get(project=PROJECT, health_check=ihc)
+    assert check.type_ == "TCP" and check.tcp_health_check.port == ilb_port, check
+    assert check.healthy_threshold == 2 and check.unhealthy_threshold == 2, check
+    expect_error(
+        exceptions.BadRequest,
+        lambda: health.insert(
+            project=PROJECT,
+            health_check_resource=compute_v1.HealthCheck(name=f"{ihc}-x", type_="GRPC"),
+        ),
+    )
+    bs = f"bs-{SUFFIX}"
+    services.insert(
+        project=PROJECT,
+        region=REGION,
+        backend_service_resource=compute_v1.BackendService(
+            name=bs,
+            load_balancing_scheme="INTERNAL",
+            protocol="TCP",
+            health_checks=[check.self_link],
+            backends=[compute_v1.Backend(group=group.self_link)],
+        ),
+    ).result(timeout=30)
+    service = services.get(project=PROJECT, region=REGION, backend_service=bs)
+    assert service.backends[0].balancing_mode == "CONNECTION" and service.session_affinity == "NONE", service
+    assert service.backends[0].group == group.self_link and service.fingerprint, service
+    irule = f"irule-{SUFFIX}"
+    rules.insert(
+        project=PROJECT,
+        region=REGION,
+        forwarding_rule_resource=compute_v1.ForwardingRule(
+            name=irule,
+            load_balancing_scheme="INTERNAL",
+            I_p_protocol="TCP",
+            ports=[str(ilb_port)],
+            backend_service=service.self_link,
+            allow_global_access=True,
+        ),
+    ).result(timeout=30)
+    ifr = rules.get(project=PROJECT, region=REGION, forwarding_rule=irule)
+    assert ifr.load_balancing_scheme == "INTERNAL" and ifr.allow_global_access, ifr
+    assert ifr.network_tier == "PREMIUM" and ifr.backend_service == service.self_link, ifr
+    assert list(ifr.ports) == [str(ilb_port)], ifr
+    # An internal rule is Premium only; a Standard address stays Standard.
+    expect_error(
+        exceptions.BadRequest,
+        lambda: rules.insert(
+            project=PROJECT,
+            region=REGION,
+            forwarding_rule_resource=compute_v1.ForwardingRule(
+                name=f"{irule}-x",
+                load_balancing_scheme="INTERNAL",
+                network_tier="STANDARD",
+                ports=["80"],
+                backend_service=service.self_link,
+            ),
+        ),
+    )
+    saddr = f"saddr-{SUFFIX}"
+    addresses.insert(
+        project=PROJECT, region=REGION, address_resource=compute_v1.Address(name=saddr, network_tier="STANDARD")
+    ).result(timeout=30)
+    assert addresses.get(project=PROJECT, region=REGION, address=saddr).network_tier == "STANDARD"
+    addresses.delete(project=PROJECT, region=REGION, address=saddr).result(timeout=30)
+    ilb_fw = f"ilb-fw-{SUFFIX}"
+    firewalls.insert(
+        project=PROJECT,
+        firewall_resource=compute_v1.Firewall(
+            name=ilb_fw,
+            network="global/networks/default",
+            source_ranges=["127.0.0.0/8"],
+            allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=[str(ilb_port)])],
+        ),
+    ).result(timeout=30)
+    assert eventually("traffic through the internal rule", lambda: fetch(ifr.I_p_address, ilb_port)) == f"ilb-{name}"
+    # Updated in place, guarded by the fingerprint.
+    service.session_affinity = "CLIENT_IP"
+    services.update(
+        project=PROJECT, region=REGION, backend_service=bs, backend_service_resource=service
+    ).result(timeout=30)
+    assert services.get(project=PROJECT, region=REGION, backend_service=bs).session_affinity == "CLIENT_IP"
+    e = expect_error(
+        exceptions.PreconditionFailed,
+        lambda: services.update(project=PROJECT, region=REGION, backend_service=bs, backend_service_resource=service),
+    )
+    assert e.code == 412, e
+    for call in (
+        lambda: services.delete(project=PROJECT, region=REGION, backend_service=bs),
+        lambda: groups.delete(project=PROJECT, zone=ZONE, instance_group=ig),
+        lambda: health.delete(project=PROJECT, health_check=ihc),
+    ):
+        e = expect_error(exceptions.BadRequest, call)
+        assert e.errors[0]["reason"] == "resourceInUseByAnotherResource", e.errors
+    groups.remove_instances(
+        project=PROJECT,
+        zone=ZONE,
+        instance_group=ig,
+        instance_groups_remove_instances_request_resource=compute_v1.InstanceGroupsRemoveInstancesRequest(
+            instances=[ref]
+        ),
+    ).result(timeout=30)
+    assert groups.get(project=PROJECT, zone=ZONE, instance_group=ig).size == 0
+    eventually("the removed member to get no traffic", lambda: fetch(ifr.I_p_address, ilb_port) is None)
+    rules.delete(project=PROJECT, region=REGION, forwarding_rule=irule).result(timeout=30)
+    services.delete(project=PROJECT, region=REGION, backend_service=bs).result(timeout=30)
+    health.delete(project=PROJECT, health_check=ihc).result(timeout=30)
+    groups.delete(project=PROJECT, zone=ZONE, instance_group=ig).result(timeout=30)
+    firewalls.delete(project=PROJECT, firewall=ilb_fw).result(timeout=30)
+    expect_error(exceptions.NotFound, lambda: groups.get(project=PROJECT, zone=ZONE, instance_group=ig))
 
     # Persistent disks: insert, attachDisk (the instance's disks[], the disk's users), resize,
     # delete refused while in use, detachDisk, delete.

@@ -310,6 +310,11 @@ fn sample_value(name: &str) -> &'static str {
         "10"
     } else if last == "aws-load-balancer-type" {
         "nlb"
+    } else if last == "load-balancer-type" {
+        // gce: the one value upstream reads.
+        "Internal"
+    } else if last == "network-tier" {
+        "Premium"
     } else if last == "aws-load-balancer-proxy-protocol" || last == "aws-load-balancer-ssl-ports" {
         // Upstream's aws provider takes `*` only (every port, for ssl-ports).
         "*"

@@ -10,7 +10,11 @@
 //!   Node when the instance is stopped (`TERMINATED`), deletes it when the instance is
 //!   deleted, and its route goes too. A LoadBalancer Service gets a forwarding rule, target
 //!   pool, health check and firewall, and HTTP really flows through the rule's address to the
-//!   node; deleting the Service removes them and the traffic stops. The PV-label controller
+//!   node; deleting the Service removes them and the traffic stops. An internal one
+//!   (`networking.gke.io/load-balancer-type: Internal`) gets an instance group, health check,
+//!   backend service and internal forwarding rule in the annotated subnetwork, HTTP flows
+//!   through its address; switched to external (`network-tier: Standard`) the internal parts
+//!   go, and deleting leaves nothing. The PV-label controller
 //!   labels a `gcePersistentDisk` PV with its disk's zone and region.
 //! - In-tree layout: kubelet-helper learns who it is from the metadata server (the local cloud
 //!   knows an instance by its address, as GCE's does: the provider sends metadata requests
@@ -260,6 +264,7 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
     .await;
 
     load_balancer(env, &serve, &node).await;
+    internal_load_balancer(env, &serve, &node).await;
     pv_labels(env, &serve).await;
 
     // Stopped through the API: TERMINATED, and its kubelet stops posting Ready.
@@ -440,6 +445,175 @@ async fn load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve, node: &
         None,
         "traffic after the load balancer was deleted"
     );
+}
+
+/// An internal LoadBalancer Service (upstream's ILB): the node's zone's instance group holds
+/// the node, the backend service sends to it with the shared node health check, the internal
+/// forwarding rule (the Service's port, the annotated subnetwork, global access) carries real
+/// HTTP to the node; switched to an external `Standard`-tier one, the internal parts go and
+/// the traffic follows the new rule; deleted, nothing is left. kube-proxy's health endpoint
+/// (port 10256) is [`load_balancer`]'s.
+async fn internal_load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve, node: &str) {
+    let port = http_server(NODE_IP, 0, "hello from the internal gce node").await;
+    let (_, net) = gce(serve, "GET", "global/networks/private", None);
+    let subnet_link = net["subnetworks"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{net}"));
+    let subnet = subnet_link.rsplit('/').next().unwrap().to_owned();
+    let services: Api<Service> = Api::namespaced(env.client(), env.namespace());
+    let name = env.unique_name("gce-ilb");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {
+            "networking.gke.io/load-balancer-type": "Internal",
+            "networking.gke.io/internal-load-balancer-subnet": subnet,
+            "networking.gke.io/internal-load-balancer-allow-global-access": "true"}},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "none"},
+            "ports": [{"port": port, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap().replace('-', "");
+    let lb_name: String = format!("a{uid}").chars().take(32).collect();
+    let ingress = |want: Option<String>| {
+        let services = services.clone();
+        let name = name.clone();
+        async move {
+            let s = services.get(&name).await.ok()?;
+            let ip = s.status?.load_balancer?.ingress?.first()?.ip.clone()?;
+            (want.as_deref() != Some(ip.as_str())).then_some(ip)
+        }
+    };
+    let ip = eventually(
+        "the internal Service's ingress IP",
+        Duration::from_secs(60),
+        || ingress(None),
+    )
+    .await;
+    let rule_path = format!("regions/{REGION}/forwardingRules/{lb_name}");
+    let (_, rule) = gce(serve, "GET", &rule_path, None);
+    assert_eq!(rule["IPAddress"], ip.as_str(), "{rule}");
+    assert_eq!(rule["loadBalancingScheme"], "INTERNAL", "{rule}");
+    assert_eq!(rule["ports"], json!([port.to_string()]), "{rule}");
+    assert_eq!(rule["subnetwork"], subnet_link, "{rule}");
+    assert_eq!(rule["allowGlobalAccess"], true, "{rule}");
+    assert_eq!(rule["networkTier"], "PREMIUM", "{rule}");
+    assert!(rule.get("target").is_none(), "{rule}");
+    let bs_path = format!("regions/{REGION}/backendServices/{lb_name}");
+    assert!(
+        rule["backendService"].as_str().unwrap().ends_with(&bs_path),
+        "{rule}"
+    );
+    let (_, bs) = gce(serve, "GET", &bs_path, None);
+    assert_eq!(
+        (&bs["loadBalancingScheme"], &bs["protocol"]),
+        (&json!("INTERNAL"), &json!("TCP")),
+        "{bs}"
+    );
+    let group_path = "zones/us-central1-b/instanceGroups/k8s-ig--gcetest";
+    assert!(
+        bs["backends"][0]["group"]
+            .as_str()
+            .unwrap()
+            .ends_with(group_path),
+        "{bs}"
+    );
+    assert!(
+        bs["healthChecks"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("/global/healthChecks/k8s-gcetest-node"),
+        "{bs}"
+    );
+    let (_, members) = gce(
+        serve,
+        "POST",
+        &format!("{group_path}/listInstances"),
+        Some("{}"),
+    );
+    assert!(
+        members["items"][0]["instance"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{members}"))
+            .ends_with(&format!("/zones/us-central1-b/instances/{node}")),
+        "{members}"
+    );
+    let (_, hc) = gce(serve, "GET", "global/healthChecks/k8s-gcetest-node", None);
+    assert_eq!(
+        (&hc["type"], &hc["httpHealthCheck"]["port"]),
+        (&json!("HTTP"), &json!(10256)),
+        "{hc}"
+    );
+    let url = format!("http://{ip}:{port}/");
+    let body = eventually(
+        "traffic through the internal forwarding rule",
+        Duration::from_secs(60),
+        || fetch(&url),
+    )
+    .await;
+    assert_eq!(body, "hello from the internal gce node");
+
+    // Switched to an external load balancer of the Standard tier.
+    services
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "networking.gke.io/load-balancer-type": null,
+                "networking.gke.io/internal-load-balancer-subnet": null,
+                "networking.gke.io/internal-load-balancer-allow-global-access": null,
+                "cloud.google.com/network-tier": "Standard"}}})),
+        )
+        .await
+        .unwrap();
+    let external_ip = eventually("the external ingress IP", Duration::from_secs(60), || {
+        ingress(Some(ip.clone()))
+    })
+    .await;
+    let (_, rule) = gce(serve, "GET", &rule_path, None);
+    assert_eq!(
+        (&rule["loadBalancingScheme"], &rule["networkTier"]),
+        (&json!("EXTERNAL"), &json!("STANDARD")),
+        "{rule}"
+    );
+    for gone in [bs_path.as_str(), group_path] {
+        assert_eq!(
+            gce(serve, "GET", gone, None).0,
+            404,
+            "{gone} after the switch"
+        );
+    }
+    let url = format!("http://{external_ip}:{port}/");
+    let body = eventually(
+        "traffic through the external forwarding rule",
+        Duration::from_secs(60),
+        || fetch(&url),
+    )
+    .await;
+    assert_eq!(body, "hello from the internal gce node");
+
+    services
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "every part of the load balancer to go",
+        Duration::from_secs(60),
+        || async {
+            let gone = [
+                rule_path.clone(),
+                format!("regions/{REGION}/targetPools/{lb_name}"),
+                format!("global/firewalls/k8s-fw-{lb_name}"),
+                bs_path.clone(),
+                group_path.to_owned(),
+                "global/healthChecks/k8s-gcetest-node".to_owned(),
+                "global/httpHealthChecks/k8s-gcetest-node".to_owned(),
+            ]
+            .iter()
+            .all(|path| gce(serve, "GET", path, None).0 == 404);
+            gone.then_some(())
+        },
+    )
+    .await;
 }
 
 /// The PV-label controller gives a `gcePersistentDisk` PV its disk's zone and region (the disk

@@ -272,8 +272,8 @@ async fn gce_refuses_by_name() {
         provider: "gce",
         conf: &conf,
         env: &[],
-        annotation: ("cloud.google.com/network-tier", "Standard"),
-        message: "annotation cloud.google.com/network-tier is not supported by hypercloud's gce provider: forwarding rules and addresses get the project's default network tier",
+        annotation: ("cloud.google.com/log-firewall-rules", "true"),
+        message: "annotation cloud.google.com/log-firewall-rules is not supported by hypercloud's gce provider: firewall rule logging is not implemented",
     };
     refused_by_name(&env, &case, tmp.path()).await;
     for rest in [

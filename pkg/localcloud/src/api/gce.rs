@@ -10,13 +10,16 @@
 
 mod addresses;
 mod attached_disks;
+mod backend_services;
 mod body;
 mod collections;
 mod disks;
 mod firewalls;
 mod forwarding;
 mod forwarding_rules;
+mod health_checks;
 mod http_health_checks;
+mod instance_groups;
 pub(crate) mod instances;
 mod list;
 mod networks;

@@ -3,16 +3,19 @@
 //! server's metadata; zones are the availability zones and the region is the cloud's region.
 //! What GCE has and OpenStack has not is stored as an [`Object`] of a typed resource, one
 //! module each: [`route`], [`firewall`], [`http_health_check`], [`address`], [`target_pool`],
-//! [`forwarding_rule`], [`operation`] and [`project_metadata`]. This module holds what every
+//! [`forwarding_rule`], [`health_check`], [`instance_group`], [`backend_service`],
+//! [`operation`] and [`project_metadata`]. This module holds what every
 //! GCE view shares: numeric IDs, timestamps in GCE's form, fingerprints, resource URLs and
 //! references. Upstream equivalent: the resource types of the Compute Engine v1 API.
 
 /// Declares a GCE resource: the stored record (`$record`, an [`Object`] of `$spec`) and the
 /// [`Spec`] of its fields from what messages call it: its collection is `many`, its kind
-/// `compute#<one>` and its table `gce_<many>`.
+/// `compute#<one>` and its table `gce_<many>`; `shown` names what turns its stored fields into
+/// the ones GCE shows, when they differ.
 macro_rules! resource {
     ($(#[$attr:meta])* $record:ident = Object<$spec:ty>,
-     one: $one:literal, many: $many:literal, title: $title:literal) => {
+     one: $one:literal, many: $many:literal, title: $title:literal
+     $(, shown: $shown:path)?) => {
         $(#[$attr])*
         pub(crate) type $record = $crate::model::gce::Object<$spec>;
 
@@ -25,14 +28,20 @@ macro_rules! resource {
                 many: $many,
                 title: $title,
             };
+            $(fn shown(fields: &mut serde_json::Map<String, serde_json::Value>) {
+                $shown(fields)
+            })?
         }
     };
 }
 
 pub(crate) mod address;
+pub(crate) mod backend_service;
 pub(crate) mod firewall;
 pub(crate) mod forwarding_rule;
+pub(crate) mod health_check;
 pub(crate) mod http_health_check;
+pub(crate) mod instance_group;
 pub(crate) mod operation;
 pub(crate) mod project_metadata;
 pub(crate) mod route;
@@ -62,6 +71,8 @@ pub(crate) trait Spec: Serialize + DeserializeOwned + Clone + Send + 'static {
     const TABLE: &'static str;
     /// What messages call it (`many` is the collection).
     const NAMES: Names;
+    /// Turns the stored fields into the ones GCE shows (most show as stored).
+    fn shown(_fields: &mut Map<String, Value>) {}
 }
 
 /// A stored GCE resource: the common [`Meta`], its name and scope and its typed fields. Its

@@ -44,7 +44,8 @@ pub struct Global {
     /// The network of the cluster's routes and firewalls; empty: the metadata server's
     /// first interface's network.
     pub network_name: Option<String>,
-    /// The subnetwork (internal load balancers; kept, not yet used).
+    /// The subnetwork of internal load balancers' forwarding rules (when the Service names
+    /// none).
     pub subnetwork_name: Option<String>,
     /// Network tags of the nodes: firewall targets and route tags.
     pub node_tags: Vec<String>,
@@ -199,10 +200,7 @@ impl Config {
             match (e.section.as_str(), key.as_str()) {
                 ("global", "project-id") => cfg.global.project_id = some(),
                 ("global", "network-name") => cfg.global.network_name = some(),
-                ("global", "subnetwork-name") => {
-                    cfg.global.subnetwork_name = some();
-                    cfg.warn(format!("{origin}: line {}: [global] subnetwork-name is kept but not used: internal load balancers are not implemented", e.line));
-                }
+                ("global", "subnetwork-name") => cfg.global.subnetwork_name = some(),
                 // gcfg multi-value key: one tag per line.
                 ("global", "node-tags") => {
                     if let Some(t) = some() {

@@ -72,6 +72,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A Service annotation this provider implements has a value it cannot take.
+    #[error("service {service}: annotation {annotation}: {message}")]
+    ServiceAnnotation {
+        /// `namespace/name`.
+        service: String,
+        /// The annotation's name.
+        annotation: &'static str,
+        /// What is wrong with its value.
+        message: String,
+    },
+
     /// Something the configuration needs is missing (no project ID, no zone).
     #[error("{0}")]
     Missing(String),
@@ -162,6 +173,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
             Error::DiskPath { .. } => "instances.get".into(),
             Error::DiskInSeveralZones(_) => "disks.get".into(),
             Error::Paginate(p) => p.call().into(),
+            Error::ServiceAnnotation { .. } => "ensure load balancer".into(),
             _ => "configure".into(),
         }
     }

@@ -1,7 +1,7 @@
 //! Addresses (regional): an IPv4 address reserved from the external network (the one asked
 //! for, or a free one), held until the address is deleted.
 
-use super::resource::{reserve_address, Collection, Fields, Insert, Ty, Where};
+use super::resource::{one_of, reserve_address, Collection, Fields, Insert, Ty, Where};
 use super::*;
 use crate::model::gce::address::AddressSpec;
 
@@ -23,6 +23,7 @@ impl Collection for AddressSpec {
     }
 
     fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError> {
+        one_of(new.fields, "networkTier", &["PREMIUM", "STANDARD"])?;
         let wanted = wanted_ipv4(new.fields, "address")?;
         let address = reserve_address(new.tx, new.s, new.scope, wanted)?;
         new.fields.insert("address".into(), json!(address));

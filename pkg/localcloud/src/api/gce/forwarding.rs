@@ -9,8 +9,11 @@
 //! (a floating IP) is associated with the load balancer's VIP port, which is how the data plane
 //! opens the rule's address. Firewalls are enforced there: a listener's `allowed_cidrs` are
 //! the source ranges of the firewalls that allow its port to the pool's instances (none: no
-//! one gets in, as GCE denies ingress by default). The Octavia load balancer is named `gce-<region>-<rule>`; Octavia
-//! clients see it too.
+//! one gets in, as GCE denies ingress by default). An `INTERNAL` rule's backends are the
+//! instances of its backend service's instance groups, its pools' algorithm the service's
+//! session affinity, its monitor the service's health check (HTTP or TCP); its address is the
+//! load balancer's VIP itself, in the rule's subnetwork. The Octavia load balancer is named
+//! `gce-<region>-<rule>`; Octavia clients see it too.
 
 use super::instances::find_instance;
 use super::networks::find_network;
@@ -19,9 +22,12 @@ use crate::api::compute::server_ports;
 use crate::api::network::{
     create_vip_port, delete_vip_port, FloatingIp, Subnet, FLOATING_IPS, SUBNETS,
 };
+use crate::model::gce::backend_service::{backend_service_key, BackendService};
 use crate::model::gce::firewall::Firewall;
 use crate::model::gce::forwarding_rule::ForwardingRule;
-use crate::model::gce::http_health_check::{HttpHealthCheck, HttpHealthCheckSpec};
+use crate::model::gce::health_check::HealthCheck;
+use crate::model::gce::http_health_check::HttpHealthCheck;
+use crate::model::gce::instance_group::{instance_group_key, InstanceGroup};
 use crate::model::gce::instance_ref;
 use crate::model::gce::target_pool::{target_pool_key, TargetPool};
 use crate::model::octavia::{
@@ -80,21 +86,122 @@ fn ports_of(rule: &ForwardingRule) -> Result<Vec<u16>, ApiError> {
     Ok(ports)
 }
 
-/// What the rule's target pool says: member addresses, algorithm and health check.
+/// How the backends are probed: a legacy HTTP health check, or a health check's HTTP or TCP
+/// probe.
+struct Check {
+    /// `HTTP` or `TCP` (the Octavia monitor's type).
+    kind: &'static str,
+    port: i64,
+    /// HTTP only.
+    request_path: Option<String>,
+    check_interval_sec: i64,
+    timeout_sec: i64,
+    healthy_threshold: i64,
+    unhealthy_threshold: i64,
+}
+
+/// What the rule's target pool or backend service says: member addresses, algorithm and
+/// health check.
 struct Backends {
     addresses: Vec<(String, String)>,
     /// The network tags of the pool's instances (what firewalls target).
     tags: std::collections::BTreeSet<String>,
     algorithm: &'static str,
-    check: Option<HttpHealthCheckSpec>,
+    check: Option<Check>,
 }
 
 fn backends(tx: &Tx<'_>, project: &Project, rule: &ForwardingRule) -> Option<Backends> {
-    let (scope, name) = target_pool_key(&rule.spec.target)?;
+    if let Some(service) = &rule.spec.backend_service {
+        return service_backends(tx, project, service);
+    }
+    let (scope, name) = target_pool_key(rule.spec.target.as_deref()?)?;
     let pool = TargetPool::get_at(tx, &scope, &name)?;
+    let (addresses, tags) = instance_addresses(tx, project, &pool.spec.instances);
+    let algorithm = if pool.spec.session_affinity == "NONE" {
+        "ROUND_ROBIN"
+    } else {
+        "SOURCE_IP"
+    };
+    let check = pool
+        .spec
+        .health_checks
+        .as_ref()
+        .and_then(|a| a.first())
+        .and_then(|link| HttpHealthCheck::get_at(tx, "global", m::last_segment(link)))
+        .map(|hc| Check {
+            kind: "HTTP",
+            port: hc.spec.port,
+            request_path: Some(hc.spec.request_path),
+            check_interval_sec: hc.spec.check_interval_sec,
+            timeout_sec: hc.spec.timeout_sec,
+            healthy_threshold: hc.spec.healthy_threshold,
+            unhealthy_threshold: hc.spec.unhealthy_threshold,
+        });
+    Some(Backends {
+        addresses,
+        tags,
+        algorithm,
+        check,
+    })
+}
+
+/// The backends of an internal rule: its backend service's instance groups' instances.
+fn service_backends(tx: &Tx<'_>, project: &Project, service: &str) -> Option<Backends> {
+    let (scope, name) = backend_service_key(service)?;
+    let bs = BackendService::get_at(tx, &scope, &name)?;
+    let mut instances = Vec::new();
+    for b in &bs.spec.backends {
+        let Some((scope, name)) = instance_group_key(&b.group) else {
+            continue;
+        };
+        if let Some(g) = InstanceGroup::get_at(tx, &scope, &name) {
+            instances.extend(g.spec.instances);
+        }
+    }
+    let (addresses, tags) = instance_addresses(tx, project, &instances);
+    let algorithm = if bs.spec.session_affinity == "NONE" {
+        "ROUND_ROBIN"
+    } else {
+        "SOURCE_IP"
+    };
+    let check = bs
+        .spec
+        .health_checks
+        .first()
+        .and_then(|link| HealthCheck::get_at(tx, "global", m::last_segment(link)))
+        .and_then(|hc| {
+            let probe = hc.spec.probe()?.clone();
+            Some(Check {
+                kind: if hc.spec.kind == "HTTP" {
+                    "HTTP"
+                } else {
+                    "TCP"
+                },
+                port: probe.port.unwrap_or(80),
+                request_path: probe.request_path.filter(|_| hc.spec.kind == "HTTP"),
+                check_interval_sec: hc.spec.check_interval_sec,
+                timeout_sec: hc.spec.timeout_sec,
+                healthy_threshold: hc.spec.healthy_threshold,
+                unhealthy_threshold: hc.spec.unhealthy_threshold,
+            })
+        });
+    Some(Backends {
+        addresses,
+        tags,
+        algorithm,
+        check,
+    })
+}
+
+/// The `(name, networkIP)` and the network tags of the instances `links` name.
+fn instance_addresses(
+    tx: &Tx<'_>,
+    project: &Project,
+    links: &[String],
+) -> (Vec<(String, String)>, std::collections::BTreeSet<String>) {
     let mut addresses = Vec::new();
     let mut tags = std::collections::BTreeSet::new();
-    for link in &pool.spec.instances {
+    for link in links {
         let Some((zone, name)) = instance_ref(link) else {
             continue;
         };
@@ -108,24 +215,7 @@ fn backends(tx: &Tx<'_>, project: &Project, rule: &ForwardingRule) -> Option<Bac
             }
         }
     }
-    let algorithm = if pool.spec.session_affinity == "NONE" {
-        "ROUND_ROBIN"
-    } else {
-        "SOURCE_IP"
-    };
-    let check = pool
-        .spec
-        .health_checks
-        .as_ref()
-        .and_then(|a| a.first())
-        .and_then(|link| HttpHealthCheck::get_at(tx, "global", m::last_segment(link)))
-        .map(|hc| hc.spec);
-    Some(Backends {
-        addresses,
-        tags,
-        algorithm,
-        check,
-    })
+    (addresses, tags)
 }
 
 /// The source ranges the project's firewalls let reach `protocol`/`port` on instances with
@@ -203,18 +293,25 @@ pub(crate) fn sync(
                 .into_iter()
                 .map(|l| l.vip_address)
                 .collect();
-            let vip = cloud
-                .config
-                .lb_vip_pool
-                .allocate(&used)
-                .ok_or_else(|| invalid("No more addresses in the local cloud's VIP pool"))?
-                .to_string();
+            // An internal rule's address is the VIP (taken from the pool when the rule was
+            // inserted); an external one's is a floating IP forwarding to a new VIP.
+            let vip = if internal(rule) {
+                rule.spec.ip_address.clone()
+            } else {
+                cloud
+                    .config
+                    .lb_vip_pool
+                    .allocate(&used)
+                    .ok_or_else(|| invalid("No more addresses in the local cloud's VIP pool"))?
+                    .to_string()
+            };
             let common = common(&project.id, &name);
-            let subnet = find_network(tx, "default").and_then(|n| {
-                tx.list::<Subnet>(SUBNETS)
-                    .into_iter()
-                    .find(|s| s.network_id == n.meta.id)
-            });
+            let subnets = tx.list::<Subnet>(SUBNETS);
+            let subnet = match &rule.spec.subnetwork {
+                Some(sub) => subnets.into_iter().find(|s| s.name == m::last_segment(sub)),
+                None => find_network(tx, rule.spec.network.as_deref().unwrap_or("default"))
+                    .and_then(|n| subnets.into_iter().find(|s| s.network_id == n.meta.id)),
+            };
             let (port_id, subnet_id, network_id) = match subnet {
                 Some(s) => {
                     let p = create_vip_port(tx, &common.meta.id, &project.id, &s, &vip)?;
@@ -306,6 +403,7 @@ pub(crate) fn sync(
             .check
             .as_ref()
             .and_then(|c| u16::try_from(c.port).ok());
+        let is_http = backends.check.as_ref().is_some_and(|c| c.kind == "HTTP");
         // Members: one per instance, at the same port.
         let members = members_of(tx, &pool_id);
         for mem in &members {
@@ -347,14 +445,14 @@ pub(crate) fn sync(
                 &HealthMonitor {
                     common: common(&project.id, &format!("{name}-{port}")),
                     pools: Ref::to(&pool_id),
-                    kind: "HTTP".into(),
+                    kind: check.kind.into(),
                     delay: num(check.check_interval_sec, 5, 300) as u32,
                     timeout: num(check.timeout_sec, 5, 300) as u32,
                     max_retries: healthy as u8,
                     max_retries_down: unhealthy as u8,
-                    http_method: Some("GET".into()),
-                    url_path: Some(check.request_path.clone()),
-                    expected_codes: Some("200".into()),
+                    http_method: is_http.then(|| "GET".into()),
+                    url_path: check.request_path.clone().filter(|_| is_http),
+                    expected_codes: is_http.then(|| "200".into()),
                     http_version: None,
                     domain_name: None,
                 },
@@ -372,6 +470,11 @@ pub(crate) fn sync(
         }
     }
     Ok(())
+}
+
+/// Whether the rule is an internal one (its address is its load balancer's VIP).
+fn internal(rule: &ForwardingRule) -> bool {
+    rule.spec.load_balancing_scheme == "INTERNAL"
 }
 
 fn delete_pool(tx: &mut Tx<'_>, pool_id: &str) {

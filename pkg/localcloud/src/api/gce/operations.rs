@@ -163,7 +163,9 @@ fn record_operation(tx: &mut Tx<'_>, s: &Scope<'_>, done: Done) -> Result<Operat
 /// Shows a stored GCE resource: its fields plus `kind`, `id`, `name`, `creationTimestamp`,
 /// `selfLink` and its `zone`/`region` link.
 pub(crate) fn object_view<S: Spec>(s: &Scope<'_>, o: &Object<S>) -> Value {
-    let mut v = Value::Object(o.fields());
+    let mut fields = o.fields();
+    S::shown(&mut fields);
+    let mut v = Value::Object(fields);
     v["kind"] = json!(S::KIND);
     v["id"] = json!(m::numeric_id(&o.meta.id).to_string());
     v["name"] = json!(o.name);

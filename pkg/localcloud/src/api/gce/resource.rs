@@ -1,7 +1,8 @@
 //! What the GCE collections without an OpenStack counterpart share (routes, firewalls, HTTP
-//! health checks: global; addresses, target pools, forwarding rules: regional): each is a
-//! [`Collection`] (where it lives, the fields its insert takes with their types, its defaults
-//! and its own checks), and list, get, insert and delete are written once here over it.
+//! health checks, health checks: global; addresses, target pools, forwarding rules, backend
+//! services: regional; instance groups: zonal): each is a [`Collection`] (where it lives, the
+//! fields its insert takes with their types, its defaults and its own checks), and list, get,
+//! insert, update and delete are written once here over it.
 
 use std::collections::BTreeSet;
 
@@ -13,9 +14,12 @@ use super::*;
 use crate::api::network::{new_floating_ip, FloatingIp, FloatingIpSpec, Network};
 use crate::api::network::{FLOATING_IPS, NETWORKS};
 use crate::model::gce::address::{Address, AddressSpec};
+use crate::model::gce::backend_service::BackendServiceSpec;
 use crate::model::gce::firewall::FirewallSpec;
 use crate::model::gce::forwarding_rule::{ForwardingRule, ForwardingRuleSpec};
+use crate::model::gce::health_check::HealthCheckSpec;
 use crate::model::gce::http_health_check::HttpHealthCheckSpec;
+use crate::model::gce::instance_group::InstanceGroupSpec;
 use crate::model::gce::route::RouteSpec;
 use crate::model::gce::target_pool::TargetPoolSpec;
 use crate::model::gce::{instance_ref, Object, Spec};
@@ -26,6 +30,7 @@ use crate::model::Record;
 pub(super) enum Where {
     Global,
     Regional,
+    Zonal,
 }
 
 /// The type GCE's schema gives a field; an insert whose field has another type is a 400.
@@ -59,6 +64,8 @@ pub(super) trait Collection: Spec {
     const REQUIRED: Fields = &[];
     /// Fields an insert may have (besides `name`, `description`, `kind`).
     const OPTIONAL: Fields;
+    /// Whether GCE updates it in place (`PUT` replaces, `PATCH` merges); the others answer 405.
+    const UPDATABLE: bool = false;
     /// Defaults GCE fills in.
     fn defaults() -> Value;
     /// The collection's own checks and completions of an insert's fields, after the shared
@@ -66,6 +73,10 @@ pub(super) trait Collection: Spec {
     fn prepare(new: Insert<'_, '_>) -> Result<(), ApiError>;
     /// After an insert is stored (what the data plane follows).
     fn inserted(_tx: &mut Tx<'_>, _s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
+        Ok(())
+    }
+    /// After an update is stored.
+    fn updated(_tx: &mut Tx<'_>, _s: &Scope<'_>, _o: &Object<Self>) -> Result<(), ApiError> {
         Ok(())
     }
     /// Before a delete.
@@ -148,6 +159,9 @@ pub(super) enum Which {
     Addresses,
     TargetPools,
     ForwardingRules,
+    HealthChecks,
+    BackendServices,
+    InstanceGroups,
 }
 
 /// The collection a path names (`{collection}`, under `global` or `regions/{region}`): none
@@ -155,6 +169,8 @@ pub(super) enum Which {
 pub(super) fn which(p: &BTreeMap<String, String>) -> Option<Which> {
     let place = if p.contains_key("region") {
         Where::Regional
+    } else if p.contains_key("zone") {
+        Where::Zonal
     } else {
         Where::Global
     };
@@ -185,18 +201,38 @@ pub(super) fn which(p: &BTreeMap<String, String>) -> Option<Which> {
             ForwardingRuleSpec::PLACE,
             Which::ForwardingRules,
         ),
+        (
+            HealthCheckSpec::COLLECTION,
+            HealthCheckSpec::PLACE,
+            Which::HealthChecks,
+        ),
+        (
+            BackendServiceSpec::COLLECTION,
+            BackendServiceSpec::PLACE,
+            Which::BackendServices,
+        ),
+        (
+            InstanceGroupSpec::COLLECTION,
+            InstanceGroupSpec::PLACE,
+            Which::InstanceGroups,
+        ),
     ]
     .into_iter()
     .find(|(c, w, _)| *c == param(p, "collection") && *w == place)
     .map(|(_, _, which)| which)
 }
 
-/// The scope (`global`, `regions/r`) of a path of the collection `S`, its region checked.
+/// The scope (`global`, `regions/r`, `zones/z`) of a path, its region or zone checked.
 pub(super) fn scope_of(
+    r: &impl Read,
     cloud: &Cloud,
     project: &Project,
     p: &BTreeMap<String, String>,
 ) -> Result<String, ApiError> {
+    if let Some(zone) = p.get("zone") {
+        check_zone(r, project, zone)?;
+        return Ok(format!("zones/{zone}"));
+    }
     match p.get("region") {
         Some(region) => {
             check_region(cloud, project, region)?;
@@ -223,7 +259,7 @@ pub(super) fn list<S: Collection>(
     params: &Params,
 ) -> Result<Response, ApiError> {
     read(cloud, p, |r, s| {
-        let scope = scope_of(cloud, s.project, p)?;
+        let scope = scope_of(r, cloud, s.project, p)?;
         let items = Object::<S>::list_in(r, &s.project.id)
             .iter()
             .filter(|o| o.scope == scope)
@@ -243,7 +279,7 @@ pub(super) fn get_one<S: Collection>(
     p: &BTreeMap<String, String>,
 ) -> Result<Response, ApiError> {
     read(cloud, p, |r, s| {
-        let scope = scope_of(cloud, s.project, p)?;
+        let scope = scope_of(r, cloud, s.project, p)?;
         let o = find::<S>(r, s.project, &scope, param(p, "name"))?;
         ok(object_view(s, &o))
     })
@@ -259,7 +295,7 @@ pub(super) async fn unknown(
     cloud
         .write(move |tx| {
             let project = Project::find(tx, param(&p, "project"))?;
-            let scope = scope_of(&cloud2, &project, &p)?;
+            let scope = scope_of(tx, &cloud2, &project, &p)?;
             Err(project.not_found(&format!("{scope}/{}", param(&p, "collection"))))
         })
         .await
@@ -468,7 +504,7 @@ pub(super) async fn insert<S: Collection>(
     b: Map<String, Value>,
 ) -> Result<Response, ApiError> {
     change(cloud, param(&p, "project").to_owned(), move |tx, s| {
-        let scope = scope_of(s.cloud, s.project, &p)?;
+        let scope = scope_of(tx, s.cloud, s.project, &p)?;
         let name = resource_name(&b)?;
         if Object::<S>::get_at(tx, &scope, &name).is_some() {
             return Err(already_exists(
@@ -487,16 +523,91 @@ pub(super) async fn insert<S: Collection>(
     .await
 }
 
-/// Who of the project holds `link` in a field (the first: GCE names one).
+/// `PUT` (the body replaces the fields) or `PATCH` (the body's fields replace those) of a
+/// resource GCE updates in place; its `fingerprint`, when quoted, must be the current one.
+pub(super) async fn update<S: Collection>(
+    cloud: &Arc<Cloud>,
+    p: BTreeMap<String, String>,
+    mut b: Map<String, Value>,
+    merge: bool,
+) -> Result<Response, ApiError> {
+    change(cloud, param(&p, "project").to_owned(), move |tx, s| {
+        let scope = scope_of(tx, s.cloud, s.project, &p)?;
+        let name = param(&p, "name");
+        if !S::UPDATABLE {
+            // Still a 404 for what does not exist, as GCE checks the resource first.
+            find::<S>(tx, s.project, &scope, name)?;
+            return Err(ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "httpMethodNotAllowed",
+                format!("The local cloud does not update {} in place", S::COLLECTION),
+            ));
+        }
+        let mut o = find::<S>(tx, s.project, &scope, name)?;
+        let mut shown = o.fields();
+        S::shown(&mut shown);
+        // A resource GCE fingerprints takes its fingerprint back; elsewhere it is an unknown
+        // field (prepare says so).
+        if let Some(current) = shown.get("fingerprint").and_then(Value::as_str) {
+            if let Some(print) = b.remove("fingerprint") {
+                if print.as_str() != Some(current) {
+                    return Err(stale_fingerprint(S::KIND.trim_start_matches("compute#")));
+                }
+            }
+        }
+        if let Some(given) = b.get("name").and_then(Value::as_str) {
+            if given != o.name {
+                return Err(invalid(format!(
+                    "Invalid value for field 'resource.name': '{}'. The name cannot change.",
+                    given.escape_default()
+                )));
+            }
+        }
+        for key in [
+            "id",
+            "selfLink",
+            "creationTimestamp",
+            "region",
+            "zone",
+            "size",
+        ] {
+            b.remove(key);
+        }
+        let fields = if merge {
+            let mut fields = o.fields();
+            fields.extend(b);
+            fields
+        } else {
+            b
+        };
+        let fields = prepare::<S>(tx, s, &scope, fields)?;
+        o.spec = serde_json::from_value(Value::Object(fields))
+            .map_err(|e| ApiError::internal(format!("a checked {} did not read: {e}", S::KIND)))?;
+        o.meta.touch();
+        o.put(tx)?;
+        S::updated(tx, s, &o)?;
+        let id = m::numeric_id(&o.meta.id);
+        let op = if merge { "patch" } else { "update" };
+        Ok(Done::of(scope, op, S::COLLECTION, &o.name, id))
+    })
+    .await
+}
+
+/// Who of the project holds `link` in a field, at any depth (a backend's `group`) (the first:
+/// GCE names one).
 fn users_of(r: &impl Read, project: &Project, link: &str) -> Option<String> {
+    fn holds(v: &Value, link: &str) -> bool {
+        match v {
+            Value::String(s) => s == link,
+            Value::Array(a) => a.iter().any(|e| holds(e, link)),
+            Value::Object(o) => o.values().any(|e| holds(e, link)),
+            _ => false,
+        }
+    }
     fn holding<S: Spec>(r: &impl Read, project: &Project, link: &str) -> Option<String> {
         Object::<S>::list_in(r, &project.id)
             .into_iter()
-            .find(|x| {
-                x.fields()
-                    .values()
-                    .any(|v| v == link || v.as_array().is_some_and(|a| a.iter().any(|e| e == link)))
-            })
+            .find(|x| x.fields().values().any(|v| holds(v, link)))
             .map(|x| project.path(&format!("{}/{}/{}", x.scope, S::COLLECTION, x.name)))
     }
     holding::<RouteSpec>(r, project, link)
@@ -505,6 +616,9 @@ fn users_of(r: &impl Read, project: &Project, link: &str) -> Option<String> {
         .or_else(|| holding::<AddressSpec>(r, project, link))
         .or_else(|| holding::<TargetPoolSpec>(r, project, link))
         .or_else(|| holding::<ForwardingRuleSpec>(r, project, link))
+        .or_else(|| holding::<HealthCheckSpec>(r, project, link))
+        .or_else(|| holding::<BackendServiceSpec>(r, project, link))
+        .or_else(|| holding::<InstanceGroupSpec>(r, project, link))
 }
 
 pub(super) async fn delete<S: Collection>(
@@ -513,7 +627,7 @@ pub(super) async fn delete<S: Collection>(
 ) -> Result<Response, ApiError> {
     change(cloud, param(&p, "project").to_owned(), move |tx, s| {
         let project = s.project;
-        let scope = scope_of(s.cloud, project, &p)?;
+        let scope = scope_of(tx, s.cloud, project, &p)?;
         let o = find::<S>(tx, project, &scope, param(&p, "name"))?;
         let target = format!("{scope}/{}/{}", S::COLLECTION, o.name);
         let link = s.link(&target);
@@ -568,6 +682,11 @@ mod tests {
         assert_eq!(global("addresses"), None);
         assert_eq!(regional("routes"), None);
         assert_eq!(global("backendServices"), None);
+        assert_eq!(regional("backendServices"), Some(Which::BackendServices));
+        assert_eq!(global("healthChecks"), Some(Which::HealthChecks));
+        let zonal = |c| which(&path(&[("zone", "z"), ("collection", c)]));
+        assert_eq!(zonal("instanceGroups"), Some(Which::InstanceGroups));
+        assert_eq!(regional("instanceGroups"), None);
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub(super) async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> 
     let b: Value = parse_body(&body)?;
     change(&cloud, param(&p, "project").to_owned(), move |tx, s| {
         let (cloud, project) = (s.cloud, s.project);
-        let scope = scope_of(cloud, project, &p)?;
+        let scope = scope_of(tx, cloud, project, &p)?;
         let collection = param(&p, "collection");
         let Some(kind) = which(&p) else {
             return Err(project.not_found(&format!("{scope}/{collection}")));
@@ -114,7 +114,9 @@ pub(super) async fn action(State(cloud): Ctx, Path(p): Params_, body: Bytes) -> 
             m::numeric_id(&o.meta.id),
         );
         let link = s.link(&done.target);
-        forwarding::sync_rules(tx, cloud, project, |rule| rule.spec.target == link)?;
+        forwarding::sync_rules(tx, cloud, project, |rule| {
+            rule.spec.target.as_deref() == Some(link.as_str())
+        })?;
         Ok(done)
     })
     .await

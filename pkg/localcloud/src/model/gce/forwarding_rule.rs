@@ -1,15 +1,16 @@
 //! A forwarding rule (`compute#forwardingRule`, regional): an external address and ports that
-//! forward to a target pool. Upstream equivalent: Compute Engine's `ForwardingRule`.
+//! forward to a target pool, or an internal one forwarding to a backend service. Upstream
+//! equivalent: Compute Engine's `ForwardingRule`.
 
 use serde::{Deserialize, Serialize};
 
-/// A forwarding rule's fields (`target` as a full link).
+/// A forwarding rule's fields (`target`, `backendService` as full links).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ForwardingRuleSpec {
     pub description: Option<String>,
-    pub target: String,
+    pub target: Option<String>,
     #[serde(rename = "IPAddress")]
     pub ip_address: String,
     #[serde(rename = "IPProtocol")]

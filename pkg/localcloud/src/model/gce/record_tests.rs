@@ -2,9 +2,11 @@
 //! index tests), and what they share: a store of their own and fields read from GCE's JSON.
 
 mod address;
+mod backend_service;
 mod firewall;
 mod forwarding_rule;
 mod http_health_check;
+mod instance_group;
 mod operation;
 mod project_metadata;
 mod route;
