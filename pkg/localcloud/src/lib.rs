@@ -59,6 +59,7 @@ pub mod store;
 mod time;
 mod tls;
 
+pub use api::aws::{AddressMap, AwsFollow, HOSTS_FILE as AWS_HOSTS_FILE};
 pub use backing::VolumeBacking;
 pub use cli::{
     run, Command, InstanceCommand, LocalCloudArgs, Output, OutputArgs, ServeArgs, VolumeCommand,
