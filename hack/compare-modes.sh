@@ -12,8 +12,8 @@
 # the load balancer is a forwarding rule to a target pool, curled through as with --cloud local.
 # Differences upstream Kubernetes has too are listed, each with its reason, in
 # hack/lib/expected-mode-differences.txt; any other difference fails (exit 1). Both runs must
-# also reach "curl through the load balancer succeeded" (with --cloud aws, where moto's ELBs carry
-# no traffic: the ELB checked with the aws CLI). State and logs: DIR/{in-tree,external}
+# also reach "curl through the load balancer succeeded" (with --cloud aws through the ELB's DNS
+# name, which the local cloud's ELB follower serves). State and logs: DIR/{in-tree,external}
 # (default $HOME/.cache/hypercloud/compare-modes, or compare-modes-aws).
 set -euo pipefail
 cd "$(dirname "$0")/.."
