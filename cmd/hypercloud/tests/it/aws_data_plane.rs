@@ -3,8 +3,8 @@
 //! which serves the ELB's listener on a loopback VIP named in `<state-dir>/aws-elb-hosts`:
 //! requests reach the Nodes' instances (their moto addresses mapped onto loopback), an
 //! instance that fails the ELB's health check (`externalTrafficPolicy: Local`: HTTP `/healthz`
-//! on the health-check node port) stops getting traffic, and deleting the Service closes the
-//! listener.
+//! on the health-check node port, at the `healthcheck-path` the Service asks for) stops getting
+//! traffic, and deleting the Service closes the listener.
 #![cfg(feature = "aws")]
 #![allow(clippy::unwrap_used)]
 
@@ -32,8 +32,14 @@ const CREDENTIALS: [(&str, &str); 4] = [
     ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
 ];
 
-/// A tiny HTTP server on `addr`: answers `body`, or 503 while `failing` is set.
-async fn serve(addr: SocketAddr, body: String, failing: Arc<AtomicBool>) {
+/// A tiny HTTP server on `addr`: answers `body`, or 503 while `failing` is set or when the
+/// request is not for `path` (when given).
+async fn serve(
+    addr: SocketAddr,
+    body: String,
+    failing: Arc<AtomicBool>,
+    path: Option<&'static str>,
+) {
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     tokio::spawn(async move {
         loop {
@@ -43,8 +49,10 @@ async fn serve(addr: SocketAddr, body: String, failing: Arc<AtomicBool>) {
             let (body, failing) = (body.clone(), failing.clone());
             tokio::spawn(async move {
                 let mut buf = [0u8; 1024];
-                let _ = s.read(&mut buf).await;
-                let status = if failing.load(Ordering::Relaxed) {
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]);
+                let wrong_path = path.is_some_and(|p| !request.starts_with(&format!("GET {p} ")));
+                let status = if failing.load(Ordering::Relaxed) || wrong_path {
                     "503 Service Unavailable"
                 } else {
                     "200 OK"
@@ -175,6 +183,7 @@ async fn elb_listener_carries_traffic_follows_health_and_closes() {
             "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout": "2",
             "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold": "2",
             "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold": "2",
+            "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path": "/ready",
         }},
         "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
                  "ports": [{"name": "http", "protocol": "TCP", "port": port, "targetPort": 8080}]},
@@ -195,9 +204,11 @@ async fn elb_listener_carries_traffic_follows_health_and_closes() {
             addr(node_port),
             format!("backend-{i}"),
             Arc::new(AtomicBool::new(false)),
+            None,
         )
         .await;
-        serve(addr(hc_port), "ok".into(), fail.clone()).await;
+        // Only /ready answers 200: a check of another path fails every instance.
+        serve(addr(hc_port), "ok".into(), fail.clone(), Some("/ready")).await;
         failing.push(fail);
     }
 
@@ -224,7 +235,7 @@ async fn elb_listener_carries_traffic_follows_health_and_closes() {
         .clone();
     assert_eq!(
         d["HealthCheck"]["Target"],
-        format!("HTTP:{hc_port}/healthz").as_str()
+        format!("HTTP:{hc_port}/ready").as_str()
     );
     let vip = eventually(
         "the ELB's VIP in aws-elb-hosts",

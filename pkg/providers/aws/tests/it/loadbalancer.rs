@@ -589,6 +589,30 @@ async fn classic_elb_annotations_change_what_the_elb_holds() {
         assert_eq!(n(&update, write), 1, "{update:?}");
     }
 
+    // The check's protocol, port and path (upstream's overrides), as `aws elb` shows them.
+    for (asked, target) in [
+        (
+            json!({format!("{a}healthcheck-protocol"): "http", format!("{a}healthcheck-port"): "10256", format!("{a}healthcheck-path"): "/readyz"}),
+            "HTTP:10256/readyz",
+        ),
+        (
+            json!({format!("{a}healthcheck-protocol"): "HTTPS", format!("{a}healthcheck-port"): "traffic-port"}),
+            "HTTPS:30080/",
+        ),
+        (
+            json!({format!("{a}healthcheck-protocol"): "ssl"}),
+            "SSL:30080",
+        ),
+        (json!({}), "TCP:30080"),
+    ] {
+        let svc = service(uid, asked.clone(), &[(80, 30080)], &[]);
+        lb.update_load_balancer("kubernetes", &svc, &nodes)
+            .await
+            .unwrap();
+        let d = &classic_elb(&w, &name)["HealthCheck"];
+        assert_eq!(s(d, "Target"), target, "{asked}: {d}");
+    }
+
     // A bad value is refused by name before any cloud call.
     let bad = service(
         uid,
