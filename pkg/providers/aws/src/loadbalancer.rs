@@ -84,6 +84,10 @@ pub const ANNOTATION_HC_PORT: &str =
 /// The path of an HTTP or HTTPS health check.
 pub const ANNOTATION_HC_PATH: &str =
     "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path";
+/// `k=v,k2=v2,k3` (a bare key or `k=`: the label present with any value): only Nodes with
+/// every one of these labels are backends.
+pub const ANNOTATION_TARGET_NODE_LABELS: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-target-node-labels";
 /// A certificate ARN: TLS listeners.
 pub const ANNOTATION_SSL_CERT: &str = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert";
 /// `*` or port numbers and names: the listeners that use the certificate.
@@ -135,7 +139,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_PORTS), "`*` or a comma-separated list of the Service's port numbers and names: which listeners use `ssl-cert`; a list entry naming no port of the Service, or the annotation without `ssl-cert`, is refused; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-subnets"), "subnets are the cluster's tagged subnets (else the nodes'); choosing them is not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"), "NLB target groups keep AWS's default attributes"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels"), "every Ready node is a backend; selecting nodes by label is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_TARGET_NODE_LABELS), "`k=v,k2=v2,k3` (a bare key or `k=` matches any value): only Nodes with all of these labels are registered, as upstream's filterTargetNodes; an entry with an empty key is refused; classic ELB and NLB"),
     LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
     LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "the health check is HTTP `/healthz` on the health-check node port (the `healthcheck-*` annotations may change its protocol, port and path)"),
     LbSetting::refused(Setting::SessionAffinityClientIp, "classic ELB stickiness needs HTTP listeners and NLB stickiness is not implemented"),
@@ -667,7 +671,50 @@ fn check_settings(service: &Service) -> Result<()> {
             });
         }
     }
+    target_node_labels(service)?;
     classic_options(service).map(|_| ())
+}
+
+/// The labels `target-node-labels` asks for (upstream's `getKeyValuePropertiesFromAnnotation`:
+/// `k=v`, `k=` and `k`; `None` as a value: any). Upstream skips an entry with an empty key;
+/// here it is refused.
+fn target_node_labels(service: &Service) -> Result<BTreeMap<String, Option<String>>> {
+    let mut out = BTreeMap::new();
+    let Some(v) = annotation(service, ANNOTATION_TARGET_NODE_LABELS) else {
+        return Ok(out);
+    };
+    for entry in v.trim().split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (key, value) = match entry.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim()).filter(|v| !v.is_empty())),
+            None => (entry, None),
+        };
+        if key.is_empty() {
+            return Err(bad_value(
+                ANNOTATION_TARGET_NODE_LABELS,
+                v,
+                &format!("has the entry {entry:?} with an empty label key"),
+            ));
+        }
+        out.insert(key.to_owned(), value.map(str::to_owned));
+    }
+    Ok(out)
+}
+
+/// The Nodes that carry every label `target-node-labels` asks for (all without it).
+fn target_nodes(service: &Service, nodes: &[Node]) -> Result<Vec<Node>> {
+    let wanted = target_node_labels(service)?;
+    Ok(nodes
+        .iter()
+        .filter(|n| {
+            let labels = n.metadata.labels.as_ref();
+            wanted.iter().all(|(k, v)| {
+                labels
+                    .and_then(|l| l.get(k))
+                    .is_some_and(|have| v.as_ref().is_none_or(|v| v == have))
+            })
+        })
+        .cloned()
+        .collect())
 }
 
 /// The annotations implemented for classic ELBs and refused on an NLB.
@@ -2054,9 +2101,10 @@ impl LoadBalancer for Aws {
     ) -> Result<LoadBalancerStatus> {
         self.check_service(service)?;
         let spec = spec_of(service)?;
+        let nodes = target_nodes(service, nodes)?;
         match spec.kind {
-            Kind::Classic => self.ensure_classic(&spec, nodes).await,
-            Kind::Nlb => self.ensure_nlb(&spec, nodes).await,
+            Kind::Classic => self.ensure_classic(&spec, &nodes).await,
+            Kind::Nlb => self.ensure_nlb(&spec, &nodes).await,
         }
     }
 
@@ -2227,9 +2275,9 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // Upstream's 30 aws-load-balancer-* annotations: 18 implemented, 12 refused; and 4
+        // Upstream's 30 aws-load-balancer-* annotations: 19 implemented, 11 refused; and 4
         // Service fields refused.
-        assert_eq!(refused, 16);
+        assert_eq!(refused, 15);
         let policy = svc(
             json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": "ELBSecurityPolicy-2016-08"}),
             json!({"ports": [{"port": 443, "nodePort": 30443}]}),
@@ -2330,6 +2378,39 @@ mod tests {
                 .contains(&format!("annotation {ANNOTATION_IDLE_TIMEOUT} with aws-load-balancer-type: nlb is not supported")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn target_nodes_as_upstream_filter_target_nodes() {
+        let node = |labels: serde_json::Value| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n", "labels": labels}})).unwrap()
+        };
+        let ports = json!({"ports": [{"port": 80, "nodePort": 30080}]});
+        let picked = |annotation: Option<&str>, labels: serde_json::Value| {
+            let a = annotation.map_or(json!({}), |v| json!({ANNOTATION_TARGET_NODE_LABELS: v}));
+            target_nodes(&svc(a, ports.clone()), &[node(labels)])
+                .unwrap()
+                .len()
+                == 1
+        };
+        // Upstream's cases (aws_loadbalancer_test.go TestFilterTargetNodes).
+        assert!(picked(None, json!({"k1": "v1"})));
+        assert!(picked(Some("k1=v1,k2=v2"), json!({"k1": "v1", "k2": "v2"})));
+        assert!(picked(Some("k1,k2"), json!({"k1": "v1", "k2": "v2"})));
+        assert!(!picked(Some("k1=v1,k2"), json!({"k1": "v1"})));
+        assert!(!picked(Some("k3=v3"), json!({"k1": "v1", "k2": "v2"})));
+        assert!(picked(
+            Some(" k1= , k2 = v2 "),
+            json!({"k1": "x", "k2": "v2"})
+        ));
+        assert!(!picked(Some("k1=v1"), json!({})));
+        let e = check_settings(&svc(
+            json!({ANNOTATION_TARGET_NODE_LABELS: "k1=v1,=v2"}),
+            ports,
+        ))
+        .unwrap_err();
+        let m = hypercloud_cloudprovider::Chain(&e).to_string();
+        assert!(m.contains(ANNOTATION_TARGET_NODE_LABELS), "{m}");
     }
 
     #[test]
