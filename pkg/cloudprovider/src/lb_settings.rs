@@ -321,6 +321,8 @@ fn sample_value(name: &str) -> &'static str {
         "traffic-port"
     } else if last == "aws-load-balancer-healthcheck-path" {
         "/healthz"
+    } else if last == "aws-load-balancer-nlb-target-type" {
+        "instance"
     } else {
         "value"
     }

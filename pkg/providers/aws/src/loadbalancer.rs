@@ -88,6 +88,10 @@ pub const ANNOTATION_HC_PATH: &str =
 /// every one of these labels are backends.
 pub const ANNOTATION_TARGET_NODE_LABELS: &str =
     "service.beta.kubernetes.io/aws-load-balancer-target-node-labels";
+/// `instance` or `ip` (the AWS Load Balancer Controller's; upstream's in-tree provider reads
+/// none and registers instances): the kind of NLB targets.
+pub const ANNOTATION_NLB_TARGET_TYPE: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type";
 /// A certificate ARN: TLS listeners.
 pub const ANNOTATION_SSL_CERT: &str = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert";
 /// `*` or port numbers and names: the listeners that use the certificate.
@@ -132,6 +136,7 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_TIMEOUT), "seconds 2–60, default 5, below the interval (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_UNHEALTHY), "2–10, default 6: ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_NLB_TARGET_TYPE), "`instance`: the nodes' instances at the node ports, what this provider registers on an NLB and a classic ELB alike; `ip` (pod IPs as targets) is refused by name: IP targets are not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`*` (the only value upstream takes): the policy `k8s-proxyprotocol-enabled` (CreateLoadBalancerPolicy) on every node port (SetLoadBalancerPoliciesForBackendServer), taken off again without the annotation; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_CERT), "a certificate ARN (ELB checks it): SSL listeners to TCP backends (HTTPS with `backend-protocol`) with that certificate on the `ssl-ports` (default all); a changed certificate or protocol replaces the listener; classic ELB only"),
@@ -672,6 +677,22 @@ fn check_settings(service: &Service) -> Result<()> {
         }
     }
     target_node_labels(service)?;
+    match annotation(service, ANNOTATION_NLB_TARGET_TYPE) {
+        None | Some("instance") => {}
+        Some("ip") => return Err(Error::UnsupportedServiceSetting {
+            provider: "aws".into(),
+            setting: format!("annotation {ANNOTATION_NLB_TARGET_TYPE}: ip"),
+            why:
+                "targets are the nodes' instances at the node ports; IP targets are not implemented",
+        }),
+        Some(v) => {
+            return Err(bad_value(
+                ANNOTATION_NLB_TARGET_TYPE,
+                v,
+                "is not `instance` (or `ip`, which is not implemented)",
+            ))
+        }
+    }
     classic_options(service).map(|_| ())
 }
 
@@ -2275,8 +2296,9 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // Upstream's 30 aws-load-balancer-* annotations: 19 implemented, 11 refused; and 4
-        // Service fields refused.
+        // Upstream's 30 aws-load-balancer-* annotations: 19 implemented, 11 refused; the AWS
+        // Load Balancer Controller's nlb-target-type (`instance` implemented); and 4 Service
+        // fields refused.
         assert_eq!(refused, 15);
         let policy = svc(
             json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": "ELBSecurityPolicy-2016-08"}),
@@ -2404,6 +2426,18 @@ mod tests {
             json!({"k1": "x", "k2": "v2"})
         ));
         assert!(!picked(Some("k1=v1"), json!({})));
+        for (value, said) in [("ip", "is not supported"), ("pod", "is not `instance`")] {
+            let e = check_settings(&svc(
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_NLB_TARGET_TYPE: value}),
+                ports.clone(),
+            ))
+            .unwrap_err();
+            let m = hypercloud_cloudprovider::Chain(&e).to_string();
+            assert!(
+                m.contains(ANNOTATION_NLB_TARGET_TYPE) && m.contains(said),
+                "{m}"
+            );
+        }
         let e = check_settings(&svc(
             json!({ANNOTATION_TARGET_NODE_LABELS: "k1=v1,=v2"}),
             ports,

@@ -227,7 +227,7 @@ async fn classic_elb_created_converged_and_deleted_without_leftovers() {
 }
 
 /// `target-node-labels`: only the labelled Nodes' instances are registered, on the classic ELB
-/// and the NLB, and relabelling follows on the next update.
+/// and the NLB (with `nlb-target-type: instance`), and relabelling follows on the next update.
 #[tokio::test]
 async fn target_node_labels_pick_the_registered_instances() {
     let _group = hypercloud_testenv::group("loadbalancer").await;
@@ -277,6 +277,7 @@ async fn target_node_labels_pick_the_registered_instances() {
     let uid = "7c6d5e4f-0004-4000-8000-000000000000";
     let mut asked = selector;
     asked["service.beta.kubernetes.io/aws-load-balancer-type"] = json!("nlb");
+    asked["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"] = json!("instance");
     let svc = service(uid, asked, &[(80, 30080)], &[]);
     let nodes = [
         labelled(0, json!({"role": "db", "zone-ok": ""})),
@@ -288,6 +289,11 @@ async fn target_node_labels_pick_the_registered_instances() {
     let groups = w.moto.cli(&["elbv2", "describe-target-groups"]);
     // This test's moto holds one target group: the NLB's.
     let arn = s(&groups["TargetGroups"][0], "TargetGroupArn").to_owned();
+    assert_eq!(
+        s(&groups["TargetGroups"][0], "TargetType"),
+        "instance",
+        "{groups}"
+    );
     let health = w.moto.cli(&[
         "elbv2",
         "describe-target-health",
