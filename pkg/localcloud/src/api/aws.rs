@@ -15,6 +15,8 @@
 //! PROXY v1 header. The health check (classic `HealthCheck.Target` `TCP:port`, `HTTP:port/path`;
 //! NLB target group `HealthCheckProtocol`/`Port`/`Path`) becomes the pool's monitor, with the
 //! interval, timeout and thresholds; SSL/HTTPS checks are TCP connects (no TLS handshake).
+// Without the follower (feature aws-follow) only the flags' types are used.
+#![cfg_attr(not(feature = "aws-follow"), allow(dead_code))]
 
 #[cfg(feature = "aws-follow")]
 pub(crate) mod poll;
@@ -133,6 +135,9 @@ pub(crate) struct Followed {
     pub listeners: Vec<FollowedListener>,
 }
 
+/// A backend: (instance ID, address, port).
+pub(crate) type Backend = (String, String, u16);
+
 /// One listener: its port, the Octavia protocol that carries it, its backends and check.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FollowedListener {
@@ -140,8 +145,7 @@ pub(crate) struct FollowedListener {
     /// `TCP`, `HTTP` or `UDP`.
     pub protocol: &'static str,
     pub proxy_protocol: bool,
-    /// (instance ID, address, port).
-    pub backends: Vec<(String, String, u16)>,
+    pub backends: Vec<Backend>,
     pub check: Option<Check>,
 }
 

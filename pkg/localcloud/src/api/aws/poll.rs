@@ -11,7 +11,7 @@ use aws_sdk_ec2::config::{BehaviorVersion, Credentials, Region};
 use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use tokio::sync::watch;
 
-use super::{hosts_file, map_address, sync, AwsFollow, Check, Followed, FollowedListener};
+use super::{hosts_file, map_address, sync, AwsFollow, Backend, Check, Followed, FollowedListener};
 use crate::api::Cloud;
 
 /// Why a poll of moto failed (the last followed state stays in place).
@@ -326,8 +326,7 @@ async fn network(c: &Clients, addrs: &HashMap<String, String>) -> Result<Vec<Fol
             .send()
             .await
             .map_err(|e| v2_error("DescribeTargetGroups")(boxed(e)))?;
-        let mut by_arn: BTreeMap<String, (Option<Check>, Vec<(String, String, u16)>)> =
-            BTreeMap::new();
+        let mut by_arn: BTreeMap<String, (Option<Check>, Vec<Backend>)> = BTreeMap::new();
         for g in groups.target_groups() {
             let Some(g_arn) = g.target_group_arn() else {
                 continue;
