@@ -9,8 +9,9 @@
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
 #                              instead of the local cloud, --cloud-provider=aws (steps in
-#                              hack/lib/cloud-aws.sh). moto's ELBs carry no traffic: the load
-#                              balancer is checked with `aws elb describe-load-balancers`.
+#                              hack/lib/cloud-aws.sh). moto's ELBs carry no traffic by
+#                              themselves: `local-cloud serve --follow-aws-elb` serves them and
+#                              the demo curls the ELB's DNS name through it (curl --resolve).
 #   --cloud vsphere:           vcsim, VMware's vCenter simulator, --cloud-provider=vsphere
 #                              (steps in hack/lib/cloud-vsphere.sh); vSphere has no load
 #                              balancers, so the load balancer step is skipped and says so.

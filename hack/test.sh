@@ -172,8 +172,8 @@ hack/compare-modes.sh --dir "$HYPERCLOUD_CACHE/compare-modes-ci"
 # The same against vcsim with --cloud-provider=vsphere (no load balancer step: vSphere has none).
 step "hack/compare-modes.sh --cloud vsphere (vcsim instead of the local cloud)"
 hack/compare-modes.sh --cloud vsphere --dir "$HYPERCLOUD_CACHE/compare-modes-vsphere-ci"
-# The same against moto and Amazon's EC2 metadata mock with --cloud-provider=aws (moto's ELBs
-# carry no traffic: the classic ELB is checked with `aws elb describe-load-balancers` instead).
+# The same against moto and Amazon's EC2 metadata mock with --cloud-provider=aws (the classic
+# ELB checked with `aws elb describe-load-balancers` and curled through local-cloud --follow-aws-elb).
 step "hack/compare-modes.sh --cloud aws (moto + amazon-ec2-metadata-mock instead of the local cloud)"
 hack/compare-modes.sh --cloud aws --dir "$HYPERCLOUD_CACHE/compare-modes-aws-ci"
 # The same against the local cloud's Compute Engine dialect and GCE metadata server with

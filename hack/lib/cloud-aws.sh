@@ -1,7 +1,9 @@
 # The aws cloud of `hack/local-up.sh --cloud aws` (sourced by it): moto in place of AWS, one
 # amazon-ec2-metadata-mock per instance in place of each instance's IMDS, the official aws CLI
-# to look. Everything listens on 127.0.0.1. moto's load balancers carry no traffic: the demo
-# checks the ELB with `aws elb describe-load-balancers` instead of curling through it.
+# to look. Everything listens on loopback. moto's load balancers carry no traffic by themselves:
+# `local-cloud serve --follow-aws-elb` (docs/local-cloud.md) serves their listeners on loopback
+# VIPs, named in $dir/cloud/aws-elb-hosts, with the instances' 10.0.x.y addresses reached at
+# 127.10.x.y; the demo curls the ELB's DNS name through it (curl --resolve).
 #
 # Uses from local-up.sh: $dir, $bin, free_port, wait_for, fail, pids.
 # Tools: hack/aws-tools.sh (moto and awscli pinned in hack/python-tools.sh, the metadata mock in
@@ -57,7 +59,18 @@ URL = $aws_url
 volume-wait-scale = 0.1
 EOF
   echo "moto: $aws_url (EC2, ELB, ELBv2), VPC $aws_vpc, subnet $aws_subnet ($aws_zone), route table $aws_rtb"
+  # The data plane moto lacks: the local cloud follows its ELBs and NLBs.
+  lc_port=$(free_port)
+  "$bin/local-cloud" --state-dir "$dir/cloud/local-cloud" serve --listen "127.0.0.1:$lc_port" --no-metadata \
+    --follow-aws-elb "$aws_url" --follow-aws-region "$aws_region" --follow-aws-address-map "$aws_address_map" \
+    >"$dir/logs/local-cloud.log" 2>&1 &
+  pids+=($!)
+  wait_for 30 "the local cloud (ELB follower)" curl -fsS "http://127.0.0.1:$lc_port/identity/v3"
+  echo "ELB data plane: local-cloud --follow-aws-elb $aws_url (instances' $aws_address_map)"
 }
+
+# Where the follower reaches the instances' VPC addresses (10.0.1.x -> 127.10.1.x).
+aws_address_map=10.0.0.0/16=127.10.0.0/16
 
 # aws_create_instances N: N instances tagged for the cluster; for each, node-I.id (instance ID),
 # node-I.name (its private DNS name, the Node name as upstream) and a metadata mock playing it,
@@ -191,11 +204,23 @@ PY
 }
 
 cloud_load_balancer() {
-  step "create a LoadBalancer Service (a classic ELB in moto; moto's ELBs carry no traffic)"
-  local svc_json
+  step "create a LoadBalancer Service (a classic ELB in moto, served by the local cloud's follower), with a tiny HTTP server on every Node's InternalIP:nodePort"
+  local svc_json node_port listeners
   svc_json=$(kcreate /api/v1/namespaces/default/services '{"metadata":{"name":"hello"},"spec":{"type":"LoadBalancer","selector":{"app":"hello"},"ports":[{"name":"http","protocol":"TCP","port":8080,"targetPort":8080}]}}')
-  # The Nodes' 10.0.1.x addresses are not on this machine: no backend, no curl; what AWS's API
-  # says about the ELB is checked instead.
+  node_port=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["spec"]["ports"][0]["nodePort"])' "$svc_json")
+  # kube-proxy's part: every Node's InternalIP (a 10.0.1.x moto address, reached here at
+  # 127.10.1.x) answers on the nodePort, which is also the ELB's TCP health check.
+  listeners=$(kget /api/v1/nodes | python3 -c '
+import json, sys
+for n in json.load(sys.stdin)["items"]:
+    name = n["metadata"]["name"]
+    ips = [a["address"] for a in n.get("status", {}).get("addresses", []) if a["type"] == "InternalIP"]
+    if name.startswith(sys.argv[2]) and ips and ips[0].startswith("10.0."):
+        print("%s:%s:%s" % ("127.10." + ips[0][len("10.0."):], sys.argv[1], name))' "$node_port" "$node_prefix")
+  # shellcheck disable=SC2086 # one ADDRESS:PORT:NAME word per Node
+  python3 hack/lib/hello-backend.py $listeners >"$dir/logs/hello-backend.log" 2>&1 &
+  pids+=($!)
+  echo "service default/hello: port 8080 -> nodePort $node_port on $(echo $listeners | wc -w) Nodes"
   hostname_ingress() { kget /api/v1/namespaces/default/services/hello | python3 -c '
 import json, sys
 ing = json.load(sys.stdin).get("status", {}).get("loadBalancer", {}).get("ingress", [])
@@ -207,7 +232,19 @@ print(ing[0]["hostname"])'; }
   lb_name=$(python3 -c 'import json,sys; print(("a" + json.loads(sys.argv[1])["metadata"]["uid"].replace("-", ""))[:32])' "$svc_json")
   echo "service default/hello: ingress hostname $lb_host (classic ELB $lb_name in moto)"
   aws_check_load_balancer "$lb_name" "$lb_host"
-  echo "local-up: the ELB was checked with aws elb describe-load-balancers (moto's ELBs carry no traffic)"
+  # The follower names the ELB's VIP in its hosts file; curl resolves the DNS name with it.
+  elb_vip() { awk -v h="$lb_host" '$2 == h { print $1; found=1 } END { exit !found }' "$dir/cloud/local-cloud/aws-elb-hosts" 2>/dev/null; }
+  wait_for 30 "the ELB's VIP in $dir/cloud/local-cloud/aws-elb-hosts (see $dir/logs/local-cloud.log)" elb_vip
+  vip=$(elb_vip)
+  local answer="" deadline=$((SECONDS + 60))
+  through_elb() { answer=$(curl -fsS --max-time 2 --resolve "$lb_host:8080:$vip" "http://$lb_host:8080/"); }
+  until through_elb; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "no answer from http://$lb_host:8080/ (VIP $vip; see $dir/logs/hello-backend.log and $dir/logs/local-cloud.log)"
+    sleep 0.5
+  done
+  echo "$ curl --resolve $lb_host:8080:$vip http://$lb_host:8080/"
+  echo "$answer"
+  echo "local-up: curl through the load balancer succeeded"
 }
 
 # Instance and volume IDs read as names; the ELB's name (from the Service UID) as <elb>.
@@ -224,7 +261,8 @@ cloud_banner() {
 Running (logs in $dir/logs, cloud call traces in $dir/*.jsonl):
   kube-apiserver   $api_url   export KUBECONFIG=$kubeconfig
   moto             $aws_url   $HYPERCLOUD_AWS_CLI --endpoint-url $aws_url --region $aws_region ec2 describe-instances
-  ELB              $lb_host (moto: no traffic)   ... elb describe-load-balancers
+  ELB              http://$lb_host:8080/   curl --resolve $lb_host:8080:$vip http://$lb_host:8080/
+                   (served by local-cloud --follow-aws-elb; names in $dir/cloud/local-cloud/aws-elb-hosts)
 Press Ctrl-C to stop everything.
 BANNER
 }

@@ -320,6 +320,14 @@ fn sample_value(name: &str) -> &'static str {
         "*"
     } else if last == "aws-load-balancer-backend-protocol" {
         "http"
+    } else if last == "aws-load-balancer-healthcheck-protocol" {
+        "HTTP"
+    } else if last == "aws-load-balancer-healthcheck-port" {
+        "traffic-port"
+    } else if last == "aws-load-balancer-healthcheck-path" {
+        "/healthz"
+    } else if last == "aws-load-balancer-nlb-target-type" {
+        "instance"
     } else {
         "value"
     }

@@ -4,6 +4,7 @@
 //! microversion negotiation, `limit`/`marker` pagination and request-body parsing that answers
 //! malformed input with the service's 400 instead of failing.
 
+pub(crate) mod aws;
 pub(crate) mod compute;
 pub(crate) mod gce;
 pub(crate) mod identity;

@@ -42,6 +42,9 @@ pub struct ServerConfig {
     pub enforce_member_security_groups: bool,
     /// What backs volumes (default none: records only); see `--volume-backing`.
     pub volume_backing: crate::VolumeBacking,
+    /// Follow the load balancers of an AWS endpoint (moto) and serve their listeners (see
+    /// `--follow-aws-elb`); needs the `aws-follow` feature.
+    pub follow_aws: Option<crate::AwsFollow>,
 }
 
 /// Why `name` cannot be a region or an availability zone: both are path segments of the APIs
@@ -91,6 +94,7 @@ impl ServerConfig {
             lb_vip_pool: crate::dataplane::VipPool::default(),
             enforce_member_security_groups: false,
             volume_backing: crate::VolumeBacking::None,
+            follow_aws: None,
         }
     }
 
@@ -112,6 +116,27 @@ impl ServerConfig {
             .check()
             .map_err(|r| invalid("lb_vip_pool", r))?;
         check_location(&self.region).map_err(|r| invalid("region", r))?;
+        if let Some(f) = &self.follow_aws {
+            if !cfg!(feature = "aws-follow") {
+                return Err(invalid(
+                    "follow_aws",
+                    "this build has no AWS follower (feature aws-follow)".into(),
+                ));
+            }
+            check_location(&f.region).map_err(|r| invalid("follow_aws.region", r))?;
+            if !(f.endpoint.starts_with("http://") || f.endpoint.starts_with("https://")) {
+                return Err(invalid(
+                    "follow_aws.endpoint",
+                    format!("{:?} is not an http(s) URL", f.endpoint),
+                ));
+            }
+            if f.interval < Duration::from_millis(100) || f.interval > Duration::from_secs(600) {
+                return Err(invalid(
+                    "follow_aws.interval",
+                    format!("{:?} is outside 100ms..=10m", f.interval),
+                ));
+            }
+        }
         for zone in self.availability_zones.iter().flatten() {
             check_location(zone).map_err(|r| invalid("availability_zones", r))?;
         }

@@ -44,6 +44,7 @@
 //! ```
 
 pub(crate) mod api;
+mod aws_follow;
 mod backing;
 mod cli;
 mod config;
@@ -59,6 +60,8 @@ pub mod store;
 mod time;
 mod tls;
 
+pub use api::aws::HOSTS_FILE as AWS_HOSTS_FILE;
+pub use aws_follow::{AddressMap, AwsFollow};
 pub use backing::VolumeBacking;
 pub use cli::{
     run, Command, InstanceCommand, LocalCloudArgs, Output, OutputArgs, ServeArgs, VolumeCommand,

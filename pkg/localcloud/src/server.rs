@@ -141,6 +141,14 @@ impl Server {
         dataplane.start().await;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
+        #[cfg(feature = "aws-follow")]
+        if let Some(f) = cloud.config.follow_aws.clone() {
+            let (cloud, stopped) = (cloud.clone(), stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                api::aws::poll::follow(cloud, f, stopped).await;
+                Ok(())
+            }));
+        }
         let app = api::router(cloud.clone());
         let mut rx = stopped.clone();
         let until_stopped = async move {

@@ -104,6 +104,36 @@ pub struct ServeArgs {
     /// <state-dir>/devices/<server-id>/virtio-<first 20 characters of the volume id>; loop devices need root).
     #[arg(long, value_name = "MODE", value_enum, default_value_t = crate::VolumeBacking::None)]
     pub volume_backing: crate::VolumeBacking,
+    /// Follow the classic ELBs and NLBs of this AWS endpoint (moto, e.g. http://127.0.0.1:5000)
+    /// and serve their listeners here: each load balancer gets a VIP, its DNS name is mapped in
+    /// <state-dir>/aws-elb-hosts, its registered instances are the members, its health check
+    /// decides which get traffic.
+    #[arg(long, value_name = "URL", help_heading = "AWS load balancer follower")]
+    pub follow_aws_elb: Option<String>,
+    /// Region the follower's requests are signed for.
+    #[arg(long, value_name = "REGION", default_value = "us-east-1", value_parser = parse_location, requires = "follow_aws_elb", help_heading = "AWS load balancer follower")]
+    pub follow_aws_region: String,
+    /// Where instances' private addresses are reached: FROM_CIDR=TO_CIDR (same prefix length,
+    /// TO in 127.0.0.0/8), comma-separated or repeated, first match wins; addresses no map
+    /// covers are used as they are.
+    #[arg(
+        long,
+        value_name = "FROM=TO,...",
+        value_delimiter = ',',
+        requires = "follow_aws_elb",
+        help_heading = "AWS load balancer follower"
+    )]
+    pub follow_aws_address_map: Vec<crate::AddressMap>,
+    /// Time between two polls of the endpoint, 100ms to 10m.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_follow_interval, requires = "follow_aws_elb", help_heading = "AWS load balancer follower")]
+    pub follow_aws_interval: Duration,
+}
+
+pub(super) fn parse_follow_interval(s: &str) -> std::result::Result<Duration, String> {
+    faults::parse_duration(s)
+        .ok()
+        .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(600))
+        .ok_or_else(|| format!("{s:?} is not a duration within 100ms..=10m"))
 }
 
 /// A region or availability zone name, checked by [`crate::server::check_location`].
@@ -305,6 +335,8 @@ mod tests {
             ("--availability-zones", "nova,,az2"),
             ("--availability-zones", "nova,az/2"),
             ("--availability-zones", "az\n2"),
+            ("--follow-aws-address-map", "10.0.0.0/16=10.1.0.0/16"),
+            ("--follow-aws-interval", "0s"),
         ] {
             let e = Top::try_parse_from(["local-cloud", "serve", flag, value])
                 .expect_err(value)

@@ -21,7 +21,17 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         lb_vip_pool,
         enforce_member_security_groups,
         volume_backing,
+        follow_aws_elb,
+        follow_aws_region,
+        follow_aws_address_map,
+        follow_aws_interval,
     } = a;
+    let follow_aws = follow_aws_elb.map(|endpoint| crate::AwsFollow {
+        endpoint,
+        region: follow_aws_region,
+        address_map: follow_aws_address_map,
+        interval: follow_aws_interval,
+    });
     let faults = Faults {
         latency: inject_latency.unwrap_or_default(),
         error_rate: inject_error_rate.unwrap_or_default(),
@@ -46,6 +56,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         lb_vip_pool,
         enforce_member_security_groups,
         volume_backing,
+        follow_aws,
         ..ServerConfig::new(&state_dir)
     };
     // Before binding: a SIGTERM that comes while the server starts (a supervisor or test

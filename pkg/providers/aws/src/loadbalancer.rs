@@ -75,6 +75,23 @@ pub const ANNOTATION_HC_TIMEOUT: &str =
 /// Seconds between checks.
 pub const ANNOTATION_HC_INTERVAL: &str =
     "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval";
+/// `TCP`, `SSL`, `HTTP` or `HTTPS`: the health check's protocol.
+pub const ANNOTATION_HC_PROTOCOL: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol";
+/// `traffic-port` or a port number: the health check's port.
+pub const ANNOTATION_HC_PORT: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port";
+/// The path of an HTTP or HTTPS health check.
+pub const ANNOTATION_HC_PATH: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path";
+/// `k=v,k2=v2,k3` (a bare key or `k=`: the label present with any value): only Nodes with
+/// every one of these labels are backends.
+pub const ANNOTATION_TARGET_NODE_LABELS: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-target-node-labels";
+/// `instance` or `ip` (the AWS Load Balancer Controller's; upstream's in-tree provider reads
+/// none and registers instances): the kind of NLB targets.
+pub const ANNOTATION_NLB_TARGET_TYPE: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type";
 /// A certificate ARN: TLS listeners.
 pub const ANNOTATION_SSL_CERT: &str = "service.beta.kubernetes.io/aws-load-balancer-ssl-cert";
 /// `*` or port numbers and names: the listeners that use the certificate.
@@ -113,12 +130,13 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-extra-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_HEALTHY), "2–10, default 2: ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_INTERVAL), "seconds 5–300, default 10, above the timeout (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol"), "health checks are TCP on the first node port (HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`); choosing them is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_PATH), "the path of an `HTTP`/`HTTPS` check (default `/`, `/healthz` with `externalTrafficPolicy: Local`); with a `TCP`/`SSL` check it is refused (upstream drops it): ConfigureHealthCheck when the ELB differs; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_PORT), "`traffic-port` (the first node port, also with `externalTrafficPolicy: Local`, as upstream) or 1–65535: the port of the check target; ConfigureHealthCheck when the ELB differs; classic ELB only"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_PROTOCOL), "`TCP`, `SSL`, `HTTP` or `HTTPS` (any case): the protocol of the check target (default TCP, HTTP with `externalTrafficPolicy: Local`); ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_TIMEOUT), "seconds 2–60, default 5, below the interval (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_UNHEALTHY), "2–10, default 6: ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_NLB_TARGET_TYPE), "`instance`: the nodes' instances at the node ports, what this provider registers on an NLB and a classic ELB alike; `ip` (pod IPs as targets) is refused by name: IP targets are not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`*` (the only value upstream takes): the policy `k8s-proxyprotocol-enabled` (CreateLoadBalancerPolicy) on every node port (SetLoadBalancerPoliciesForBackendServer), taken off again without the annotation; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_CERT), "a certificate ARN (ELB checks it): SSL listeners to TCP backends (HTTPS with `backend-protocol`) with that certificate on the `ssl-ports` (default all); a changed certificate or protocol replaces the listener; classic ELB only"),
@@ -126,9 +144,9 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_PORTS), "`*` or a comma-separated list of the Service's port numbers and names: which listeners use `ssl-cert`; a list entry naming no port of the Service, or the annotation without `ssl-cert`, is refused; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-subnets"), "subnets are the cluster's tagged subnets (else the nodes'); choosing them is not implemented"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"), "NLB target groups keep AWS's default attributes"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-node-labels"), "every Ready node is a backend; selecting nodes by label is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_TARGET_NODE_LABELS), "`k=v,k2=v2,k3` (a bare key or `k=` matches any value): only Nodes with all of these labels are registered, as upstream's filterTargetNodes; an entry with an empty key is refused; classic ELB and NLB"),
     LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
-    LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "the health check is HTTP `/healthz` on the health-check node port"),
+    LbSetting::implemented(Setting::ExternalTrafficPolicyLocal, "the health check is HTTP `/healthz` on the health-check node port (the `healthcheck-*` annotations may change its protocol, port and path)"),
     LbSetting::refused(Setting::SessionAffinityClientIp, "classic ELB stickiness needs HTTP listeners and NLB stickiness is not implemented"),
     LbSetting::refused(Setting::IpFamilyIpv6, "load balancers are IPv4 (dual-stack ELBs are not implemented)"),
     LbSetting::refused(Setting::NoNodePorts, "backends are the node instances at the Service's node ports"),
@@ -184,6 +202,7 @@ struct ClassicOptions {
     tags: BTreeMap<String, String>,
     attributes: Attributes,
     health: HealthTuning,
+    check: CheckTarget,
     proxy_protocol: bool,
     tls: Tls,
 }
@@ -309,6 +328,47 @@ impl Default for Attributes {
     }
 }
 
+/// What the `healthcheck-protocol`/`-port`/`-path` annotations ask for (upstream's
+/// `ensureLoadBalancerHealthCheck` overrides).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct CheckTarget {
+    /// Upper case.
+    protocol: Option<String>,
+    /// `Some(None)`: `traffic-port`.
+    port: Option<Option<i32>>,
+    path: Option<String>,
+}
+
+/// The classic ELB's `HealthCheck.Target`: upstream's base (TCP on the first node port, or
+/// HTTP `/healthz` on the health-check node port with `externalTrafficPolicy: Local`), then
+/// the annotations' protocol, port (`traffic-port`: the first node port) and path (HTTP and
+/// HTTPS only, default `/`).
+fn check_target(
+    first_node_port: i32,
+    health_check_node_port: Option<i32>,
+    c: &CheckTarget,
+) -> String {
+    let (base_protocol, mut port, base_path) = match health_check_node_port {
+        Some(p) => ("HTTP", p, "/healthz"),
+        None => ("TCP", first_node_port, ""),
+    };
+    let protocol = c.protocol.as_deref().unwrap_or(base_protocol);
+    match c.port {
+        Some(Some(p)) => port = p,
+        Some(None) => port = first_node_port,
+        None => {}
+    }
+    let path = match protocol {
+        "HTTP" | "HTTPS" => {
+            c.path
+                .as_deref()
+                .unwrap_or(if base_path.is_empty() { "/" } else { base_path })
+        }
+        _ => "",
+    };
+    format!("{protocol}:{port}{path}")
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct HealthTuning {
     healthy: i32,
@@ -427,6 +487,50 @@ fn classic_options(svc: &Service) -> Result<ClassicOptions> {
     }
     if let Some(v) = annotation(svc, ANNOTATION_CROSS_ZONE) {
         a.cross_zone = go_bool(ANNOTATION_CROSS_ZONE, v)?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_HC_PROTOCOL) {
+        let p = v.to_ascii_uppercase();
+        if !matches!(p.as_str(), "TCP" | "SSL" | "HTTP" | "HTTPS") {
+            return Err(bad_value(
+                ANNOTATION_HC_PROTOCOL,
+                v,
+                "is not TCP, SSL, HTTP or HTTPS",
+            ));
+        }
+        o.check.protocol = Some(p);
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_HC_PORT) {
+        o.check.port = Some(if v == "traffic-port" {
+            None
+        } else {
+            Some(ranged(ANNOTATION_HC_PORT, v, 1..=65535)?)
+        });
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_HC_PATH) {
+        let http = match &o.check.protocol {
+            Some(p) => p.starts_with("HTTP"),
+            None => {
+                svc.spec
+                    .as_ref()
+                    .and_then(|s| s.external_traffic_policy.as_deref())
+                    == Some("Local")
+            }
+        };
+        if !http {
+            return Err(bad_value(
+                ANNOTATION_HC_PATH,
+                v,
+                "is for HTTP and HTTPS health checks; this Service's is TCP or SSL",
+            ));
+        }
+        if !v.starts_with('/') || v.len() > 1024 || v.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(bad_value(
+                ANNOTATION_HC_PATH,
+                v,
+                "is not an absolute URL path (a '/' first, no spaces or control characters, at most 1024 bytes)",
+            ));
+        }
+        o.check.path = Some(v.to_owned());
     }
     let h = &mut o.health;
     if let Some(v) = annotation(svc, ANNOTATION_HC_HEALTHY) {
@@ -572,7 +676,66 @@ fn check_settings(service: &Service) -> Result<()> {
             });
         }
     }
+    target_node_labels(service)?;
+    match annotation(service, ANNOTATION_NLB_TARGET_TYPE) {
+        None | Some("instance") => {}
+        Some("ip") => return Err(Error::UnsupportedServiceSetting {
+            provider: "aws".into(),
+            setting: format!("annotation {ANNOTATION_NLB_TARGET_TYPE}: ip"),
+            why:
+                "targets are the nodes' instances at the node ports; IP targets are not implemented",
+        }),
+        Some(v) => {
+            return Err(bad_value(
+                ANNOTATION_NLB_TARGET_TYPE,
+                v,
+                "is not `instance` (or `ip`, which is not implemented)",
+            ))
+        }
+    }
     classic_options(service).map(|_| ())
+}
+
+/// The labels `target-node-labels` asks for (upstream's `getKeyValuePropertiesFromAnnotation`:
+/// `k=v`, `k=` and `k`; `None` as a value: any). Upstream skips an entry with an empty key;
+/// here it is refused.
+fn target_node_labels(service: &Service) -> Result<BTreeMap<String, Option<String>>> {
+    let mut out = BTreeMap::new();
+    let Some(v) = annotation(service, ANNOTATION_TARGET_NODE_LABELS) else {
+        return Ok(out);
+    };
+    for entry in v.trim().split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (key, value) = match entry.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim()).filter(|v| !v.is_empty())),
+            None => (entry, None),
+        };
+        if key.is_empty() {
+            return Err(bad_value(
+                ANNOTATION_TARGET_NODE_LABELS,
+                v,
+                &format!("has the entry {entry:?} with an empty label key"),
+            ));
+        }
+        out.insert(key.to_owned(), value.map(str::to_owned));
+    }
+    Ok(out)
+}
+
+/// The Nodes that carry every label `target-node-labels` asks for (all without it).
+fn target_nodes(service: &Service, nodes: &[Node]) -> Result<Vec<Node>> {
+    let wanted = target_node_labels(service)?;
+    Ok(nodes
+        .iter()
+        .filter(|n| {
+            let labels = n.metadata.labels.as_ref();
+            wanted.iter().all(|(k, v)| {
+                labels
+                    .and_then(|l| l.get(k))
+                    .is_some_and(|have| v.as_ref().is_none_or(|v| v == have))
+            })
+        })
+        .cloned()
+        .collect())
 }
 
 /// The annotations implemented for classic ELBs and refused on an NLB.
@@ -586,6 +749,9 @@ const CLASSIC_ONLY: &[&str] = &[
     ANNOTATION_HC_UNHEALTHY,
     ANNOTATION_HC_TIMEOUT,
     ANNOTATION_HC_INTERVAL,
+    ANNOTATION_HC_PROTOCOL,
+    ANNOTATION_HC_PORT,
+    ANNOTATION_HC_PATH,
     ANNOTATION_PROXY_PROTOCOL,
     ANNOTATION_SSL_CERT,
     ANNOTATION_SSL_PORTS,
@@ -1150,10 +1316,11 @@ impl Aws {
         self.converge_classic_attributes(spec).await?;
         self.converge_proxy_protocol(spec, &lb).await?;
         // Health check.
-        let target = match spec.health_check_node_port {
-            Some(p) => format!("HTTP:{p}/healthz"),
-            None => format!("TCP:{}", spec.ports[0].node_port),
-        };
+        let target = check_target(
+            spec.ports[0].node_port,
+            spec.health_check_node_port,
+            &spec.classic.check,
+        );
         let tune = spec.classic.health;
         let hc_ok = lb.health_check().is_some_and(|h| {
             h.target() == target
@@ -1955,9 +2122,10 @@ impl LoadBalancer for Aws {
     ) -> Result<LoadBalancerStatus> {
         self.check_service(service)?;
         let spec = spec_of(service)?;
+        let nodes = target_nodes(service, nodes)?;
         match spec.kind {
-            Kind::Classic => self.ensure_classic(&spec, nodes).await,
-            Kind::Nlb => self.ensure_nlb(&spec, nodes).await,
+            Kind::Classic => self.ensure_classic(&spec, &nodes).await,
+            Kind::Nlb => self.ensure_nlb(&spec, &nodes).await,
         }
     }
 
@@ -2095,11 +2263,24 @@ mod tests {
         // ssl-ports needs ssl-cert, and the walk asks for one annotation at a time: every
         // other row on the plain base, ssl-ports (with the Service fields) on a base with a
         // certificate.
+        // healthcheck-path likewise needs an HTTP check: walked on a base asking for one.
         let ssl_ports = Setting::Annotation(ANNOTATION_SSL_PORTS);
+        let hc_path = Setting::Annotation(ANNOTATION_HC_PATH);
         let (with, without): (Vec<LbSetting>, Vec<LbSetting>) = SERVICE_SETTINGS
             .iter()
+            .filter(|r| r.setting != hc_path)
             .cloned()
             .partition(|r| r.setting == ssl_ports);
+        let path_rows: Vec<LbSetting> = SERVICE_SETTINGS
+            .iter()
+            .filter(|r| r.setting == hc_path || !matches!(r.setting, Setting::Annotation(_)))
+            .cloned()
+            .collect();
+        let with_http_check = svc(
+            json!({ANNOTATION_HC_PROTOCOL: "HTTP"}),
+            json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
+        );
+        lb_settings::walk(&path_rows, &with_http_check, check).unwrap();
         let fields: Vec<LbSetting> = without
             .iter()
             .filter(|r| !matches!(r.setting, Setting::Annotation(_)))
@@ -2115,9 +2296,10 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // Upstream's 30 aws-load-balancer-* annotations: 15 implemented, 15 refused; and 4
-        // Service fields refused.
-        assert_eq!(refused, 19);
+        // Upstream's 30 aws-load-balancer-* annotations: 19 implemented, 11 refused; the AWS
+        // Load Balancer Controller's nlb-target-type (`instance` implemented); and 4 Service
+        // fields refused.
+        assert_eq!(refused, 15);
         let policy = svc(
             json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": "ELBSecurityPolicy-2016-08"}),
             json!({"ports": [{"port": 443, "nodePort": 30443}]}),
@@ -2218,6 +2400,119 @@ mod tests {
                 .contains(&format!("annotation {ANNOTATION_IDLE_TIMEOUT} with aws-load-balancer-type: nlb is not supported")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn target_nodes_as_upstream_filter_target_nodes() {
+        let node = |labels: serde_json::Value| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n", "labels": labels}})).unwrap()
+        };
+        let ports = json!({"ports": [{"port": 80, "nodePort": 30080}]});
+        let picked = |annotation: Option<&str>, labels: serde_json::Value| {
+            let a = annotation.map_or(json!({}), |v| json!({ANNOTATION_TARGET_NODE_LABELS: v}));
+            target_nodes(&svc(a, ports.clone()), &[node(labels)])
+                .unwrap()
+                .len()
+                == 1
+        };
+        // Upstream's cases (aws_loadbalancer_test.go TestFilterTargetNodes).
+        assert!(picked(None, json!({"k1": "v1"})));
+        assert!(picked(Some("k1=v1,k2=v2"), json!({"k1": "v1", "k2": "v2"})));
+        assert!(picked(Some("k1,k2"), json!({"k1": "v1", "k2": "v2"})));
+        assert!(!picked(Some("k1=v1,k2"), json!({"k1": "v1"})));
+        assert!(!picked(Some("k3=v3"), json!({"k1": "v1", "k2": "v2"})));
+        assert!(picked(
+            Some(" k1= , k2 = v2 "),
+            json!({"k1": "x", "k2": "v2"})
+        ));
+        assert!(!picked(Some("k1=v1"), json!({})));
+        for (value, said) in [("ip", "is not supported"), ("pod", "is not `instance`")] {
+            let e = check_settings(&svc(
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_NLB_TARGET_TYPE: value}),
+                ports.clone(),
+            ))
+            .unwrap_err();
+            let m = hypercloud_cloudprovider::Chain(&e).to_string();
+            assert!(
+                m.contains(ANNOTATION_NLB_TARGET_TYPE) && m.contains(said),
+                "{m}"
+            );
+        }
+        let e = check_settings(&svc(
+            json!({ANNOTATION_TARGET_NODE_LABELS: "k1=v1,=v2"}),
+            ports,
+        ))
+        .unwrap_err();
+        let m = hypercloud_cloudprovider::Chain(&e).to_string();
+        assert!(m.contains(ANNOTATION_TARGET_NODE_LABELS), "{m}");
+    }
+
+    #[test]
+    fn health_check_target_as_upstream() {
+        let c =
+            |protocol: Option<&str>, port: Option<Option<i32>>, path: Option<&str>| CheckTarget {
+                protocol: protocol.map(str::to_owned),
+                port,
+                path: path.map(str::to_owned),
+            };
+        assert_eq!(check_target(30080, None, &c(None, None, None)), "TCP:30080");
+        assert_eq!(
+            check_target(30080, Some(31000), &c(None, None, None)),
+            "HTTP:31000/healthz"
+        );
+        assert_eq!(
+            check_target(
+                30080,
+                None,
+                &c(Some("HTTP"), Some(Some(10256)), Some("/readyz"))
+            ),
+            "HTTP:10256/readyz"
+        );
+        assert_eq!(
+            check_target(30080, None, &c(Some("HTTPS"), None, None)),
+            "HTTPS:30080/"
+        );
+        // traffic-port with externalTrafficPolicy: Local is the first node port (upstream).
+        assert_eq!(
+            check_target(30080, Some(31000), &c(None, Some(None), None)),
+            "HTTP:30080/healthz"
+        );
+        assert_eq!(
+            check_target(30080, Some(31000), &c(Some("TCP"), None, None)),
+            "TCP:31000"
+        );
+        let ports = json!({"ports": [{"port": 80, "nodePort": 30080}]});
+        for (annotations, key) in [
+            (
+                json!({ANNOTATION_HC_PROTOCOL: "udp"}),
+                ANNOTATION_HC_PROTOCOL,
+            ),
+            (json!({ANNOTATION_HC_PORT: "0"}), ANNOTATION_HC_PORT),
+            (json!({ANNOTATION_HC_PORT: "65536"}), ANNOTATION_HC_PORT),
+            (json!({ANNOTATION_HC_PATH: "/x"}), ANNOTATION_HC_PATH),
+            (
+                json!({ANNOTATION_HC_PROTOCOL: "ssl", ANNOTATION_HC_PATH: "/x"}),
+                ANNOTATION_HC_PATH,
+            ),
+            (
+                json!({ANNOTATION_HC_PROTOCOL: "http", ANNOTATION_HC_PATH: "x"}),
+                ANNOTATION_HC_PATH,
+            ),
+            (
+                json!({ANNOTATION_HC_PROTOCOL: "http", ANNOTATION_HC_PATH: "/a b"}),
+                ANNOTATION_HC_PATH,
+            ),
+        ] {
+            let e = check_settings(&svc(annotations.clone(), ports.clone())).unwrap_err();
+            let m = hypercloud_cloudprovider::Chain(&e).to_string();
+            assert!(m.contains(key), "{annotations}: {m}");
+        }
+        let s = spec_of(&svc(
+            json!({ANNOTATION_HC_PROTOCOL: "http", ANNOTATION_HC_PORT: "traffic-port", ANNOTATION_HC_PATH: "/ok"}),
+            ports,
+        ))
+        .unwrap();
+        assert_eq!(check_target(30080, None, &s.classic.check), "HTTP:30080/ok");
     }
 
     #[test]

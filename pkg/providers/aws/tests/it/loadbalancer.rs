@@ -226,6 +226,96 @@ async fn classic_elb_created_converged_and_deleted_without_leftovers() {
         .unwrap();
 }
 
+/// `target-node-labels`: only the labelled Nodes' instances are registered, on the classic ELB
+/// and the NLB (with `nlb-target-type: instance`), and relabelling follows on the next update.
+#[tokio::test]
+async fn target_node_labels_pick_the_registered_instances() {
+    let _group = hypercloud_testenv::group("loadbalancer").await;
+    let w = World::start(2, 0);
+    let aws = start(&w).await;
+    let lb = aws.load_balancer().unwrap();
+    let labelled = |i: usize, labels: Value| -> Node {
+        let mut n = node(&w, i);
+        n.metadata.labels = serde_json::from_value(labels).unwrap();
+        n
+    };
+    let selector = json!({"service.beta.kubernetes.io/aws-load-balancer-target-node-labels": "role=web,zone-ok"});
+    let uid = "7c6d5e4f-0003-4000-8000-000000000000";
+    let name = lb_name(uid);
+    let svc = service(uid, selector.clone(), &[(80, 30080)], &[]);
+    let nodes = [
+        labelled(0, json!({"role": "web", "zone-ok": ""})),
+        labelled(1, json!({"role": "db", "zone-ok": "yes"})),
+    ];
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&classic_elb(&w, &name), "Instances", "InstanceId"),
+        BTreeSet::from([w.field(0, "InstanceId").to_owned()])
+    );
+    // Node 1 relabelled: both registered.
+    let nodes = [
+        labelled(0, json!({"role": "web", "zone-ok": ""})),
+        labelled(1, json!({"role": "web", "zone-ok": "yes"})),
+    ];
+    lb.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&classic_elb(&w, &name), "Instances", "InstanceId"),
+        BTreeSet::from([
+            w.field(0, "InstanceId").to_owned(),
+            w.field(1, "InstanceId").to_owned()
+        ])
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+
+    // The NLB: its target group holds the labelled Node's instance only.
+    let uid = "7c6d5e4f-0004-4000-8000-000000000000";
+    let mut asked = selector;
+    asked["service.beta.kubernetes.io/aws-load-balancer-type"] = json!("nlb");
+    asked["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"] = json!("instance");
+    let svc = service(uid, asked, &[(80, 30080)], &[]);
+    let nodes = [
+        labelled(0, json!({"role": "db", "zone-ok": ""})),
+        labelled(1, json!({"role": "web", "zone-ok": "yes"})),
+    ];
+    lb.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let groups = w.moto.cli(&["elbv2", "describe-target-groups"]);
+    // This test's moto holds one target group: the NLB's.
+    let arn = s(&groups["TargetGroups"][0], "TargetGroupArn").to_owned();
+    assert_eq!(
+        s(&groups["TargetGroups"][0], "TargetType"),
+        "instance",
+        "{groups}"
+    );
+    let health = w.moto.cli(&[
+        "elbv2",
+        "describe-target-health",
+        "--target-group-arn",
+        &arn,
+    ]);
+    let targets: BTreeSet<String> = health["TargetHealthDescriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| s(&t["Target"], "Id").to_owned())
+        .collect();
+    assert_eq!(
+        targets,
+        BTreeSet::from([w.field(1, "InstanceId").to_owned()]),
+        "{health}"
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn nlb_created_converged_and_deleted_without_leftovers() {
     let _group = hypercloud_testenv::group("loadbalancer").await;
@@ -587,6 +677,30 @@ async fn classic_elb_annotations_change_what_the_elb_holds() {
     ] {
         assert_eq!(n(&again, write), 0, "{again:?}");
         assert_eq!(n(&update, write), 1, "{update:?}");
+    }
+
+    // The check's protocol, port and path (upstream's overrides), as `aws elb` shows them.
+    for (asked, target) in [
+        (
+            json!({format!("{a}healthcheck-protocol"): "http", format!("{a}healthcheck-port"): "10256", format!("{a}healthcheck-path"): "/readyz"}),
+            "HTTP:10256/readyz",
+        ),
+        (
+            json!({format!("{a}healthcheck-protocol"): "HTTPS", format!("{a}healthcheck-port"): "traffic-port"}),
+            "HTTPS:30080/",
+        ),
+        (
+            json!({format!("{a}healthcheck-protocol"): "ssl"}),
+            "SSL:30080",
+        ),
+        (json!({}), "TCP:30080"),
+    ] {
+        let svc = service(uid, asked.clone(), &[(80, 30080)], &[]);
+        lb.update_load_balancer("kubernetes", &svc, &nodes)
+            .await
+            .unwrap();
+        let d = &classic_elb(&w, &name)["HealthCheck"];
+        assert_eq!(s(d, "Target"), target, "{asked}: {d}");
     }
 
     // A bad value is refused by name before any cloud call.
