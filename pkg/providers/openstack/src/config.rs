@@ -94,6 +94,10 @@ pub struct LoadBalancerConfig {
     pub manage_security_groups: bool,
     /// `false`: no LoadBalancer capability, even when the catalog has Octavia.
     pub enabled: Option<bool>,
+    /// `provider-requires-serial-api-calls` (OCCM): create the load balancer, then each
+    /// listener, pool, member list and monitor in its own call, for an Octavia provider
+    /// that refuses the single-call create of the whole tree.
+    pub provider_requires_serial_api_calls: bool,
 }
 
 /// `[BlockStorage]`: of the Cinder volumes the controllers create, extend, attach, detach and
@@ -485,7 +489,7 @@ impl Config {
                 ))
             }
             "provider-requires-serial-api-calls" => {
-                parse_bool(value)?;
+                lb.provider_requires_serial_api_calls = parse_bool(value)?;
             }
             "manage-security-groups" => lb.manage_security_groups = parse_bool(value)?,
             "floating-subnet" | "floating-subnet-tags" => {

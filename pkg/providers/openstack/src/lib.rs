@@ -100,6 +100,9 @@ pub struct OpenStack {
     flavors: tokio::sync::Mutex<BTreeMap<String, String>>,
     metadata: MetadataReader,
     local_metadata: tokio::sync::OnceCell<Metadata>,
+    /// What the last ensure of each load balancer converged (`loadbalancer::Converged`): the
+    /// ensure the service controller runs for the provider's own annotation write reuses it.
+    converged: std::sync::Mutex<BTreeMap<String, loadbalancer::Converged>>,
 }
 
 impl std::fmt::Debug for OpenStack {
@@ -127,6 +130,7 @@ impl OpenStack {
             servers: instances::ServerCache::default(),
             flavors: tokio::sync::Mutex::new(BTreeMap::new()),
             local_metadata: tokio::sync::OnceCell::new(),
+            converged: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
