@@ -417,9 +417,10 @@ struct FloatingIpWish {
     keep: bool,
 }
 
-/// The pause before the first poll of a wait: every wait follows a write (or a load balancer
-/// seen `PENDING_*`), and Octavia is never done at once, so a poll right away would only
-/// read the pending status (the local cloud's data plane settles within milliseconds).
+/// The pause before the first poll of a wait for `ACTIVE`: every such wait follows a write
+/// (or a load balancer seen `PENDING_*`), and Octavia never answers a write `ACTIVE`, so a
+/// poll right away would only read the pending status (the local cloud's data plane settles
+/// within milliseconds).
 const FIRST_POLL: Duration = Duration::from_millis(50);
 
 /// How long to wait for the load balancer to leave `PENDING_*`.
@@ -447,6 +448,33 @@ pub(crate) struct Converged {
 
 /// How long a [`Converged`] stays usable: the sync it is for follows within milliseconds.
 const CONVERGED_TTL: Duration = Duration::from_secs(30);
+
+/// What `get_load_balancer` found, kept for the deletion the service controller runs right
+/// after it (upstream's `processLoadBalancerDelete` asks whether the load balancer exists,
+/// then deletes it): the load balancer and the floating IP on its VIP port are not read a
+/// second time. Used once, within [`LOOKED_TTL`]; a deletion that finds the cloud changed
+/// meanwhile fails (a conflict) or finds it gone, and the controller's retry reads afresh.
+#[derive(Debug)]
+pub(crate) struct Looked {
+    lb: Value,
+    floating_ip: Option<Value>,
+    at: Instant,
+}
+
+/// How long a [`Looked`] stays usable: the deletion follows within milliseconds.
+const LOOKED_TTL: Duration = Duration::from_secs(5);
+
+impl Looked {
+    /// What the look-up went by: the load balancer's name and the id annotation (the Service
+    /// may point its annotation elsewhere between two calls).
+    fn key(naming: &Naming, service: &Service) -> String {
+        format!(
+            "{} {}",
+            naming.lb,
+            annotation(service, ANNOTATION_LOAD_BALANCER_ID).unwrap_or_default()
+        )
+    }
+}
 
 impl Converged {
     /// Everything [`OpenStack::converge`] and [`OpenStack::ensure_floating_ip`] read.
@@ -477,6 +505,11 @@ struct Port {
 }
 
 impl OpenStack {
+    fn looked(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Looked>> {
+        // As `converged`: each use is one insert or remove.
+        self.looked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn converged(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Converged>> {
@@ -665,18 +698,6 @@ impl OpenStack {
             )
             .await?;
         Ok(found.into_iter().find(|f| f["port_id"] == port_id))
-    }
-
-    /// The ingress address of `lb`: its floating IP when one is on the VIP port, else the VIP.
-    async fn ingress_address(&self, lb: &Value) -> Result<Option<String>> {
-        if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
-            if let Some(fip) = self.floating_ip_of_port(port).await? {
-                if let Some(ip) = fip["floating_ip_address"].as_str() {
-                    return Ok(Some(ip.to_owned()));
-                }
-            }
-        }
-        Ok(lb["vip_address"].as_str().map(str::to_owned))
     }
 
     /// What the Service asks of its floating IP; a bad boolean annotation is an error naming it.
@@ -1118,10 +1139,10 @@ impl OpenStack {
         }
     }
 
-    /// Polls until the load balancer is gone (after [`FIRST_POLL`], back-off, bounded).
+    /// Polls until the load balancer is gone (back-off, bounded). The first poll is at once:
+    /// a cloud may delete synchronously (the local cloud does).
     async fn wait_gone(&self, id: &str) -> Result<()> {
         let op = "wait for load balancer deletion";
-        tokio::time::sleep(FIRST_POLL).await;
         let gone = poll_until(ACTIVE_WAIT, || async {
             match self
                 .lb_call(Method::GET, &format!("/loadbalancers/{id}"), None, op)
@@ -1855,10 +1876,32 @@ impl LoadBalancer for OpenStack {
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>> {
         let naming = self.naming(cluster_name, service);
-        match self.lookup(&naming, service).await? {
-            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?, service))),
-            None => Ok(None),
-        }
+        let key = Looked::key(&naming, service);
+        let Some(lb) = self.lookup(&naming, service).await? else {
+            self.looked().remove(&key);
+            return Ok(None);
+        };
+        let floating_ip = match lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
+            Some(port) => self.floating_ip_of_port(port).await?,
+            None => None,
+        };
+        // The ingress address: the floating IP on the VIP port when there is one, else the VIP.
+        let address = floating_ip
+            .as_ref()
+            .and_then(|f| f["floating_ip_address"].as_str())
+            .or_else(|| lb["vip_address"].as_str())
+            .map(str::to_owned);
+        let mut looked = self.looked();
+        looked.retain(|_, l| l.at.elapsed() < LOOKED_TTL);
+        looked.insert(
+            key,
+            Looked {
+                lb,
+                floating_ip,
+                at: Instant::now(),
+            },
+        );
+        Ok(Some(status_of(address, service)))
     }
 
     /// In-tree: upstream's default name (`a` + UID); external: OCCM's
@@ -2072,8 +2115,16 @@ impl LoadBalancer for OpenStack {
         service: &Service,
     ) -> Result<()> {
         let naming = self.naming(cluster_name, service);
-        let Some(lb) = self.lookup(&naming, service).await? else {
-            return self.ensure_security_group_deleted(service).await;
+        let looked = self
+            .looked()
+            .remove(&Looked::key(&naming, service))
+            .filter(|l| l.at.elapsed() < LOOKED_TTL);
+        let (lb, floating_ip) = match looked {
+            Some(l) => (l.lb, Some(l.floating_ip)),
+            None => match self.lookup(&naming, service).await? {
+                Some(lb) => (lb, None),
+                None => return self.ensure_security_group_deleted(service).await,
+            },
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
         self.converged().remove(&id);
@@ -2092,32 +2143,42 @@ impl LoadBalancer for OpenStack {
         }
         if lb["provisioning_status"] != "PENDING_DELETE" {
             let wish = self.floating_ip_wish(service)?;
-            if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
-                if let Some(fip) = self.floating_ip_of_port(port).await? {
-                    if !wish.keep && self.may_delete_floating_ip(&fip, &lb_name, &naming) {
-                        self.release_floating_ip(&fip, true).await?;
+            let floating_ip = match (floating_ip, lb["vip_port_id"].as_str()) {
+                (Some(known), _) => known,
+                (None, Some(port)) if !port.is_empty() => self.floating_ip_of_port(port).await?,
+                (None, _) => None,
+            };
+            let release = async {
+                match floating_ip {
+                    Some(fip)
+                        if !wish.keep && self.may_delete_floating_ip(&fip, &lb_name, &naming) =>
+                    {
+                        self.release_floating_ip(&fip, true).await
                     }
+                    _ => Ok(()),
                 }
-            }
-            match self
-                .lb_call(
-                    Method::DELETE,
-                    &format!("/loadbalancers/{id}?cascade=true"),
-                    None,
-                    "delete load balancer",
-                )
-                .await
-            {
+            };
+            // The floating IP and the load balancer go at once: neither needs the other gone
+            // first (Neutron unbinds a floating IP whose port goes).
+            let path = format!("/loadbalancers/{id}?cascade=true");
+            let delete = self.lb_call(Method::DELETE, &path, None, "delete load balancer");
+            let (released, deleted) = tokio::join!(release, delete);
+            released?;
+            match deleted {
                 Err(e) if is_not_found(&e) => return Ok(()),
                 Err(e) => return Err(e),
                 Ok(_) => {}
             }
         }
-        self.wait_gone(&id).await?;
-        tracing::info!(lb = %lb_name, id, "load balancer deleted");
         // Whatever manage-security-groups says now (OCCM): a group made while it was on must
-        // not outlive the load balancer.
-        self.ensure_security_group_deleted(service).await
+        // not outlive the load balancer; it goes while Octavia finishes the deletion.
+        let (gone, groups) = tokio::join!(
+            self.wait_gone(&id),
+            self.ensure_security_group_deleted(service)
+        );
+        gone?;
+        tracing::info!(lb = %lb_name, id, "load balancer deleted");
+        groups
     }
 }
 

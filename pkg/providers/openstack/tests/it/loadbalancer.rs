@@ -2162,18 +2162,35 @@ async fn a_new_service_costs_one_create_of_the_whole_tree() {
         assert_eq!(reads.get(route), Some(&1.0), "{route} in {reads:?}");
     }
 
+    // The service controller's deletion: whether it exists (the load balancer and its
+    // floating IP read), then the deletion, which reads neither again: the floating IP and
+    // the cascade DELETE, the wait (the local cloud deletes at once: one poll) and the
+    // managed security group's look-up.
     let before = cloud_requests(&cloud).await;
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &annotated)
+            .await
+            .unwrap(),
+        Some(status)
+    );
     lb.ensure_load_balancer_deleted("kubernetes", &annotated)
         .await
         .unwrap();
     let delete = requests_since(&cloud, &before).await;
+    assert_eq!(
+        delete,
+        BTreeMap::from([
+            (format!("GET {LB_ID} 200"), 1.0),
+            ("GET /network/v2.0/floatingips 200".to_owned(), 1.0),
+            ("DELETE /network/v2.0/floatingips/{id} 204".to_owned(), 1.0),
+            (format!("DELETE {LB_ID} 204"), 1.0),
+            (format!("GET {LB_ID} 404"), 1.0),
+            ("GET /network/v2.0/security-groups 200".to_owned(), 1.0),
+        ]),
+        "the deletion after get_load_balancer reads nothing twice"
+    );
     assert!(lbs(&cloud).await.is_empty());
     assert!(floating_ips(&cloud).await.is_empty());
-    assert_eq!(delete.get(&format!("DELETE {LB_ID} 204")), Some(&1.0));
-    assert_eq!(
-        delete.get("DELETE /network/v2.0/floatingips/{id} 204"),
-        Some(&1.0)
-    );
 }
 
 /// `provider-requires-serial-api-calls = true` (OCCM's switch for Octavia providers that
