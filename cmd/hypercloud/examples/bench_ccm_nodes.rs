@@ -30,14 +30,21 @@
 //! apart from kwok and the KCM, which run as admin) and the cloud requests (provider calls,
 //! and with `--provider=local|aws` the requests the cloud answered), each per Node-hour.
 //!
-//! With `--ccm-bin=PATH` (fake provider only) the CCM is that program instead, given the same
-//! flags plus `--authentication-kubeconfig`/`--authorization-kubeconfig` (hack/bench/
-//! compare-upstream.sh passes the upstream Go CCM of hack/tools/upstream-ccm). With
+//! With `--ccm-bin=PATH` (fake or local provider, without `--kwok`) the CCM is that program
+//! instead, given the same flags plus `--authentication-kubeconfig`/`--authorization-kubeconfig`
+//! (hack/bench/compare-upstream.sh passes the upstream Go CCM of hack/tools/upstream-ccm; with
+//! `--provider=local`, hack/bench/lb-occm.sh passes upstream's OpenStack CCM, which runs as
+//! `--cloud-provider=openstack` and initialises the Nodes with its own node controller as
+//! hypercloud's CCM does). With the local provider both CCMs get the same cloud.conf: the local
+//! cloud's credentials and `[LoadBalancer] subnet-id` (`private-subnet`) and
+//! `floating-network-id` (`public`), so both give each Service a floating IP. With
 //! `--services=M`, once the Nodes are initialised, M LoadBalancer Services are created and it
 //! reports the time until all have an ingress IP, the apiserver writes per Service and the
 //! CCM's RSS while holding them (the CCM needs the `service` controller in `--controllers`).
 //! Every run ends with one `RESULT key=value ...` line for scripts: the CCM's CPU seconds, and
-//! with `HYPERCLOUD_ENVTEST_DIR` set the apiserver's and etcd's (their recorded pids).
+//! with `HYPERCLOUD_ENVTEST_DIR` set the apiserver's and etcd's (their recorded pids); with
+//! `--services` and a counted cloud, one `ROUTE ccm=.. phase=create|delete per_service=X <route>`
+//! line per cloud route before it.
 //!
 //! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local|aws] [--kwok]
 //!        [--window=SECONDS] [--ccm-bin=PATH] [--services=M] [extra CCM flags...]
@@ -884,6 +891,35 @@ impl LocalCloud {
         Ok(())
     }
 
+    /// The cloud.conf both CCMs get: the default admin's credentials and the default
+    /// networks' ids (`[LoadBalancer] subnet-id` of `private-subnet`, `floating-network-id` of
+    /// `public`), looked up with one token and two Neutron lists.
+    async fn cloud_conf(&self, http: &reqwest::Client) -> Res<String> {
+        let token = self.token(http).await?;
+        let id_of = |kind: &'static str, name: &'static str| {
+            let req = http
+                .get(format!("{}/network/v2.0/{kind}?name={name}", self.api_url))
+                .header("x-auth-token", &token);
+            async move {
+                let list: Value = req.send().await?.error_for_status()?.json().await?;
+                Res::Ok(
+                    list[kind][0]["id"]
+                        .as_str()
+                        .ok_or_else(|| format!("the local cloud has no {kind} named {name}"))?
+                        .to_string(),
+                )
+            }
+        };
+        let subnet = id_of("subnets", "private-subnet").await?;
+        let public = id_of("networks", "public").await?;
+        Ok(format!(
+            "[Global]\nauth-url = {}/identity/v3\nusername = admin\npassword = hypercloud\n\
+             user-domain-name = Default\ntenant-name = demo\ntenant-domain-name = Default\n\
+             region = RegionOne\n\n[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\n",
+            self.api_url
+        ))
+    }
+
     fn metrics_url(&self) -> String {
         format!("{}/metrics", self.api_url)
     }
@@ -974,8 +1010,8 @@ async fn main() -> Res<()> {
     if !["fake", "local", "aws"].contains(&provider.as_str()) {
         return Err(format!("--provider={provider}: want fake, local or aws").into());
     }
-    if ccm_bin.is_some() && (provider != "fake" || kwok) {
-        return Err("--ccm-bin: only with --provider=fake and without --kwok".into());
+    if ccm_bin.is_some() && (provider == "aws" || kwok) {
+        return Err("--ccm-bin: only with --provider=fake or local and without --kwok".into());
     }
     let control_plane = ControlPlane::from_env();
     let kubeconfig = std::env::var("HYPERCLOUD_TEST_KUBECONFIG")
@@ -1008,10 +1044,7 @@ async fn main() -> Res<()> {
         create_secs = t.elapsed().as_secs_f64();
         eprintln!("created in {create_secs:.1}s");
         let path = dir.path().join("cloud.conf");
-        std::fs::write(
-            &path,
-            format!("[Global]\nauth-url = {}/identity/v3\n", cloud.api_url),
-        )?;
+        std::fs::write(&path, cloud.cloud_conf(&http).await?)?;
         local = Some(cloud);
         path
     } else if provider == "aws" {
@@ -1139,8 +1172,14 @@ async fn main() -> Res<()> {
             c
         }
     };
+    // Upstream's OpenStack CCM knows the local cloud as `openstack` (hypercloud's `local` is
+    // its `openstack` provider preset to the local cloud, overridden by the same cloud.conf).
+    let ccm_provider = match (&ccm_bin, provider.as_str()) {
+        (Some(_), "local") => "openstack",
+        _ => provider.as_str(),
+    };
     let ccm = ccm
-        .arg(format!("--cloud-provider={provider}"))
+        .arg(format!("--cloud-provider={ccm_provider}"))
         .arg(format!("--cloud-config={}", cloud_config.display()))
         .arg(format!("--kubeconfig={ccm_kubeconfig}"))
         .arg(format!("--secure-port={port}"))
@@ -1359,6 +1398,19 @@ async fn main() -> Res<()> {
     );
     if let Some(r) = &svc_report {
         println!("{}", r.human());
+        let who = if ccm_bin.is_some() {
+            "upstream"
+        } else {
+            "hypercloud"
+        };
+        for (phase, p) in ["create", "delete"].iter().zip(&r.phases) {
+            for (route, v) in p.cloud_requests.iter().flatten() {
+                println!(
+                    "ROUTE ccm={who} phase={phase} per_service={:.3} {route}",
+                    v / r.count as f64
+                );
+            }
+        }
         result.push_str(&format!(
             " services={services} svc_s={:.2} svc_delete_s={:.2} svc_calls_create={:.3} svc_calls_delete={:.3} svc_cloud_create={:.3} svc_cloud_delete={:.3} svc_writes_per_service={:.3} ccm_rss_holding_mib={:.1} ccm_cpu_svc_s={:.2} apiserver_cpu_svc_s={:.2} etcd_cpu_svc_s={:.2}",
             r.secs,

@@ -105,6 +105,10 @@ pub struct LoadBalancerConfig {
     /// How many Services may share one load balancer (OCCM's default 2): see
     /// [`LoadBalancerConfig::max_shared_lb`].
     pub max_shared_lb: Option<u32>,
+    /// `provider-requires-serial-api-calls` (OCCM): create the load balancer, then each
+    /// listener, pool, member list and monitor in its own call, for an Octavia provider
+    /// that refuses the single-call create of the whole tree.
+    pub provider_requires_serial_api_calls: bool,
 }
 
 impl LoadBalancerConfig {
@@ -503,7 +507,7 @@ impl Config {
                 ))
             }
             "provider-requires-serial-api-calls" => {
-                parse_bool(value)?;
+                lb.provider_requires_serial_api_calls = parse_bool(value)?;
             }
             "manage-security-groups" => lb.manage_security_groups = parse_bool(value)?,
             "floating-subnet" | "floating-subnet-tags" => {

@@ -100,6 +100,12 @@ pub struct OpenStack {
     flavors: tokio::sync::Mutex<BTreeMap<String, String>>,
     metadata: MetadataReader,
     local_metadata: tokio::sync::OnceCell<Metadata>,
+    /// What the last ensure of each load balancer converged (`loadbalancer::Converged`): the
+    /// ensure the service controller runs for the provider's own annotation write reuses it.
+    converged: std::sync::Mutex<BTreeMap<String, loadbalancer::Converged>>,
+    /// What `get_load_balancer` found per load balancer name (`loadbalancer::Looked`): the
+    /// service controller asks it right before deleting, and the deletion reuses it.
+    looked: std::sync::Mutex<BTreeMap<String, loadbalancer::Looked>>,
 }
 
 impl std::fmt::Debug for OpenStack {
@@ -127,6 +133,8 @@ impl OpenStack {
             servers: instances::ServerCache::default(),
             flavors: tokio::sync::Mutex::new(BTreeMap::new()),
             local_metadata: tokio::sync::OnceCell::new(),
+            converged: std::sync::Mutex::new(BTreeMap::new()),
+            looked: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 

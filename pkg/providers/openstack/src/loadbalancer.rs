@@ -441,15 +441,81 @@ struct FloatingIpWish {
     keep: bool,
 }
 
+/// The pause before the first poll of a wait for `ACTIVE`: every such wait follows a write
+/// (or a load balancer seen `PENDING_*`), and Octavia never answers a write `ACTIVE`, so a
+/// poll right away would only read the pending status (the local cloud's data plane settles
+/// within milliseconds).
+const FIRST_POLL: Duration = Duration::from_millis(50);
+
 /// How long to wait for the load balancer to leave `PENDING_*`.
 /// Waiting for a load balancer to become `ACTIVE` or go: Octavia builds amphorae in a minute
 /// or two; polls start fast (the local cloud is immediate) and back off to 2 s.
-const ACTIVE_WAIT: Backoff = Backoff::new(
-    Duration::from_millis(50),
-    Duration::from_secs(2),
-    Duration::from_secs(120),
-);
+const ACTIVE_WAIT: Backoff =
+    Backoff::new(FIRST_POLL, Duration::from_secs(2), Duration::from_secs(120));
 const LBAAS: &str = "/v2/lbaas";
+
+/// What an ensure converged, kept for the next ensure of the same load balancer. Writing the
+/// `load-balancer-id` annotation makes the service controller sync the Service again (an
+/// annotation change is an update, upstream's `needsUpdate`), and that ensure asks for exactly
+/// what the last one made: it reuses this instead of reading the listeners, pools, members and
+/// floating IP again. Used once, within [`CONVERGED_TTL`], and only while the load balancer
+/// is `ACTIVE` with the `updated_at` this ensure saw last (Octavia stamps the load balancer on
+/// every change to it or to its listeners, pools, members and monitors).
+#[derive(Debug)]
+pub(crate) struct Converged {
+    /// What was wanted: names, ports, settings, floating IP wish and member addresses.
+    wanted: String,
+    updated_at: String,
+    address: String,
+    at: Instant,
+}
+
+/// How long a [`Converged`] stays usable: the sync it is for follows within milliseconds.
+const CONVERGED_TTL: Duration = Duration::from_secs(30);
+
+/// What `get_load_balancer` found, kept for the deletion the service controller runs right
+/// after it (upstream's `processLoadBalancerDelete` asks whether the load balancer exists,
+/// then deletes it): the load balancer and the floating IP on its VIP port are not read a
+/// second time. Used once, within [`LOOKED_TTL`]; a deletion that finds the cloud changed
+/// meanwhile fails (a conflict) or finds it gone, and the controller's retry reads afresh.
+#[derive(Debug)]
+pub(crate) struct Looked {
+    lb: Value,
+    floating_ip: Option<Value>,
+    at: Instant,
+}
+
+/// How long a [`Looked`] stays usable: the deletion follows within milliseconds.
+const LOOKED_TTL: Duration = Duration::from_secs(5);
+
+impl Looked {
+    /// What the look-up went by: the load balancer's name and the id annotation (the Service
+    /// may point its annotation elsewhere between two calls).
+    fn key(naming: &Naming, service: &Service) -> String {
+        format!(
+            "{} {}",
+            naming.lb,
+            annotation(service, ANNOTATION_LOAD_BALANCER_ID).unwrap_or_default()
+        )
+    }
+}
+
+impl Converged {
+    /// Everything [`OpenStack::converge`] and [`OpenStack::ensure_floating_ip`] read.
+    fn wanted(
+        naming: &Naming,
+        ports: &[Port],
+        settings: &Settings,
+        wish: &FloatingIpWish,
+        nodes: &[Node],
+    ) -> String {
+        let members: BTreeSet<String> = nodes.iter().filter_map(member_address).collect();
+        format!(
+            "{:?}",
+            (&naming.lb, naming.layout, ports, settings, wish, members)
+        )
+    }
+}
 
 /// One pool member: address, protocol port, monitor port, subnet.
 type MemberKey = (String, i64, Option<i64>, Option<String>);
@@ -463,6 +529,80 @@ struct Port {
 }
 
 impl OpenStack {
+    fn looked(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Looked>> {
+        // As `converged`: each use is one insert or remove.
+        self.looked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn converged(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Converged>> {
+        // A panic elsewhere cannot leave the map half-written: each use is one insert or remove.
+        self.converged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The address the last ensure of load balancer `id` (now `lb`) converged to, when it
+    /// wanted `wanted` too and nothing changed since (see [`Converged`]); taken, so used once.
+    fn reuse_converged(&self, id: &str, lb: &Value, wanted: &str) -> Option<String> {
+        let last = self.converged().remove(id)?;
+        (last.wanted == wanted
+            && last.at.elapsed() < CONVERGED_TTL
+            && lb["provisioning_status"] == "ACTIVE"
+            && lb["updated_at"].as_str() == Some(last.updated_at.as_str()))
+        .then(|| {
+            tracing::debug!(
+                id,
+                "load balancer as the last ensure left it; not read again"
+            );
+            last.address
+        })
+    }
+
+    /// Keeps what an ensure converged load balancer `id` (`lb`, `ACTIVE`) to, for the next.
+    fn remember_converged(&self, id: &str, lb: &Value, wanted: String, address: &str) {
+        let Some(updated_at) = lb["updated_at"].as_str().filter(|u| !u.is_empty()) else {
+            return;
+        };
+        let mut map = self.converged();
+        // Memos whose sync never came (the Service was deleted meanwhile) go here.
+        map.retain(|_, c| c.at.elapsed() < CONVERGED_TTL);
+        map.insert(
+            id.to_owned(),
+            Converged {
+                wanted,
+                updated_at: updated_at.to_owned(),
+                address: address.to_owned(),
+                at: Instant::now(),
+            },
+        );
+    }
+
+    /// Adoption (a legacy-named load balancer) or sharing (an annotated one): OCCM adds the
+    /// Service's name to the load balancer's tags and leaves the name alone; done last, after
+    /// the listeners and the floating IP, so a Service that failed to join a shared load
+    /// balancer is not counted among its sharers. Returns the load balancer as it is after.
+    async fn adopt(&self, naming: &Naming, id: &str, lb: Value) -> Result<Value> {
+        if naming.layout != Layout::External {
+            return Ok(lb);
+        }
+        let name = &naming.lb;
+        let mut list: Vec<Value> = lb["tags"].as_array().cloned().unwrap_or_default();
+        if list.iter().any(|t| t == name.as_str()) {
+            return Ok(lb);
+        }
+        list.push(name.clone().into());
+        self.lb_call(
+            Method::PUT,
+            &format!("/loadbalancers/{id}"),
+            Some(&json!({"loadbalancer": {"tags": list}})),
+            "tag load balancer",
+        )
+        .await?;
+        let lb = self.wait_active(id).await?;
+        tracing::info!(lb = %name, id, "load balancer tagged with the Service's name");
+        Ok(lb)
+    }
+
     fn lb_error(&self, operation: &str, message: impl Into<String>) -> Error {
         Error::cloud(&self.name, operation, message)
     }
@@ -645,18 +785,6 @@ impl OpenStack {
             )
             .await?;
         Ok(found.into_iter().find(|f| f["port_id"] == port_id))
-    }
-
-    /// The ingress address of `lb`: its floating IP when one is on the VIP port, else the VIP.
-    async fn ingress_address(&self, lb: &Value) -> Result<Option<String>> {
-        if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
-            if let Some(fip) = self.floating_ip_of_port(port).await? {
-                if let Some(ip) = fip["floating_ip_address"].as_str() {
-                    return Ok(Some(ip.to_owned()));
-                }
-            }
-        }
-        Ok(lb["vip_address"].as_str().map(str::to_owned))
     }
 
     /// What the Service asks of its floating IP; a bad boolean annotation is an error naming it.
@@ -909,6 +1037,10 @@ impl OpenStack {
     /// 4. with a floating network: a new floating IP on the VIP port (at
     ///    `spec.loadBalancerIP` when set, in `floating-subnet-id` when set);
     /// 5. otherwise the VIP (OCCM: "forcing to ensure an internal load balancer service").
+    ///
+    /// `fresh_port`: Octavia made the VIP port in this ensure's create, so no floating IP
+    /// can be on it yet and step 2's look-up is skipped.
+    #[allow(clippy::too_many_arguments)]
     async fn ensure_floating_ip(
         &self,
         lb: &Value,
@@ -917,12 +1049,17 @@ impl OpenStack {
         owner: bool,
         cluster_name: &str,
         service: &Service,
+        fresh_port: bool,
     ) -> Result<String> {
         let vip = lb["vip_address"].as_str().unwrap_or_default().to_owned();
         let Some(port_id) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) else {
             return Ok(vip);
         };
-        let current = self.floating_ip_of_port(port_id).await?;
+        let current = if fresh_port {
+            None
+        } else {
+            self.floating_ip_of_port(port_id).await?
+        };
         let lb_name = lb["name"].as_str().unwrap_or_default();
         if wish.internal {
             if let Some(fip) = current {
@@ -1074,9 +1211,11 @@ impl OpenStack {
         Ok(())
     }
 
-    /// Polls until the load balancer is `ACTIVE` (back-off, bounded); `ERROR` fails.
+    /// Polls until the load balancer is `ACTIVE` (after [`FIRST_POLL`], back-off, bounded);
+    /// `ERROR` fails.
     async fn wait_active(&self, id: &str) -> Result<Value> {
         let op = "wait for load balancer";
+        tokio::time::sleep(FIRST_POLL).await;
         let active = poll_until(ACTIVE_WAIT, || async {
             let lb = self
                 .lb_call(Method::GET, &format!("/loadbalancers/{id}"), None, op)
@@ -1100,7 +1239,8 @@ impl OpenStack {
         }
     }
 
-    /// Polls until the load balancer is gone (back-off, bounded).
+    /// Polls until the load balancer is gone (back-off, bounded). The first poll is at once:
+    /// a cloud may delete synchronously (the local cloud does).
     async fn wait_gone(&self, id: &str) -> Result<()> {
         let op = "wait for load balancer deletion";
         let gone = poll_until(ACTIVE_WAIT, || async {
@@ -1260,14 +1400,11 @@ impl OpenStack {
         }
         let body = |members: &mut dyn Iterator<Item = &MemberKey>| {
             let members: Vec<Value> = members
-                .map(|(address, port, monitor, subnet)| {
+                .map(|m| {
+                    let mut body = member_body(m);
                     // An explicit null clears a monitor port the batch update would keep.
-                    let mut m =
-                        json!({"address": address, "protocol_port": port, "monitor_port": monitor});
-                    if let Some(subnet) = subnet {
-                        m["subnet_id"] = subnet.clone().into();
-                    }
-                    m
+                    body["monitor_port"] = json!(m.2);
+                    body
                 })
                 .collect();
             json!({ "members": members })
@@ -1365,7 +1502,79 @@ impl OpenStack {
         self.wait_active(lb_id).await.map(drop)
     }
 
-    /// The load balancer's listeners, pools and monitors converge to `ports` and `nodes`.
+    /// The listener of port `index` as a create sends it (without its load balancer).
+    fn listener_body(naming: &Naming, index: usize, p: &Port, settings: &Settings) -> Value {
+        let listener_protocol = settings.listener_protocol(&p.protocol);
+        let mut body = json!({
+            "name": naming.child("listener", index),
+            "protocol": listener_protocol,
+            "protocol_port": p.port,
+        });
+        if settings.forwarded_for && listener_protocol == "HTTP" {
+            body["insert_headers"] = json!({"X-Forwarded-For": "true"});
+        }
+        for (field, value) in &settings.listener {
+            body[*field] = json!(value);
+        }
+        if let Some(cidrs) = &settings.allowed_cidrs {
+            body["allowed_cidrs"] = json!(cidrs);
+        }
+        if naming.layout == Layout::External {
+            // OCCM tags what it creates with the load balancer's name.
+            body["tags"] = json!([naming.lb]);
+        }
+        body
+    }
+
+    /// The pool of port `index` as a create sends it (without its listener).
+    fn pool_body(naming: &Naming, index: usize, p: &Port, settings: &Settings) -> Value {
+        let mut body = json!({
+            "name": naming.child("pool", index),
+            "protocol": settings.pool_protocol(&p.protocol),
+            "lb_algorithm": settings.method,
+        });
+        if settings.source_ip_persistence {
+            body["session_persistence"] = settings.session_persistence();
+        }
+        body
+    }
+
+    /// The listeners of a single-call create (Octavia's "fully populated load balancer", as
+    /// OCCM's `createOctaviaLoadBalancer` sends it): per port its listener with its default
+    /// pool, the pool with its members and health monitor; what [`Self::converge`] would make
+    /// on an empty load balancer, in one request and one wait.
+    fn tree(naming: &Naming, ports: &[Port], nodes: &[Node], settings: &Settings) -> Vec<Value> {
+        ports
+            .iter()
+            .enumerate()
+            .map(|(index, p)| {
+                let kind = Self::monitor_type(&p.protocol, settings);
+                let monitor_port = settings.health_check_node_port.filter(|_| kind == "HTTP");
+                let members = Self::wanted_members(
+                    nodes,
+                    p.node_port,
+                    monitor_port,
+                    settings.member_subnet_id.as_deref(),
+                );
+                let mut pool = Self::pool_body(naming, index, p, settings);
+                pool["members"] = members.iter().map(member_body).collect();
+                if let Some(m) = &settings.monitor {
+                    let name = naming.child("monitor", index);
+                    let mut hm = Self::monitor_body("", &name, kind, m);
+                    if let Some(o) = hm["healthmonitor"].as_object_mut() {
+                        o.remove("pool_id");
+                    }
+                    pool["healthmonitor"] = hm["healthmonitor"].take();
+                }
+                let mut listener = Self::listener_body(naming, index, p, settings);
+                listener["default_pool"] = pool;
+                listener
+            })
+            .collect()
+    }
+
+    /// The load balancer's listeners, pools and monitors converge to `ports` and `nodes`;
+    /// `true` when it changed anything.
     #[allow(clippy::too_many_arguments)]
     async fn converge(
         &self,
@@ -1376,7 +1585,8 @@ impl OpenStack {
         nodes: &[Node],
         settings: &Settings,
         members_only: bool,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        let mut changed = false;
         let all = self
             .lb_list(
                 &format!("/listeners?loadbalancer_id={lb_id}"),
@@ -1433,12 +1643,13 @@ impl OpenStack {
                         continue;
                     };
                     self.delete_listener(lb_id, old_id, &pools).await?;
+                    changed = true;
                     replaced.insert(old_id.to_owned());
                 }
             }
             let listener_id = match existing.and_then(|l| l["id"].as_str()) {
                 Some(id) => {
-                    let mut changed: serde_json::Map<String, Value> = settings
+                    let mut fields: serde_json::Map<String, Value> = settings
                         .listener
                         .iter()
                         .filter(|(field, want)| existing.is_some_and(|l| l[*field] != *want))
@@ -1449,7 +1660,7 @@ impl OpenStack {
                         let mut tags = l["tags"].as_array().cloned().unwrap_or_default();
                         if !tags.iter().any(|t| t == naming.lb.as_str()) {
                             tags.push(naming.lb.clone().into());
-                            changed.insert("tags".into(), Value::Array(tags));
+                            fields.insert("tags".into(), Value::Array(tags));
                         }
                     }
                     if let Some(l) = existing.filter(|_| listener_protocol == "HTTP") {
@@ -1463,53 +1674,39 @@ impl OpenStack {
                             } else {
                                 headers.remove("X-Forwarded-For");
                             }
-                            changed.insert("insert_headers".into(), Value::Object(headers));
+                            fields.insert("insert_headers".into(), Value::Object(headers));
                         }
                     }
                     if existing.is_some_and(|l| current_cidrs(l) != settings.allowed_cidrs) {
                         let open = vec!["0.0.0.0/0".to_owned()];
-                        changed.insert(
+                        fields.insert(
                             "allowed_cidrs".into(),
                             json!(settings.allowed_cidrs.as_ref().unwrap_or(&open)),
                         );
                     }
-                    if !members_only && !changed.is_empty() {
+                    if !members_only && !fields.is_empty() {
                         self.lb_call(
                             Method::PUT,
                             &format!("/listeners/{id}"),
-                            Some(&json!({ "listener": changed })),
+                            Some(&json!({ "listener": fields })),
                             "update listener",
                         )
                         .await?;
                         self.wait_active(lb_id).await?;
+                        changed = true;
                     }
                     id.to_owned()
                 }
                 None if members_only => continue,
                 None => {
-                    let mut body = json!({"listener": {
-                        "name": naming.child("listener", index),
-                        "loadbalancer_id": lb_id,
-                        "protocol": listener_protocol,
-                        "protocol_port": p.port,
-                    }});
-                    if settings.forwarded_for && listener_protocol == "HTTP" {
-                        body["listener"]["insert_headers"] = json!({"X-Forwarded-For": "true"});
-                    }
-                    for (field, value) in &settings.listener {
-                        body["listener"][*field] = json!(value);
-                    }
-                    if let Some(cidrs) = &settings.allowed_cidrs {
-                        body["listener"]["allowed_cidrs"] = json!(cidrs);
-                    }
-                    if naming.layout == Layout::External {
-                        // OCCM tags what it creates with the load balancer's name.
-                        body["listener"]["tags"] = json!([naming.lb]);
-                    }
+                    let mut listener = Self::listener_body(naming, index, p, settings);
+                    listener["loadbalancer_id"] = lb_id.into();
+                    let body = json!({ "listener": listener });
                     let created = self
                         .lb_call(Method::POST, "/listeners", Some(&body), "create listener")
                         .await?;
                     self.wait_active(lb_id).await?;
+                    changed = true;
                     created["listener"]["id"]
                         .as_str()
                         .unwrap_or_default()
@@ -1529,6 +1726,7 @@ impl OpenStack {
                 if let Some(old_id) = old["id"].as_str() {
                     self.delete_child(lb_id, &format!("/pools/{old_id}"), "delete pool")
                         .await?;
+                    changed = true;
                     tracing::info!(
                         lb_id,
                         pool = old_id,
@@ -1558,25 +1756,21 @@ impl OpenStack {
                         )
                         .await?;
                         self.wait_active(lb_id).await?;
+                        changed = true;
                     }
                     let monitor = pool["healthmonitor_id"].as_str().map(str::to_owned);
                     (id, monitor)
                 }
                 None if members_only => continue,
                 None => {
-                    let mut body = json!({"pool": {
-                        "name": naming.child("pool", index),
-                        "listener_id": listener_id,
-                        "protocol": pool_protocol,
-                        "lb_algorithm": method,
-                    }});
-                    if settings.source_ip_persistence {
-                        body["pool"]["session_persistence"] = settings.session_persistence();
-                    }
+                    let mut pool = Self::pool_body(naming, index, p, settings);
+                    pool["listener_id"] = listener_id.clone().into();
+                    let body = json!({ "pool": pool });
                     let created = self
                         .lb_call(Method::POST, "/pools", Some(&body), "create pool")
                         .await?;
                     self.wait_active(lb_id).await?;
+                    changed = true;
                     (
                         created["pool"]["id"]
                             .as_str()
@@ -1588,17 +1782,18 @@ impl OpenStack {
             };
             let kind = Self::monitor_type(&p.protocol, settings);
             let monitor_port = settings.health_check_node_port.filter(|_| kind == "HTTP");
-            self.sync_members(
-                lb_id,
-                &pool_id,
-                &Self::wanted_members(
-                    nodes,
-                    p.node_port,
-                    monitor_port,
-                    settings.member_subnet_id.as_deref(),
-                ),
-            )
-            .await?;
+            changed |= self
+                .sync_members(
+                    lb_id,
+                    &pool_id,
+                    &Self::wanted_members(
+                        nodes,
+                        p.node_port,
+                        monitor_port,
+                        settings.member_subnet_id.as_deref(),
+                    ),
+                )
+                .await?;
             if members_only {
                 continue;
             }
@@ -1606,6 +1801,7 @@ impl OpenStack {
                 (Some(m), None) => {
                     let name = naming.child("monitor", index);
                     self.create_monitor(lb_id, &pool_id, &name, kind, m).await?;
+                    changed = true;
                 }
                 (Some(m), Some(id)) => {
                     let current = self
@@ -1627,6 +1823,7 @@ impl OpenStack {
                         .await?;
                         let name = naming.child("monitor", index);
                         self.create_monitor(lb_id, &pool_id, &name, kind, m).await?;
+                        changed = true;
                         continue;
                     }
                     let want = [
@@ -1648,6 +1845,7 @@ impl OpenStack {
                         )
                         .await?;
                         self.wait_active(lb_id).await?;
+                        changed = true;
                     }
                 }
                 (None, Some(m)) => {
@@ -1657,12 +1855,13 @@ impl OpenStack {
                         "delete health monitor",
                     )
                     .await?;
+                    changed = true;
                 }
                 (None, None) => {}
             }
         }
         if members_only {
-            return Ok(());
+            return Ok(changed);
         }
         // Listeners (and their pools) for ports the Service no longer has.
         for l in &listeners {
@@ -1671,8 +1870,9 @@ impl OpenStack {
                 continue;
             }
             self.delete_listener(lb_id, id, &pools).await?;
+            changed = true;
         }
-        Ok(())
+        Ok(changed)
     }
 
     /// Deletes listener `id` and the pools of `pools` behind it (gone ones are fine).
@@ -1738,6 +1938,18 @@ fn select_nodes(nodes: &[Node], selector: &[(String, Option<String>)]) -> Vec<No
 }
 
 /// A node's member address: its first InternalIP.
+/// A pool member as a create sends it (a batch update adds an explicit `monitor_port`).
+fn member_body((address, port, monitor, subnet): &MemberKey) -> Value {
+    let mut m = json!({"address": address, "protocol_port": port});
+    if let Some(monitor) = monitor {
+        m["monitor_port"] = json!(monitor);
+    }
+    if let Some(subnet) = subnet {
+        m["subnet_id"] = subnet.clone().into();
+    }
+    m
+}
+
 fn member_address(node: &Node) -> Option<String> {
     node.status
         .as_ref()?
@@ -1785,10 +1997,32 @@ impl LoadBalancer for OpenStack {
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>> {
         let naming = self.naming(cluster_name, service);
-        match self.lookup(&naming, service).await? {
-            Some(lb) => Ok(Some(status_of(self.ingress_address(&lb).await?, service))),
-            None => Ok(None),
-        }
+        let key = Looked::key(&naming, service);
+        let Some(lb) = self.lookup(&naming, service).await? else {
+            self.looked().remove(&key);
+            return Ok(None);
+        };
+        let floating_ip = match lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
+            Some(port) => self.floating_ip_of_port(port).await?,
+            None => None,
+        };
+        // The ingress address: the floating IP on the VIP port when there is one, else the VIP.
+        let address = floating_ip
+            .as_ref()
+            .and_then(|f| f["floating_ip_address"].as_str())
+            .or_else(|| lb["vip_address"].as_str())
+            .map(str::to_owned);
+        let mut looked = self.looked();
+        looked.retain(|_, l| l.at.elapsed() < LOOKED_TTL);
+        looked.insert(
+            key,
+            Looked {
+                lb,
+                floating_ip,
+                at: Instant::now(),
+            },
+        );
+        Ok(Some(status_of(address, service)))
     }
 
     /// In-tree: upstream's default name (`a` + UID); external: OCCM's
@@ -1833,16 +2067,18 @@ impl LoadBalancer for OpenStack {
         let owner = found
             .as_ref()
             .is_none_or(|lb| naming.owns(lb["name"].as_str().unwrap_or_default()));
-        let (id, tags) = match found {
-            Some(lb) => (
-                lb["id"].as_str().unwrap_or_default().to_owned(),
-                Some(lb["tags"].clone()),
-            ),
+        let wanted = Converged::wanted(&naming, &ports, &settings, &wish, nodes);
+        let serial = self.config.load_balancer.provider_requires_serial_api_calls;
+        // Made here: whole (the single-call create) or bare (serial calls follow), and whether
+        // Octavia made its VIP port (no floating IP can be on that yet).
+        let mut made = None;
+        let lb = match found {
+            Some(lb) => lb,
             None => {
-                let (key, value) = match annotation(service, ANNOTATION_PORT_ID)
+                let port_id = annotation(service, ANNOTATION_PORT_ID)
                     .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                {
+                    .filter(|p| !p.is_empty());
+                let (key, value) = match port_id {
                     // OCCM: the port instead of a subnet or network.
                     Some(port) => ("vip_port_id", port.to_owned()),
                     None => self.vip_placement(service, nodes).await?,
@@ -1876,7 +2112,11 @@ impl LoadBalancer for OpenStack {
                 if let (true, Some(ip)) = (wish.internal, &wish.address) {
                     body["loadbalancer"]["vip_address"] = ip.clone().into();
                 }
-                let created = self
+                if !serial {
+                    body["loadbalancer"]["listeners"] =
+                        Self::tree(&naming, &ports, nodes, &settings).into();
+                }
+                let mut created = self
                     .lb_call(
                         Method::POST,
                         "/loadbalancers",
@@ -1884,42 +2124,63 @@ impl LoadBalancer for OpenStack {
                         "create load balancer",
                     )
                     .await?;
-                let id = created["loadbalancer"]["id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                tracing::info!(lb = %name, id, "load balancer created");
-                (id, None)
+                tracing::info!(lb = %name, id = ?created["loadbalancer"]["id"].as_str(), whole = !serial, "load balancer created");
+                made = Some(port_id.is_none());
+                created["loadbalancer"].take()
             }
         };
+        let id = lb["id"].as_str().unwrap_or_default().to_owned();
         if id.is_empty() {
             return Err(self.lb_error("ensure load balancer", "the load balancer has no id"));
         }
-        self.wait_active(&id).await?;
-        self.converge(&id, &naming, owner, &ports, nodes, &settings, false)
-            .await?;
-        let lb = self.wait_active(&id).await?;
-        let address = self
-            .ensure_floating_ip(&lb, &wish, &naming, owner, cluster_name, service)
-            .await?;
-        if let Some(tags) = tags.filter(|_| naming.layout == Layout::External) {
-            // Adoption (a legacy-named load balancer) or sharing (an annotated one): OCCM
-            // adds the Service's name to the load balancer's tags, last, so a Service that
-            // failed to join is not counted among its sharers, and leaves the name alone.
-            let mut list: Vec<Value> = tags.as_array().cloned().unwrap_or_default();
-            if !list.iter().any(|t| t == name.as_str()) {
-                list.push(name.clone().into());
-                self.lb_call(
-                    Method::PUT,
-                    &format!("/loadbalancers/{id}"),
-                    Some(&json!({"loadbalancer": {"tags": list}})),
-                    "tag load balancer",
-                )
-                .await?;
-                self.wait_active(&id).await?;
-                tracing::info!(lb = %name, id, "load balancer tagged with the Service's name");
+        // A load balancer found ACTIVE is not asked for again.
+        let mut lb = if lb["provisioning_status"] == "ACTIVE" {
+            lb
+        } else {
+            self.wait_active(&id).await?
+        };
+        let address = match made
+            .is_none()
+            .then(|| self.reuse_converged(&id, &lb, &wanted))
+        {
+            Some(Some(address)) => address,
+            _ => {
+                // The whole tree came with the create: nothing to converge.
+                let whole = made.is_some() && !serial;
+                if !whole
+                    && self
+                        .converge(&id, &naming, owner, &ports, nodes, &settings, false)
+                        .await?
+                {
+                    // Its last change was waited for: ACTIVE now, read for the stamp.
+                    lb = self
+                        .lb_call(
+                            Method::GET,
+                            &format!("/loadbalancers/{id}"),
+                            None,
+                            "get load balancer",
+                        )
+                        .await?["loadbalancer"]
+                        .take();
+                }
+                let address = self
+                    .ensure_floating_ip(
+                        &lb,
+                        &wish,
+                        &naming,
+                        owner,
+                        cluster_name,
+                        service,
+                        made == Some(true),
+                    )
+                    .await?;
+                if made.is_none() {
+                    lb = self.adopt(&naming, &id, lb).await?;
+                }
+                self.remember_converged(&id, &lb, wanted, &address);
+                address
             }
-        }
+        };
         if self.config.load_balancer.manage_security_groups {
             self.ensure_security_group(cluster_name, service, &lb, &ports, nodes)
                 .await?;
@@ -1960,7 +2221,11 @@ impl LoadBalancer for OpenStack {
         };
         let owner = naming.owns(lb["name"].as_str().unwrap_or_default());
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
-        self.wait_active(&id).await?;
+        // The members change: what the last ensure converged no longer holds.
+        self.converged().remove(&id);
+        if lb["provisioning_status"] != "ACTIVE" {
+            self.wait_active(&id).await?;
+        }
         self.converge(&id, &naming, owner, &ports, nodes, &settings, true)
             .await?;
         if self.config.load_balancer.manage_security_groups {
@@ -1976,10 +2241,19 @@ impl LoadBalancer for OpenStack {
         service: &Service,
     ) -> Result<()> {
         let naming = self.naming(cluster_name, service);
-        let Some(lb) = self.lookup(&naming, service).await? else {
-            return self.ensure_security_group_deleted(service).await;
+        let looked = self
+            .looked()
+            .remove(&Looked::key(&naming, service))
+            .filter(|l| l.at.elapsed() < LOOKED_TTL);
+        let (lb, floating_ip) = match looked {
+            Some(l) => (l.lb, Some(l.floating_ip)),
+            None => match self.lookup(&naming, service).await? {
+                Some(lb) => (lb, None),
+                None => return self.ensure_security_group_deleted(service).await,
+            },
         };
         let id = lb["id"].as_str().unwrap_or_default().to_owned();
+        self.converged().remove(&id);
         let lb_name = lb["name"].as_str().unwrap_or_default().to_owned();
         if naming.layout == Layout::External {
             // OCCM: the load balancer goes only when no other Service shares it and a
@@ -2002,32 +2276,42 @@ impl LoadBalancer for OpenStack {
         }
         if lb["provisioning_status"] != "PENDING_DELETE" {
             let wish = self.floating_ip_wish(service)?;
-            if let Some(port) = lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
-                if let Some(fip) = self.floating_ip_of_port(port).await? {
-                    if !wish.keep && self.may_delete_floating_ip(&fip, &lb_name, &naming) {
-                        self.release_floating_ip(&fip, true).await?;
+            let floating_ip = match (floating_ip, lb["vip_port_id"].as_str()) {
+                (Some(known), _) => known,
+                (None, Some(port)) if !port.is_empty() => self.floating_ip_of_port(port).await?,
+                (None, _) => None,
+            };
+            let release = async {
+                match floating_ip {
+                    Some(fip)
+                        if !wish.keep && self.may_delete_floating_ip(&fip, &lb_name, &naming) =>
+                    {
+                        self.release_floating_ip(&fip, true).await
                     }
+                    _ => Ok(()),
                 }
-            }
-            match self
-                .lb_call(
-                    Method::DELETE,
-                    &format!("/loadbalancers/{id}?cascade=true"),
-                    None,
-                    "delete load balancer",
-                )
-                .await
-            {
+            };
+            // The floating IP and the load balancer go at once: neither needs the other gone
+            // first (Neutron unbinds a floating IP whose port goes).
+            let path = format!("/loadbalancers/{id}?cascade=true");
+            let delete = self.lb_call(Method::DELETE, &path, None, "delete load balancer");
+            let (released, deleted) = tokio::join!(release, delete);
+            released?;
+            match deleted {
                 Err(e) if is_not_found(&e) => return Ok(()),
                 Err(e) => return Err(e),
                 Ok(_) => {}
             }
         }
-        self.wait_gone(&id).await?;
-        tracing::info!(lb = %lb_name, id, "load balancer deleted");
         // Whatever manage-security-groups says now (OCCM): a group made while it was on must
-        // not outlive the load balancer.
-        self.ensure_security_group_deleted(service).await
+        // not outlive the load balancer; it goes while Octavia finishes the deletion.
+        let (gone, groups) = tokio::join!(
+            self.wait_gone(&id),
+            self.ensure_security_group_deleted(service)
+        );
+        gone?;
+        tracing::info!(lb = %lb_name, id, "load balancer deleted");
+        groups
     }
 }
 

@@ -2231,3 +2231,256 @@ async fn flavor_id_chooses_the_octavia_flavor() {
         .unwrap();
     cloud.shutdown().await;
 }
+
+/// The local cloud's answered requests (`localcloud_api_requests_total`) by `METHOD route
+/// code`, Keystone's left out (a token is asked once, whenever it expires).
+async fn cloud_requests(cloud: &Cloud) -> std::collections::BTreeMap<String, f64> {
+    let text = cloud
+        .http
+        .get(format!("{}/metrics", cloud.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("localcloud_api_requests_total{"))
+        .filter_map(|l| l.rsplit_once("} "))
+        .filter_map(|(labels, v)| {
+            let get = |k: &str| labels.split(&format!("{k}=\"")).nth(1)?.split('"').next();
+            let service = get("service")?;
+            if service == "identity" || service == "other" {
+                return None;
+            }
+            let key = format!("{} {} {}", get("method")?, get("route")?, get("code")?);
+            Some((key, v.parse::<f64>().ok()?))
+        })
+        .collect()
+}
+
+/// What `cloud` answered between `before` and now, by `METHOD route code`.
+async fn requests_since(
+    cloud: &Cloud,
+    before: &std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    cloud_requests(cloud)
+        .await
+        .into_iter()
+        .map(|(k, v)| {
+            let d = v - before.get(&k).unwrap_or(&0.0);
+            (k, d)
+        })
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
+}
+
+/// Issue #34's budget, pinned by counts: a new Service's load balancer is the look-ups by
+/// name, ONE create of the whole tree (Octavia's single-call create, as OCCM sends it: the
+/// listener with its pool, members and monitor), the wait for ACTIVE and the floating IP; the
+/// sync the service controller runs for the provider's own annotation write reads the load
+/// balancer once and nothing else; a later ensure reads everything again and changes
+/// nothing; the deletion is one cascade DELETE and the floating IP's release.
+#[tokio::test]
+async fn a_new_service_costs_one_create_of_the_whole_tree() {
+    use http::{Request, Response};
+    use kube::client::Body;
+    use std::collections::BTreeMap;
+
+    const LB: &str = "/load-balancer/v2/lbaas/loadbalancers";
+    const LB_ID: &str = "/load-balancer/v2/lbaas/loadbalancers/{id}";
+    let cloud = Cloud::start().await;
+    let public = public_network(&cloud).await;
+    let subnet = cloud
+        .ok(
+            Method::GET,
+            "/network/v2.0/subnets?name=private-subnet",
+            None,
+        )
+        .await["subnets"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let os = cloud.provider_with(&format!(
+        "[LoadBalancer]\nsubnet-id = {subnet}\nfloating-network-id = {public}\ncreate-monitor = true\n"
+    ));
+    os.initialize(Some(kube::Client::new(mock, "default")))
+        .await
+        .unwrap();
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("whole-tree").await;
+    let svc = service(&[(port, np)]);
+    // The apiserver takes the annotation patch.
+    let apiserver = tokio::spawn(async move {
+        let (request, send) = handle.next_request().await.expect("the annotation patch");
+        assert_eq!(request.method(), "PATCH");
+        send.send_response(
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    serde_json::to_vec(&serde_json::json!({
+                        "apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": "web", "namespace": "shop"}
+                    }))
+                    .unwrap(),
+                ))
+                .unwrap(),
+        );
+        handle
+    });
+
+    let before = cloud_requests(&cloud).await;
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let mut create = requests_since(&cloud, &before).await;
+    // The wait's polls depend on how fast the cloud settles: at least one, not counted.
+    let polls = create.remove(&format!("GET {LB_ID} 200")).unwrap_or(0.0);
+    assert!(polls >= 1.0, "waited for ACTIVE: {create:?}");
+    assert_eq!(
+        create,
+        BTreeMap::from([
+            // By name, then by the legacy in-tree name (OCCM looks both up too).
+            (format!("GET {LB} 200"), 2.0),
+            (format!("POST {LB} 201"), 1.0),
+            ("POST /network/v2.0/floatingips 201".to_owned(), 1.0),
+        ]),
+        "a create sends the look-ups, one POST of the whole tree and the floating IP"
+    );
+    let _handle = apiserver.await.unwrap();
+    let fip = ingress_ip(&status);
+    assert!(fip.starts_with("127.24.4."), "a floating IP: {fip}");
+    // The tree is whole: listener, pool with its member, monitor; traffic flows.
+    let all = lbs(&cloud).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["listeners"].as_array().unwrap().len(), 1);
+    assert_eq!(all[0]["pools"].as_array().unwrap().len(), 1);
+    assert_eq!(members(&cloud).await, vec![format!("127.0.0.1:{np}")]);
+    let pools = cloud
+        .ok(Method::GET, "/load-balancer/v2/lbaas/pools", None)
+        .await;
+    assert!(
+        pools["pools"][0]["healthmonitor_id"].is_string(),
+        "the monitor came with the tree: {pools}"
+    );
+    assert_eq!(
+        ask(&format!("{fip}:{port}")).await.as_deref(),
+        Some("whole-tree")
+    );
+
+    // The sync for the annotation write: one read of the load balancer.
+    let id = all[0]["id"].as_str().unwrap().to_owned();
+    let annotated = annotate(
+        annotate(
+            svc.clone(),
+            "loadbalancer.openstack.org/load-balancer-id",
+            &id,
+        ),
+        "loadbalancer.openstack.org/load-balancer-address",
+        &fip,
+    );
+    let before = cloud_requests(&cloud).await;
+    let again = lb
+        .ensure_load_balancer("kubernetes", &annotated, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(again, status);
+    assert_eq!(
+        requests_since(&cloud, &before).await,
+        BTreeMap::from([(format!("GET {LB_ID} 200"), 1.0)]),
+        "the sync for the provider's own annotation write reads the load balancer once"
+    );
+
+    // Any later ensure reads the tree and the floating IP again and, all in place, writes
+    // nothing.
+    let before = cloud_requests(&cloud).await;
+    let third = lb
+        .ensure_load_balancer("kubernetes", &annotated, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(third, status);
+    let reads = requests_since(&cloud, &before).await;
+    assert!(
+        reads.keys().all(|k| k.starts_with("GET ")),
+        "nothing changed, nothing written: {reads:?}"
+    );
+    for route in [
+        "GET /load-balancer/v2/lbaas/listeners 200",
+        "GET /load-balancer/v2/lbaas/pools 200",
+        "GET /load-balancer/v2/lbaas/pools/{id}/members 200",
+        "GET /network/v2.0/floatingips 200",
+    ] {
+        assert_eq!(reads.get(route), Some(&1.0), "{route} in {reads:?}");
+    }
+
+    // The service controller's deletion: whether it exists (the load balancer and its
+    // floating IP read), then the deletion, which reads neither again: the floating IP and
+    // the cascade DELETE, the wait (the local cloud deletes at once: one poll) and the
+    // managed security group's look-up.
+    let before = cloud_requests(&cloud).await;
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &annotated)
+            .await
+            .unwrap(),
+        Some(status)
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &annotated)
+        .await
+        .unwrap();
+    let delete = requests_since(&cloud, &before).await;
+    assert_eq!(
+        delete,
+        BTreeMap::from([
+            (format!("GET {LB_ID} 200"), 1.0),
+            ("GET /network/v2.0/floatingips 200".to_owned(), 1.0),
+            ("DELETE /network/v2.0/floatingips/{id} 204".to_owned(), 1.0),
+            (format!("DELETE {LB_ID} 204"), 1.0),
+            (format!("GET {LB_ID} 404"), 1.0),
+            ("GET /network/v2.0/security-groups 200".to_owned(), 1.0),
+        ]),
+        "the deletion after get_load_balancer reads nothing twice"
+    );
+    assert!(lbs(&cloud).await.is_empty());
+    assert!(floating_ips(&cloud).await.is_empty());
+}
+
+/// `provider-requires-serial-api-calls = true` (OCCM's switch for Octavia providers that
+/// refuse the single-call create): the load balancer is created bare, then its listener,
+/// pool and members each in their own call, to the same result.
+#[tokio::test]
+async fn serial_api_calls_create_the_tree_call_by_call() {
+    const LBAAS: &str = "/load-balancer/v2/lbaas";
+    let cloud = Cloud::start().await;
+    let os = ready(
+        &cloud,
+        "[LoadBalancer]\nprovider-requires-serial-api-calls = true\n",
+    )
+    .await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("serial").await;
+    let svc = service(&[(port, np)]);
+    let before = cloud_requests(&cloud).await;
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let create = requests_since(&cloud, &before).await;
+    for route in [
+        format!("POST {LBAAS}/loadbalancers 201"),
+        format!("POST {LBAAS}/listeners 201"),
+        format!("POST {LBAAS}/pools 201"),
+        format!("PUT {LBAAS}/pools/{{id}}/members 202"),
+    ] {
+        assert_eq!(create.get(&route), Some(&1.0), "{route} in {create:?}");
+    }
+    assert_eq!(members(&cloud).await, vec![format!("127.0.0.1:{np}")]);
+    assert_eq!(
+        ask(&format!("{}:{port}", ingress_ip(&status)))
+            .await
+            .as_deref(),
+        Some("serial")
+    );
+}
