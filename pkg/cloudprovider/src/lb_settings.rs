@@ -313,6 +313,8 @@ fn sample_value(name: &str) -> &'static str {
     } else if last == "load-balancer-type" {
         // gce: the one value upstream reads.
         "Internal"
+    } else if last == "load-balancer-backend-share" {
+        "true"
     } else if last == "network-tier" {
         "Premium"
     } else if last == "aws-load-balancer-proxy-protocol" || last == "aws-load-balancer-ssl-ports" {

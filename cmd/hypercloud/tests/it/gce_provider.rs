@@ -265,6 +265,7 @@ async fn ccm_initialises_routes_taints_and_deletes_nodes(env: &hypercloud_testen
 
     load_balancer(env, &serve, &node).await;
     internal_load_balancer(env, &serve, &node).await;
+    shared_backend_service(env, &serve).await;
     pv_labels(env, &serve).await;
 
     // Stopped through the API: TERMINATED, and its kubelet stops posting Ready.
@@ -612,6 +613,110 @@ async fn internal_load_balancer(env: &hypercloud_testenv::TestEnv, serve: &Serve
             .all(|path| gce(serve, "GET", path, None).0 == 404);
             gone.then_some(())
         },
+    )
+    .await;
+}
+
+/// Two internal Services with `load-balancer-backend-share: "true"` send to one backend
+/// service named as upstream's (`k8s-<cluster>-internal-tcp-nmv1-<sha1("None")[:16]>`), each
+/// through its own forwarding rule; it outlives the first Service's deletion and goes with the
+/// second's.
+async fn shared_backend_service(env: &hypercloud_testenv::TestEnv, serve: &Serve) {
+    let services: Api<Service> = Api::namespaced(env.client(), env.namespace());
+    let shared =
+        format!("regions/{REGION}/backendServices/k8s-gcetest-internal-tcp-nmv1-6eef6648406c333a");
+    let mut made = Vec::new();
+    for (prefix, answer) in [
+        ("gce-ilb-share-a", "first sharer"),
+        ("gce-ilb-share-b", "second sharer"),
+    ] {
+        let port = http_server(NODE_IP, 0, answer).await;
+        let name = env.unique_name(prefix);
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {
+                "networking.gke.io/load-balancer-type": "Internal",
+                "alpha.cloud.google.com/load-balancer-backend-share": "true"}},
+            "spec": {"type": "LoadBalancer", "selector": {"app": "none"},
+                "ports": [{"port": port, "targetPort": 8080}]}
+        }))
+        .unwrap();
+        let created = services.create(&PostParams::default(), &svc).await.unwrap();
+        let uid = created.metadata.uid.clone().unwrap().replace('-', "");
+        let lb_name: String = format!("a{uid}").chars().take(32).collect();
+        let ip = eventually("the sharer's ingress IP", Duration::from_secs(60), || {
+            let services = services.clone();
+            let name = name.clone();
+            async move {
+                let s = services.get(&name).await.ok()?;
+                s.status?.load_balancer?.ingress?.first()?.ip.clone()
+            }
+        })
+        .await;
+        let (_, rule) = gce(
+            serve,
+            "GET",
+            &format!("regions/{REGION}/forwardingRules/{lb_name}"),
+            None,
+        );
+        assert!(
+            rule["backendService"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with(&shared),
+            "{rule}"
+        );
+        assert_eq!(
+            gce(
+                serve,
+                "GET",
+                &format!("regions/{REGION}/backendServices/{lb_name}"),
+                None
+            )
+            .0,
+            404,
+            "no backend service of its own"
+        );
+        let url = format!("http://{ip}:{port}/");
+        let body = eventually(
+            "traffic through the sharer's rule",
+            Duration::from_secs(60),
+            || fetch(&url),
+        )
+        .await;
+        assert_eq!(body, answer);
+        made.push((name, url, answer));
+    }
+    let (_, bs) = gce(serve, "GET", &shared, None);
+    assert_eq!(
+        bs["description"], "",
+        "a shared backend service is no one Service's: {bs}"
+    );
+    let (second, second_url, second_answer) = made.pop().unwrap();
+    let (first, _, _) = made.pop().unwrap();
+    services
+        .delete(&first, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the first sharer to go",
+        Duration::from_secs(60),
+        || async { services.get_opt(&first).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        gce(serve, "GET", &shared, None).0,
+        200,
+        "still used by the second"
+    );
+    assert_eq!(fetch(&second_url).await.as_deref(), Some(second_answer));
+    services
+        .delete(&second, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the shared backend service to go with the last sharer",
+        Duration::from_secs(60),
+        || async { (gce(serve, "GET", &shared, None).0 == 404).then_some(()) },
     )
     .await;
 }

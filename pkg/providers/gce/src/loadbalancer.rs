@@ -21,7 +21,9 @@
 //! ports, the backend service, the subnetwork of `networking.gke.io/internal-load-balancer-subnet`
 //! or `[global] subnetwork-name`, `allowGlobalAccess` from
 //! `networking.gke.io/internal-load-balancer-allow-global-access`). Switching a Service between
-//! internal and external removes the other kind first, as upstream. Every other upstream
+//! internal and external removes the other kind first, as upstream. With
+//! `load-balancer-backend-share: "true"` the backend service is the cluster's shared one
+//! ([`backend_service_name`]), deleted with the last rule sending to it. Every other upstream
 //! annotation this provider does not implement is refused by name ([`SERVICE_SETTINGS`]).
 
 use std::collections::BTreeSet;
@@ -53,6 +55,13 @@ const ANNOTATION_SUBNET: &str = "networking.gke.io/internal-load-balancer-subnet
 /// Whether an internal load balancer is reachable from every region (`true`, `false`).
 const ANNOTATION_GLOBAL_ACCESS: &str =
     "networking.gke.io/internal-load-balancer-allow-global-access";
+/// `"true"`: the internal load balancer's backend service is shared with the cluster's other
+/// internal Services of the same protocol and session affinity (upstream's
+/// `ServiceAnnotationILBBackendShare`), read before its older name
+/// [`ANNOTATION_BACKEND_SHARE_OLD`].
+const ANNOTATION_BACKEND_SHARE: &str = "alpha.cloud.google.com/load-balancer-backend-share";
+/// The older name of [`ANNOTATION_BACKEND_SHARE`] (upstream reads both; either `"true"` shares).
+const ANNOTATION_BACKEND_SHARE_OLD: &str = "cloud.google.com/load-balancer-backend-share";
 /// The network tier of an external load balancer (`Standard`, `Premium`).
 const ANNOTATION_NETWORK_TIER: &str = "cloud.google.com/network-tier";
 
@@ -64,8 +73,8 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SOURCE_RANGES), "the firewall's source ranges when `spec.loadBalancerSourceRanges` is empty"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_TYPE), "`Internal`: an internal load balancer (instance groups, health check, backend service, `INTERNAL` forwarding rule); any other value is refused"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_TYPE_OLD), "the older name of `networking.gke.io/load-balancer-type`, read when that one is absent"),
-    LbSetting::refused(Setting::Annotation("alpha.cloud.google.com/load-balancer-backend-share"), "shared internal backend services (named by a SHA-1 of their settings) are not implemented; each Service gets its own"),
-    LbSetting::refused(Setting::Annotation("cloud.google.com/load-balancer-backend-share"), "shared internal backend services (named by a SHA-1 of their settings) are not implemented; each Service gets its own"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_BACKEND_SHARE), "`true`: the internal load balancer's backend service is the cluster's shared `k8s-<cluster>-internal-<protocol>-nmv1-<hash of the affinity>`, as upstream's; refused on an external load balancer and with `externalTrafficPolicy: Local`"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_BACKEND_SHARE_OLD), "the older name of `alpha.cloud.google.com/load-balancer-backend-share`; either `true` shares"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_GLOBAL_ACCESS), "`true`: the internal forwarding rule's `allowGlobalAccess` (refused on an external load balancer)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SUBNET), "the internal forwarding rule's subnetwork, in the region (refused on an external load balancer)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_NETWORK_TIER), "`Standard` or `Premium`: the external forwarding rule's `networkTier` (a reserved `loadBalancerIP` must be of that tier); an internal rule is `Premium` only"),
@@ -91,6 +100,9 @@ struct Spec {
     source_ranges: Vec<String>,
     /// `(name, port, shared)`.
     health_check: (String, u16, bool),
+    /// The internal load balancer's backend service: the Service's own (`name`) or, with
+    /// `load-balancer-backend-share`, the cluster's shared one ([`backend_service_name`]).
+    backend_service: String,
     affinity: &'static str,
     /// The forwarding rule's `networkTier` (`PREMIUM` for internal ones).
     tier: &'static str,
@@ -217,6 +229,71 @@ fn tier_of(svc: &Service, service: &str, internal: bool) -> Result<&'static str>
     Ok(tier)
 }
 
+/// Whether the Service asks for a shared backend service (upstream's
+/// `GetLoadBalancerAnnotationBackendShare`, either name `"true"`). Upstream takes any other
+/// value as `false` and silently gives a `Local` Service its own; here a value other than
+/// `true`/`false` is refused by name, as is sharing an external or a `Local` Service's.
+fn backend_share_of(svc: &Service, service: &str, internal: bool, local: bool) -> Result<bool> {
+    let mut share = false;
+    for key in [ANNOTATION_BACKEND_SHARE, ANNOTATION_BACKEND_SHARE_OLD] {
+        let bad = |message: String| Error::ServiceAnnotation {
+            service: service.to_owned(),
+            annotation: key,
+            message,
+        };
+        match annotation(svc, key) {
+            None | Some("false") => {}
+            Some("true") if !internal => {
+                return Err(bad(
+                    "a shared backend service is an internal load balancer's; this Service's is external".into(),
+                ))
+            }
+            Some("true") if local => {
+                return Err(bad(
+                    "a Service with `externalTrafficPolicy: Local` has its own backend service and health check (upstream shares only `Cluster` ones)".into(),
+                ))
+            }
+            Some("true") => share = true,
+            Some(other) => {
+                return Err(bad(format!(
+                    "`{}` is not `true` or `false`",
+                    other.escape_default()
+                )))
+            }
+        }
+    }
+    Ok(share)
+}
+
+/// An internal load balancer's backend service name (upstream's `makeBackendServiceName`):
+/// the load balancer's own `name`, or when shared `k8s-<cluster>-internal-<protocol>-nmv1-`
+/// and the first 16 hex digits of the SHA-1 of the session affinity (`None`, `ClientIP`), so
+/// Services asking the same share one.
+fn backend_service_name(
+    cluster: &str,
+    name: &str,
+    shared: bool,
+    protocol: &str,
+    affinity: &str,
+) -> String {
+    if !shared {
+        return name.to_owned();
+    }
+    use sha1::Digest;
+    let digest = sha1::Sha1::digest(affinity.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "k8s-{cluster}-internal-{}-nmv1-{}",
+        protocol.to_lowercase(),
+        &hex[..16]
+    )
+}
+
+/// The last segment of a resource link (`.../backendServices/x` → `x`).
+fn link_name(link: &str) -> &str {
+    link.rsplit('/').next().unwrap_or(link)
+}
+
 fn spec_of(
     cluster: &str,
     default_subnet: Option<&str>,
@@ -259,6 +336,14 @@ fn spec_of(
         .into());
     }
     let local = spec.external_traffic_policy.as_deref() == Some("Local");
+    let share = backend_share_of(svc, &service, internal.is_some(), local)?;
+    let backend_service = backend_service_name(
+        cluster,
+        &name,
+        share,
+        &protocol,
+        spec.session_affinity.as_deref().unwrap_or("None"),
+    );
     let health_check = match (local, spec.health_check_node_port) {
         (true, Some(p)) => (
             name.clone(),
@@ -291,6 +376,7 @@ fn spec_of(
             })
             .unwrap_or_else(|| vec!["0.0.0.0/0".into()]),
         health_check,
+        backend_service,
         affinity: if spec.session_affinity.as_deref() == Some("ClientIP") {
             "CLIENT_IP"
         } else {
@@ -396,7 +482,7 @@ impl Gce {
         };
         let existing = match existing {
             Some(fr) if scheme_of(&fr) != wanted => {
-                self.delete_kind(cluster, &spec.name, scheme_of(&fr) == "INTERNAL")
+                self.delete_kind(cluster, &spec.name, internal_backend(&fr))
                     .await?;
                 None
             }
@@ -645,15 +731,22 @@ impl Gce {
         let hc_link = c.url(&c.path(&hc_rest));
 
         // The backend service.
-        let bs_rest = format!("regions/{region}/backendServices/{}", spec.name);
+        let shared = spec.backend_service != spec.name;
+        let bs_rest = format!("regions/{region}/backendServices/{}", spec.backend_service);
         let bs_link = c.url(&c.path(&bs_rest));
         let backends: Vec<Value> = groups
             .iter()
             .map(|g| json!({"group": g, "balancingMode": "CONNECTION"}))
             .collect();
-        let bs_body = json!({"name": spec.name, "loadBalancingScheme": "INTERNAL",
+        // A shared backend service is no one Service's (upstream's empty description).
+        let bs_description = if shared {
+            String::new()
+        } else {
+            description.clone()
+        };
+        let bs_body = json!({"name": spec.backend_service, "loadBalancingScheme": "INTERNAL",
             "protocol": spec.protocol, "sessionAffinity": spec.affinity,
-            "healthChecks": [hc_link], "backends": backends, "description": description});
+            "healthChecks": [hc_link], "backends": backends, "description": bs_description});
         match get_opt(c, &bs_rest, "regionBackendServices.get").await? {
             Some(bs) => {
                 let have: BTreeSet<&str> = bs["backends"]
@@ -695,6 +788,12 @@ impl Gce {
             .as_ref()
             .map(|s| c.url(&c.path(&format!("regions/{region}/subnetworks/{s}"))));
         let rule_rest = format!("regions/{region}/forwardingRules/{}", spec.name);
+        // The backend service the rule sent to before, when it was another (sharing switched).
+        let previous = existing
+            .as_ref()
+            .and_then(|fr| fr["backendService"].as_str())
+            .map(|l| link_name(l).to_owned())
+            .filter(|b| *b != spec.backend_service);
         let current = existing.filter(|fr| {
             let have: BTreeSet<&str> = fr["ports"]
                 .as_array()
@@ -739,6 +838,16 @@ impl Gce {
             "forwardingRules.insert",
         )
         .await?;
+        if let Some(old) = previous {
+            // As upstream's teardown of the old backend service: gone unless another rule
+            // still sends to it (a shared one).
+            delete_unused(
+                c,
+                &format!("regions/{region}/backendServices/{old}"),
+                "regionBackendServices.delete",
+            )
+            .await?;
+        }
         c.get(&c.path(&rule_rest), "forwardingRules.get").await
     }
 
@@ -800,7 +909,7 @@ impl Gce {
 
     /// Removes one kind of load balancer of the Service (`internal` or external), leaving
     /// what other Services still use (GCE refuses to delete it: a 400).
-    async fn delete_kind(&self, cluster: &str, name: &str, internal: bool) -> Result<()> {
+    async fn delete_kind(&self, cluster: &str, name: &str, internal: Option<&str>) -> Result<()> {
         let r = self.resolved().await?;
         let c = &r.compute;
         let region = &r.region;
@@ -817,7 +926,7 @@ impl Gce {
         )
         .await?;
         let shared_check = format!("k8s-{cluster}-node");
-        if !internal {
+        let Some(backend) = internal else {
             delete_opt(
                 c,
                 &format!("regions/{region}/targetPools/{name}"),
@@ -833,13 +942,14 @@ impl Gce {
                 .await?;
             }
             return Ok(());
+        };
+        let rest = format!("regions/{region}/backendServices/{backend}");
+        if backend == name {
+            delete_opt(c, &rest, "regionBackendServices.delete").await?;
+        } else {
+            // A shared backend service goes with the last rule sending to it.
+            delete_unused(c, &rest, "regionBackendServices.delete").await?;
         }
-        delete_opt(
-            c,
-            &format!("regions/{region}/backendServices/{name}"),
-            "regionBackendServices.delete",
-        )
-        .await?;
         for hc in [name, &shared_check] {
             delete_unused(
                 c,
@@ -868,6 +978,11 @@ const MAX_INTERNAL_PORTS: usize = 5;
 /// `makeInstanceGroupName`).
 fn instance_group_name(cluster: &str) -> String {
     format!("k8s-ig--{cluster}")
+}
+
+/// An internal forwarding rule's backend service name; `None` for an external rule.
+fn internal_backend(rule: &Value) -> Option<&str> {
+    (scheme_of(rule) == "INTERNAL").then(|| rule["backendService"].as_str().map_or("", link_name))
 }
 
 /// A forwarding rule's scheme (`EXTERNAL` when not said).
@@ -948,9 +1063,11 @@ impl LoadBalancer for Gce {
         }))
     }
 
-    /// The refused rows of `SERVICE_SETTINGS` (ensuring runs the same check first).
+    /// The refused rows of `SERVICE_SETTINGS`, then the annotations' values: what ensuring
+    /// runs first (`spec_of`), so the webhook and the controller cannot disagree.
     fn check_service(&self, service: &Service) -> hypercloud_cloudprovider::Result<()> {
-        lb_settings::check(crate::PROVIDER_NAME, SERVICE_SETTINGS, service)
+        // The names it makes do not matter here, only its refusals.
+        spec_of("", self.config.global.subnetwork_name.as_deref(), service).map(drop)
     }
 
     async fn ensure_load_balancer(
@@ -989,11 +1106,18 @@ impl LoadBalancer for Gce {
             "forwardingRules.get",
         )
         .await?;
-        let internal = match rule {
-            Some(fr) => scheme_of(&fr) == "INTERNAL",
-            None => internal_of(service, &name, None).is_ok_and(|i| i.is_some()),
+        let backend = match &rule {
+            Some(fr) => internal_backend(fr).map(str::to_owned),
+            // No rule: what the Service asks for (a half-made internal one's parts).
+            None => match spec_of(cluster_name, None, service) {
+                Ok(spec) if spec.internal.is_some() => Some(spec.backend_service),
+                _ => internal_of(service, &name, None)
+                    .is_ok_and(|i| i.is_some())
+                    .then(|| name.clone()),
+            },
         };
-        self.delete_kind(cluster_name, &name, internal).await?;
+        self.delete_kind(cluster_name, &name, backend.as_deref())
+            .await?;
         Ok(())
     }
 }
@@ -1064,13 +1188,53 @@ mod tests {
             json!({}),
         );
         assert!(spec_of("k", None, &mixed).is_err());
-        let shared = svc(
-            json!({"ports": [{"port": 80}]}),
-            json!({"cloud.google.com/load-balancer-backend-share": "true"}),
-        );
-        let e = hypercloud_cloudprovider::Chain(&spec_of("k", None, &shared).err().unwrap())
+        // A shared backend service: internal and `Cluster` only, `true` or `false`.
+        let internal = json!({ANNOTATION_TYPE: "Internal", ANNOTATION_BACKEND_SHARE_OLD: "true"});
+        for (spec, annotations, says) in [
+            (
+                json!({"ports": [{"port": 80}]}),
+                json!({ANNOTATION_BACKEND_SHARE: "true"}),
+                "this Service's is external",
+            ),
+            (
+                json!({"ports": [{"port": 80}], "externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}),
+                internal.clone(),
+                "has its own backend service",
+            ),
+            (
+                json!({"ports": [{"port": 80}]}),
+                json!({ANNOTATION_TYPE: "Internal", ANNOTATION_BACKEND_SHARE: "yes"}),
+                "`yes` is not `true` or `false`",
+            ),
+        ] {
+            let e = hypercloud_cloudprovider::Chain(
+                &spec_of("k", None, &svc(spec, annotations)).err().unwrap(),
+            )
             .to_string();
-        assert!(e.contains("annotation cloud.google.com/load-balancer-backend-share is not supported by hypercloud's gce provider"), "{e}");
+            assert!(
+                e.contains("load-balancer-backend-share") && e.contains(says),
+                "{e}"
+            );
+        }
+        // Services asking the same share one backend service, named as upstream's.
+        let tcp = spec_of(
+            "k",
+            None,
+            &svc(json!({"ports": [{"port": 80}]}), internal.clone()),
+        )
+        .unwrap();
+        assert_eq!(
+            tcp.backend_service,
+            "k8s-k-internal-tcp-nmv1-6eef6648406c333a"
+        );
+        let sticky = svc(
+            json!({"ports": [{"port": 80}], "sessionAffinity": "ClientIP"}),
+            internal,
+        );
+        assert_ne!(
+            spec_of("k", None, &sticky).unwrap().backend_service,
+            tcp.backend_service
+        );
         // Values the provider cannot take are refused by the annotation's name.
         for (k, v) in [
             (ANNOTATION_TYPE, "External"),
@@ -1169,8 +1333,8 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // The legacy provider's 9 annotations: 6 implemented, 3 refused; and IPv6.
-        assert_eq!(refused, 4);
+        // The legacy provider's 9 annotations: 8 implemented, 1 refused; and IPv6.
+        assert_eq!(refused, 2);
         let ranged = svc(
             json!({"ports": [{"port": 80}]}),
             json!({ANNOTATION_SOURCE_RANGES: "10.0.0.0/8, 192.168.0.0/16"}),
