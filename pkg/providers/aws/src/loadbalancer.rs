@@ -1,8 +1,9 @@
 //! Load balancers for `type: LoadBalancer` Services: a classic ELB by default, an NLB (ELBv2,
 //! type network) with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`. Both are named
 //! `a` + the Service UID without dashes (32 characters), tagged with the cluster tag and
-//! `kubernetes.io/service-name`, placed in the cluster's subnets (tagged
-//! `kubernetes.io/cluster/<ID>`, one per zone; else the nodes' subnets), internal with
+//! `kubernetes.io/service-name`, placed in the subnets `aws-load-balancer-subnets` names, else
+//! the cluster's subnets (tagged `kubernetes.io/cluster/<ID>`, one per zone; else the nodes'
+//! subnets), an NLB's addresses from `eip-allocations`/`private-ipv4-addresses`, internal with
 //! `service.beta.kubernetes.io/aws-load-balancer-internal`, and report their DNS name as the
 //! ingress hostname.
 //!
@@ -10,7 +11,8 @@
 //! NodePort (HTTP `/healthz` on the health-check NodePort with `externalTrafficPolicy: Local`),
 //! the node instances registered, a security group `k8s-elb-<name>` admitting each port (and
 //! ICMP fragmentation-needed) from `loadBalancerSourceRanges` (default `0.0.0.0/0`), unless
-//! `[Global] ElbSecurityGroup` names a shared one, and the nodes' security groups admitting
+//! `[Global] ElbSecurityGroup` names a shared one or `security-groups` the Service's own (plus
+//! `extra-security-groups`), and the nodes' security groups admitting
 //! the ELB's group unless `DisableSecurityGroupIngress`; the annotations for extra tags, idle
 //! timeout, connection draining, cross-zone balancing, health-check tuning, the PROXY
 //! protocol and SSL/HTTPS/HTTP listeners read as upstream ([`classic_options`]; refused on an

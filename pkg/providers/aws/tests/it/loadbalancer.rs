@@ -1047,7 +1047,10 @@ async fn classic_elb_security_groups_replace_or_join_its_own() {
     );
     let admits = |g: &str| ingress(&w, &node_group(&w)).iter().any(|r| r.2 == g);
     assert!(admits(&own));
-    assert!(ingress(&w, &x).is_empty(), "the extra group is given no rules");
+    assert!(
+        ingress(&w, &x).is_empty(),
+        "the extra group is given no rules"
+    );
 
     // security-groups replace the own group, which goes (with the nodes' rule for it).
     let byo = service(
@@ -1113,9 +1116,7 @@ async fn nlb_addresses_sent_as_subnet_mappings() {
     let lb = aws.load_balancer().unwrap();
     let nodes = [node(&w, 0)];
     let eip = || {
-        let a = w
-            .moto
-            .cli(&["ec2", "allocate-address", "--domain", "vpc"]);
+        let a = w.moto.cli(&["ec2", "allocate-address", "--domain", "vpc"]);
         s(&a, "AllocationId").to_owned()
     };
     let (e1, e2) = (eip(), eip());
