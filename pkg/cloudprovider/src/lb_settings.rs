@@ -330,6 +330,12 @@ fn sample_value(name: &str) -> &'static str {
         "/healthz"
     } else if last == "aws-load-balancer-nlb-target-type" {
         "instance"
+    } else if last.ends_with("security-groups") {
+        "sg-0123456789abcdef0"
+    } else if last == "aws-load-balancer-eip-allocations" {
+        "eipalloc-0123456789abcdef0"
+    } else if last == "aws-load-balancer-private-ipv4-addresses" {
+        "10.0.1.10"
     } else {
         "value"
     }

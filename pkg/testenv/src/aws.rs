@@ -500,6 +500,8 @@ struct ProxyState {
     throttle_next: u32,
     access_keys: Vec<String>,
     actions: Vec<String>,
+    /// Each request's form body (the query protocols' parameters), URL-encoded.
+    bodies: Vec<String>,
     throttled: u32,
 }
 
@@ -589,6 +591,7 @@ impl FaultProxy {
                         let throttle = {
                             let mut s = state.lock().expect("proxy state");
                             s.actions.push(action);
+                            s.bodies.push(text.clone());
                             s.access_keys.push(key);
                             if s.throttle_next > 0 {
                                 s.throttle_next -= 1;
@@ -637,6 +640,12 @@ impl FaultProxy {
     /// The actions (`DescribeInstances`, ...) of every request so far.
     pub fn actions(&self) -> Vec<String> {
         self.state.lock().expect("proxy state").actions.clone()
+    }
+
+    /// The form body of every request so far (URL-encoded `Key=Value&...`), in the order of
+    /// [`FaultProxy::actions`]: what a client sent, for what moto does not keep.
+    pub fn bodies(&self) -> Vec<String> {
+        self.state.lock().expect("proxy state").bodies.clone()
     }
 
     /// The access key ID each request so far was signed with.

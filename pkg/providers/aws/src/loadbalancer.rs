@@ -1,8 +1,9 @@
 //! Load balancers for `type: LoadBalancer` Services: a classic ELB by default, an NLB (ELBv2,
 //! type network) with `service.beta.kubernetes.io/aws-load-balancer-type: nlb`. Both are named
 //! `a` + the Service UID without dashes (32 characters), tagged with the cluster tag and
-//! `kubernetes.io/service-name`, placed in the cluster's subnets (tagged
-//! `kubernetes.io/cluster/<ID>`, one per zone; else the nodes' subnets), internal with
+//! `kubernetes.io/service-name`, placed in the subnets `aws-load-balancer-subnets` names, else
+//! the cluster's subnets (tagged `kubernetes.io/cluster/<ID>`, one per zone; else the nodes'
+//! subnets), an NLB's addresses from `eip-allocations`/`private-ipv4-addresses`, internal with
 //! `service.beta.kubernetes.io/aws-load-balancer-internal`, and report their DNS name as the
 //! ingress hostname.
 //!
@@ -10,7 +11,8 @@
 //! NodePort (HTTP `/healthz` on the health-check NodePort with `externalTrafficPolicy: Local`),
 //! the node instances registered, a security group `k8s-elb-<name>` admitting each port (and
 //! ICMP fragmentation-needed) from `loadBalancerSourceRanges` (default `0.0.0.0/0`), unless
-//! `[Global] ElbSecurityGroup` names a shared one, and the nodes' security groups admitting
+//! `[Global] ElbSecurityGroup` names a shared one or `security-groups` the Service's own (plus
+//! `extra-security-groups`), and the nodes' security groups admitting
 //! the ELB's group unless `DisableSecurityGroupIngress`; the annotations for extra tags, idle
 //! timeout, connection draining, cross-zone balancing, health-check tuning, the PROXY
 //! protocol and SSL/HTTPS/HTTP listeners read as upstream ([`classic_options`]; refused on an
@@ -102,6 +104,20 @@ pub const ANNOTATION_BACKEND_PROTOCOL: &str =
 /// `*`: the PROXY protocol towards every backend.
 pub const ANNOTATION_PROXY_PROTOCOL: &str =
     "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol";
+/// Subnet IDs (`subnet-…`) or `Name` tags, comma-separated: the load balancer's subnets.
+pub const ANNOTATION_SUBNETS: &str = "service.beta.kubernetes.io/aws-load-balancer-subnets";
+/// Security group IDs that replace the provider's own group on a classic ELB.
+pub const ANNOTATION_SECURITY_GROUPS: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-security-groups";
+/// Security group IDs added beside the classic ELB's own (or replaced) groups.
+pub const ANNOTATION_EXTRA_SECURITY_GROUPS: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-extra-security-groups";
+/// Elastic IP allocation IDs, one per subnet: an internet-facing NLB's addresses.
+pub const ANNOTATION_EIP_ALLOCATIONS: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-eip-allocations";
+/// IPv4 addresses, one per subnet and inside it: an internal NLB's addresses.
+pub const ANNOTATION_PRIVATE_IPV4: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses";
 /// The ELB policy enabling the PROXY protocol (upstream's name).
 const PROXY_PROTOCOL_POLICY: &str = "k8s-proxyprotocol-enabled";
 /// The tag naming the Service a load balancer (or target group, security group) belongs to.
@@ -126,8 +142,8 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_DRAINING_TIMEOUT), "seconds 1–3600, default 300: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_IDLE_TIMEOUT), "seconds 1–4000, default 60: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_CROSS_ZONE), "`true`/`false`, default off: ModifyLoadBalancerAttributes when the ELB differs; classic ELB only"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-eip-allocations"), "NLBs get AWS-assigned addresses; Elastic IP allocations are not implemented"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-extra-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_EIP_ALLOCATIONS), "`eipalloc-…` IDs, one per subnet in order (upstream's createSubnetMappings: SubnetMappings AllocationId on CreateLoadBalancer; other addresses on an NLB that reports them make a new NLB); internet-facing NLB only, a count other than the subnets' is refused"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_EXTRA_SECURITY_GROUPS), "`sg-…` IDs added after the ELB's own group (or the `security-groups` ones), as upstream's buildELBSecurityGroupList; given no rules; classic ELB only (on an NLB upstream reads security groups only in its opt-in NLB security-group mode, not implemented here)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_HEALTHY), "2–10, default 2: ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_INTERVAL), "seconds 5–300, default 10, above the timeout (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_PATH), "the path of an `HTTP`/`HTTPS` check (default `/`, `/healthz` with `externalTrafficPolicy: Local`); with a `TCP`/`SSL` check it is refused (upstream drops it): ConfigureHealthCheck when the ELB differs; classic ELB only"),
@@ -135,14 +151,14 @@ pub const SERVICE_SETTINGS: &[LbSetting] = &[
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_PROTOCOL), "`TCP`, `SSL`, `HTTP` or `HTTPS` (any case): the protocol of the check target (default TCP, HTTP with `externalTrafficPolicy: Local`); ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_TIMEOUT), "seconds 2–60, default 5, below the interval (checked here when both are given, else by ELB): ConfigureHealthCheck when the ELB differs; classic ELB only"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_HC_UNHEALTHY), "2–10, default 6: ConfigureHealthCheck when the ELB differs; classic ELB only"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses"), "internal NLBs get AWS-assigned addresses; choosing them is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_PRIVATE_IPV4), "IPv4 addresses, one per subnet in order and inside its CIDR: SubnetMappings PrivateIPv4Address on CreateLoadBalancer (other addresses on an NLB that reports them make a new NLB); internal NLB only, a count other than the subnets' is refused"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_NLB_TARGET_TYPE), "`instance`: the nodes' instances at the node ports, what this provider registers on an NLB and a classic ELB alike; `ip` (pod IPs as targets) is refused by name: IP targets are not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_PROXY_PROTOCOL), "`*` (the only value upstream takes): the policy `k8s-proxyprotocol-enabled` (CreateLoadBalancerPolicy) on every node port (SetLoadBalancerPoliciesForBackendServer), taken off again without the annotation; classic ELB only"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-security-groups"), "the load balancer has only its own security group (or `[Global] ElbSecurityGroup`)"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SECURITY_GROUPS), "`sg-…` IDs that replace the ELB's own group (none is made; a former one is deleted); the nodes admit the first; given no rules, as upstream's bring-your-own groups; classic ELB only (on an NLB upstream reads them only in its opt-in NLB security-group mode, not implemented here)"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_CERT), "a certificate ARN (ELB checks it): SSL listeners to TCP backends (HTTPS with `backend-protocol`) with that certificate on the `ssl-ports` (default all); a changed certificate or protocol replaces the listener; classic ELB only"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy"), "TLS listeners use ELB's default negotiation policy; choosing one is not implemented"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_SSL_PORTS), "`*` or a comma-separated list of the Service's port numbers and names: which listeners use `ssl-cert`; a list entry naming no port of the Service, or the annotation without `ssl-cert`, is refused; classic ELB only"),
-    LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-subnets"), "subnets are the cluster's tagged subnets (else the nodes'); choosing them is not implemented"),
+    LbSetting::implemented(Setting::Annotation(ANNOTATION_SUBNETS), "subnet IDs or `Name` tags (in the VPC), as upstream's resolveSubnetNameOrIDs: the ELB's or NLB's subnets instead of the discovered ones; an entry that finds no subnet, or several, is an error naming the annotation"),
     LbSetting::refused(Setting::Annotation("service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"), "NLB target groups keep AWS's default attributes"),
     LbSetting::implemented(Setting::Annotation(ANNOTATION_TARGET_NODE_LABELS), "`k=v,k2=v2,k3` (a bare key or `k=` matches any value): only Nodes with all of these labels are registered, as upstream's filterTargetNodes; an entry with an empty key is refused; classic ELB and NLB"),
     LbSetting::implemented(Setting::LoadBalancerClass, "the service controller leaves the Service to the class's controller (upstream)"),
@@ -191,7 +207,20 @@ struct Spec {
     ports: Vec<Port>,
     source_ranges: Vec<String>,
     health_check_node_port: Option<i32>,
+    placement: Placement,
     classic: ClassicOptions,
+}
+
+/// Where a load balancer sits and which addresses an NLB takes (upstream's
+/// `getLoadBalancerSubnets` and `createSubnetMappings`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Placement {
+    /// `subnets`, in the annotation's order; `None`: the discovered subnets.
+    subnets: Option<Vec<String>>,
+    /// `eip-allocations`, paired in order with the subnets.
+    eip_allocations: Vec<String>,
+    /// `private-ipv4-addresses`, paired in order with the subnets.
+    private_ips: Vec<std::net::Ipv4Addr>,
 }
 
 /// What a Service's annotations ask of a classic ELB beyond its listeners: upstream's
@@ -205,6 +234,33 @@ struct ClassicOptions {
     check: CheckTarget,
     proxy_protocol: bool,
     tls: Tls,
+    /// `security-groups`: replace the provider's own group (upstream's BYO groups).
+    security_groups: Vec<String>,
+    /// `extra-security-groups`: added after the own (or replacing) groups.
+    extra_security_groups: Vec<String>,
+}
+
+impl ClassicOptions {
+    /// The ELB's groups: `own` (the provider's group) unless `security-groups` replaces it,
+    /// then the extra groups; no group twice. The first is the one the nodes admit
+    /// (upstream's `buildELBSecurityGroupList` and `sortELBSecurityGroupList`).
+    fn groups(&self, own: Option<&str>) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let first: Vec<&str> = if self.security_groups.is_empty() {
+            own.into_iter().collect()
+        } else {
+            self.security_groups.iter().map(String::as_str).collect()
+        };
+        for g in first
+            .into_iter()
+            .chain(self.extra_security_groups.iter().map(String::as_str))
+        {
+            if !out.iter().any(|o| o == g) {
+                out.push(g.to_owned());
+            }
+        }
+        out
+    }
 }
 
 /// Listener protocols (upstream's `buildListener`).
@@ -400,6 +456,241 @@ fn bad_value(key: &str, value: &str, what: &str) -> Error {
     )
 }
 
+/// Upstream's `splitCommaSeparatedString`: items trimmed, empty ones skipped.
+fn comma_list(value: &str) -> Vec<&str> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
+/// `prefix` followed by 1–64 ASCII letters and digits (an EC2 resource ID).
+fn resource_id(value: &str, prefix: &str) -> bool {
+    value.strip_prefix(prefix).is_some_and(|rest| {
+        (1..=64).contains(&rest.len()) && rest.chars().all(|c| c.is_ascii_alphanumeric())
+    })
+}
+
+/// A list of EC2 IDs with `prefix`: none twice, at least one.
+fn id_list(key: &str, value: &str, prefix: &str, what: &str) -> Result<Vec<String>> {
+    let items = comma_list(value);
+    if items.is_empty() {
+        return Err(bad_value(key, value, &format!("names no {what}")));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        if !resource_id(item, prefix) {
+            return Err(bad_value(
+                key,
+                value,
+                &format!("has {item:?}, which is not a {what} ID ({prefix}…)"),
+            ));
+        }
+        if out.iter().any(|o| o == item) {
+            return Err(bad_value(key, value, &format!("names {item} twice")));
+        }
+        out.push(item.to_owned());
+    }
+    Ok(out)
+}
+
+/// The `subnets`, `eip-allocations` and `private-ipv4-addresses` annotations, checked as far
+/// as the Service alone tells (the webhook reads this too): the addresses only on an NLB of
+/// the right scheme, one per subnet when the subnets are named.
+fn placement_of(svc: &Service) -> Result<Placement> {
+    let nlb = annotation(svc, ANNOTATION_TYPE) == Some("nlb");
+    let internal = annotation(svc, ANNOTATION_INTERNAL).is_some_and(|v| v != "false");
+    let mut p = Placement::default();
+    if let Some(v) = annotation(svc, ANNOTATION_SUBNETS) {
+        let items = comma_list(v);
+        if items.is_empty() {
+            return Err(bad_value(ANNOTATION_SUBNETS, v, "names no subnet"));
+        }
+        let mut out: Vec<String> = Vec::new();
+        for item in items {
+            // A subnet ID, else the value of a `Name` tag (at most 256 characters).
+            let ok = if item.starts_with("subnet-") {
+                resource_id(item, "subnet-")
+            } else {
+                item.chars().count() <= 256 && !item.chars().any(char::is_control)
+            };
+            if !ok {
+                return Err(bad_value(
+                    ANNOTATION_SUBNETS,
+                    v,
+                    &format!("has {item:?}, neither a subnet ID nor a Name tag"),
+                ));
+            }
+            if out.iter().any(|o| o == item) {
+                return Err(bad_value(
+                    ANNOTATION_SUBNETS,
+                    v,
+                    &format!("names {item} twice"),
+                ));
+            }
+            out.push(item.to_owned());
+        }
+        p.subnets = Some(out);
+    }
+    let nlb_only = |key: &str, why: &'static str| Error::UnsupportedServiceSetting {
+        provider: "aws".into(),
+        setting: format!("annotation {key} without aws-load-balancer-type: nlb"),
+        why,
+    };
+    if let Some(v) = annotation(svc, ANNOTATION_EIP_ALLOCATIONS) {
+        if !nlb {
+            return Err(nlb_only(
+                ANNOTATION_EIP_ALLOCATIONS,
+                "Elastic IP allocations are for NLBs (upstream reads them on NLBs only)",
+            ));
+        }
+        if internal {
+            return Err(Error::UnsupportedServiceSetting {
+                provider: "aws".into(),
+                setting: format!("annotation {ANNOTATION_EIP_ALLOCATIONS} with {ANNOTATION_INTERNAL}"),
+                why: "Elastic IPs are for internet-facing NLBs; an internal NLB takes private-ipv4-addresses",
+            });
+        }
+        p.eip_allocations = id_list(
+            ANNOTATION_EIP_ALLOCATIONS,
+            v,
+            "eipalloc-",
+            "Elastic IP allocation",
+        )?;
+    }
+    if let Some(v) = annotation(svc, ANNOTATION_PRIVATE_IPV4) {
+        if !nlb {
+            return Err(nlb_only(
+                ANNOTATION_PRIVATE_IPV4,
+                "private IPv4 addresses are for NLBs (upstream reads them on NLBs only)",
+            ));
+        }
+        if !internal {
+            return Err(Error::UnsupportedServiceSetting {
+                provider: "aws".into(),
+                setting: format!(
+                    "annotation {ANNOTATION_PRIVATE_IPV4} without {ANNOTATION_INTERNAL}"
+                ),
+                why: "private addresses are for internal NLBs; an internet-facing NLB takes eip-allocations",
+            });
+        }
+        let items = comma_list(v);
+        if items.is_empty() {
+            return Err(bad_value(ANNOTATION_PRIVATE_IPV4, v, "names no address"));
+        }
+        for item in items {
+            let ip: std::net::Ipv4Addr = item.parse().map_err(|_| {
+                bad_value(
+                    ANNOTATION_PRIVATE_IPV4,
+                    v,
+                    &format!("has {item:?}, which is not an IPv4 address"),
+                )
+            })?;
+            if p.private_ips.contains(&ip) {
+                return Err(bad_value(
+                    ANNOTATION_PRIVATE_IPV4,
+                    v,
+                    &format!("names {ip} twice"),
+                ));
+            }
+            p.private_ips.push(ip);
+        }
+    }
+    if let Some(subnets) = &p.subnets {
+        p.check_counts(subnets.len())?;
+    }
+    Ok(p)
+}
+
+impl Placement {
+    /// One address per subnet, as upstream demands (`Must have same number of ...`).
+    fn check_counts(&self, subnets: usize) -> Result<()> {
+        for (key, n) in [
+            (ANNOTATION_EIP_ALLOCATIONS, self.eip_allocations.len()),
+            (ANNOTATION_PRIVATE_IPV4, self.private_ips.len()),
+        ] {
+            if n != 0 && n != subnets {
+                return Err(cloud(
+                    "read Service annotations",
+                    format!("annotation {key} has {n} entries for {subnets} subnets; give one per subnet"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The NLB's subnet mappings: each subnet with its allocation or address, paired in order
+    /// (upstream's `createSubnetMappings`); `cidrs` are the subnets' CIDR blocks (by ID),
+    /// which each private address must lie in.
+    fn mappings(
+        &self,
+        subnets: &[String],
+        cidrs: &BTreeMap<String, String>,
+    ) -> Result<Vec<elbv2::SubnetMapping>> {
+        self.check_counts(subnets.len())?;
+        let mut out = Vec::new();
+        for (i, id) in subnets.iter().enumerate() {
+            let ip = self.private_ips.get(i);
+            if let Some(ip) = ip {
+                let cidr = cidrs.get(id).map(String::as_str).unwrap_or_default();
+                if !ipv4_in_cidr(*ip, cidr) {
+                    return Err(cloud(
+                        "read Service annotations",
+                        format!("annotation {ANNOTATION_PRIVATE_IPV4}: {ip} is not inside subnet {id} ({cidr})"),
+                    ));
+                }
+            }
+            out.push(
+                elbv2::SubnetMapping::builder()
+                    .subnet_id(id)
+                    .set_allocation_id(self.eip_allocations.get(i).cloned())
+                    .set_private_ipv4_address(ip.map(ToString::to_string))
+                    .build(),
+            );
+        }
+        Ok(out)
+    }
+
+    fn addresses(&self) -> bool {
+        !self.eip_allocations.is_empty() || !self.private_ips.is_empty()
+    }
+}
+
+/// Whether `ip` lies in the IPv4 CIDR block `cidr` (false for anything else).
+fn ipv4_in_cidr(ip: std::net::Ipv4Addr, cidr: &str) -> bool {
+    let Some((net, len)) = cidr.split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(len)) = (net.parse::<std::net::Ipv4Addr>(), len.parse::<u32>()) else {
+        return false;
+    };
+    if len > 32 {
+        return false;
+    }
+    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
+/// Whether the NLB reports addresses other than the mappings ask for (a subnet of both whose
+/// reported allocation or private address differs). Addresses the API does not report
+/// (moto reports none) cannot be compared and count as the same.
+fn addresses_differ(lb: &elbv2::LoadBalancer, want: &[elbv2::SubnetMapping]) -> bool {
+    lb.availability_zones().iter().any(|z| {
+        let Some(m) = want.iter().find(|m| m.subnet_id() == z.subnet_id()) else {
+            return false;
+        };
+        z.load_balancer_addresses().iter().any(|a| {
+            (m.allocation_id().is_some()
+                && a.allocation_id().is_some()
+                && a.allocation_id() != m.allocation_id())
+                || (m.private_ipv4_address().is_some()
+                    && a.private_ipv4_address().is_some()
+                    && a.private_ipv4_address() != m.private_ipv4_address())
+        })
+    })
+}
+
 /// Go's `strconv.ParseBool`, which upstream reads these flags with.
 fn go_bool(key: &str, value: &str) -> Result<bool> {
     match value {
@@ -464,6 +755,18 @@ fn classic_options(svc: &Service) -> Result<ClassicOptions> {
     };
     if let Some(v) = annotation(svc, ANNOTATION_TAGS) {
         o.tags = parse_tags(v)?;
+    }
+    // Empty lists are no groups, as upstream's getSGListFromAnnotation reads them.
+    if let Some(v) =
+        annotation(svc, ANNOTATION_SECURITY_GROUPS).filter(|v| !comma_list(v).is_empty())
+    {
+        o.security_groups = id_list(ANNOTATION_SECURITY_GROUPS, v, "sg-", "security group")?;
+    }
+    if let Some(v) =
+        annotation(svc, ANNOTATION_EXTRA_SECURITY_GROUPS).filter(|v| !comma_list(v).is_empty())
+    {
+        o.extra_security_groups =
+            id_list(ANNOTATION_EXTRA_SECURITY_GROUPS, v, "sg-", "security group")?;
     }
     if let Some(v) = annotation(svc, ANNOTATION_PROXY_PROTOCOL) {
         if v != "*" {
@@ -650,6 +953,7 @@ fn spec_of(svc: &Service) -> Result<Spec> {
         ports,
         source_ranges,
         health_check_node_port,
+        placement: placement_of(svc)?,
         classic: classic_options(svc)?,
     })
 }
@@ -693,6 +997,7 @@ fn check_settings(service: &Service) -> Result<()> {
             ))
         }
     }
+    placement_of(service)?;
     classic_options(service).map(|_| ())
 }
 
@@ -756,6 +1061,8 @@ const CLASSIC_ONLY: &[&str] = &[
     ANNOTATION_SSL_CERT,
     ANNOTATION_SSL_PORTS,
     ANNOTATION_BACKEND_PROTOCOL,
+    ANNOTATION_SECURITY_GROUPS,
+    ANNOTATION_EXTRA_SECURITY_GROUPS,
 ];
 
 fn valid_cidr(s: &str) -> bool {
@@ -920,9 +1227,128 @@ impl Aws {
             })
     }
 
+    /// The load balancer's subnets: those the `subnets` annotation names, else discovered
+    /// (upstream's `getLoadBalancerSubnets`).
+    async fn lb_subnets(
+        &self,
+        vpc: &str,
+        spec: &Spec,
+        instances: &[InstanceInfo],
+    ) -> Result<Vec<String>> {
+        match &spec.placement.subnets {
+            Some(named) => self.resolve_subnets(vpc, named).await,
+            None => self.discover_subnets(vpc, spec.internal, instances).await,
+        }
+    }
+
+    /// The subnets the annotation names, in its order: an ID as it is, anything else by its
+    /// `Name` tag in the VPC (upstream's `resolveSubnetNameOrIDs`, which fails unless every
+    /// entry finds exactly one subnet); one DescribeSubnets per kind of entry.
+    async fn resolve_subnets(&self, vpc: &str, named: &[String]) -> Result<Vec<String>> {
+        let s = self.session().await?;
+        let value = named.join(",");
+        let (ids, names): (Vec<&String>, Vec<&String>) =
+            named.iter().partition(|n| n.starts_with("subnet-"));
+        let mut found: Vec<aws_sdk_ec2::types::Subnet> = Vec::new();
+        if !ids.is_empty() {
+            match s
+                .ec2
+                .describe_subnets()
+                .set_subnet_ids(Some(ids.iter().map(|i| (*i).clone()).collect()))
+                .send()
+                .await
+                .map_err(|e| sdk("DescribeSubnets", e))
+            {
+                Ok(r) => found.extend(r.subnets().iter().cloned()),
+                Err(e) if code(&e) == Some("InvalidSubnetID.NotFound") => {
+                    return Err(bad_value(
+                        ANNOTATION_SUBNETS,
+                        &value,
+                        "names a subnet ID that does not exist (InvalidSubnetID.NotFound)",
+                    ))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if !names.is_empty() {
+            let reply = s
+                .ec2
+                .describe_subnets()
+                .filters(
+                    Filter::builder()
+                        .name("tag:Name")
+                        .set_values(Some(names.iter().map(|n| (*n).clone()).collect()))
+                        .build(),
+                )
+                .filters(Filter::builder().name("vpc-id").values(vpc).build())
+                .send()
+                .await
+                .map_err(|e| sdk("DescribeSubnets", e))?;
+            found.extend(reply.subnets().iter().cloned());
+        }
+        let mut out = Vec::new();
+        for entry in named {
+            let matching: Vec<&str> = found
+                .iter()
+                .filter(|sn| {
+                    if entry.starts_with("subnet-") {
+                        sn.subnet_id() == Some(entry.as_str())
+                    } else {
+                        sn.tags()
+                            .iter()
+                            .any(|t| t.key() == Some("Name") && t.value() == Some(entry.as_str()))
+                    }
+                })
+                .filter_map(|sn| sn.subnet_id())
+                .collect();
+            match matching.as_slice() {
+                [one] if !out.iter().any(|o| o == one) => out.push((*one).to_owned()),
+                [one] => {
+                    return Err(bad_value(
+                        ANNOTATION_SUBNETS,
+                        &value,
+                        &format!("names subnet {one} twice"),
+                    ))
+                }
+                [] => {
+                    return Err(bad_value(
+                        ANNOTATION_SUBNETS,
+                        &value,
+                        &format!("has {entry:?}, which names no subnet of {vpc}"),
+                    ))
+                }
+                many => {
+                    return Err(bad_value(
+                        ANNOTATION_SUBNETS,
+                        &value,
+                        &format!("has {entry:?}, the Name of {} subnets", many.len()),
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The CIDR blocks of `subnets`, by ID (one DescribeSubnets).
+    async fn subnet_cidrs(&self, subnets: &[String]) -> Result<BTreeMap<String, String>> {
+        let s = self.session().await?;
+        let reply = s
+            .ec2
+            .describe_subnets()
+            .set_subnet_ids(Some(subnets.to_vec()))
+            .send()
+            .await
+            .map_err(|e| sdk("DescribeSubnets", e))?;
+        Ok(reply
+            .subnets()
+            .iter()
+            .filter_map(|sn| Some((sn.subnet_id()?.to_owned(), sn.cidr_block()?.to_owned())))
+            .collect())
+    }
+
     /// One subnet per zone: the cluster-tagged subnets of the VPC (preferring the role tag
     /// for the scheme), else the nodes' subnets.
-    async fn lb_subnets(
+    async fn discover_subnets(
         &self,
         vpc: &str,
         internal: bool,
@@ -1248,8 +1674,19 @@ impl Aws {
         let s = self.session().await?;
         let instances = self.node_instances(nodes).await?;
         let vpc = self.vpc_of(&instances).await?;
-        let subnets = self.lb_subnets(&vpc, spec.internal, &instances).await?;
-        let group = self.ensure_elb_group(spec, &vpc).await?;
+        let subnets = self.lb_subnets(&vpc, spec, &instances).await?;
+        // The provider's own group unless `security-groups` replaces it (then it is neither
+        // made nor given rules, as upstream's bring-your-own groups).
+        let own = if spec.classic.security_groups.is_empty() {
+            Some(self.ensure_elb_group(spec, &vpc).await?)
+        } else {
+            None
+        };
+        let groups = spec.classic.groups(own.as_deref());
+        let group = groups
+            .first()
+            .cloned()
+            .ok_or_else(|| cloud("EnsureLoadBalancer", "no security group for the ELB"))?;
         let scheme = if spec.internal {
             "internal"
         } else {
@@ -1292,7 +1729,7 @@ impl Aws {
                     .load_balancer_name(&spec.name)
                     .set_listeners(Some(listeners.clone()))
                     .set_subnets(Some(subnets.clone()))
-                    .security_groups(&group)
+                    .set_security_groups(Some(groups.clone()))
                     .set_tags(Some(tags));
                 if spec.internal {
                     req = req.scheme("internal");
@@ -1307,7 +1744,7 @@ impl Aws {
                 })?
             }
             Some(lb) => {
-                self.converge_classic(spec, &lb, &listeners, &subnets, &group)
+                self.converge_classic(spec, &lb, &listeners, &subnets, &groups)
                     .await?;
                 self.converge_classic_tags(spec).await?;
                 lb
@@ -1388,6 +1825,18 @@ impl Aws {
             None,
         )
         .await?;
+        if own.is_none() && self.config.global.elb_security_group.is_none() {
+            // The Service switched to its own groups: the provider's group goes.
+            if let Some(id) = self
+                .find_group(&format!("k8s-elb-{}", spec.name), Some(&vpc))
+                .await?
+                .and_then(|g| g.group_id().map(str::to_owned))
+            {
+                self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == id, None)
+                    .await?;
+                self.delete_group(&id).await?;
+            }
+        }
         Ok(status(lb.dns_name()))
     }
 
@@ -1572,7 +2021,7 @@ impl Aws {
         lb: &elb::LoadBalancerDescription,
         listeners: &[elb::Listener],
         subnets: &[String],
-        group: &str,
+        groups: &[String],
     ) -> Result<()> {
         let s = self.session().await?;
         let key = |l: &elb::Listener| {
@@ -1641,11 +2090,12 @@ impl Aws {
                 .await
                 .map_err(|e| sdk("DetachLoadBalancerFromSubnets", e))?;
         }
-        if lb.security_groups().iter().map(String::as_str).ne([group]) {
+        let have: BTreeSet<&String> = lb.security_groups().iter().collect();
+        if have != groups.iter().collect() {
             s.elb
                 .apply_security_groups_to_load_balancer()
                 .load_balancer_name(&spec.name)
-                .security_groups(group)
+                .set_security_groups(Some(groups.to_vec()))
                 .send()
                 .await
                 .map_err(|e| sdk("ApplySecurityGroupsToLoadBalancer", e))?;
@@ -1670,6 +2120,11 @@ impl Aws {
         if let Some(g) = own_group.as_ref().and_then(|g| g.group_id()) {
             // No node admits the ELB's group any more.
             let g = g.to_owned();
+            self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == g, None)
+                .await?;
+        } else if let Some(g) = spec.classic.security_groups.first() {
+            // The Service's own groups: only the first was admitted by the nodes.
+            let g = g.clone();
             self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == g, None)
                 .await?;
         } else if self.config.global.elb_security_group.is_none() {
@@ -1760,17 +2215,24 @@ impl Aws {
         let s = self.session().await?;
         let instances = self.node_instances(nodes).await?;
         let vpc = self.vpc_of(&instances).await?;
-        let subnets = self.lb_subnets(&vpc, spec.internal, &instances).await?;
+        let subnets = self.lb_subnets(&vpc, spec, &instances).await?;
         let scheme = if spec.internal {
             elbv2::LoadBalancerSchemeEnum::Internal
         } else {
             elbv2::LoadBalancerSchemeEnum::InternetFacing
         };
+        let cidrs = if spec.placement.private_ips.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.subnet_cidrs(&subnets).await?
+        };
+        let mappings = spec.placement.mappings(&subnets, &cidrs)?;
         let cluster = self.cluster_tag().await?;
         let mut existing = self.describe_nlb(&spec.name).await?;
         if let Some(lb) = &existing {
-            if lb.scheme() != Some(&scheme) {
-                tracing::info!(lb = %spec.name, "scheme changed; recreating the NLB");
+            // An NLB's addresses are fixed at creation: other ones need a new NLB.
+            if lb.scheme() != Some(&scheme) || addresses_differ(lb, &mappings) {
+                tracing::info!(lb = %spec.name, "scheme or addresses changed; recreating the NLB");
                 self.delete_nlb(spec).await?;
                 existing = None;
             }
@@ -1785,7 +2247,7 @@ impl Aws {
                         .name(&spec.name)
                         .r#type(elbv2::LoadBalancerTypeEnum::Network)
                         .scheme(scheme)
-                        .set_subnets(Some(subnets.clone()))
+                        .set_subnet_mappings(Some(mappings.clone()))
                         .set_tags(Some(self.v2_tags(spec, cluster.clone())))
                         .send()
                         .await
@@ -1803,13 +2265,13 @@ impl Aws {
             .filter_map(|z| z.subnet_id().map(str::to_owned))
             .collect();
         if !have_subnets.is_empty() && have_subnets != subnets.iter().cloned().collect() {
-            s.elbv2
-                .set_subnets()
-                .load_balancer_arn(&arn)
-                .set_subnets(Some(subnets.clone()))
-                .send()
-                .await
-                .map_err(|e| sdk("SetSubnets", e))?;
+            let mut req = s.elbv2.set_subnets().load_balancer_arn(&arn);
+            req = if spec.placement.addresses() {
+                req.set_subnet_mappings(Some(mappings.clone()))
+            } else {
+                req.set_subnets(Some(subnets.clone()))
+            };
+            req.send().await.map_err(|e| sdk("SetSubnets", e))?;
         }
         let listeners = s
             .elbv2
@@ -2095,6 +2557,7 @@ impl LoadBalancer for Aws {
                 ports: Vec::new(),
                 source_ranges: Vec::new(),
                 health_check_node_port: None,
+                placement: Placement::default(),
                 classic: ClassicOptions::default(),
             },
         };
@@ -2158,7 +2621,9 @@ impl LoadBalancer for Aws {
             ports: Vec::new(),
             source_ranges: Vec::new(),
             health_check_node_port: None,
-            classic: ClassicOptions::default(),
+            placement: Placement::default(),
+            // The Service's own groups, when it names them: the nodes' rules for the first go.
+            classic: classic_options(service).unwrap_or_default(),
         };
         self.delete_classic(&spec).await?;
         self.delete_nlb(&spec).await
@@ -2266,9 +2731,31 @@ mod tests {
         // healthcheck-path likewise needs an HTTP check: walked on a base asking for one.
         let ssl_ports = Setting::Annotation(ANNOTATION_SSL_PORTS);
         let hc_path = Setting::Annotation(ANNOTATION_HC_PATH);
+        // eip-allocations and private-ipv4-addresses need an NLB of their scheme: walked on
+        // bases asking for one.
+        let eip = Setting::Annotation(ANNOTATION_EIP_ALLOCATIONS);
+        let private = Setting::Annotation(ANNOTATION_PRIVATE_IPV4);
+        for (row, base_annotations) in [
+            (eip, json!({ANNOTATION_TYPE: "nlb"})),
+            (
+                private,
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_INTERNAL: "true"}),
+            ),
+        ] {
+            let rows: Vec<LbSetting> = SERVICE_SETTINGS
+                .iter()
+                .filter(|r| r.setting == row || !matches!(r.setting, Setting::Annotation(_)))
+                .cloned()
+                .collect();
+            let nlb = svc(
+                base_annotations,
+                json!({"ipFamilies": ["IPv4"], "ports": [{"port": 80, "nodePort": 30080}]}),
+            );
+            lb_settings::walk(&rows, &nlb, check).unwrap();
+        }
         let (with, without): (Vec<LbSetting>, Vec<LbSetting>) = SERVICE_SETTINGS
             .iter()
-            .filter(|r| r.setting != hc_path)
+            .filter(|r| r.setting != hc_path && r.setting != eip && r.setting != private)
             .cloned()
             .partition(|r| r.setting == ssl_ports);
         let path_rows: Vec<LbSetting> = SERVICE_SETTINGS
@@ -2296,10 +2783,10 @@ mod tests {
             .iter()
             .filter(|r| r.support == hypercloud_cloudprovider::Support::Refused)
             .count();
-        // Upstream's 30 aws-load-balancer-* annotations: 19 implemented, 11 refused; the AWS
+        // Upstream's 30 aws-load-balancer-* annotations: 24 implemented, 6 refused; the AWS
         // Load Balancer Controller's nlb-target-type (`instance` implemented); and 4 Service
         // fields refused.
-        assert_eq!(refused, 15);
+        assert_eq!(refused, 10);
         let policy = svc(
             json!({"service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy": "ELBSecurityPolicy-2016-08"}),
             json!({"ports": [{"port": 443, "nodePort": 30443}]}),
@@ -2396,7 +2883,8 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            e.to_string()
+            hypercloud_cloudprovider::Chain(&e)
+                .to_string()
                 .contains(&format!("annotation {ANNOTATION_IDLE_TIMEOUT} with aws-load-balancer-type: nlb is not supported")),
             "{e}"
         );
@@ -2585,6 +3073,212 @@ mod tests {
             let e = hypercloud_cloudprovider::Chain(&e).to_string();
             assert!(e.contains(m), "{a}: {e}");
         }
+    }
+
+    #[test]
+    fn placement_as_upstream_and_bad_values_refused_by_name() {
+        let ports = json!({"ports": [{"port": 80, "nodePort": 30080}]});
+        let p = placement_of(&svc(json!({}), ports.clone())).unwrap();
+        assert_eq!(p, Placement::default());
+        let p = placement_of(&svc(
+            json!({ANNOTATION_TYPE: "nlb", ANNOTATION_SUBNETS: " subnet-0b, public-a ,", ANNOTATION_EIP_ALLOCATIONS: "eipalloc-1,eipalloc-2"}),
+            ports.clone(),
+        ))
+        .unwrap();
+        assert_eq!(
+            p.subnets,
+            Some(vec!["subnet-0b".to_owned(), "public-a".to_owned()])
+        );
+        assert_eq!(p.eip_allocations, ["eipalloc-1", "eipalloc-2"]);
+        let p = placement_of(&svc(
+            json!({ANNOTATION_TYPE: "nlb", ANNOTATION_INTERNAL: "true", ANNOTATION_PRIVATE_IPV4: "10.0.1.10, 10.0.2.10"}),
+            ports.clone(),
+        ))
+        .unwrap();
+        assert_eq!(
+            p.private_ips,
+            [
+                std::net::Ipv4Addr::new(10, 0, 1, 10),
+                std::net::Ipv4Addr::new(10, 0, 2, 10)
+            ]
+        );
+        for (a, m) in [
+            (json!({ANNOTATION_SUBNETS: " , "}), "names no subnet"),
+            (json!({ANNOTATION_SUBNETS: "subnet-a,subnet-a"}), "names subnet-a twice"),
+            (json!({ANNOTATION_SUBNETS: "subnet-!"}), "neither a subnet ID"),
+            (
+                json!({ANNOTATION_EIP_ALLOCATIONS: "eipalloc-1"}),
+                "eip-allocations without aws-load-balancer-type: nlb is not supported",
+            ),
+            (
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_INTERNAL: "true", ANNOTATION_EIP_ALLOCATIONS: "eipalloc-1"}),
+                "eip-allocations with service.beta.kubernetes.io/aws-load-balancer-internal is not supported",
+            ),
+            (
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_EIP_ALLOCATIONS: "1.2.3.4"}),
+                "not a Elastic IP allocation ID",
+            ),
+            (
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_SUBNETS: "subnet-a,subnet-b", ANNOTATION_EIP_ALLOCATIONS: "eipalloc-1"}),
+                "eip-allocations has 1 entries for 2 subnets",
+            ),
+            (
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_PRIVATE_IPV4: "10.0.0.1"}),
+                "private-ipv4-addresses without service.beta.kubernetes.io/aws-load-balancer-internal is not supported",
+            ),
+            (
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_INTERNAL: "true", ANNOTATION_PRIVATE_IPV4: "10.0.0.256"}),
+                "not an IPv4 address",
+            ),
+            (
+                json!({ANNOTATION_PRIVATE_IPV4: "10.0.0.1", ANNOTATION_INTERNAL: "true"}),
+                "private-ipv4-addresses without aws-load-balancer-type: nlb is not supported",
+            ),
+            (
+                json!({ANNOTATION_TYPE: "nlb", ANNOTATION_SECURITY_GROUPS: "sg-1"}),
+                "security-groups with aws-load-balancer-type: nlb is not supported",
+            ),
+            (json!({ANNOTATION_SECURITY_GROUPS: "sg-1,web"}), "\"web\", which is not a security group ID"),
+            (json!({ANNOTATION_EXTRA_SECURITY_GROUPS: "sg-1,sg-1"}), "names sg-1 twice"),
+        ] {
+            let e = check_settings(&svc(a.clone(), ports.clone())).unwrap_err();
+            let e = hypercloud_cloudprovider::Chain(&e).to_string();
+            assert!(e.contains(m), "{a}: {e}");
+        }
+    }
+
+    #[test]
+    fn security_groups_as_upstream() {
+        let ports = json!({"ports": [{"port": 80, "nodePort": 30080}]});
+        let o = classic_options(&svc(json!({}), ports.clone())).unwrap();
+        assert_eq!(o.groups(Some("sg-own")), ["sg-own"]);
+        let o = classic_options(&svc(
+            json!({ANNOTATION_EXTRA_SECURITY_GROUPS: "sg-x, sg-own,"}),
+            ports.clone(),
+        ))
+        .unwrap();
+        assert_eq!(o.groups(Some("sg-own")), ["sg-own", "sg-x"]);
+        let o = classic_options(&svc(
+            json!({ANNOTATION_SECURITY_GROUPS: "sg-b,sg-a", ANNOTATION_EXTRA_SECURITY_GROUPS: "sg-x,sg-a"}),
+            ports.clone(),
+        ))
+        .unwrap();
+        assert_eq!(o.groups(None), ["sg-b", "sg-a", "sg-x"]);
+        // Empty lists are no groups (upstream's getSGListFromAnnotation).
+        let o = classic_options(&svc(
+            json!({ANNOTATION_SECURITY_GROUPS: " , ", ANNOTATION_EXTRA_SECURITY_GROUPS: ""}),
+            ports,
+        ))
+        .unwrap();
+        assert_eq!(o.groups(Some("sg-own")), ["sg-own"]);
+    }
+
+    /// What CreateLoadBalancer (and SetSubnets) send as SubnetMappings.
+    #[test]
+    fn subnet_mappings_pair_addresses_with_subnets_in_order() {
+        let subnets = ["subnet-b".to_owned(), "subnet-a".to_owned()];
+        let cidrs = BTreeMap::from([
+            ("subnet-a".to_owned(), "10.0.1.0/24".to_owned()),
+            ("subnet-b".to_owned(), "10.0.2.0/24".to_owned()),
+        ]);
+        let plain = Placement::default().mappings(&subnets, &cidrs).unwrap();
+        assert_eq!(
+            plain,
+            [
+                elbv2::SubnetMapping::builder()
+                    .subnet_id("subnet-b")
+                    .build(),
+                elbv2::SubnetMapping::builder()
+                    .subnet_id("subnet-a")
+                    .build()
+            ]
+        );
+        let eips = Placement {
+            eip_allocations: vec!["eipalloc-1".into(), "eipalloc-2".into()],
+            ..Placement::default()
+        };
+        assert_eq!(
+            eips.mappings(&subnets, &cidrs).unwrap(),
+            [
+                elbv2::SubnetMapping::builder()
+                    .subnet_id("subnet-b")
+                    .allocation_id("eipalloc-1")
+                    .build(),
+                elbv2::SubnetMapping::builder()
+                    .subnet_id("subnet-a")
+                    .allocation_id("eipalloc-2")
+                    .build()
+            ]
+        );
+        let e = eips.mappings(&subnets[..1], &cidrs).unwrap_err();
+        assert!(
+            hypercloud_cloudprovider::Chain(&e)
+                .to_string()
+                .contains("eip-allocations has 2 entries for 1 subnets"),
+            "{e}"
+        );
+        let ips = Placement {
+            private_ips: vec![
+                std::net::Ipv4Addr::new(10, 0, 2, 7),
+                std::net::Ipv4Addr::new(10, 0, 1, 7),
+            ],
+            ..Placement::default()
+        };
+        let m = ips.mappings(&subnets, &cidrs).unwrap();
+        assert_eq!(
+            m.iter()
+                .map(|m| (m.subnet_id(), m.private_ipv4_address(), m.allocation_id()))
+                .collect::<Vec<_>>(),
+            [
+                (Some("subnet-b"), Some("10.0.2.7"), None),
+                (Some("subnet-a"), Some("10.0.1.7"), None)
+            ]
+        );
+        let swapped = Placement {
+            private_ips: vec![
+                std::net::Ipv4Addr::new(10, 0, 1, 7),
+                std::net::Ipv4Addr::new(10, 0, 2, 7),
+            ],
+            ..Placement::default()
+        };
+        let e = swapped.mappings(&subnets, &cidrs).unwrap_err();
+        assert!(
+            hypercloud_cloudprovider::Chain(&e)
+                .to_string()
+                .contains("10.0.1.7 is not inside subnet subnet-b (10.0.2.0/24)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cidr_membership_and_reported_addresses() {
+        let ip = std::net::Ipv4Addr::new(10, 0, 1, 255);
+        assert!(ipv4_in_cidr(ip, "10.0.1.0/24"));
+        assert!(ipv4_in_cidr(ip, "0.0.0.0/0"));
+        assert!(!ipv4_in_cidr(ip, "10.0.2.0/24"));
+        assert!(!ipv4_in_cidr(ip, "10.0.1.0/33"));
+        assert!(!ipv4_in_cidr(ip, "nonsense"));
+        let want = [elbv2::SubnetMapping::builder()
+            .subnet_id("subnet-a")
+            .allocation_id("eipalloc-1")
+            .build()];
+        let lb = |alloc: Option<&str>| {
+            elbv2::LoadBalancer::builder()
+                .availability_zones(
+                    elbv2::AvailabilityZone::builder()
+                        .subnet_id("subnet-a")
+                        .set_load_balancer_addresses(alloc.map(|a| {
+                            vec![elbv2::LoadBalancerAddress::builder()
+                                .allocation_id(a)
+                                .build()]
+                        }))
+                        .build(),
+                )
+                .build()
+        };
+        assert!(!addresses_differ(&lb(None), &want), "moto reports none");
+        assert!(!addresses_differ(&lb(Some("eipalloc-1")), &want));
+        assert!(addresses_differ(&lb(Some("eipalloc-9")), &want));
     }
 
     #[test]
