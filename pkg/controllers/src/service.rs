@@ -298,6 +298,13 @@ async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> 
         FinalizerEvent::Cleanup => {
             finalizer(ctx, svc, event, cleanup(svc, state, key)).await?;
             deleted_load_balancer(ctx, &reference).await;
+            if deleted_with_our_finalizer(svc) {
+                // Upstream patches the status here too and gets a 404 (its comment: "Service
+                // disappears right after we remove the finalizer"): the patch above removed
+                // the last finalizer of a Service being deleted, guarded by its
+                // resourceVersion, so the apiserver has deleted it. Nothing to clear.
+                return Ok(Action::AwaitChange);
+            }
             LoadBalancerStatus::default()
         }
         FinalizerEvent::Apply => {
@@ -317,10 +324,32 @@ async fn sync(svc: &Service, state: &ServiceState, key: &str) -> Result<Action> 
             }
         }
     };
-    if previous != new_status {
+    if !status_equal(&previous, &new_status) {
         patch_status(ctx, svc, key, &new_status).await?;
     }
     Ok(Action::AwaitChange)
+}
+
+/// Upstream `LoadBalancerStatusEqual` (the ingress lists, semantically) as the apiserver
+/// stores them: since `LoadBalancerIPMode` (GA in 1.32) it defaults the `ipMode` of an ingress
+/// with an IP to `VIP`, and Go's semantic equality takes an empty list for an absent one. A
+/// provider that leaves `ipMode` unset (OCCM sets `VIP`; ours leave it to the apiserver)
+/// would otherwise differ from the stored status on every later sync, and the same status
+/// would be written again each time (200 Services: 200 writes more than OCCM).
+fn status_equal(stored: &LoadBalancerStatus, new: &LoadBalancerStatus) -> bool {
+    let defaulted = |s: &LoadBalancerStatus| {
+        let mut ingress = s.ingress.clone().unwrap_or_default();
+        for i in &mut ingress {
+            if i.ip.as_deref().is_some_and(|ip| !ip.is_empty()) && i.ip_mode.is_none() {
+                i.ip_mode = Some("VIP".to_owned());
+            }
+            if i.ports.as_ref().is_some_and(Vec::is_empty) {
+                i.ports = None;
+            }
+        }
+        ingress
+    };
+    defaulted(stored) == defaulted(new)
 }
 
 /// Which side of the finalizer protocol a Service is on (kube-runtime `finalizer::Event`).
@@ -677,6 +706,12 @@ pub fn wants_load_balancer(svc: &Service) -> bool {
     svc.spec.as_ref().is_some_and(|s| {
         s.type_.as_deref() == Some("LoadBalancer") && s.load_balancer_class.is_none()
     })
+}
+
+/// Being deleted with no finalizer but ours: once ours is off, the Service is gone.
+fn deleted_with_our_finalizer(svc: &Service) -> bool {
+    svc.metadata.deletion_timestamp.is_some()
+        && svc.finalizers().iter().all(|f| f == FINALIZER_LB_CLEANUP)
 }
 
 fn has_finalizer(svc: &Service) -> bool {
@@ -1052,6 +1087,87 @@ mod api_tests {
         .await
         .expect("reconcile");
         assert_eq!(fake.call_count("ensure_load_balancer_deleted"), 1);
+    }
+
+    #[tokio::test]
+    async fn removing_the_last_finalizer_of_a_deleted_service_sends_no_status_patch() {
+        let fake = cloud("{}");
+        let mut svc = service(false, true, Some("192.0.2.1"));
+        svc.metadata.finalizers = Some(vec![FINALIZER_LB_CLEANUP.to_string()]);
+        fake.load_balancer()
+            .expect("lb")
+            .ensure_load_balancer("kubernetes", &svc, &[])
+            .await
+            .expect("existing load balancer");
+        let (state, api) = state(fake.clone());
+        let answer = serde_json::to_value(&svc).expect("json");
+        // Exactly: the Deleting Event, the finalizer patch, the Deleted Event; `exchange`
+        // fails on any request after them (upstream's status patch here answers 404).
+        exchange(reconcile(Arc::new(svc), state), api, |mut api| {
+            Box::pin(async move {
+                api.expect_event("ns", "DeletingLoadBalancer").await;
+                let f = api
+                    .expect("PATCH", "/api/v1/namespaces/ns/services/s?", answer)
+                    .await;
+                assert_eq!(
+                    f.body,
+                    json!({"metadata": {"finalizers": [], "resourceVersion": "5"}})
+                );
+                api.expect_event("ns", "DeletedLoadBalancer").await;
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+        assert_eq!(fake.call_count("ensure_load_balancer_deleted"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_second_sync_does_not_write_the_status_the_apiserver_defaulted() {
+        let fake = cloud("{}");
+        let (state, api) = state(fake.clone());
+        // As stored after the first sync: the apiserver added `ipMode: VIP` to the fake
+        // cloud's `{"ip": "192.0.2.1"}`.
+        let mut svc = service(true, false, None);
+        svc.status = serde_json::from_value(json!({"loadBalancer": {"ingress": [
+            {"ip": "192.0.2.1", "ipMode": "VIP", "ports": []}
+        ]}}))
+        .expect("status");
+        // The two Events only: no finalizer patch, no status patch.
+        exchange(reconcile(Arc::new(svc), state), api, |mut api| {
+            Box::pin(async move {
+                api.expect_event("ns", "EnsuringLoadBalancer").await;
+                api.expect_event("ns", "EnsuredLoadBalancer").await;
+                api
+            })
+        })
+        .await
+        .expect("reconcile");
+        assert_eq!(fake.call_count("ensure_load_balancer"), 1);
+    }
+
+    #[test]
+    fn status_equality_is_upstreams_after_the_apiservers_defaults() {
+        let status = |v: serde_json::Value| -> LoadBalancerStatus {
+            serde_json::from_value(v).expect("status")
+        };
+        let bare = status(json!({"ingress": [{"ip": "192.0.2.1"}]}));
+        let stored = status(json!({"ingress": [{"ip": "192.0.2.1", "ipMode": "VIP"}]}));
+        assert!(status_equal(&stored, &bare));
+        assert!(status_equal(
+            &LoadBalancerStatus::default(),
+            &status(json!({"ingress": []}))
+        ));
+        for other in [
+            json!({"ingress": [{"ip": "192.0.2.1", "ipMode": "Proxy"}]}),
+            json!({"ingress": [{"ip": "192.0.2.2"}]}),
+            json!({"ingress": [{"hostname": "lb.example"}]}),
+            json!({"ingress": [{"ip": "192.0.2.1"}, {"ip": "192.0.2.2"}]}),
+            json!({"ingress": [{"ip": "192.0.2.1", "ports": [{"port": 80, "protocol": "TCP"}]}]}),
+            json!({}),
+        ] {
+            assert!(!status_equal(&stored, &status(other.clone())), "{other}");
+        }
     }
 
     #[tokio::test]

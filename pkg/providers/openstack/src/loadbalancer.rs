@@ -677,19 +677,22 @@ impl OpenStack {
                 };
             }
         }
-        if let Some(lb) = self.find_lb(&naming.lb).await? {
+        let Some(legacy) = &naming.legacy else {
+            return self.find_lb(&naming.lb).await;
+        };
+        // Both names at once: a new Service (the common case) needs both answers, and one
+        // round trip instead of two is a good part of its create on a busy cloud. A Service
+        // found by its name without its id annotation (rare: the annotation is written with
+        // the load balancer) pays the legacy look-up it would otherwise skip.
+        let (current, old) = tokio::join!(self.find_lb(&naming.lb), self.find_lb(legacy));
+        if let Some(lb) = current? {
             return Ok(Some(lb));
         }
-        match &naming.legacy {
-            Some(legacy) => {
-                let found = self.find_lb(legacy).await?;
-                if let Some(lb) = &found {
-                    tracing::info!(lb = %legacy, id = ?lb["id"].as_str(), adopted_as = %naming.lb, "found the load balancer under its legacy in-tree name; adopting it");
-                }
-                Ok(found)
-            }
-            None => Ok(None),
+        let found = old?;
+        if let Some(lb) = &found {
+            tracing::info!(lb = %legacy, id = ?lb["id"].as_str(), adopted_as = %naming.lb, "found the load balancer under its legacy in-tree name; adopting it");
         }
+        Ok(found)
     }
 
     /// May this Service share `lb`, a load balancer found by its `load-balancer-id`
