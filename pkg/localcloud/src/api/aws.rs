@@ -24,14 +24,14 @@ pub(crate) mod poll;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use super::network::{create_vip_port, delete_vip_port, Subnet, SUBNETS};
+use super::network::{create_vip_port, Subnet, SUBNETS};
 use super::{ApiError, Cloud};
 #[cfg(feature = "aws-follow")]
 pub(crate) use crate::aws_follow::{map_address, AwsFollow};
 use crate::model::identity::{Project, PROJECTS};
 use crate::model::network::{Network, NETWORKS};
 use crate::model::octavia::{
-    listeners_of, members_of, monitors_of, pools_of, Common, HealthMonitor, Listener, ListenerTls,
+    listeners_of, members_of, monitors_of, Common, HealthMonitor, Listener, ListenerTls,
     LoadBalancer, Member, Pool, Record, Ref, LISTENERS, LISTENER_TIMEOUTS, LOADBALANCERS, MEMBERS,
     MONITORS, POOLS,
 };
@@ -175,7 +175,7 @@ fn sync_one(
         });
         if !keep {
             if let Some(pool) = &l.default_pool_id {
-                delete_pool(tx, pool);
+                crate::api::loadbalancer::delete_pool(tx, pool);
             }
             tx.delete(LISTENERS, l.id());
         }
@@ -373,28 +373,10 @@ fn sync_members(
     Ok(())
 }
 
-fn delete_pool(tx: &mut Tx<'_>, pool_id: &str) {
-    for m in members_of(tx, pool_id) {
-        tx.delete(MEMBERS, m.id());
-    }
-    for hm in monitors_of(tx, pool_id) {
-        tx.delete(MONITORS, hm.id());
-    }
-    tx.delete(POOLS, pool_id);
-}
-
 /// Removes a followed load balancer: its listeners close.
 fn remove(tx: &mut Tx<'_>, lb: &LoadBalancer) -> Result<(), ApiError> {
     let lb_id = lb.id().to_owned();
-    for l in listeners_of(tx, &lb_id) {
-        tx.delete(LISTENERS, l.id());
-    }
-    for p in pools_of(tx, &lb_id) {
-        delete_pool(tx, p.id());
-    }
-    delete_vip_port(tx, &lb_id, &lb.vip_port_id)?;
-    tx.delete(LOADBALANCERS, &lb_id);
-    Ok(())
+    crate::api::loadbalancer::delete_tree(tx, &lb_id)
 }
 
 /// `<state-dir>/aws-elb-hosts`: one `VIP DNS-NAME` line per followed load balancer.

@@ -24,6 +24,7 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
+use super::network::delete_vip_port;
 use super::{
     list_body, matches_filters, paginate, reply, select_fields, service_layers, ApiError, Cloud,
     Ctx, Params, Routes, Service,
@@ -109,6 +110,35 @@ impl View for HealthMonitor {
 }
 
 /// `{"<kind>": view}` with `status`.
+/// Deletes a pool with its members and health monitor, as Octavia deletes them with it.
+pub(crate) fn delete_pool(tx: &mut Tx<'_>, pool_id: &str) {
+    for member in m::members_of(tx, pool_id) {
+        Member::delete(tx, member.id());
+    }
+    for hm in m::monitors_of(tx, pool_id) {
+        HealthMonitor::delete(tx, hm.id());
+    }
+    Pool::delete(tx, pool_id);
+}
+
+/// Deletes load balancer `lb_id` with its listeners, pools (and their members and monitors)
+/// and its VIP port: Octavia's cascade delete, and what the GCE dialect and the AWS follower
+/// do when the forwarding rule or the followed load balancer goes. The data plane closes its
+/// listeners.
+pub(crate) fn delete_tree(tx: &mut Tx<'_>, lb_id: &str) -> Result<(), ApiError> {
+    for p in m::pools_of(tx, lb_id) {
+        delete_pool(tx, p.id());
+    }
+    for l in m::listeners_of(tx, lb_id) {
+        Listener::delete(tx, l.id());
+    }
+    if let Some(lb) = tx.get::<LoadBalancer>(m::LOADBALANCERS, lb_id) {
+        delete_vip_port(tx, lb_id, &lb.vip_port_id)?;
+    }
+    LoadBalancer::delete(tx, lb_id);
+    Ok(())
+}
+
 fn one<T: View>(r: &impl Read, status: StatusCode, record: &T) -> Response {
     reply(status, json!({ T::NAMES.one: record.view(r) }))
 }

@@ -19,9 +19,7 @@ use super::instances::find_instance;
 use super::networks::find_network;
 use super::*;
 use crate::api::compute::server_ports;
-use crate::api::network::{
-    create_vip_port, delete_vip_port, FloatingIp, Subnet, FLOATING_IPS, SUBNETS,
-};
+use crate::api::network::{create_vip_port, FloatingIp, Subnet, FLOATING_IPS, SUBNETS};
 use crate::model::gce::backend_service::{backend_service_key, BackendService};
 use crate::model::gce::firewall::Firewall;
 use crate::model::gce::forwarding_rule::ForwardingRule;
@@ -31,9 +29,9 @@ use crate::model::gce::instance_group::{instance_group_key, InstanceGroup};
 use crate::model::gce::instance_ref;
 use crate::model::gce::target_pool::{target_pool_key, TargetPool};
 use crate::model::octavia::{
-    listeners_of, members_of, monitors_of, pools_of, Common, HealthMonitor, Listener, ListenerTls,
+    listeners_of, members_of, monitors_of, Common, HealthMonitor, Listener, ListenerTls,
     LoadBalancer, Member, Pool, Record, Ref, LISTENERS, LISTENER_TIMEOUTS, LOADBALANCERS, MEMBERS,
-    MONITORS, POOLS,
+    MONITORS,
 };
 
 /// The description of the Octavia objects this module makes.
@@ -343,7 +341,7 @@ pub(crate) fn sync(
     for l in listeners_of(tx, &lb_id) {
         if !ports.contains(&l.protocol_port) || l.protocol != protocol {
             if let Some(pool_id) = &l.default_pool_id {
-                delete_pool(tx, pool_id);
+                crate::api::loadbalancer::delete_pool(tx, pool_id);
             }
             tx.delete(LISTENERS, l.id());
         }
@@ -477,16 +475,6 @@ fn internal(rule: &ForwardingRule) -> bool {
     rule.spec.load_balancing_scheme == "INTERNAL"
 }
 
-fn delete_pool(tx: &mut Tx<'_>, pool_id: &str) {
-    for mem in members_of(tx, pool_id) {
-        tx.delete(MEMBERS, mem.id());
-    }
-    for mon in monitors_of(tx, pool_id) {
-        tx.delete(MONITORS, mon.id());
-    }
-    tx.delete(POOLS, pool_id);
-}
-
 /// Removes the rule's Octavia load balancer (its listeners close; its address stops
 /// forwarding).
 pub(crate) fn remove(
@@ -498,15 +486,7 @@ pub(crate) fn remove(
         return Ok(());
     };
     let lb_id = lb.common.meta.id.clone();
-    for l in listeners_of(tx, &lb_id) {
-        tx.delete(LISTENERS, l.id());
-    }
-    for p in pools_of(tx, &lb_id) {
-        delete_pool(tx, p.id());
-    }
-    delete_vip_port(tx, &lb_id, &lb.vip_port_id)?;
-    tx.delete(LOADBALANCERS, &lb_id);
-    Ok(())
+    crate::api::loadbalancer::delete_tree(tx, &lb_id)
 }
 
 /// Re-syncs the forwarding rules of the project that `which` picks (all when a firewall

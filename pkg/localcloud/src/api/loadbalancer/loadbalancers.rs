@@ -14,13 +14,12 @@ use super::{
     conflict, find, healthmonitors, listeners, lock_lb, members, one, pools, put, ApiResult, View,
 };
 use crate::api::network::{
-    create_vip_port, delete_vip_port, in_cidr, is_network_or_broadcast, Port, Subnet, PORTS,
-    SUBNETS,
+    create_vip_port, in_cidr, is_network_or_broadcast, Port, Subnet, PORTS, SUBNETS,
 };
 use crate::api::{new_id, ApiError, Caller, Ctx, Params};
 use crate::defaults::{LbFlavor, LB_FLAVORS};
 use crate::model::octavia::{
-    self as m, Common, HealthMonitor, Listener, LoadBalancer, Member, Pool, Record, StatusTree,
+    self as m, Common, HealthMonitor, Listener, LoadBalancer, Pool, Record, StatusTree,
     LOADBALANCERS,
 };
 use crate::store::{Read, Tx};
@@ -435,23 +434,7 @@ pub(super) async fn delete(
                     "Validation failure: Cannot delete Load Balancer {id} - it has children"
                 )));
             }
-            for p in &pools {
-                for member in m::members_of(tx, p.id()) {
-                    Member::delete(tx, member.id());
-                }
-                for hm in m::monitors_of(tx, p.id()) {
-                    HealthMonitor::delete(tx, hm.id());
-                }
-                Pool::delete(tx, p.id());
-            }
-            for l in &listeners {
-                Listener::delete(tx, l.id());
-            }
-            if let Some(lb) = tx.get::<LoadBalancer>(LOADBALANCERS, &id) {
-                delete_vip_port(tx, &id, &lb.vip_port_id)?;
-            }
-            LoadBalancer::delete(tx, &id);
-            Ok(())
+            super::delete_tree(tx, &id)
         })
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
