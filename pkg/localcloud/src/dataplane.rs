@@ -29,7 +29,7 @@ mod metrics;
 mod proxy;
 mod vip;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -71,37 +71,122 @@ struct Running {
     monitors: HashMap<String, RunningMonitor>,
 }
 
-/// The load-balancer tables, read at once.
+/// The data plane's typed copy of the load-balancer tables (and the floating IPs), kept in step
+/// with the store by the changes it announces: a reconcile re-reads only the records that
+/// changed since the last one (all of them at start and after the change feed lagged). Decoding
+/// every record at each reconcile made a cloud of a few hundred load balancers spend most of its
+/// CPU there, since the data plane reconciles after every burst of changes.
+#[derive(Default)]
 struct Snapshot {
-    lbs: Vec<LoadBalancer>,
-    listeners: Vec<Listener>,
-    pools: Vec<Pool>,
-    members: Vec<Member>,
-    monitors: Vec<HealthMonitor>,
-    /// Floating IP addresses by the port they are associated with.
+    lbs: BTreeMap<String, LoadBalancer>,
+    listeners: BTreeMap<String, Listener>,
+    pools: BTreeMap<String, Pool>,
+    members: BTreeMap<String, Member>,
+    monitors: BTreeMap<String, HealthMonitor>,
+    /// Associated floating IPs: by floating IP id, the port and the address.
+    floating_ips: BTreeMap<String, (String, IpAddr)>,
+    /// Floating IP addresses by the port they are associated with (from `floating_ips`).
     floating: HashMap<String, Vec<IpAddr>>,
     /// With `--enforce-member-security-groups`: the ports, groups and subnets members are
     /// checked against.
     firewall: Option<guard::Firewall>,
 }
 
+/// What changed since the data plane's last reconcile.
+#[derive(Default)]
+struct Dirty {
+    /// Everything: at start, and after the change feed lagged.
+    all: bool,
+    /// `(kind, id)` of the records that changed.
+    records: BTreeSet<(String, String)>,
+}
+
+/// Re-reads `id` of `kind` into `map` (or removes it when the store no longer holds it).
+fn refresh_one<T: serde::de::DeserializeOwned>(
+    map: &mut BTreeMap<String, T>,
+    r: &impl Read,
+    kind: &str,
+    id: &str,
+) {
+    match r.get::<T>(kind, id) {
+        Some(v) => {
+            map.insert(id.to_owned(), v);
+        }
+        None => {
+            map.remove(id);
+        }
+    }
+}
+
+/// Every record of `kind`, by id.
+fn read_all<T: Octavia + serde::de::DeserializeOwned>(
+    r: &impl Read,
+    kind: &str,
+) -> BTreeMap<String, T> {
+    r.list::<T>(kind)
+        .into_iter()
+        .map(|v| (v.id().to_owned(), v))
+        .collect()
+}
+
+/// The associated floating IP `f` as (port, address).
+fn associated(f: FloatingIp) -> Option<(String, IpAddr)> {
+    Some((f.port_id?, f.floating_ip_address.parse::<IpAddr>().ok()?))
+}
+
 impl Snapshot {
-    fn read(r: &impl Read, enforce_member_security_groups: bool) -> Snapshot {
-        Snapshot {
-            firewall: enforce_member_security_groups.then(|| guard::Firewall::read(r)),
-            lbs: r.list(LOADBALANCERS),
-            listeners: r.list(LISTENERS),
-            pools: r.list(POOLS),
-            members: r.list(MEMBERS),
-            monitors: r.list(MONITORS),
-            floating: floating_by_port(r),
+    /// Brings the copy up to date with what `dirty` names.
+    fn refresh(&mut self, r: &impl Read, dirty: Dirty, enforce_member_security_groups: bool) {
+        if dirty.all {
+            *self = Snapshot {
+                firewall: enforce_member_security_groups.then(|| guard::Firewall::read(r)),
+                lbs: read_all(r, LOADBALANCERS),
+                listeners: read_all(r, LISTENERS),
+                pools: read_all(r, POOLS),
+                members: read_all(r, MEMBERS),
+                monitors: read_all(r, MONITORS),
+                floating_ips: r
+                    .list::<FloatingIp>(FLOATING_IPS)
+                    .into_iter()
+                    .filter_map(|f| {
+                        let id = f.meta.id.clone();
+                        associated(f).map(|a| (id, a))
+                    })
+                    .collect(),
+                floating: HashMap::new(),
+            };
+        } else {
+            let mut firewall_changed = false;
+            for (kind, id) in &dirty.records {
+                match kind.as_str() {
+                    LOADBALANCERS => refresh_one(&mut self.lbs, r, kind, id),
+                    LISTENERS => refresh_one(&mut self.listeners, r, kind, id),
+                    POOLS => refresh_one(&mut self.pools, r, kind, id),
+                    MEMBERS => refresh_one(&mut self.members, r, kind, id),
+                    MONITORS => refresh_one(&mut self.monitors, r, kind, id),
+                    FLOATING_IPS => {
+                        match r.get::<FloatingIp>(kind, id).and_then(associated) {
+                            Some(a) => self.floating_ips.insert(id.clone(), a),
+                            None => self.floating_ips.remove(id),
+                        };
+                    }
+                    _ => firewall_changed = true,
+                }
+            }
+            if firewall_changed && enforce_member_security_groups {
+                self.firewall = Some(guard::Firewall::read(r));
+            }
+        }
+        self.floating.clear();
+        for (port, ip) in self.floating_ips.values() {
+            self.floating.entry(port.clone()).or_default().push(*ip);
         }
     }
 
     fn any_pending(&self) -> bool {
-        fn pending<T: Octavia>(items: &[T]) -> bool {
+        fn pending<T: Octavia>(items: &BTreeMap<String, T>) -> bool {
             items
-                .iter()
+                .values()
                 .any(|i| i.common().provisioning_status.is_pending())
         }
         pending(&self.lbs)
@@ -112,23 +197,14 @@ impl Snapshot {
     }
 }
 
-/// The addresses of the associated floating IPs, by port.
-fn floating_by_port(r: &impl Read) -> HashMap<String, Vec<IpAddr>> {
-    let mut out: HashMap<String, Vec<IpAddr>> = HashMap::new();
-    for f in r.list::<FloatingIp>(FLOATING_IPS) {
-        if let (Some(port), Ok(ip)) = (f.port_id, f.floating_ip_address.parse::<IpAddr>()) {
-            out.entry(port).or_default().push(ip);
-        }
-    }
-    out
-}
-
 /// The data plane of one server. See the module docs.
 pub(crate) struct DataPlane {
     store: Arc<Store>,
     /// Members' Neutron security groups filter the load balancer's traffic (`guard`).
     enforce_member_security_groups: bool,
     running: Mutex<Running>,
+    /// The typed copy of the tables and what changed since it was last brought up to date.
+    mirror: Mutex<(Snapshot, Dirty)>,
     follower: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -151,6 +227,13 @@ impl DataPlane {
             store,
             enforce_member_security_groups,
             running: Mutex::new(Running::default()),
+            mirror: Mutex::new((
+                Snapshot::default(),
+                Dirty {
+                    all: true,
+                    ..Dirty::default()
+                },
+            )),
             follower: Mutex::new(None),
         })
     }
@@ -170,21 +253,41 @@ impl DataPlane {
         } else {
             &[]
         };
+        let relevant = move |c: &crate::store::Change| {
+            ALL_TABLES.contains(&c.kind.as_str())
+                || c.kind == FLOATING_IPS
+                || firewall_tables.contains(&c.kind.as_str())
+        };
         let task = tokio::spawn(async move {
+            use tokio::sync::broadcast::error::{RecvError, TryRecvError};
             loop {
+                let mut lagged = false;
+                let mut batch = Vec::new();
                 match changes.recv().await {
-                    Ok(c)
-                        if !ALL_TABLES.contains(&c.kind.as_str())
-                            && c.kind != FLOATING_IPS
-                            && !firewall_tables.contains(&c.kind.as_str()) =>
-                    {
-                        continue
-                    }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    Ok(c) => batch.push(c),
+                    Err(RecvError::Lagged(_)) => lagged = true,
+                    Err(RecvError::Closed) => break,
                 }
                 // Coalesce a burst of changes into one reconcile.
-                while changes.try_recv().is_ok() {}
+                loop {
+                    match changes.try_recv() {
+                        Ok(c) => batch.push(c),
+                        Err(TryRecvError::Lagged(_)) => lagged = true,
+                        Err(_) => break,
+                    }
+                }
+                batch.retain(|c| relevant(c));
+                if !lagged && batch.is_empty() {
+                    continue;
+                }
+                {
+                    let mut mirror = me.mirror.lock().unwrap_or_else(|e| e.into_inner());
+                    let dirty = &mut mirror.1;
+                    dirty.all |= lagged;
+                    dirty
+                        .records
+                        .extend(batch.into_iter().map(|c| (c.kind, c.id)));
+                }
                 me.reconcile().await;
             }
         });
@@ -214,15 +317,18 @@ impl DataPlane {
     /// `PENDING_*` provisioning statuses.
     pub(crate) async fn reconcile(self: &Arc<Self>) {
         let enforce = self.enforce_member_security_groups;
-        let snap = self.store.read(|r| Snapshot::read(r, enforce));
-        let failed_listeners = {
+        let (failed_listeners, any_pending) = {
+            let mut mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+            let (snap, dirty) = &mut *mirror;
+            let dirty = std::mem::take(dirty);
+            self.store.read(|r| snap.refresh(r, dirty, enforce));
             let mut running = self.running();
-            sync_pools(&mut running, &snap);
-            let failed = sync_listeners(&mut running, &snap);
-            self.sync_monitors(&mut running, &snap);
-            failed
+            sync_pools(&mut running, snap);
+            let failed = sync_listeners(&mut running, snap);
+            self.sync_monitors(&mut running, snap);
+            (failed, snap.any_pending())
         };
-        if !snap.any_pending() && failed_listeners.is_empty() {
+        if !any_pending && failed_listeners.is_empty() {
             return;
         }
         let store = self.store.clone();
@@ -237,8 +343,8 @@ impl DataPlane {
     }
 
     fn sync_monitors(&self, running: &mut Running, snap: &Snapshot) {
-        let mut wanted = Vec::new();
-        for hm in &snap.monitors {
+        let mut wanted = std::collections::HashSet::new();
+        for hm in snap.monitors.values() {
             let Some(pool) = running.pools.get(hm.pool_id()).cloned() else {
                 continue;
             };
@@ -247,7 +353,7 @@ impl DataPlane {
             }
             let id = hm.id();
             let spec = MonitorSpec::of(hm);
-            wanted.push(id.to_owned());
+            wanted.insert(id.to_owned());
             if running
                 .monitors
                 .get(id)
@@ -274,8 +380,22 @@ impl DataPlane {
 }
 
 /// Pools and members: the proxy's view of each pool, keeping members' health and counters.
+/// Linear in the records: the data plane reconciles after every burst of changes, so a scan of
+/// every member per pool made a cloud of a few hundred load balancers spend most of its CPU
+/// here.
 fn sync_pools(running: &mut Running, snap: &Snapshot) {
-    for p in &snap.pools {
+    let mut members_of: HashMap<&str, Vec<&Member>> = HashMap::new();
+    for m in snap.members.values() {
+        members_of.entry(m.pool_id.as_str()).or_default().push(m);
+    }
+    // Per pool: (monitored, monitored over UDP).
+    let mut monitors_of: HashMap<&str, (bool, bool)> = HashMap::new();
+    for hm in snap.monitors.values() {
+        let entry = monitors_of.entry(hm.pool_id()).or_default();
+        entry.0 |= hm.common.admin_state_up;
+        entry.1 |= hm.kind == "UDP-CONNECT";
+    }
+    for p in snap.pools.values() {
         let id = p.id();
         let rt = running
             .pools
@@ -297,20 +417,10 @@ fn sync_pools(running: &mut Running, snap: &Snapshot) {
             .as_ref()
             .is_some_and(|sp| sp.get("type").and_then(|t| t.as_str()) == Some("SOURCE_IP"));
         rt.source_ip_persistence.store(source_ip, Ordering::Relaxed);
-        let monitored = snap
-            .monitors
-            .iter()
-            .any(|hm| hm.pool_id() == id && hm.common.admin_state_up);
-        let monitor_udp = snap
-            .monitors
-            .iter()
-            .any(|hm| hm.pool_id() == id && hm.kind == "UDP-CONNECT");
-        let lb = p
-            .loadbalancers
-            .first()
-            .and_then(|r| snap.lbs.iter().find(|l| l.id() == r.id));
+        let (monitored, monitor_udp) = monitors_of.get(id).copied().unwrap_or_default();
+        let lb = p.loadbalancers.first().and_then(|r| snap.lbs.get(&r.id));
         let mut members = Vec::new();
-        for m in snap.members.iter().filter(|m| m.pool_id == id) {
+        for m in members_of.get(id).into_iter().flatten().copied() {
             let Ok(ip) = m.address.parse::<IpAddr>() else {
                 continue;
             };
@@ -367,22 +477,19 @@ fn sync_pools(running: &mut Running, snap: &Snapshot) {
         }
         *rt.members.write().unwrap_or_else(|e| e.into_inner()) = members;
     }
-    running
-        .pools
-        .retain(|id, _| snap.pools.iter().any(|p| p.id() == id));
+    running.pools.retain(|id, _| snap.pools.contains_key(id));
     running
         .members
-        .retain(|id, _| snap.members.iter().any(|m| m.id() == id));
+        .retain(|id, _| snap.members.contains_key(id));
 }
 
 /// Listeners: opens, re-points or closes sockets. Returns the listeners that could not open.
 fn sync_listeners(running: &mut Running, snap: &Snapshot) -> Vec<String> {
-    let lbs: HashMap<&str, &LoadBalancer> = snap.lbs.iter().map(|l| (l.id(), l)).collect();
     let mut failed = Vec::new();
-    let mut wanted: Vec<String> = Vec::new();
-    for l in &snap.listeners {
+    let mut wanted: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for l in snap.listeners.values() {
         let id = l.id();
-        let Some(lb) = lbs.get(l.lb_id()) else {
+        let Some(lb) = snap.lbs.get(l.lb_id()) else {
             continue;
         };
         let up = l.common.admin_state_up && lb.common.admin_state_up;
@@ -425,7 +532,7 @@ fn sync_listeners(running: &mut Running, snap: &Snapshot) -> Vec<String> {
                 }
                 continue;
             }
-            wanted.push(key);
+            wanted.insert(key);
         }
     }
     running.listeners.retain(|id, l| {
