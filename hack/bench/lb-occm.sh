@@ -15,6 +15,11 @@
 #   hack/bench/lb-occm.sh 200 --concurrent-service-syncs=10                                    # QPS-bound
 #   hack/bench/lb-occm.sh 200 --concurrent-service-syncs=10 --kube-api-qps=300 --kube-api-burst=600
 #   hack/bench/lb-occm.sh 3 --nodes=1 --order=hc,occm                                          # a smoke
+#   hack/bench/lb-occm.sh 200 --cloud-latency=30ms --concurrent-service-syncs=10 ...           # a cloud API's latency
+#
+# --cloud-latency=SPEC starts each local cloud with `--inject-latency SPEC`: every answer waits
+# that long, as a real cloud API's answer takes tens of milliseconds where the local cloud's
+# takes one or two (without it, both CCMs' deletions are bound by the apiserver).
 #
 # Prints one table: per CCM the mean of its runs (time to ingress on all, time to all deleted,
 # cloud requests per Service created and deleted, the local cloud's
@@ -41,6 +46,7 @@ nodes=3
 rounds=1
 order="hc,occm,occm,hc"
 extra=()
+latency=()
 if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then n="$1"; shift; fi
 for a in "$@"; do
 	case "$a" in
@@ -55,6 +61,11 @@ for a in "$@"; do
 	--order=*)
 		order="${a#--order=}"
 		[[ "$order" =~ ^(hc|occm)(,(hc|occm))*$ ]] || fail "--order=$order: want a comma list of hc and occm"
+		;;
+	--cloud-latency=*)
+		# The local cloud's --inject-latency (bench_ccm_nodes passes it), not a CCM flag.
+		[[ "${a#--cloud-latency=}" =~ ^[a-z=0-9,.-]+$ ]] || fail "$a: want a latency such as 30ms or load-balancer=30ms,network=30ms"
+		latency=("$a")
 		;;
 	--controllers=* | --cloud-provider=* | --cloud-config=* | --kubeconfig=* | --leader-elect=*)
 		fail "$a: set by this script (both CCMs get the same)"
@@ -99,7 +110,7 @@ run() {
 	[[ "$who" = occm ]] && args+=("--ccm-bin=$occm")
 	step "run $who ($n Services, $nodes Nodes, load $(cut -d' ' -f1 /proc/loadavg))"
 	# Each line to stderr as it comes, the RESULT and ROUTE lines also to the results.
-	"$bench" "$hc_bin" "${args[@]}" "${extra[@]}" | while IFS= read -r line; do
+	"$bench" "$hc_bin" "${args[@]}" "${latency[@]}" "${extra[@]}" | while IFS= read -r line; do
 		printf '%s\n' "$line" >&2
 		[[ "$line" != RESULT* && "$line" != ROUTE* ]] || printf '%s\n' "$line" >>"$results"
 	done || fail "the $who run failed"
@@ -111,7 +122,9 @@ for _ in $(seq "$rounds"); do
 done
 
 step "report"
-python3 - "$results" "$n" "$nodes" "${extra[*]:-(defaults)}" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OCCM_VERSION" <<'PY'
+flags="${latency[*]} ${extra[*]}"
+flags="${flags# }"
+python3 - "$results" "$n" "$nodes" "${flags:-(defaults)}" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OCCM_VERSION" <<'PY'
 import sys, statistics, datetime
 path, n, nodes, flags, load0, load1, occm = sys.argv[1:8]
 runs, routes = {}, {}

@@ -46,8 +46,14 @@
 //! `--services` and a counted cloud, one `ROUTE ccm=.. phase=create|delete per_service=X <route>`
 //! line per cloud route before it.
 //!
+//! With `--provider=local`, `--cloud-latency=SPEC` starts the local cloud with
+//! `--inject-latency SPEC` (e.g. `30ms`, `load-balancer=30ms,network=30ms`): every answer waits
+//! that long first, as a real cloud's API takes tens of milliseconds where the local cloud takes
+//! one or two. `HYPERCLOUD_BENCH_CCM_LOG=FILE` appends the CCM's log to FILE.
+//!
 //! Usage: bench_ccm_nodes <hypercloud binary> [N] [--provider=fake|local|aws] [--kwok]
-//!        [--window=SECONDS] [--ccm-bin=PATH] [--services=M] [extra CCM flags...]
+//!        [--window=SECONDS] [--ccm-bin=PATH] [--services=M] [--cloud-latency=SPEC]
+//!        [extra CCM flags...]
 //! Needs HYPERCLOUD_TEST_KUBECONFIG (a running envtest, `eval "$(hack/envtest.sh start)"`).
 
 use std::collections::BTreeMap;
@@ -563,10 +569,32 @@ async fn hold_services(
     let rss_kb = vm_rss_kb(pid).unwrap_or(0);
     eprintln!("deleting the {m} Services ...");
     let t = Instant::now();
-    // Deleting thousands in one call can outlast the apiserver's request timeout on a loaded
-    // machine (the connection is cut): it is idempotent, so it is asked again.
+    // One DELETE per Service, 32 at a time, as they were created. Not one delete-collection:
+    // kube-apiserver marks a collection's objects one after another
+    // (`--delete-collection-workers` defaults to 1), about 60 a second on 2 vCPUs, which bound
+    // both CCMs' deletion more than their own work did. A Service already gone is fine.
     let dp = DeleteParams::default();
-    retry("delete the Services", || api.delete_collection(&dp, &lp)).await?;
+    futures::stream::iter(0..m)
+        .map(|i| {
+            let (api, dp) = (api.clone(), dp.clone());
+            async move {
+                let name = format!("{run}-{i:05}");
+                retry("delete a Service", || async {
+                    match api.delete(&name, &dp).await {
+                        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                        other => other.map(|_| ()),
+                    }
+                })
+                .await
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    eprintln!(
+        "the {m} DELETEs answered in {:.2}s",
+        t.elapsed().as_secs_f64()
+    );
     let mut lookups = 0.0;
     let delete_secs = loop {
         let mut left = retry("list the Services", || api.list(&lp))
@@ -803,11 +831,24 @@ struct LocalCloud {
 
 impl LocalCloud {
     /// Starts the server on free loopback ports in `dir` and waits until Keystone answers.
-    async fn start(bin: &str, dir: &std::path::Path, http: &reqwest::Client) -> Res<Self> {
+    /// `latency`: the local cloud's `--inject-latency` (a real cloud's API answers in tens of
+    /// milliseconds, the local cloud in one or two).
+    async fn start(
+        bin: &str,
+        dir: &std::path::Path,
+        http: &reqwest::Client,
+        latency: Option<&str>,
+    ) -> Res<Self> {
         let state = dir.join("cloud");
         let log = std::fs::File::create(dir.join("local-cloud.log"))?;
         let child = Command::new(bin)
             .args(["local-cloud", "serve", "--listen", "127.0.0.1:0"])
+            .args(
+                latency
+                    .map(|l| ["--inject-latency", l])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(["--metadata-listen", "127.0.0.1:0", "--state-dir"])
             .arg(&state)
             .env_remove("HYPERCLOUD_LOCAL_CLOUD_STATE_DIR")
@@ -978,7 +1019,12 @@ async fn main() -> Res<()> {
     let mut window_secs: u64 = 300;
     let mut ccm_bin: Option<String> = None;
     let mut services: usize = 0;
+    let mut cloud_latency: Option<String> = None;
     while let Some(a) = args.next() {
+        if let Some(v) = a.strip_prefix("--cloud-latency=") {
+            cloud_latency = Some(v.to_string());
+            continue;
+        }
         if let Some(v) = a.strip_prefix("--ccm-bin=") {
             ccm_bin = Some(v.to_string());
             continue;
@@ -1038,7 +1084,7 @@ async fn main() -> Res<()> {
     let mut create_secs = 0.0;
     let cloud_config = if provider == "local" {
         eprintln!("starting the local cloud and creating {n} servers ...");
-        let cloud = LocalCloud::start(&bin, dir.path(), &http).await?;
+        let cloud = LocalCloud::start(&bin, dir.path(), &http, cloud_latency.as_deref()).await?;
         let t = Instant::now();
         cloud.create_servers(&http, &names).await?;
         create_secs = t.elapsed().as_secs_f64();
@@ -1280,6 +1326,24 @@ async fn main() -> Res<()> {
         .args(["-TERM", &pid.to_string()])
         .status();
     let _ = ccm.wait();
+    // HYPERCLOUD_BENCH_CCM_LOG=<file>: keep the CCM's log (appended run after run) to see
+    // where a phase's time went.
+    if let Some(keep) = std::env::var_os("HYPERCLOUD_BENCH_CCM_LOG") {
+        let copied = std::fs::read(dir.path().join("ccm.log")).and_then(|log| {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&keep)?
+                .write_all(&log)
+        });
+        if let Err(e) = copied {
+            eprintln!(
+                "could not keep the CCM log in {}: {e}",
+                keep.to_string_lossy()
+            );
+        }
+    }
     let requests = match &counter {
         Some(c) => {
             let mut after = c.by_kind(&http).await?;

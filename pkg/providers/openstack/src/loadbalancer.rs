@@ -790,6 +790,41 @@ impl OpenStack {
         Ok(found.into_iter().find(|f| f["port_id"] == port_id))
     }
 
+    /// The floating IP the Service's status shows, when it may have one: the first ingress
+    /// address of a Service that is not internal.
+    fn status_floating_ip(&self, service: &Service) -> Option<String> {
+        if self.config.load_balancer.internal_lb
+            || annotation(service, ANNOTATION_INTERNAL).and_then(parse_go_bool) == Some(true)
+        {
+            return None;
+        }
+        let ingress = service
+            .status
+            .as_ref()?
+            .load_balancer
+            .as_ref()?
+            .ingress
+            .as_ref()?;
+        let ip = ingress.first()?.ip.as_deref()?;
+        ip.parse::<std::net::IpAddr>().ok().map(|a| a.to_string())
+    }
+
+    /// The floating IP with this address, if the cloud holds one.
+    async fn floating_ip_by_address(&self, address: &str) -> Result<Option<Value>> {
+        let found = self
+            .client
+            .list(
+                Api::Network,
+                &format!("/floatingips?floating_ip_address={}", encode(address)),
+                "floatingips",
+                "list floating IPs",
+            )
+            .await?;
+        Ok(found
+            .into_iter()
+            .find(|f| f["floating_ip_address"] == address))
+    }
+
     /// What the Service asks of its floating IP; a bad boolean annotation is an error naming it.
     fn floating_ip_wish(&self, service: &Service) -> Result<FloatingIpWish> {
         let c = &self.config.load_balancer;
@@ -2001,12 +2036,26 @@ impl LoadBalancer for OpenStack {
     ) -> Result<Option<LoadBalancerStatus>> {
         let naming = self.naming(cluster_name, service);
         let key = Looked::key(&naming, service);
-        let Some(lb) = self.lookup(&naming, service).await? else {
+        // The floating IP the Service's status names is looked up beside the load balancer
+        // (a deletion's first step: one round trip instead of two in a row); it counts only if
+        // it sits on the load balancer's VIP port, else the port's is looked up after.
+        let ingress = self.status_floating_ip(service);
+        let by_address = async {
+            match &ingress {
+                Some(ip) => self.floating_ip_by_address(ip).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let (lb, by_address) = tokio::join!(self.lookup(&naming, service), by_address);
+        let Some(lb) = lb? else {
             self.looked().remove(&key);
             return Ok(None);
         };
         let floating_ip = match lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
-            Some(port) => self.floating_ip_of_port(port).await?,
+            Some(port) => match by_address {
+                Ok(Some(Some(fip))) if fip["port_id"] == port => Some(fip),
+                _ => self.floating_ip_of_port(port).await?,
+            },
             None => None,
         };
         // The ingress address: the floating IP on the VIP port when there is one, else the VIP.
@@ -2136,11 +2185,31 @@ impl LoadBalancer for OpenStack {
         if id.is_empty() {
             return Err(self.lb_error("ensure load balancer", "the load balancer has no id"));
         }
-        // A load balancer found ACTIVE is not asked for again.
-        let mut lb = if lb["provisioning_status"] == "ACTIVE" {
-            lb
+        // The whole tree came with the create: nothing to converge.
+        let whole = made.is_some() && !serial;
+        // A load balancer found ACTIVE is not asked for again. One just made whole gets its
+        // floating IP while Octavia builds it: its VIP port exists from the create's answer on
+        // (Neutron binds a floating IP to a port whatever Octavia's state), so the floating IP
+        // costs no round trip after the wait.
+        let (mut lb, early_address) = if lb["provisioning_status"] == "ACTIVE" {
+            (lb, None)
+        } else if whole && lb["vip_port_id"].as_str().is_some_and(|p| !p.is_empty()) {
+            let (active, address) = tokio::join!(
+                self.wait_active(&id),
+                self.ensure_floating_ip(
+                    &lb,
+                    &wish,
+                    &naming,
+                    owner,
+                    cluster_name,
+                    service,
+                    made == Some(true),
+                )
+            );
+            let active = active?;
+            (active, Some(address?))
         } else {
-            self.wait_active(&id).await?
+            (self.wait_active(&id).await?, None)
         };
         let address = match made
             .is_none()
@@ -2148,8 +2217,6 @@ impl LoadBalancer for OpenStack {
         {
             Some(Some(address)) => address,
             _ => {
-                // The whole tree came with the create: nothing to converge.
-                let whole = made.is_some() && !serial;
                 if !whole
                     && self
                         .converge(&id, &naming, owner, &ports, nodes, &settings, false)
@@ -2166,17 +2233,21 @@ impl LoadBalancer for OpenStack {
                         .await?["loadbalancer"]
                         .take();
                 }
-                let address = self
-                    .ensure_floating_ip(
-                        &lb,
-                        &wish,
-                        &naming,
-                        owner,
-                        cluster_name,
-                        service,
-                        made == Some(true),
-                    )
-                    .await?;
+                let address = match early_address {
+                    Some(address) => address,
+                    None => {
+                        self.ensure_floating_ip(
+                            &lb,
+                            &wish,
+                            &naming,
+                            owner,
+                            cluster_name,
+                            service,
+                            made == Some(true),
+                        )
+                        .await?
+                    }
+                };
                 if made.is_none() {
                     lb = self.adopt(&naming, &id, lb).await?;
                 }

@@ -2416,18 +2416,18 @@ async fn a_new_service_costs_one_create_of_the_whole_tree() {
         assert_eq!(reads.get(route), Some(&1.0), "{route} in {reads:?}");
     }
 
-    // The service controller's deletion: whether it exists (the load balancer and its
-    // floating IP read), then the deletion, which reads neither again: the floating IP and
-    // the cascade DELETE, the wait (the local cloud deletes at once: one poll) and the
-    // managed security group's look-up.
+    // The service controller's deletion: whether it exists (the load balancer and, beside
+    // it, the floating IP its status names: one look-up, not a second one by the VIP port),
+    // then the deletion, which reads neither again: the floating IP and the cascade DELETE,
+    // the wait (the local cloud deletes at once: one poll) and the managed security group's
+    // look-up.
+    let deleted = with_status(annotated, &status);
     let before = cloud_requests(&cloud).await;
     assert_eq!(
-        lb.get_load_balancer("kubernetes", &annotated)
-            .await
-            .unwrap(),
+        lb.get_load_balancer("kubernetes", &deleted).await.unwrap(),
         Some(status)
     );
-    lb.ensure_load_balancer_deleted("kubernetes", &annotated)
+    lb.ensure_load_balancer_deleted("kubernetes", &deleted)
         .await
         .unwrap();
     let delete = requests_since(&cloud, &before).await;
@@ -2443,6 +2443,63 @@ async fn a_new_service_costs_one_create_of_the_whole_tree() {
         ]),
         "the deletion after get_load_balancer reads nothing twice"
     );
+    assert!(lbs(&cloud).await.is_empty());
+    assert!(floating_ips(&cloud).await.is_empty());
+}
+
+/// The Service with `status` as its status.
+fn with_status(
+    mut svc: Service,
+    status: &k8s_openapi::api::core::v1::LoadBalancerStatus,
+) -> Service {
+    svc.status = Some(k8s_openapi::api::core::v1::ServiceStatus {
+        load_balancer: Some(status.clone()),
+        ..Default::default()
+    });
+    svc
+}
+
+/// A status naming an address that is not the load balancer's floating IP (stale, or another
+/// Service's) is not trusted: the floating IP is then looked up by the VIP port, and the
+/// answer is the load balancer's own.
+#[tokio::test]
+async fn a_stale_status_address_falls_back_to_the_vip_port() {
+    let cloud = Cloud::start().await;
+    let public = public_network(&cloud).await;
+    let os = ready(
+        &cloud,
+        &format!("[LoadBalancer]\nfloating-network-id = {public}\n"),
+    )
+    .await;
+    let lb = os.load_balancer().unwrap();
+    let (np, port, nodes) = one_node("stale-status").await;
+    let svc = service(&[(port, np)]);
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let fip = ingress_ip(&status);
+    let mut stale = status.clone();
+    stale.ingress.as_mut().unwrap()[0].ip = Some("127.24.4.250".into());
+    let before = cloud_requests(&cloud).await;
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &with_status(svc.clone(), &stale))
+            .await
+            .unwrap()
+            .as_ref()
+            .map(ingress_ip),
+        Some(fip.clone())
+    );
+    let reads = requests_since(&cloud, &before).await;
+    assert_eq!(
+        reads.get("GET /network/v2.0/floatingips 200"),
+        Some(&2.0),
+        "by the status's address, then by the VIP port: {reads:?}"
+    );
+    // The right floating IP goes with the load balancer.
+    lb.ensure_load_balancer_deleted("kubernetes", &with_status(svc, &stale))
+        .await
+        .unwrap();
     assert!(lbs(&cloud).await.is_empty());
     assert!(floating_ips(&cloud).await.is_empty());
 }
