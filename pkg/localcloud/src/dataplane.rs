@@ -101,6 +101,40 @@ struct Dirty {
     records: BTreeSet<(String, String)>,
 }
 
+impl Dirty {
+    fn is_empty(&self) -> bool {
+        !self.all && self.records.is_empty()
+    }
+}
+
+/// The next burst of changes: waits for one, takes every one already queued (a burst is one
+/// reconcile) and keeps those `relevant` names; a lagging feed (changes dropped unread) makes
+/// it everything. `None` once the feed is closed.
+async fn next_burst(
+    changes: &mut tokio::sync::broadcast::Receiver<crate::store::Change>,
+    relevant: &impl Fn(&crate::store::Change) -> bool,
+) -> Option<Dirty> {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    let mut burst = Dirty::default();
+    let take = |c: crate::store::Change, burst: &mut Dirty| {
+        if relevant(&c) {
+            burst.records.insert((c.kind, c.id));
+        }
+    };
+    match changes.recv().await {
+        Ok(c) => take(c, &mut burst),
+        Err(RecvError::Lagged(_)) => burst.all = true,
+        Err(RecvError::Closed) => return None,
+    }
+    loop {
+        match changes.try_recv() {
+            Ok(c) => take(c, &mut burst),
+            Err(TryRecvError::Lagged(_)) => burst.all = true,
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return Some(burst),
+        }
+    }
+}
+
 /// Re-reads `id` of `kind` into `map` (or removes it when the store no longer holds it).
 fn refresh_one<T: serde::de::DeserializeOwned>(
     map: &mut BTreeMap<String, T>,
@@ -259,34 +293,15 @@ impl DataPlane {
                 || firewall_tables.contains(&c.kind.as_str())
         };
         let task = tokio::spawn(async move {
-            use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-            loop {
-                let mut lagged = false;
-                let mut batch = Vec::new();
-                match changes.recv().await {
-                    Ok(c) => batch.push(c),
-                    Err(RecvError::Lagged(_)) => lagged = true,
-                    Err(RecvError::Closed) => break,
-                }
-                // Coalesce a burst of changes into one reconcile.
-                loop {
-                    match changes.try_recv() {
-                        Ok(c) => batch.push(c),
-                        Err(TryRecvError::Lagged(_)) => lagged = true,
-                        Err(_) => break,
-                    }
-                }
-                batch.retain(|c| relevant(c));
-                if !lagged && batch.is_empty() {
+            while let Some(burst) = next_burst(&mut changes, &relevant).await {
+                if burst.is_empty() {
                     continue;
                 }
                 {
                     let mut mirror = me.mirror.lock().unwrap_or_else(|e| e.into_inner());
                     let dirty = &mut mirror.1;
-                    dirty.all |= lagged;
-                    dirty
-                        .records
-                        .extend(batch.into_iter().map(|c| (c.kind, c.id)));
+                    dirty.all |= burst.all;
+                    dirty.records.extend(burst.records);
                 }
                 me.reconcile().await;
             }
@@ -648,4 +663,69 @@ fn settle_table<T: Octavia>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result
         v.put(tx)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::Change;
+    use tokio::sync::broadcast;
+
+    fn change(kind: &str, id: &str) -> Change {
+        Change {
+            kind: kind.into(),
+            id: id.into(),
+            deleted: false,
+        }
+    }
+
+    fn octavia(c: &Change) -> bool {
+        ALL_TABLES.contains(&c.kind.as_str()) || c.kind == FLOATING_IPS
+    }
+
+    #[tokio::test]
+    async fn a_burst_is_the_relevant_changes_already_queued() {
+        let (tx, mut rx) = broadcast::channel(8);
+        for c in [
+            change(LOADBALANCERS, "lb"),
+            change("servers", "vm"),
+            change(MEMBERS, "m1"),
+            change(MEMBERS, "m1"),
+            change(FLOATING_IPS, "fip"),
+        ] {
+            tx.send(c).unwrap();
+        }
+        let burst = next_burst(&mut rx, &octavia).await.unwrap();
+        assert!(!burst.all);
+        let names: Vec<(&str, &str)> = burst
+            .records
+            .iter()
+            .map(|(k, i)| (k.as_str(), i.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (FLOATING_IPS, "fip"),
+                (LOADBALANCERS, "lb"),
+                (MEMBERS, "m1")
+            ]
+        );
+        // Only other tables' changes: a burst with nothing to do.
+        tx.send(change("servers", "vm")).unwrap();
+        assert!(next_burst(&mut rx, &octavia).await.unwrap().is_empty());
+        drop(tx);
+        assert!(next_burst(&mut rx, &octavia).await.is_none(), "feed closed");
+    }
+
+    #[tokio::test]
+    async fn a_lagging_feed_makes_the_burst_everything() {
+        let (tx, mut rx) = broadcast::channel(2);
+        for i in 0..5 {
+            tx.send(change(LISTENERS, &format!("l{i}"))).unwrap();
+        }
+        let burst = next_burst(&mut rx, &octavia).await.unwrap();
+        assert!(burst.all, "changes were dropped unread: re-read everything");
+        assert!(!burst.is_empty());
+    }
 }
