@@ -778,16 +778,22 @@ impl OpenStack {
 
     /// The floating IP on `port_id`, if any.
     async fn floating_ip_of_port(&self, port_id: &str) -> Result<Option<Value>> {
+        self.floating_ip_where("port_id", port_id).await
+    }
+
+    /// The floating IP whose `field` is `value` (a Neutron list filter, checked again on the
+    /// answer), if the cloud holds one.
+    async fn floating_ip_where(&self, field: &str, value: &str) -> Result<Option<Value>> {
         let found = self
             .client
             .list(
                 Api::Network,
-                &format!("/floatingips?port_id={}", encode(port_id)),
+                &format!("/floatingips?{field}={}", encode(value)),
                 "floatingips",
                 "list floating IPs",
             )
             .await?;
-        Ok(found.into_iter().find(|f| f["port_id"] == port_id))
+        Ok(found.into_iter().find(|f| f[field] == value))
     }
 
     /// The floating IP the Service's status shows, when it may have one: the first ingress
@@ -807,22 +813,6 @@ impl OpenStack {
             .as_ref()?;
         let ip = ingress.first()?.ip.as_deref()?;
         ip.parse::<std::net::IpAddr>().ok().map(|a| a.to_string())
-    }
-
-    /// The floating IP with this address, if the cloud holds one.
-    async fn floating_ip_by_address(&self, address: &str) -> Result<Option<Value>> {
-        let found = self
-            .client
-            .list(
-                Api::Network,
-                &format!("/floatingips?floating_ip_address={}", encode(address)),
-                "floatingips",
-                "list floating IPs",
-            )
-            .await?;
-        Ok(found
-            .into_iter()
-            .find(|f| f["floating_ip_address"] == address))
     }
 
     /// What the Service asks of its floating IP; a bad boolean annotation is an error naming it.
@@ -2042,7 +2032,10 @@ impl LoadBalancer for OpenStack {
         let ingress = self.status_floating_ip(service);
         let by_address = async {
             match &ingress {
-                Some(ip) => self.floating_ip_by_address(ip).await.map(Some),
+                Some(ip) => self
+                    .floating_ip_where("floating_ip_address", ip)
+                    .await
+                    .map(Some),
                 None => Ok(None),
             }
         };

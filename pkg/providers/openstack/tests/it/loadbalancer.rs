@@ -523,13 +523,7 @@ async fn in_tree_names_and_external_adoption_of_legacy_load_balancers() {
 /// delete, and `spec.loadBalancerIP` attaches that kept address to the next load balancer.
 #[tokio::test]
 async fn floating_ips_carry_traffic_and_follow_the_annotations() {
-    let cloud = Cloud::start().await;
-    let public = public_network(&cloud).await;
-    let os = ready(
-        &cloud,
-        &format!("[LoadBalancer]\nfloating-network-id = {public}\n"),
-    )
-    .await;
+    let (cloud, os) = with_floating_ips().await;
     let lb = os.load_balancer().unwrap();
     let (np, port, nodes) = one_node("via-fip").await;
     let svc = service(&[(port, np)]);
@@ -2459,11 +2453,8 @@ fn with_status(
     svc
 }
 
-/// A status naming an address that is not the load balancer's floating IP (stale, or another
-/// Service's) is not trusted: the floating IP is then looked up by the VIP port, and the
-/// answer is the load balancer's own.
-#[tokio::test]
-async fn a_stale_status_address_falls_back_to_the_vip_port() {
+/// A cloud, and a provider that gives each load balancer a floating IP from `public`.
+async fn with_floating_ips() -> (Cloud, Arc<OpenStack>) {
     let cloud = Cloud::start().await;
     let public = public_network(&cloud).await;
     let os = ready(
@@ -2471,6 +2462,15 @@ async fn a_stale_status_address_falls_back_to_the_vip_port() {
         &format!("[LoadBalancer]\nfloating-network-id = {public}\n"),
     )
     .await;
+    (cloud, os)
+}
+
+/// A status naming an address that is not the load balancer's floating IP (stale, or another
+/// Service's) is not trusted: the floating IP is then looked up by the VIP port, and the
+/// answer is the load balancer's own.
+#[tokio::test]
+async fn a_stale_status_address_falls_back_to_the_vip_port() {
+    let (cloud, os) = with_floating_ips().await;
     let lb = os.load_balancer().unwrap();
     let (np, port, nodes) = one_node("stale-status").await;
     let svc = service(&[(port, np)]);
