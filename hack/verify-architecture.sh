@@ -48,4 +48,14 @@ if grep -rn 'use crate::api' pkg/localcloud/src/model pkg/localcloud/src/model.r
   echo "verify-architecture: the local cloud's records import its HTTP layer (above)." >&2
   status=1
 fi
+# Test binaries are reused across checkouts that share a target directory (cargo's hashes do
+# not depend on where a checkout is), so a path compiled in with env!("CARGO_MANIFEST_DIR")
+# names the checkout that built them: tests find files with hypercloud_testenv::repo_root().
+if grep -rn --include='*.rs' 'env!("CARGO_MANIFEST_DIR")' cmd pkg | grep -v '^pkg/testenv/src/lib.rs:' >"$tmp/baked"; then
+  cat "$tmp/baked" >&2
+  echo "verify-architecture: paths compiled in with env!(\"CARGO_MANIFEST_DIR\") (above); use hypercloud_testenv::repo_root()." >&2
+  status=1
+else
+  echo "verify-architecture: no checkout path compiled into a test"
+fi
 exit "$status"

@@ -207,7 +207,7 @@ async fn request(
 /// hack/promlint.sh) on Prometheus text: whether it found no problem, and what it printed.
 fn promlint(text: &str) -> (bool, String) {
     use std::io::Write as _;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../hack/promlint.sh");
+    let script = hypercloud_testenv::repo_root().join("hack/promlint.sh");
     let out = Command::new(script).output().expect("run hack/promlint.sh");
     assert!(
         out.status.success(),
@@ -894,10 +894,8 @@ async fn service_account_credentials_reach_the_apiserver() {
     // deploy/'s per-controller roles, applied as a user would.
     hypercloud_testenv::rbac::apply_file(
         &client,
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/components/service-account-credentials/controller-roles.yaml"
-        ),
+        &hypercloud_testenv::repo_root()
+            .join("deploy/components/service-account-credentials/controller-roles.yaml"),
     )
     .await;
     let node_name = format!("{}-n1", s.lease);

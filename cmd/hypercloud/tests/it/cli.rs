@@ -74,7 +74,7 @@ fn hc(args: &[&str]) -> Run {
 /// A temp dir with symlinks to the binary under `names`, made by hack/install-symlinks.sh.
 fn symlinks() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/install-symlinks.sh");
+    let script = hypercloud_testenv::repo_root().join("hack/install-symlinks.sh");
     let out = Command::new("bash")
         .arg(&script)
         .arg(dir.path())
@@ -182,7 +182,7 @@ fn version_as_a_command_and_as_every_personality_flag() {
     // The commit is this checkout's (what build.rs stamped), unless built outside git.
     let head = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(hypercloud_testenv::repo_root())
         .output()
         .ok()
         .filter(|o| o.status.success())

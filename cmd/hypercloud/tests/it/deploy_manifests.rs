@@ -23,7 +23,7 @@ use crate::BIN;
 const IMAGE: &str = "ghcr.io/hypercloud/hypercloud";
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    hypercloud_testenv::repo_root()
 }
 
 /// `$<var>`, else the path the build script prints on stdout (building the tool when missing).

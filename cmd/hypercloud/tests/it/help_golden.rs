@@ -3,7 +3,6 @@
 //! Regenerate after an intended change with `hack/update-golden.sh` (sets
 //! `HYPERCLOUD_UPDATE_GOLDEN=1`); review the diff like code.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use crate::BIN;
@@ -87,8 +86,8 @@ fn help(args: &[&str]) -> String {
 }
 
 fn check_golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
+    let path = hypercloud_testenv::repo_root()
+        .join("cmd/hypercloud/tests/golden")
         .join(name);
     if std::env::var_os("HYPERCLOUD_UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");

@@ -578,8 +578,7 @@ fn start_up_plan_shows_the_lease_of_each_controller() {
 #[test]
 fn deploy_examples_move_the_cloud_controllers_from_kcm_to_ccm() {
     let _group = hypercloud_testenv::group_blocking("leader_migration");
-    let deploy =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/components/leader-migration");
+    let deploy = hypercloud_testenv::repo_root().join("deploy/components/leader-migration");
     let dir = tempfile::tempdir().expect("tmp");
     let fake = fake_cloud_config(dir.path());
     let migrated = "  under lease kube-system/cloud-provider-extraction-migration (only while holding it): cloud-node-lifecycle-controller, service-lb-controller, node-route-controller\n";

@@ -7,7 +7,6 @@
 //! GCE-created instance as the server it is.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use hypercloud_testenv::localcloud::{cli, cli_json, http, state_dir, Serve};
@@ -21,8 +20,7 @@ const REGION: &str = "us-central1";
 fn google_cloud_compute_conformance() {
     let _group = hypercloud_testenv::group_blocking("local_cloud_gce");
     let python = hypercloud_testenv::venv_python("venv-gce", "google.cloud.compute_v1", "gce");
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/conformance/gce_conformance.py");
+    let script = hypercloud_testenv::repo_root().join("hack/conformance/gce_conformance.py");
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
     let serve = Serve::start(

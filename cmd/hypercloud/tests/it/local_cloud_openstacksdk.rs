@@ -5,7 +5,6 @@
 //! create, a floating IP on the VIP port carrying real TCP traffic, and timestamp forms.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use hypercloud_testenv::localcloud::{state_dir, Serve};
@@ -16,8 +15,8 @@ use crate::BIN;
 fn openstacksdk_conformance() {
     let _group = hypercloud_testenv::group_blocking("local_cloud_openstacksdk");
     let python = hypercloud_testenv::venv_python("venv", "openstack", "");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../hack/conformance/openstacksdk_conformance.py");
+    let script =
+        hypercloud_testenv::repo_root().join("hack/conformance/openstacksdk_conformance.py");
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);
     let _serve = Serve::start(BIN, &dir, &[]);

@@ -23,10 +23,11 @@ fn webhook(config: &str) -> Arc<Webhook> {
 }
 
 fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/tests/fixtures/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
+    std::fs::read_to_string(
+        hypercloud_testenv::repo_root()
+            .join("pkg/admission/tests/fixtures")
+            .join(name),
+    )
     .expect("fixture")
 }
 

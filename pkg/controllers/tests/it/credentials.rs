@@ -16,10 +16,8 @@ fn accounts(env: &TestEnv) -> ServiceAccountClients {
 async fn apply_controller_roles(client: Client) {
     hypercloud_testenv::rbac::apply_file(
         &client,
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/components/service-account-credentials/controller-roles.yaml"
-        ),
+        &hypercloud_testenv::repo_root()
+            .join("deploy/components/service-account-credentials/controller-roles.yaml"),
     )
     .await;
 }

@@ -3283,8 +3283,7 @@ mod tests {
 
     #[test]
     fn lb_settings_doc() {
-        let doc =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/guide/aws.md");
+        let doc = hypercloud_testenv::repo_root().join("docs/guide/aws.md");
         lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
     }
 }

@@ -1347,8 +1347,7 @@ mod tests {
 
     #[test]
     fn lb_settings_doc() {
-        let doc =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/guide/gce.md");
+        let doc = hypercloud_testenv::repo_root().join("docs/guide/gce.md");
         lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
     }
 }

@@ -2641,8 +2641,7 @@ mod tests {
 
     #[test]
     fn lb_settings_doc() {
-        let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../docs/openstack-provider.md");
+        let doc = hypercloud_testenv::repo_root().join("docs/openstack-provider.md");
         lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
     }
 }
