@@ -236,6 +236,9 @@ pub(crate) struct Inventory {
     /// Tag ID → tag; category ID → name.
     tags: Mutex<HashMap<String, Tag>>,
     categories: Mutex<HashMap<String, String>>,
+    /// Reads of a task after its first (it was still running): how long vCenter took, not
+    /// what the provider asked for.
+    task_repolls: std::sync::atomic::AtomicU64,
 }
 
 impl Inventory {
@@ -251,7 +254,13 @@ impl Inventory {
             attached: Mutex::new(HashMap::new()),
             tags: Mutex::new(HashMap::new()),
             categories: Mutex::new(HashMap::new()),
+            task_repolls: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Reads of tasks after their first, so far.
+    pub fn task_repolls(&self) -> u64 {
+        self.task_repolls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Checks that every configured datacenter exists (`FindByInventoryPath`) and scopes the
@@ -486,6 +495,8 @@ impl Inventory {
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(1));
+            self.task_repolls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -144,6 +144,12 @@ impl VSphere {
         self.inventory.client.calls()
     }
 
+    /// Task reads after the first one (the task was still running), so far: how fast vCenter
+    /// finished, not what the provider asked; included in [`VSphere::api_calls`].
+    pub fn task_repolls(&self) -> u64 {
+        self.inventory.task_repolls()
+    }
+
     /// SOAP logins so far: 1 after start-up, one more per expired session.
     pub fn logins(&self) -> u64 {
         self.inventory.client.logins()
