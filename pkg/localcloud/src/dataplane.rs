@@ -29,7 +29,7 @@ mod metrics;
 mod proxy;
 mod vip;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -85,8 +85,6 @@ struct Snapshot {
     monitors: BTreeMap<String, HealthMonitor>,
     /// Associated floating IPs: by floating IP id, the port and the address.
     floating_ips: BTreeMap<String, (String, IpAddr)>,
-    /// Floating IP addresses by the port they are associated with (from `floating_ips`).
-    floating: HashMap<String, Vec<IpAddr>>,
     /// With `--enforce-member-security-groups`: the ports, groups and subnets members are
     /// checked against.
     firewall: Option<guard::Firewall>,
@@ -187,7 +185,6 @@ impl Snapshot {
                         associated(f).map(|a| (id, a))
                     })
                     .collect(),
-                floating: HashMap::new(),
             };
         } else {
             let mut firewall_changed = false;
@@ -211,10 +208,15 @@ impl Snapshot {
                 self.firewall = Some(guard::Firewall::read(r));
             }
         }
-        self.floating.clear();
+    }
+
+    /// The associated floating IP addresses, by the port they are on.
+    fn floating_by_port(&self) -> HashMap<&str, Vec<IpAddr>> {
+        let mut out: HashMap<&str, Vec<IpAddr>> = HashMap::new();
         for (port, ip) in self.floating_ips.values() {
-            self.floating.entry(port.clone()).or_default().push(*ip);
+            out.entry(port.as_str()).or_default().push(*ip);
         }
+        out
     }
 
     fn any_pending(&self) -> bool {
@@ -358,7 +360,7 @@ impl DataPlane {
     }
 
     fn sync_monitors(&self, running: &mut Running, snap: &Snapshot) {
-        let mut wanted = std::collections::HashSet::new();
+        let mut wanted = HashSet::new();
         for hm in snap.monitors.values() {
             let Some(pool) = running.pools.get(hm.pool_id()).cloned() else {
                 continue;
@@ -500,8 +502,9 @@ fn sync_pools(running: &mut Running, snap: &Snapshot) {
 
 /// Listeners: opens, re-points or closes sockets. Returns the listeners that could not open.
 fn sync_listeners(running: &mut Running, snap: &Snapshot) -> Vec<String> {
+    let floating_by_port = snap.floating_by_port();
     let mut failed = Vec::new();
-    let mut wanted: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut wanted: HashSet<String> = HashSet::new();
     for l in snap.listeners.values() {
         let id = l.id();
         let Some(lb) = snap.lbs.get(l.lb_id()) else {
@@ -521,9 +524,8 @@ fn sync_listeners(running: &mut Running, snap: &Snapshot) -> Vec<String> {
             .and_then(|p| running.pools.get(p).cloned());
         // The VIP, then each floating IP associated with the VIP's port (the floating IP
         // forwards to the VIP: here, the same proxy listens on both).
-        let floating = snap
-            .floating
-            .get(&lb.vip_port_id)
+        let floating = floating_by_port
+            .get(lb.vip_port_id.as_str())
             .cloned()
             .unwrap_or_default();
         let binds = std::iter::once((id.to_owned(), vip))

@@ -109,7 +109,6 @@ impl View for HealthMonitor {
     }
 }
 
-/// `{"<kind>": view}` with `status`.
 /// Deletes a pool with its members and health monitor, as Octavia deletes them with it.
 pub(crate) fn delete_pool(tx: &mut Tx<'_>, pool_id: &str) {
     for member in m::members_of(tx, pool_id) {
@@ -139,6 +138,7 @@ pub(crate) fn delete_tree(tx: &mut Tx<'_>, lb_id: &str) -> Result<(), ApiError> 
     Ok(())
 }
 
+/// `{"<kind>": view}` with `status`.
 fn one<T: View>(r: &impl Read, status: StatusCode, record: &T) -> Response {
     reply(status, json!({ T::NAMES.one: record.view(r) }))
 }
