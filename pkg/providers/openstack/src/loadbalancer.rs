@@ -797,11 +797,9 @@ impl OpenStack {
     }
 
     /// The floating IP the Service's status shows, when it may have one: the first ingress
-    /// address of a Service that is not internal.
+    /// address of a Service that is not internal (a bad annotation: none, the port decides).
     fn status_floating_ip(&self, service: &Service) -> Option<String> {
-        if self.config.load_balancer.internal_lb
-            || annotation(service, ANNOTATION_INTERNAL).and_then(parse_go_bool) == Some(true)
-        {
+        if self.floating_ip_wish(service).map_or(true, |w| w.internal) {
             return None;
         }
         let ingress = service
@@ -2032,10 +2030,7 @@ impl LoadBalancer for OpenStack {
         let ingress = self.status_floating_ip(service);
         let by_address = async {
             match &ingress {
-                Some(ip) => self
-                    .floating_ip_where("floating_ip_address", ip)
-                    .await
-                    .map(Some),
+                Some(ip) => self.floating_ip_where("floating_ip_address", ip).await,
                 None => Ok(None),
             }
         };
@@ -2046,7 +2041,7 @@ impl LoadBalancer for OpenStack {
         };
         let floating_ip = match lb["vip_port_id"].as_str().filter(|p| !p.is_empty()) {
             Some(port) => match by_address {
-                Ok(Some(Some(fip))) if fip["port_id"] == port => Some(fip),
+                Ok(Some(fip)) if fip["port_id"] == port => Some(fip),
                 _ => self.floating_ip_of_port(port).await?,
             },
             None => None,
