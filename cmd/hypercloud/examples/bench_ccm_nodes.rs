@@ -1059,6 +1059,12 @@ async fn main() -> Res<()> {
     if ccm_bin.is_some() && (provider == "aws" || kwok) {
         return Err("--ccm-bin: only with --provider=fake or local and without --kwok".into());
     }
+    if cloud_latency.is_some() && provider != "local" {
+        return Err(
+            "--cloud-latency: only with --provider=local (the local cloud's --inject-latency)"
+                .into(),
+        );
+    }
     let control_plane = ControlPlane::from_env();
     let kubeconfig = std::env::var("HYPERCLOUD_TEST_KUBECONFIG")
         .map_err(|_| "HYPERCLOUD_TEST_KUBECONFIG not set (eval \"$(hack/envtest.sh start)\")")?;
