@@ -472,27 +472,41 @@ fn resource_id(value: &str, prefix: &str) -> bool {
     })
 }
 
-/// A list of EC2 IDs with `prefix`: none twice, at least one.
-fn id_list(key: &str, value: &str, prefix: &str, what: &str) -> Result<Vec<String>> {
+/// A comma-separated annotation ([`comma_list`]): at least one entry (`none` says of what),
+/// each read by `parse` (its `Err` says what is wrong with the entry), none twice.
+fn annotation_list<T>(
+    key: &str,
+    value: &str,
+    none: &str,
+    parse: impl Fn(&str) -> std::result::Result<T, String>,
+) -> Result<Vec<T>> {
     let items = comma_list(value);
     if items.is_empty() {
-        return Err(bad_value(key, value, &format!("names no {what}")));
+        return Err(bad_value(key, value, &format!("names no {none}")));
     }
-    let mut out: Vec<String> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
     for item in items {
-        if !resource_id(item, prefix) {
-            return Err(bad_value(
-                key,
-                value,
-                &format!("has {item:?}, which is not a {what} ID ({prefix}…)"),
-            ));
-        }
-        if out.iter().any(|o| o == item) {
+        let v =
+            parse(item).map_err(|why| bad_value(key, value, &format!("has {item:?}, {why}")))?;
+        if seen.contains(&item) {
             return Err(bad_value(key, value, &format!("names {item} twice")));
         }
-        out.push(item.to_owned());
+        seen.push(item);
+        out.push(v);
     }
     Ok(out)
+}
+
+/// A list of EC2 IDs with `prefix`: none twice, at least one.
+fn id_list(key: &str, value: &str, prefix: &str, what: &str) -> Result<Vec<String>> {
+    annotation_list(key, value, what, |item| {
+        if resource_id(item, prefix) {
+            Ok(item.to_owned())
+        } else {
+            Err(format!("which is not a {what} ID ({prefix}…)"))
+        }
+    })
 }
 
 /// The `subnets`, `eip-allocations` and `private-ipv4-addresses` annotations, checked as far
@@ -503,35 +517,16 @@ fn placement_of(svc: &Service) -> Result<Placement> {
     let internal = annotation(svc, ANNOTATION_INTERNAL).is_some_and(|v| v != "false");
     let mut p = Placement::default();
     if let Some(v) = annotation(svc, ANNOTATION_SUBNETS) {
-        let items = comma_list(v);
-        if items.is_empty() {
-            return Err(bad_value(ANNOTATION_SUBNETS, v, "names no subnet"));
-        }
-        let mut out: Vec<String> = Vec::new();
-        for item in items {
+        p.subnets = Some(annotation_list(ANNOTATION_SUBNETS, v, "subnet", |item| {
             // A subnet ID, else the value of a `Name` tag (at most 256 characters).
             let ok = if item.starts_with("subnet-") {
                 resource_id(item, "subnet-")
             } else {
                 item.chars().count() <= 256 && !item.chars().any(char::is_control)
             };
-            if !ok {
-                return Err(bad_value(
-                    ANNOTATION_SUBNETS,
-                    v,
-                    &format!("has {item:?}, neither a subnet ID nor a Name tag"),
-                ));
-            }
-            if out.iter().any(|o| o == item) {
-                return Err(bad_value(
-                    ANNOTATION_SUBNETS,
-                    v,
-                    &format!("names {item} twice"),
-                ));
-            }
-            out.push(item.to_owned());
-        }
-        p.subnets = Some(out);
+            ok.then(|| item.to_owned())
+                .ok_or_else(|| "neither a subnet ID nor a Name tag".to_owned())
+        })?);
     }
     let nlb_only = |key: &str, why: &'static str| Error::UnsupportedServiceSetting {
         provider: "aws".into(),
@@ -575,27 +570,10 @@ fn placement_of(svc: &Service) -> Result<Placement> {
                 why: "private addresses are for internal NLBs; an internet-facing NLB takes eip-allocations",
             });
         }
-        let items = comma_list(v);
-        if items.is_empty() {
-            return Err(bad_value(ANNOTATION_PRIVATE_IPV4, v, "names no address"));
-        }
-        for item in items {
-            let ip: std::net::Ipv4Addr = item.parse().map_err(|_| {
-                bad_value(
-                    ANNOTATION_PRIVATE_IPV4,
-                    v,
-                    &format!("has {item:?}, which is not an IPv4 address"),
-                )
-            })?;
-            if p.private_ips.contains(&ip) {
-                return Err(bad_value(
-                    ANNOTATION_PRIVATE_IPV4,
-                    v,
-                    &format!("names {ip} twice"),
-                ));
-            }
-            p.private_ips.push(ip);
-        }
+        p.private_ips = annotation_list(ANNOTATION_PRIVATE_IPV4, v, "address", |item| {
+            item.parse::<std::net::Ipv4Addr>()
+                .map_err(|_| "which is not an IPv4 address".to_owned())
+        })?;
     }
     if let Some(subnets) = &p.subnets {
         p.check_counts(subnets.len())?;
@@ -657,19 +635,15 @@ impl Placement {
     }
 }
 
+/// The classic ELB's own security group's name (upstream's `k8s-elb-<name>`).
+fn elb_group_name(spec: &Spec) -> String {
+    format!("k8s-elb-{}", spec.name)
+}
+
 /// Whether `ip` lies in the IPv4 CIDR block `cidr` (false for anything else).
 fn ipv4_in_cidr(ip: std::net::Ipv4Addr, cidr: &str) -> bool {
-    let Some((net, len)) = cidr.split_once('/') else {
-        return false;
-    };
-    let (Ok(net), Ok(len)) = (net.parse::<std::net::Ipv4Addr>(), len.parse::<u32>()) else {
-        return false;
-    };
-    if len > 32 {
-        return false;
-    }
-    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
-    u32::from(ip) & mask == u32::from(net) & mask
+    cidr.parse::<ipnet::Ipv4Net>()
+        .is_ok_and(|net| net.contains(&ip))
 }
 
 /// Whether the NLB reports addresses other than the mappings ask for (a subnet of both whose
@@ -1478,13 +1452,19 @@ impl Aws {
         Ok(())
     }
 
+    /// Takes away the nodes' rules that admit `group`.
+    async fn unadmit(&self, group: &str) -> Result<()> {
+        self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == group, None)
+            .await
+    }
+
     /// The classic ELB's own group, created when missing, its ingress converged.
     async fn ensure_elb_group(&self, spec: &Spec, vpc: &str) -> Result<String> {
         if let Some(shared) = &self.config.global.elb_security_group {
             return Ok(shared.clone());
         }
         let s = self.session().await?;
-        let name = format!("k8s-elb-{}", spec.name);
+        let name = elb_group_name(spec);
         let group = match self.find_group(&name, Some(vpc)).await? {
             Some(g) => g,
             None => {
@@ -1828,12 +1808,11 @@ impl Aws {
         if own.is_none() && self.config.global.elb_security_group.is_none() {
             // The Service switched to its own groups: the provider's group goes.
             if let Some(id) = self
-                .find_group(&format!("k8s-elb-{}", spec.name), Some(&vpc))
+                .find_group(&elb_group_name(spec), Some(&vpc))
                 .await?
                 .and_then(|g| g.group_id().map(str::to_owned))
             {
-                self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == id, None)
-                    .await?;
+                self.unadmit(&id).await?;
                 self.delete_group(&id).await?;
             }
         }
@@ -2108,10 +2087,7 @@ impl Aws {
         let lb = self.describe_elb(&spec.name).await?;
         let own_group = match &self.config.global.elb_security_group {
             Some(_) => None,
-            None => {
-                self.find_group(&format!("k8s-elb-{}", spec.name), None)
-                    .await?
-            }
+            None => self.find_group(&elb_group_name(spec), None).await?,
         };
         let group_ids: BTreeSet<String> = lb
             .as_ref()
@@ -2119,19 +2095,13 @@ impl Aws {
             .unwrap_or_default();
         if let Some(g) = own_group.as_ref().and_then(|g| g.group_id()) {
             // No node admits the ELB's group any more.
-            let g = g.to_owned();
-            self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == g, None)
-                .await?;
+            self.unadmit(g).await?;
         } else if let Some(g) = spec.classic.security_groups.first() {
             // The Service's own groups: only the first was admitted by the nodes.
-            let g = g.clone();
-            self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == g, None)
-                .await?;
+            self.unadmit(g).await?;
         } else if self.config.global.elb_security_group.is_none() {
             for g in &group_ids {
-                let g = g.clone();
-                self.sync_node_rules(&[], BTreeSet::new, |r, _| r.3 == g, None)
-                    .await?;
+                self.unadmit(g).await?;
             }
         }
         if lb.is_some() {
