@@ -72,7 +72,7 @@ impl Cmd {
                 | Cmd::ControllerManager(_)
                 | Cmd::CloudControllerManager(_)
                 | Cmd::CsiDriver(_)
-        )
+        ) || matches!(self, Cmd::Trace(a) if a.is_long_running())
     }
 }
 
@@ -236,7 +236,7 @@ fn run(cmd: Cmd, name: &str) -> ExitCode {
             Cmd::CloudControllerManager(a) => cloud_controller_manager::run(a, name).await,
             Cmd::CsiDriver(a) => csi_driver::run(a, name).await,
             Cmd::LocalCloud(a) => local_cloud::run(a).await,
-            Cmd::Trace(a) => trace::run(a),
+            Cmd::Trace(a) => trace::run(a).await,
             Cmd::Providers => {
                 providers();
                 Ok(())
@@ -325,6 +325,16 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         let usage = cause.is::<cloud::UsageError>()
             || cause.is::<hypercloud_controllers::names::UnknownController>()
             || cause.is::<hypercloud_trace::Error>()
+            || cause.is::<hypercloud_trace::live::Error>()
+            || cause.is::<hypercloud_trace::compare::Error>()
+            || matches!(
+                cause.downcast_ref::<hypercloud_trace::serve::Error>(),
+                Some(
+                    hypercloud_trace::serve::Error::NotLoopback(_)
+                        | hypercloud_trace::serve::Error::Source(_)
+                        | hypercloud_trace::serve::Error::Compare(_)
+                )
+            )
             || matches!(
                 cause.downcast_ref::<P>(),
                 Some(

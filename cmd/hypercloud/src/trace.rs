@@ -20,6 +20,48 @@ pub enum Command {
     /// values (UUIDs, IPs, ports, node numbers, times) become placeholders and repeated calls
     /// are drawn once, so two runs of the same scenario give the same bytes.
     Render(RenderArgs),
+    /// Show the calls as they happen: a page on loopback with a live sequence diagram.
+    ///
+    /// Follows trace files as they grow (a directory: every *.jsonl in it, also those that
+    /// appear later), and with --kubeconfig the Nodes, Services and PersistentVolumes the calls
+    /// change. With --compare DIR (a hack/compare-modes.sh directory) the in-tree and the
+    /// external run side by side, their differences explained. The page is compiled into the
+    /// binary and makes no request outside its own address.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Where to serve the page: a loopback address and port (port 0 picks a free one; the
+    /// address is printed).
+    #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:0")]
+    pub listen: std::net::SocketAddr,
+    /// Watch the cluster objects the calls change (Nodes, Services, PersistentVolumes) on the
+    /// apiserver this kubeconfig names.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// A hack/compare-modes.sh directory: DIR/in-tree and DIR/external side by side, with
+    /// DIR/modes.diff's differences.
+    #[arg(long, value_name = "DIR")]
+    pub compare: Option<PathBuf>,
+    /// The differences upstream has too, each explained by the comment above it
+    /// (hack/lib/expected-mode-differences.txt); needs --compare.
+    #[arg(long, value_name = "FILE", requires = "compare")]
+    pub expected_differences: Option<PathBuf>,
+    /// How many events the server keeps (older ones are dropped, and the page says so).
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+    pub max_events: u32,
+    /// How often the files are looked at, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub poll_interval_ms: u64,
+    /// The page's title.
+    #[arg(long, default_value = "hypercloud: cloud calls as they happen")]
+    pub title: String,
+    /// Trace files or directories, each optionally LAYOUT=PATH; none with --compare.
+    #[arg(value_name = "SOURCE", required_unless_present = "compare")]
+    pub sources: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -58,15 +100,76 @@ pub enum OrderArg {
     Time,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let Command::Render(RenderArgs {
+impl Args {
+    /// Whether this command serves until stopped.
+    pub fn is_long_running(&self) -> bool {
+        matches!(self.command, Command::Serve(_))
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Render(a) => render(a),
+        Command::Serve(a) => serve(a).await,
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    use hypercloud_trace::serve::{self, Comparison, Config};
+    let (mut sources, comparison) = match &args.compare {
+        Some(dir) => {
+            let (s, c) = Comparison::read(dir, args.expected_differences.as_deref())?;
+            (s, Some(c))
+        }
+        None => (Vec::new(), None),
+    };
+    sources.extend(args.sources.iter().map(|s| serve::parse_source(s)));
+    let client = match &args.kubeconfig {
+        Some(path) => Some(
+            hypercloud_options::KubeClientOptions {
+                kubeconfig: Some(path.clone()),
+                ..Default::default()
+            }
+            .client()
+            .await?,
+        ),
+        None => None,
+    };
+    let config = Config {
+        listen: args.listen,
+        sources,
+        comparison,
+        max_events: args.max_events as usize,
+        title: args.title,
+        poll_interval: std::time::Duration::from_millis(args.poll_interval_ms),
+    };
+    let mut stop = crate::runtime::shutdown_signal();
+    let shutdown = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    serve::serve(
+        config,
+        client,
+        |addr| {
+            use std::io::Write as _;
+            println!("trace view: http://{addr}/");
+            let _ = std::io::stdout().flush();
+        },
+        shutdown,
+    )
+    .await?;
+    Ok(())
+}
+
+fn render(args: RenderArgs) -> anyhow::Result<()> {
+    let RenderArgs {
         format,
         output,
         participants,
         title,
         order,
         files,
-    }) = args.command;
+    } = args;
     let format = match format {
         Some(FormatArg::Mermaid) => Format::Mermaid,
         Some(FormatArg::Svg) => Format::Svg,

@@ -20,12 +20,21 @@
 //!
 //! Start here: [`parse`] and [`render`], then [`build`] (participants and order).
 //!
+//! The same traces live: `hypercloud trace serve` ([`serve`]) follows the files as they grow
+//! ([`live`]), watches the cluster objects the calls change ([`objects`]) and shows both on a
+//! page served on loopback, two layouts side by side with their differences explained
+//! ([`compare`]).
+//!
 //! Not here: recording the calls (`hypercloud_cloudprovider::Instrumented` writes them) or the
 //! committed diagrams (`hack/update-diagrams.sh` regenerates `docs/diagrams/`).
 
+pub mod compare;
 pub mod diagram;
+pub mod live;
 pub mod mermaid;
 pub mod normalise;
+pub mod objects;
+pub mod serve;
 pub mod svg;
 
 use std::path::{Path, PathBuf};

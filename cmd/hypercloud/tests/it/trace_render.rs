@@ -152,3 +152,81 @@ fn bad_input_is_named_and_exits_2() {
     );
     assert!(r.stderr.contains("--output: cannot write"), "{}", r.stderr);
 }
+
+/// `hypercloud trace serve` refuses what it cannot serve by name (exit 2), serves what the
+/// personalities recorded, and stops on SIGTERM with status 0.
+#[test]
+fn trace_serve_refuses_by_name_and_serves_until_stopped() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = path_str(dir.path());
+    let r = hc(&["trace", "serve", "--listen", "0.0.0.0:0", d]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--listen 0.0.0.0:0: not a loopback address"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(dir.path().join("notes.jsonl"), "hello\n").expect("write");
+    let r = hc(&["trace", "serve", d]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("notes.jsonl:1: not a cloud-call trace record"),
+        "{}",
+        r.stderr
+    );
+    std::fs::remove_file(dir.path().join("notes.jsonl")).expect("rm");
+    let r = hc(&["trace", "serve", "--expected-differences", "x.txt", d]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--compare"), "{}", r.stderr);
+    let r = hc(&["trace", "serve", "--compare", d]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot follow") && r.stderr.contains("in-tree"),
+        "{}",
+        r.stderr
+    );
+
+    std::fs::write(
+        dir.path().join("trace-x.jsonl"),
+        r#"{"ts_unix_ms":1,"component":"kubelet-helper","provider":"local","method":"instance_id","args":{"name":"node-1"},"result":"i-1","error":null,"latency_ms":0.5}
+"#,
+    )
+    .expect("write");
+    let mut child = Command::new(BIN)
+        .args(["trace", "serve", "--listen", "127.0.0.1:0", d])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("read");
+    let url = line
+        .trim()
+        .strip_prefix("trace view: ")
+        .unwrap_or_else(|| panic!("first line names the address: {line:?}"))
+        .to_string();
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    std::io::Write::write_all(
+        &mut s,
+        b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .expect("request");
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut s, &mut body).expect("answer");
+    assert!(body.contains("\"method\":\"instance_id\""), "{body}");
+    let pid = child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "stops cleanly on SIGTERM");
+}
