@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce] [--mode external|in-tree] [--nodes N] [--smoke] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce] [--mode external|in-tree] [--nodes N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -29,6 +29,14 @@
 #                              has) and the apiserver-plugin webhook labels PVs and admits Nodes.
 #   --smoke:                   check the result, stop everything and exit (CI); otherwise it
 #                              keeps running until Ctrl-C, which stops everything it started.
+#   --ui:                      serve the live trace view (`hypercloud trace serve`: the cloud
+#                              calls as they happen, the Nodes, Services and PVs they change) on
+#                              a loopback port printed at the start; open it in a browser. With
+#                              --smoke, headless Chromium (hack/ui-tools.sh installs it) watches
+#                              the page during the run and hack/lib/ui-check.mjs checks it at the
+#                              end: every call in order, a Node's uninitialized taint gone once
+#                              the cloud-node controller ran (external), no request outside
+#                              loopback; its screenshot goes to $HYPERCLOUD_CACHE/ui-artifacts/.
 #   HYPERCLOUD_BIN=PATH:       use this hypercloud binary instead of building one.
 #   --dump FILE:               write what the cloud put into the cluster (Nodes with their
 #                              conditions, Services, PVs, scheduling results; normalised, see
@@ -53,7 +61,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
 
-mode=external nodes=3 smoke=false dump="" cloud=local
+mode=external nodes=3 smoke=false dump="" cloud=local ui=false
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 dir="$HYPERCLOUD_CACHE/local-up"
@@ -70,6 +78,7 @@ while [ $# -gt 0 ]; do
     --cloud) cloud="${2:-}"; shift 2 ;;
     --cloud=*) cloud="${1#--cloud=}"; shift ;;
     --smoke) smoke=true; shift ;;
+    --ui) ui=true; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "local-up: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -112,8 +121,14 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
   done
 }
 
-rm -rf "$dir/logs" "$dir/cloud" "$dir/bin" "$dir"/*.jsonl
+rm -rf "$dir/logs" "$dir/cloud" "$dir/bin" "$dir"/*.jsonl "$dir/traces" "$dir/ui-done"
 mkdir -p "$dir/logs" "$dir/bin"
+
+if $ui && $smoke; then
+  # Headless Chromium and playwright-core for the page's check (installed once, cached).
+  eval "$(hack/ui-tools.sh env)"
+  export HYPERCLOUD_CHROMIUM HYPERCLOUD_PLAYWRIGHT
+fi
 
 if [ -n "${HYPERCLOUD_BIN:-}" ]; then
   # hack/test.sh passes the binary its `cargo test --workspace` built: a `cargo build -p
@@ -172,6 +187,7 @@ api_url=$(sed -n 's/^ *server: //p' "$kubeconfig" | head -n1)
 token=$(sed -n 's/^ *token: //p' "$kubeconfig" | head -n1)
 ca="$dir/envtest/pki/ca.crt"
 kget() { curl -fsS --cacert "$ca" -H "Authorization: Bearer $token" "$api_url$1"; }
+
 kcreate() { # kcreate PATH JSON: POST, printing the apiserver's answer; fails on non-2xx
   curl -sS --fail-with-body --cacert "$ca" -H "Authorization: Bearer $token" \
     -H 'Content-Type: application/json' -X POST --data "$2" "$api_url$1"
@@ -346,6 +362,28 @@ if [ "$cloud" != local ]; then
 fi
 
 # ---------------------------------------------------------------- the cluster
+
+ui_url="" ui_check_pid=""
+if $ui; then
+  step "serve the live trace view (hypercloud trace serve: $dir/*.jsonl as they grow, the cluster's Nodes, Services, PVs)"
+  ui_port=$(free_port)
+  "$HYPERCLOUD_BIN" trace serve --listen "127.0.0.1:$ui_port" --kubeconfig "$kubeconfig" \
+    --title "hypercloud local-up: --cloud $cloud --mode $mode" "$dir" >"$dir/logs/trace-serve.log" 2>&1 &
+  pids+=($!)
+  ui_url="http://127.0.0.1:$ui_port/"
+  wait_for 30 "the trace view (see $dir/logs/trace-serve.log)" curl -fsS "${ui_url}healthz"
+  echo "trace view: $ui_url (open it in a browser: the calls appear as they happen)"
+  if $smoke; then
+    mkdir -p "$HYPERCLOUD_CACHE/ui-artifacts"
+    ui_flags=(--url "$ui_url" --done-file "$dir/ui-done" --traces "$dir"
+      --screenshot "$HYPERCLOUD_CACHE/ui-artifacts/local-up-$cloud-$mode.png")
+    [ "$mode" = in-tree ] || ui_flags+=(--expect-taint-removed "$(node_name 1)")
+    node hack/lib/ui-check.mjs "${ui_flags[@]}" >"$dir/logs/ui-check.log" 2>&1 &
+    ui_check_pid=$!
+    pids+=($!)
+    echo "headless Chromium watches the page (hack/lib/ui-check.mjs; log $dir/logs/ui-check.log)"
+  fi
+fi
 
 cloud_start
 cloud_create_instances "$nodes"
@@ -568,10 +606,22 @@ if [ -n "$dump" ]; then
   echo "local-up: cluster view written to $dump"
 fi
 
+if [ -n "$ui_check_pid" ]; then
+  step "check the trace view in headless Chromium (hack/lib/ui-check.mjs)"
+  touch "$dir/ui-done"
+  if ! wait "$ui_check_pid"; then
+    cat "$dir/logs/ui-check.log" >&2
+    fail "the trace view check failed (above; screenshot in $HYPERCLOUD_CACHE/ui-artifacts)"
+  fi
+  cat "$dir/logs/ui-check.log"
+  echo "local-up: the trace view showed the run"
+fi
+
 if $smoke; then
   echo "local-up: smoke run OK"
   exit 0
 fi
 
 cloud_banner
+[ -z "$ui_url" ] || echo "The live trace view: $ui_url"
 wait "${pids[@]}"

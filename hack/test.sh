@@ -140,6 +140,12 @@ hack/csi-tools.sh build
 HYPERCLOUD_CSI_TOOLS_BIN="$(hack/csi-tools.sh bin)"
 export HYPERCLOUD_CSI_TOOLS_BIN
 
+# The trace view's browser test: Debian's chromium and playwright-core (PLAYWRIGHT_CORE_VERSION,
+# npm) for hack/lib/ui-check.mjs, which compare-modes --ui below runs (hack/ui-tools.sh; cold
+# about a minute, warm under a second).
+step "ui tools: chromium + playwright-core (hack/ui-tools.sh install; cached under $HYPERCLOUD_CACHE/ui-tools)"
+hack/ui-tools.sh install
+
 # promlint: `promtool check metrics`' linter (client_golang testutil/promlint), which
 # ccm_runtime.rs runs on /metrics (hack/promlint.sh; built once per version into the cache).
 step "promlint (hack/promlint.sh; cached under $HYPERCLOUD_CACHE/promlint)"
@@ -167,8 +173,10 @@ echo "container image: $((SECONDS - image_start))s"
 # The README's main command, non-interactive, in both layouts: compare-modes runs
 # hack/local-up.sh --smoke in-tree and external, asserts each reaches "curl through the load
 # balancer succeeded", and fails on any difference between the layouts upstream does not have.
-step "hack/compare-modes.sh (hack/local-up.sh --smoke in both layouts, then diff)"
-hack/compare-modes.sh --dir "$HYPERCLOUD_CACHE/compare-modes-ci"
+# --ui: each run also serves the live trace view, which headless Chromium watches and
+# hack/lib/ui-check.mjs checks; then both runs side by side (`trace serve --compare`).
+step "hack/compare-modes.sh --ui (hack/local-up.sh --smoke --ui in both layouts, then diff; the trace view in Chromium)"
+hack/compare-modes.sh --ui --dir "$HYPERCLOUD_CACHE/compare-modes-ci"
 # The same against vcsim with --cloud-provider=vsphere (no load balancer step: vSphere has none).
 step "hack/compare-modes.sh --cloud vsphere (vcsim instead of the local cloud)"
 hack/compare-modes.sh --cloud vsphere --dir "$HYPERCLOUD_CACHE/compare-modes-vsphere-ci"
