@@ -222,33 +222,26 @@ fn changed<K: Summary>(obj: &K, last: &mut HashMap<Key, Value>, store: &Store) {
         return;
     }
     last.insert(k.clone(), summary.clone());
-    store.push(
-        now_unix_ms(),
-        None,
-        &Body::Object {
-            kind: K::KIND,
-            namespace: k.0,
-            name: k.1,
-            deleted: false,
-            summary,
-        },
-    );
+    emit::<K>(k, summary, false, store);
 }
 
 fn deleted<K: Summary>(k: Key, summary: Value, store: &Store) {
+    emit::<K>(k, summary, true, store);
+}
+
+fn emit<K: Summary>((namespace, name): Key, summary: Value, deleted: bool, store: &Store) {
     store.push(
         now_unix_ms(),
         None,
         &Body::Object {
             kind: K::KIND,
-            namespace: k.0,
-            name: k.1,
-            deleted: true,
+            namespace,
+            name,
+            deleted,
             summary,
         },
     );
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -159,34 +159,26 @@ fn bad_input_is_named_and_exits_2() {
 fn trace_serve_refuses_by_name_and_serves_until_stopped() {
     let dir = tempfile::tempdir().expect("tmp");
     let d = path_str(dir.path());
-    let r = hc(&["trace", "serve", "--listen", "0.0.0.0:0", d]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("--listen 0.0.0.0:0: not a loopback address"),
-        "{}",
-        r.stderr
+    let refused = |args: &[&str], says: &[&str]| {
+        let r = hc(&[&["trace", "serve"], args].concat());
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        for s in says {
+            assert!(
+                r.stderr.contains(s),
+                "{args:?} should say {s:?}: {}",
+                r.stderr
+            );
+        }
+    };
+    refused(
+        &["--listen", "0.0.0.0:0", d],
+        &["--listen 0.0.0.0:0: not a loopback address"],
     );
     std::fs::write(dir.path().join("notes.jsonl"), "hello\n").expect("write");
-    let r = hc(&["trace", "serve", d]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("notes.jsonl:1: not a cloud-call trace record"),
-        "{}",
-        r.stderr
-    );
+    refused(&[d], &["notes.jsonl:1: not a cloud-call trace record"]);
     std::fs::remove_file(dir.path().join("notes.jsonl")).expect("rm");
-    let r = hc(&["trace", "serve", "--expected-differences", "x.txt", d]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("--compare"), "{}", r.stderr);
-    let r = hc(&["trace", "serve", "--compare", d]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("cannot follow") && r.stderr.contains("in-tree"),
-        "{}",
-        r.stderr
-    );
+    refused(&["--expected-differences", "x.txt", d], &["--compare"]);
+    refused(&["--compare", d], &["cannot follow", "in-tree"]);
 
     std::fs::write(
         dir.path().join("trace-x.jsonl"),
