@@ -12,6 +12,12 @@
 #   hack/python-tools.sh gce    Google's Compute Engine client library, google-cloud-compute (venv
 #                               $HYPERCLOUD_CACHE/venv-gce; its own, as it pins protobuf and
 #                               google-auth), driven by hack/conformance/gce_conformance.py
+#   hack/python-tools.sh azure  Microsoft's Azure SDK: azure-identity, azure-mgmt-resource,
+#                               azure-mgmt-compute, azure-mgmt-network (venv
+#                               $HYPERCLOUD_CACHE/venv-azure), driven by
+#                               hack/conformance/azure_conformance.py. The az CLI needs a venv of
+#                               its own (azure-cli 2.91.0 pins azure-mgmt-compute~=34.1.0;
+#                               docs/azure-clients.md) and comes with the tests that drive it.
 set -euo pipefail
 
 # The AWS simulator and the official AWS CLI (the aws provider's tests; hack/aws-tools.sh).
@@ -20,6 +26,13 @@ AWSCLI_VERSION="1.46.2"
 
 # Google's official Compute Engine client (REST transport), the referee of the GCE dialect.
 GOOGLE_CLOUD_COMPUTE_VERSION="1.57.0"
+
+# Microsoft's Azure SDK for Python, the referee of the Azure dialect (docs/azure-clients.md);
+# azure-mgmt-resource at the version azure-cli 2.91.0 pins.
+AZURE_IDENTITY_VERSION="1.27.0"
+AZURE_MGMT_RESOURCE_VERSION="24.0.0"
+AZURE_MGMT_COMPUTE_VERSION="39.0.0"
+AZURE_MGMT_NETWORK_VERSION="33.1.0"
 
 OPENSTACKCLIENT_VERSION="10.5.0"
 # `openstack loadbalancer ...` (Octavia) is a plugin of the CLI.
@@ -67,6 +80,24 @@ if [[ "${1:-}" == gce ]]; then
     rm -f "$VENV"/.google-cloud-compute-*
     touch "$STAMP"
     echo "google-cloud-compute $GOOGLE_CLOUD_COMPUTE_VERSION installed in $VENV"
+    exit 0
+fi
+
+if [[ "${1:-}" == azure ]]; then
+    VENV="$HYPERCLOUD_CACHE/venv-azure"
+    want="$AZURE_IDENTITY_VERSION $AZURE_MGMT_RESOURCE_VERSION $AZURE_MGMT_COMPUTE_VERSION $AZURE_MGMT_NETWORK_VERSION"
+    STAMP="$VENV/.azure-${want// /-}"
+    if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c 'import azure.identity, azure.mgmt.resource, azure.mgmt.compute, azure.mgmt.network' 2>/dev/null; then
+        echo "azure-identity, azure-mgmt-resource, -compute, -network ($want) already in $VENV"
+        exit 0
+    fi
+    pip_install "azure-identity==$AZURE_IDENTITY_VERSION" "azure-mgmt-resource==$AZURE_MGMT_RESOURCE_VERSION" \
+        "azure-mgmt-compute==$AZURE_MGMT_COMPUTE_VERSION" "azure-mgmt-network==$AZURE_MGMT_NETWORK_VERSION"
+    got="$("$VENV/bin/python" -c 'from azure.identity._version import VERSION as a; from azure.mgmt.resource._version import VERSION as b; from azure.mgmt.compute._version import VERSION as c; from azure.mgmt.network._version import VERSION as d; print(a, b, c, d)')"
+    [[ "$got" == "$want" ]] || { echo "error: the Azure SDK in $VENV is $got, want $want" >&2; exit 1; }
+    rm -f "$VENV"/.azure-*
+    touch "$STAMP"
+    echo "azure-identity, azure-mgmt-resource, -compute, -network ($want) installed in $VENV"
     exit 0
 fi
 

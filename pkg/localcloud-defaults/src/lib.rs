@@ -158,3 +158,7 @@ pub const IMAGES: &[Image] = &[Image {
 }];
 
 pub const IMAGE_PATH: &str = "/image";
+
+/// The Azure dialect's one Microsoft Entra tenant (`tenantId` of azure.json; the token
+/// endpoint is `/{tenant}/oauth2/v2.0/token`). Its Keystone domain is [`DOMAIN`].
+pub const AZURE_TENANT_ID: &str = "6c6f6361-6c63-6c6f-7564-74656e616e74";

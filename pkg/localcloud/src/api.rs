@@ -5,6 +5,7 @@
 //! malformed input with the service's 400 instead of failing.
 
 pub(crate) mod aws;
+pub(crate) mod azure;
 pub(crate) mod compute;
 pub(crate) mod gce;
 pub(crate) mod identity;
@@ -91,6 +92,7 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
     let code = e.status.as_u16();
     match service {
         Service::Gce => gce::error_body(e),
+        Service::Azure => azure::error_body(e),
         Service::Network => {
             json!({"NeutronError": {"type": e.kind, "message": e.message, "detail": ""}})
         }
@@ -154,7 +156,8 @@ pub(crate) async fn format_errors(service: Service, req: Request, next: Next) ->
         HeaderValue::from_static("application/json"),
     );
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-    if status == StatusCode::UNAUTHORIZED && service != Service::Identity && service != Service::Gce
+    if status == StatusCode::UNAUTHORIZED
+        && !matches!(service, Service::Identity | Service::Gce | Service::Azure)
     {
         parts.headers.insert(
             "www-authenticate",
@@ -497,6 +500,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(image::router(cloud.clone()))
         .merge(loadbalancer::router(cloud.clone()))
         .merge(gce::router(cloud.clone()))
+        .merge(azure::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn(refuse_control_characters))

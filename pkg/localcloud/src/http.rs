@@ -18,6 +18,9 @@ pub enum Service {
     Metadata,
     /// Compute Engine v1 (the GCE dialect, `/compute/v1`).
     Gce,
+    /// Azure Resource Manager and Microsoft Entra (the Azure dialect, `/subscriptions`,
+    /// `/{tenant}/oauth2/v2.0/token`).
+    Azure,
 }
 
 impl Service {
@@ -32,11 +35,12 @@ impl Service {
             Service::LoadBalancer => "load-balancer",
             Service::Metadata => "metadata",
             Service::Gce => "gce",
+            Service::Azure => "azure",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 8] = [
+    pub const ALL: [Service; 9] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
@@ -45,6 +49,7 @@ impl Service {
         Service::LoadBalancer,
         Service::Metadata,
         Service::Gce,
+        Service::Azure,
     ];
 }
 
@@ -68,6 +73,12 @@ impl ApiError {
             kind,
             message: message.into(),
         }
+    }
+    /// The same error with another type (Neutron's `InvalidInput`, ARM's
+    /// `InvalidResourceGroupName`).
+    pub fn with_kind(mut self, kind: &'static str) -> Self {
+        self.kind = kind;
+        self
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "HTTPBadRequest", message)

@@ -6,6 +6,7 @@
 //! of each service (`neutron.db.models_v2`, `octavia.db.models`) with their `standard_attr`
 //! mix-in (`created_at`, `updated_at`, `revision_number`).
 
+pub(crate) mod azure;
 pub(crate) mod compute;
 pub(crate) mod config_drive;
 pub(crate) mod gce;

@@ -25,14 +25,15 @@ use crate::store::{Read, Tx};
 pub(crate) const TOKENS: &str = "tokens";
 pub(crate) const APP_CREDS: &str = "application_credentials";
 
+/// A stored token: Keystone's, and the one behind each Entra access token (`api/azure`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Token {
-    id: String,
-    user_id: String,
-    project_id: String,
+pub(crate) struct Token {
+    pub id: String,
+    pub user_id: String,
+    pub project_id: String,
     methods: Vec<String>,
-    issued_at: u64,
-    expires_at: u64,
+    pub issued_at: u64,
+    pub expires_at: u64,
     audit_id: String,
     #[serde(default)]
     application_credential_id: Option<String>,
@@ -310,20 +311,66 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
         } else {
             return Err(missing("id or name", "application_credential"));
         };
-        let Some(cred) = found.filter(|c| c.secret == secret) else {
-            return Err(denied());
-        };
-        if cred.expires_at.is_some_and(|e| e <= now()) {
-            return Err(denied());
-        }
-        let user = cloud
-            .store
-            .read(|v| v.get::<User>(USERS, &cred.user_id))
-            .ok_or_else(denied)?;
-        (user, cred.project_id.clone(), Some(cred.id))
+        let cred = found.ok_or_else(denied)?;
+        let (user, project_id) =
+            app_credential_owner(&cloud, &cred.id, secret).map_err(|_| denied())?;
+        (user, project_id, Some(cred.id))
     } else {
         return Err(denied());
     };
+    let token = store_token(&cloud, user.id, project_id, methods, app_cred).await?;
+    let body = token_body(&cloud, &token, true)?;
+    let mut response = reply(StatusCode::CREATED, body);
+    if let Ok(v) = HeaderValue::from_str(&token.id) {
+        response.headers_mut().insert("x-subject-token", v);
+    }
+    Ok(response)
+}
+
+/// Why an application credential was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CredentialRefused {
+    /// No credential has that ID.
+    Unknown,
+    /// The secret is not its secret.
+    WrongSecret,
+    /// It has expired.
+    Expired,
+}
+
+/// The user and project an application credential `id` stands for, when `secret` is its
+/// secret and it has not expired.
+pub(crate) fn app_credential_owner(
+    cloud: &Cloud,
+    id: &str,
+    secret: &str,
+) -> Result<(User, String), CredentialRefused> {
+    let cred = cloud
+        .store
+        .read(|v| v.get::<AppCred>(APP_CREDS, id))
+        .ok_or(CredentialRefused::Unknown)?;
+    if cred.secret != secret {
+        return Err(CredentialRefused::WrongSecret);
+    }
+    if cred.expires_at.is_some_and(|e| e <= now()) {
+        return Err(CredentialRefused::Expired);
+    }
+    let user = cloud
+        .store
+        .read(|v| v.get::<User>(USERS, &cred.user_id))
+        .ok_or(CredentialRefused::Unknown)?;
+    Ok((user, cred.project_id))
+}
+
+/// Issues and stores a token for `user_id` in `project_id`, got with `methods` (and the
+/// application credential `app_cred`, whose expiry bounds the token's).
+pub(crate) async fn store_token(
+    cloud: &Arc<Cloud>,
+    user_id: String,
+    project_id: String,
+    methods: Vec<String>,
+    app_cred: Option<String>,
+) -> Result<Token, ApiError> {
     let issued_at = now();
     let mut expires_at = issued_at.saturating_add(cloud.config.token_ttl.as_secs());
     if let Some(id) = &app_cred {
@@ -337,7 +384,7 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
     }
     let token = Token {
         id: format!("{}{}", new_hex_id(), new_hex_id()),
-        user_id: user.id,
+        user_id,
         project_id,
         methods,
         issued_at,
@@ -362,12 +409,7 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
             Ok(())
         })
         .await?;
-    let body = token_body(&cloud, &token, true)?;
-    let mut response = reply(StatusCode::CREATED, body);
-    if let Ok(v) = HeaderValue::from_str(&token.id) {
-        response.headers_mut().insert("x-subject-token", v);
-    }
-    Ok(response)
+    Ok(token)
 }
 
 /// The project a password authentication is scoped to: the one asked for, else the user's

@@ -45,13 +45,6 @@ pub(crate) use crate::model::network::*;
 
 pub(crate) use super::records::{delete, find, Release, View};
 
-impl ApiError {
-    pub(crate) fn with_kind(mut self, kind: &'static str) -> Self {
-        self.kind = kind;
-        self
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Seeds
 

@@ -65,8 +65,17 @@ fn escape(s: &str) -> String {
 pub(crate) fn service_of(path: &str) -> Option<Service> {
     let mut segments = path.trim_start_matches('/').split('/');
     let prefix = segments.next()?;
-    if prefix == "compute" && segments.next() == Some("v1") {
+    let second = segments.next();
+    if prefix == "compute" && second == Some("v1") {
         return Some(Service::Gce);
+    }
+    // Resource Manager, its cloud metadata, and Entra's `/{tenant}/oauth2/...` and
+    // `/{tenant}/v2.0/...`.
+    if prefix == "subscriptions"
+        || (prefix == "metadata" && second == Some("endpoints"))
+        || matches!(second, Some("oauth2" | "v2.0"))
+    {
+        return Some(Service::Azure);
     }
     Some(match prefix {
         "identity" => Service::Identity,
@@ -136,6 +145,11 @@ mod tests {
             service_of("/compute/v1/projects/demo/zones"),
             Some(Service::Gce)
         );
+        assert_eq!(
+            service_of("/subscriptions/x/resourcegroups/rg"),
+            Some(Service::Azure)
+        );
+        assert_eq!(service_of("/t/oauth2/v2.0/token"), Some(Service::Azure));
         assert_eq!(service_of("/metrics"), None);
         assert_eq!(service_of("/"), None);
     }

@@ -2,6 +2,7 @@
 //! (one link instead of one per file).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod azure;
 mod backing;
 mod compute;
 mod dialects;

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Microsoft's Azure SDK for Python (azure-identity, azure-mgmt-resource; pinned in
+hack/python-tools.sh) against a running local cloud's Azure dialect, served over TLS.
+
+Run by pkg/localcloud/tests/it/azure.rs with AZURE_ENDPOINT (the API URL, https), AZURE_TENANT_ID,
+AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and AZURE_LOCATION set, and REQUESTS_CA_BUNDLE naming the
+certificate the cloud serves. The credential is pointed at the cloud as its authority, with
+MSAL's instance discovery off (it would ask login.microsoftonline.com). Every check is an
+assert; the first failure exits non-zero with its message. Covers: a client-secret token from
+Entra's endpoint (and a wrong secret refused with AADSTS7000215), the subscription, resource
+groups (create, update of tags, get whatever the case, check_existence, list paged by top,
+delete as a long-running operation polled to its end) and ARM's errors as the SDK's typed
+exceptions (ResourceNotFoundError, HttpResponseError with ARM's code).
+"""
+import faulthandler
+import os
+import sys
+
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+from azure.identity import ClientSecretCredential
+from azure.mgmt.resource import ResourceManagementClient, SubscriptionClient
+
+ENDPOINT = os.environ["AZURE_ENDPOINT"]
+TENANT = os.environ["AZURE_TENANT_ID"]
+CLIENT = os.environ["AZURE_CLIENT_ID"]
+SECRET = os.environ["AZURE_CLIENT_SECRET"]
+LOCATION = os.environ["AZURE_LOCATION"]
+SCOPE = "https://management.azure.com/.default"
+
+
+def credential(secret):
+    return ClientSecretCredential(TENANT, CLIENT, secret, authority=ENDPOINT,
+                                  disable_instance_discovery=True)
+
+
+def main():
+    assert ENDPOINT.startswith("https://"), ENDPOINT
+    cred = credential(SECRET)
+    token = cred.get_token(SCOPE)
+    assert token.token.count(".") == 2, "the access token is a JWT"
+    try:
+        credential("wrong").get_token(SCOPE)
+        raise AssertionError("a wrong secret got a token")
+    except ClientAuthenticationError as e:
+        assert "AADSTS7000215" in str(e), e
+
+    subs = list(SubscriptionClient(cred, base_url=ENDPOINT).subscriptions.list())
+    assert len(subs) == 1, subs
+    sub = subs[0]
+    assert sub.tenant_id == TENANT, sub
+    assert sub.state == "Enabled", sub
+    sid = sub.subscription_id
+
+    rm = ResourceManagementClient(cred, sid, base_url=ENDPOINT)
+    groups = rm.resource_groups
+    made = groups.create_or_update("conformance-rg", {"location": LOCATION, "tags": {"a": "1"}})
+    assert made.name == "conformance-rg" and made.location == LOCATION, made
+    assert made.properties.provisioning_state == "Succeeded", made
+    assert made.id == f"/subscriptions/{sid}/resourceGroups/conformance-rg", made.id
+    updated = groups.create_or_update("conformance-rg", {"location": LOCATION, "tags": {"a": "2"}})
+    assert updated.tags == {"a": "2"}, updated.tags
+    assert groups.get("CONFORMANCE-RG").name == "conformance-rg"
+    assert groups.check_existence("conformance-rg") is True
+    assert groups.check_existence("no-such-rg") is False
+    groups.create_or_update("conformance-rg-2", {"location": LOCATION})
+    names = [g.name for g in groups.list(top=1)]
+    assert names == ["conformance-rg", "conformance-rg-2"], names
+
+    try:
+        groups.create_or_update("elsewhere", {"location": "westeurope"})
+        raise AssertionError("a group outside the cloud's location was made")
+    except HttpResponseError as e:
+        assert e.error.code == "LocationNotAvailableForResourceGroup", e.error
+    try:
+        groups.get("no-such-rg")
+        raise AssertionError("a missing group was found")
+    except ResourceNotFoundError as e:
+        assert e.error.code == "ResourceGroupNotFound", e.error
+
+    poller = groups.begin_delete("conformance-rg-2", polling_interval=0.1)
+    poller.result(timeout=60)
+    assert poller.status().lower() == "succeeded", poller.status()
+    assert groups.check_existence("conformance-rg-2") is False
+    groups.begin_delete("conformance-rg").result(timeout=60)
+    assert [g.name for g in groups.list()] == []
+    print("azure conformance: ok")
+
+
+if __name__ == "__main__":
+    # A hang (a poll that never ends) becomes a traceback and a failure, not a stuck test.
+    faulthandler.dump_traceback_later(int(os.environ.get("AZURE_CONFORMANCE_TIMEOUT", "120")), exit=True)
+    try:
+        main()
+    except AssertionError as e:
+        print(f"azure conformance: FAILED: {e}", file=sys.stderr)
+        raise
