@@ -584,6 +584,7 @@ async fn root(State(cloud): Ctx) -> Response {
             "image": format!("{b}/image/v2"),
             "load-balancer": format!("{b}/load-balancer/v2"),
             "gce": format!("{b}/compute/v1"),
+            "azure": format!("{b}/subscriptions"),
             "metrics": format!("{b}/metrics"),
         }),
     )

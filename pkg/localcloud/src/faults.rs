@@ -5,7 +5,7 @@
 //!
 //! Flag syntax: a global value, per-service values, or both, comma-separated:
 //! `--inject-error-rate 0.1`, `--inject-error-rate compute=0.5,network=0.2`,
-//! `--inject-latency 50ms,volume=2s`. Services: identity, compute, network, volume, image, load-balancer, metadata, gce.
+//! `--inject-latency 50ms,volume=2s`. Services: identity, compute, network, volume, image, load-balancer, metadata, gce, azure.
 //! A per-service value wins over the global one. Faults are decided before the request is
 //! handled, so a faulted request never changes state.
 
@@ -65,8 +65,10 @@ fn parse_per_service<T>(
                     .into_iter()
                     .find(|s| s.name() == name.trim())
                     .ok_or_else(|| {
+                        let names: Vec<&str> = Service::ALL.iter().map(|s| s.name()).collect();
                         err(format!(
-                            "unknown service {name:?} (one of identity, compute, network, volume, image, load-balancer, metadata, gce)"
+                            "unknown service {name:?} (one of {})",
+                            names.join(", ")
                         ))
                     })?;
                 out.services.insert(service, parse(v.trim()).map_err(&err)?);

@@ -69,14 +69,6 @@ pub(crate) fn service_of(path: &str) -> Option<Service> {
     if prefix == "compute" && second == Some("v1") {
         return Some(Service::Gce);
     }
-    // Resource Manager, its cloud metadata, and Entra's `/{tenant}/oauth2/...` and
-    // `/{tenant}/v2.0/...`.
-    if prefix == "subscriptions"
-        || (prefix == "metadata" && second == Some("endpoints"))
-        || matches!(second, Some("oauth2" | "v2.0"))
-    {
-        return Some(Service::Azure);
-    }
     Some(match prefix {
         "identity" => Service::Identity,
         "compute" => Service::Compute,
@@ -84,6 +76,11 @@ pub(crate) fn service_of(path: &str) -> Option<Service> {
         "volume" => Service::Volume,
         "image" => Service::Image,
         "load-balancer" => Service::LoadBalancer,
+        // Resource Manager and its cloud metadata; Entra's `/{tenant}/oauth2/...` and
+        // `/{tenant}/v2.0/...` (a tenant is none of the prefixes above).
+        "subscriptions" => Service::Azure,
+        "metadata" if second == Some("endpoints") => Service::Azure,
+        _ if matches!(second, Some("oauth2" | "v2.0")) => Service::Azure,
         _ => return None,
     })
 }
@@ -150,6 +147,7 @@ mod tests {
             Some(Service::Azure)
         );
         assert_eq!(service_of("/t/oauth2/v2.0/token"), Some(Service::Azure));
+        assert_eq!(service_of("/network/v2.0/ports/a"), Some(Service::Network));
         assert_eq!(service_of("/metrics"), None);
         assert_eq!(service_of("/"), None);
     }

@@ -140,6 +140,9 @@ impl Azure {
     }
 }
 
+/// A token request's tenant and form, and the status, error and description it must get.
+type Refusal<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str, &'a str);
+
 fn guid(hex: &str) -> String {
     format!(
         "{}-{}-{}-{}-{}",
@@ -172,7 +175,7 @@ async fn entra_issues_tokens_to_known_clients_and_names_every_refusal() {
     let token = az.token(&user, "hypercloud").await;
     assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
 
-    let refusals: [(&str, Vec<(&str, &str)>, u16, &str, &str); 6] = [
+    let refusals: [Refusal<'_>; 6] = [
         (
             TENANT,
             vec![

@@ -529,6 +529,7 @@ async fn every_service_refuses_control_characters_in_paths() {
             "/compute/v1/projects/demo/zones/nova%0D/instances",
             "error",
         ),
+        (Method::GET, "/subscriptions/a%0Ab/resourcegroups", "error"),
     ];
     for (method, path, key) in cases {
         let r = c

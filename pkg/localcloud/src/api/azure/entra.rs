@@ -105,7 +105,7 @@ struct Client {
     method: &'static str,
 }
 
-fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, Response> {
+fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, Box<Response>> {
     let id = unguid(client_id);
     let invalid_secret = || {
         entra_error(
@@ -124,14 +124,14 @@ fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, 
                 method: "application_credential",
             })
         }
-        Err(CredentialRefused::WrongSecret) => return Err(invalid_secret()),
+        Err(CredentialRefused::WrongSecret) => return Err(Box::new(invalid_secret())),
         Err(CredentialRefused::Expired) => {
-            return Err(entra_error(
+            return Err(Box::new(entra_error(
                 StatusCode::UNAUTHORIZED,
                 "invalid_client",
                 7000222,
                 &format!("The provided client secret keys for app '{client_id}' are expired."),
-            ))
+            )))
         }
         Err(CredentialRefused::Unknown) => {}
     }
@@ -142,8 +142,8 @@ fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, 
             app_cred: None,
             method: "password",
         }),
-        Some(_) => Err(invalid_secret()),
-        None => Err(entra_error(
+        Some(_) => Err(Box::new(invalid_secret())),
+        None => Err(Box::new(entra_error(
             StatusCode::BAD_REQUEST,
             "unauthorized_client",
             700016,
@@ -151,7 +151,7 @@ fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, 
                 "Application with identifier '{client_id}' was not found in the directory '{}'.",
                 defaults::AZURE_TENANT_ID
             ),
-        )),
+        ))),
     }
 }
 
@@ -233,7 +233,7 @@ async fn token(State(cloud): Ctx, Path(tenant): Path<String>, body: Bytes) -> Re
     };
     let client = match authenticate(&cloud, client_id, secret) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let stored = match identity::store_token(
         &cloud,
