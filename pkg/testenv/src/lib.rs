@@ -225,6 +225,20 @@ pub fn venv_python(venv: &str, module: &str, install: &str) -> PathBuf {
     python
 }
 
+/// Fails the test unless a conformance script (`hack/conformance/*.py`) exited 0 and printed
+/// `ok_line`, showing what it printed; its standard output.
+pub fn conformance_passed(out: &std::process::Output, script: &Path, ok_line: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} failed:\nstdout: {stdout}\nstderr: {stderr}",
+        script.display()
+    );
+    assert!(stdout.contains(ok_line), "{stdout}");
+    stdout
+}
+
 fn default_script() -> PathBuf {
     std::env::var_os("HYPERCLOUD_ENVTEST_SCRIPT")
         .map(PathBuf::from)

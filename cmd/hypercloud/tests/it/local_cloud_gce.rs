@@ -37,14 +37,7 @@ fn google_cloud_compute_conformance() {
         .env("GCE_METADATA", &serve.metadata_url)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{} failed:\nstdout: {stdout}\nstderr: {stderr}",
-        script.display()
-    );
-    assert!(stdout.contains("gce conformance: ok"), "{stdout}");
+    hypercloud_testenv::conformance_passed(&out, &script, "gce conformance: ok");
 }
 
 #[test]

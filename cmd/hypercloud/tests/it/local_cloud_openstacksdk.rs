@@ -32,12 +32,5 @@ fn openstacksdk_conformance() {
         .env("OS_CLOUD", "local")
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{} failed:\nstdout: {stdout}\nstderr: {stderr}",
-        script.display()
-    );
-    assert!(stdout.contains("openstacksdk conformance: ok"), "{stdout}");
+    hypercloud_testenv::conformance_passed(&out, &script, "openstacksdk conformance: ok");
 }

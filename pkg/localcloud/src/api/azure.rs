@@ -36,18 +36,7 @@ pub(crate) fn error_body(e: &ApiError) -> Value {
 
 /// `hex` (a Keystone ID, 32 hex digits) in GUID form; other IDs as they are.
 pub(crate) fn guid(hex: &str) -> String {
-    if hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        )
-    } else {
-        hex.to_owned()
-    }
+    uuid::Uuid::try_parse(hex).map_or_else(|_| hex.to_owned(), |u| u.hyphenated().to_string())
 }
 
 /// A GUID (or a Keystone ID) as Keystone stores it: lower case, no hyphens.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use hypercloud_localcloud::{Server, ServerConfig, ServerHandle, TlsFiles};
+use hypercloud_localcloud::{Server, ServerHandle};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -22,29 +22,14 @@ struct Azure {
 
 async fn start() -> Azure {
     let dir = tempfile::tempdir().unwrap();
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .unwrap();
-    let cert_file = dir.path().join("tls.crt");
-    let key_file = dir.path().join("tls.key");
-    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
-    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
-    let mut config = ServerConfig::ephemeral(dir.path().join("state"));
-    config.tls = Some(TlsFiles {
-        cert_file: cert_file.clone(),
-        key_file,
-    });
+    let (config, ca, http) = crate::support::tls_config(dir.path());
     let handle = Server::bind(config).await.unwrap();
-    let http = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
-        .build()
-        .unwrap();
     let url = handle.api_url().to_owned();
     Azure {
         handle,
         http,
         url,
-        ca: cert_file,
+        ca,
         _dir: dir,
     }
 }
@@ -144,14 +129,7 @@ impl Azure {
 type Refusal<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str, &'a str);
 
 fn guid(hex: &str) -> String {
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid::Uuid::try_parse(hex).unwrap().hyphenated().to_string()
 }
 
 #[tokio::test]
@@ -460,13 +438,6 @@ async fn azure_sdk_conformance() {
     .await
     .unwrap();
     let script = hypercloud_testenv::repo_root().join("hack/conformance/azure_conformance.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{} failed:\nstdout: {stdout}\nstderr: {stderr}",
-        script.display()
-    );
-    assert!(stdout.contains("azure conformance: ok"), "{stdout}");
+    hypercloud_testenv::conformance_passed(&out, &script, "azure conformance: ok");
     az.handle.shutdown().await.unwrap();
 }

@@ -117,28 +117,13 @@ async fn concurrent_creates_get_distinct_addresses_and_all_persist() {
 #[tokio::test]
 async fn api_over_tls_when_given_a_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .unwrap();
-    let cert_file = dir.path().join("tls.crt");
-    let key_file = dir.path().join("tls.key");
-    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
-    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
-    let mut config = ServerConfig::ephemeral(dir.path().join("state"));
-    config.tls = Some(hypercloud_localcloud::TlsFiles {
-        cert_file,
-        key_file,
-    });
+    let (config, _, http) = support::tls_config(dir.path());
     let handle = Server::bind(config).await.unwrap();
     assert!(
         handle.api_url().starts_with("https://127.0.0.1:"),
         "{}",
         handle.api_url()
     );
-    let http = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
-        .build()
-        .unwrap();
     let resp = http
         .get(format!("{}/identity/v3", handle.api_url()))
         .send()

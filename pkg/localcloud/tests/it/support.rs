@@ -456,3 +456,25 @@ pub fn password_auth(password: &str) -> Value {
         "name": "admin", "domain": {"name": "Default"}, "password": password}}},
         "scope": {"project": {"name": "demo", "domain": {"id": "default"}}}}})
 }
+
+/// A configuration serving the API over TLS with a new self-signed certificate for 127.0.0.1
+/// (state under `dir/state`), the certificate's file, and a client that trusts it.
+pub fn tls_config(dir: &std::path::Path) -> (ServerConfig, std::path::PathBuf, reqwest::Client) {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap();
+    let cert_file = dir.join("tls.crt");
+    let key_file = dir.join("tls.key");
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
+    let mut config = ServerConfig::ephemeral(dir.join("state"));
+    config.tls = Some(hypercloud_localcloud::TlsFiles {
+        cert_file: cert_file.clone(),
+        key_file,
+    });
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    (config, cert_file, http)
+}
