@@ -590,17 +590,28 @@ function differencesPanel(info) {
     `${diffs.length} ${diffs.length === 1 ? 'line differs' : 'lines differ'}: ${diffs.length - bad} explained, ${bad} unexplained.`);
   const list = el('ul');
   list.id = 'differences';
-  for (const x of diffs) {
-    const row = el('li', x.explanation ? 'explained' : 'unexplained');
-    row.dataset.side = x.side || '';
-    const top = el('div', 'diff-line');
-    top.append(el('span', 'side', x.side ? `only ${x.side}` : 'both'), el('code', null, x.line));
-    row.append(top);
-    if (x.explanation) {
-      row.append(el('p', 'explanation', x.explanation));
-      if (x.pattern) {
+  // Lines with the same reason are one item: the reason is shown once, under all of them.
+  const groups = new Map();
+  diffs.forEach((x, i) => {
+    const key = x.explanation ? `e:${x.explanation}` : `u:${i}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(x);
+  });
+  for (const lines of groups.values()) {
+    const first = lines[0];
+    const row = el('li', first.explanation ? 'explained' : 'unexplained');
+    row.dataset.side = [...new Set(lines.map((x) => x.side || ''))].join(' ');
+    for (const x of lines) {
+      const top = el('div', 'diff-line');
+      top.dataset.side = x.side || '';
+      top.append(el('span', 'side', x.side ? `only ${x.side}` : 'both'), el('code', null, x.line));
+      row.append(top);
+    }
+    if (first.explanation) {
+      row.append(el('p', 'explanation', first.explanation));
+      for (const pattern of new Set(lines.map((x) => x.pattern).filter(Boolean))) {
         const p = el('p', 'pattern', 'expected by ');
-        p.append(el('code', null, x.pattern));
+        p.append(el('code', null, pattern));
         row.append(p);
       }
     } else {
