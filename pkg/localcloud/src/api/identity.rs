@@ -279,7 +279,7 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
         .filter_map(|m| m.as_str().map(str::to_owned))
         .collect();
     let denied = ApiError::unauthorized;
-    let (user, project_id, app_cred) = if methods.iter().any(|m| m == "password") {
+    let who = if methods.iter().any(|m| m == "password") {
         let user = &identity["password"]["user"];
         if user.is_null() {
             return Err(missing("user", "password"));
@@ -294,7 +294,7 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
             return Err(denied());
         }
         let project_id = scoped_project(&cloud, &req["auth"]["scope"], &found)?;
-        (found, project_id, None)
+        Authenticated::by_password(found, project_id)
     } else if methods.iter().any(|m| m == "application_credential") {
         let ac = &identity["application_credential"];
         let Some(secret) = ac["secret"].as_str() else {
@@ -312,13 +312,11 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
             return Err(missing("id or name", "application_credential"));
         };
         let cred = found.ok_or_else(denied)?;
-        let (user, project_id) =
-            app_credential_owner(&cloud, &cred.id, secret).map_err(|_| denied())?;
-        (user, project_id, Some(cred.id))
+        accept_app_credential(&cloud, cred, secret).map_err(|_| denied())?
     } else {
         return Err(denied());
     };
-    let token = store_token(&cloud, user.id, project_id, methods, app_cred).await?;
+    let token = store_token(&cloud, who, methods).await?;
     let body = token_body(&cloud, &token, true)?;
     let mut response = reply(StatusCode::CREATED, body);
     if let Ok(v) = HeaderValue::from_str(&token.id) {
@@ -338,17 +336,33 @@ pub(crate) enum CredentialRefused {
     Expired,
 }
 
-/// The user and project an application credential `id` stands for, when `secret` is its
-/// secret and it has not expired.
-pub(crate) fn app_credential_owner(
+/// Who a token is issued to: a user in a project, and the application credential it was got
+/// with, if any (its expiry bounds the token's).
+pub(crate) struct Authenticated {
+    pub user: User,
+    pub project_id: String,
+    /// The credential's ID and expiry.
+    credential: Option<(String, Option<u64>)>,
+}
+
+impl Authenticated {
+    /// `user`, authenticated by password, in `project_id`.
+    pub(crate) fn by_password(user: User, project_id: String) -> Self {
+        Self {
+            user,
+            project_id,
+            credential: None,
+        }
+    }
+}
+
+/// The user and project application credential `cred` stands for, when `secret` is its secret
+/// and it has not expired.
+fn accept_app_credential(
     cloud: &Cloud,
-    id: &str,
+    cred: AppCred,
     secret: &str,
-) -> Result<(User, String), CredentialRefused> {
-    let cred = cloud
-        .store
-        .read(|v| v.get::<AppCred>(APP_CREDS, id))
-        .ok_or(CredentialRefused::Unknown)?;
+) -> Result<Authenticated, CredentialRefused> {
     if cred.secret != secret {
         return Err(CredentialRefused::WrongSecret);
     }
@@ -359,33 +373,42 @@ pub(crate) fn app_credential_owner(
         .store
         .read(|v| v.get::<User>(USERS, &cred.user_id))
         .ok_or(CredentialRefused::Unknown)?;
-    Ok((user, cred.project_id))
+    Ok(Authenticated {
+        user,
+        project_id: cred.project_id,
+        credential: Some((cred.id, cred.expires_at)),
+    })
 }
 
-/// Issues and stores a token for `user_id` in `project_id`, got with `methods` (and the
-/// application credential `app_cred`, whose expiry bounds the token's).
+/// [`accept_app_credential`] for the credential with ID `id`.
+pub(crate) fn app_credential_owner(
+    cloud: &Cloud,
+    id: &str,
+    secret: &str,
+) -> Result<Authenticated, CredentialRefused> {
+    let cred = cloud
+        .store
+        .read(|v| v.get::<AppCred>(APP_CREDS, id))
+        .ok_or(CredentialRefused::Unknown)?;
+    accept_app_credential(cloud, cred, secret)
+}
+
+/// Issues and stores a token for `who`, got with `methods`.
 pub(crate) async fn store_token(
     cloud: &Arc<Cloud>,
-    user_id: String,
-    project_id: String,
+    who: Authenticated,
     methods: Vec<String>,
-    app_cred: Option<String>,
 ) -> Result<Token, ApiError> {
     let issued_at = now();
     let mut expires_at = issued_at.saturating_add(cloud.config.token_ttl.as_secs());
-    if let Some(id) = &app_cred {
-        let expiry = cloud
-            .store
-            .read(|v| v.get::<AppCred>(APP_CREDS, id))
-            .and_then(|c| c.expires_at);
-        if let Some(e) = expiry {
-            expires_at = expires_at.min(e);
-        }
+    let (app_cred, cred_expiry) = who.credential.unzip();
+    if let Some(e) = cred_expiry.flatten() {
+        expires_at = expires_at.min(e);
     }
     let token = Token {
         id: format!("{}{}", new_hex_id(), new_hex_id()),
-        user_id,
-        project_id,
+        user_id: who.user.id,
+        project_id: who.project_id,
         methods,
         issued_at,
         expires_at,

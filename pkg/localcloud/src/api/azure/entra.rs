@@ -21,7 +21,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::{guid, unguid};
-use crate::api::identity::{self, CredentialRefused, User, USERS};
+use crate::api::identity::{self, Authenticated, CredentialRefused, User, USERS};
 use crate::api::{new_hex_id, now, reply, Caller, Cloud, Ctx, Formatted};
 use crate::defaults;
 use crate::store::Read;
@@ -97,15 +97,13 @@ async fn openid_configuration(State(cloud): Ctx, Path(tenant): Path<String>) -> 
     )
 }
 
-/// The client a token request authenticates: a user or an application credential.
-struct Client {
-    user: User,
-    project_id: String,
-    app_cred: Option<String>,
-    method: &'static str,
-}
-
-fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, Box<Response>> {
+/// The client a token request authenticates (a user or an application credential), and the
+/// Keystone method that stands for.
+fn authenticate(
+    cloud: &Cloud,
+    client_id: &str,
+    secret: &str,
+) -> Result<(Authenticated, &'static str), Box<Response>> {
     let id = unguid(client_id);
     let invalid_secret = || {
         entra_error(
@@ -116,14 +114,7 @@ fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, 
         )
     };
     match identity::app_credential_owner(cloud, &id, secret) {
-        Ok((user, project_id)) => {
-            return Ok(Client {
-                user,
-                project_id,
-                app_cred: Some(id),
-                method: "application_credential",
-            })
-        }
+        Ok(who) => return Ok((who, "application_credential")),
         Err(CredentialRefused::WrongSecret) => return Err(Box::new(invalid_secret())),
         Err(CredentialRefused::Expired) => {
             return Err(Box::new(entra_error(
@@ -136,12 +127,10 @@ fn authenticate(cloud: &Cloud, client_id: &str, secret: &str) -> Result<Client, 
         Err(CredentialRefused::Unknown) => {}
     }
     match cloud.store.read(|v| v.get::<User>(USERS, &id)) {
-        Some(user) if secret == cloud.config.password => Ok(Client {
-            project_id: user.default_project_id.clone(),
-            user,
-            app_cred: None,
-            method: "password",
-        }),
+        Some(user) if secret == cloud.config.password => {
+            let project_id = user.default_project_id.clone();
+            Ok((Authenticated::by_password(user, project_id), "password"))
+        }
         Some(_) => Err(Box::new(invalid_secret())),
         None => Err(Box::new(entra_error(
             StatusCode::BAD_REQUEST,
@@ -231,19 +220,12 @@ async fn token(State(cloud): Ctx, Path(tenant): Path<String>, body: Bytes) -> Re
             "The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
         );
     };
-    let client = match authenticate(&cloud, client_id, secret) {
+    let (who, method) = match authenticate(&cloud, client_id, secret) {
         Ok(c) => c,
         Err(r) => return *r,
     };
-    let stored = match identity::store_token(
-        &cloud,
-        client.user.id.clone(),
-        client.project_id,
-        vec![client.method.to_owned()],
-        client.app_cred,
-    )
-    .await
-    {
+    let user = guid(&who.user.id);
+    let stored = match identity::store_token(&cloud, who, vec![method.to_owned()]).await {
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
@@ -254,8 +236,8 @@ async fn token(State(cloud): Ctx, Path(tenant): Path<String>, body: Bytes) -> Re
         "nbf": stored.issued_at,
         "exp": stored.expires_at,
         "tid": defaults::AZURE_TENANT_ID,
-        "oid": guid(&client.user.id),
-        "sub": guid(&client.user.id),
+        "oid": user,
+        "sub": user,
         "appid": client_id,
         "idtyp": "app",
         "ver": "1.0",
@@ -279,34 +261,30 @@ async fn token(State(cloud): Ctx, Path(tenant): Path<String>, body: Bytes) -> Re
 
 /// The cloud's token-signing key, made on first use.
 async fn signing_key(cloud: &Arc<Cloud>) -> Result<ring::hmac::Key, crate::api::ApiError> {
-    let key: Option<String> = cloud.store.read(|v| v.get(KEYS, SIGNING_KEY));
-    let key = match key {
-        Some(k) => k,
-        None => {
-            cloud
-                .write(|tx| {
-                    if let Some(k) = tx.get::<String>(KEYS, SIGNING_KEY) {
-                        return Ok(k);
-                    }
-                    let k = format!("{}{}", new_hex_id(), new_hex_id());
-                    tx.put(KEYS, SIGNING_KEY, &k)?;
-                    Ok(k)
-                })
-                .await?
-        }
-    };
-    Ok(ring::hmac::Key::new(
-        ring::hmac::HMAC_SHA256,
-        key.as_bytes(),
-    ))
+    if let Some(key) = stored_key(cloud) {
+        return Ok(key);
+    }
+    let key = cloud
+        .write(|tx| {
+            if let Some(k) = tx.get::<String>(KEYS, SIGNING_KEY) {
+                return Ok(k);
+            }
+            let k = format!("{}{}", new_hex_id(), new_hex_id());
+            tx.put(KEYS, SIGNING_KEY, &k)?;
+            Ok(k)
+        })
+        .await?;
+    Ok(hmac_key(&key))
 }
 
+fn hmac_key(key: &str) -> ring::hmac::Key {
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes())
+}
+
+/// The signing key, once made.
 fn stored_key(cloud: &Cloud) -> Option<ring::hmac::Key> {
     let key: String = cloud.store.read(|v| v.get(KEYS, SIGNING_KEY))?;
-    Some(ring::hmac::Key::new(
-        ring::hmac::HMAC_SHA256,
-        key.as_bytes(),
-    ))
+    Some(hmac_key(&key))
 }
 
 async fn sign(cloud: &Arc<Cloud>, claims: &Value) -> Result<String, crate::api::ApiError> {

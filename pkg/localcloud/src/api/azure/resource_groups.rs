@@ -210,12 +210,9 @@ async fn list(
                 .with_kind("InvalidSkipToken")
         })?
         .unwrap_or(0);
-    let mut groups: Vec<ResourceGroup> = cloud
+    let mut groups = cloud
         .store
-        .read(|v| ResourceGroup::list(v))
-        .into_iter()
-        .filter(|g| g.meta.project_id == caller.project_id)
-        .collect();
+        .read(|v| ResourceGroup::list_where(v, "project_id", &caller.project_id));
     groups.sort_by_key(|g| g.name.to_lowercase());
     let page: Vec<Value> = groups.iter().skip(skip).take(top).map(body).collect();
     let mut out = json!({"value": page});
