@@ -9,8 +9,12 @@
 //! send and need is in `docs/azure-clients.md`. Upstream equivalent: `management.azure.com`
 //! and `login.microsoftonline.com`.
 
+pub(crate) mod arm;
+mod compute;
 mod entra;
+mod network;
 mod resource_groups;
+mod resources;
 
 use std::sync::Arc;
 
@@ -69,6 +73,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             get(operation_result),
         )
         .merge(resource_groups::router())
+        .merge(resources::router())
         .route_layer(axum::middleware::from_fn_with_state(
             cloud.clone(),
             require_bearer,

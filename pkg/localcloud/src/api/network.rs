@@ -35,10 +35,12 @@ mod subnets;
 
 pub(crate) use addresses::*;
 pub(crate) use floating_ips::*;
-use networks::*;
+pub(crate) use networks::*;
 pub(crate) use ports::*;
 use routers::*;
+pub(crate) use routers::{add_interface_on_subnet, new_router};
 pub(crate) use security_groups::*;
+pub(crate) use subnets::new_subnet;
 use subnets::*;
 
 pub(crate) use crate::model::network::*;

@@ -56,3 +56,70 @@ pub(crate) struct Operation {
 }
 
 impl_record!(Operation: OPERATIONS, ("operation", "value", "Operation"), "OperationNotFound");
+
+/// The table of Resource Manager resources (networks, NICs, VMs, disks, ...).
+pub(crate) const ARM_RESOURCES: &str = "azure_resources";
+
+/// A Resource Manager resource of a resource group: what ARM shows of it that the record
+/// behind it (a Neutron network or port, a Nova server, a Cinder volume) does not hold. Its
+/// `properties` keep what the client asked, as ARM echoes it; what the cloud decides
+/// (addresses, states) is read from the backing record when it is shown. Child resources that
+/// ARM also shows inline (subnets, security rules, routes) live in their parent's
+/// `properties`; `children` maps a child's name (lower case) to the record behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ArmResource {
+    #[serde(flatten)]
+    pub meta: Meta,
+    /// The resource group's name as it was created.
+    pub group: String,
+    /// `Microsoft.Network/virtualNetworks`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    /// `{project}/{group}/{type}`, lower case: what a list by group reads through the index.
+    pub scope: String,
+    pub location: String,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// `W/"<uuid>"`, new on every change.
+    pub etag: String,
+    #[serde(default)]
+    pub sku: Option<serde_json::Value>,
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// The ID of the record behind it, if any.
+    #[serde(default)]
+    pub backing: Option<String>,
+    #[serde(default)]
+    pub children: BTreeMap<String, String>,
+    /// What the dialect knows of the resource that neither the backing record nor the
+    /// client's properties hold (a stopped VM's `deallocated`).
+    #[serde(default)]
+    pub status: Option<String>,
+    pub properties: serde_json::Value,
+}
+
+/// Where a resource of `project_id` is stored: `{project}/{group}/{type}/{name}`, lower case.
+pub(crate) fn resource_key(project_id: &str, group: &str, kind: &str, name: &str) -> String {
+    format!(
+        "{}/{name}",
+        resource_scope(project_id, group, kind),
+        name = name.to_lowercase()
+    )
+}
+
+/// The list scope of a group's resources of one type.
+pub(crate) fn resource_scope(project_id: &str, group: &str, kind: &str) -> String {
+    format!(
+        "{project_id}/{}/{}",
+        group.to_lowercase(),
+        kind.to_lowercase()
+    )
+}
+
+impl_record!(ArmResource: ARM_RESOURCES, ("resource", "value", "Resource"), "ResourceNotFound",
+    &["id", "name", "project_id", "scope", "backing", "type"];
+    fn key(&self) -> Cow<'_, str> {
+        Cow::Owned(resource_key(&self.meta.project_id, &self.group, &self.kind, &self.name))
+    }
+);

@@ -1,7 +1,8 @@
 //! Resource groups (`/subscriptions/{s}/resourcegroups/{name}`, either spelling of the
 //! collection, names found whatever their case): create or update (`location` required and
 //! fixed once set, `tags`), get, check existence (HEAD: 204 or 404), list (`$top`, `nextLink`)
-//! and delete (202 with a `Location` to poll; the group is gone when it answers).
+//! and delete (202 with a `Location` to poll; the group and its resources are gone when it
+//! answers).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -241,9 +242,10 @@ async fn delete(
     let location_url = cloud
         .write(move |tx| {
             let key = group_key(&project, &name);
-            if !ResourceGroup::delete(tx, &key) {
-                return Err(not_found(&name));
-            }
+            let group = ResourceGroup::get(tx, &key).ok_or_else(|| not_found(&name))?;
+            // As ARM: the group's resources go with it.
+            super::resources::remove_group_resources(tx, &c, &caller, &group.name)?;
+            ResourceGroup::delete(tx, &key);
             super::finished_operation(tx, &c, &project, &version)
         })
         .await?;

@@ -40,7 +40,7 @@ pub(super) struct FloatingIpBody {
 }
 
 /// Points `fip` at `port_id` (or nowhere), finding the router that connects them.
-pub(super) fn associate(
+pub(crate) fn associate(
     tx: &Tx<'_>,
     fip: &mut FloatingIp,
     port_id: Option<String>,

@@ -23,7 +23,7 @@ impl View for Network {
     }
 }
 
-pub(super) fn new_network(
+pub(crate) fn new_network(
     tx: &mut Tx<'_>,
     name: &str,
     project_id: &str,

@@ -25,7 +25,7 @@ impl View for Router_ {
     }
 }
 
-pub(super) fn new_router(
+pub(crate) fn new_router(
     tx: &mut Tx<'_>,
     name: &str,
     project_id: &str,
@@ -80,7 +80,7 @@ pub(super) fn set_gateway(
     Ok(router)
 }
 
-pub(super) fn add_interface_on_subnet(
+pub(crate) fn add_interface_on_subnet(
     tx: &mut Tx<'_>,
     router: &Router_,
     subnet_id: &str,

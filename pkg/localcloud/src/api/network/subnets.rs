@@ -39,7 +39,7 @@ pub(super) fn default_pools(cidr: &str) -> Result<(Option<String>, Vec<Pool>), A
     ))
 }
 
-pub(super) fn new_subnet(
+pub(crate) fn new_subnet(
     tx: &mut Tx<'_>,
     name: &str,
     network_id: &str,
