@@ -463,3 +463,12 @@ async fn azure_resources_sdk_conformance() {
     )
     .await;
 }
+
+/// azure-mgmt-network makes a Standard load balancer in front of a NIC on loopback addresses,
+/// and a TCP server on the NIC's address answers through the public IP: the dialect's load
+/// balancers carry real traffic through the data plane, with the pool's probe and the
+/// subnet's security group enforced (hack/conformance/azure_lb_conformance.py).
+#[tokio::test]
+async fn azure_load_balancers_carry_traffic() {
+    run_sdk_script("azure_lb_conformance.py", "azure lb conformance: ok", 300).await;
+}

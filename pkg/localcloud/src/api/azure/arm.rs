@@ -20,18 +20,20 @@ pub(crate) enum Kind {
     SecurityGroup,
     RouteTable,
     NetworkInterface,
+    LoadBalancer,
     AvailabilitySet,
     Disk,
     VirtualMachine,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 8] = [
+    pub(crate) const ALL: [Kind; 9] = [
         Kind::VirtualNetwork,
         Kind::PublicIp,
         Kind::SecurityGroup,
         Kind::RouteTable,
         Kind::NetworkInterface,
+        Kind::LoadBalancer,
         Kind::AvailabilitySet,
         Kind::Disk,
         Kind::VirtualMachine,
@@ -45,6 +47,7 @@ impl Kind {
             Kind::SecurityGroup => "Microsoft.Network/networkSecurityGroups",
             Kind::RouteTable => "Microsoft.Network/routeTables",
             Kind::NetworkInterface => "Microsoft.Network/networkInterfaces",
+            Kind::LoadBalancer => "Microsoft.Network/loadBalancers",
             Kind::AvailabilitySet => "Microsoft.Compute/availabilitySets",
             Kind::Disk => "Microsoft.Compute/disks",
             Kind::VirtualMachine => "Microsoft.Compute/virtualMachines",
@@ -55,14 +58,20 @@ impl Kind {
         self.ty().split('/').next().unwrap_or_default()
     }
 
-    /// The inline child collection of the type and the child's type name
-    /// (`virtualNetworks/{v}/subnets/{s}` is `properties.subnets[]`).
-    pub(crate) fn children(self) -> Option<&'static str> {
+    /// The inline child collections of the type (`virtualNetworks/{v}/subnets/{s}` is
+    /// `properties.subnets[]`).
+    pub(crate) fn children(self) -> &'static [&'static str] {
         match self {
-            Kind::VirtualNetwork => Some("subnets"),
-            Kind::SecurityGroup => Some("securityRules"),
-            Kind::RouteTable => Some("routes"),
-            _ => None,
+            Kind::VirtualNetwork => &["subnets"],
+            Kind::SecurityGroup => &["securityRules"],
+            Kind::RouteTable => &["routes"],
+            Kind::LoadBalancer => &[
+                "frontendIPConfigurations",
+                "backendAddressPools",
+                "probes",
+                "loadBalancingRules",
+            ],
+            _ => &[],
         }
     }
 
@@ -79,6 +88,11 @@ impl Kind {
     /// Network resources carry an `etag`; so do VMs and disks in current API versions.
     pub(crate) fn has_etag(self) -> bool {
         !matches!(self, Kind::AvailabilitySet)
+    }
+
+    /// Whether the type is Microsoft.Network's (else Microsoft.Compute's).
+    pub(crate) fn is_network(self) -> bool {
+        self.namespace() == "Microsoft.Network"
     }
 
     /// Whether changes answer as long-running operations.
@@ -207,8 +221,17 @@ pub(crate) fn resolve(
     let resource = ArmResource::get(r, &resource_key(s.project_id, segs[3], kind.ty(), segs[7]))
         .ok_or_else(bad)?;
     let child = collection.map(|_| segs[9].to_owned());
-    if let Some(c) = &child {
-        if !resource.children.contains_key(&c.to_lowercase()) {
+    if let (Some(c), Some(collection)) = (&child, collection) {
+        let named = resource.properties[collection]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|x| {
+                x["name"]
+                    .as_str()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(c))
+            });
+        if !named {
             return Err(bad());
         }
     }

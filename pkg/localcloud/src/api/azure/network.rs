@@ -26,12 +26,16 @@ use crate::model::azure::ArmResource;
 use crate::model::Record;
 use crate::store::{Read, Tx};
 
+mod lb_traffic;
+mod load_balancers;
 mod nics;
 mod public_ips;
 mod route_tables;
 mod security_groups;
 mod vnets;
 
+use lb_traffic::*;
+use load_balancers::*;
 use nics::*;
 use public_ips::*;
 use route_tables::*;
@@ -50,6 +54,7 @@ pub(crate) fn properties(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Val
         Kind::PublicIp => public_ip_view(r, s, res),
         Kind::SecurityGroup => nsg_view(r, s, res),
         Kind::RouteTable => route_table_view(r, s, res),
+        Kind::LoadBalancer => lb_view(r, s, res),
         _ => nic_view(r, s, res),
     }
 }
@@ -67,6 +72,7 @@ pub(crate) fn apply(
         Kind::PublicIp => apply_public_ip(tx, s, res, existing, want),
         Kind::SecurityGroup => apply_nsg(want),
         Kind::RouteTable => apply_route_table(want),
+        Kind::LoadBalancer => apply_lb(tx, s, res, existing, want),
         _ => apply_nic(tx, s, res, want),
     }
 }
@@ -79,7 +85,21 @@ pub(crate) fn remove(tx: &mut Tx<'_>, s: &Scope<'_>, res: &ArmResource) -> Resul
             refuse_if_referenced(tx, s, res, "InUseNetworkSecurityGroupCannotBeDeleted")
         }
         Kind::RouteTable => refuse_if_referenced(tx, s, res, "InUseRouteTableCannotBeDeleted"),
+        Kind::LoadBalancer => remove_lb(tx, s, res),
         _ => remove_nic(tx, s, res),
+    }
+}
+
+/// After a resource of `kind` was stored or deleted: what carries load balancers' traffic
+/// follows (their rules, the NICs in their pools, the security groups and subnets of those).
+pub(crate) fn after_change(tx: &mut Tx<'_>, s: &Scope<'_>, kind: Kind) -> Result<(), ApiError> {
+    match kind {
+        Kind::LoadBalancer
+        | Kind::NetworkInterface
+        | Kind::SecurityGroup
+        | Kind::VirtualNetwork
+        | Kind::PublicIp => sync_project(tx, s),
+        _ => Ok(()),
     }
 }
 

@@ -39,15 +39,10 @@ use serve::*;
 /// The body of a resource as ARM shows it.
 pub(crate) fn body(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Value {
     let kind = kind_of(res);
-    let mut properties = match kind {
-        Kind::VirtualNetwork
-        | Kind::PublicIp
-        | Kind::SecurityGroup
-        | Kind::RouteTable
-        | Kind::NetworkInterface => super::network::properties(r, s, res),
-        Kind::AvailabilitySet | Kind::Disk | Kind::VirtualMachine => {
-            super::compute::properties(r, s, res)
-        }
+    let mut properties = if kind.is_network() {
+        super::network::properties(r, s, res)
+    } else {
+        super::compute::properties(r, s, res)
     };
     if let Some(p) = properties.as_object_mut() {
         p.insert("provisioningState".into(), json!("Succeeded"));
@@ -76,7 +71,7 @@ pub(crate) fn body(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Value {
             v["managedBy"] = json!(vm);
         }
     }
-    if let Some(children) = kind.children() {
+    for children in kind.children() {
         // Children carry their parent's etag.
         if let Some(items) = v["properties"][children].as_array_mut() {
             for c in items {

@@ -109,22 +109,32 @@ pub(super) fn apply_nic(
             .map(|id| resolve(tx, s, id, Kind::PublicIp, None, &at))
             .transpose()?
             .map(|r| r.resource);
-        if list(
+        if !list(
+            &p,
+            "loadBalancerInboundNatRules",
+            "loadBalancerInboundNatRules",
+        )?
+        .is_empty()
+        {
+            return Err(invalid("InvalidRequestFormat", format!("{at}: loadBalancerInboundNatRules are not available on the local cloud (load balancers here have load-balancing rules only).")));
+        }
+        for (j, pool) in list(
             &p,
             "loadBalancerBackendAddressPools",
             "loadBalancerBackendAddressPools",
         )?
         .iter()
-        .any(|_| true)
-            || list(
-                &p,
-                "loadBalancerInboundNatRules",
-                "loadBalancerInboundNatRules",
-            )?
-            .iter()
-            .any(|_| true)
+        .enumerate()
         {
-            return Err(invalid("InvalidRequestFormat", format!("{at}: loadBalancerBackendAddressPools and loadBalancerInboundNatRules are not available on the local cloud yet (load balancers come later).")));
+            let id = pool["id"].as_str().ok_or_else(|| invalid("InvalidRequestFormat", format!("Cannot parse the request: {at}.loadBalancerBackendAddressPools[{j}].id is required.")))?;
+            resolve(
+                tx,
+                s,
+                id,
+                Kind::LoadBalancer,
+                Some("backendAddressPools"),
+                &at,
+            )?;
         }
         p.insert("privateIPAllocationMethod".into(), json!(method));
         p.insert(

@@ -181,24 +181,8 @@ pub(super) fn public_ip_view(r: &impl Read, s: &Scope<'_>, res: &ArmResource) ->
     if let Some(f) = &fip {
         p.insert("ipAddress".into(), json!(f.floating_ip_address));
     }
-    let id = s.id(res);
-    for nic in nics_referring(r, s, "publicIPAddress", &id) {
-        for c in nic.properties["ipConfigurations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if c["properties"]["publicIPAddress"]["id"]
-                .as_str()
-                .is_some_and(|x| x.eq_ignore_ascii_case(&id))
-            {
-                let name = c["name"].as_str().unwrap_or_default();
-                p.insert(
-                    "ipConfiguration".into(),
-                    id_ref(s.child_id(&nic, "ipConfigurations", name)),
-                );
-            }
-        }
+    if let Some(user) = public_ip_user(r, s, res) {
+        p.insert("ipConfiguration".into(), id_ref(user));
     }
     Value::Object(p)
 }

@@ -61,7 +61,9 @@ pub(super) async fn child_call(
     let Some(child) = child else {
         return Err(method_not_allowed(&call.method));
     };
-    if !matches!(call.method, Method::PUT | Method::DELETE) || kind.children() != Some(collection) {
+    if !matches!(call.method, Method::PUT | Method::DELETE)
+        || !kind.children().contains(&collection)
+    {
         return Err(method_not_allowed(&call.method));
     }
     check_name(&child)?;

@@ -97,7 +97,8 @@ pub(super) async fn group_scoped(
             let collection = path
                 .kind
                 .children()
-                .into_iter()
+                .iter()
+                .copied()
                 .chain(path.kind.read_only_children().iter().copied())
                 .find(|c| c.eq_ignore_ascii_case(sub));
             match collection {
@@ -416,17 +417,10 @@ pub(super) fn apply(
     if let Some(t) = want.tags.clone() {
         res.tags = t;
     }
-    match kind {
-        Kind::VirtualNetwork
-        | Kind::PublicIp
-        | Kind::SecurityGroup
-        | Kind::RouteTable
-        | Kind::NetworkInterface => {
-            crate::api::azure::network::apply(tx, s, kind, &mut res, existing.as_ref(), &mut want)?
-        }
-        Kind::AvailabilitySet | Kind::Disk | Kind::VirtualMachine => {
-            crate::api::azure::compute::apply(tx, s, kind, &mut res, existing.as_ref(), &mut want)?
-        }
+    if kind.is_network() {
+        crate::api::azure::network::apply(tx, s, kind, &mut res, existing.as_ref(), &mut want)?;
+    } else {
+        crate::api::azure::compute::apply(tx, s, kind, &mut res, existing.as_ref(), &mut want)?;
     }
     res.properties = Value::Object(want.properties);
     res.sku = want.sku;
@@ -435,23 +429,21 @@ pub(super) fn apply(
         res.touch();
     }
     res.put(tx)?;
-    Ok(res)
+    crate::api::azure::network::after_change(tx, s, kind)?;
+    // What the hook changed of the resource itself (a load balancer's frontends).
+    Ok(ArmResource::get(tx, &res.key()).unwrap_or(res))
 }
 
 /// Takes the resource away through the type's own rules (refusing while it is in use).
 pub(super) fn remove(tx: &mut Tx<'_>, s: &Scope<'_>, res: &ArmResource) -> Result<(), ApiError> {
-    match kind_of(res) {
-        Kind::VirtualNetwork
-        | Kind::PublicIp
-        | Kind::SecurityGroup
-        | Kind::RouteTable
-        | Kind::NetworkInterface => crate::api::azure::network::remove(tx, s, res)?,
-        Kind::AvailabilitySet | Kind::Disk | Kind::VirtualMachine => {
-            crate::api::azure::compute::remove(tx, s, res)?
-        }
+    let kind = kind_of(res);
+    if kind.is_network() {
+        crate::api::azure::network::remove(tx, s, res)?;
+    } else {
+        crate::api::azure::compute::remove(tx, s, res)?;
     }
     ArmResource::delete(tx, &res.key());
-    Ok(())
+    crate::api::azure::network::after_change(tx, s, kind)
 }
 
 /// The resources of a group, for the group's deletion: each taken away, dependents first.
@@ -465,6 +457,7 @@ pub(crate) fn remove_group_resources(
     let order = [
         Kind::VirtualMachine,
         Kind::NetworkInterface,
+        Kind::LoadBalancer,
         Kind::Disk,
         Kind::AvailabilitySet,
         Kind::PublicIp,
