@@ -162,11 +162,31 @@ impl ServerConfig {
         for (field, rate) in [
             ("faults.error_rate", &self.faults.error_rate),
             ("faults.throttle_rate", &self.faults.throttle_rate),
+            (
+                "faults.operation_failure_rate",
+                &self.faults.operation_failure_rate,
+            ),
         ] {
             let mut all = rate.0.global.iter().chain(rate.0.services.values());
             if let Some(r) = all.find(|r| !(0.0..=1.0).contains(*r)) {
                 return Err(invalid(field, format!("{r} is outside 0..=1")));
             }
+        }
+        if let Some(other) = self
+            .faults
+            .operation_failure_rate
+            .0
+            .services
+            .keys()
+            .find(|k| **k != crate::http::Service::Azure)
+        {
+            return Err(invalid(
+                "faults.operation_failure_rate",
+                format!(
+                    "{} has no long-running operations that can fail here (only azure)",
+                    other.name()
+                ),
+            ));
         }
         Ok(())
     }

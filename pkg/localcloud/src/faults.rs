@@ -1,6 +1,6 @@
 //! Fault injection, for testing clients against a misbehaving cloud: added latency, server
-//! errors (500 in the service's error format) and throttling (429 with `Retry-After`), each
-//! globally or per service. Upstream has no single equivalent; it plays the role of the
+//! errors (500 in the service's error format), throttling (429 with `Retry-After`) and failed
+//! long-running operations (the Azure dialect's), each globally or per service. Upstream has no single equivalent; it plays the role of the
 //! `fault injection` middleware people put in front of DevStack (toxiproxy and friends).
 //!
 //! Flag syntax: a global value, per-service values, or both, comma-separated:
@@ -149,6 +149,9 @@ pub struct Faults {
     pub latency: Latency,
     pub error_rate: Rate,
     pub throttle_rate: Rate,
+    /// Share of long-running operations that fail: the change is not made and the operation
+    /// reports `Failed` (the Azure dialect's; given globally or as `azure=RATE`).
+    pub operation_failure_rate: Rate,
 }
 
 impl Faults {
@@ -179,6 +182,13 @@ impl Faults {
                 .into_response();
         }
         next.run(req).await
+    }
+}
+
+impl Faults {
+    /// Whether this long-running operation of `service` is to fail.
+    pub(crate) fn fails_operation(&self, service: Service) -> bool {
+        roll(self.operation_failure_rate.0.for_service(service))
     }
 }
 

@@ -84,6 +84,10 @@ pub struct ServeArgs {
     /// Share of requests answered 429 with Retry-After, globally and/or per service.
     #[arg(long, value_name = "[SERVICE=]RATE,...")]
     pub inject_throttle_rate: Option<Rate>,
+    /// Share of long-running operations that fail (the change is not made; polling the
+    /// operation reports Failed): `0.2` or `azure=0.2` (only the Azure dialect's).
+    #[arg(long, value_name = "[azure=]RATE")]
+    pub inject_operation_failure_rate: Option<Rate>,
     /// PEM certificate (chain): serve the API over HTTPS.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
     pub tls_cert_file: Option<PathBuf>,

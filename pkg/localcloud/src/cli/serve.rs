@@ -16,6 +16,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         inject_latency,
         inject_error_rate,
         inject_throttle_rate,
+        inject_operation_failure_rate,
         tls_cert_file,
         tls_private_key_file,
         lb_vip_pool,
@@ -36,6 +37,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         latency: inject_latency.unwrap_or_default(),
         error_rate: inject_error_rate.unwrap_or_default(),
         throttle_rate: inject_throttle_rate.unwrap_or_default(),
+        operation_failure_rate: inject_operation_failure_rate.unwrap_or_default(),
     };
     let config = ServerConfig {
         listen,

@@ -21,8 +21,13 @@ struct Azure {
 }
 
 async fn start() -> Azure {
+    start_with(|_| {}).await
+}
+
+async fn start_with(f: impl FnOnce(&mut hypercloud_localcloud::ServerConfig)) -> Azure {
     let dir = tempfile::tempdir().unwrap();
-    let (config, ca, http) = crate::support::tls_config(dir.path());
+    let (mut config, ca, http) = crate::support::tls_config(dir.path());
+    f(&mut config);
     let handle = Server::bind(config).await.unwrap();
     let url = handle.api_url().to_owned();
     Azure {
@@ -471,4 +476,79 @@ async fn azure_resources_sdk_conformance() {
 #[tokio::test]
 async fn azure_load_balancers_carry_traffic() {
     run_sdk_script("azure_lb_conformance.py", "azure lb conformance: ok", 300).await;
+}
+
+/// `--inject-operation-failure-rate azure=1`: a change is accepted as ARM accepts one, its
+/// operation reports Failed with ARM's error, and nothing changed; other services are refused
+/// the fault by name.
+#[tokio::test]
+async fn injected_operation_failures_change_nothing_and_poll_as_failed() {
+    let az = start_with(|c| {
+        c.faults.operation_failure_rate = "azure=1".parse().unwrap();
+    })
+    .await;
+    let user_hex = az.user_id().await;
+    let token = az.token(&guid(&user_hex), "hypercloud").await;
+    let t = Some(token.as_str());
+    let sub = guid(
+        &az.call(Method::GET, &format!("/subscriptions?{V}"), t, None)
+            .await
+            .body["value"][0]["subscriptionId"]
+            .as_str()
+            .unwrap()
+            .replace('-', ""),
+    );
+    let rg = format!("/subscriptions/{sub}/resourcegroups/faulty");
+    let a = az
+        .call(
+            Method::PUT,
+            &format!("{rg}?{V}"),
+            t,
+            Some(json!({"location": "regionone"})),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/v1?{V}");
+    let a = az
+        .call(
+            Method::PUT,
+            &vnet,
+            t,
+            Some(json!({"location": "regionone", "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}}})),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    assert_eq!(
+        a.body["properties"]["provisioningState"], "Creating",
+        "{}",
+        a.body
+    );
+    let poll = a.headers["azure-asyncoperation"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let op = az.call(Method::GET, &poll, t, None).await;
+    assert_eq!(op.status, StatusCode::OK, "{}", op.body);
+    assert_eq!(op.body["status"], "Failed", "{}", op.body);
+    assert_eq!(
+        op.body["error"]["code"], "InternalServerError",
+        "{}",
+        op.body
+    );
+    let a = az.call(Method::GET, &vnet, t, None).await;
+    assert_eq!(
+        a.status,
+        StatusCode::NOT_FOUND,
+        "the failed create made the vnet: {}",
+        a.body
+    );
+    az.handle.shutdown().await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut config, _, _) = crate::support::tls_config(dir.path());
+    config.faults.operation_failure_rate = "compute=1".parse().unwrap();
+    let Err(e) = hypercloud_localcloud::Server::bind(config).await else {
+        panic!("a compute operation failure rate was taken");
+    };
+    assert!(e.to_string().contains("operation_failure_rate"), "{e}");
 }

@@ -69,6 +69,13 @@ pub(super) async fn child_call(
     check_name(&child)?;
     let cloud = call.cloud.clone();
     let call = Arc::new(call);
+    if fails(&call, kind) {
+        let id = format!(
+            "{}/{collection}/{child}",
+            scope(&call.cloud, &call.caller).id_of(&group.name, kind, &parent)
+        );
+        return failed_change(call, kind, key, id).await;
+    }
     let c2 = call.clone();
     cloud
         .write(move |tx| {

@@ -50,6 +50,70 @@ pub(super) fn long_running(
     response: &mut Response,
     with_location: bool,
 ) -> Result<(), ApiError> {
+    record_operation(tx, call, kind, response, with_location, None)
+}
+
+/// Whether this change is one `--inject-operation-failure-rate` makes fail.
+pub(super) fn fails(call: &Call, kind: Kind) -> bool {
+    kind.long_running()
+        && call
+            .cloud
+            .faults
+            .fails_operation(crate::http::Service::Azure)
+}
+
+/// The answer to a change that the `--inject-operation-failure-rate` fault makes fail: it is
+/// accepted as usual (a PUT with the resource `Creating` or `Updating`), nothing changes, and
+/// polling the operation reports `Failed` with ARM's error.
+pub(super) async fn failed_change(
+    call: Arc<Call>,
+    kind: Kind,
+    key: String,
+    id: String,
+) -> Result<Response, ApiError> {
+    let cloud = call.cloud.clone();
+    cloud
+        .write(move |tx| {
+            let existing = ArmResource::get(tx, &key);
+            let mut response = match call.method {
+                Method::PUT | Method::PATCH => {
+                    let state = if existing.is_some() { "Updating" } else { "Creating" };
+                    let name = id.rsplit('/').next().unwrap_or_default().to_owned();
+                    let status = if existing.is_some() || call.method == Method::PATCH {
+                        StatusCode::OK
+                    } else {
+                        StatusCode::CREATED
+                    };
+                    reply(
+                        status,
+                        json!({"id": id, "name": name, "type": kind.ty(), "properties": {"provisioningState": state}}),
+                    )
+                }
+                _ if existing.is_none() && call.method == Method::DELETE => {
+                    return Ok(StatusCode::NO_CONTENT.into_response())
+                }
+                _ => StatusCode::ACCEPTED.into_response(),
+            };
+            let error = (
+                "InternalServerError".to_owned(),
+                "The operation failed (injected by --inject-operation-failure-rate); nothing was changed."
+                    .to_owned(),
+            );
+            let with_location = call.method != Method::PUT && call.method != Method::PATCH;
+            record_operation(tx, &call, kind, &mut response, with_location, Some(error))?;
+            Ok(response)
+        })
+        .await
+}
+
+fn record_operation(
+    tx: &mut Tx<'_>,
+    call: &Call,
+    kind: Kind,
+    response: &mut Response,
+    with_location: bool,
+    error: Option<(String, String)>,
+) -> Result<(), ApiError> {
     let s = scope(&call.cloud, &call.caller);
     let version = api_version(&call.query);
     let now = crate::api::now();
@@ -61,8 +125,13 @@ pub(super) fn long_running(
     }
     let op = Operation {
         meta: Meta::new(s.project_id),
-        status: "Succeeded".into(),
-        error: None,
+        status: if error.is_some() {
+            "Failed"
+        } else {
+            "Succeeded"
+        }
+        .into(),
+        error,
         started: now,
     };
     op.put(tx)?;

@@ -507,6 +507,10 @@ pub(super) async fn one(
             let patch = call.method == Method::PATCH;
             let cloud = call.cloud.clone();
             let call = Arc::new(call);
+            if fails(&call, kind) {
+                let id = scope(&call.cloud, &call.caller).id_of(&group.name, kind, &name);
+                return failed_change(call, kind, key, id).await;
+            }
             let c2 = call.clone();
             cloud
                 .write(move |tx| {
@@ -552,6 +556,10 @@ pub(super) async fn one(
         Method::DELETE => {
             let cloud = call.cloud.clone();
             let call = Arc::new(call);
+            if fails(&call, kind) {
+                let id = scope(&call.cloud, &call.caller).id_of(&group.name, kind, &name);
+                return failed_change(call, kind, key, id).await;
+            }
             let c2 = call.clone();
             cloud
                 .write(move |tx| {
@@ -603,6 +611,10 @@ pub(super) async fn action(
     }
     let cloud = call.cloud.clone();
     let call = Arc::new(call);
+    if fails(&call, kind) {
+        let id = scope(&call.cloud, &call.caller).id_of(&group.name, kind, &name);
+        return failed_change(call, kind, key, id).await;
+    }
     let c2 = call.clone();
     cloud
         .write(move |tx| {
