@@ -15,9 +15,12 @@
 #   hack/python-tools.sh azure  Microsoft's Azure SDK: azure-identity, azure-mgmt-resource,
 #                               azure-mgmt-compute, azure-mgmt-network (venv
 #                               $HYPERCLOUD_CACHE/venv-azure), driven by
-#                               hack/conformance/azure_conformance.py. The az CLI needs a venv of
-#                               its own (azure-cli 2.91.0 pins azure-mgmt-compute~=34.1.0;
-#                               docs/azure-clients.md) and comes with the tests that drive it.
+#                               hack/conformance/azure_conformance.py
+#   hack/python-tools.sh azure-cli
+#                               Microsoft's az CLI (venv $HYPERCLOUD_CACHE/venv-azure-cli; its
+#                               own, as azure-cli 2.91.0 pins azure-mgmt-compute~=34.1.0;
+#                               docs/azure-clients.md), driven by
+#                               hack/conformance/azure_cli_conformance.sh
 set -euo pipefail
 
 # The AWS simulator and the official AWS CLI (the aws provider's tests; hack/aws-tools.sh).
@@ -33,6 +36,7 @@ AZURE_IDENTITY_VERSION="1.27.0"
 AZURE_MGMT_RESOURCE_VERSION="24.0.0"
 AZURE_MGMT_COMPUTE_VERSION="39.0.0"
 AZURE_MGMT_NETWORK_VERSION="33.1.0"
+AZURE_CLI_VERSION="2.91.0"
 
 OPENSTACKCLIENT_VERSION="10.5.0"
 # `openstack loadbalancer ...` (Octavia) is a plugin of the CLI.
@@ -98,6 +102,22 @@ if [[ "${1:-}" == azure ]]; then
     rm -f "$VENV"/.azure-*
     touch "$STAMP"
     echo "azure-identity, azure-mgmt-resource, -compute, -network ($want) installed in $VENV"
+    exit 0
+fi
+
+if [[ "${1:-}" == azure-cli ]]; then
+    VENV="$HYPERCLOUD_CACHE/venv-azure-cli"
+    STAMP="$VENV/.azure-cli-$AZURE_CLI_VERSION"
+    if [[ -f "$STAMP" && -x "$VENV/bin/az" ]]; then
+        echo "azure-cli $AZURE_CLI_VERSION already in $VENV"
+        exit 0
+    fi
+    pip_install "azure-cli==$AZURE_CLI_VERSION"
+    got="$("$VENV/bin/python" -c 'from azure.cli.core import __version__ as v; print(v)')"
+    [[ "$got" == "$AZURE_CLI_VERSION" ]] || { echo "error: azure-cli $got in $VENV, want $AZURE_CLI_VERSION" >&2; exit 1; }
+    rm -f "$VENV"/.azure-cli-*
+    touch "$STAMP"
+    echo "azure-cli $AZURE_CLI_VERSION installed in $VENV"
     exit 0
 fi
 

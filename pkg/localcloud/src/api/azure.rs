@@ -79,6 +79,9 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             require_bearer,
         ))
         .route("/metadata/endpoints", get(cloud_metadata))
+        // `az cloud register --endpoint-resource-manager https://host/` asks for
+        // `https://host//metadata/endpoints`; ARM answers it.
+        .route("//metadata/endpoints", get(cloud_metadata))
         .route_layer(axum::middleware::from_fn(require_api_version));
     service_layers(arm.merge(entra::router()), &cloud, Service::Azure)
 }

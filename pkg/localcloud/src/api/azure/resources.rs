@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
+use axum::routing::{any, get};
 use axum::{Extension, Router};
 use serde_json::{json, Map, Value};
 
@@ -27,10 +27,12 @@ use crate::model::{Meta, Record};
 use crate::store::{Read, Tx};
 
 mod children;
+mod generic;
 mod operations;
 mod serve;
 
 use children::*;
+use generic::*;
 use operations::*;
 pub(crate) use serve::remove_group_resources;
 pub(super) use serve::router;

@@ -269,8 +269,25 @@ pub(super) fn apply_lb(
             true,
         )?
         .unwrap_or_default();
-        if !list(&rp, "backendAddressPools", "backendAddressPools")?.is_empty() {
-            return Err(invalid("InvalidRequestFormat", format!("{at}: backendAddressPools (several pools per rule) are not available on the local cloud; use backendAddressPool.")));
+        // az sends the pool twice, as `backendAddressPool` and as a one-element
+        // `backendAddressPools`; more than one pool per rule is refused.
+        let mut pool_ids: Vec<String> = list(&rp, "backendAddressPools", "backendAddressPools")?
+            .iter()
+            .filter_map(|p| p["id"].as_str().map(str::to_lowercase))
+            .chain(ref_id(&rp, "backendAddressPool").map(str::to_lowercase))
+            .collect();
+        pool_ids.sort();
+        pool_ids.dedup();
+        if pool_ids.len() > 1 {
+            return Err(invalid("InvalidRequestFormat", format!("{at}: several backend pools per rule are not available on the local cloud; name one.")));
+        }
+        if ref_id(&rp, "backendAddressPool").is_none() {
+            if let Some(first) = list(&rp, "backendAddressPools", "backendAddressPools")?
+                .first()
+                .cloned()
+            {
+                rp.insert("backendAddressPool".into(), first);
+            }
         }
         reference(
             &rp,

@@ -4,15 +4,27 @@ use super::*;
 
 /// The routes: everything below a group's `providers` and the subscription's.
 pub(in crate::api::azure) fn router() -> Router<Arc<Cloud>> {
-    let mut r = Router::new().route(
-        "/subscriptions/{subscription}/providers/{*rest}",
-        any(subscription_scoped),
-    );
-    for collection in ["resourcegroups", "resourceGroups"] {
-        r = r.route(
-            &format!("/subscriptions/{{subscription}}/{collection}/{{group}}/providers/{{*rest}}"),
-            any(group_scoped),
+    let mut r = Router::new()
+        .route(
+            "/subscriptions/{subscription}/providers/{*rest}",
+            any(subscription_scoped),
+        )
+        .route(
+            "/subscriptions/{subscription}/resources",
+            get(list_resources),
         );
+    for collection in ["resourcegroups", "resourceGroups"] {
+        r = r
+            .route(
+                &format!(
+                    "/subscriptions/{{subscription}}/{collection}/{{group}}/providers/{{*rest}}"
+                ),
+                any(group_scoped),
+            )
+            .route(
+                &format!("/subscriptions/{{subscription}}/{collection}/{{group}}/resources"),
+                get(list_resources),
+            );
     }
     r
 }
@@ -42,7 +54,8 @@ pub(super) fn parse_path(rest: &str) -> Option<ArmPath> {
 }
 
 pub(super) fn no_route(rest: &str) -> ApiError {
-    ApiError::not_found(
+    // ARM answers an unknown type 400, not 404 (a 404 would read as a missing resource).
+    invalid(
         "InvalidResourceType",
         format!(
             "The resource type '{rest}' could not be found here (local cloud: {}).",
