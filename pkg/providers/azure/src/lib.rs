@@ -12,8 +12,10 @@
 //! Not here yet: the capabilities. Not planned: scale sets (`vmType` `vmss`, `vmssflex`),
 //! reading the config from the `kube-system/azure-cloud-provider` Secret.
 
+pub mod client;
 pub mod config;
 pub mod error;
 pub mod models;
 
+pub use client::{Arm, ArmOptions};
 pub use error::{Error, Result};
