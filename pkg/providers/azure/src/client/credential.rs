@@ -5,21 +5,29 @@
 //! asked at the Environment's `activeDirectoryEndpoint` (so `cloud: AzureStackCloud` with an
 //! environment file points it anywhere), over the same TLS set-up as Resource Manager. Every
 //! token is checked ([`Checked`]): an empty one, which azure_identity passes on from a `{}`
-//! answer, is an error naming the credential.
+//! answer, is an error naming the credential; an answer that is not a JSON object (an HTML
+//! page, a proxy's 500) is an error quoting it ([`EntraAnswers`]), where azure_identity would
+//! only say that JSON was expected.
 
 use std::sync::Arc;
 
 use azure_core::cloud::{CloudConfiguration, CustomConfiguration};
 use azure_core::credentials::{AccessToken, Secret, TokenCredential, TokenRequestOptions};
 use azure_core::error::ErrorKind;
-use azure_core::http::{ClientOptions, ExponentialRetryOptions, RetryOptions, Url};
+use azure_core::http::policies::{Policy, PolicyResult};
+use azure_core::http::{
+    AsyncRawResponse, ClientOptions, Context, ExponentialRetryOptions, Request, RetryOptions, Url,
+};
 use azure_identity::{
     ClientAssertionCredential, ClientAssertionCredentialOptions, ClientSecretCredential,
     ClientSecretCredentialOptions,
 };
+use hypercloud_cloudprovider::http_body::{self, excerpt, OBJECT_LIMIT};
+use serde_json::Value;
 
 use super::certificate::CertificateAssertion;
 use super::imds::ImdsCredential;
+use super::transport::StreamBody;
 use crate::config::{Backoff, Credential};
 use crate::error::{Error, Result};
 
@@ -66,6 +74,7 @@ fn client_options(setup: &Setup<'_>) -> ClientOptions {
         _ => RetryOptions::none(),
     };
     ClientOptions {
+        per_call_policies: vec![Arc::new(EntraAnswers)],
         transport: Some(setup.transport.clone()),
         cloud: Some(Arc::new(CloudConfiguration::Custom(cloud))),
         retry,
@@ -144,6 +153,51 @@ pub(crate) fn new_credential(
         ),
     };
     Ok(Arc::new(Checked { name, inner }))
+}
+
+/// Refuses, with an excerpt, a token endpoint's answer that is not a JSON object (success or
+/// Entra's error document both are). Per call, so it sees the answer after the SDK's retries.
+#[derive(Debug)]
+struct EntraAnswers;
+
+#[async_trait::async_trait]
+impl Policy for EntraAnswers {
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        let Some((first, rest)) = next.split_first() else {
+            return Err(azure_core::Error::with_message(
+                ErrorKind::Other,
+                "no transport after the token answer check",
+            ));
+        };
+        let resp = first.send(ctx, request, rest).await?;
+        let (status, headers, body) = resp.deconstruct();
+        let code = u16::from(status);
+        let call = format!("{} {}", request.method(), request.url().path());
+        let bytes = if (200..300).contains(&code) {
+            http_body::read_limited(StreamBody(body), OBJECT_LIMIT, "Microsoft Entra ID", &call)
+                .await
+                .map_err(|e| {
+                    azure_core::Error::with_error(ErrorKind::Io, e, "reading the token answer")
+                })?
+        } else {
+            http_body::read_prefix(StreamBody(body)).await.0
+        };
+        if !matches!(serde_json::from_slice(&bytes), Ok(Value::Object(_))) {
+            return Err(azure_core::Error::with_message(
+                ErrorKind::Credential,
+                format!(
+                    "the token endpoint answered {call} with HTTP {code} and not a JSON object: {}",
+                    excerpt(&bytes)
+                ),
+            ));
+        }
+        Ok(AsyncRawResponse::from_bytes(status, headers, bytes))
+    }
 }
 
 /// A credential whose tokens are checked before use.
