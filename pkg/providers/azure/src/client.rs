@@ -19,9 +19,16 @@ mod certificate;
 mod credential;
 mod imds;
 mod lro;
+mod options;
+mod paths;
 mod transport;
 
-use std::path::PathBuf;
+pub use options::{new_credential, token_scope, ArmOptions};
+use paths::describe;
+pub use paths::{
+    api_version, COMPUTE_API_VERSION, DISKS_API_VERSION, NETWORK_API_VERSION, RESOURCES_API_VERSION,
+};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +44,6 @@ use azure_core::http::{
 };
 use bytes::Bytes;
 use hypercloud_cloudprovider::http_body::{self, excerpt, excerpt_str, LIST_LIMIT, OBJECT_LIMIT};
-use hypercloud_cloudprovider::http_client::HttpClientConfig;
 use hypercloud_cloudprovider::pager::Pager;
 use hypercloud_cloudprovider::retry::{retryable_status, Attempt, RetryPolicy};
 use hypercloud_options::rate_limit::TokenBucket;
@@ -49,169 +55,14 @@ use crate::config::{Backoff, Config, Environment, RateLimit};
 use crate::error::{Error, Result};
 use transport::{StreamBody, Transport};
 
-/// `api-version` of Microsoft.Compute's virtual machines, availability sets and sizes.
-pub const COMPUTE_API_VERSION: &str = "2024-07-01";
-/// `api-version` of Microsoft.Compute's disks and snapshots (a separate API of their own).
-pub const DISKS_API_VERSION: &str = "2024-03-02";
-/// `api-version` of Microsoft.Network.
-pub const NETWORK_API_VERSION: &str = "2024-05-01";
-/// `api-version` of Microsoft.Resources: subscriptions and resource groups.
-pub const RESOURCES_API_VERSION: &str = "2024-03-01";
-
 /// The API Resource Manager is named as in errors and limits.
 const API: &str = "Azure Resource Manager";
 /// Connecting to ARM, Entra or IMDS.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest honoured `Retry-After` of a throttled or failed call.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Longest pause of `cloudProviderBackoff` between attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(120);
-
-/// The `api-version` of a resource ID or collection path: by the last resource provider
-/// namespace in it (`.../providers/Microsoft.Network/...`), disks and snapshots apart;
-/// resource groups and subscriptions are Microsoft.Resources'.
-pub fn api_version(id: &str) -> &'static str {
-    let lower = id.to_ascii_lowercase();
-    let Some((_, tail)) = lower.rsplit_once("/providers/") else {
-        return RESOURCES_API_VERSION;
-    };
-    if tail.starts_with("microsoft.compute/disks")
-        || tail.starts_with("microsoft.compute/snapshots")
-    {
-        DISKS_API_VERSION
-    } else if tail.starts_with("microsoft.compute/") {
-        COMPUTE_API_VERSION
-    } else if tail.starts_with("microsoft.network/") {
-        NETWORK_API_VERSION
-    } else {
-        RESOURCES_API_VERSION
-    }
-}
-
-/// How a call is named in errors and logs: the verb and the resource's path below its
-/// provider namespace, with its group (`PUT virtualMachines/vm1 (resource group rg)`).
-fn describe(verb: &str, id: &str) -> String {
-    let path = id
-        .split(['?', '#'])
-        .next()
-        .unwrap_or(id)
-        .trim_end_matches('/');
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let group = segments
-        .iter()
-        .position(|s| s.eq_ignore_ascii_case("resourceGroups"))
-        .and_then(|i| segments.get(i + 1));
-    let below = match segments
-        .iter()
-        .rposition(|s| s.eq_ignore_ascii_case("providers"))
-    {
-        Some(i) => segments.get(i + 2..).unwrap_or_default().join("/"),
-        None => match segments
-            .iter()
-            .position(|s| s.eq_ignore_ascii_case("resourceGroups"))
-        {
-            Some(i) => segments.get(i..).unwrap_or_default().join("/"),
-            None => segments.join("/"),
-        },
-    };
-    let text = match group {
-        Some(g) if !below.to_ascii_lowercase().starts_with("resourcegroups") => {
-            format!("{verb} {below} (resource group {g})")
-        }
-        _ => format!("{verb} {below}"),
-    };
-    excerpt_str(&text)
-}
-
-/// What the client needs besides `azure.json`: where to find the extra CA, IMDS, and its
-/// timeouts.
-#[derive(Clone, Debug)]
-pub struct ArmOptions {
-    /// An extra PEM bundle of trusted CAs, and the variable that named it (for messages).
-    pub ca_file: Option<(String, PathBuf)>,
-    /// The instance metadata service for managed identities (`http://169.254.169.254`).
-    pub imds_endpoint: String,
-    /// One request, connection to answer.
-    pub request_timeout: Duration,
-    /// The whole of a long-running operation, polls included.
-    pub operation_timeout: Duration,
-}
-
-impl Default for ArmOptions {
-    fn default() -> Self {
-        ArmOptions {
-            ca_file: None,
-            imds_endpoint: "http://169.254.169.254".into(),
-            request_timeout: Duration::from_secs(60),
-            operation_timeout: Duration::from_secs(20 * 60),
-        }
-    }
-}
-
-impl ArmOptions {
-    /// The defaults, with the CA bundle of `REQUESTS_CA_BUNDLE` (else `SSL_CERT_FILE`) and
-    /// the IMDS endpoint of `AZURE_POD_IDENTITY_AUTHORITY_HOST` from the process environment.
-    pub fn from_env() -> Self {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// [`ArmOptions::from_env`] with another environment.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let set = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
-        let ca_file = ["REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"]
-            .into_iter()
-            .find_map(|k| set(k).map(|v| (k.to_owned(), PathBuf::from(v))));
-        let mut options = ArmOptions {
-            ca_file,
-            ..ArmOptions::default()
-        };
-        if let Some(host) = set("AZURE_POD_IDENTITY_AUTHORITY_HOST") {
-            options.imds_endpoint = host;
-        }
-        options
-    }
-
-    fn http(&self) -> Result<reqwest::Client> {
-        let (key, path) = match &self.ca_file {
-            Some((k, p)) => (k.as_str(), Some(p.as_path())),
-            None => ("", None),
-        };
-        Ok(HttpClientConfig::new(self.request_timeout, CONNECT_TIMEOUT)
-            .ca_file(key, path)
-            .refuse_redirects()
-            .build()?)
-    }
-}
-
-/// The token credential of `config.credential`, asking Entra at the environment's
-/// `activeDirectoryEndpoint` (or IMDS), with the TLS trust of `options`.
-pub fn new_credential(
-    config: &Config,
-    environment: &Environment,
-    options: &ArmOptions,
-) -> Result<Arc<dyn TokenCredential>> {
-    let http = options.http()?;
-    let imds_http = HttpClientConfig::new(options.request_timeout, CONNECT_TIMEOUT)
-        .metadata_server(None)
-        .build()?;
-    credential::new_credential(
-        &config.credential,
-        credential::Setup {
-            tenant_id: config.tenant_id.as_deref(),
-            authority: &environment.active_directory_endpoint,
-            backoff: config.backoff,
-            transport: Transport::new(http, OBJECT_LIMIT, "Microsoft Entra ID").into_sdk(),
-            imds_http,
-            imds_endpoint: &options.imds_endpoint,
-        },
-    )
-}
-
-/// The scope of access tokens for ARM: the environment's token resource + `/.default`
-/// (`https://management.core.windows.net//.default`, as `az` asks for it).
-pub fn token_scope(environment: &Environment) -> String {
-    format!("{}/.default", environment.token_resource())
-}
 
 /// A successful (2xx) or final error answer, its body read.
 #[derive(Debug)]

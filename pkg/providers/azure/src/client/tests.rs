@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use std::sync::{Arc, Mutex};
 
