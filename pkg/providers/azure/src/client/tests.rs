@@ -544,3 +544,18 @@ fn backoff_maps_onto_the_shared_policy() {
     assert_eq!(p.max_delay, Duration::from_secs_f64(5.0 * 1.5f64.powi(5)));
     assert_eq!(p.max_retry_after, MAX_RETRY_AFTER);
 }
+
+/// The provider's capabilities are `async_trait`s: the client and its calls must be `Send`.
+#[test]
+fn the_client_and_its_calls_are_send() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+    let (arm, _) = scripted(|_, _| ok(json!({})));
+    send_sync(&arm);
+    send(arm.get::<VirtualMachine>(VM));
+    send(arm.put::<_, VirtualMachine>(VM, &json!({})));
+    send(arm.list::<VirtualMachine>(VM));
+    send(arm.delete(VM));
+    send(arm.post_action(VM, "start"));
+    send(arm.authenticate());
+}
