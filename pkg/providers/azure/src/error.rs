@@ -1,6 +1,16 @@
-//! The crate's own errors.
+//! The crate's own errors: of configuration, and of the Resource Manager client ([`crate::client`]).
+//! A failed ARM call names the operation (`PUT virtualMachines/vm1 (resource group rg)`) and
+//! carries what ARM said (`error.code`, `error.message`, the HTTP status) as short excerpts;
+//! causes stay `source`s.
 
-/// Errors of configuration: `azure.json` and the Azure Stack environment file.
+use hypercloud_cloudprovider::http_body::BodyError;
+use hypercloud_cloudprovider::http_client::HttpClientError;
+use hypercloud_cloudprovider::input::InputFileError;
+use hypercloud_cloudprovider::pager::PagerError;
+use hypercloud_cloudprovider::wait::TimedOut;
+
+/// Errors of configuration (`azure.json`, the Azure Stack environment file) and of Azure
+/// Resource Manager calls.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `azure.json` is not valid.
@@ -39,6 +49,189 @@ pub enum Error {
         /// What is wrong, naming the key.
         message: String,
     },
+
+    /// Building the HTTP client (its trusted CAs, timeouts) failed.
+    #[error("building the HTTP client of Azure Resource Manager")]
+    BuildHttpClient(#[from] HttpClientError),
+
+    /// An endpoint of the environment is not a URL the client can use.
+    #[error("{what} {url:?} is not a usable URL: {message}")]
+    Endpoint {
+        /// Which endpoint (`resourceManagerEndpoint`).
+        what: &'static str,
+        /// The value.
+        url: String,
+        /// Why not.
+        message: String,
+    },
+
+    /// The credential of `azure.json` could not be set up.
+    #[error("setting up the {credential} credential")]
+    NewCredential {
+        /// `client secret`, `client certificate`, `managed identity`.
+        credential: &'static str,
+        /// The SDK's reason.
+        source: azure_core::Error,
+    },
+
+    /// The client certificate (`aadClientCertPath`) could not be read.
+    #[error("reading the client certificate")]
+    ReadClientCertificate(#[source] InputFileError),
+
+    /// The client certificate file is not one hypercloud can use.
+    #[error("client certificate {path}: {message}")]
+    ParseClientCertificate {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// No access token could be had for a call (the credential's error is the source).
+    #[error("{operation}: getting an access token")]
+    Authenticate {
+        /// The call, or `authenticate` when a token was asked for on its own.
+        operation: String,
+        /// The credential's error.
+        source: azure_core::Error,
+    },
+
+    /// The instance metadata service did not give a token.
+    #[error("managed identity token from {endpoint}: {message}")]
+    ImdsToken {
+        /// The IMDS endpoint.
+        endpoint: String,
+        /// What went wrong, with an excerpt of the answer.
+        message: String,
+    },
+
+    /// The request did not reach Resource Manager, or no answer came back.
+    #[error("{operation}: sending the request")]
+    Send {
+        /// The call.
+        operation: String,
+        /// The transport's error.
+        source: azure_core::Error,
+    },
+
+    /// The resource does not exist (HTTP 404): the one error a provider matches on.
+    #[error("{operation}: not found (HTTP 404 {code}): {message}")]
+    NotFound {
+        /// The call.
+        operation: String,
+        /// ARM's `error.code` (`ResourceNotFound`, `ResourceGroupNotFound`).
+        code: String,
+        /// ARM's `error.message`, as an excerpt.
+        message: String,
+    },
+
+    /// Resource Manager answered with an error (after `attempts` tries when it was worth
+    /// repeating: 429 and 5xx).
+    #[error("{operation}: HTTP {status} {code}: {message}{}", gave_up(*attempts))]
+    Arm {
+        /// The call.
+        operation: String,
+        /// The HTTP status.
+        status: u16,
+        /// ARM's `error.code` (empty when the body had none).
+        code: String,
+        /// ARM's `error.message`, or an excerpt of the body.
+        message: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+
+    /// A long-running operation ended `Failed` or `Canceled`.
+    #[error("{operation}: the operation ended {status}: {code}: {message}")]
+    OperationFailed {
+        /// The call that started it.
+        operation: String,
+        /// `Failed`, `Canceled` (as ARM spelled it, an excerpt).
+        status: String,
+        /// The operation's `error.code`.
+        code: String,
+        /// The operation's `error.message`.
+        message: String,
+    },
+
+    /// A long-running operation did not end within the client's operation timeout.
+    #[error("{operation}: waiting for the long-running operation")]
+    OperationTimedOut {
+        /// The call that started it.
+        operation: String,
+        /// The last state seen and how long it waited.
+        source: TimedOut,
+    },
+
+    /// An answer that breaks ARM's protocol (an operation status without `status`, a poll
+    /// URL that is not https).
+    #[error("{operation}: {message}")]
+    Protocol {
+        /// The call.
+        operation: String,
+        /// What was wrong, quoting excerpts.
+        message: String,
+    },
+
+    /// The answer could not be read (too large, or the connection broke).
+    #[error("{operation}: reading the answer")]
+    ReadBody {
+        /// The call.
+        operation: String,
+        /// Why.
+        source: BodyError,
+    },
+
+    /// The answer is not the JSON expected.
+    #[error("{operation}: the answer is not the JSON expected (at {path}): {excerpt}")]
+    Decode {
+        /// The call.
+        operation: String,
+        /// Where in the document (`properties.storageProfile.dataDisks[0].lun`, `.` for the top).
+        path: String,
+        /// The start of the answer.
+        excerpt: String,
+        /// serde's error.
+        source: serde_json::Error,
+    },
+
+    /// A listing's `nextLink`s did not end.
+    #[error(transparent)]
+    Paginate(#[from] PagerError),
+}
+
+fn gave_up(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" (gave up after {attempts} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+impl Error {
+    /// Whether ARM said the resource (or its group) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound { .. })
+    }
+
+    /// ARM's HTTP status, for errors that have one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::NotFound { .. } => Some(404),
+            Error::Arm { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// ARM's `error.code` (or an operation's), for errors that have one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::NotFound { code, .. }
+            | Error::Arm { code, .. }
+            | Error::OperationFailed { code, .. } => Some(code),
+            _ => None,
+        }
+    }
 }
 
 /// Result with the crate's [`Error`].
