@@ -43,6 +43,8 @@ pub fn registry() -> Registry {
     hypercloud_providers_vsphere::register(&mut r);
     #[cfg(feature = "gce")]
     hypercloud_providers_gce::register(&mut r);
+    #[cfg(feature = "azure")]
+    hypercloud_providers_azure::register(&mut r);
     r
 }
 
@@ -171,6 +173,9 @@ mod tests {
         }
         if cfg!(feature = "gce") {
             expected.push("gce");
+        }
+        if cfg!(feature = "azure") {
+            expected.push("azure");
         }
         expected.sort();
         assert_eq!(registry().names(), expected);

@@ -198,6 +198,29 @@ pub enum Error {
     /// A listing's `nextLink`s did not end.
     #[error(transparent)]
     Paginate(#[from] PagerError),
+
+    /// A provider ID is not one of this provider's
+    /// (`azure:///subscriptions/<s>/resourceGroups/<g>/providers/Microsoft.Compute/virtualMachines/<name>`).
+    #[error("provider ID {0:?} is not an Azure VM's (azure:///subscriptions/<s>/resourceGroups/<g>/providers/Microsoft.Compute/virtualMachines/<name>)")]
+    ProviderId(String),
+
+    /// The instance metadata service did not answer what the local VM is.
+    #[error("instance metadata {path}: {message}")]
+    Imds {
+        /// What was asked.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// What ARM answered lacks something the provider needs.
+    #[error("{what}: {message}")]
+    Missing {
+        /// Whose.
+        what: String,
+        /// What is missing.
+        message: String,
+    },
 }
 
 fn gave_up(attempts: u32) -> String {
@@ -230,6 +253,42 @@ impl Error {
             | Error::Arm { code, .. }
             | Error::OperationFailed { code, .. } => Some(code),
             _ => None,
+        }
+    }
+}
+
+impl hypercloud_cloudprovider::ProviderError for Error {
+    const PROVIDER: &'static str = crate::PROVIDER_NAME;
+
+    fn operation(&self) -> String {
+        match self {
+            Error::Authenticate { operation, .. }
+            | Error::Send { operation, .. }
+            | Error::NotFound { operation, .. }
+            | Error::Arm { operation, .. }
+            | Error::OperationFailed { operation, .. }
+            | Error::OperationTimedOut { operation, .. }
+            | Error::Protocol { operation, .. }
+            | Error::ReadBody { operation, .. }
+            | Error::Decode { operation, .. } => operation.clone(),
+            Error::ImdsToken { .. } | Error::Imds { .. } => "instance metadata".into(),
+            Error::Paginate(p) => p.call().into(),
+            Error::ProviderId(_) => "parse provider ID".into(),
+            Error::Missing { what, .. } => what.clone(),
+            _ => "configure".into(),
+        }
+    }
+
+    fn status(&self) -> Option<u16> {
+        Error::status(self)
+    }
+
+    fn startup(self) -> hypercloud_cloudprovider::Startup<Self> {
+        match self {
+            Error::ParseCloudConfig { origin, message } => {
+                hypercloud_cloudprovider::Startup::InvalidConfig { origin, message }
+            }
+            other => hypercloud_cloudprovider::Startup::Other(other),
         }
     }
 }

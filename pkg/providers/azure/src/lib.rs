@@ -1,21 +1,159 @@
-//! hypercloud-providers-azure: the `azure` cloud provider (so far its configuration and its
-//! Resource Manager client).
+//! hypercloud-providers-azure: the `azure` cloud provider.
 //!
 //! Upstream equivalent: kubernetes-sigs/cloud-provider-azure (`pkg/provider`, formerly the
-//! in-tree `legacy-cloud-providers/azure`). Its `--cloud-config` is `azure.json`, read here by
-//! [`config::Config::parse`]; the cloud's endpoints (Azure Resource Manager, the Entra ID login
-//! endpoint, the token resource) come from the named cloud, or for `AzureStackCloud` from the
-//! go-autorest environment file named by `AZURE_ENVIRONMENT_FILEPATH`
-//! ([`config::Environment`]). [`client::Arm`] calls Resource Manager with Microsoft's SDK for
-//! Rust (azure_core's pipeline, azure_identity's credentials), typed by [`models`].
+//! in-tree `legacy-cloud-providers/azure`), for `vmType: standard` (VMs in availability sets).
+//! Its `--cloud-config` is `azure.json`, read by [`config::Config::parse`]; the cloud's
+//! endpoints (Azure Resource Manager, the Entra ID login endpoint, the token resource) come
+//! from the named cloud, or for `AzureStackCloud` from the go-autorest environment file named
+//! by `AZURE_ENVIRONMENT_FILEPATH` ([`config::Environment`]), which is how the same file points
+//! at the local cloud. [`client::Arm`] calls Resource Manager with Microsoft's SDK for Rust
+//! (azure_core's pipeline, azure_identity's credentials), typed by [`models`].
 //!
-//! Not here yet: the capabilities. Not planned: scale sets (`vmType` `vmss`, `vmssflex`),
-//! reading the config from the `kube-system/azure-cloud-provider` Secret.
+//! Capabilities: Instances, InstancesV2 and Zones (`src/instances.rs`: node name = VM name,
+//! provider ID `azure:///subscriptions/<s>/resourceGroups/<g>/providers/Microsoft.Compute/virtualMachines/<name>`,
+//! addresses from the primary NIC's primary IP configuration and its public IP, instance type
+//! the VM size, zone `<location>-<n>` or the fault domain, a stopped, deallocating or
+//! deallocated VM shut down).
+//!
+//! Start here: [`register`] and [`Azure`]; then `src/instances.rs`, [`client`] and
+//! `docs/azure-arm-client.md`. Not planned: scale sets (`vmType` `vmss`, `vmssflex`), reading
+//! the config from the `kube-system/azure-cloud-provider` Secret.
 
 pub mod client;
 pub mod config;
 pub mod error;
+mod instances;
 pub mod models;
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hypercloud_cloudprovider::ProviderError as _;
+use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
+use tokio::sync::OnceCell;
+
 pub use client::{Arm, ArmOptions};
+pub use config::Config;
 pub use error::{Error, Result};
+pub use instances::{parse_provider_id, provider_id, PROVIDER_ID_PREFIX};
+
+/// The name the provider is registered under.
+pub const PROVIDER_NAME: &str = "azure";
+
+/// Registers `azure` in the binary's registry.
+pub fn register(registry: &mut Registry) {
+    registry.register(
+        PROVIDER_NAME,
+        "Microsoft Azure (Resource Manager with Microsoft's SDK for Rust; vmType standard); configured by upstream's azure.json --cloud-config",
+        |config| Ok(Arc::new(Azure::from_cloud_config(config)?) as Arc<dyn Interface>),
+    );
+}
+
+/// The azure cloud provider.
+pub struct Azure {
+    config: Arc<Config>,
+    options: ArmOptions,
+    arm: OnceCell<Arm>,
+}
+
+impl std::fmt::Debug for Azure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Azure")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Azure {
+    /// A provider for a parsed config; the client's trust and endpoints from the process
+    /// environment (`REQUESTS_CA_BUNDLE`, `AZURE_ENVIRONMENT_FILEPATH`).
+    pub fn new(config: Config) -> Self {
+        Self::with_options(config, ArmOptions::from_env())
+    }
+
+    /// A provider with the client's options given.
+    pub fn with_options(config: Config, options: ArmOptions) -> Self {
+        Azure {
+            config: Arc::new(config),
+            options,
+            arm: OnceCell::new(),
+        }
+    }
+
+    /// The registry's factory: `azure.json` is required.
+    pub fn from_cloud_config(
+        config: Option<&CloudConfig>,
+    ) -> hypercloud_cloudprovider::Result<Self> {
+        let Some(cc) = config else {
+            return Err(Error::ParseCloudConfig {
+                origin: "--cloud-config".into(),
+                message: "the azure provider needs azure.json (--cloud-config)".into(),
+            }
+            .into_cloud_config_error());
+        };
+        let text = cc.text(PROVIDER_NAME)?;
+        Config::parse(text, &cc.origin)
+            .map(Azure::new)
+            .map_err(Error::into_cloud_config_error)
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Resource Manager requests sent so far.
+    pub fn api_calls(&self) -> u64 {
+        self.arm.get().map_or(0, Arm::requests)
+    }
+
+    /// The Resource Manager client, made (the environment resolved, a token fetched) once.
+    pub(crate) async fn arm(&self) -> Result<&Arm> {
+        self.arm
+            .get_or_try_init(|| async {
+                let environment = self.config.environment()?;
+                let arm = Arm::new(&self.config, &environment, &self.options)?;
+                arm.authenticate().await?;
+                tracing::info!(
+                    subscription = %self.config.subscription_id,
+                    resource_group = %self.config.resource_group,
+                    location = %self.config.location,
+                    resource_manager = %environment.resource_manager_endpoint,
+                    "azure provider resolved"
+                );
+                Ok(arm)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl Interface for Azure {
+    /// Resolves the environment and gets a token, so a wrong endpoint or credential stops
+    /// start-up with a clear error.
+    async fn initialize(
+        &self,
+        _client: Option<kube::Client>,
+    ) -> hypercloud_cloudprovider::Result<()> {
+        self.arm()
+            .await
+            .map(|_| ())
+            .map_err(|e| hypercloud_cloudprovider::Error::Initialize {
+                provider: PROVIDER_NAME.into(),
+                source: Box::new(e),
+            })
+    }
+
+    fn provider_name(&self) -> &str {
+        PROVIDER_NAME
+    }
+
+    /// As upstream's azure provider.
+    fn has_cluster_id(&self) -> bool {
+        true
+    }
+
+    hypercloud_cloudprovider::capability_getters! {
+        instances, instances_v2, zones
+    }
+}
