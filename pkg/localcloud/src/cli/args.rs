@@ -90,6 +90,12 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert-file.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
+    /// Serve the API over HTTPS with a certificate of the cloud's own CA: the CA is made on
+    /// first start and kept in <state-dir>/tls/ca.pem (trust that file, e.g.
+    /// REQUESTS_CA_BUNDLE); the serving certificate, for the --listen address, localhost and
+    /// the --public-url host, is signed again at every start.
+    #[arg(long, conflicts_with = "tls_cert_file")]
+    pub tls_self_signed: bool,
     /// Loopback addresses load balancer VIPs are allocated from (listeners bind there); must
     /// lie inside 127.0.0.0/8, prefix /8 to /30.
     #[arg(long, value_name = "CIDR", default_value = "127.0.100.0/24")]
@@ -317,6 +323,19 @@ mod tests {
             Some(0.5)
         );
         assert!(Top::try_parse_from(["local-cloud", "serve", "--inject-error-rate", "2"]).is_err());
+        let e = Top::try_parse_from([
+            "local-cloud",
+            "serve",
+            "--tls-self-signed",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+        ])
+        .expect_err("contradictory TLS flags")
+        .to_string();
+        assert!(
+            e.contains("--tls-self-signed") && e.contains("--tls-cert-file"),
+            "{e}"
+        );
         for (flag, value) in [
             ("--token-ttl", "0s"),
             ("--token-ttl", "1e300h"),
@@ -337,6 +356,7 @@ mod tests {
             ("--availability-zones", "az\n2"),
             ("--follow-aws-address-map", "10.0.0.0/16=10.1.0.0/16"),
             ("--follow-aws-interval", "0s"),
+            ("--tls-cert-file", "c.pem"),
         ] {
             let e = Top::try_parse_from(["local-cloud", "serve", flag, value])
                 .expect_err(value)

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use hypercloud_localcloud::{Server, ServerHandle};
+use hypercloud_localcloud::{Server, ServerConfig, ServerHandle};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -20,10 +20,19 @@ struct Azure {
     _dir: tempfile::TempDir,
 }
 
+/// A cloud served over TLS with its own CA (`--tls-self-signed`), and a client trusting it.
 async fn start() -> Azure {
     let dir = tempfile::tempdir().unwrap();
-    let (config, ca, http) = crate::support::tls_config(dir.path());
+    let config = ServerConfig {
+        tls_self_signed: true,
+        ..ServerConfig::ephemeral(dir.path().join("state"))
+    };
     let handle = Server::bind(config).await.unwrap();
+    let ca = handle.tls_ca_file().unwrap().to_owned();
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap())
+        .build()
+        .unwrap();
     let url = handle.api_url().to_owned();
     Azure {
         handle,

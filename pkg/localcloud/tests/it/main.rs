@@ -17,4 +17,5 @@ mod network;
 mod security_groups;
 mod support;
 mod timestamps;
+mod tls;
 mod volume;
