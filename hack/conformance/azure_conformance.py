@@ -3,21 +3,25 @@
 hack/python-tools.sh) against a running local cloud's Azure dialect, served over TLS.
 
 Run by pkg/localcloud/tests/it/azure.rs with AZURE_ENDPOINT (the API URL, https), AZURE_TENANT_ID,
-AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and AZURE_LOCATION set, and REQUESTS_CA_BUNDLE naming the
-certificate the cloud serves. The credential is pointed at the cloud as its authority, with
-MSAL's instance discovery off (it would ask login.microsoftonline.com). Every check is an
-assert; the first failure exits non-zero with its message. Covers: a client-secret token from
-Entra's endpoint (and a wrong secret refused with AADSTS7000215), the subscription, resource
-groups (create, update of tags, get whatever the case, check_existence, list paged by top,
-delete as a long-running operation polled to its end) and ARM's errors as the SDK's typed
-exceptions (ResourceNotFoundError, HttpResponseError with ARM's code).
+AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and AZURE_LOCATION set, REQUESTS_CA_BUNDLE naming the
+cloud's CA, AZURE_CLIENT_CERTIFICATE_PATH a certificate+key PEM file registered for the client
+(`local-cloud entra-certificate add`) and AZURE_CLIENT_UNREGISTERED_CERTIFICATE_PATH one that is
+not. The credentials are pointed at the cloud as their authority, with MSAL's instance
+discovery off (it would ask login.microsoftonline.com). Every check is an assert; the first
+failure exits non-zero with its message. Covers: a client-secret token from Entra's endpoint
+(and a wrong secret refused with AADSTS7000215), a certificate credential's token (its client
+assertion checked against the registered certificate; an unregistered certificate refused with
+AADSTS700027), the subscription, resource groups (create, update of tags, get whatever the
+case, check_existence, list paged by top, delete as a long-running operation polled to its end)
+and ARM's errors as the SDK's typed exceptions (ResourceNotFoundError, HttpResponseError with
+ARM's code).
 """
 import faulthandler
 import os
 import sys
 
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
-from azure.identity import ClientSecretCredential
+from azure.identity import CertificateCredential, ClientSecretCredential
 from azure.mgmt.resource import ResourceManagementClient, SubscriptionClient
 
 ENDPOINT = os.environ["AZURE_ENDPOINT"]
@@ -25,12 +29,19 @@ TENANT = os.environ["AZURE_TENANT_ID"]
 CLIENT = os.environ["AZURE_CLIENT_ID"]
 SECRET = os.environ["AZURE_CLIENT_SECRET"]
 LOCATION = os.environ["AZURE_LOCATION"]
+CERTIFICATE = os.environ["AZURE_CLIENT_CERTIFICATE_PATH"]
+UNREGISTERED = os.environ["AZURE_CLIENT_UNREGISTERED_CERTIFICATE_PATH"]
 SCOPE = "https://management.azure.com/.default"
 
 
 def credential(secret):
     return ClientSecretCredential(TENANT, CLIENT, secret, authority=ENDPOINT,
                                   disable_instance_discovery=True)
+
+
+def certificate_credential(path):
+    return CertificateCredential(TENANT, CLIENT, certificate_path=path, authority=ENDPOINT,
+                                 disable_instance_discovery=True)
 
 
 def main():
@@ -43,6 +54,18 @@ def main():
         raise AssertionError("a wrong secret got a token")
     except ClientAuthenticationError as e:
         assert "AADSTS7000215" in str(e), e
+
+    # A certificate credential: its RS256 assertion (x5t, float exp/iat) is checked against the
+    # certificate registered for the client, and its token works on Resource Manager.
+    by_cert = certificate_credential(CERTIFICATE)
+    assert by_cert.get_token(SCOPE).token.count(".") == 2
+    subs = list(SubscriptionClient(by_cert, base_url=ENDPOINT).subscriptions.list())
+    assert len(subs) == 1 and subs[0].tenant_id == TENANT, subs
+    try:
+        certificate_credential(UNREGISTERED).get_token(SCOPE)
+        raise AssertionError("an unregistered certificate got a token")
+    except ClientAuthenticationError as e:
+        assert "AADSTS700027" in str(e), e
 
     subs = list(SubscriptionClient(cred, base_url=ENDPOINT).subscriptions.list())
     assert len(subs) == 1, subs

@@ -41,6 +41,37 @@ pub enum Command {
     Volume(VolumeCommand),
     /// Show whether the cloud is running, where, and what it holds.
     Status(OutputArgs),
+    /// Register the certificates Entra clients sign in with (the Azure dialect's certificate
+    /// credentials, as an app registration's uploaded certificates): kept in
+    /// <state-dir>/azure-client-certificates/, read at each sign-in (no restart needed).
+    #[command(subcommand)]
+    EntraCertificate(EntraCertificateCommand),
+}
+
+/// `entra-certificate` commands.
+// `<state-dir>` is a placeholder in clap's help, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
+#[derive(Debug, clap::Subcommand)]
+pub enum EntraCertificateCommand {
+    /// Register the certificates of a PEM file for a client; a private key in the file is
+    /// not kept. Prints each certificate's thumbprint.
+    Add {
+        /// The client: an application credential's ID or the user's ID (GUID or 32 hex digits).
+        client_id: String,
+        /// PEM file holding the certificate (cert.pem, or the cert+key file a client uses).
+        file: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Unregister a client's certificate (by thumbprint: hex SHA-1 or x5t), or all of them.
+    Remove {
+        /// The client (GUID or 32 hex digits).
+        client_id: String,
+        /// The certificate's thumbprint (default: every certificate of the client).
+        thumbprint: Option<String>,
+    },
+    /// List the registered certificates.
+    List(OutputArgs),
 }
 
 /// Flags of `serve`.

@@ -9,23 +9,27 @@ use hypercloud_localcloud::{Server, ServerConfig, ServerHandle};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-const TENANT: &str = hypercloud_localcloud::defaults::AZURE_TENANT_ID;
-const V: &str = "api-version=2024-11-01";
+pub const TENANT: &str = hypercloud_localcloud::defaults::AZURE_TENANT_ID;
+pub const V: &str = "api-version=2024-11-01";
+pub const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
-struct Azure {
-    handle: ServerHandle,
-    http: reqwest::Client,
-    url: String,
-    ca: PathBuf,
+pub struct Azure {
+    pub handle: ServerHandle,
+    pub http: reqwest::Client,
+    pub url: String,
+    pub ca: PathBuf,
+    /// The state directory.
+    pub state: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 /// A cloud served over TLS with its own CA (`--tls-self-signed`), and a client trusting it.
-async fn start() -> Azure {
+pub async fn start() -> Azure {
     let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
     let config = ServerConfig {
         tls_self_signed: true,
-        ..ServerConfig::ephemeral(dir.path().join("state"))
+        ..ServerConfig::ephemeral(&state)
     };
     let handle = Server::bind(config).await.unwrap();
     let ca = handle.tls_ca_file().unwrap().to_owned();
@@ -39,18 +43,19 @@ async fn start() -> Azure {
         http,
         url,
         ca,
+        state,
         _dir: dir,
     }
 }
 
-struct Answer {
-    status: StatusCode,
-    body: Value,
-    headers: reqwest::header::HeaderMap,
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Azure {
-    async fn call(
+    pub async fn call(
         &self,
         method: Method,
         path: &str,
@@ -85,7 +90,7 @@ impl Azure {
         }
     }
 
-    async fn token_form(&self, tenant: &str, form: &[(&str, &str)]) -> Answer {
+    pub async fn token_form(&self, tenant: &str, form: &[(&str, &str)]) -> Answer {
         let resp = self
             .http
             .post(format!("{}/{tenant}/oauth2/v2.0/token", self.url))
@@ -103,7 +108,7 @@ impl Azure {
     }
 
     /// The seeded user's ID, from Keystone.
-    async fn user_id(&self) -> String {
+    pub async fn user_id(&self) -> String {
         let a = self
             .call(
                 Method::POST,
@@ -116,7 +121,7 @@ impl Azure {
         a.body["token"]["user"]["id"].as_str().unwrap().to_owned()
     }
 
-    async fn token(&self, client: &str, secret: &str) -> String {
+    pub async fn token(&self, client: &str, secret: &str) -> String {
         let a = self
             .token_form(
                 TENANT,
@@ -137,7 +142,7 @@ impl Azure {
 /// A token request's tenant and form, and the status, error and description it must get.
 type Refusal<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str, &'a str);
 
-fn guid(hex: &str) -> String {
+pub fn guid(hex: &str) -> String {
     uuid::Uuid::try_parse(hex).unwrap().hyphenated().to_string()
 }
 
@@ -162,7 +167,7 @@ async fn entra_issues_tokens_to_known_clients_and_names_every_refusal() {
     let token = az.token(&user, "hypercloud").await;
     assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
 
-    let refusals: [Refusal<'_>; 6] = [
+    let refusals: [Refusal<'_>; 7] = [
         (
             TENANT,
             vec![
@@ -219,10 +224,23 @@ async fn entra_issues_tokens_to_known_clients_and_names_every_refusal() {
                 ("client_id", &user),
                 ("scope", "https://management.azure.com/.default"),
                 ("client_assertion", "x.y.z"),
+                ("client_assertion_type", JWT_BEARER),
             ],
             400,
             "invalid_request",
-            "not implemented",
+            "AADSTS50027",
+        ),
+        (
+            TENANT,
+            vec![
+                ("grant_type", "client_credentials"),
+                ("client_id", &user),
+                ("scope", "https://management.azure.com/.default"),
+                ("client_assertion", "x.y.z"),
+            ],
+            400,
+            "invalid_request",
+            "'client_assertion_type'",
         ),
     ];
     for (tenant, form, status, error, says) in refusals {
@@ -428,6 +446,21 @@ async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32) {
         .join(name);
     let az = start().await;
     let user = guid(&az.user_id().await);
+    // A certificate registered for the user (CertificateCredential), and one that is not.
+    let certs = tempfile::tempdir().unwrap();
+    let registered = crate::azure_certificates::client_cert(certs.path(), "registered");
+    let unregistered = crate::azure_certificates::client_cert(certs.path(), "unregistered");
+    crate::azure_certificates::local_cloud(
+        &az.state,
+        &[
+            "entra-certificate",
+            "add",
+            &user,
+            registered.cert_file.to_str().unwrap(),
+        ],
+    )
+    .await
+    .unwrap();
     // On a thread of its own: the cloud answers from this test's runtime meanwhile.
     let (url, ca, run) = (az.url.clone(), az.ca.clone(), script.clone());
     let out = tokio::task::spawn_blocking(move || {
@@ -437,6 +470,11 @@ async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32) {
             .env("AZURE_TENANT_ID", TENANT)
             .env("AZURE_CLIENT_ID", user)
             .env("AZURE_CLIENT_SECRET", "hypercloud")
+            .env("AZURE_CLIENT_CERTIFICATE_PATH", &registered.cert_and_key)
+            .env(
+                "AZURE_CLIENT_UNREGISTERED_CERTIFICATE_PATH",
+                &unregistered.cert_and_key,
+            )
             .env("AZURE_LOCATION", "regionone")
             .env("REQUESTS_CA_BUNDLE", ca)
             .env("AZURE_CONFORMANCE_TIMEOUT", timeout_secs.to_string())
@@ -449,8 +487,9 @@ async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32) {
     az.handle.shutdown().await.unwrap();
 }
 
-/// Microsoft's SDK for Python, unchanged: azure-identity's ClientSecretCredential gets a
-/// token from the tenant's endpoint, azure-mgmt-resource lists the subscription and creates,
+/// Microsoft's SDK for Python, unchanged: azure-identity's ClientSecretCredential and
+/// CertificateCredential (with a certificate registered by `local-cloud entra-certificate add`;
+/// an unregistered one refused with AADSTS700027) get tokens from the tenant's endpoint, azure-mgmt-resource lists the subscription and creates,
 /// reads, lists and deletes resource groups (a long-running delete polled to its end), and a
 /// wrong secret and a missing group surface as the SDK's own typed errors.
 #[tokio::test]

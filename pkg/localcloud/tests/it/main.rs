@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod azure;
+mod azure_certificates;
 mod backing;
 mod compute;
 mod dialects;
