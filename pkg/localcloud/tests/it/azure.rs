@@ -438,8 +438,9 @@ async fn resource_manager_needs_an_api_version_and_a_token_and_keeps_resource_gr
 }
 
 /// Runs a conformance script of Microsoft's SDK for Python against a fresh cloud, signed in as
-/// the cloud's user, and checks it ended with `ok`.
-async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32) {
+/// the cloud's user, and checks it ended with `ok`. With `vm`, a VM of that name is made first
+/// (group `imds-rg`) for the script to ask the instance metadata service as.
+async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32, vm: Option<&str>) {
     let python = hypercloud_testenv::venv_python("venv-azure", "azure.mgmt.resource", "azure");
     let script = hypercloud_testenv::repo_root()
         .join("hack/conformance")
@@ -461,11 +462,20 @@ async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32) {
     )
     .await
     .unwrap();
+    if let Some(vm) = vm {
+        let token = az.token(&user, "hypercloud").await;
+        crate::azure_imds::arm_vms(&az, &token, "imds-rg", &[vm]).await;
+    }
+    let imds = format!("http://{}", az.handle.metadata_addr().unwrap());
+    let instance = vm.unwrap_or_default().to_owned();
     // On a thread of its own: the cloud answers from this test's runtime meanwhile.
     let (url, ca, run) = (az.url.clone(), az.ca.clone(), script.clone());
     let out = tokio::task::spawn_blocking(move || {
         Command::new(python)
             .arg(&run)
+            .env("AZURE_POD_IDENTITY_AUTHORITY_HOST", imds)
+            .env("AZURE_IMDS_INSTANCE", instance)
+            .env("AZURE_IMDS_GROUP", "imds-rg")
             .env("AZURE_ENDPOINT", url)
             .env("AZURE_TENANT_ID", TENANT)
             .env("AZURE_CLIENT_ID", user)
@@ -489,12 +499,19 @@ async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32) {
 
 /// Microsoft's SDK for Python, unchanged: azure-identity's ClientSecretCredential and
 /// CertificateCredential (with a certificate registered by `local-cloud entra-certificate add`;
-/// an unregistered one refused with AADSTS700027) get tokens from the tenant's endpoint, azure-mgmt-resource lists the subscription and creates,
+/// an unregistered one refused with AADSTS700027) get tokens from the tenant's endpoint,
+/// ManagedIdentityCredential one from the instance metadata service as a VM made here, azure-mgmt-resource lists the subscription and creates,
 /// reads, lists and deletes resource groups (a long-running delete polled to its end), and a
 /// wrong secret and a missing group surface as the SDK's own typed errors.
 #[tokio::test]
 async fn azure_sdk_conformance() {
-    run_sdk_script("azure_conformance.py", "azure conformance: ok", 60).await;
+    run_sdk_script(
+        "azure_conformance.py",
+        "azure conformance: ok",
+        60,
+        Some("imds-vm"),
+    )
+    .await;
 }
 
 /// azure-mgmt-network and azure-mgmt-compute, unchanged, drive every Microsoft.Network and
@@ -508,6 +525,7 @@ async fn azure_resources_sdk_conformance() {
         "azure_resources_conformance.py",
         "azure resources conformance: ok",
         300,
+        None,
     )
     .await;
 }

@@ -4,6 +4,7 @@
 
 mod azure;
 mod azure_certificates;
+mod azure_imds;
 mod backing;
 mod compute;
 mod dialects;

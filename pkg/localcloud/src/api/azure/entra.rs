@@ -268,6 +268,7 @@ struct Grant {
 /// An issued access token.
 struct Issued {
     access_token: String,
+    issued_at: u64,
     expires_at: u64,
 }
 
@@ -295,8 +296,46 @@ async fn issue(cloud: &Arc<Cloud>, grant: Grant) -> Result<Issued, crate::api::A
     }
     Ok(Issued {
         access_token: sign(cloud, &claims).await?,
+        issued_at: stored.issued_at,
         expires_at: stored.expires_at,
     })
+}
+
+/// Issues the Azure VMs' managed identity tokens for the metadata service: tokens of the VM's
+/// owner in its project, from the same signer as the token endpoint's, so Resource Manager
+/// takes them.
+pub(crate) struct ManagedIdentityTokens(pub Arc<Cloud>);
+
+impl crate::metadata::ManagedIdentity for ManagedIdentityTokens {
+    fn issue(&self, request: crate::metadata::IdentityRequest) -> crate::metadata::Issuing<'_> {
+        Box::pin(async move {
+            let cloud = &self.0;
+            let user = cloud
+                .store
+                .read(|v| v.get::<User>(USERS, &request.user_id))
+                .ok_or_else(|| {
+                    crate::api::ApiError::not_found(
+                        "IdentityNotFound",
+                        format!("The VM's owner {} no longer exists.", request.user_id),
+                    )
+                })?;
+            let mut extra = Map::new();
+            extra.insert("xms_mirid".into(), json!(request.resource_id));
+            let grant = Grant {
+                who: Authenticated::by_password(user, request.project_id),
+                methods: vec!["managed_identity".to_owned()],
+                audience: request.resource,
+                app_id: request.client_id,
+                extra,
+            };
+            let t = issue(cloud, grant).await?;
+            Ok(crate::metadata::IdentityToken {
+                access_token: t.access_token,
+                issued_at: t.issued_at,
+                expires_at: t.expires_at,
+            })
+        })
+    }
 }
 
 /// The client a client assertion authenticates: the client must exist, the certificate the
