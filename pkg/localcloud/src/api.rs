@@ -514,6 +514,7 @@ pub(crate) fn metadata_router(cloud: Arc<Cloud>) -> Router {
     let documents = crate::metadata::router(Arc::new(crate::metadata::Cloud {
         store: cloud.store.clone(),
         base_url: cloud.base_url.clone(),
+        identity: Arc::new(azure::entra::ManagedIdentityTokens(cloud.clone())),
     }));
     let router = service_layers(documents, &cloud, Service::Metadata);
     counted(router, &cloud, Some(Service::Metadata))

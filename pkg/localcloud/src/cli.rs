@@ -3,7 +3,9 @@
 //! state directory they talk to it (its URL is in `<state-dir>/server.json`); otherwise they
 //! start the cloud in-process on a free loopback port against the same state directory, run
 //! the command through the same API, and stop it. Either way every change goes through the API
-//! code and its checks, and is on disk when the command returns.
+//! code and its checks, and is on disk when the command returns. `entra-certificate` is the
+//! exception: Entra has no API for it here (upstream it is Microsoft Graph's), so it edits the
+//! registry files the token endpoint reads ([`crate::api::azure::entra::certificates`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,11 +19,13 @@ use crate::server::SERVER_FILE;
 use crate::{defaults, store, Error, Result, Server, ServerConfig, ServerHandle, TlsFiles};
 
 mod args;
+mod certificates;
 mod client;
 mod commands;
 mod serve;
 
 pub use args::*;
+use certificates::*;
 use client::*;
 use commands::*;
 use serve::*;
@@ -52,5 +56,6 @@ pub async fn run(args: LocalCloudArgs) -> Result<()> {
             result
         }
         Command::Status(out) => status(&state_dir, &password, out).await,
+        Command::EntraCertificate(cmd) => entra_certificate(&state_dir, cmd),
     }
 }

@@ -35,6 +35,9 @@ pub struct ServerConfig {
     pub faults: Faults,
     /// Serve the API over TLS with these files.
     pub tls: Option<TlsFiles>,
+    /// Serve the API over TLS with a certificate of the cloud's own CA, made once and kept in
+    /// `<state_dir>/tls/` (`--tls-self-signed`); contradicts [`ServerConfig::tls`].
+    pub tls_self_signed: bool,
     /// Where load balancer VIPs come from (default 127.0.100.0/24, loopback on Linux).
     pub lb_vip_pool: crate::dataplane::VipPool,
     /// Members' Neutron security groups filter load-balancer traffic, as Neutron's firewall
@@ -91,6 +94,7 @@ impl ServerConfig {
             token_ttl: Duration::from_secs(defaults::TOKEN_TTL_SECS),
             faults: Faults::default(),
             tls: None,
+            tls_self_signed: false,
             lb_vip_pool: crate::dataplane::VipPool::default(),
             enforce_member_security_groups: false,
             volume_backing: crate::VolumeBacking::None,
@@ -109,9 +113,15 @@ impl ServerConfig {
 
     /// Checks what flags check, for configurations built in code: the VIP pool inside
     /// 127.0.0.0/8, the token lifetime within 1s..=365 days, latencies within
-    /// [`crate::faults::MAX_LATENCY`] and rates within 0..=1.
+    /// [`crate::faults::MAX_LATENCY`] and rates within 0..=1, and one source of TLS material.
     pub fn validate(&self) -> Result<()> {
         let invalid = |field: &'static str, reason: String| Error::InvalidConfig { field, reason };
+        if self.tls_self_signed && self.tls.is_some() {
+            return Err(invalid(
+                "tls_self_signed",
+                "contradicts tls (--tls-self-signed with --tls-cert-file): give one".into(),
+            ));
+        }
         self.lb_vip_pool
             .check()
             .map_err(|r| invalid("lb_vip_pool", r))?;
@@ -229,5 +239,18 @@ mod tests {
         config.region = "a/b".into();
         let e = config.validate().unwrap_err().to_string();
         assert!(e.contains("region"), "{e}");
+    }
+
+    #[test]
+    fn one_source_of_tls_material() {
+        let mut config = ServerConfig::ephemeral("/nonexistent");
+        config.tls_self_signed = true;
+        assert!(config.validate().is_ok());
+        config.tls = Some(TlsFiles {
+            cert_file: "c.pem".into(),
+            key_file: "k.pem".into(),
+        });
+        let e = config.validate().unwrap_err().to_string();
+        assert!(e.contains("--tls-self-signed with --tls-cert-file"), "{e}");
     }
 }

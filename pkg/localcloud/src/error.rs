@@ -70,6 +70,12 @@ pub enum Error {
     },
     #[error("cannot load TLS material from {path}: {reason}")]
     LoadTls { path: PathBuf, reason: String },
+    /// A certificate file given to register for an Entra client, or a registered one.
+    #[error("client certificate {path} cannot be used: {reason}")]
+    ClientCertificate { path: PathBuf, reason: String },
+    /// Making the cloud's own CA or serving certificate (`--tls-self-signed`).
+    #[error("cannot make TLS material {path}")]
+    MakeTls { path: PathBuf, source: rcgen::Error },
     /// A file named by a flag (or by the running server's `server.json`) that is missing, not
     /// a regular file or over its limit; the error names the flag.
     #[error(transparent)]

@@ -64,7 +64,8 @@ pub use api::aws::HOSTS_FILE as AWS_HOSTS_FILE;
 pub use aws_follow::{AddressMap, AwsFollow};
 pub use backing::VolumeBacking;
 pub use cli::{
-    run, Command, InstanceCommand, LocalCloudArgs, Output, OutputArgs, ServeArgs, VolumeCommand,
+    run, Command, EntraCertificateCommand, InstanceCommand, LocalCloudArgs, Output, OutputArgs,
+    ServeArgs, VolumeCommand,
 };
 pub use error::{Error, Result};
 pub use http::Service;

@@ -7,7 +7,9 @@
 //! addresses are simulated, so the caller may name itself with `X-Instance-ID` (ID or name);
 //! otherwise `X-Forwarded-For` (as set by Neutron's metadata proxy) or the peer address is
 //! matched against the instances' fixed and floating IPs. The GCE metadata server
-//! (`/computeMetadata/v1/`, see [`gce`]) answers on the same listener for the same instances.
+//! (`/computeMetadata/v1/`, see [`gce`]) and the Azure instance metadata service
+//! (`/metadata/instance`, `/metadata/identity/oauth2/token`, see [`azure`]) answer on the same
+//! listener for the same instances.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,12 +27,17 @@ use crate::model::config_drive::{attached_disks, meta_data, network_data};
 use crate::model::network::{FloatingIp, FLOATING_IPS};
 use crate::store::{Read, Store};
 
+mod azure;
 mod gce;
 
-/// What the metadata servers read: the records, and where clients reach the API.
+pub(crate) use azure::{IdentityRequest, IdentityToken, Issuing, ManagedIdentity};
+
+/// What the metadata servers read: the records, where clients reach the API, and who signs
+/// the Azure VMs' managed identity tokens.
 pub(crate) struct Cloud {
     pub store: Arc<Store>,
     pub base_url: String,
+    pub identity: Arc<dyn ManagedIdentity>,
 }
 
 /// The metadata service router (serve with `ConnectInfo<SocketAddr>`); the caller adds the
@@ -49,6 +56,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .route("/{version}/meta-data", get(ec2_index))
         .route("/{version}/meta-data/", get(ec2_index))
         .route("/{version}/meta-data/{*key}", get(ec2_key))
+        .merge(azure::router())
         .fallback(|| async { ApiError::not_found("NotFound", "The resource could not be found.") })
         .with_state(cloud)
 }

@@ -27,6 +27,7 @@ pub struct ServerHandle {
     api_addr: SocketAddr,
     metadata_addr: Option<SocketAddr>,
     base_url: String,
+    tls_ca_file: Option<std::path::PathBuf>,
     store: Arc<Store>,
     dataplane: Arc<crate::dataplane::DataPlane>,
     backing: Arc<crate::backing::Backing>,
@@ -40,7 +41,7 @@ pub(crate) const SERVER_FILE: &str = "server.json";
 impl Server {
     /// Opens the state directory (refusing one another server holds), seeds it on first start,
     /// binds the listeners and starts serving in the background.
-    pub async fn bind(config: ServerConfig) -> Result<ServerHandle> {
+    pub async fn bind(mut config: ServerConfig) -> Result<ServerHandle> {
         config.validate()?;
         let dir = config.state_dir.clone();
         let store = tokio::task::spawn_blocking(move || Store::open(&dir))
@@ -74,6 +75,18 @@ impl Server {
             })?),
             None => None,
         };
+        // The state directory is ours (locked): make or reuse its CA.
+        let mut tls_ca_file = config.tls.as_ref().map(|t| t.cert_file.clone());
+        if config.tls_self_signed {
+            let names = serving_names(api_addr, config.public_url.as_deref());
+            let made = tls::self_signed(&config.state_dir, &names)?;
+            tracing::info!(
+                ca = %made.ca_file.display(),
+                "serving TLS with the local cloud's own CA; clients trust its certificate (REQUESTS_CA_BUNDLE)"
+            );
+            tls_ca_file = Some(made.ca_file);
+            config.tls = Some(made.files);
+        }
         let tls_config = config.tls.as_ref().map(tls::server_config).transpose()?;
         let scheme = if tls_config.is_some() {
             "https"
@@ -129,6 +142,8 @@ impl Server {
             "api_url": base_url,
             "metadata_url": metadata_addr.map(|a| format!("http://{a}")),
             "tls_cert_file": cloud.config.tls.as_ref().map(|t| t.cert_file.display().to_string()),
+            // What a client trusts: the CA of --tls-self-signed, else the served certificate.
+            "tls_ca_file": tls_ca_file.as_ref().map(|f| f.display().to_string()),
             "pid": std::process::id(),
             "volume_backing": backing.mode().as_str(),
             // Where a node finds `<devicesDir>/<server-id>/virtio-<volume-id[:20]>`.
@@ -197,6 +212,7 @@ impl Server {
             api_addr,
             metadata_addr,
             base_url,
+            tls_ca_file,
             store,
             dataplane,
             backing,
@@ -220,6 +236,12 @@ impl ServerHandle {
     /// The API base URL (`http://127.0.0.1:8800`); Keystone is at `<url>/identity/v3`.
     pub fn api_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// The certificate clients trust when the API is served over TLS: the cloud's own CA
+    /// (`<state-dir>/tls/ca.pem`) with `--tls-self-signed`, else `--tls-cert-file`.
+    pub fn tls_ca_file(&self) -> Option<&std::path::Path> {
+        self.tls_ca_file.as_deref()
     }
 
     /// The state store (for in-process users such as a data plane).
@@ -260,6 +282,26 @@ impl ServerHandle {
         let _ = std::fs::remove_file(self.store.dir().join(SERVER_FILE));
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// The names a self-made serving certificate is for: the API's address (the loopback address
+/// when it listens on all), `localhost`, and the host of `--public-url`.
+fn serving_names(api_addr: SocketAddr, public_url: Option<&str>) -> Vec<String> {
+    let ip = match api_addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    let mut names = vec![ip.to_string(), "localhost".to_owned()];
+    let public_host = public_url
+        .and_then(|u| reqwest::Url::parse(u).ok())
+        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_owned()));
+    if let Some(host) = public_host {
+        if !names.contains(&host) {
+            names.push(host);
+        }
+    }
+    names
 }
 
 pub(crate) async fn seed(cloud: &Arc<Cloud>) -> Result<()> {

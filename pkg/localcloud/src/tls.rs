@@ -1,6 +1,9 @@
-//! Optional TLS for the API listener (`--tls-cert-file`, `--tls-private-key-file`), with rustls.
-//! Handshakes run in their own tasks so a slow or broken client cannot stall accepting others.
-//! The metadata service stays plain HTTP, as Nova's is.
+//! Optional TLS for the API listener, with rustls: from the operator's files
+//! (`--tls-cert-file`, `--tls-private-key-file`) or from the cloud's own CA
+//! (`--tls-self-signed`, [`self_signed`]: a CA made once and kept in `<state-dir>/tls/`, and a
+//! serving certificate it signs at every start). Handshakes run in their own tasks so a slow
+//! or broken client cannot stall accepting others. The metadata service stays plain HTTP, as
+//! Nova's is.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,6 +29,181 @@ pub struct TlsFiles {
 }
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where `--tls-self-signed` keeps its CA and serving certificate, under the state directory.
+pub(crate) const SELF_SIGNED_DIR: &str = "tls";
+/// The CA's certificate: what clients trust (`REQUESTS_CA_BUNDLE`, `clouds.yaml`'s `cacert`).
+pub(crate) const CA_FILE: &str = "ca.pem";
+const CA_KEY_FILE: &str = "ca-key.pem";
+const SERVING_CERT_FILE: &str = "server.pem";
+const SERVING_KEY_FILE: &str = "server-key.pem";
+/// The CA lives ten years: clients keep trusting the same file across restarts.
+const CA_DAYS: i64 = 3650;
+/// The serving certificate is made again at every start, so a year is plenty.
+const SERVING_DAYS: i64 = 365;
+
+/// What [`self_signed`] made or found: the serving files and the CA's certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SelfSigned {
+    pub files: TlsFiles,
+    pub ca_file: PathBuf,
+}
+
+/// The cloud's own CA and a serving certificate for `names` (IP addresses or DNS names), in
+/// `<state_dir>/tls/`. The CA is made on first use and kept, so the file clients trust stays
+/// the same across restarts; the serving certificate is signed again at every start (for the
+/// addresses of this start). Half a CA (the certificate without its key, or the reverse) is an
+/// error, not a reason to make a new one that clients would not trust.
+pub(crate) fn self_signed(state_dir: &Path, names: &[String]) -> Result<SelfSigned> {
+    let dir = state_dir.join(SELF_SIGNED_DIR);
+    make_private_dir(&dir)?;
+    let ca_file = dir.join(CA_FILE);
+    let ca_key_file = dir.join(CA_KEY_FILE);
+    let (ca_pem, ca_key) = match (ca_file.exists(), ca_key_file.exists()) {
+        (true, true) => {
+            let limit = hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES;
+            let cert = hypercloud_cloudprovider::input::read_named("the CA", &ca_file, limit)?;
+            let key =
+                hypercloud_cloudprovider::input::read_named("the CA's key", &ca_key_file, limit)?;
+            let cert = String::from_utf8(cert).map_err(|e| load_error(&ca_file, e))?;
+            let key = String::from_utf8(key).map_err(|e| load_error(&ca_key_file, e))?;
+            let key = rcgen::KeyPair::from_pem(&key).map_err(|e| load_error(&ca_key_file, e))?;
+            (cert, key)
+        }
+        (false, false) => {
+            let key = rcgen::KeyPair::generate().map_err(|source| Error::MakeTls {
+                path: ca_file.clone(),
+                source,
+            })?;
+            let mut params = rcgen::CertificateParams::default();
+            params.distinguished_name = rcgen::DistinguishedName::new();
+            params.distinguished_name.push(
+                rcgen::DnType::CommonName,
+                format!(
+                    "hypercloud local cloud CA {}",
+                    &crate::time::new_hex_id()[..8]
+                ),
+            );
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+            params.key_usages = vec![
+                rcgen::KeyUsagePurpose::KeyCertSign,
+                rcgen::KeyUsagePurpose::CrlSign,
+                rcgen::KeyUsagePurpose::DigitalSignature,
+            ];
+            set_validity(&mut params, CA_DAYS);
+            params.serial_number = Some(serial());
+            let cert = params.self_signed(&key).map_err(|source| Error::MakeTls {
+                path: ca_file.clone(),
+                source,
+            })?;
+            // The key first: a crash between the two leaves a key without a certificate,
+            // which the next start reports instead of trusting a CA it cannot sign with.
+            write_private(&ca_key_file, key.serialize_pem().as_bytes())?;
+            write_private(&ca_file, cert.pem().as_bytes())?;
+            tracing::info!(ca = %ca_file.display(), "made the local cloud's CA");
+            (cert.pem(), key)
+        }
+        (has_cert, _) => {
+            let (present, missing) = if has_cert {
+                (&ca_file, &ca_key_file)
+            } else {
+                (&ca_key_file, &ca_file)
+            };
+            return Err(load_error(
+                missing,
+                format!(
+                    "missing while {} exists: restore it, or delete both to make a new CA (clients must then trust the new {CA_FILE})",
+                    present.display()
+                ),
+            ));
+        }
+    };
+    let issuer =
+        rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(|e| load_error(&ca_file, e))?;
+    let serving_file = dir.join(SERVING_CERT_FILE);
+    let serving_key_file = dir.join(SERVING_KEY_FILE);
+    let make = |source| Error::MakeTls {
+        path: serving_file.clone(),
+        source,
+    };
+    let key = rcgen::KeyPair::generate().map_err(make)?;
+    let mut params = rcgen::CertificateParams::new(names.to_vec()).map_err(make)?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        names.first().map_or("localhost", String::as_str),
+    );
+    // rustls refuses a serving certificate that could be a CA.
+    params.is_ca = rcgen::IsCa::ExplicitNoCa;
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    set_validity(&mut params, SERVING_DAYS);
+    params.serial_number = Some(serial());
+    let cert = params.signed_by(&key, &issuer).map_err(make)?;
+    write_private(&serving_key_file, key.serialize_pem().as_bytes())?;
+    // The chain, so a client that trusts the CA needs nothing else.
+    let chain = format!("{}{ca_pem}", cert.pem());
+    write_private(&serving_file, chain.as_bytes())?;
+    Ok(SelfSigned {
+        files: TlsFiles {
+            cert_file: serving_file,
+            key_file: serving_key_file,
+        },
+        ca_file,
+    })
+}
+
+/// Valid from yesterday (clocks of clients differ) for `days`.
+fn set_validity(params: &mut rcgen::CertificateParams, days: i64) {
+    let day = |offset: i64| {
+        let date = jiff::Timestamp::now()
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .date()
+            .checked_add(jiff::Span::new().days(offset))
+            .unwrap_or(jiff::civil::Date::MAX);
+        // Months and days are 1..=12 and 1..=31, so they fit a u8.
+        rcgen::date_time_ymd(
+            i32::from(date.year()),
+            u8::try_from(date.month()).unwrap_or(1),
+            u8::try_from(date.day()).unwrap_or(1),
+        )
+    };
+    params.not_before = day(-1);
+    params.not_after = day(days);
+}
+
+/// A random positive serial number (16 bytes, the top bit clear).
+fn serial() -> rcgen::SerialNumber {
+    let mut bytes = *uuid::Uuid::new_v4().as_bytes();
+    bytes[0] &= 0x7f;
+    rcgen::SerialNumber::from_slice(&bytes)
+}
+
+/// Creates `dir` (and its parents), readable by its owner only.
+fn make_private_dir(dir: &Path) -> Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(|source| Error::WriteFile {
+        path: dir.to_owned(),
+        source,
+    })
+}
+
+/// Writes `path` whole (write-temp + rename), readable by its owner only.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    let written = crate::store::write_atomic(path, bytes).and_then(|()| {
+        #[cfg(unix)]
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        Ok(())
+    });
+    written.map_err(|source| Error::WriteFile {
+        path: path.to_owned(),
+        source,
+    })
+}
 
 fn load_error(path: &Path, reason: impl std::fmt::Display) -> Error {
     Error::LoadTls {

@@ -11,7 +11,7 @@
 
 pub(crate) mod arm;
 mod compute;
-mod entra;
+pub(crate) mod entra;
 mod network;
 mod resource_groups;
 mod resources;

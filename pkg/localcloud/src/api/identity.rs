@@ -393,6 +393,21 @@ pub(crate) fn app_credential_owner(
     accept_app_credential(cloud, cred, secret)
 }
 
+/// The user and project application credential `id` stands for, when it has not expired, for
+/// a client that proved itself otherwise than by the secret (Entra's certificate credentials,
+/// whose certificate the caller has checked).
+pub(crate) fn app_credential_holder(
+    cloud: &Cloud,
+    id: &str,
+) -> Result<Authenticated, CredentialRefused> {
+    let cred = cloud
+        .store
+        .read(|v| v.get::<AppCred>(APP_CREDS, id))
+        .ok_or(CredentialRefused::Unknown)?;
+    let secret = cred.secret.clone();
+    accept_app_credential(cloud, cred, &secret)
+}
+
 /// Issues and stores a token for `who`, got with `methods`.
 pub(crate) async fn store_token(
     cloud: &Arc<Cloud>,

@@ -41,6 +41,37 @@ pub enum Command {
     Volume(VolumeCommand),
     /// Show whether the cloud is running, where, and what it holds.
     Status(OutputArgs),
+    /// Register the certificates Entra clients sign in with (the Azure dialect's certificate
+    /// credentials, as an app registration's uploaded certificates): kept in
+    /// <state-dir>/azure-client-certificates/, read at each sign-in (no restart needed).
+    #[command(subcommand)]
+    EntraCertificate(EntraCertificateCommand),
+}
+
+/// `entra-certificate` commands.
+// `<state-dir>` is a placeholder in clap's help, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
+#[derive(Debug, clap::Subcommand)]
+pub enum EntraCertificateCommand {
+    /// Register the certificates of a PEM file for a client; a private key in the file is
+    /// not kept. Prints each certificate's thumbprint.
+    Add {
+        /// The client: an application credential's ID or the user's ID (GUID or 32 hex digits).
+        client_id: String,
+        /// PEM file holding the certificate (cert.pem, or the cert+key file a client uses).
+        file: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Unregister a client's certificate (by thumbprint: hex SHA-1 or x5t), or all of them.
+    Remove {
+        /// The client (GUID or 32 hex digits).
+        client_id: String,
+        /// The certificate's thumbprint (default: every certificate of the client).
+        thumbprint: Option<String>,
+    },
+    /// List the registered certificates.
+    List(OutputArgs),
 }
 
 /// Flags of `serve`.
@@ -94,6 +125,12 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert-file.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
+    /// Serve the API over HTTPS with a certificate of the cloud's own CA: the CA is made on
+    /// first start and kept in <state-dir>/tls/ca.pem (trust that file, e.g.
+    /// REQUESTS_CA_BUNDLE); the serving certificate, for the --listen address, localhost and
+    /// the --public-url host, is signed again at every start.
+    #[arg(long, conflicts_with = "tls_cert_file")]
+    pub tls_self_signed: bool,
     /// Loopback addresses load balancer VIPs are allocated from (listeners bind there); must
     /// lie inside 127.0.0.0/8, prefix /8 to /30.
     #[arg(long, value_name = "CIDR", default_value = "127.0.100.0/24")]
@@ -321,6 +358,19 @@ mod tests {
             Some(0.5)
         );
         assert!(Top::try_parse_from(["local-cloud", "serve", "--inject-error-rate", "2"]).is_err());
+        let e = Top::try_parse_from([
+            "local-cloud",
+            "serve",
+            "--tls-self-signed",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+        ])
+        .expect_err("contradictory TLS flags")
+        .to_string();
+        assert!(
+            e.contains("--tls-self-signed") && e.contains("--tls-cert-file"),
+            "{e}"
+        );
         for (flag, value) in [
             ("--token-ttl", "0s"),
             ("--token-ttl", "1e300h"),
@@ -341,6 +391,7 @@ mod tests {
             ("--availability-zones", "az\n2"),
             ("--follow-aws-address-map", "10.0.0.0/16=10.1.0.0/16"),
             ("--follow-aws-interval", "0s"),
+            ("--tls-cert-file", "c.pem"),
         ] {
             let e = Top::try_parse_from(["local-cloud", "serve", flag, value])
                 .expect_err(value)

@@ -28,7 +28,7 @@ impl Client {
             let (url, cert) = running_server(state_dir)?;
             if let Some(cert) = cert {
                 let pem = hypercloud_cloudprovider::input::read_named(
-                    "the running server's certificate (tls_cert_file in server.json)",
+                    "the running server's certificate (tls_ca_file in server.json)",
                     &cert,
                     hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES,
                 )?;
@@ -222,7 +222,12 @@ pub(super) fn running_server(state_dir: &Path) -> Result<(String, Option<PathBuf
         path: path.clone(),
         source,
     })?;
-    let cert = info["tls_cert_file"].as_str().map(PathBuf::from);
+    // What to trust: the CA of --tls-self-signed (or the served certificate), else (a server
+    // of an older build) the served certificate.
+    let cert = info["tls_ca_file"]
+        .as_str()
+        .or_else(|| info["tls_cert_file"].as_str())
+        .map(PathBuf::from);
     info["api_url"]
         .as_str()
         .map(|u| (u.to_owned(), cert))

@@ -19,6 +19,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         inject_operation_failure_rate,
         tls_cert_file,
         tls_private_key_file,
+        tls_self_signed,
         lb_vip_pool,
         enforce_member_security_groups,
         volume_backing,
@@ -55,6 +56,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
                 cert_file,
                 key_file,
             }),
+        tls_self_signed,
         lb_vip_pool,
         enforce_member_security_groups,
         volume_backing,
@@ -126,10 +128,9 @@ pub(super) fn write_client_configs(config: &ServerConfig, handle: &ServerHandle)
     } else {
         "<your --password>".to_owned()
     };
-    let cacert = config
-        .tls
-        .as_ref()
-        .map(|t| format!("    cacert: {}\n", t.cert_file.display()))
+    let cacert = handle
+        .tls_ca_file()
+        .map(|f| format!("    cacert: {}\n", f.display()))
         .unwrap_or_default();
     let clouds = |password: &str| {
         format!(
@@ -159,6 +160,15 @@ pub(super) fn write_client_configs(config: &ServerConfig, handle: &ServerHandle)
             source,
         })?;
     }
+    let trust = handle
+        .tls_ca_file()
+        .map(|f| {
+            format!(
+                "\x20 TLS trust:    {f}   (export REQUESTS_CA_BUNDLE={f})\n",
+                f = f.display()
+            )
+        })
+        .unwrap_or_default();
     let metadata = handle
         .metadata_addr()
         .map_or("not running (--no-metadata)".to_owned(), |a| {
@@ -171,6 +181,7 @@ pub(super) fn write_client_configs(config: &ServerConfig, handle: &ServerHandle)
          \x20 metadata:     {metadata}\n\
          \x20 config drive: {drive}/<instance-id>/openstack/latest/meta_data.json\n\
          \x20 state:        {state}\n\
+         {trust}\
          \n\
          Point the openstack CLI at it ({clouds_path} holds this clouds.yaml):\n\
          \x20 export OS_CLIENT_CONFIG_FILE={clouds_path} OS_CLOUD=local\n\

@@ -5,48 +5,63 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use hypercloud_localcloud::{Server, ServerHandle};
+use hypercloud_localcloud::{Server, ServerConfig, ServerHandle};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-const TENANT: &str = hypercloud_localcloud::defaults::AZURE_TENANT_ID;
-const V: &str = "api-version=2024-11-01";
+pub const TENANT: &str = hypercloud_localcloud::defaults::AZURE_TENANT_ID;
+pub const V: &str = "api-version=2024-11-01";
+pub const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
-struct Azure {
-    handle: ServerHandle,
-    http: reqwest::Client,
-    url: String,
-    ca: PathBuf,
+pub struct Azure {
+    pub handle: ServerHandle,
+    pub http: reqwest::Client,
+    pub url: String,
+    pub ca: PathBuf,
+    /// The state directory.
+    pub state: PathBuf,
     _dir: tempfile::TempDir,
 }
 
-async fn start() -> Azure {
+/// A cloud served over TLS with its own CA (`--tls-self-signed`), and a client trusting it.
+pub async fn start() -> Azure {
     start_with(|_| {}).await
 }
 
-async fn start_with(f: impl FnOnce(&mut hypercloud_localcloud::ServerConfig)) -> Azure {
+/// [`start`], with the config changed by `f` first.
+pub async fn start_with(f: impl FnOnce(&mut ServerConfig)) -> Azure {
     let dir = tempfile::tempdir().unwrap();
-    let (mut config, ca, http) = crate::support::tls_config(dir.path());
+    let state = dir.path().join("state");
+    let mut config = ServerConfig {
+        tls_self_signed: true,
+        ..ServerConfig::ephemeral(&state)
+    };
     f(&mut config);
     let handle = Server::bind(config).await.unwrap();
+    let ca = handle.tls_ca_file().unwrap().to_owned();
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap())
+        .build()
+        .unwrap();
     let url = handle.api_url().to_owned();
     Azure {
         handle,
         http,
         url,
         ca,
+        state,
         _dir: dir,
     }
 }
 
-struct Answer {
-    status: StatusCode,
-    body: Value,
-    headers: reqwest::header::HeaderMap,
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Azure {
-    async fn call(
+    pub async fn call(
         &self,
         method: Method,
         path: &str,
@@ -81,7 +96,7 @@ impl Azure {
         }
     }
 
-    async fn token_form(&self, tenant: &str, form: &[(&str, &str)]) -> Answer {
+    pub async fn token_form(&self, tenant: &str, form: &[(&str, &str)]) -> Answer {
         let resp = self
             .http
             .post(format!("{}/{tenant}/oauth2/v2.0/token", self.url))
@@ -99,7 +114,7 @@ impl Azure {
     }
 
     /// The seeded user's ID, from Keystone.
-    async fn user_id(&self) -> String {
+    pub async fn user_id(&self) -> String {
         let a = self
             .call(
                 Method::POST,
@@ -112,7 +127,7 @@ impl Azure {
         a.body["token"]["user"]["id"].as_str().unwrap().to_owned()
     }
 
-    async fn token(&self, client: &str, secret: &str) -> String {
+    pub async fn token(&self, client: &str, secret: &str) -> String {
         let a = self
             .token_form(
                 TENANT,
@@ -133,7 +148,7 @@ impl Azure {
 /// A token request's tenant and form, and the status, error and description it must get.
 type Refusal<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str, &'a str);
 
-fn guid(hex: &str) -> String {
+pub fn guid(hex: &str) -> String {
     uuid::Uuid::try_parse(hex).unwrap().hyphenated().to_string()
 }
 
@@ -158,7 +173,7 @@ async fn entra_issues_tokens_to_known_clients_and_names_every_refusal() {
     let token = az.token(&user, "hypercloud").await;
     assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
 
-    let refusals: [Refusal<'_>; 6] = [
+    let refusals: [Refusal<'_>; 7] = [
         (
             TENANT,
             vec![
@@ -215,10 +230,23 @@ async fn entra_issues_tokens_to_known_clients_and_names_every_refusal() {
                 ("client_id", &user),
                 ("scope", "https://management.azure.com/.default"),
                 ("client_assertion", "x.y.z"),
+                ("client_assertion_type", JWT_BEARER),
             ],
             400,
             "invalid_request",
-            "not implemented",
+            "AADSTS50027",
+        ),
+        (
+            TENANT,
+            vec![
+                ("grant_type", "client_credentials"),
+                ("client_id", &user),
+                ("scope", "https://management.azure.com/.default"),
+                ("client_assertion", "x.y.z"),
+            ],
+            400,
+            "invalid_request",
+            "'client_assertion_type'",
         ),
     ];
     for (tenant, form, status, error, says) in refusals {
@@ -416,34 +444,66 @@ async fn resource_manager_needs_an_api_version_and_a_token_and_keeps_resource_gr
 }
 
 /// Runs a conformance script of Microsoft's SDK for Python against a fresh cloud, signed in as
-/// the cloud's user, and checks it ended with `ok`.
-async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32) {
+/// the cloud's user, and checks it ended with `ok`. With `vm`, a VM of that name is made first
+/// (group `imds-rg`) for the script to ask the instance metadata service as.
+async fn run_sdk_script(name: &str, ok: &str, timeout_secs: u32, vm: Option<&str>) {
     let python = hypercloud_testenv::venv_python("venv-azure", "azure.mgmt.resource", "azure");
-    run_script(python, None, name, ok, timeout_secs).await;
+    run_script(python, None, name, ok, timeout_secs, vm).await;
 }
 
-/// Runs `name` with `python` (and `AZ`, the az executable, when given) against a fresh cloud.
+/// Runs `name` with `python` (and `AZ`, the az executable, when given) against a fresh cloud;
+/// [`run_sdk_script`] says what `vm` is for.
 async fn run_script(
     python: PathBuf,
     az_cli: Option<PathBuf>,
     name: &str,
     ok: &str,
     timeout_secs: u32,
+    vm: Option<&str>,
 ) {
     let script = hypercloud_testenv::repo_root()
         .join("hack/conformance")
         .join(name);
     let az = start().await;
     let user = guid(&az.user_id().await);
+    // A certificate registered for the user (CertificateCredential), and one that is not.
+    let certs = tempfile::tempdir().unwrap();
+    let registered = crate::azure_certificates::client_cert(certs.path(), "registered");
+    let unregistered = crate::azure_certificates::client_cert(certs.path(), "unregistered");
+    crate::azure_certificates::local_cloud(
+        &az.state,
+        &[
+            "entra-certificate",
+            "add",
+            &user,
+            registered.cert_file.to_str().unwrap(),
+        ],
+    )
+    .await
+    .unwrap();
+    if let Some(vm) = vm {
+        let token = az.token(&user, "hypercloud").await;
+        crate::azure_imds::arm_vms(&az, &token, "imds-rg", &[vm]).await;
+    }
+    let imds = format!("http://{}", az.handle.metadata_addr().unwrap());
+    let instance = vm.unwrap_or_default().to_owned();
     // On a thread of its own: the cloud answers from this test's runtime meanwhile.
     let (url, ca, run) = (az.url.clone(), az.ca.clone(), script.clone());
     let out = tokio::task::spawn_blocking(move || {
         Command::new(python)
             .arg(&run)
+            .env("AZURE_POD_IDENTITY_AUTHORITY_HOST", imds)
+            .env("AZURE_IMDS_INSTANCE", instance)
+            .env("AZURE_IMDS_GROUP", "imds-rg")
             .env("AZURE_ENDPOINT", url)
             .env("AZURE_TENANT_ID", TENANT)
             .env("AZURE_CLIENT_ID", user)
             .env("AZURE_CLIENT_SECRET", "hypercloud")
+            .env("AZURE_CLIENT_CERTIFICATE_PATH", &registered.cert_and_key)
+            .env(
+                "AZURE_CLIENT_UNREGISTERED_CERTIFICATE_PATH",
+                &unregistered.cert_and_key,
+            )
             .env("AZURE_LOCATION", "regionone")
             .env("REQUESTS_CA_BUNDLE", ca)
             .env("AZURE_CONFORMANCE_TIMEOUT", timeout_secs.to_string())
@@ -457,13 +517,21 @@ async fn run_script(
     az.handle.shutdown().await.unwrap();
 }
 
-/// Microsoft's SDK for Python, unchanged: azure-identity's ClientSecretCredential gets a
-/// token from the tenant's endpoint, azure-mgmt-resource lists the subscription and creates,
+/// Microsoft's SDK for Python, unchanged: azure-identity's ClientSecretCredential and
+/// CertificateCredential (with a certificate registered by `local-cloud entra-certificate add`;
+/// an unregistered one refused with AADSTS700027) get tokens from the tenant's endpoint,
+/// ManagedIdentityCredential one from the instance metadata service as a VM made here, azure-mgmt-resource lists the subscription and creates,
 /// reads, lists and deletes resource groups (a long-running delete polled to its end), and a
 /// wrong secret and a missing group surface as the SDK's own typed errors.
 #[tokio::test]
 async fn azure_sdk_conformance() {
-    run_sdk_script("azure_conformance.py", "azure conformance: ok", 60).await;
+    run_sdk_script(
+        "azure_conformance.py",
+        "azure conformance: ok",
+        60,
+        Some("imds-vm"),
+    )
+    .await;
 }
 
 /// azure-mgmt-network and azure-mgmt-compute, unchanged, drive every Microsoft.Network and
@@ -477,6 +545,7 @@ async fn azure_resources_sdk_conformance() {
         "azure_resources_conformance.py",
         "azure resources conformance: ok",
         300,
+        None,
     )
     .await;
 }
@@ -487,7 +556,13 @@ async fn azure_resources_sdk_conformance() {
 /// subnet's security group enforced (hack/conformance/azure_lb_conformance.py).
 #[tokio::test]
 async fn azure_load_balancers_carry_traffic() {
-    run_sdk_script("azure_lb_conformance.py", "azure lb conformance: ok", 300).await;
+    run_sdk_script(
+        "azure_lb_conformance.py",
+        "azure lb conformance: ok",
+        300,
+        None,
+    )
+    .await;
 }
 
 /// `--inject-operation-failure-rate azure=1`: a change is accepted as ARM accepts one, its
@@ -580,6 +655,7 @@ async fn azure_cli_conformance() {
         "azure_cli_conformance.py",
         "azure cli conformance: ok",
         600,
+        None,
     )
     .await;
 }

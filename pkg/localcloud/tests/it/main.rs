@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod azure;
+mod azure_certificates;
+mod azure_imds;
 mod backing;
 mod compute;
 mod dialects;
@@ -17,4 +19,5 @@ mod network;
 mod security_groups;
 mod support;
 mod timestamps;
+mod tls;
 mod volume;

@@ -246,7 +246,10 @@ fn not_found() -> hypercloud_cloudprovider::Error {
 
 #[async_trait]
 impl Instances for Azure {
-    async fn node_addresses(&self, name: &str) -> hypercloud_cloudprovider::Result<Vec<NodeAddress>> {
+    async fn node_addresses(
+        &self,
+        name: &str,
+    ) -> hypercloud_cloudprovider::Result<Vec<NodeAddress>> {
         let vm = self
             .vm_of_node(name)
             .await
@@ -363,7 +366,11 @@ impl InstancesV2 for Azure {
             .await
             .map_err(Error::into_provider_error)?
             .ok_or_else(not_found)?;
-        let name = node.metadata.name.clone().unwrap_or_else(|| Self::name_of(&vm));
+        let name = node
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_else(|| Self::name_of(&vm));
         let zone = zone_of(&vm, &self.config.location);
         Ok(InstanceMetadata {
             provider_id: self.id_of(&vm).map_err(Error::into_provider_error)?,
@@ -388,7 +395,10 @@ impl Zones for Azure {
         self.get_zone_by_node_name(&host).await
     }
 
-    async fn get_zone_by_provider_id(&self, provider_id: &str) -> hypercloud_cloudprovider::Result<Zone> {
+    async fn get_zone_by_provider_id(
+        &self,
+        provider_id: &str,
+    ) -> hypercloud_cloudprovider::Result<Zone> {
         let vm = self
             .vm_of_provider_id(provider_id)
             .await
@@ -434,7 +444,10 @@ mod tests {
             id,
             "azure:///subscriptions/sub/resourceGroups/my-rg/providers/Microsoft.Compute/virtualMachines/node-1"
         );
-        assert_eq!(parse_provider_id(&id).expect("parsed"), ("my-rg".into(), "node-1".into()));
+        assert_eq!(
+            parse_provider_id(&id).expect("parsed"),
+            ("my-rg".into(), "node-1".into())
+        );
         for bad in [
             "aws:///x",
             "azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v",
@@ -450,16 +463,27 @@ mod tests {
         let zonal = vm(json!({"location": "WestEurope", "zones": ["2"], "properties": {}}));
         assert_eq!(zone_of(&zonal, "x").failure_domain, "westeurope-2");
         assert_eq!(zone_of(&zonal, "x").region, "westeurope");
-        let fd = vm(json!({"location": "regionone", "properties": {"instanceView": {"platformFaultDomain": 1, "statuses": [{"code": "PowerState/deallocating"}]}}}));
+        let fd = vm(
+            json!({"location": "regionone", "properties": {"instanceView": {"platformFaultDomain": 1, "statuses": [{"code": "PowerState/deallocating"}]}}}),
+        );
         assert_eq!(zone_of(&fd, "x").failure_domain, "1");
         assert!(is_shut_down(&fd));
-        let running = vm(json!({"properties": {"instanceView": {"statuses": [{"code": "ProvisioningState/succeeded"}, {"code": "PowerState/running"}]}}}));
+        let running = vm(
+            json!({"properties": {"instanceView": {"statuses": [{"code": "ProvisioningState/succeeded"}, {"code": "PowerState/running"}]}}}),
+        );
         assert!(!is_shut_down(&running));
-        let stopping = vm(json!({"properties": {"instanceView": {"statuses": [{"code": "PowerState/stopping"}]}}}));
+        let stopping = vm(
+            json!({"properties": {"instanceView": {"statuses": [{"code": "PowerState/stopping"}]}}}),
+        );
         assert!(!is_shut_down(&stopping));
-        assert!(is_shut_down(&vm(json!({"properties": {}}))), "no instance view reads as stopped");
-        let two = vm(json!({"properties": {"networkProfile": {"networkInterfaces": [
-            {"id": "a"}, {"id": "b", "properties": {"primary": true}}]}}}));
+        assert!(
+            is_shut_down(&vm(json!({"properties": {}}))),
+            "no instance view reads as stopped"
+        );
+        let two = vm(
+            json!({"properties": {"networkProfile": {"networkInterfaces": [
+            {"id": "a"}, {"id": "b", "properties": {"primary": true}}]}}}),
+        );
         assert_eq!(primary_nic_id(&two).as_deref(), Some("b"));
     }
 }

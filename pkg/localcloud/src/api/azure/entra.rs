@@ -1,12 +1,17 @@
 //! Microsoft Entra, as much as a service principal needs: the tenant's OpenID configuration
 //! (`/{tenant}/v2.0/.well-known/openid-configuration`) and its token endpoint
-//! (`/{tenant}/oauth2/v2.0/token`, the client-credentials grant with a client secret). A client
-//! is a Keystone application credential (client ID its ID, in GUID form or not; secret its
-//! secret) or the cloud's user (client ID the user's ID, secret the password). The access
-//! token is a JWT (HS256, the cloud's own key) standing for a stored Keystone token, so it
-//! expires and is revoked as that token is; Resource Manager accepts nothing else. Errors
-//! are Entra's (`{"error", "error_description": "AADSTS...", "error_codes"}`). Client
-//! assertions (certificate credentials) are refused by name: not implemented yet.
+//! (`/{tenant}/oauth2/v2.0/token`, the client-credentials grant with a client secret or a
+//! client assertion). A client is a Keystone application credential (client ID its ID, in GUID
+//! form or not; secret its secret) or the cloud's user (client ID the user's ID, secret the
+//! password). A client proves itself with a certificate ([`assertion`]) once the operator has
+//! registered the certificate for it ([`certificates`]). The access token is a JWT (HS256, the
+//! cloud's own key) standing for a stored Keystone token, so it expires and is revoked as that
+//! token is; Resource Manager accepts nothing else. The Azure metadata service's managed
+//! identity tokens come from the same signer ([`ManagedIdentityTokens`]). Errors are Entra's
+//! (`{"error", "error_description": "AADSTS...", "error_codes"}`).
+
+mod assertion;
+pub(crate) mod certificates;
 
 use std::sync::Arc;
 
@@ -18,7 +23,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{guid, unguid};
 use crate::api::identity::{self, Authenticated, CredentialRefused, User, USERS};
@@ -79,7 +84,7 @@ async fn openid_configuration(State(cloud): Ctx, Path(tenant): Path<String>) -> 
         StatusCode::OK,
         json!({
             "token_endpoint": format!("{base}/oauth2/v2.0/token"),
-            "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic", "private_key_jwt"],
             "jwks_uri": format!("{base}/discovery/v2.0/keys"),
             "response_modes_supported": ["query", "fragment", "form_post"],
             "subject_types_supported": ["pairwise"],
@@ -132,15 +137,7 @@ fn authenticate(
             Ok((Authenticated::by_password(user, project_id), "password"))
         }
         Some(_) => Err(Box::new(invalid_secret())),
-        None => Err(Box::new(entra_error(
-            StatusCode::BAD_REQUEST,
-            "unauthorized_client",
-            700016,
-            &format!(
-                "Application with identifier '{client_id}' was not found in the directory '{}'.",
-                defaults::AZURE_TENANT_ID
-            ),
-        ))),
+        None => Err(Box::new(unknown_client(client_id))),
     }
 }
 
@@ -204,15 +201,22 @@ async fn token(State(cloud): Ctx, Path(tenant): Path<String>, body: Bytes) -> Re
             &format!("The provided value for scope {scope} is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier (application ID URI)."),
         );
     };
-    if field("client_assertion").is_some() {
-        return entra_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            50027,
-            "Client assertions (certificate credentials) are not implemented by the local cloud yet; use a client secret.",
-        );
-    }
-    let Some(secret) = field("client_secret") else {
+    let proved = if let Some(jwt) = field("client_assertion") {
+        match field("client_assertion_type") {
+            Some(assertion::JWT_BEARER) => by_certificate(&cloud, &tenant, client_id, jwt),
+            Some(other) => {
+                return entra_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    900144,
+                    &format!("The provided value for the input parameter 'client_assertion_type' is not valid: '{}'. Expected '{}'.", other.chars().filter(|c| !c.is_control()).take(100).collect::<String>(), assertion::JWT_BEARER),
+                )
+            }
+            None => return missing("client_assertion_type"),
+        }
+    } else if let Some(secret) = field("client_secret") {
+        authenticate(&cloud, client_id, secret)
+    } else {
         return entra_error(
             StatusCode::UNAUTHORIZED,
             "invalid_client",
@@ -220,17 +224,61 @@ async fn token(State(cloud): Ctx, Path(tenant): Path<String>, body: Bytes) -> Re
             "The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
         );
     };
-    let (who, method) = match authenticate(&cloud, client_id, secret) {
+    let (who, method) = match proved {
         Ok(c) => c,
         Err(r) => return *r,
     };
-    let user = guid(&who.user.id);
-    let stored = match identity::store_token(&cloud, who, vec![method.to_owned()]).await {
-        Ok(t) => t,
-        Err(e) => return e.into_response(),
+    let grant = Grant {
+        who,
+        methods: vec![method.to_owned()],
+        audience: aud,
+        app_id: client_id.to_owned(),
+        extra: Map::new(),
     };
-    let claims = json!({
-        "aud": aud,
+    match issue(&cloud, grant).await {
+        Ok(t) => {
+            let expires_in = t.expires_at.saturating_sub(now());
+            reply(
+                StatusCode::OK,
+                json!({
+                    "token_type": "Bearer",
+                    "expires_in": expires_in,
+                    "ext_expires_in": expires_in,
+                    "access_token": t.access_token,
+                }),
+            )
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// What an access token is issued for.
+struct Grant {
+    who: Authenticated,
+    /// The Keystone methods the stored token records.
+    methods: Vec<String>,
+    /// `aud`: the resource (`https://management.azure.com`).
+    audience: String,
+    /// `appid`: the client ID as the client gave it.
+    app_id: String,
+    /// More claims (a managed identity's `xms_mirid`).
+    extra: Map<String, Value>,
+}
+
+/// An issued access token.
+struct Issued {
+    access_token: String,
+    issued_at: u64,
+    expires_at: u64,
+}
+
+/// Stores the Keystone token an access token stands for and signs the access token: the
+/// token endpoint's and the metadata service's one way of issuing.
+async fn issue(cloud: &Arc<Cloud>, grant: Grant) -> Result<Issued, crate::api::ApiError> {
+    let user = guid(&grant.who.user.id);
+    let stored = identity::store_token(cloud, grant.who, grant.methods).await?;
+    let mut claims = json!({
+        "aud": grant.audience,
         "iss": format!("{}/{}/v2.0", cloud.base_url, defaults::AZURE_TENANT_ID),
         "iat": stored.issued_at,
         "nbf": stored.issued_at,
@@ -238,24 +286,126 @@ async fn token(State(cloud): Ctx, Path(tenant): Path<String>, body: Bytes) -> Re
         "tid": defaults::AZURE_TENANT_ID,
         "oid": user,
         "sub": user,
-        "appid": client_id,
+        "appid": grant.app_id,
         "idtyp": "app",
         "ver": "1.0",
         "jti": stored.id,
     });
-    let access_token = match sign(&cloud, &claims).await {
-        Ok(t) => t,
-        Err(e) => return e.into_response(),
+    if let Some(c) = claims.as_object_mut() {
+        c.extend(grant.extra);
+    }
+    Ok(Issued {
+        access_token: sign(cloud, &claims).await?,
+        issued_at: stored.issued_at,
+        expires_at: stored.expires_at,
+    })
+}
+
+/// Issues the Azure VMs' managed identity tokens for the metadata service: tokens of the VM's
+/// owner in its project, from the same signer as the token endpoint's, so Resource Manager
+/// takes them.
+pub(crate) struct ManagedIdentityTokens(pub Arc<Cloud>);
+
+impl crate::metadata::ManagedIdentity for ManagedIdentityTokens {
+    fn issue(&self, request: crate::metadata::IdentityRequest) -> crate::metadata::Issuing<'_> {
+        Box::pin(async move {
+            let cloud = &self.0;
+            let user = cloud
+                .store
+                .read(|v| v.get::<User>(USERS, &request.user_id))
+                .ok_or_else(|| {
+                    crate::api::ApiError::not_found(
+                        "IdentityNotFound",
+                        format!("The VM's owner {} no longer exists.", request.user_id),
+                    )
+                })?;
+            let mut extra = Map::new();
+            extra.insert("xms_mirid".into(), json!(request.resource_id));
+            let grant = Grant {
+                who: Authenticated::by_password(user, request.project_id),
+                methods: vec!["managed_identity".to_owned()],
+                audience: request.resource,
+                app_id: request.client_id,
+                extra,
+            };
+            let t = issue(cloud, grant).await?;
+            Ok(crate::metadata::IdentityToken {
+                access_token: t.access_token,
+                issued_at: t.issued_at,
+                expires_at: t.expires_at,
+            })
+        })
+    }
+}
+
+/// The client a client assertion authenticates: the client must exist, the certificate the
+/// assertion names be registered for it and valid, its key have signed the assertion, and the
+/// claims be the client's, for this token endpoint, and current.
+fn by_certificate(
+    cloud: &Cloud,
+    tenant: &str,
+    client_id: &str,
+    jwt: &str,
+) -> Result<(Authenticated, &'static str), Box<Response>> {
+    let refused = |r: assertion::Refusal| {
+        let status = if r.error == "invalid_client" {
+            StatusCode::UNAUTHORIZED
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        Box::new(entra_error(status, r.error, r.code, &r.description))
     };
-    let expires_in = stored.expires_at.saturating_sub(now());
-    reply(
-        StatusCode::OK,
-        json!({
-            "token_type": "Bearer",
-            "expires_in": expires_in,
-            "ext_expires_in": expires_in,
-            "access_token": access_token,
-        }),
+    let a = assertion::Assertion::parse(jwt).map_err(refused)?;
+    let id = unguid(client_id);
+    let who = match identity::app_credential_holder(cloud, &id) {
+        Ok(who) => (who, "application_credential"),
+        Err(CredentialRefused::Expired) => {
+            return Err(Box::new(entra_error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_client",
+                700027,
+                &format!("Client assertion contains an invalid signature. [Reason - The key used is expired: the application credential '{client_id}' has expired.]"),
+            )))
+        }
+        Err(_) => match cloud.store.read(|v| v.get::<User>(USERS, &id)) {
+            Some(user) => {
+                let project_id = user.default_project_id.clone();
+                (Authenticated::by_password(user, project_id), "x509")
+            }
+            None => return Err(Box::new(unknown_client(client_id))),
+        },
+    };
+    let registered = certificates::registered(&cloud.config.state_dir, client_id)
+        .map_err(|e| Box::new(crate::api::ApiError::from(e).into_response()))?;
+    let Some(cert) = registered.iter().find(|c| a.names(c)) else {
+        return Err(Box::new(entra_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            700027,
+            &format!("The certificate with identifier used to sign the client assertion is not registered on application. [Reason - The key was not found., Thumbprint of key used by client: '{}'; register it with `hypercloud local-cloud entra-certificate add {client_id} CERT.pem`]", a.thumbprint_hex()),
+        )));
+    };
+    let now_secs = i64::try_from(now()).unwrap_or(i64::MAX);
+    a.verify_with(cert, now_secs).map_err(refused)?;
+    let endpoint = |t: &str| format!("{}/{t}/oauth2/v2.0/token", cloud.base_url);
+    let audiences = [endpoint(defaults::AZURE_TENANT_ID), endpoint(tenant)];
+    let precise_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    a.check_claims(client_id, &audiences, precise_now)
+        .map_err(refused)?;
+    Ok(who)
+}
+
+fn unknown_client(client_id: &str) -> Response {
+    entra_error(
+        StatusCode::BAD_REQUEST,
+        "unauthorized_client",
+        700016,
+        &format!(
+            "Application with identifier '{client_id}' was not found in the directory '{}'.",
+            defaults::AZURE_TENANT_ID
+        ),
     )
 }
 
