@@ -13,7 +13,8 @@
 //! provider ID `azure:///subscriptions/<s>/resourceGroups/<g>/providers/Microsoft.Compute/virtualMachines/<name>`,
 //! addresses from the primary NIC's primary IP configuration and its public IP, instance type
 //! the VM size, zone `<location>-<n>` or the fault domain, a stopped, deallocating or
-//! deallocated VM shut down).
+//! deallocated VM shut down); Routes (`src/routes.rs`: one route per node in `routeTableName`,
+//! named as the node, next hop its private address).
 //!
 //! Start here: [`register`] and [`Azure`]; then `src/instances.rs`, [`client`] and
 //! `docs/azure-arm-client.md`. Not planned: scale sets (`vmType` `vmss`, `vmssflex`), reading
@@ -24,6 +25,7 @@ pub mod config;
 pub mod error;
 mod instances;
 pub mod models;
+mod routes;
 
 use std::sync::Arc;
 
@@ -53,6 +55,8 @@ pub fn register(registry: &mut Registry) {
 pub struct Azure {
     config: Arc<Config>,
     options: ArmOptions,
+    /// The environment, when given already resolved (else `config.environment()`).
+    environment: Option<config::Environment>,
     arm: OnceCell<Arm>,
 }
 
@@ -76,7 +80,21 @@ impl Azure {
         Azure {
             config: Arc::new(config),
             options,
+            environment: None,
             arm: OnceCell::new(),
+        }
+    }
+
+    /// A provider with the environment already resolved (tests; a caller that read the
+    /// AzureStackCloud file itself).
+    pub fn with_environment(
+        config: Config,
+        environment: config::Environment,
+        options: ArmOptions,
+    ) -> Self {
+        Azure {
+            environment: Some(environment),
+            ..Self::with_options(config, options)
         }
     }
 
@@ -111,7 +129,10 @@ impl Azure {
     pub(crate) async fn arm(&self) -> Result<&Arm> {
         self.arm
             .get_or_try_init(|| async {
-                let environment = self.config.environment()?;
+                let environment = match &self.environment {
+                    Some(e) => e.clone(),
+                    None => self.config.environment()?,
+                };
                 let arm = Arm::new(&self.config, &environment, &self.options)?;
                 arm.authenticate().await?;
                 tracing::info!(
@@ -151,6 +172,15 @@ impl Interface for Azure {
     /// As upstream's azure provider.
     fn has_cluster_id(&self) -> bool {
         true
+    }
+
+    // routes: only with azure.json's routeTableName, as upstream starts no route controller
+    // without one.
+    fn routes(&self) -> Option<&dyn hypercloud_cloudprovider::Routes> {
+        self.config
+            .route_table_name
+            .is_some()
+            .then_some(self as &dyn hypercloud_cloudprovider::Routes)
     }
 
     hypercloud_cloudprovider::capability_getters! {

@@ -6,5 +6,6 @@
 
 mod arm;
 mod faults;
+mod instances;
 mod support;
 mod tokens;
