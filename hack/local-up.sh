@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce] [--mode external|in-tree] [--nodes N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure] [--mode external|in-tree] [--nodes N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -19,6 +19,11 @@
 #                              GCE's metadata server, --cloud-provider=gce (steps in
 #                              hack/lib/cloud-gce.sh); the load balancer is a forwarding rule to
 #                              a target pool, curled through as on the local cloud.
+#   --cloud azure:             the local cloud spoken to in its Azure Resource Manager dialect
+#                              over TLS (its own CA), signed in to through Entra,
+#                              --cloud-provider=azure with upstream's azure.json (steps in
+#                              hack/lib/cloud-azure.sh); the load balancer is a frontend of the
+#                              Standard load balancer `kubernetes`, curled through.
 #   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call; the
 #                              scheduler leaves the demo's pods Pending until the
 #                              cloud-controller-manager initialises the Nodes from the cloud
@@ -84,7 +89,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
-case "$cloud" in local|aws|vsphere|gce) ;; *) echo "local-up: --cloud must be local, aws, vsphere or gce, got '$cloud'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere|gce|azure) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce or azure, got '$cloud'" >&2; exit 2 ;; esac
 case "$nodes" in ''|*[!0-9]*) echo "local-up: --nodes must be a number, got '$nodes'" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 50 ] || { echo "local-up: --nodes must be between 1 and 50" >&2; exit 2; }
 
