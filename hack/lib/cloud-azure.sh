@@ -81,8 +81,12 @@ cloud_create_instances() {
   az_arm put "$g/providers/Microsoft.Network/virtualNetworks/nodes-vnet" "$(printf '{"location":"%s","properties":{"addressSpace":{"addressPrefixes":["127.7.0.0/16"]},"subnets":[{"name":"nodes","properties":{"addressPrefix":"127.7.1.0/24","networkSecurityGroup":{"id":"/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/networkSecurityGroups/nodes-nsg"}}}]}}' "$az_location" "$AZURE_SUBSCRIPTION_ID" "$az_group")" >/dev/null || fail "virtual network"
   az_arm put "$g/providers/Microsoft.Compute/availabilitySets/nodes" "{\"location\":\"$az_location\",\"sku\":{\"name\":\"Aligned\"},\"properties\":{\"platformFaultDomainCount\":2}}" >/dev/null || fail "availability set"
   for i in $(seq 1 "$1"); do
-    nic=$(az_arm put "$g/providers/Microsoft.Network/networkInterfaces/node-$i-nic" "$(printf '{"location":"%s","properties":{"ipConfigurations":[{"name":"ipconfig1","properties":{"primary":true,"subnet":{"id":"/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/nodes-vnet/subnets/nodes"}}}]}}' "$az_location" "$AZURE_SUBSCRIPTION_ID" "$az_group")" \
-      | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])') || fail "NIC node-$i-nic"
+    read -r nic ip < <(az_arm put "$g/providers/Microsoft.Network/networkInterfaces/node-$i-nic" "$(printf '{"location":"%s","properties":{"ipConfigurations":[{"name":"ipconfig1","properties":{"primary":true,"subnet":{"id":"/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/nodes-vnet/subnets/nodes"}}}]}}' "$az_location" "$AZURE_SUBSCRIPTION_ID" "$az_group")" \
+      | python3 -c 'import json,sys; n=json.load(sys.stdin); print(n["id"], n["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"])') || fail "NIC node-$i-nic"
+    # What a VM's instance metadata service tells it is who asks; on one machine each in-tree
+    # kubelet-helper asks from its VM's address, named in its own azure.json.
+    python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(useInstanceMetadata=True, hypercloudInstanceMetadataEndpoint=sys.argv[2], hypercloudInstanceMetadataSourceAddress=sys.argv[3]); json.dump(c, open(sys.argv[4], "w"), indent=2)' \
+      "$dir/azure.json" "http://127.0.0.1:$md_port" "$ip" "$dir/azure-node-$i.json"
     az_arm put "$g/providers/Microsoft.Compute/virtualMachines/node-$i" "$(printf '{"location":"%s","properties":{"hardwareProfile":{"vmSize":"Standard_D2s_v3"},"osProfile":{"computerName":"node-%d","adminUsername":"azureuser"},"storageProfile":{"imageReference":{"publisher":"Canonical","offer":"ubuntu-24_04-lts","sku":"server","version":"latest"}},"networkProfile":{"networkInterfaces":[{"id":"%s","properties":{"primary":true}}]},"availabilitySet":{"id":"/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/availabilitySets/nodes"}}}' "$az_location" "$i" "$nic" "$AZURE_SUBSCRIPTION_ID" "$az_group")" >/dev/null || fail "VM node-$i"
   done
   az_arm get "$g/providers/Microsoft.Compute/virtualMachines" | python3 -c '
@@ -105,10 +109,10 @@ cloud_stop_instance() {
 # Nothing to name: Azure's provider IDs carry names, not generated IDs.
 cloud_ids() { :; }
 
-# In-tree, each kubelet-helper reads the same azure.json (Resource Manager, as upstream's kubelet
-# without useInstanceMetadata).
+# In-tree, each kubelet-helper learns what its VM is from the instance metadata service
+# (useInstanceMetadata, as upstream's kubelet on Azure), asking from its VM's address.
 cloud_node_flags() {
-  node_flags=("--cloud-config=$dir/azure.json")
+  node_flags=("--cloud-config=$dir/azure-node-$1.json")
 }
 
 cloud_volume() {

@@ -518,6 +518,14 @@ pub struct Config {
     /// `routeUpdateWaitingInSeconds`: the wait after a route update before it is trusted
     /// (default 30 s; 1 s to 1 h).
     pub route_update_waiting: Duration,
+    /// hypercloud's `hypercloudInstanceMetadataEndpoint` (not upstream's): where the instance
+    /// metadata service answers; default `$AZURE_POD_IDENTITY_AUTHORITY_HOST` (as
+    /// azure-identity reads it), else `http://169.254.169.254/`, upstream's fixed address.
+    pub instance_metadata_endpoint: Option<String>,
+    /// hypercloud's `hypercloudInstanceMetadataSourceAddress` (not upstream's): the local
+    /// address instance metadata requests come from. The local cloud's service, like Azure's,
+    /// knows a VM by the address that asks; on one machine each node names its own.
+    pub instance_metadata_source_address: Option<std::net::IpAddr>,
     /// Where the config came from, for messages.
     pub origin: String,
     /// Warnings logged while parsing.
@@ -661,6 +669,18 @@ impl Config {
             )?,
         };
         let user_agent = f.text("userAgent")?;
+        let instance_metadata_endpoint = f
+            .text("hypercloudInstanceMetadataEndpoint")?
+            .map(|e| endpoint(&e).map_err(|m| format!("hypercloudInstanceMetadataEndpoint: {m}")))
+            .transpose()?;
+        let instance_metadata_source_address = f
+            .text("hypercloudInstanceMetadataSourceAddress")?
+            .map(|a| {
+                a.trim().parse::<std::net::IpAddr>().map_err(|_| {
+                    format!("hypercloudInstanceMetadataSourceAddress: {a:?} is not an IP address")
+                })
+            })
+            .transpose()?;
         let tags = match f.text("tags")? {
             Some(t) => parse_tags(&t, &mut w)?,
             None => BTreeMap::new(),
@@ -839,6 +859,8 @@ impl Config {
             tags,
             resource_manager_endpoint,
             route_update_waiting,
+            instance_metadata_endpoint,
+            instance_metadata_source_address,
             origin: origin.into(),
             warnings: w.list,
         })
@@ -1823,5 +1845,38 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("tokenAudience: invalid type"), "{e}");
+    }
+
+    #[test]
+    fn hypercloud_instance_metadata_keys_are_checked() {
+        let c = Config::parse(
+            &minimal(r#", "hypercloudInstanceMetadataEndpoint": "http://127.0.0.1:9", "hypercloudInstanceMetadataSourceAddress": "127.7.1.4""#),
+            "azure.json",
+        )
+        .unwrap();
+        assert_eq!(
+            c.instance_metadata_endpoint.as_deref(),
+            Some("http://127.0.0.1:9/")
+        );
+        assert_eq!(
+            c.instance_metadata_source_address,
+            Some("127.7.1.4".parse().unwrap())
+        );
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        for (extra, key) in [
+            (
+                r#", "hypercloudInstanceMetadataEndpoint": "169.254.169.254""#,
+                "hypercloudInstanceMetadataEndpoint",
+            ),
+            (
+                r#", "hypercloudInstanceMetadataSourceAddress": "node-1""#,
+                "hypercloudInstanceMetadataSourceAddress",
+            ),
+        ] {
+            let e = Config::parse(&minimal(extra), "azure.json")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{e}");
+        }
     }
 }

@@ -142,6 +142,16 @@ fn address(kind: &str, value: String) -> NodeAddress {
 }
 
 impl Azure {
+    /// The instance document of the VM this process runs on when it is node `name` (only with
+    /// `useInstanceMetadata`; upstream's `isCurrentInstance` compares the lower-cased name).
+    async fn local_instance(&self, name: &str) -> Result<Option<crate::metadata::Instance>> {
+        let Some(imds) = &self.imds else {
+            return Ok(None);
+        };
+        let i = imds.instance().await?;
+        Ok((i.compute.name.to_lowercase() == name).then_some(i))
+    }
+
     /// The VM named `name` in `group` with its instance view; `None` when it does not exist.
     pub(crate) async fn vm(&self, group: &str, name: &str) -> Result<Option<VirtualMachine>> {
         let arm = self.arm().await?;
@@ -250,6 +260,18 @@ impl Instances for Azure {
         &self,
         name: &str,
     ) -> hypercloud_cloudprovider::Result<Vec<NodeAddress>> {
+        if let Some(i) = self
+            .local_instance(name)
+            .await
+            .map_err(Error::into_provider_error)?
+        {
+            // Upstream's getLocalInstanceNodeAddresses: Hostname, InternalIP, ExternalIP.
+            let (private, public) = i.addresses();
+            let mut out = vec![address("Hostname", name.to_owned())];
+            out.extend(private.map(|ip| address("InternalIP", ip)));
+            out.extend(public.map(|ip| address("ExternalIP", ip)));
+            return Ok(out);
+        }
         let vm = self
             .vm_of_node(name)
             .await
@@ -276,6 +298,20 @@ impl Instances for Azure {
 
     /// The VM's resource ID (without the `azure://` scheme), as upstream's `InstanceID`.
     async fn instance_id(&self, name: &str) -> hypercloud_cloudprovider::Result<String> {
+        if let Some(i) = self
+            .local_instance(name)
+            .await
+            .map_err(Error::into_provider_error)?
+        {
+            // Upstream's getLocalInstanceProviderID: the subscription and group lower-cased,
+            // the node's name.
+            let id = provider_id(
+                &i.compute.subscription_id.to_lowercase(),
+                &i.compute.resource_group_name,
+                name,
+            );
+            return Ok(id.trim_start_matches(PROVIDER_ID_PREFIX).to_owned());
+        }
         let vm = self
             .vm_of_node(name)
             .await
@@ -286,6 +322,14 @@ impl Instances for Azure {
     }
 
     async fn instance_type(&self, name: &str) -> hypercloud_cloudprovider::Result<String> {
+        if let Some(i) = self
+            .local_instance(name)
+            .await
+            .map_err(Error::into_provider_error)?
+            .filter(|i| !i.compute.vm_size.is_empty())
+        {
+            return Ok(i.compute.vm_size);
+        }
         let vm = self
             .vm_of_node(name)
             .await
@@ -388,9 +432,27 @@ impl InstancesV2 for Azure {
 
 #[async_trait]
 impl Zones for Azure {
-    /// The zone of the VM this process runs on, found by the hostname as upstream does
-    /// without the instance metadata service.
+    /// The zone of the VM this process runs on: from the instance metadata service with
+    /// `useInstanceMetadata` (`<location>-<zone>`, else the fault domain), else found by the
+    /// hostname, as upstream.
     async fn get_zone(&self) -> hypercloud_cloudprovider::Result<Zone> {
+        if let Some(imds) = &self.imds {
+            let c = imds
+                .instance()
+                .await
+                .map_err(Error::into_provider_error)?
+                .compute;
+            let location = c.location.to_lowercase();
+            let failure_domain = if c.zone.is_empty() {
+                c.platform_fault_domain
+            } else {
+                format!("{location}-{}", c.zone)
+            };
+            return Ok(Zone {
+                failure_domain,
+                region: location,
+            });
+        }
         let host = hostname().map_err(Error::into_provider_error)?;
         self.get_zone_by_node_name(&host).await
     }

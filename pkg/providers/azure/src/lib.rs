@@ -16,6 +16,10 @@
 //! deallocated VM shut down); Routes (`src/routes.rs`: one route per node in `routeTableName`,
 //! named as the node, next hop its private address).
 //!
+//! With `useInstanceMetadata`, what the VM this process runs on is (its addresses, size, ID and
+//! zone) comes from the instance metadata service (`src/metadata.rs`), as upstream's in-tree
+//! kubelet did; other nodes from Resource Manager.
+//!
 //! Start here: [`register`] and [`Azure`]; then `src/instances.rs`, [`client`] and
 //! `docs/azure-arm-client.md`. Not planned: scale sets (`vmType` `vmss`, `vmssflex`), reading
 //! the config from the `kube-system/azure-cloud-provider` Secret.
@@ -24,6 +28,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 mod instances;
+mod metadata;
 pub mod models;
 mod routes;
 
@@ -58,6 +63,8 @@ pub struct Azure {
     /// The environment, when given already resolved (else `config.environment()`).
     environment: Option<config::Environment>,
     arm: OnceCell<Arm>,
+    /// The instance metadata service, with `useInstanceMetadata`.
+    imds: Option<metadata::Imds>,
 }
 
 impl std::fmt::Debug for Azure {
@@ -77,11 +84,21 @@ impl Azure {
 
     /// A provider with the client's options given.
     pub fn with_options(config: Config, options: ArmOptions) -> Self {
+        // A metadata client that cannot be built (a bad source address) is reported at its
+        // first use by the calls that need it.
+        let imds = config
+            .use_instance_metadata
+            .then(|| metadata::Imds::new(&config))
+            .and_then(|r| {
+                r.map_err(|e| tracing::warn!("instance metadata client: {e}"))
+                    .ok()
+            });
         Azure {
             config: Arc::new(config),
             options,
             environment: None,
             arm: OnceCell::new(),
+            imds,
         }
     }
 

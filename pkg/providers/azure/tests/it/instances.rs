@@ -290,3 +290,74 @@ async fn zonal_vms_are_in_location_dash_zone_and_routes_go_into_the_table() {
     );
     cloud.shutdown().await;
 }
+
+/// `useInstanceMetadata`: the VM this process runs on learns its addresses, size, ID and zone
+/// from the instance metadata service (asking from its NIC's address, as a VM would), with no
+/// Resource Manager call; other nodes still come from Resource Manager.
+#[tokio::test]
+async fn the_local_vm_is_read_from_the_instance_metadata_service() {
+    let cloud = Cloud::start().await;
+    let arm = cloud.arm("");
+    vms(&arm, &["node-1", "node-2"], false).await;
+    let nic: NetworkInterface = arm
+        .get(&arm.resource_id(GROUP, "Microsoft.Network/networkInterfaces", "node-1-nic"))
+        .await
+        .unwrap();
+    let ip = nic.properties.ip_configurations[0]
+        .properties
+        .private_ip_address
+        .clone()
+        .unwrap();
+    let md = cloud.handle.as_ref().unwrap().metadata_addr().unwrap();
+    let azure = provider(
+        &cloud,
+        &format!(
+            r#", "useInstanceMetadata": true, "hypercloudInstanceMetadataEndpoint": "http://{md}",
+               "hypercloudInstanceMetadataSourceAddress": "{ip}""#
+        ),
+    );
+    let instances = azure.instances().unwrap();
+    let addresses = instances.node_addresses("node-1").await.unwrap();
+    let kinds: Vec<(&str, &str)> = addresses
+        .iter()
+        .map(|a| (a.type_.as_str(), a.address.as_str()))
+        .collect();
+    assert_eq!(kinds[0], ("Hostname", "node-1"));
+    assert_eq!(kinds[1], ("InternalIP", ip.as_str()));
+    assert_eq!(kinds[2].0, "ExternalIP", "{kinds:?}");
+    assert_eq!(
+        instances.instance_type("node-1").await.unwrap(),
+        "Standard_D2s_v3"
+    );
+    let id = instances.instance_id("node-1").await.unwrap();
+    assert!(
+        id.ends_with("/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/node-1"),
+        "{id}"
+    );
+    let zone = azure.zones().unwrap().get_zone().await.unwrap();
+    assert_eq!(zone.region, LOCATION);
+    assert!(
+        ["0", "1"].contains(&zone.failure_domain.as_str()),
+        "{zone:?}"
+    );
+    assert_eq!(
+        azure.api_calls(),
+        0,
+        "the local VM needs no Resource Manager call"
+    );
+    // Another node: Resource Manager.
+    assert_eq!(instances.node_addresses("node-2").await.unwrap().len(), 2);
+    assert!(azure.api_calls() > 0);
+
+    // A source address that is no VM's: the metadata service says so, named.
+    let stranger = provider(
+        &cloud,
+        &format!(
+            r#", "useInstanceMetadata": true, "hypercloudInstanceMetadataEndpoint": "http://{md}",
+               "hypercloudInstanceMetadataSourceAddress": "127.0.0.1""#
+        ),
+    );
+    let e = stranger.zones().unwrap().get_zone().await.unwrap_err();
+    assert!(format!("{e:#}").contains("metadata"), "{e:#}");
+    cloud.shutdown().await;
+}
