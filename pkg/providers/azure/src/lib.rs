@@ -14,6 +14,9 @@
 //! addresses from the primary NIC's primary IP configuration and its public IP, instance type
 //! the VM size, zone `<location>-<n>` or the fault domain, a stopped, deallocating or
 //! deallocated VM shut down).
+//! Volumes: the in-tree `kubernetes.io/azure-disk` plugin's managed disks (`src/disks.rs`: volume
+//! ID the disk's resource ID, created `Empty` in a zone `<location>-<n>` or none, grown while
+//! unattached, attached by the lowest free LUN with a PATCH of the VM's data disks, PV labels).
 //!
 //! Start here: [`register`] and [`Azure`]; then `src/instances.rs`, [`client`] and
 //! `docs/azure-arm-client.md`. Not planned: scale sets (`vmType` `vmss`, `vmssflex`), reading
@@ -21,6 +24,7 @@
 
 pub mod client;
 pub mod config;
+mod disks;
 pub mod error;
 mod instances;
 pub mod models;
@@ -34,6 +38,9 @@ use tokio::sync::OnceCell;
 
 pub use client::{Arm, ArmOptions};
 pub use config::Config;
+pub use disks::{
+    disk_parameters, parse_disk_uri, DiskParameters, DiskUri, AZURE_DISK_PLUGIN, DISK_BY_LUN_PREFIX,
+};
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, provider_id, PROVIDER_ID_PREFIX};
 
@@ -53,6 +60,9 @@ pub fn register(registry: &mut Registry) {
 pub struct Azure {
     config: Arc<Config>,
     options: ArmOptions,
+    /// The cloud's endpoints when given ([`Azure::with_environment`]); else resolved from
+    /// the process environment.
+    environment: Option<config::Environment>,
     arm: OnceCell<Arm>,
 }
 
@@ -76,7 +86,21 @@ impl Azure {
         Azure {
             config: Arc::new(config),
             options,
+            environment: None,
             arm: OnceCell::new(),
+        }
+    }
+
+    /// A provider with the cloud's endpoints given rather than read from
+    /// `AZURE_ENVIRONMENT_FILEPATH` (several clouds in one process, as tests have).
+    pub fn with_environment(
+        config: Config,
+        environment: config::Environment,
+        options: ArmOptions,
+    ) -> Self {
+        Azure {
+            environment: Some(environment),
+            ..Self::with_options(config, options)
         }
     }
 
@@ -111,7 +135,10 @@ impl Azure {
     pub(crate) async fn arm(&self) -> Result<&Arm> {
         self.arm
             .get_or_try_init(|| async {
-                let environment = self.config.environment()?;
+                let environment = match &self.environment {
+                    Some(e) => e.clone(),
+                    None => self.config.environment()?,
+                };
                 let arm = Arm::new(&self.config, &environment, &self.options)?;
                 arm.authenticate().await?;
                 tracing::info!(
@@ -154,6 +181,6 @@ impl Interface for Azure {
     }
 
     hypercloud_cloudprovider::capability_getters! {
-        instances, instances_v2, zones
+        instances, instances_v2, zones, pv_labeler, volume_provisioner, volume_attacher
     }
 }
