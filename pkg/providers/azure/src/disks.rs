@@ -284,16 +284,13 @@ impl Azure {
         if size >= new_size_gib {
             return Ok(size);
         }
-        let state = disk.properties.disk_state.clone().unwrap_or_default();
-        if state != "Unattached" {
+        let vm = disk.managed_by.as_deref().filter(|m| !m.is_empty());
+        let state = disk.properties.disk_state.as_deref();
+        if vm.is_some() || state.is_some_and(|s| s != "Unattached") {
             return Err(Error::ResizeAttachedDisk {
                 disk: name_of(uri).to_owned(),
-                state,
-                vm: disk
-                    .managed_by
-                    .as_deref()
-                    .map(|m| name_of(m).to_owned())
-                    .unwrap_or_default(),
+                state: state.unwrap_or("Attached").to_owned(),
+                vm: vm.map(|m| name_of(m).to_owned()).unwrap_or_default(),
             }
             .into_provider_error());
         }
