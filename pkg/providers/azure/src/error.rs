@@ -221,6 +221,65 @@ pub enum Error {
         /// What is missing.
         message: String,
     },
+
+    /// A volume ID (a PV's `diskURI`) is not a managed disk's resource ID.
+    #[error("{0:?} is not a managed disk's resource ID (/subscriptions/<s>/resourceGroups/<g>/providers/Microsoft.Compute/disks/<name>)")]
+    DiskUri(String),
+
+    /// A `kubernetes.io/azure-disk` StorageClass parameter is refused (the message names it).
+    #[error("{0}")]
+    DiskParameters(String),
+
+    /// A disk still attached to a VM is not deleted.
+    #[error("disk {disk} is attached to VM {vm}; it can be deleted once detached")]
+    DeleteAttachedDisk {
+        /// The disk's name.
+        disk: String,
+        /// The VM it is attached to.
+        vm: String,
+    },
+
+    /// Only an unattached disk is grown (upstream v1.20).
+    #[error("disk {disk} is {state} (VM {vm:?}); only an Unattached disk can be resized")]
+    ResizeAttachedDisk {
+        /// The disk's name.
+        disk: String,
+        /// Its `diskState`.
+        state: String,
+        /// The VM it is attached to, if ARM says.
+        vm: String,
+    },
+
+    /// The disk is attached to another VM (upstream's dangling-attach error).
+    #[error(
+        "disk {disk} is attached to VM {other}, not {vm}; a disk is attached to one VM at a time"
+    )]
+    AttachDiskElsewhere {
+        /// The disk's name.
+        disk: String,
+        /// The VM it was to be attached to.
+        vm: String,
+        /// The VM it is attached to.
+        other: String,
+    },
+
+    /// Every LUN of the VM (0 to 63) is in use.
+    #[error("VM {vm} has a data disk on every LUN (0 to 63); disk {disk} has none left")]
+    NoFreeLun {
+        /// The disk's name.
+        disk: String,
+        /// The VM.
+        vm: String,
+    },
+
+    /// The disk is not among the VM's data disks.
+    #[error("disk {disk} is not attached to VM {vm}")]
+    DiskNotAttached {
+        /// The disk's name.
+        disk: String,
+        /// The VM.
+        vm: String,
+    },
 }
 
 fn gave_up(attempts: u32) -> String {
@@ -275,6 +334,14 @@ impl hypercloud_cloudprovider::ProviderError for Error {
             Error::Paginate(p) => p.call().into(),
             Error::ProviderId(_) => "parse provider ID".into(),
             Error::Missing { what, .. } => what.clone(),
+            Error::DiskUri(_) => "parse disk URI".into(),
+            Error::DiskParameters(_) => "read StorageClass parameters".into(),
+            Error::DeleteAttachedDisk { disk, .. } => format!("delete disk {disk}"),
+            Error::ResizeAttachedDisk { disk, .. } => format!("resize disk {disk}"),
+            Error::AttachDiskElsewhere { disk, vm, .. } | Error::NoFreeLun { disk, vm } => {
+                format!("attach disk {disk} to VM {vm}")
+            }
+            Error::DiskNotAttached { disk, .. } => format!("find the LUN of disk {disk}"),
             _ => "configure".into(),
         }
     }

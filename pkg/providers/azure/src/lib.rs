@@ -16,6 +16,10 @@
 //! deallocated VM shut down); Routes (`src/routes.rs`: one route per node in `routeTableName`,
 //! named as the node, next hop its private address).
 //!
+//! Volumes: the in-tree `kubernetes.io/azure-disk` plugin's managed disks (`src/disks.rs`: volume
+//! ID the disk's resource ID, created `Empty` in a zone `<location>-<n>` or none, grown while
+//! unattached, attached by the lowest free LUN with a PATCH of the VM's data disks, PV labels).
+//!
 //! With `useInstanceMetadata`, what the VM this process runs on is (its addresses, size, ID and
 //! zone) comes from the instance metadata service (`src/metadata.rs`), as upstream's in-tree
 //! kubelet did; other nodes from Resource Manager.
@@ -26,6 +30,7 @@
 
 pub mod client;
 pub mod config;
+mod disks;
 pub mod error;
 mod instances;
 mod metadata;
@@ -41,6 +46,9 @@ use tokio::sync::OnceCell;
 
 pub use client::{Arm, ArmOptions};
 pub use config::Config;
+pub use disks::{
+    disk_parameters, parse_disk_uri, DiskParameters, DiskUri, AZURE_DISK_PLUGIN, DISK_BY_LUN_PREFIX,
+};
 pub use error::{Error, Result};
 pub use instances::{parse_provider_id, provider_id, PROVIDER_ID_PREFIX};
 
@@ -201,6 +209,6 @@ impl Interface for Azure {
     }
 
     hypercloud_cloudprovider::capability_getters! {
-        instances, instances_v2, zones
+        instances, instances_v2, zones, pv_labeler, volume_provisioner, volume_attacher
     }
 }

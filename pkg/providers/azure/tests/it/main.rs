@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod arm;
+mod disks;
 mod faults;
 mod instances;
 mod support;
