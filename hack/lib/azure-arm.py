@@ -10,6 +10,10 @@
     azure-arm.py delete PATH              DELETE, following the operation
     azure-arm.py instances GROUP          the group's VMs as hack/lib/kubelet-power.py reads them:
                                           [{"name", "id": the VM's name, "status": its power state}]
+    azure-arm.py disk DISK-ID OUT-JSON    a managed disk as hack/lib/volume-demo.sh compares it
+                                          with its Node: {"status", "in_use", "attachments":
+                                          [{"instance", "device_path"}]}, the device the LUN the
+                                          VM holds it at gives (/dev/disk/azure/scsi1/lun<N>)
 
 PATH is below the subscription (`resourceGroups/rg/providers/...`) or absolute (`/subscriptions/..`);
 `api-version` is added. Environment: AZURE_ENDPOINT (https://127.0.0.1:PORT), AZURE_TENANT_ID,
@@ -111,6 +115,25 @@ def instances(group):
     print()
 
 
+def disk(disk_id, out):
+    bearer = token()
+    _, _, d = call("GET", url_of(disk_id), token=bearer)
+    p = d.get("properties", {})
+    attachments = []
+    vm_id = d.get("managedBy")
+    if vm_id:
+        _, _, vm = call("GET", url_of(vm_id), token=bearer)
+        for dd in vm.get("properties", {}).get("storageProfile", {}).get("dataDisks", []):
+            if dd.get("managedDisk", {}).get("id", "").lower() == disk_id.lower():
+                attachments.append({"instance": vm["name"], "device_path": f"/dev/disk/azure/scsi1/lun{dd['lun']}"})
+    print("  disk %s: %s GiB, %s, sku %s%s" % (d["name"], p.get("diskSizeGB"), p.get("diskState"),
+          d.get("sku", {}).get("name"), ", managedBy " + vm_id.rsplit("/", 1)[-1] if vm_id else ""))
+    for a in attachments:
+        print("    attached to %s at %s" % (a["instance"], a["device_path"]))
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"status": p.get("diskState"), "in_use": bool(vm_id), "attachments": attachments}, f)
+
+
 def main(argv):
     if not argv:
         sys.exit(__doc__)
@@ -119,6 +142,8 @@ def main(argv):
         return identity()
     if verb == "instances" and len(args) == 1:
         return instances(args[0])
+    if verb == "disk" and len(args) == 2:
+        return disk(args[0], args[1])
     bearer = token()
     if verb == "put" and len(args) == 2:
         _, headers, _ = call("PUT", url_of(args[0]), body=json.loads(args[1]), token=bearer)

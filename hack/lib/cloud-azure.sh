@@ -116,7 +116,35 @@ cloud_node_flags() {
 }
 
 cloud_volume() {
-  echo "local-up: (azure) the PersistentVolume step needs the azure provider's volumes (issue #33): skipped"
+  if [ "$mode" = external ]; then
+    step "create a managed disk with Resource Manager and its azureDisk PV (the cloud-controller-manager's PV-label controller labels it)"
+  else
+    step "create a managed disk with Resource Manager and its azureDisk PV (the apiserver-plugin webhook labels it on creation)"
+  fi
+  local disk_id
+  disk_id=$(az_arm put "resourceGroups/$az_group/providers/Microsoft.Compute/disks/data-1" \
+    "{\"location\":\"$az_location\",\"zones\":[\"1\"],\"sku\":{\"name\":\"StandardSSD_LRS\"},\"properties\":{\"creationData\":{\"createOption\":\"Empty\"},\"diskSizeGB\":1}}" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])') || fail "disk data-1"
+  kcreate /api/v1/persistentvolumes "$(printf '{"metadata":{"name":"data-1"},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain","azureDisk":{"diskName":"data-1","diskURI":"%s","kind":"Managed","cachingMode":"ReadOnly","fsType":"ext4"}}}' "$disk_id")" >/dev/null
+  pv_labelled() { kget /api/v1/persistentvolumes/data-1 | grep -q '"topology.kubernetes.io/zone"'; }
+  wait_for 60 "PersistentVolume data-1 to get zone labels (see $dir/logs)" pv_labelled
+  kget /api/v1/persistentvolumes/data-1 | python3 -c '
+import json, sys
+pv = json.load(sys.stdin)
+labels = pv["metadata"].get("labels", {})
+print("pv/data-1 (disk %s): %s" % (pv["spec"]["azureDisk"]["diskName"],
+      ", ".join("%s=%s" % kv for kv in sorted(labels.items()))))'
+}
+
+# The in-tree volume step (hack/lib/volume-demo.sh): kubernetes.io/azure-disk managed disks,
+# attached by LUN with a PATCH of the VM's data disks. Not zoned: the VMs are in an
+# availability set, whose Nodes' zones are fault domains.
+azure_volume_class() {
+  vol_plugin=kubernetes.io/azure-disk vol_class=azure-disk vol_params='{"skuname":"StandardSSD_LRS","kind":"Managed","zoned":"false"}' vol_zone=
+}
+azure_instance_id() { node_name "$1"; }
+azure_volume_show() {
+  python3 hack/lib/azure-arm.py disk "$1" "$dir/volume-cloud.json" || fail "disk $1"
 }
 
 cloud_load_balancer() {

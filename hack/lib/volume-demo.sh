@@ -71,7 +71,8 @@ print("pvc default/%s: phase %s, annotations %s" % (c["metadata"]["name"], c.get
 import json, sys
 spec = json.load(open(sys.argv[1]))["spec"]
 for source, key in (("cinder", "volumeID"), ("gcePersistentDisk", "pdName"),
-                    ("awsElasticBlockStore", "volumeID"), ("vsphereVolume", "volumePath")):
+                    ("awsElasticBlockStore", "volumeID"), ("vsphereVolume", "volumePath"),
+                    ("azureDisk", "diskURI")):
     if source in spec:
         print(spec[source][key])
         break
