@@ -15,6 +15,11 @@
 //! the VM size, zone `<location>-<n>` or the fault domain, a stopped, deallocating or
 //! deallocated VM shut down).
 //!
+//! LoadBalancer (`src/loadbalancer.rs`): upstream v1.20's single load balancer per cluster
+//! (`<cluster>`, `<cluster>-internal`), a frontend, rules and probes per Service named from
+//! its UID, a public IP `<cluster>-a<uid>`, security rules, and the nodes' primary NICs in the
+//! backend pool; every annotation refused by name that is not implemented (`SERVICE_SETTINGS`).
+//!
 //! Start here: [`register`] and [`Azure`]; then `src/instances.rs`, [`client`] and
 //! `docs/azure-arm-client.md`. Not planned: scale sets (`vmType` `vmss`, `vmssflex`), reading
 //! the config from the `kube-system/azure-cloud-provider` Secret.
@@ -23,6 +28,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 mod instances;
+mod loadbalancer;
 pub mod models;
 
 use std::sync::Arc;
@@ -53,6 +59,9 @@ pub fn register(registry: &mut Registry) {
 pub struct Azure {
     config: Arc<Config>,
     options: ArmOptions,
+    /// The cloud's endpoints when given by the caller, else resolved from the process
+    /// environment at the first call.
+    environment: Option<config::Environment>,
     arm: OnceCell<Arm>,
 }
 
@@ -76,7 +85,21 @@ impl Azure {
         Azure {
             config: Arc::new(config),
             options,
+            environment: None,
             arm: OnceCell::new(),
+        }
+    }
+
+    /// A provider with the cloud's endpoints resolved by the caller (tests, embedders),
+    /// instead of from `AZURE_ENVIRONMENT_FILEPATH`.
+    pub fn with_environment(
+        config: Config,
+        environment: config::Environment,
+        options: ArmOptions,
+    ) -> Self {
+        Azure {
+            environment: Some(environment),
+            ..Self::with_options(config, options)
         }
     }
 
@@ -111,7 +134,10 @@ impl Azure {
     pub(crate) async fn arm(&self) -> Result<&Arm> {
         self.arm
             .get_or_try_init(|| async {
-                let environment = self.config.environment()?;
+                let environment = match &self.environment {
+                    Some(e) => e.clone(),
+                    None => self.config.environment()?,
+                };
                 let arm = Arm::new(&self.config, &environment, &self.options)?;
                 arm.authenticate().await?;
                 tracing::info!(
@@ -154,6 +180,6 @@ impl Interface for Azure {
     }
 
     hypercloud_cloudprovider::capability_getters! {
-        instances, instances_v2, zones
+        instances, instances_v2, zones, load_balancer, webhooks
     }
 }
