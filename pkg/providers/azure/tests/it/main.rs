@@ -6,5 +6,6 @@
 
 mod arm;
 mod faults;
+mod loadbalancer;
 mod support;
 mod tokens;
