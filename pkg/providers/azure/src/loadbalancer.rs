@@ -61,6 +61,11 @@ const SECURITY_GROUPS: &str = "Microsoft.Network/networkSecurityGroups";
 /// Whether the missing `securityGroupName` was warned about (once per process).
 static NO_SECURITY_GROUP_WARNED: AtomicBool = AtomicBool::new(false);
 
+/// One Service's reconcile at a time (upstream's `serviceReconcileLock`): the load balancer,
+/// the security group and the NICs are shared by every Service and written whole (read,
+/// change, PUT), so two at once would lose one's change.
+static RECONCILE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn status(ip: Option<String>) -> LoadBalancerStatus {
     LoadBalancerStatus {
         ingress: Some(
@@ -448,6 +453,7 @@ impl LoadBalancer for Azure {
         nodes: &[Node],
     ) -> hypercloud_cloudprovider::Result<LoadBalancerStatus> {
         let spec = spec_of(&self.config, service)?;
+        let _one_at_a_time = RECONCILE.lock().await;
         self.ensure(cluster_name, &spec, nodes, true)
             .await
             .map(Option::unwrap_or_default)
@@ -462,6 +468,7 @@ impl LoadBalancer for Azure {
         nodes: &[Node],
     ) -> hypercloud_cloudprovider::Result<()> {
         let spec = spec_of(&self.config, service)?;
+        let _one_at_a_time = RECONCILE.lock().await;
         self.ensure(cluster_name, &spec, nodes, false)
             .await
             .map(drop)
@@ -473,6 +480,7 @@ impl LoadBalancer for Azure {
         cluster_name: &str,
         service: &Service,
     ) -> hypercloud_cloudprovider::Result<()> {
+        let _one_at_a_time = RECONCILE.lock().await;
         self.delete(cluster_name, service)
             .await
             .map_err(Error::into_provider_error)

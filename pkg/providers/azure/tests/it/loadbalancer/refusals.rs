@@ -1,7 +1,10 @@
 //! Refusals by name (a refused annotation, a value the provider cannot take, an IPv6
-//! Service), before any cloud call: the provider points nowhere and makes no request.
+//! Service), before any cloud call, in `ensure_load_balancer`, `check_service` and the
+//! `service-lb-annotations` webhook: the provider points nowhere and makes no request.
 
-use hypercloud_cloudprovider::{Chain, LoadBalancer as _};
+use hypercloud_cloudprovider::{Chain, LoadBalancer as _, Webhooks as _};
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use kube::core::DynamicObject;
 use serde_json::json;
 
 use super::*;
@@ -78,6 +81,40 @@ async fn refusals_name_the_setting_before_any_cloud_call() {
         e.to_string()
             .contains("spec.ipFamilies: IPv6 is not supported"),
         "{e}"
+    );
+
+    // The service-lb-annotations webhook answers with the same check.
+    let mode = service(
+        "5e1f8c2a-0000-4000-8000-000000000003",
+        "web",
+        80,
+        30080,
+        json!({"service.beta.kubernetes.io/azure-load-balancer-mode": "as1"}),
+    );
+    let mut object = serde_json::to_value(&mode).unwrap();
+    object["apiVersion"] = json!("v1");
+    object["kind"] = json!("Service");
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "r-1", "kind": {"group": "", "version": "v1", "kind": "Service"},
+            "resource": {"group": "", "version": "v1", "resource": "services"},
+            "operation": "CREATE", "name": "web", "namespace": "shop", "userInfo": {},
+            "object": object}}))
+    .unwrap();
+    let request: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
+    assert_eq!(azure.webhooks()[0].name, "service-lb-annotations");
+    let answer = azure
+        .admit("service-lb-annotations", &request)
+        .await
+        .unwrap();
+    assert!(!answer.allowed);
+    assert!(
+        answer
+            .result
+            .message
+            .contains("azure-load-balancer-mode is not supported"),
+        "{}",
+        answer.result.message
     );
     assert_eq!(azure.api_calls(), 0, "no ARM request was made");
 }
