@@ -280,6 +280,28 @@ pub enum Error {
         /// The VM.
         vm: String,
     },
+
+    /// A Service asks its load balancer for something this provider cannot do with the value
+    /// given (an annotation's value, a spec field), found before any cloud call.
+    #[error("service {service}: {setting}: {message}")]
+    ServiceSetting {
+        /// `namespace/name`.
+        service: String,
+        /// `annotation <name>` or the spec field.
+        setting: String,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// The cloud's resources do not allow the Service's load balancer (a public IP named by
+    /// the Service that does not exist, no free security rule priority, too many rules).
+    #[error("service {service}: {message}")]
+    LoadBalancer {
+        /// `namespace/name`.
+        service: String,
+        /// What stands in the way.
+        message: String,
+    },
 }
 
 fn gave_up(attempts: u32) -> String {
@@ -342,6 +364,8 @@ impl hypercloud_cloudprovider::ProviderError for Error {
                 format!("attach disk {disk} to VM {vm}")
             }
             Error::DiskNotAttached { disk, .. } => format!("find the LUN of disk {disk}"),
+            Error::ServiceSetting { .. } => "check service".into(),
+            Error::LoadBalancer { .. } => "ensure load balancer".into(),
             _ => "configure".into(),
         }
     }

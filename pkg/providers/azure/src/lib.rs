@@ -24,6 +24,11 @@
 //! zone) comes from the instance metadata service (`src/metadata.rs`), as upstream's in-tree
 //! kubelet did; other nodes from Resource Manager.
 //!
+//! LoadBalancer (`src/loadbalancer.rs`): upstream v1.20's single load balancer per cluster
+//! (`<cluster>`, `<cluster>-internal`), a frontend, rules and probes per Service named from
+//! its UID, a public IP `<cluster>-a<uid>`, security rules, and the nodes' primary NICs in the
+//! backend pool; every annotation refused by name that is not implemented (`SERVICE_SETTINGS`).
+//!
 //! Start here: [`register`] and [`Azure`]; then `src/instances.rs`, [`client`] and
 //! `docs/azure-arm-client.md`. Not planned: scale sets (`vmType` `vmss`, `vmssflex`), reading
 //! the config from the `kube-system/azure-cloud-provider` Secret.
@@ -33,6 +38,7 @@ pub mod config;
 mod disks;
 pub mod error;
 mod instances;
+mod loadbalancer;
 mod metadata;
 pub mod models;
 mod routes;
@@ -209,6 +215,7 @@ impl Interface for Azure {
     }
 
     hypercloud_cloudprovider::capability_getters! {
-        instances, instances_v2, zones, pv_labeler, volume_provisioner, volume_attacher
+        instances, instances_v2, zones, load_balancer, pv_labeler, volume_provisioner,
+        volume_attacher, webhooks
     }
 }

@@ -8,5 +8,6 @@ mod arm;
 mod disks;
 mod faults;
 mod instances;
+mod loadbalancer;
 mod support;
 mod tokens;
