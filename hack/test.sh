@@ -200,6 +200,11 @@ step "hack/compare-modes.sh --cloud gce (the local cloud as a GCE project)"
 gce_start=$SECONDS
 hack/compare-modes.sh --cloud gce --dir "$HYPERCLOUD_CACHE/compare-modes-gce-ci"
 echo "compare-modes --cloud gce: $((SECONDS - gce_start))s"
+# The same against the local cloud's Azure Resource Manager dialect (its own CA, Entra sign-in)
+# with --cloud-provider=azure (the load balancer a frontend of the cluster's Standard load
+# balancer, curled through; the in-tree volume step a managed disk attached by LUN).
+step "hack/compare-modes.sh --cloud azure (the local cloud as an Azure subscription)"
+hack/compare-modes.sh --cloud azure --dir "$HYPERCLOUD_CACHE/compare-modes-azure-ci"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the
@@ -229,7 +234,7 @@ step "hack/verify-diagrams.sh (the cloud calls of those runs, rendered, against 
 hack/verify-diagrams.sh --from "$HYPERCLOUD_CACHE/compare-modes-ci"
 # And each other cloud's (docs/diagrams/<cloud>-*, embedded in docs/guide/<cloud>.md), from its
 # compare-modes run above (a second each: nothing runs again).
-for cloud in vsphere aws gce; do
+for cloud in vsphere aws gce azure; do
   step "hack/verify-diagrams.sh --cloud $cloud (that run's cloud calls against docs/diagrams/$cloud-*)"
   hack/verify-diagrams.sh --cloud "$cloud" --from "$HYPERCLOUD_CACHE/compare-modes-$cloud-ci"
 done

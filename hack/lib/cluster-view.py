@@ -21,7 +21,8 @@ import sys
 # The in-tree volume sources and the key that holds the volume's ID (the unique volume name on
 # a Node is <plugin>/<that ID>).
 IN_TREE_SOURCES = (("cinder", "volumeID"), ("gcePersistentDisk", "pdName"),
-                   ("awsElasticBlockStore", "volumeID"), ("vsphereVolume", "volumePath"))
+                   ("awsElasticBlockStore", "volumeID"), ("vsphereVolume", "volumePath"),
+                   ("azureDisk", "diskURI"))
 
 # The local cloud's UUIDs; AWS instance, volume and (Service-UID derived) load balancer names.
 UUID = re.compile(

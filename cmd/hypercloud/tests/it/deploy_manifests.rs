@@ -40,7 +40,7 @@ fn helm() -> &'static Path {
 }
 
 /// The clouds with an overlay in deploy/overlays and example values in the chart's ci/.
-const CLOUDS: [&str; 5] = ["openstack", "local", "aws", "vsphere", "gce"];
+const CLOUDS: [&str; 6] = ["openstack", "local", "aws", "vsphere", "gce", "azure"];
 
 /// A Helm rendering: its name (`helm/<name>` in [`rendered`]), the kustomization (under deploy/)
 /// that must render the same objects, and the arguments of `helm template`/`install` after the
@@ -292,6 +292,7 @@ fn every_overlay_and_base_renders() {
         "overlays/aws",
         "overlays/vsphere",
         "overlays/gce",
+        "overlays/azure",
         "helm/openstack",
         "helm/gce",
         "helm/apiserver-plugin",

@@ -239,7 +239,7 @@ fn group_and_name<'a>(id: &'a str, ty: &str) -> Option<(&'a str, &'a str)> {
 }
 
 /// The VM's fault and update domains: its place among the members of its availability set
-/// (oldest first) modulo the set's counts, as the VM's `instanceView` computes them
+/// (in creation order: [`crate::model::azure::place_in_set`]) modulo the set's counts, as the VM's `instanceView` computes them
 /// (`api::azure::compute`; `tests/it/azure_imds.rs` checks the two agree); 0 and 0 outside a set.
 fn domains(r: &impl Read, vm: &ArmResource) -> (u64, u64) {
     let Some(set_ref) = vm.properties["availabilitySet"]["id"].as_str() else {
@@ -256,7 +256,7 @@ fn domains(r: &impl Read, vm: &ArmResource) -> (u64, u64) {
         count("platformUpdateDomainCount", 5),
     );
     let set_id = resource_id(&set.meta.project_id, &set.group, SET_TYPE, &set.name);
-    let mut members: Vec<ArmResource> = ArmResource::list_where(r, "type", VM_TYPE)
+    let members: Vec<ArmResource> = ArmResource::list_where(r, "type", VM_TYPE)
         .into_iter()
         .filter(|m| {
             m.meta.project_id == vm.meta.project_id
@@ -265,16 +265,7 @@ fn domains(r: &impl Read, vm: &ArmResource) -> (u64, u64) {
                     .is_some_and(|x| x.eq_ignore_ascii_case(&set_id))
         })
         .collect();
-    members.sort_by(|a, b| {
-        a.meta
-            .created_at
-            .cmp(&b.meta.created_at)
-            .then(a.meta.id.cmp(&b.meta.id))
-    });
-    let place = members
-        .iter()
-        .position(|m| m.meta.id == vm.meta.id)
-        .unwrap_or(0) as u64;
+    let place = crate::model::azure::place_in_set(r, vm, &members);
     (place % faults, place % updates)
 }
 

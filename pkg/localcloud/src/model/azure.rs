@@ -123,3 +123,29 @@ impl_record!(ArmResource: ARM_RESOURCES, ("resource", "value", "Resource"), "Res
         Cow::Owned(resource_key(&self.meta.project_id, &self.group, &self.kind, &self.name))
     }
 );
+
+/// The place of VM `vm` among the VMs `members` of its availability set, which decides its
+/// fault and update domains (the place modulo the set's counts): creation order, by the Nova
+/// server behind each (its `index`; a VM without one goes last), the same on every read. The
+/// VM's `instanceView` and the instance metadata service both ask this.
+pub(crate) fn place_in_set(
+    r: &impl crate::store::Read,
+    vm: &ArmResource,
+    members: &[ArmResource],
+) -> u64 {
+    let order = |m: &ArmResource| {
+        m.backing
+            .as_ref()
+            .and_then(|id| r.get::<super::compute::Server>(super::compute::SERVERS, id))
+            .map_or(u64::MAX, |s| s.index)
+    };
+    let mut keyed: Vec<(u64, &str)> = members
+        .iter()
+        .map(|m| (order(m), m.meta.id.as_str()))
+        .collect();
+    keyed.sort();
+    keyed
+        .iter()
+        .position(|(_, id)| *id == vm.meta.id)
+        .unwrap_or(0) as u64
+}

@@ -162,4 +162,10 @@ mod tests {
             .count();
         assert_eq!((implemented, SERVICE_SETTINGS.len()), (21, 44));
     }
+
+    #[test]
+    fn lb_settings_doc() {
+        let doc = hypercloud_testenv::repo_root().join("docs/guide/azure.md");
+        hypercloud_cloudprovider::lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
+    }
 }

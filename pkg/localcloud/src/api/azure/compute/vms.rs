@@ -477,17 +477,8 @@ pub(crate) fn instance_view(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> 
                 .as_u64()
                 .unwrap_or(5)
                 .max(1);
-            let mut members = set_members(r, s, &set.resource);
-            members.sort_by(|a, b| {
-                a.meta
-                    .created_at
-                    .cmp(&b.meta.created_at)
-                    .then(a.meta.id.cmp(&b.meta.id))
-            });
-            let place = members
-                .iter()
-                .position(|m| m.meta.id == res.meta.id)
-                .unwrap_or(0) as u64;
+            let members = set_members(r, s, &set.resource);
+            let place = crate::model::azure::place_in_set(r, res, &members);
             v["platformFaultDomain"] = json!(place % faults);
             v["platformUpdateDomain"] = json!(place % updates);
         }
