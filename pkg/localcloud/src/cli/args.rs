@@ -43,7 +43,7 @@ pub enum Command {
     Status(OutputArgs),
     /// Register the certificates Entra clients sign in with (the Azure dialect's certificate
     /// credentials, as an app registration's uploaded certificates): kept in
-    /// <state-dir>/azure-client-certificates/, read at each sign-in (no restart needed).
+    /// `<state-dir>/azure-client-certificates/`, read at each sign-in (no restart needed).
     #[command(subcommand)]
     EntraCertificate(EntraCertificateCommand),
 }

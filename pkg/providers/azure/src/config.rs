@@ -6,7 +6,7 @@
 //!
 //! Upstream reads the file with `sigs.k8s.io/yaml` (YAML or JSON); hypercloud reads JSON only.
 //! Keys match case-insensitively, as Go's `encoding/json` matches struct fields. Unknown keys,
-//! and upstream keys hypercloud does not implement ([`UNIMPLEMENTED`]), are start-up warnings
+//! and upstream keys hypercloud does not implement (`UNIMPLEMENTED`), are start-up warnings
 //! naming them (kept in [`Config::warnings`]); wrong types, values out of range and missing
 //! required keys are errors naming the key. Numbers where upstream reads `0` as "use the
 //! default" keep that meaning here.
