@@ -187,7 +187,15 @@ async fn nodes_are_their_vms_by_name_and_provider_id() {
 
     // InstancesV2 by the Node, with or without its provider ID.
     let v2 = azure.instances_v2().unwrap();
+    let before = azure.api_calls();
     let meta = v2.instance_metadata(&node("node-1", None)).await.unwrap();
+    let per_node = azure.api_calls() - before;
+    // The VM (with its instance view), its primary NIC, and the NIC's public IP.
+    assert_eq!(
+        per_node, 3,
+        "ARM requests to initialise a Node with a public IP"
+    );
+    eprintln!("ARM requests per Node initialised (instance_metadata, a public IP): {per_node}");
     assert_eq!(meta.provider_id.to_lowercase(), provider_id.to_lowercase());
     assert_eq!(meta.instance_type, "Standard_D2s_v3");
     assert_eq!(meta.region, LOCATION);
@@ -359,5 +367,57 @@ async fn the_local_vm_is_read_from_the_instance_metadata_service() {
     );
     let e = stranger.zones().unwrap().get_zone().await.unwrap_err();
     assert!(format!("{e:#}").contains("metadata"), "{e:#}");
+    cloud.shutdown().await;
+}
+
+/// An instance metadata service that answers garbage, an error or a huge body gets a clear
+/// error naming the service, never a panic or an unbounded read.
+#[tokio::test]
+async fn a_hostile_instance_metadata_service_is_a_clear_error() {
+    use axum::routing::get;
+    let huge = "x".repeat(20 << 20);
+    let router = axum::Router::new()
+        .route(
+            "/huge/metadata/instance",
+            get(move || async move { huge.clone() }),
+        )
+        .route(
+            "/garbage/metadata/instance",
+            get(|| async { "<html>no</html>" }),
+        )
+        .route(
+            "/nameless/metadata/instance",
+            get(|| async { axum::Json(json!({"compute": {}})) }),
+        )
+        .route(
+            "/refusing/metadata/instance",
+            get(|| async {
+                (
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "Required metadata header not specified",
+                )
+            }),
+        );
+    let base = crate::support::http_server(router).await;
+    let cloud = Cloud::start().await;
+    for (path, want) in [
+        ("huge", "limit"),
+        ("garbage", "not the instance document"),
+        ("nameless", "names no VM"),
+        ("refusing", "HTTP 400"),
+    ] {
+        let azure = provider(
+            &cloud,
+            &format!(
+                r#", "useInstanceMetadata": true, "hypercloudInstanceMetadataEndpoint": "{base}/{path}""#
+            ),
+        );
+        let e = azure.zones().unwrap().get_zone().await.unwrap_err();
+        let text = hypercloud_cloudprovider::Chain(&e).to_string();
+        assert!(
+            text.contains("metadata") && text.contains(want),
+            "{path}: {text}"
+        );
+    }
     cloud.shutdown().await;
 }
