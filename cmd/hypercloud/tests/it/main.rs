@@ -14,6 +14,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_hypercloud");
 mod apiserver_plugin;
 mod aws_data_plane;
 mod aws_provider;
+mod azure_provider;
 mod ccm_local_cloud;
 mod ccm_node_ipam;
 mod ccm_runtime;
