@@ -387,6 +387,51 @@ pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// The SKU of a resource being put: `sku.name` (any case) as `allowed` spells it, `default`
+/// when none is asked for; 400 `code` naming `what` otherwise. One that exists keeps its SKU
+/// (400 `fixed_code` when `fixed_code` is given and another is asked for).
+pub(crate) fn sku_of(
+    want: &Desired,
+    existing: Option<&ArmResource>,
+    what: &str,
+    allowed: &[&'static str],
+    default: &'static str,
+    (code, fixed_code): (&'static str, Option<&'static str>),
+) -> Result<&'static str, ApiError> {
+    let asked = want
+        .sku
+        .as_ref()
+        .and_then(|v| v["name"].as_str())
+        .unwrap_or(default);
+    let sku = allowed
+        .iter()
+        .find(|x| x.eq_ignore_ascii_case(asked))
+        .copied()
+        .ok_or_else(|| {
+            invalid(
+                code,
+                format!(
+                    "The {what} SKU '{asked}' is not one of {}.",
+                    allowed.join(", ")
+                ),
+            )
+        })?;
+    if let (Some(fixed), Some(old)) = (
+        fixed_code,
+        existing
+            .and_then(|e| e.sku.as_ref())
+            .and_then(|v| v["name"].as_str()),
+    ) {
+        if !old.eq_ignore_ascii_case(sku) {
+            return Err(invalid(
+                fixed,
+                format!("The SKU of a {what} cannot be changed from {old} to {sku}."),
+            ));
+        }
+    }
+    Ok(sku)
+}
+
 /// A fresh `etag`.
 pub(crate) fn new_etag() -> String {
     format!("W/\"{}\"", crate::api::new_id())

@@ -217,20 +217,14 @@ fn apply_availability_set(
     existing: Option<&ArmResource>,
     want: &mut Desired,
 ) -> Result<(), ApiError> {
-    let sku = want
-        .sku
-        .as_ref()
-        .and_then(|v| v["name"].as_str())
-        .unwrap_or("Classic");
-    let sku = ["Aligned", "Classic"]
-        .into_iter()
-        .find(|x| x.eq_ignore_ascii_case(sku))
-        .ok_or_else(|| {
-            invalid(
-                "InvalidParameter",
-                format!("The availability set SKU '{sku}' is not one of Aligned, Classic."),
-            )
-        })?;
+    let sku = super::arm::sku_of(
+        want,
+        existing,
+        "availability set",
+        &["Aligned", "Classic"],
+        "Classic",
+        ("InvalidParameter", None),
+    )?;
     want.sku = Some(json!({"name": sku}));
     let p = &mut want.properties;
     let faults = int(

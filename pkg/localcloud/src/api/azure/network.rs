@@ -130,6 +130,32 @@ fn child_view(
     })
 }
 
+/// Shows `p[collection]` as ARM shows a resource's inline children: each `{id, name, type,
+/// properties}` with `provisioningState`, after `extra` added what the cloud decides to the
+/// child's properties (given its name).
+fn show_children(
+    p: &mut Map<String, Value>,
+    s: &Scope<'_>,
+    res: &ArmResource,
+    collection: &str,
+    mut extra: impl FnMut(&str, &mut Map<String, Value>),
+) {
+    let items: Vec<Value> = p
+        .get(collection)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let name = c["name"].as_str().unwrap_or_default().to_owned();
+            let mut cp = c["properties"].as_object().cloned().unwrap_or_default();
+            extra(&name, &mut cp);
+            child_view(s, res, collection, collection, &name, with_state(cp))
+        })
+        .collect();
+    p.insert(collection.into(), Value::Array(items));
+}
+
 fn with_state(mut p: Map<String, Value>) -> Value {
     p.insert("provisioningState".into(), json!("Succeeded"));
     Value::Object(p)

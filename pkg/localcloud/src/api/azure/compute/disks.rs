@@ -39,23 +39,14 @@ pub(super) fn apply_disk(
     existing: Option<&ArmResource>,
     want: &mut Desired,
 ) -> Result<(), ApiError> {
-    let sku = want
-        .sku
-        .as_ref()
-        .and_then(|v| v["name"].as_str())
-        .unwrap_or("Standard_LRS");
-    let sku = DISK_SKUS
-        .iter()
-        .find(|x| x.eq_ignore_ascii_case(sku))
-        .ok_or_else(|| {
-            invalid(
-                "InvalidParameter",
-                format!(
-                    "The disk SKU '{sku}' is not one of {}.",
-                    DISK_SKUS.join(", ")
-                ),
-            )
-        })?;
+    let sku = crate::api::azure::arm::sku_of(
+        want,
+        existing,
+        "disk",
+        DISK_SKUS,
+        "Standard_LRS",
+        ("InvalidParameter", None),
+    )?;
     want.sku = Some(
         json!({"name": sku, "tier": if sku.starts_with("Premium") { "Premium" } else { "Standard" }}),
     );

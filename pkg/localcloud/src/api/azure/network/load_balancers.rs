@@ -60,29 +60,14 @@ pub(super) fn apply_lb(
     existing: Option<&ArmResource>,
     want: &mut Desired,
 ) -> Result<(), ApiError> {
-    let sku = want
-        .sku
-        .as_ref()
-        .and_then(|v| v["name"].as_str())
-        .unwrap_or("Basic")
-        .to_owned();
-    let sku = ["Basic", "Standard"].into_iter().find(|x| x.eq_ignore_ascii_case(&sku)).ok_or_else(|| {
-        invalid("InvalidRequestFormat", format!("The load balancer SKU '{sku}' is not one of Basic, Standard (Gateway load balancers are not available on the local cloud)."))
-    })?;
-    if let Some(old) = existing
-        .and_then(|e| e.sku.as_ref())
-        .and_then(|v| v["name"].as_str())
-    {
-        if !old.eq_ignore_ascii_case(sku) {
-            return Err(invalid(
-                "CannotChangeLoadBalancerSku",
-                format!(
-                    "The SKU of load balancer {} cannot be changed from {old} to {sku}.",
-                    res.name
-                ),
-            ));
-        }
-    }
+    let sku = crate::api::azure::arm::sku_of(
+        want,
+        existing,
+        "load balancer",
+        &["Basic", "Standard"],
+        "Basic",
+        ("InvalidRequestFormat", Some("CannotChangeLoadBalancerSku")),
+    )?;
     want.sku = Some(json!({"name": sku, "tier": "Regional"}));
     let p = want.properties.clone();
     for key in ["inboundNatRules", "inboundNatPools", "outboundRules"] {
@@ -518,20 +503,7 @@ pub(super) fn lb_view(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Value 
             .collect()
     };
     let mut shown = |collection: &str, extra: &dyn Fn(&str, &mut Map<String, Value>)| {
-        let items: Vec<Value> = p
-            .get(collection)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|c| {
-                let name = c["name"].as_str().unwrap_or_default().to_owned();
-                let mut cp = c["properties"].as_object().cloned().unwrap_or_default();
-                extra(&name, &mut cp);
-                child_view(s, res, collection, collection, &name, with_state(cp))
-            })
-            .collect();
-        p.insert(collection.into(), Value::Array(items));
+        show_children(&mut p, s, res, collection, extra);
     };
     shown("frontendIPConfigurations", &|name, cp| {
         let id = s.child_id(res, "frontendIPConfigurations", name);

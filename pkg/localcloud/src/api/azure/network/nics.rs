@@ -291,32 +291,21 @@ pub(super) fn azure_mac(mac: &str) -> String {
 pub(super) fn nic_view(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Value {
     let mut p = props(res);
     let port = res.backing.as_ref().and_then(|id| r.get::<Port>(PORTS, id));
-    let configs: Vec<Value> = p
-        .get("ipConfigurations")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or_default().to_owned();
-            let mut cp = c["properties"].as_object().cloned().unwrap_or_default();
-            if let Some(ip) = res.children.get(&name.to_lowercase()) {
-                cp.insert("privateIPAddress".into(), json!(ip));
-            }
-            cp.insert("privateIPAddressVersion".into(), json!("IPv4"));
-            let mut v = child_view(
-                s,
-                res,
-                "ipConfigurations",
-                "ipConfigurations",
-                &name,
-                with_state(cp),
-            );
-            v["etag"] = json!(res.etag);
-            v
-        })
-        .collect();
-    p.insert("ipConfigurations".into(), Value::Array(configs));
+    show_children(&mut p, s, res, "ipConfigurations", |name, cp| {
+        if let Some(ip) = res.children.get(&name.to_lowercase()) {
+            cp.insert("privateIPAddress".into(), json!(ip));
+        }
+        cp.insert("privateIPAddressVersion".into(), json!("IPv4"));
+    });
+    // IP configurations carry their NIC's etag.
+    for c in p
+        .get_mut("ipConfigurations")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        c["etag"] = json!(res.etag);
+    }
     p.insert("resourceGuid".into(), json!(res.meta.id));
     p.entry("enableIPForwarding").or_insert(json!(false));
     p.entry("enableAcceleratedNetworking")

@@ -20,33 +20,17 @@ pub(super) fn apply_public_ip(
     existing: Option<&ArmResource>,
     want: &mut Desired,
 ) -> Result<(), ApiError> {
-    let sku_name = want
-        .sku
-        .as_ref()
-        .and_then(|v| v["name"].as_str())
-        .unwrap_or("Basic")
-        .to_owned();
-    let sku_name = match sku_name.to_lowercase().as_str() {
-        "basic" => "Basic",
-        "standard" => "Standard",
-        _ => {
-            return Err(invalid(
-                "InvalidRequestFormat",
-                format!("The public IP address SKU '{sku_name}' is not one of Basic, Standard."),
-            ))
-        }
-    };
-    if let Some(old) = existing
-        .and_then(|e| e.sku.as_ref())
-        .and_then(|v| v["name"].as_str())
-    {
-        if !old.eq_ignore_ascii_case(sku_name) {
-            return Err(invalid(
-                "PublicIPAddressSkuCannotBeChanged",
-                "The SKU of a public IP address cannot be changed.",
-            ));
-        }
-    }
+    let sku_name = crate::api::azure::arm::sku_of(
+        want,
+        existing,
+        "public IP address",
+        &["Basic", "Standard"],
+        "Basic",
+        (
+            "InvalidRequestFormat",
+            Some("PublicIPAddressSkuCannotBeChanged"),
+        ),
+    )?;
     want.sku = Some(json!({"name": sku_name, "tier": "Regional"}));
     let p = &mut want.properties;
     let method = string(

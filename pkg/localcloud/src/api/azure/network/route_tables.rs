@@ -45,25 +45,7 @@ pub(super) fn apply_route_table(want: &mut Desired) -> Result<(), ApiError> {
 
 pub(super) fn route_table_view(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Value {
     let mut p = props(res);
-    let routes: Vec<Value> = p
-        .get("routes")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or_default().to_owned();
-            child_view(
-                s,
-                res,
-                "routes",
-                "routes",
-                &name,
-                with_state(c["properties"].as_object().cloned().unwrap_or_default()),
-            )
-        })
-        .collect();
-    p.insert("routes".into(), Value::Array(routes));
+    show_children(&mut p, s, res, "routes", |_, _| {});
     p.insert("resourceGuid".into(), json!(res.meta.id));
     let subnets = subnets_referring(r, s, "routeTable", &s.id(res));
     if !subnets.is_empty() {

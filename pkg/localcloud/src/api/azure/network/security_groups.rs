@@ -170,34 +170,16 @@ pub(super) fn default_rules(s: &Scope<'_>, res: &ArmResource) -> Vec<Value> {
 
 pub(super) fn nsg_view(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Value {
     let mut p = props(res);
-    let rules: Vec<Value> = p
-        .get("securityRules")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or_default().to_owned();
-            let mut rp = c["properties"].as_object().cloned().unwrap_or_default();
-            for k in [
-                "sourcePortRanges",
-                "destinationPortRanges",
-                "sourceAddressPrefixes",
-                "destinationAddressPrefixes",
-            ] {
-                rp.entry(k).or_insert(json!([]));
-            }
-            child_view(
-                s,
-                res,
-                "securityRules",
-                "securityRules",
-                &name,
-                with_state(rp),
-            )
-        })
-        .collect();
-    p.insert("securityRules".into(), Value::Array(rules));
+    show_children(&mut p, s, res, "securityRules", |_, rp| {
+        for k in [
+            "sourcePortRanges",
+            "destinationPortRanges",
+            "sourceAddressPrefixes",
+            "destinationAddressPrefixes",
+        ] {
+            rp.entry(k).or_insert(json!([]));
+        }
+    });
     p.insert(
         "defaultSecurityRules".into(),
         Value::Array(default_rules(s, res)),

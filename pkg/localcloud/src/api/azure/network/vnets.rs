@@ -263,29 +263,18 @@ pub(super) fn config_name(nic: &ArmResource, lower: &str) -> String {
 
 pub(super) fn vnet_view(r: &impl Read, s: &Scope<'_>, res: &ArmResource) -> Value {
     let mut p = props(res);
-    let subnets: Vec<Value> = p
-        .get("subnets")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or_default().to_owned();
-            let mut sp = c["properties"].as_object().cloned().unwrap_or_default();
-            if let Some(subnet_id) = res.children.get(&name.to_lowercase()) {
-                let configs = ip_configurations_on(r, s, subnet_id);
-                if !configs.is_empty() {
-                    sp.insert("ipConfigurations".into(), Value::Array(configs));
-                }
+    show_children(&mut p, s, res, "subnets", |name, sp| {
+        if let Some(subnet_id) = res.children.get(&name.to_lowercase()) {
+            let configs = ip_configurations_on(r, s, subnet_id);
+            if !configs.is_empty() {
+                sp.insert("ipConfigurations".into(), Value::Array(configs));
             }
-            sp.entry("privateEndpointNetworkPolicies")
-                .or_insert(json!("Disabled"));
-            sp.entry("privateLinkServiceNetworkPolicies")
-                .or_insert(json!("Enabled"));
-            child_view(s, res, "subnets", "subnets", &name, with_state(sp))
-        })
-        .collect();
-    p.insert("subnets".into(), Value::Array(subnets));
+        }
+        sp.entry("privateEndpointNetworkPolicies")
+            .or_insert(json!("Disabled"));
+        sp.entry("privateLinkServiceNetworkPolicies")
+            .or_insert(json!("Enabled"));
+    });
     p.insert("resourceGuid".into(), json!(res.meta.id));
     p.entry("enableDdosProtection").or_insert(json!(false));
     p.entry("virtualNetworkPeerings").or_insert(json!([]));
