@@ -757,7 +757,7 @@ fn helm_values_schema_and_checks_refuse_bad_values() {
         ]
     };
     for (bad, names) in [
-        ("cloudProvider=azure", "cloudProvider"),
+        ("cloudProvider=ibmcloud", "cloudProvider"),
         ("cloudControllerManager.replicas=0", "replicas"),
         ("cloudControllerManager.kind=StatefulSet", "kind"),
         (
