@@ -138,9 +138,10 @@ print("pv/data-1 (disk %s): %s" % (pv["spec"]["azureDisk"]["diskName"],
 
 # The in-tree volume step (hack/lib/volume-demo.sh): kubernetes.io/azure-disk managed disks,
 # attached by LUN with a PATCH of the VM's data disks. Not zoned: the VMs are in an
-# availability set, whose Nodes' zones are fault domains.
+# availability set, whose Nodes' zones are fault domains; the class allows fault domain 0 only,
+# so every run places the pod (and draws the same calls) alike.
 azure_volume_class() {
-  vol_plugin=kubernetes.io/azure-disk vol_class=azure-disk vol_params='{"skuname":"StandardSSD_LRS","kind":"Managed","zoned":"false"}' vol_zone=
+  vol_plugin=kubernetes.io/azure-disk vol_class=azure-disk vol_params='{"skuname":"StandardSSD_LRS","kind":"Managed","zoned":"false"}' vol_zone=0
 }
 azure_instance_id() { node_name "$1"; }
 azure_volume_show() {
