@@ -79,6 +79,9 @@ pub struct Azure {
     arm: OnceCell<Arm>,
     /// The instance metadata service, with `useInstanceMetadata`.
     imds: Option<metadata::Imds>,
+    /// One route change at a time: the route table is made by the first and changed whole
+    /// (upstream batches its route updates for the same reason).
+    routes: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Azure {
@@ -113,6 +116,7 @@ impl Azure {
             environment: None,
             arm: OnceCell::new(),
             imds,
+            routes: tokio::sync::Mutex::new(()),
         }
     }
 

@@ -4,7 +4,8 @@
 //! node's pod CIDR, `nextHopType` `VirtualAppliance` to the node's private address (its primary
 //! NIC's primary IP configuration). Upstream batches changes every 30 s into one PUT of the
 //! table; hypercloud puts and deletes each route as its child resource at once. As upstream,
-//! the table is never associated with a subnet. Without `routeTableName` the provider has no
+//! the table is never associated with a subnet. Route changes go one at a time, so the first
+//! makes a missing table and none undoes another's. Without `routeTableName` the provider has no
 //! Routes (the route controller then does nothing, as upstream refuses to start it).
 
 use async_trait::async_trait;
@@ -106,6 +107,7 @@ impl Routes for Azure {
         _name_hint: &str,
         route: &Route,
     ) -> hypercloud_cloudprovider::Result<()> {
+        let _one_at_a_time = self.routes.lock().await;
         let run = async {
             let ip = self.node_private_ip(&route.target_node).await?;
             let arm = self.arm().await?;
@@ -138,6 +140,7 @@ impl Routes for Azure {
         _cluster_name: &str,
         route: &Route,
     ) -> hypercloud_cloudprovider::Result<()> {
+        let _one_at_a_time = self.routes.lock().await;
         let run = async {
             let table_id = self.route_table_id().await?;
             let name = if route.name.is_empty() {
