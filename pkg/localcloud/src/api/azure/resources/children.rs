@@ -102,14 +102,7 @@ pub(super) async fn child_call(
                 };
                 items.remove(i);
             } else {
-                let v: Value = serde_json::from_slice(&call.body).map_err(|e| {
-                    invalid(
-                        "InvalidRequestContent",
-                        format!(
-                            "The request content was invalid and could not be deserialized: {e}"
-                        ),
-                    )
-                })?;
+                let v = json_body(&call.body)?;
                 let child_props = match &v["properties"] {
                     Value::Null => json!({}),
                     p @ Value::Object(_) => p.clone(),

@@ -294,14 +294,23 @@ pub(super) fn preconditions(
     Ok(())
 }
 
-/// Reads a PUT body.
-pub(super) fn desired(raw: &[u8]) -> Result<Desired, ApiError> {
-    let v: Value = serde_json::from_slice(raw).map_err(|e| {
+/// A request body as JSON, or ARM's 400 for one that is not.
+pub(super) fn json_body(raw: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(raw).map_err(|e| {
         invalid(
             "InvalidRequestContent",
             format!("The request content was invalid and could not be deserialized: {e}"),
         )
-    })?;
+    })
+}
+
+/// Reads a PUT body.
+pub(super) fn desired(raw: &[u8]) -> Result<Desired, ApiError> {
+    desired_of(json_body(raw)?)
+}
+
+/// What a PUT body (or a resource with a PATCH merged into it) asks for.
+pub(super) fn desired_of(v: Value) -> Result<Desired, ApiError> {
     let Value::Object(mut o) = v else {
         return Err(invalid(
             "InvalidRequestContent",
@@ -535,19 +544,14 @@ pub(super) async fn one(
                         let current = existing
                             .as_ref()
                             .ok_or_else(|| not_found(kind, &group.name, &name))?;
-                        let p: Value = serde_json::from_slice(&call.body).map_err(|e| {
-                            invalid(
-                                "InvalidRequestContent",
-                                format!("The request content was invalid and could not be deserialized: {e}"),
-                            )
-                        })?;
+                        let p = json_body(&call.body)?;
                         let mut merged = as_desired(current);
                         merge_patch(&mut merged, &p);
                         // ARM replaces the tags a PATCH gives, whole.
                         if p["tags"].is_object() {
                             merged["tags"] = p["tags"].clone();
                         }
-                        desired(merged.to_string().as_bytes())?
+                        desired_of(merged)?
                     } else {
                         desired(&call.body)?
                     };
