@@ -510,12 +510,15 @@ if [ "$mode" = external ]; then
   echo "local-up: pods Pending: every Node is Ready but still tainted node.cloudprovider.kubernetes.io/uninitialized"
 
   step "start the cloud-controller-manager (--cloud-provider=$provider)"
-  # The default controllers plus the PV-label controller (pvl; off by default, as upstream).
-  "$bin/cloud-controller-manager" "${cloud_flags[@]}" "${controller_flags[@]}" --kubeconfig "$kubeconfig" --controllers='*,pvl' \
+  # The default controllers plus the PV-label controller (pvl; off by default, as upstream);
+  # a cloud's own list in $ccm_controllers (azure: without cloud-node, see cloud_node_managers).
+  "$bin/cloud-controller-manager" "${cloud_flags[@]}" "${controller_flags[@]}" --kubeconfig "$kubeconfig" --controllers="${ccm_controllers:-*,pvl}" \
     --secure-port "$(free_port)" --bind-address 127.0.0.1 \
     --trace-cloud-calls "$dir/trace-cloud-controller-manager.jsonl" --v=2 \
     >"$dir/logs/cloud-controller-manager.log" 2>&1 &
   pids+=($!)
+  # A cloud whose external layout initialises each Node from the node itself (azure).
+  if declare -F cloud_node_managers >/dev/null; then cloud_node_managers "$nodes"; fi
 else
   step "start hypercloud's controller-manager with the in-tree cloud controllers (--cloud-provider=$provider)"
   # The cloud part of the in-tree kube-controller-manager, beside the upstream one (which has

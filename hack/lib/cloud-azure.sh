@@ -84,7 +84,7 @@ cloud_create_instances() {
     read -r nic ip < <(az_arm put "$g/providers/Microsoft.Network/networkInterfaces/node-$i-nic" "$(printf '{"location":"%s","properties":{"ipConfigurations":[{"name":"ipconfig1","properties":{"primary":true,"subnet":{"id":"/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/nodes-vnet/subnets/nodes"}}}]}}' "$az_location" "$AZURE_SUBSCRIPTION_ID" "$az_group")" \
       | python3 -c 'import json,sys; n=json.load(sys.stdin); print(n["id"], n["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"])') || fail "NIC node-$i-nic"
     # What a VM's instance metadata service tells it is who asks; on one machine each in-tree
-    # kubelet-helper asks from its VM's address, named in its own azure.json.
+    # kubelet-helper (external: cloud-node-manager) asks from its VM's address, named in its own azure.json.
     python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(useInstanceMetadata=True, hypercloudInstanceMetadataEndpoint=sys.argv[2], hypercloudInstanceMetadataSourceAddress=sys.argv[3]); json.dump(c, open(sys.argv[4], "w"), indent=2)' \
       "$dir/azure.json" "http://127.0.0.1:$md_port" "$ip" "$dir/azure-node-$i.json"
     az_arm put "$g/providers/Microsoft.Compute/virtualMachines/node-$i" "$(printf '{"location":"%s","properties":{"hardwareProfile":{"vmSize":"Standard_D2s_v3"},"osProfile":{"computerName":"node-%d","adminUsername":"azureuser"},"storageProfile":{"imageReference":{"publisher":"Canonical","offer":"ubuntu-24_04-lts","sku":"server","version":"latest"}},"networkProfile":{"networkInterfaces":[{"id":"%s","properties":{"primary":true}}]},"availabilitySet":{"id":"/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/availabilitySets/nodes"}}}' "$az_location" "$i" "$nic" "$AZURE_SUBSCRIPTION_ID" "$az_group")" >/dev/null || fail "VM node-$i"
@@ -110,9 +110,29 @@ cloud_stop_instance() {
 cloud_ids() { :; }
 
 # In-tree, each kubelet-helper learns what its VM is from the instance metadata service
-# (useInstanceMetadata, as upstream's kubelet on Azure), asking from its VM's address.
+# (useInstanceMetadata, as upstream's kubelet on Azure), asking from its VM's address;
+# external, each cloud-node-manager does (cloud_node_managers).
 cloud_node_flags() {
   node_flags=("--cloud-config=$dir/azure-node-$1.json")
+}
+
+# External, upstream's azure layout initialises each Node from the node itself: a
+# cloud-node-manager DaemonSet asks the VM's instance metadata service, and the
+# cloud-controller-manager runs without its cloud-node controller (cloud-provider-azure's
+# --controllers=*,-cloud-node; plus pvl here, as for every cloud).
+ccm_controllers='*,-cloud-node,pvl'
+
+# cloud_node_managers N: one cloud-node-manager beside each Node's kubelet, with the node's own
+# azure.json (which names its metadata service and the address it asks from).
+cloud_node_managers() {
+  step "start a cloud-node-manager beside each Node's kubelet (kubelet-helper cloud-node-manager: the VM's instance metadata service, no Resource Manager call)"
+  local i
+  for i in $(seq 1 "$1"); do
+    "$bin/kubelet-helper" cloud-node-manager "--cloud-config=$dir/azure-node-$i.json" --node-name "node-$i" \
+      --kubeconfig "$kubeconfig" --trace-cloud-calls "$dir/trace-cloud-node-manager-$i.jsonl" --v=2 \
+      >"$dir/logs/cloud-node-manager-$i.log" 2>&1 &
+    pids+=($!)
+  done
 }
 
 cloud_volume() {

@@ -59,6 +59,12 @@ pub enum Command {
     /// metadata service, per [Metadata] search-order), as the kubelet's OpenStack code reads
     /// them; every failed source is named when none answers.
     Metadata(MetadataArgs),
+    /// Run cloud-provider-azure's cloud-node-manager for this node (the external layout's node
+    /// half on Azure): initialise this node's Node from the VM's instance metadata service
+    /// (its provider ID, instance type, zone and region labels, addresses), remove the
+    /// uninitialized taint, and keep the addresses up to date; the cloud-controller-manager
+    /// then runs with --controllers=*,-cloud-node.
+    CloudNodeManager(crate::cloud_node_manager::Args),
 }
 
 /// Flags of `kubelet-helper metadata`.
@@ -120,8 +126,10 @@ pub async fn run(args: Args, invoked_as: &str) -> anyhow::Result<()> {
         hypercloud_csi::server::socket_path(ep)
             .map_err(|e| UsageError(format!("--csi-driver-endpoint: {e}")))?;
     }
-    if let Some(Command::Metadata(m)) = command {
-        return metadata(m).await;
+    match command {
+        Some(Command::Metadata(m)) => return metadata(m).await,
+        Some(Command::CloudNodeManager(a)) => return crate::cloud_node_manager::run(a).await,
+        None => {}
     }
     let metrics = prometheus::Registry::new();
     let cloud = cloud::start(invoked_as, Personality::KubeletHelper, &common, &metrics).await?;

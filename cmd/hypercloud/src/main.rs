@@ -9,6 +9,7 @@ mod apiserver_plugin;
 mod cli;
 mod cloud;
 mod cloud_controller_manager;
+mod cloud_node_manager;
 mod configz;
 mod controller_manager;
 mod csi_driver;

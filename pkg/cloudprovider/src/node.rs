@@ -93,6 +93,92 @@ pub fn attach_instance_id(id: &str) -> Option<String> {
     id.rsplit('/').find(|p| !p.is_empty()).map(str::to_owned)
 }
 
+/// What the cloud says about one node, asked by the node's name as the node itself asks (see
+/// [`facts_by_name`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeFacts {
+    /// `spec.providerID` (`<provider>://<instance id>`).
+    pub provider_id: String,
+    /// The cloud's addresses, unfiltered.
+    pub addresses: Vec<NodeAddress>,
+    /// The instance type; empty when the cloud names none.
+    pub instance_type: String,
+    /// Zone and region, when the provider has zones (or InstancesV2 answered).
+    pub zone: Option<crate::Zone>,
+}
+
+/// A by-name lookup of a node that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    /// The provider supports neither Instances nor InstancesV2.
+    #[error("cloud provider {0:?} supports neither Instances nor InstancesV2")]
+    NoInstances(String),
+    /// One call about the node failed.
+    #[error("asking the cloud for {what} of node {node}")]
+    Call {
+        /// What was asked (instance ID, addresses, instance type, zone, instance metadata).
+        what: &'static str,
+        /// The node.
+        node: String,
+        /// The provider's error.
+        source: crate::Error,
+    },
+}
+
+/// What the cloud says about node `name`, asked by name, as the node itself asks: upstream's
+/// in-tree kubelet and cloud-provider-azure's cloud-node-manager both call Instances'
+/// `InstanceID`, `NodeAddresses` and `InstanceType` with the node's name (a provider that knows
+/// it runs on that node answers from its instance metadata) and take the zone from Zones;
+/// a provider with InstancesV2 only answers with one `InstanceMetadata`.
+pub async fn facts_by_name(
+    cloud: &dyn crate::Interface,
+    name: &str,
+) -> Result<NodeFacts, LookupError> {
+    let call = |what: &'static str| {
+        move |source| LookupError::Call {
+            what,
+            node: name.to_string(),
+            source,
+        }
+    };
+    let mut facts = if let Some(i) = cloud.instances() {
+        let id = i.instance_id(name).await.map_err(call("instance ID"))?;
+        NodeFacts {
+            provider_id: instance_provider_id(cloud.provider_name(), &id),
+            addresses: i.node_addresses(name).await.map_err(call("addresses"))?,
+            instance_type: i.instance_type(name).await.map_err(call("instance type"))?,
+            zone: None,
+        }
+    } else if let Some(v2) = cloud.instances_v2() {
+        let probe = k8s_openapi::api::core::v1::Node {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let md = v2
+            .instance_metadata(&probe)
+            .await
+            .map_err(call("instance metadata"))?;
+        NodeFacts {
+            provider_id: md.provider_id,
+            addresses: md.node_addresses,
+            instance_type: md.instance_type,
+            zone: Some(crate::Zone {
+                failure_domain: md.zone,
+                region: md.region,
+            }),
+        }
+    } else {
+        return Err(LookupError::NoInstances(cloud.provider_name().into()));
+    };
+    if let Some(z) = cloud.zones() {
+        facts.zone = Some(z.get_zone_by_node_name(name).await.map_err(call("zone"))?);
+    }
+    Ok(facts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,13 +112,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
             return Err(e);
         }
     };
-    let patched: Node = merge_patch::<Node, PatchedNode>(&ctx.client, None, &name, None, &patch)
-        .await
-        .map_err(|source| Error::PatchNode {
-            node: name.clone(),
-            source,
-        })?
-        .into();
+    let patched = apply_initialisation(&ctx.client, &name, &patch).await?;
     if let Some(age) = seconds_since_creation(&node) {
         ctx.metrics.taint_removal_delay.observe(age);
     }
@@ -141,6 +135,21 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action> {
     Ok(Action::AwaitChange)
 }
 
+/// Sends an [`initialisation_patch`] and reads back what [`desired_addresses`] needs.
+pub(crate) async fn apply_initialisation(
+    client: &kube::Client,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<Node> {
+    let patched = merge_patch::<Node, PatchedNode>(client, None, name, None, patch)
+        .await
+        .map_err(|source| Error::PatchNode {
+            node: name.to_string(),
+            source,
+        })?;
+    Ok(patched.into())
+}
+
 /// Seconds since the Node was created (upstream's delay metrics), when it says when.
 fn seconds_since_creation(node: &Node) -> Option<f64> {
     let created = node.metadata.creation_timestamp.as_ref()?;
@@ -149,8 +158,17 @@ fn seconds_since_creation(node: &Node) -> Option<f64> {
 }
 
 async fn patch_addresses(ctx: &Context, name: &str, addresses: Vec<NodeAddress>) -> Result<()> {
+    patch_node_addresses(&ctx.client, name, addresses).await
+}
+
+/// Replaces the Node's `status.addresses` (a merge patch: the list is replaced whole).
+pub(crate) async fn patch_node_addresses(
+    client: &kube::Client,
+    name: &str,
+    addresses: Vec<NodeAddress>,
+) -> Result<()> {
     let patch = json!({"status": {"addresses": addresses}});
-    merge_patch::<Node, IgnoredAny>(&ctx.client, None, name, Some("status"), &patch)
+    merge_patch::<Node, IgnoredAny>(client, None, name, Some("status"), &patch)
         .await
         .map_err(|source| Error::PatchNodeStatus {
             node: name.into(),
@@ -352,6 +370,25 @@ fn is_kubernetes_label(key: &str) -> bool {
 /// the taints without the uninitialized one, guarded by the Node's resourceVersion so that a
 /// concurrent change (a new taint) is never overwritten.
 pub fn initialisation_patch(node: &Node, meta: &InstanceMetadata) -> Result<serde_json::Value> {
+    initialisation_patch_with(node, meta, BetaLabels::Set)
+}
+
+/// Whether initialisation sets the deprecated beta labels (`beta.kubernetes.io/instance-type`,
+/// `failure-domain.beta.kubernetes.io/zone` and `/region`) beside the GA ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BetaLabels {
+    /// Both, as upstream's cloud-node controller does.
+    Set,
+    /// GA only, as cloud-provider-azure's cloud-node-manager does by default.
+    Omit,
+}
+
+/// [`initialisation_patch`] with the beta labels as `beta` says.
+pub fn initialisation_patch_with(
+    node: &Node,
+    meta: &InstanceMetadata,
+    beta: BetaLabels,
+) -> Result<serde_json::Value> {
     let name = node.name_any();
     // A provided node IP that matches no cloud address keeps the node tainted.
     if let Some(ip) = node.annotations().get(ANNOTATION_PROVIDED_NODE_IP) {
@@ -376,6 +413,11 @@ pub fn initialisation_patch(node: &Node, meta: &InstanceMetadata) -> Result<serd
         ),
     ] {
         if !value.is_empty() {
+            let keys = if beta == BetaLabels::Set {
+                &keys[..]
+            } else {
+                &keys[..1]
+            };
             for k in keys {
                 labels.insert(k.to_string(), value.clone());
             }

@@ -60,6 +60,14 @@ pub enum Error {
         /// The cloud's error.
         source: hypercloud_cloudprovider::Error,
     },
+    /// Asking the cloud about the node by its name (the node's own view) failed.
+    #[error("getting the cloud's facts about node {node}")]
+    NodeFacts {
+        /// Node name.
+        node: String,
+        /// What failed.
+        source: hypercloud_cloudprovider::node::LookupError,
+    },
     /// The cloud gave no provider ID for a Node that has none.
     #[error("cloud provider does not set node provider ID for node {node}")]
     MissingProviderId {

@@ -50,6 +50,7 @@ mod metrics;
 pub mod names;
 pub mod node_ipam;
 pub mod node_lifecycle;
+pub mod node_manager;
 pub mod plan;
 pub mod pv_expander;
 pub mod pv_label;

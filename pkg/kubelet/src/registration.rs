@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use hypercloud_cloudprovider::node::{instance_provider_id, node_addresses_from_node_ip};
+use hypercloud_cloudprovider::node::{facts_by_name, node_addresses_from_node_ip, LookupError};
 use hypercloud_cloudprovider::wellknown::{
     ANNOTATION_PROVIDED_NODE_IP, LABEL_FAILURE_DOMAIN_REGION, LABEL_FAILURE_DOMAIN_ZONE,
     LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
@@ -110,65 +110,16 @@ pub async fn cloud_facts(
     node_name: &str,
     node_ip: Option<&str>,
 ) -> Result<CloudFacts> {
-    let lookup = |what: &'static str| {
-        move |source| Error::CloudLookup {
-            what,
-            node: node_name.to_string(),
-            source,
-        }
-    };
-    let (provider_id, cloud_addresses, instance_type, mut zone) = if let Some(i) = cloud.instances()
-    {
-        let id = i
-            .instance_id(node_name)
-            .await
-            .map_err(lookup("instance ID"))?;
-        let addresses = i
-            .node_addresses(node_name)
-            .await
-            .map_err(lookup("addresses"))?;
-        let itype = i
-            .instance_type(node_name)
-            .await
-            .map_err(lookup("instance type"))?;
-        (
-            instance_provider_id(cloud.provider_name(), &id),
-            addresses,
-            itype,
-            None,
-        )
-    } else if let Some(v2) = cloud.instances_v2() {
-        let probe = Node {
-            metadata: ObjectMeta {
-                name: Some(node_name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let md = v2
-            .instance_metadata(&probe)
-            .await
-            .map_err(lookup("instance metadata"))?;
-        let zone = Zone {
-            failure_domain: md.zone,
-            region: md.region,
-        };
-        (
-            md.provider_id,
-            md.node_addresses,
-            md.instance_type,
-            Some(zone),
-        )
-    } else {
-        return Err(Error::NoInstances(cloud.provider_name().into()));
-    };
-    if let Some(z) = cloud.zones() {
-        zone = Some(
-            z.get_zone_by_node_name(node_name)
-                .await
-                .map_err(lookup("zone"))?,
-        );
-    }
+    let facts = facts_by_name(cloud, node_name).await.map_err(|e| match e {
+        LookupError::NoInstances(p) => Error::NoInstances(p),
+        LookupError::Call { what, node, source } => Error::CloudLookup { what, node, source },
+    })?;
+    let (provider_id, cloud_addresses, instance_type, zone) = (
+        facts.provider_id,
+        facts.addresses,
+        facts.instance_type,
+        facts.zone,
+    );
     let addresses = node_addresses_from_node_ip(node_ip.unwrap_or(""), &cloud_addresses).map_err(
         |mismatch| Error::NodeIp {
             node: node_name.into(),

@@ -104,6 +104,7 @@ pub struct Diagram {
 const COMPONENT_ORDER: &[&str] = &[
     "kubelet-helper",
     "kubelet",
+    "cloud-node-manager",
     "apiserver-plugin",
     "kube-apiserver",
     "controller-manager",

@@ -7,6 +7,8 @@
 //!
 //! - In-tree layout: kubelet-helper with `useInstanceMetadata` asks the metadata service from
 //!   its VM's address and registers the Node with provider ID, address and zone.
+//! - External layout, node half: `kubelet-helper cloud-node-manager` initialises its own
+//!   tainted Node from the metadata service without a working credential.
 //! - External layout: the cloud-controller-manager initialises a tainted Node from its VM
 //!   (provider ID with the group lower-cased, the NIC's address, size, fault domain, location);
 //!   the route controller puts a route named as the Node in `k8s-routes`; a LoadBalancer Service
@@ -384,9 +386,135 @@ async fn azure_provider_in_tree_and_external() {
     let ccm_vm = vm(&cloud, &env.unique_name("az-node")).await;
     let kubelet_vm = vm(&cloud, &env.unique_name("az-kubelet")).await;
     let fault_vm = vm(&cloud, &env.unique_name("az-faults")).await;
+    // Fault domains 1 and 0.
+    let cnm_vm = vm(&cloud, &env.unique_name("az-cnm")).await;
+    let cnm_beta_vm = vm(&cloud, &env.unique_name("az-cnm-beta")).await;
     kubelet_helper_in_tree_knows_itself_from_the_metadata_service(&env, &cloud, &kubelet_vm).await;
+    cloud_node_manager_initialises_its_own_node(&env, &cloud, &cnm_vm, &cnm_beta_vm).await;
     ccm_initialises_routes_balances_and_deletes(&env, &cloud, &ccm_vm).await;
     faults(&env, &mut cloud, &fault_vm).await;
+}
+
+/// The external layout's node half: `kubelet-helper cloud-node-manager` initialises its own
+/// tainted Node from the metadata service alone (its azure.json's client secret is wrong, so any
+/// Entra or Resource Manager call would fail): GA labels only by default, the metadata
+/// service's address order (Hostname first); with --enable-deprecated-beta-topology-labels the
+/// beta labels too, with --wait-routes NetworkUnavailable until a route exists.
+async fn cloud_node_manager_initialises_its_own_node(
+    env: &TestEnv,
+    cloud: &Cloud,
+    plain: &Vm,
+    beta: &Vm,
+) {
+    let nodes: Api<Node> = Api::all(env.client());
+    let kubeconfig = env.control_plane().kubeconfig().display().to_string();
+    let mut procs = Vec::new();
+    for (vm, flags) in [
+        (plain, &[][..]),
+        (
+            beta,
+            &[
+                "--wait-routes",
+                "--enable-deprecated-beta-topology-labels=true",
+            ][..],
+        ),
+    ] {
+        create_tainted(&nodes, &vm.name).await;
+        let conf = cloud.azure_json(
+            &format!("azure-{}.json", vm.name),
+            json!({"aadClientSecret": "not-the-secret",
+                "hypercloudInstanceMetadataEndpoint": cloud.metadata_url,
+                "hypercloudInstanceMetadataSourceAddress": vm.ip}),
+        );
+        let mut cmd = cloud.personality("kubelet-helper");
+        cmd.args([
+            "cloud-node-manager",
+            &format!("--cloud-config={}", conf.display()),
+            &format!("--kubeconfig={kubeconfig}"),
+            &format!("--node-name={}", vm.name),
+            "--v=2",
+        ])
+        .args(flags);
+        let log = cloud.dir.join(format!("cnm-{}.log", vm.name));
+        procs.push(Proc::spawn_with(
+            "cloud-node-manager",
+            cmd,
+            log,
+            Stdout::Null,
+        ));
+    }
+    let initialised = |n: &Node| !has_taint(n, TAINT_UNINITIALIZED);
+    let n = nodes::wait_for(
+        &nodes,
+        &plain.name,
+        "the node manager to initialise its Node",
+        MINUTE,
+        initialised,
+    )
+    .await;
+    assert_eq!(
+        provider_id(&n),
+        Some(expected_provider_id(cloud, &plain.name).as_str())
+    );
+    assert_eq!(label(&n, "topology.kubernetes.io/zone"), Some("1"));
+    assert_eq!(label(&n, "topology.kubernetes.io/region"), Some(LOCATION));
+    assert_eq!(label(&n, "node.kubernetes.io/instance-type"), Some(SIZE));
+    assert_eq!(label(&n, "failure-domain.beta.kubernetes.io/zone"), None);
+    assert_eq!(label(&n, "beta.kubernetes.io/instance-type"), None);
+    let addresses: Vec<(String, String)> = n
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            ("Hostname".to_owned(), plain.name.clone()),
+            ("InternalIP".to_owned(), plain.ip.clone())
+        ]
+    );
+    let n = nodes::wait_for(
+        &nodes,
+        &beta.name,
+        "the node manager to initialise its Node",
+        MINUTE,
+        initialised,
+    )
+    .await;
+    assert_eq!(label(&n, "topology.kubernetes.io/zone"), Some("0"));
+    assert_eq!(
+        label(&n, "failure-domain.beta.kubernetes.io/zone"),
+        Some("0")
+    );
+    assert_eq!(
+        label(&n, "failure-domain.beta.kubernetes.io/region"),
+        Some(LOCATION)
+    );
+    assert_eq!(label(&n, "beta.kubernetes.io/instance-type"), Some(SIZE));
+    let network = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "NetworkUnavailable"))
+        .map(|c| (c.status.clone(), c.reason.clone()));
+    assert_eq!(
+        network,
+        Some(("True".to_owned(), Some("NodeInitialization".to_owned())))
+    );
+    for mut p in procs {
+        p.sigterm();
+        assert_eq!(
+            p.wait_exit(Duration::from_secs(30)),
+            Some(0),
+            "node manager exit"
+        );
+    }
+    for vm in [plain, beta] {
+        let _ = nodes.delete(&vm.name, &DeleteParams::default()).await;
+    }
 }
 
 async fn kubelet_helper_in_tree_knows_itself_from_the_metadata_service(

@@ -723,3 +723,56 @@ fn trace_cloud_calls_writes_json_lines_naming_the_component() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("--trace-cloud-calls"), "{}", r.stderr);
 }
+
+#[test]
+fn cloud_node_manager_refuses_bad_flags_and_config_by_name() {
+    let _group = hypercloud_testenv::group_blocking("cli");
+    let dir = tempfile::tempdir().expect("tmp");
+    let cnm = |args: &[&str]| {
+        let mut all = vec!["kubelet-helper", "cloud-node-manager", NO_KUBECONFIG];
+        all.extend_from_slice(args);
+        hc(&all)
+    };
+    let r = cnm(&[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--cloud-config"), "{}", r.stderr);
+    let r = cnm(&["--cloud-config=/nonexistent/azure.json"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--cloud-config: cannot read /nonexistent/azure.json"),
+        "{}",
+        r.stderr
+    );
+    let broken = config_file(dir.path(), "broken.json", "{\"subscriptionId\": ");
+    let r = cnm(&[&format!("--cloud-config={}", broken.display())]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("broken.json"), "{}", r.stderr);
+    let partial = config_file(dir.path(), "partial.json", "{\"tenantId\": \"t\"}");
+    let r = cnm(&[&format!("--cloud-config={}", partial.display())]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("subscriptionId is required"),
+        "{}",
+        r.stderr
+    );
+    for bad in [
+        "--use-instance-metadata=maybe",
+        "--node-status-update-frequency=soon",
+        "--wait-routes=yes please",
+        "--no-such-flag",
+    ] {
+        let r = cnm(&["--cloud-config=/nonexistent/azure.json", bad]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        let flag = bad.split('=').next().expect("flag");
+        assert!(r.stderr.contains(flag), "{bad}: {}", r.stderr);
+    }
+    // A good file, then the missing kubeconfig stops it.
+    let good = config_file(
+        dir.path(),
+        "azure.json",
+        "{\"tenantId\": \"t\", \"subscriptionId\": \"s\", \"resourceGroup\": \"g\", \"location\": \"l\", \"aadClientId\": \"c\", \"aadClientSecret\": \"x\"}",
+    );
+    let r = cnm(&[&format!("--cloud-config={}", good.display())]);
+    assert_stopped_after_report(&r, "cloud-node-manager");
+}

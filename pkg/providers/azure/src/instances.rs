@@ -437,21 +437,8 @@ impl Zones for Azure {
     /// hostname, as upstream.
     async fn get_zone(&self) -> hypercloud_cloudprovider::Result<Zone> {
         if let Some(imds) = &self.imds {
-            let c = imds
-                .instance()
-                .await
-                .map_err(Error::into_provider_error)?
-                .compute;
-            let location = c.location.to_lowercase();
-            let failure_domain = if c.zone.is_empty() {
-                c.platform_fault_domain
-            } else {
-                format!("{location}-{}", c.zone)
-            };
-            return Ok(Zone {
-                failure_domain,
-                region: location,
-            });
+            let i = imds.instance().await.map_err(Error::into_provider_error)?;
+            return Ok(imds_zone(&i.compute));
         }
         let host = hostname().map_err(Error::into_provider_error)?;
         self.get_zone_by_node_name(&host).await
@@ -469,7 +456,17 @@ impl Zones for Azure {
         Ok(zone_of(&vm, &self.config.location))
     }
 
+    /// The zone of node `name`: from the instance metadata service when `name` is the VM
+    /// this process runs on (as [`Zones::get_zone`], which upstream's kubelet and
+    /// cloud-node-manager call), else from Resource Manager.
     async fn get_zone_by_node_name(&self, name: &str) -> hypercloud_cloudprovider::Result<Zone> {
+        if let Some(i) = self
+            .local_instance(name)
+            .await
+            .map_err(Error::into_provider_error)?
+        {
+            return Ok(imds_zone(&i.compute));
+        }
         let vm = self
             .vm_of_node(name)
             .await
@@ -480,6 +477,20 @@ impl Zones for Azure {
 }
 
 /// This machine's hostname, lower-cased (upstream's `os.Hostname`).
+/// The zone the instance metadata service gives: `<location>-<zone>`, else the fault domain.
+fn imds_zone(c: &crate::metadata::Compute) -> Zone {
+    let location = c.location.to_lowercase();
+    let failure_domain = if c.zone.is_empty() {
+        c.platform_fault_domain.clone()
+    } else {
+        format!("{location}-{}", c.zone)
+    };
+    Zone {
+        failure_domain,
+        region: location,
+    }
+}
+
 fn hostname() -> Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))

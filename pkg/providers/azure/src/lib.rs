@@ -82,6 +82,10 @@ pub struct Azure {
     /// One route change at a time: the route table is made by the first and changed whole
     /// (upstream batches its route updates for the same reason).
     routes: tokio::sync::Mutex<()>,
+    /// Whether `initialize` makes the Resource Manager client (and so fetches a token): not
+    /// for a cloud-node-manager that reads the instance metadata service only, which needs
+    /// no credential.
+    connect_at_start: bool,
 }
 
 impl std::fmt::Debug for Azure {
@@ -117,6 +121,7 @@ impl Azure {
             arm: OnceCell::new(),
             imds,
             routes: tokio::sync::Mutex::new(()),
+            connect_at_start: true,
         }
     }
 
@@ -148,6 +153,29 @@ impl Azure {
         Config::parse(text, &cc.origin)
             .map(Azure::new)
             .map_err(Error::into_cloud_config_error)
+    }
+
+    /// The provider of upstream's cloud-node-manager, which asks only about its own node:
+    /// `use_instance_metadata` (its `--use-instance-metadata`, default true) decides whether
+    /// the node's facts come from the instance metadata service or from Resource Manager,
+    /// whatever `useInstanceMetadata` says in `config`. Unlike upstream's, whose metadata
+    /// service sits at a fixed address, hypercloud's reads the service's address from
+    /// azure.json (`hypercloudInstanceMetadataEndpoint`, `...SourceAddress`), so the file is
+    /// needed in both modes. With the metadata service no token is fetched at start (nor
+    /// later, as long as only the local VM is asked about).
+    pub fn for_node_manager(mut config: Config, use_instance_metadata: bool) -> Self {
+        if config.use_instance_metadata != use_instance_metadata {
+            tracing::info!(
+                origin = %config.origin,
+                use_instance_metadata,
+                "--use-instance-metadata overrides useInstanceMetadata of the cloud config"
+            );
+        }
+        config.use_instance_metadata = use_instance_metadata;
+        Azure {
+            connect_at_start: !use_instance_metadata,
+            ..Self::new(config)
+        }
     }
 
     /// The configuration in effect.
@@ -191,6 +219,9 @@ impl Interface for Azure {
         &self,
         _client: Option<kube::Client>,
     ) -> hypercloud_cloudprovider::Result<()> {
+        if !self.connect_at_start {
+            return Ok(());
+        }
         self.arm()
             .await
             .map(|_| ())
