@@ -389,8 +389,10 @@ async fn azure_provider_in_tree_and_external() {
     // Fault domains 1 and 0.
     let cnm_vm = vm(&cloud, &env.unique_name("az-cnm")).await;
     let cnm_beta_vm = vm(&cloud, &env.unique_name("az-cnm-beta")).await;
+    let cnm_arm_vm = vm(&cloud, &env.unique_name("az-cnm-arm")).await;
     kubelet_helper_in_tree_knows_itself_from_the_metadata_service(&env, &cloud, &kubelet_vm).await;
-    cloud_node_manager_initialises_its_own_node(&env, &cloud, &cnm_vm, &cnm_beta_vm).await;
+    cloud_node_manager_initialises_its_own_node(&env, &cloud, [&cnm_vm, &cnm_beta_vm, &cnm_arm_vm])
+        .await;
     ccm_initialises_routes_balances_and_deletes(&env, &cloud, &ccm_vm).await;
     faults(&env, &mut cloud, &fault_vm).await;
 }
@@ -399,12 +401,13 @@ async fn azure_provider_in_tree_and_external() {
 /// tainted Node from the metadata service alone (its azure.json's client secret is wrong, so any
 /// Entra or Resource Manager call would fail): GA labels only by default, the metadata
 /// service's address order (Hostname first); with --enable-deprecated-beta-topology-labels the
-/// beta labels too, with --wait-routes NetworkUnavailable until a route exists.
+/// beta labels too, with --wait-routes NetworkUnavailable until a route exists; with
+/// --use-instance-metadata=false (and the right secret) from Resource Manager, whose address
+/// order differs.
 async fn cloud_node_manager_initialises_its_own_node(
     env: &TestEnv,
     cloud: &Cloud,
-    plain: &Vm,
-    beta: &Vm,
+    [plain, beta, arm]: [&Vm; 3],
 ) {
     let nodes: Api<Node> = Api::all(env.client());
     let kubeconfig = env.control_plane().kubeconfig().display().to_string();
@@ -426,23 +429,26 @@ async fn cloud_node_manager_initialises_its_own_node(
                 "hypercloudInstanceMetadataEndpoint": cloud.metadata_url,
                 "hypercloudInstanceMetadataSourceAddress": vm.ip}),
         );
-        let mut cmd = cloud.personality("kubelet-helper");
-        cmd.args([
-            "cloud-node-manager",
-            &format!("--cloud-config={}", conf.display()),
-            &format!("--kubeconfig={kubeconfig}"),
-            &format!("--node-name={}", vm.name),
-            "--v=2",
-        ])
-        .args(flags);
-        let log = cloud.dir.join(format!("cnm-{}.log", vm.name));
-        procs.push(Proc::spawn_with(
-            "cloud-node-manager",
-            cmd,
-            log,
-            Stdout::Null,
-        ));
+        procs.push(node_manager(cloud, &conf, &kubeconfig, vm, flags));
     }
+    let conf = cloud.azure_json("azure-cnm-arm.json", json!({"useInstanceMetadata": true}));
+    create_tainted(&nodes, &arm.name).await;
+    procs.push(node_manager(
+        cloud,
+        &conf,
+        &kubeconfig,
+        arm,
+        &["--use-instance-metadata=false"],
+    ));
+    let addresses = |n: &Node| -> Vec<(String, String)> {
+        n.status
+            .as_ref()
+            .and_then(|s| s.addresses.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect()
+    };
     let initialised = |n: &Node| !has_taint(n, TAINT_UNINITIALIZED);
     let n = nodes::wait_for(
         &nodes,
@@ -461,16 +467,8 @@ async fn cloud_node_manager_initialises_its_own_node(
     assert_eq!(label(&n, "node.kubernetes.io/instance-type"), Some(SIZE));
     assert_eq!(label(&n, "failure-domain.beta.kubernetes.io/zone"), None);
     assert_eq!(label(&n, "beta.kubernetes.io/instance-type"), None);
-    let addresses: Vec<(String, String)> = n
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|a| (a.type_, a.address))
-        .collect();
     assert_eq!(
-        addresses,
+        addresses(&n),
         [
             ("Hostname".to_owned(), plain.name.clone()),
             ("InternalIP".to_owned(), plain.ip.clone())
@@ -504,6 +502,26 @@ async fn cloud_node_manager_initialises_its_own_node(
         network,
         Some(("True".to_owned(), Some("NodeInitialization".to_owned())))
     );
+    let n = nodes::wait_for(
+        &nodes,
+        &arm.name,
+        "the node manager to initialise its Node from Resource Manager",
+        MINUTE,
+        initialised,
+    )
+    .await;
+    assert_eq!(
+        provider_id(&n),
+        Some(expected_provider_id(cloud, &arm.name).as_str())
+    );
+    assert_eq!(label(&n, "topology.kubernetes.io/zone"), Some("1"));
+    assert_eq!(
+        addresses(&n),
+        [
+            ("InternalIP".to_owned(), arm.ip.clone()),
+            ("Hostname".to_owned(), arm.name.clone())
+        ]
+    );
     for mut p in procs {
         p.sigterm();
         assert_eq!(
@@ -512,7 +530,7 @@ async fn cloud_node_manager_initialises_its_own_node(
             "node manager exit"
         );
     }
-    for vm in [plain, beta] {
+    for vm in [plain, beta, arm] {
         let _ = nodes.delete(&vm.name, &DeleteParams::default()).await;
     }
 }
@@ -559,6 +577,21 @@ async fn kubelet_helper_in_tree_knows_itself_from_the_metadata_service(
     assert_eq!(label(&n, "node.kubernetes.io/instance-type"), Some(SIZE));
     assert!(!has_taint(&n, TAINT_UNINITIALIZED));
     let _ = nodes.delete(&vm.name, &DeleteParams::default()).await;
+}
+
+/// `kubelet-helper cloud-node-manager` for `vm` with `conf` and more `flags`.
+fn node_manager(cloud: &Cloud, conf: &Path, kubeconfig: &str, vm: &Vm, flags: &[&str]) -> Proc {
+    let mut cmd = cloud.personality("kubelet-helper");
+    cmd.args([
+        "cloud-node-manager",
+        &format!("--cloud-config={}", conf.display()),
+        &format!("--kubeconfig={kubeconfig}"),
+        &format!("--node-name={}", vm.name),
+        "--v=2",
+    ])
+    .args(flags);
+    let log = cloud.dir.join(format!("cnm-{}.log", vm.name));
+    Proc::spawn_with("cloud-node-manager", cmd, log, Stdout::Null)
 }
 
 /// The cloud-controller-manager with `conf` and more `args` (`--controllers`).
