@@ -293,6 +293,7 @@ fn every_overlay_and_base_renders() {
         "overlays/vsphere",
         "overlays/gce",
         "overlays/azure",
+        "cloud-node-manager",
         "helm/openstack",
         "helm/gce",
         "helm/apiserver-plugin",
@@ -310,6 +311,30 @@ fn every_overlay_and_base_renders() {
     let ds = kinds("cloud-controller-manager-daemonset");
     assert!(ds.iter().any(|k| k == "DaemonSet"), "{ds:?}");
     assert!(!ds.iter().any(|k| k == "Deployment"), "{ds:?}");
+    // Azure's layout: the cloud-node-manager DaemonSet, and a cloud-controller-manager that
+    // leaves the Nodes to it.
+    let azure = rendered_named("overlays/azure");
+    assert!(
+        azure
+            .docs
+            .iter()
+            .any(|d| d["kind"] == "DaemonSet" && d["metadata"]["name"] == "cloud-node-manager"),
+        "overlays/azure: no cloud-node-manager DaemonSet"
+    );
+    let ccm_args = azure
+        .docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "cloud-controller-manager")
+        .map(|d| d["spec"]["template"]["spec"]["containers"][0]["args"].clone())
+        .expect("overlays/azure: the cloud-controller-manager");
+    assert!(
+        ccm_args
+            .as_sequence()
+            .expect("args")
+            .iter()
+            .any(|a| a == "--controllers=*,-cloud-node"),
+        "overlays/azure: {ccm_args:?}"
+    );
     // Each provider overlay ships its cloud-config Secret.
     for overlay in rendered()
         .iter()
@@ -508,7 +533,8 @@ fn rbac_is_least_privilege_and_covers_the_controllers() {
 /// `hypercloud <personality> --help`.
 fn help(personality: &str) -> String {
     let out = Command::new(BIN)
-        .args([personality, "--help"])
+        .args(personality.split(' '))
+        .arg("--help")
         .output()
         .expect("run");
     assert!(out.status.success(), "{personality} --help failed");
@@ -550,8 +576,15 @@ fn container_commands_are_personalities_with_their_flags() {
                     .and_then(|c| c.strip_prefix("/usr/local/bin/"))
                     .expect("/usr/local/bin/<personality>");
                 personalities.push(personality.to_string());
-                let help = help(personality);
-                for arg in c["args"].as_sequence().expect("args") {
+                let args = c["args"].as_sequence().expect("args");
+                // A subcommand first (kubelet-helper cloud-node-manager): its own flags.
+                let (help, args) = match args.first().and_then(|a| a.as_str()) {
+                    Some(sub) if !sub.starts_with('-') => {
+                        (help(&format!("{personality} {sub}")), &args[1..])
+                    }
+                    _ => (help(personality), &args[..]),
+                };
+                for arg in args {
                     let flag = arg
                         .as_str()
                         .expect("string")
@@ -587,7 +620,11 @@ fn container_commands_are_personalities_with_their_flags() {
     personalities.dedup();
     assert_eq!(
         personalities,
-        ["apiserver-plugin", "cloud-controller-manager"]
+        [
+            "apiserver-plugin",
+            "cloud-controller-manager",
+            "kubelet-helper"
+        ]
     );
     assert!(checked > 50, "checked only {checked} flags");
 }
@@ -765,6 +802,8 @@ fn helm_values_schema_and_checks_refuse_bad_values() {
             "failurePolicy",
         ),
         ("unknownKey=1", "unknownKey"),
+        ("cloudNodeManager.enabled=true", "Azure's"),
+        ("cloudNodeManager.waitRoutes=sometimes", "waitRoutes"),
     ] {
         let mut args = conf("openstack");
         args.extend(["--set".to_string(), bad.to_string()]);
@@ -776,6 +815,19 @@ fn helm_values_schema_and_checks_refuse_bad_values() {
             "--set {bad}: the error does not name {names}: {err}"
         );
     }
+    // The cloud-node-manager with a cloud-controller-manager that would initialise the Nodes too.
+    let mut args = conf("azure");
+    args.extend(
+        [
+            "--set",
+            "cloudProvider=azure",
+            "--set",
+            "cloudNodeManager.enabled=true",
+        ]
+        .map(String::from),
+    );
+    let err = run_helm(&deploy, &HELM_TEMPLATE, &args).expect_err("cloud-node left on");
+    assert!(err.contains("-cloud-node"), "{err}");
     // No cloud config: the error says how to give one.
     let err = run_helm(&deploy, &HELM_TEMPLATE, &[]).expect_err("no cloudConfig accepted");
     assert!(err.contains("cloudConfig"), "{err}");
