@@ -147,7 +147,7 @@ pub(crate) fn error_policy(node: Arc<Node>, error: &Error, queue: &Queue) -> Act
 }
 
 /// Initialises the Node while it has the uninitialized taint; otherwise nothing (the periodic
-/// [`update_node_status`] keeps it up to date).
+/// refresh keeps it up to date).
 #[tracing::instrument(skip_all, fields(node = %node.name_any()))]
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Manager>) -> Result<Action> {
     if !has_taint(&node, TAINT_UNINITIALIZED) {
