@@ -36,6 +36,108 @@ pub struct HttpClientConfig {
     pub no_proxy: bool,
     /// The local address to connect from.
     pub local_address: Option<IpAddr>,
+    /// The server certificate's fingerprint, with the config key that gave it: that certificate
+    /// is trusted whoever signed it, and no other (govmomi's `SetThumbprint`, for a vCenter
+    /// with a self-signed certificate); `insecure` still wins, and no CA is consulted.
+    pub thumbprint: Option<(String, Thumbprint)>,
+}
+
+/// A certificate fingerprint as vSphere prints it (`AB:CD:...`): SHA-1 (20 bytes), or SHA-256
+/// (32 bytes), upper or lower case, with or without the colons.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Thumbprint(Vec<u8>);
+
+impl Thumbprint {
+    /// Parses `AB:CD:...`; the error says what is wrong (the text is not secret: a fingerprint
+    /// of a public certificate).
+    pub fn parse(s: &str) -> Result<Thumbprint, String> {
+        let hex: String = s.trim().chars().filter(|c| *c != ':').collect();
+        if hex.len() % 2 != 0 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(format!(
+                "{s:?} is not a certificate thumbprint (hex byte pairs, AB:CD:...)"
+            ));
+        }
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .filter_map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+            .collect();
+        if bytes.len() != 20 && bytes.len() != 32 {
+            return Err(format!(
+                "{s:?} is {} bytes; a thumbprint is a SHA-1 (20) or SHA-256 (32) digest",
+                bytes.len()
+            ));
+        }
+        Ok(Thumbprint(bytes))
+    }
+
+    /// The same digest of `der` (SHA-1 or SHA-256 as this one is).
+    fn of(&self, der: &[u8]) -> Thumbprint {
+        let alg = if self.0.len() == 20 {
+            &ring::digest::SHA1_FOR_LEGACY_USE_ONLY
+        } else {
+            &ring::digest::SHA256
+        };
+        Thumbprint(ring::digest::digest(alg, der).as_ref().to_vec())
+    }
+}
+
+impl std::fmt::Display for Thumbprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|b| format!("{b:02X}")).collect();
+        f.write_str(&parts.join(":"))
+    }
+}
+
+/// Trusts the one certificate whose fingerprint is `want`; the handshake's signatures are
+/// still checked with rustls' own algorithms.
+#[derive(Debug)]
+struct PinnedCertificate {
+    key: String,
+    want: Thumbprint,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::client::danger::ServerCertVerifier for PinnedCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let got = self.want.of(end_entity.as_ref());
+        if got == self.want {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(format!(
+                "{}: the server's certificate has thumbprint {got}, not {}",
+                self.key, self.want
+            )))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
 }
 
 impl HttpClientConfig {
@@ -51,6 +153,7 @@ impl HttpClientConfig {
             refuse_redirects: false,
             no_proxy: false,
             local_address: None,
+            thumbprint: None,
         }
     }
 
@@ -63,6 +166,13 @@ impl HttpClientConfig {
     /// Trusts the certificates of the PEM bundle `path`, named `key` in messages.
     pub fn ca_file(mut self, key: &str, path: Option<&Path>) -> Self {
         self.ca_file = path.map(|p| (key.to_owned(), p.to_owned()));
+        self
+    }
+
+    /// Trusts exactly the certificate with this fingerprint (named `key` in messages), when
+    /// given.
+    pub fn thumbprint(mut self, key: &str, thumbprint: Option<&Thumbprint>) -> Self {
+        self.thumbprint = thumbprint.map(|t| (key.to_owned(), t.clone()));
         self
     }
 
@@ -96,7 +206,25 @@ impl HttpClientConfig {
         }
         if self.insecure {
             b = b.danger_accept_invalid_certs(true);
+        } else if let Some((key, want)) = &self.thumbprint {
+            let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+            let verifier = PinnedCertificate {
+                key: key.clone(),
+                want: want.clone(),
+                algorithms: provider.signature_verification_algorithms,
+            };
+            let tls = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(HttpClientError::Tls)?
+                .dangerous()
+                .with_custom_certificate_verifier(std::sync::Arc::new(verifier))
+                .with_no_client_auth();
+            return self.finish(b.use_preconfigured_tls(tls));
         }
+        self.finish(b)
+    }
+
+    fn finish(&self, mut b: reqwest::ClientBuilder) -> Result<reqwest::Client, HttpClientError> {
         if self.refuse_redirects {
             b = b.redirect(reqwest::redirect::Policy::none());
         }
@@ -106,7 +234,7 @@ impl HttpClientConfig {
         if let Some(addr) = self.local_address {
             b = b.local_address(addr);
         }
-        if let Some((key, path)) = &self.ca_file {
+        if let Some((key, path)) = self.ca_file.as_ref().filter(|_| self.thumbprint.is_none()) {
             let pem = input::read_named(key, path, MAX_INPUT_FILE_BYTES)?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
                 HttpClientError::ParseCaFile {
@@ -139,6 +267,9 @@ pub enum HttpClientError {
         /// Why.
         source: reqwest::Error,
     },
+    /// rustls refused the TLS configuration of a pinned certificate.
+    #[error("configuring TLS for a certificate thumbprint")]
+    Tls(#[source] rustls::Error),
     /// reqwest refused the configuration (no TLS backend, for instance).
     #[error("building the client")]
     Build(#[source] reqwest::Error),
@@ -149,6 +280,37 @@ pub enum HttpClientError {
 mod tests {
     use super::*;
     use crate::Chain;
+
+    #[test]
+    fn thumbprints_parse_in_vsphere_forms_and_print_as_vsphere_does() {
+        let t = Thumbprint::parse("3f:95:12:a0:2b:6c:77:e1:90:ab:cd:ef:01:23:45:67:89:ab:cd:ef")
+            .unwrap();
+        assert_eq!(
+            t.to_string(),
+            "3F:95:12:A0:2B:6C:77:E1:90:AB:CD:EF:01:23:45:67:89:AB:CD:EF"
+        );
+        assert_eq!(
+            Thumbprint::parse(&t.to_string().replace(':', "")).unwrap(),
+            t
+        );
+        assert_eq!(Thumbprint::parse(&"ab".repeat(32)).unwrap().0.len(), 32);
+        for (bad, says) in [
+            ("xyz", "not a certificate thumbprint"),
+            ("ABC", "not a certificate thumbprint"),
+            ("AB:CD", "2 bytes"),
+            ("", "0 bytes"),
+        ] {
+            let e = Thumbprint::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+        // The digest of the same kind as the pinned one.
+        let sha256 = Thumbprint::parse(&"00".repeat(32)).unwrap();
+        assert_eq!(sha256.of(b"x").0.len(), 32);
+        assert_eq!(t.of(b"x").0.len(), 20);
+        let c = HttpClientConfig::new(Duration::from_secs(1), Duration::from_secs(1))
+            .thumbprint("[Global] thumbprint", Some(&t));
+        assert!(c.build().is_ok());
+    }
 
     #[test]
     fn connect_timeout_never_exceeds_the_request_timeout() {

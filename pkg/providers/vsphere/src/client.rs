@@ -66,6 +66,7 @@ impl Client {
             .user_agent(USER_AGENT)
             .insecure(vc.insecure)
             .ca_file("[VirtualCenter] ca-file", vc.ca_file.as_deref())
+            .thumbprint("[VirtualCenter] thumbprint", vc.thumbprint.as_ref())
             .build()?;
         Ok(Client {
             http,
@@ -273,7 +274,8 @@ impl Client {
             .await;
         let resp = retried.outcome.map_err(|e| Error::Transport {
             operation: M::NAME.into(),
-            message: format!("POST {url}: {e}"),
+            // With the causes: a refused certificate is said there, not in reqwest's message.
+            message: format!("POST {url}: {}", Chain(&e)),
         })?;
         let status = resp.status().as_u16();
         let cookie = resp
@@ -372,7 +374,7 @@ impl Client {
             .await
             .map_err(|e| Error::Transport {
                 operation: op.into(),
-                message: e.to_string(),
+                message: Chain(&e).to_string(),
             })?;
         let status = resp.status().as_u16();
         if status == 401 || status == 403 {
@@ -412,7 +414,7 @@ impl Client {
             }
             .map_err(|e| Error::Transport {
                 operation: path.into(),
-                message: e.to_string(),
+                message: Chain(&e).to_string(),
             })?;
             if resp.status().as_u16() == 401 && attempt == 0 {
                 tracing::info!(path, "vAPI session expired; creating a new one");

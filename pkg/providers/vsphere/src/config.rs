@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hypercloud_cloudprovider::gcfg;
+use hypercloud_cloudprovider::http_client::Thumbprint;
 use ipnet::IpNet;
 
 use crate::{Error, Result};
@@ -82,6 +83,9 @@ pub struct VCenter {
     pub insecure: bool,
     /// `ca-file`: PEM bundle to verify vCenter's certificate with.
     pub ca_file: Option<PathBuf>,
+    /// `thumbprint`: vCenter's certificate is trusted when its fingerprint is this one, whoever
+    /// signed it (govmomi's `SetThumbprint`); then `ca-file` is not used.
+    pub thumbprint: Option<Thumbprint>,
     /// `datacenters`; empty means every datacenter.
     pub datacenters: Vec<String>,
     /// `ip-family`, default `ipv4`.
@@ -245,6 +249,7 @@ struct VcRaw {
     password: Option<String>,
     insecure: Option<bool>,
     ca_file: Option<PathBuf>,
+    thumbprint: Option<Thumbprint>,
     datacenters: Option<Vec<String>>,
     ip_families: Option<Vec<IpFamily>>,
     roundtrip_count: Option<u32>,
@@ -298,7 +303,6 @@ impl Builder {
                 if !vc_key(vc, key, v)? {
                     match key {
                         "secret-name" | "secret-namespace" => return Err(NO_SECRETS.into()),
-                        "thumbprint" => return Err(THUMBPRINT.into()),
                         _ => self.unknown(e),
                     }
                 }
@@ -384,7 +388,6 @@ impl Builder {
             "secret-name" | "secret-namespace" | "secrets-directory" => {
                 return Err(NO_SECRETS.into())
             }
-            "thumbprint" => return Err(THUMBPRINT.into()),
             "vm-uuid" => self.vm_uuid = non_empty(v).map(|u| u.to_lowercase()),
             "datacenter" => {
                 self.warnings.push(format!(
@@ -508,6 +511,7 @@ impl Builder {
             password: Secret(password),
             insecure: vc.insecure.or(g.insecure).unwrap_or(false),
             ca_file: vc.ca_file.or(g.ca_file),
+            thumbprint: vc.thumbprint.or(g.thumbprint),
             datacenters,
             ip_families: vc
                 .ip_families
@@ -537,9 +541,6 @@ impl Builder {
     }
 }
 
-const THUMBPRINT: &str =
-    "certificate thumbprints are not supported; use ca-file (or insecure-flag for a test vCenter)";
-
 /// Keys a `[Global]` and a `[VirtualCenter]` section share; `Ok(false)` when `key` is not one.
 fn vc_key(vc: &mut VcRaw, key: &str, v: &str) -> std::result::Result<bool, String> {
     match key {
@@ -557,6 +558,7 @@ fn vc_key(vc: &mut VcRaw, key: &str, v: &str) -> std::result::Result<bool, Strin
         }
         "insecure-flag" => vc.insecure = Some(parse_bool(v)?),
         "ca-file" => vc.ca_file = non_empty(v).map(PathBuf::from),
+        "thumbprint" => vc.thumbprint = non_empty(v).map(|t| Thumbprint::parse(&t)).transpose()?,
         "datacenters" => vc.datacenters = Some(split_list(v)),
         "ip-family" => {
             let mut fams = Vec::new();
@@ -924,7 +926,46 @@ labels:
         let err = Config::parse("global:\n  thumbprint: AB:CD\n", "x")
             .expect_err("thumb")
             .to_string();
-        assert!(err.contains("thumbprint"), "{err}");
+        assert!(
+            err.contains("thumbprint") && err.contains("2 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn thumbprints_per_vcenter_or_global() {
+        let sha1 = "3F:95:12:A0:2B:6C:77:E1:90:AB:CD:EF:01:23:45:67:89:AB:CD:EF";
+        let c = Config::parse(
+            &format!(
+                "[Global]\nuser = u\npassword = p\nthumbprint = \"{}\"\n[VirtualCenter \"vc\"]\n",
+                sha1.to_lowercase()
+            ),
+            "x",
+        )
+        .expect("global thumbprint");
+        assert_eq!(
+            c.vcenter
+                .thumbprint
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some(sha1)
+        );
+        let c = Config::parse(
+            &format!("[Global]\nuser = u\npassword = p\nthumbprint = {}\n[VirtualCenter \"vc\"]\nthumbprint = {}\n", sha1, "AB".repeat(32)),
+            "x",
+        )
+        .expect("per-vCenter thumbprint");
+        assert_eq!(
+            c.vcenter.thumbprint.map(|t| t.to_string().len()),
+            Some(32 * 3 - 1)
+        );
+        for bad in ["nothex", "AB:C", "AB:CD"] {
+            let err = Config::parse(&format!("[Global]\nuser = u\npassword = p\nthumbprint = {bad}\n[VirtualCenter \"vc\"]\n"), "x")
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("thumbprint"), "{bad}: {err}");
+        }
     }
 
     #[test]

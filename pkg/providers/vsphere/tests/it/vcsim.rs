@@ -351,3 +351,49 @@ async fn vsphere_volumes_get_their_datastore_zone() {
         .expect("not ours")
         .is_empty());
 }
+
+/// `thumbprint` (govmomi's `SetThumbprint`): vcsim's self-signed certificate is trusted with
+/// `insecure-flag = 0` when its fingerprint is pinned (as `govc about.cert -thumbprint` prints
+/// it), refused without it, and a wrong one is an error naming the key and both
+/// fingerprints.
+#[tokio::test]
+async fn a_pinned_thumbprint_is_trusted_and_no_other() {
+    let sim = Vcsim::start(&[]);
+    // `HOST THUMBPRINT` (the JSON form has a serial number too big for serde_json).
+    let line = sim.govc(&["about.cert", "-k", "-thumbprint"]);
+    let thumb = line
+        .split_whitespace()
+        .last()
+        .expect("govc about.cert -thumbprint prints HOST THUMBPRINT")
+        .to_owned();
+    // govc 0.46 prints the SHA-256 fingerprint (older ones SHA-1; both are accepted).
+    assert_eq!(thumb.len(), 95, "a SHA-256 thumbprint: {line}");
+    let secure = |extra: &str| {
+        sim.ini_conf("").replace(
+            "insecure-flag = \"1\"",
+            &format!("insecure-flag = \"0\"{extra}"),
+        )
+    };
+    started(&secure(&format!("\nthumbprint = \"{thumb}\""))).await;
+    // Lower case and without colons are the same fingerprint.
+    let bare = thumb.replace(':', "").to_lowercase();
+    started(&secure(&format!("\nthumbprint = \"{bare}\""))).await;
+
+    let err = provider(&secure(""))
+        .initialize(None)
+        .await
+        .expect_err("self-signed without a thumbprint");
+    let msg = Chain(&err).to_string();
+    assert!(msg.to_lowercase().contains("certificate"), "{msg}");
+
+    let wrong = ["00", "11", "22", "33"].repeat(8).join(":");
+    let err = provider(&secure(&format!("\nthumbprint = \"{wrong}\"")))
+        .initialize(None)
+        .await
+        .expect_err("another thumbprint");
+    let msg = Chain(&err).to_string();
+    assert!(
+        msg.contains("[VirtualCenter] thumbprint") && msg.contains(&wrong) && msg.contains(&thumb),
+        "{msg}"
+    );
+}
