@@ -52,7 +52,7 @@ impl Thumbprint {
     /// of a public certificate).
     pub fn parse(s: &str) -> Result<Thumbprint, String> {
         let hex: String = s.trim().chars().filter(|c| *c != ':').collect();
-        if hex.len() % 2 != 0 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        if !hex.len().is_multiple_of(2) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
             return Err(format!(
                 "{s:?} is not a certificate thumbprint (hex byte pairs, AB:CD:...)"
             ));
