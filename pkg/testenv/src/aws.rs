@@ -502,6 +502,8 @@ struct ProxyState {
     actions: Vec<String>,
     /// Each request's form body (the query protocols' parameters), URL-encoded.
     bodies: Vec<String>,
+    /// Each request's headers, names lower-cased.
+    headers: Vec<Vec<(String, String)>>,
     throttled: u32,
 }
 
@@ -592,6 +594,12 @@ impl FaultProxy {
                             let mut s = state.lock().expect("proxy state");
                             s.actions.push(action);
                             s.bodies.push(text.clone());
+                            s.headers.push(
+                                headers
+                                    .iter()
+                                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                                    .collect(),
+                            );
                             s.access_keys.push(key);
                             if s.throttle_next > 0 {
                                 s.throttle_next -= 1;
@@ -646,6 +654,12 @@ impl FaultProxy {
     /// [`FaultProxy::actions`]: what a client sent, for what moto does not keep.
     pub fn bodies(&self) -> Vec<String> {
         self.state.lock().expect("proxy state").bodies.clone()
+    }
+
+    /// The headers of every request so far (names lower-cased), in the order of
+    /// [`FaultProxy::actions`].
+    pub fn headers(&self) -> Vec<Vec<(String, String)>> {
+        self.state.lock().expect("proxy state").headers.clone()
     }
 
     /// The access key ID each request so far was signed with.

@@ -45,6 +45,54 @@ pub struct Global {
     pub node_ip_families: Vec<IpFamily>,
     /// Accepted as upstream; hypercloud has no zone-name check to disable.
     pub disable_strict_zone_check: bool,
+    /// `RoleARN`: every call is made with this role's credentials, assumed through STS
+    /// (`AssumeRole`) with the default chain's credentials and renewed before they expire.
+    pub role_arn: Option<RoleArn>,
+    /// `SourceARN`: sent with the `AssumeRole` request as `x-amz-source-arn` (the role's
+    /// account always goes as `x-amz-source-account`), for the role trust policy's
+    /// `aws:SourceArn` and `aws:SourceAccount` conditions.
+    pub source_arn: Option<String>,
+}
+
+/// A role's ARN, `arn:<partition>:iam::<account>:role/<name>`, as parsed from `RoleARN`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleArn {
+    /// The whole ARN.
+    pub arn: String,
+    /// Its account ID (12 digits).
+    pub account: String,
+}
+
+impl RoleArn {
+    /// Parses `arn:<partition>:iam::<account>:role/<path/name>`; the error says what is wrong.
+    pub fn parse(s: &str) -> std::result::Result<RoleArn, String> {
+        let parts: Vec<&str> = s.splitn(6, ':').collect();
+        let [arn, partition, service, region, account, resource] = parts[..] else {
+            return Err(format!(
+                "{s:?} is not an ARN (arn:<partition>:iam::<account>:role/<name>)"
+            ));
+        };
+        if arn != "arn" || partition.is_empty() {
+            return Err(format!(
+                "{s:?} is not an ARN (it must start with arn:<partition>:)"
+            ));
+        }
+        if service != "iam" || !region.is_empty() || !resource.starts_with("role/") {
+            return Err(format!(
+                "{s:?} is not an IAM role's ARN (arn:<partition>:iam::<account>:role/<name>)"
+            ));
+        }
+        if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("{s:?}: the account {account:?} is not 12 digits"));
+        }
+        if resource.len() <= "role/".len() {
+            return Err(format!("{s:?}: the role has no name"));
+        }
+        Ok(RoleArn {
+            arn: s.to_owned(),
+            account: account.to_owned(),
+        })
+    }
 }
 
 impl Default for Global {
@@ -60,6 +108,8 @@ impl Default for Global {
             elb_security_group: None,
             node_ip_families: vec![IpFamily::Ipv4],
             disable_strict_zone_check: false,
+            role_arn: None,
+            source_arn: None,
         }
     }
 }
@@ -105,6 +155,9 @@ pub struct Tuning {
     /// at, 2s/5s before an attachment, then their back-offs); default 1, 0.001 to 10. A
     /// simulator that answers at once (moto) needs no real-AWS pauses.
     pub volume_wait_scale: f64,
+    /// `assume-role-duration`: the `DurationSeconds` of `RoleARN`'s `AssumeRole` (1s to 12h;
+    /// real STS takes 15m to 12h). Unset: not sent, so STS's default of one hour, as upstream.
+    pub assume_role_duration: Option<Duration>,
 }
 
 impl Default for Tuning {
@@ -115,6 +168,7 @@ impl Default for Tuning {
             max_attempts: None,
             metadata_timeout: Duration::from_secs(5),
             volume_wait_scale: 1.0,
+            assume_role_duration: None,
         }
     }
 }
@@ -136,13 +190,13 @@ pub struct Config {
 
 /// Services whose endpoints this provider calls.
 pub const SERVICE_EC2: &str = "ec2";
+/// STS, called for `RoleARN`'s `AssumeRole`.
+pub const SERVICE_STS: &str = "sts";
 /// Classic ELB and ELBv2 (NLB) share this service name in overrides, as upstream.
 pub const SERVICE_ELB: &str = "elasticloadbalancing";
 
 /// Upstream keys that are understood but not implemented: a warning names them.
 const UNIMPLEMENTED_GLOBAL: &[&str] = &[
-    "rolearn",
-    "sourcearn",
     "clusterserviceloadbalancerhealthprobemode",
     "clusterservicesharedloadbalancerhealthprobeport",
     "clusterservicesharedloadbalancerhealthprobepath",
@@ -199,6 +253,13 @@ impl Config {
                         gcfg::parse_bool(e.value.as_deref()).map_err(err)?
                 }
                 ("global", "elbsecuritygroup") => cfg.global.elb_security_group = some(),
+                ("global", "rolearn") => {
+                    cfg.global.role_arn = some()
+                        .map(|v| RoleArn::parse(v.trim()))
+                        .transpose()
+                        .map_err(err)?
+                }
+                ("global", "sourcearn") => cfg.global.source_arn = some().map(|v| v.trim().to_owned()),
                 ("global", "disablestrictzonecheck") => {
                     cfg.global.disable_strict_zone_check =
                         gcfg::parse_bool(e.value.as_deref()).map_err(err)?
@@ -270,6 +331,12 @@ impl Config {
                     }
                     cfg.tuning.volume_wait_scale = f;
                 }
+                ("hypercloud", "assume-role-duration") => {
+                    cfg.tuning.assume_role_duration = Some(
+                        duration_in(&v, Duration::from_secs(1), Duration::from_secs(12 * 3600))
+                            .map_err(err)?,
+                    )
+                }
                 ("hypercloud", "max-attempts") => {
                     let n: u32 = v
                         .trim()
@@ -309,6 +376,19 @@ impl Config {
             message,
         };
         let mut warnings = Vec::new();
+        if let Some(src) = &self.global.source_arn {
+            // It goes into a request header: nothing a header cannot carry.
+            if src.chars().any(|c| c.is_control() || !c.is_ascii()) {
+                return Err(err(format!(
+                    "[Global] SourceARN {src:?} has a control or non-ASCII character"
+                )));
+            }
+            if self.global.role_arn.is_none() {
+                warnings.push(format!(
+                    "{origin}: [Global] SourceARN is sent only when assuming RoleARN, which is not set; ignored"
+                ));
+            }
+        }
         for o in &self.service_overrides {
             let t = format!("[ServiceOverride {:?}]", o.name);
             for (key, v) in [
@@ -342,7 +422,7 @@ impl Config {
                     )));
                 }
             }
-            if ![SERVICE_EC2, SERVICE_ELB].contains(&o.service.as_str()) {
+            if ![SERVICE_EC2, SERVICE_ELB, SERVICE_STS].contains(&o.service.as_str()) {
                 warnings.push(format!(
                     "{origin}: {t}: Service={} is not called by hypercloud's aws provider; ignored",
                     o.service
@@ -492,7 +572,8 @@ DisableSecurityGroupIngress = true
 ElbSecurityGroup = sg-elb
 NodeIPFamilies = ipv4
 NodeIPFamilies = ipv6
-RoleARN = arn:aws:iam::123:role/x
+RoleARN = arn:aws:iam::123456789012:role/x
+SourceARN = arn:aws:eks:us-east-1:123456789012:cluster/demo
 
 [ServiceOverride "1"]
 Service = ec2
@@ -524,8 +605,48 @@ URL = http://127.0.0.1:5000
         assert_eq!(o.url, "http://127.0.0.1:5000");
         assert_eq!(o.signing_region.as_deref(), Some("us-east-1"));
         assert!(c.override_for("ec2", "eu-west-1").is_none());
-        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(c.warnings[0].contains("RoleARN is not implemented"));
+        let role = g.role_arn.as_ref().unwrap();
+        assert_eq!(
+            (role.arn.as_str(), role.account.as_str()),
+            ("arn:aws:iam::123456789012:role/x", "123456789012")
+        );
+        assert_eq!(
+            g.source_arn.as_deref(),
+            Some("arn:aws:eks:us-east-1:123456789012:cluster/demo")
+        );
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn role_arns_are_checked_and_source_arn_alone_is_warned_about() {
+        for (bad, says) in [
+            ("arn:aws:iam::123:role/x", "not 12 digits"),
+            ("arn:aws:s3:::bucket", "not an IAM role's ARN"),
+            ("role/x", "not an ARN"),
+            ("arn:aws:iam::123456789012:user/x", "not an IAM role's ARN"),
+            ("arn:aws:iam::123456789012:role/", "no name"),
+        ] {
+            let e = Config::parse(&format!("[Global]\nRoleARN = {bad}\n"), "t.conf")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("RoleARN") && e.contains(says), "{bad}: {e}");
+        }
+        let mut c = Config::parse("[Global]\nSourceARN = arn:aws:eks:x\n", "t").unwrap();
+        c.validate().unwrap();
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("SourceARN is sent only when assuming RoleARN")),
+            "{:?}",
+            c.warnings
+        );
+        let mut c = Config::parse(
+            "[Global]\nRoleARN = arn:aws:iam::123456789012:role/x\nSourceARN = \"a\\tb\"\n",
+            "t",
+        )
+        .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("SourceARN") && e.contains("control"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Region: `[Global] Zone` (its region), else `AWS_REGION`/`AWS_DEFAULT_REGION`, else the zone
 //! in instance metadata, as the legacy provider (which knew only the first and the last).
 //! Credentials: the SDK's default chain, with its instance-role step pointed at
-//! `[Hypercloud] metadata-endpoint`. Endpoints: `[ServiceOverride "N"]` for the region, signed
+//! `[Hypercloud] metadata-endpoint`; with `[Global] RoleARN`, the role's, assumed through STS
+//! with the chain's ([`AssumedRole`]). Endpoints: `[ServiceOverride "N"]` for the region, signed
 //! for its `SigningRegion`. The HTTPS client is rustls on ring (the workspace's TLS stack).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use aws_config::provider_config::ProviderConfig;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::http::{
@@ -28,7 +30,7 @@ use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
 use hypercloud_cloudprovider::http_body::{Limited, ERROR_PREFIX_LIMIT, LIST_LIMIT};
 
-use crate::config::{zone_to_region, SERVICE_EC2, SERVICE_ELB};
+use crate::config::{zone_to_region, RoleArn, SERVICE_EC2, SERVICE_ELB, SERVICE_STS};
 use crate::error::sdk;
 use crate::{Aws, CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
 
@@ -57,6 +59,7 @@ pub struct RequestCounts {
     ec2: AtomicU64,
     elb: AtomicU64,
     elbv2: AtomicU64,
+    sts: AtomicU64,
 }
 
 impl RequestCounts {
@@ -72,6 +75,10 @@ impl RequestCounts {
     pub fn elbv2(&self) -> u64 {
         self.elbv2.load(Ordering::Relaxed)
     }
+    /// STS requests (`AssumeRole` for `[Global] RoleARN`).
+    pub fn sts(&self) -> u64 {
+        self.sts.load(Ordering::Relaxed)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +86,7 @@ enum Api {
     Ec2,
     Elb,
     Elbv2,
+    Sts,
 }
 
 /// Counts each attempt the SDK sends.
@@ -100,6 +108,7 @@ impl Intercept for Counter {
             Api::Ec2 => &self.0.ec2,
             Api::Elb => &self.0.elb,
             Api::Elbv2 => &self.0.elbv2,
+            Api::Sts => &self.0.sts,
         };
         c.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -236,6 +245,33 @@ impl Aws {
             .region(Region::new(region.clone()))
             .build()
             .await;
+        let endpoint = |service: &str| {
+            self.config.override_for(service, &region).map(|o| {
+                let signing = o.signing_region.clone().unwrap_or_else(|| region.clone());
+                (o.url.clone(), Region::new(signing))
+            })
+        };
+        let credentials = match &self.config.global.role_arn {
+            None => SharedCredentialsProvider::new(credentials),
+            Some(role) => {
+                let mut sts = aws_config::defaults(BehaviorVersion::latest())
+                    .timeout_config(timeouts())
+                    .http_client(http.clone())
+                    .region(Region::new(region.clone()))
+                    .credentials_provider(credentials);
+                if let Some((url, signing)) = endpoint(SERVICE_STS) {
+                    sts = sts.endpoint_url(url).region(signing);
+                }
+                let sts = aws_sdk_sts::config::Builder::from(&sts.load().await)
+                    .interceptor(Counter(self.counts.clone(), Api::Sts));
+                SharedCredentialsProvider::new(AssumedRole::new(
+                    aws_sdk_sts::Client::from_conf(sts.build()),
+                    role.clone(),
+                    self.config.global.source_arn.clone(),
+                    self.config.tuning.assume_role_duration,
+                ))
+            }
+        };
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
             .timeout_config(timeouts())
             .http_client(http)
@@ -249,12 +285,6 @@ impl Aws {
         }
         let sdk = loader.load().await;
 
-        let endpoint = |service: &str| {
-            self.config.override_for(service, &region).map(|o| {
-                let signing = o.signing_region.clone().unwrap_or_else(|| region.clone());
-                (o.url.clone(), Region::new(signing))
-            })
-        };
         let mut ec2 = aws_sdk_ec2::config::Builder::from(&sdk)
             .interceptor(Counter(self.counts.clone(), Api::Ec2));
         if let Some((url, signing)) = endpoint(SERVICE_EC2) {
@@ -337,5 +367,105 @@ impl Aws {
                         legacy: true,
                     })
             })
+    }
+}
+
+/// `[Global] RoleARN`'s credentials (upstream: `stscreds.NewAssumeRoleProvider` on an STS
+/// client that sends `x-amz-source-account`, the role's account, and with `SourceARN`
+/// `x-amz-source-arn`): one `AssumeRole` with the default chain's credentials per call of
+/// [`ProvideCredentials::provide_credentials`]. The SDK's identity cache in front of it asks
+/// again shortly before the credentials expire, so a running provider renews them.
+#[derive(Debug)]
+struct AssumedRole {
+    sts: aws_sdk_sts::Client,
+    role: RoleArn,
+    source_arn: Option<String>,
+    duration: Option<Duration>,
+    session: String,
+}
+
+impl AssumedRole {
+    fn new(
+        sts: aws_sdk_sts::Client,
+        role: RoleArn,
+        source_arn: Option<String>,
+        duration: Option<Duration>,
+    ) -> Self {
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
+        tracing::info!(role = %role.arn, "aws: using the assumed role's credentials");
+        AssumedRole {
+            sts,
+            role,
+            source_arn,
+            duration,
+            session: format!("hypercloud-{millis}"),
+        }
+    }
+
+    async fn assume(&self) -> aws_credential_types::provider::Result {
+        use aws_credential_types::provider::error::CredentialsError;
+        let mut headers = vec![("x-amz-source-account", self.role.account.clone())];
+        if let Some(src) = &self.source_arn {
+            headers.push(("x-amz-source-arn", src.clone()));
+        }
+        let out = self
+            .sts
+            .assume_role()
+            .role_arn(&self.role.arn)
+            .role_session_name(&self.session)
+            .set_duration_seconds(
+                self.duration
+                    .map(|d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX)),
+            )
+            .customize()
+            // Before signing, so the headers are signed, as upstream's Build-step middleware.
+            .mutate_request(move |req| {
+                for (name, value) in &headers {
+                    req.headers_mut().insert(*name, value.clone());
+                }
+            })
+            .send()
+            .await
+            .map_err(|e| {
+                CredentialsError::provider_error(format!(
+                    "assuming role {} ([Global] RoleARN): {}",
+                    self.role.arn,
+                    hypercloud_cloudprovider::Chain(&crate::error::sdk("AssumeRole", e))
+                ))
+            })?;
+        let c = out.credentials.ok_or_else(|| {
+            CredentialsError::provider_error(format!(
+                "assuming role {}: STS answered without credentials",
+                self.role.arn
+            ))
+        })?;
+        let expiry = std::time::SystemTime::try_from(c.expiration).map_err(|e| {
+            CredentialsError::provider_error(format!(
+                "assuming role {}: the credentials' expiration: {e}",
+                self.role.arn
+            ))
+        })?;
+        tracing::debug!(role = %self.role.arn, access_key_id = %c.access_key_id, "aws: assumed the role");
+        Ok(aws_credential_types::Credentials::new(
+            c.access_key_id,
+            c.secret_access_key,
+            Some(c.session_token),
+            Some(expiry),
+            "AssumeRole",
+        ))
+    }
+}
+
+impl ProvideCredentials for AssumedRole {
+    fn provide_credentials<'a>(
+        &'a self,
+    ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        aws_credential_types::provider::future::ProvideCredentials::new(self.assume())
     }
 }

@@ -4,6 +4,7 @@
 //! of one module run at once, as when each file was its own process (`credentials_errors`
 //! changes the process's environment).
 
+mod assume_role;
 mod credentials_errors;
 mod instances;
 mod loadbalancer;
