@@ -204,14 +204,25 @@ fn trace_serve_refuses_by_name_and_serves_until_stopped() {
         .unwrap_or_else(|| panic!("first line names the address: {line:?}"))
         .to_string();
     let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    std::io::Write::write_all(
-        &mut s,
-        b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    )
-    .expect("request");
-    let mut body = String::new();
-    std::io::Read::read_to_string(&mut s, &mut body).expect("answer");
+    // The view follows the files as they grow: the record is there after the follower's first
+    // read, which may come after the address is printed.
+    let events = || {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        std::io::Write::write_all(
+            &mut s,
+            b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .expect("request");
+        let mut body = String::new();
+        std::io::Read::read_to_string(&mut s, &mut body).expect("answer");
+        body
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut body = events();
+    while !body.contains("\"method\":\"instance_id\"") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        body = events();
+    }
     assert!(body.contains("\"method\":\"instance_id\""), "{body}");
     let pid = child.id().to_string();
     let killed = Command::new("kill")
