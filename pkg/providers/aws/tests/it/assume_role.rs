@@ -24,7 +24,7 @@ async fn role_arn_is_assumed_through_sts_and_renewed_before_it_expires() {
         proxy.url(),
         w.mock.url(),
         &format!(
-            "assume-role-duration = 20s\n[Global]\nRoleARN = {ROLE}\nSourceARN = {SOURCE}\n\
+            "assume-role-duration = 15s\n[Global]\nRoleARN = {ROLE}\nSourceARN = {SOURCE}\n\
              [ServiceOverride \"sts\"]\nService = sts\nRegion = {REGION}\nURL = {}\n",
             proxy.url()
         ),
@@ -58,7 +58,7 @@ async fn role_arn_is_assumed_through_sts_and_renewed_before_it_expires() {
     );
     assert_eq!(header("x-amz-source-arn").as_deref(), Some(SOURCE));
     let body = &proxy.bodies()[at];
-    assert!(body.contains("DurationSeconds=20"), "{body}");
+    assert!(body.contains("DurationSeconds=15"), "{body}");
     assert!(body.contains("RoleSessionName=hypercloud-"), "{body}");
     // Everything after it: EC2 with the assumed role's key (moto's start with ASIA).
     let assumed = keys.last().unwrap().clone();
@@ -73,7 +73,8 @@ async fn role_arn_is_assumed_through_sts_and_renewed_before_it_expires() {
     instances.node_addresses(&name).await.expect("again");
     assert_eq!(aws.request_counts().sts(), 1);
     assert_eq!(proxy.access_keys().last(), Some(&assumed));
-    // ...and assumes the role again once they are within 10-15 s of their expiry.
+    // ...and assumes the role again once they are within 5-10 s of their expiry (the cache's
+    // 10 s buffer less up to 5 s of jitter): 15 s credentials, 11 s later.
     tokio::time::sleep(std::time::Duration::from_secs(11)).await;
     instances
         .node_addresses(&name)
