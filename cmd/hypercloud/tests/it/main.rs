@@ -47,6 +47,7 @@ mod local_cloud_openstacksdk;
 mod local_cloud_process;
 mod openstack_provider;
 mod proxy;
+mod secrets_stay_secret;
 mod trace_render;
 mod upstream_manifests;
 mod volume_fixtures;

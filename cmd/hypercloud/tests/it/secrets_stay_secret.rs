@@ -1,0 +1,161 @@
+//! Credentials stay out of everything a component writes or serves (#35): with a password only
+//! this test knows, the cloud-controller-manager (the `local` provider against a real local
+//! cloud, the real apiserver) initialises a Node at `--v=10`; the password is in none of its
+//! log, its cloud-call trace, `/configz` or the Events; and a wrong password stops it with an
+//! error that names where the password came from, not the password.
+#![cfg(feature = "openstack")]
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use hypercloud_testenv::localcloud::{cli_json, local_cloud, state_dir, Serve};
+use hypercloud_testenv::nodes::{self, create_tainted, has_taint, TAINT_UNINITIALIZED};
+use hypercloud_testenv::process::{admin_token, free_port, personality, Proc, Stdout};
+use hypercloud_testenv::TestEnv;
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{DeleteParams, ListParams};
+use kube::Api;
+
+use crate::BIN;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credential_in_logs_traces_configz_or_events() {
+    let _group = hypercloud_testenv::group("secrets_stay_secret").await;
+    let env = TestEnv::new("secrets").await.expect("testenv");
+    let tmp = tempfile::tempdir().unwrap();
+    let state = state_dir(&tmp);
+    // Distinctive, so any copy of it is found.
+    let secret = format!("Pw-{}-zq", env.unique_name("s").replace('-', ""));
+    let mut serve_cmd = local_cloud(BIN);
+    serve_cmd.arg("--password").arg(&secret);
+    let serve = Serve::start_command(serve_cmd, &state, &[]);
+    let node = env.unique_name("sec-node");
+    cli_json(
+        BIN,
+        &state,
+        &[
+            "--password",
+            &secret,
+            "instance",
+            "create",
+            &node,
+            "--zone",
+            "nova",
+            "--flavor",
+            "m1.small",
+            "-o",
+            "json",
+        ],
+    );
+    let conf = tmp.path().join("cloud.conf");
+    std::fs::write(
+        &conf,
+        format!("{}password = \"{secret}\"\n", serve.cloud_conf()),
+    )
+    .unwrap();
+    let trace = tmp.path().join("trace.jsonl");
+    let port = free_port();
+    let kubeconfig = env.control_plane().kubeconfig().display().to_string();
+    let ccm = |conf: &std::path::Path, log: &str| {
+        let mut cmd = personality(BIN, "cloud-controller-manager");
+        cmd.args([
+            "--cloud-provider=local",
+            &format!("--cloud-config={}", conf.display()),
+            &format!("--kubeconfig={kubeconfig}"),
+            "--leader-elect=false",
+            "--controllers=cloud-node",
+            &format!("--secure-port={port}"),
+            "--bind-address=127.0.0.1",
+            &format!("--trace-cloud-calls={}", trace.display()),
+            "--v=10",
+        ]);
+        Proc::spawn_with(
+            "cloud-controller-manager",
+            cmd,
+            tmp.path().join(log),
+            Stdout::Log,
+        )
+    };
+    let nodes: Api<Node> = Api::all(env.client());
+    create_tainted(&nodes, &node).await;
+    let mut p = ccm(&conf, "ccm.log");
+    nodes::wait_for(
+        &nodes,
+        &node,
+        "the Node to be initialised",
+        Duration::from_secs(60),
+        |n| !has_taint(n, TAINT_UNINITIALIZED),
+    )
+    .await;
+
+    // /configz, as an admin sees it.
+    let token = admin_token(env.control_plane().kubeconfig());
+    let http = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let configz = http
+        .get(format!("https://127.0.0.1:{port}/configz"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(configz.status().as_u16(), 200);
+    let configz = configz.text().await.unwrap();
+    let events: Api<Event> = Api::all(env.client());
+    let events = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={node}")))
+        .await
+        .unwrap();
+    assert!(
+        !events.items.is_empty(),
+        "the controller recorded Events about {node}"
+    );
+    let events = serde_json::to_string(&events.items).unwrap();
+    p.sigterm();
+    p.wait_exit(Duration::from_secs(30));
+    let log = p.log();
+    // The log is a --v=10 log: the cloud's requests are in it.
+    assert!(
+        log.contains("authenticate with Keystone") && log.contains("TRACE"),
+        "a --v=10 log, with the cloud's calls: {}",
+        &log[..log.len().min(4000)]
+    );
+    let trace_text = std::fs::read_to_string(&trace).unwrap();
+    assert!(trace_text.contains("instance_metadata"), "{trace_text}");
+    for (what, text) in [
+        ("the --v=10 log", &log),
+        ("the cloud-call trace", &trace_text),
+        ("/configz", &configz),
+        ("the Events", &events),
+    ] {
+        assert!(!text.contains(&secret), "the password is in {what}");
+        // Nor the apiserver credential the component was given (the kubeconfig's token).
+        assert!(
+            !text.contains(&token),
+            "the kubeconfig's token is in {what}"
+        );
+    }
+
+    // A wrong password: the error names its source, not its value.
+    let wrong_secret = format!("{secret}-wrong");
+    let wrong = tmp.path().join("wrong.conf");
+    std::fs::write(
+        &wrong,
+        format!("{}password = \"{wrong_secret}\"\n", serve.cloud_conf()),
+    )
+    .unwrap();
+    let mut p = ccm(&wrong, "wrong.log");
+    let code = p.wait_exit(Duration::from_secs(60));
+    let log = p.log();
+    assert_ne!(code, Some(0), "{log}");
+    assert!(
+        log.contains("401") || log.to_lowercase().contains("unauthorized"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(&wrong_secret) && !log.contains(&secret),
+        "the password is in the error"
+    );
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+}
