@@ -76,7 +76,11 @@ async fn ready(cloud: &Cloud, extra: &str) -> Arc<OpenStack> {
 async fn one_node(name: &'static str) -> (u16, u16, [Node; 1]) {
     let np = free_port("127.0.0.1");
     backend("127.0.0.1", np, name).await;
-    (np, free_port("127.0.0.1"), [node("node-1", "127.0.0.1")])
+    // The Service's port is the listener's on the VIP: a test cloud's first VIP is 127.0.100.1
+    // in every test (each has its own cloud on the default pool), so the port is picked free
+    // there, not on 127.0.0.1, where another test's listener would not be seen (a listener
+    // that could not bind put a load balancer in ERROR once).
+    (np, free_port("127.0.100.1"), [node("node-1", "127.0.0.1")])
 }
 
 fn node(name: &str, ip: &str) -> Node {
