@@ -537,23 +537,36 @@ pub fn addresses_from_node_ip(
     Ok(out)
 }
 
+/// The deprecated beta labels and their GA twins: `(beta, GA)`.
+const BETA_AND_GA: [(&str, &str); 3] = [
+    (LABEL_FAILURE_DOMAIN_ZONE, LABEL_TOPOLOGY_ZONE),
+    (LABEL_FAILURE_DOMAIN_REGION, LABEL_TOPOLOGY_REGION),
+    (LABEL_INSTANCE_TYPE_BETA, LABEL_INSTANCE_TYPE),
+];
+
 /// Upstream `reconcileNodeLabels`: the GA zone/region/instance-type labels follow the beta ones
 /// on initialised Nodes.
 pub fn labels_to_reconcile(node: &Node) -> BTreeMap<String, String> {
+    labels_following(node, BETA_AND_GA)
+}
+
+/// The other way (cloud-provider-azure's cloud-node-manager with its beta labels on): the beta
+/// labels follow the GA ones.
+pub fn beta_labels_to_reconcile(node: &Node) -> BTreeMap<String, String> {
+    labels_following(node, BETA_AND_GA.map(|(beta, ga)| (ga, beta)))
+}
+
+/// For each `(primary, secondary)` pair whose primary label is set: the secondary label with
+/// the primary's value, when it differs.
+fn labels_following(node: &Node, pairs: [(&str, &str); 3]) -> BTreeMap<String, String> {
     let labels = node.labels();
-    let mut out = BTreeMap::new();
-    for (primary, secondary) in [
-        (LABEL_FAILURE_DOMAIN_ZONE, LABEL_TOPOLOGY_ZONE),
-        (LABEL_FAILURE_DOMAIN_REGION, LABEL_TOPOLOGY_REGION),
-        (LABEL_INSTANCE_TYPE_BETA, LABEL_INSTANCE_TYPE),
-    ] {
-        if let Some(v) = labels.get(primary) {
-            if labels.get(secondary) != Some(v) {
-                out.insert(secondary.to_string(), v.clone());
-            }
-        }
-    }
-    out
+    pairs
+        .into_iter()
+        .filter_map(|(primary, secondary)| {
+            let v = labels.get(primary)?;
+            (labels.get(secondary) != Some(v)).then(|| (secondary.to_string(), v.clone()))
+        })
+        .collect()
 }
 
 #[cfg(test)]

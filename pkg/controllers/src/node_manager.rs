@@ -23,22 +23,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hypercloud_cloudprovider::node::facts_by_name;
-use hypercloud_cloudprovider::wellknown::{
-    LABEL_FAILURE_DOMAIN_REGION, LABEL_FAILURE_DOMAIN_ZONE, LABEL_INSTANCE_TYPE,
-    LABEL_INSTANCE_TYPE_BETA, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE, TAINT_UNINITIALIZED,
-};
+use hypercloud_cloudprovider::node::{facts_by_name, LookupError};
+use hypercloud_cloudprovider::wellknown::TAINT_UNINITIALIZED;
 use hypercloud_cloudprovider::{Chain, InstanceMetadata, Interface};
-use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::cloud_node::{
-    apply_initialisation, desired_addresses, has_taint, initialisation_patch_with,
-    patch_node_addresses, BetaLabels,
+    apply_initialisation, beta_labels_to_reconcile, desired_addresses, has_taint,
+    initialisation_patch_with, patch_node_addresses, BetaLabels,
 };
 use crate::informer::{enqueue_changes, get_by_key, Informer, Resync};
 use crate::queue::{run_workers, Action, Backoff, Queue};
@@ -156,7 +151,15 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Manager>) -> Result<Action> {
     let name = node.name_any();
     tracing::info!("initializing node with cloud provider");
     if ctx.options.wait_routes {
-        mark_network_unavailable(&ctx.client, &node).await?;
+        // Upstream `updateNetworkingCondition(node, false)`.
+        crate::route::set_network_unavailable(
+            &ctx.client,
+            &node,
+            true,
+            "NodeInitialization",
+            "Waiting for cloud routes",
+        )
+        .await?;
     }
     let meta = own_metadata(ctx.cloud.as_ref(), &name).await?;
     let patch = initialisation_patch_with(&node, &meta, ctx.beta())?;
@@ -188,33 +191,23 @@ pub async fn own_metadata(cloud: &dyn Interface, name: &str) -> Result<InstanceM
     })
 }
 
-/// Upstream `updateNetworkingCondition(node, false)`: `NetworkUnavailable=True` until the
-/// route controller says otherwise, unless it already says so.
-async fn mark_network_unavailable(client: &kube::Client, node: &Node) -> Result<()> {
-    let already = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "NetworkUnavailable"))
-        .is_some_and(|c| c.status == "True");
-    if already {
-        return Ok(());
-    }
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let patch = json!({"status": {"conditions": [{
-        "type": "NetworkUnavailable",
-        "status": "True",
-        "reason": "NodeInitialization",
-        "message": "Waiting for cloud routes",
-        "lastTransitionTime": now,
-        "lastHeartbeatTime": now,
-    }]}});
-    let name = node.name_any();
-    Api::<Node>::all(client.clone())
-        .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+/// The node's addresses, asked by name: Instances' `NodeAddresses` (upstream
+/// `getNodeAddressesByName`), else those of [`own_metadata`].
+async fn own_addresses(cloud: &dyn Interface, name: &str) -> Result<Vec<NodeAddress>> {
+    let Some(instances) = cloud.instances() else {
+        return Ok(own_metadata(cloud, name).await?.node_addresses);
+    };
+    instances
+        .node_addresses(name)
         .await
-        .map_err(|source| Error::PatchNodeStatus { node: name, source })?;
-    Ok(())
+        .map_err(|source| Error::NodeFacts {
+            node: name.into(),
+            source: LookupError::Call {
+                what: "addresses",
+                node: name.into(),
+                source,
+            },
+        })
 }
 
 /// Upstream `UpdateNodeStatus`: the addresses of the initialised Node from the cloud, and with
@@ -224,17 +217,7 @@ async fn update_node_status(ctx: &Manager, node: &Node) {
         return;
     }
     let name = node.name_any();
-    let addresses = match ctx.cloud.instances() {
-        Some(i) => i.node_addresses(&name).await,
-        None => match own_metadata(ctx.cloud.as_ref(), &name).await {
-            Ok(m) => Ok(m.node_addresses),
-            Err(e) => {
-                tracing::error!(node = %name, error = %Chain(&e), "getting node addresses");
-                return;
-            }
-        },
-    };
-    match addresses {
+    match own_addresses(ctx.cloud.as_ref(), &name).await {
         Ok(a) => {
             if let Some(a) = desired_addresses(node, &a) {
                 if let Err(e) = patch_node_addresses(&ctx.client, &name, a).await {
@@ -255,27 +238,15 @@ async fn update_node_status(ctx: &Manager, node: &Node) {
     }
 }
 
-/// Upstream's `betaTopologyLabels` reconcile: each GA label's value onto its beta twin.
-pub fn beta_labels_to_reconcile(node: &Node) -> BTreeMap<String, String> {
-    let labels = node.labels();
-    [
-        (LABEL_TOPOLOGY_ZONE, LABEL_FAILURE_DOMAIN_ZONE),
-        (LABEL_TOPOLOGY_REGION, LABEL_FAILURE_DOMAIN_REGION),
-        (LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA),
-    ]
-    .into_iter()
-    .filter_map(|(ga, beta)| {
-        let v = labels.get(ga)?;
-        (labels.get(beta) != Some(v)).then(|| (beta.to_string(), v.clone()))
-    })
-    .collect()
-}
-
 /// What a reconcile sends, checked against a mocked apiserver.
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixtures::{client, cloud, exchange};
+    use hypercloud_cloudprovider::wellknown::{
+        LABEL_FAILURE_DOMAIN_REGION, LABEL_FAILURE_DOMAIN_ZONE, LABEL_INSTANCE_TYPE,
+        LABEL_INSTANCE_TYPE_BETA, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
+    };
 
     const CLOUD: &str = "region: r1\nzone: az1\ninstances:\n  - name: n1\n    instanceType: m1.small\n    addresses: [{type: InternalIP, address: 10.0.0.1}]\n";
 

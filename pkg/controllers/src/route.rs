@@ -212,10 +212,28 @@ pub(crate) async fn reconcile(ctx: &Context, cluster: &[Cidr], nodes: &[Arc<Node
     Ok(())
 }
 
-/// Sets NetworkUnavailable unless it already says the same (upstream
-/// `updateNetworkingCondition`).
+/// The route controller's NetworkUnavailable: False once the Node's route exists.
 async fn update_network_condition(ctx: &Context, node: &Node, created: bool) -> Result<()> {
-    let want = if created { "False" } else { "True" };
+    let (reason, message) = if created {
+        ("RouteCreated", "RouteController created a route")
+    } else {
+        ("NoRouteCreated", "RouteController failed to create a route")
+    };
+    set_network_unavailable(&ctx.client, node, !created, reason, message).await
+}
+
+/// Sets the Node's NetworkUnavailable condition to `unavailable` with `reason` and `message`
+/// (a strategic merge of the one condition), unless it already says the same (upstream
+/// `updateNetworkingCondition`, in the route controller and in cloud-provider-azure's node
+/// manager alike).
+pub(crate) async fn set_network_unavailable(
+    client: &kube::Client,
+    node: &Node,
+    unavailable: bool,
+    reason: &str,
+    message: &str,
+) -> Result<()> {
+    let want = if unavailable { "True" } else { "False" };
     let current = node
         .status
         .as_ref()
@@ -224,11 +242,6 @@ async fn update_network_condition(ctx: &Context, node: &Node, created: bool) -> 
     if current.is_some_and(|c| c.status == want) {
         return Ok(());
     }
-    let (reason, message) = if created {
-        ("RouteCreated", "RouteController created a route")
-    } else {
-        ("NoRouteCreated", "RouteController failed to create a route")
-    };
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let patch = json!({"status": {"conditions": [{
         "type": "NetworkUnavailable",
@@ -239,7 +252,7 @@ async fn update_network_condition(ctx: &Context, node: &Node, created: bool) -> 
         "lastHeartbeatTime": now,
     }]}});
     let name = node.name_any();
-    Api::<Node>::all(ctx.client.clone())
+    Api::<Node>::all(client.clone())
         .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
         .await
         .map_err(|source| Error::PatchNodeStatus { node: name, source })?;
