@@ -114,23 +114,17 @@ pub async fn cloud_facts(
         LookupError::NoInstances(p) => Error::NoInstances(p),
         LookupError::Call { what, node, source } => Error::CloudLookup { what, node, source },
     })?;
-    let (provider_id, cloud_addresses, instance_type, zone) = (
-        facts.provider_id,
-        facts.addresses,
-        facts.instance_type,
-        facts.zone,
-    );
-    let addresses = node_addresses_from_node_ip(node_ip.unwrap_or(""), &cloud_addresses).map_err(
+    let addresses = node_addresses_from_node_ip(node_ip.unwrap_or(""), &facts.addresses).map_err(
         |mismatch| Error::NodeIp {
             node: node_name.into(),
             mismatch,
         },
     )?;
     Ok(CloudFacts {
-        provider_id,
+        provider_id: facts.provider_id,
         addresses: with_hostname_address(addresses, node_name),
-        zone,
-        instance_type: Some(instance_type).filter(|t| !t.is_empty()),
+        zone: facts.zone,
+        instance_type: Some(facts.instance_type).filter(|t| !t.is_empty()),
         has_routes: requires_network_configuration(cloud),
     })
 }

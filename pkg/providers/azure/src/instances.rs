@@ -476,7 +476,6 @@ impl Zones for Azure {
     }
 }
 
-/// This machine's hostname, lower-cased (upstream's `os.Hostname`).
 /// The zone the instance metadata service gives: `<location>-<zone>`, else the fault domain.
 fn imds_zone(c: &crate::metadata::Compute) -> Zone {
     let location = c.location.to_lowercase();
@@ -491,6 +490,7 @@ fn imds_zone(c: &crate::metadata::Compute) -> Zone {
     }
 }
 
+/// This machine's hostname, lower-cased (upstream's `os.Hostname`).
 fn hostname() -> Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
