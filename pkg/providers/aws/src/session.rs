@@ -251,27 +251,6 @@ impl Aws {
                 (o.url.clone(), Region::new(signing))
             })
         };
-        let credentials = match &self.config.global.role_arn {
-            None => SharedCredentialsProvider::new(credentials),
-            Some(role) => {
-                let mut sts = aws_config::defaults(BehaviorVersion::latest())
-                    .timeout_config(timeouts())
-                    .http_client(http.clone())
-                    .region(Region::new(region.clone()))
-                    .credentials_provider(credentials);
-                if let Some((url, signing)) = endpoint(SERVICE_STS) {
-                    sts = sts.endpoint_url(url).region(signing);
-                }
-                let sts = aws_sdk_sts::config::Builder::from(&sts.load().await)
-                    .interceptor(Counter(self.counts.clone(), Api::Sts));
-                SharedCredentialsProvider::new(AssumedRole::new(
-                    aws_sdk_sts::Client::from_conf(sts.build()),
-                    role.clone(),
-                    self.config.global.source_arn.clone(),
-                    self.config.tuning.assume_role_duration,
-                ))
-            }
-        };
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
             .timeout_config(timeouts())
             .http_client(http)
@@ -283,7 +262,26 @@ impl Aws {
         if let Some(n) = self.config.tuning.max_attempts {
             loader = loader.retry_config(RetryConfig::standard().with_max_attempts(n));
         }
-        let sdk = loader.load().await;
+        let mut sdk = loader.load().await;
+        // RoleARN: an STS client as the services' (the chain's credentials, timeouts, retries),
+        // and the services with the role's credentials.
+        if let Some(role) = &self.config.global.role_arn {
+            let mut sts = aws_sdk_sts::config::Builder::from(&sdk)
+                .interceptor(Counter(self.counts.clone(), Api::Sts));
+            if let Some((url, signing)) = endpoint(SERVICE_STS) {
+                sts = sts.endpoint_url(url).region(signing);
+            }
+            let assumed = AssumedRole::new(
+                aws_sdk_sts::Client::from_conf(sts.build()),
+                role.clone(),
+                self.config.global.source_arn.clone(),
+                self.config.tuning.assume_role_duration,
+            );
+            sdk = sdk
+                .into_builder()
+                .credentials_provider(SharedCredentialsProvider::new(assumed))
+                .build();
+        }
 
         let mut ec2 = aws_sdk_ec2::config::Builder::from(&sdk)
             .interceptor(Counter(self.counts.clone(), Api::Ec2));
