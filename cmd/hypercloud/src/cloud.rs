@@ -65,13 +65,7 @@ pub async fn start(
     else {
         return Ok(None);
     };
-    let provider_metrics = ProviderMetrics::register(metrics)?;
-    let tracer = opts
-        .trace_cloud_calls
-        .as_deref()
-        .map(|path| CallTracer::open(path, component))
-        .transpose()?;
-    let cloud = Arc::new(Instrumented::new(inner, Some(provider_metrics), tracer));
+    let cloud = instrument(component, inner, opts.trace_cloud_calls.as_deref(), metrics)?;
     // A client the component cannot build is its own start-up error later (it needs one
     // to run); the provider then only misses what it would write to the API.
     let client = if personality.gives_provider_a_client() {
@@ -95,6 +89,25 @@ pub async fn start(
     })?;
     tracing::info!(component, provider = %opts.cloud_provider, layout = layout.name(), "cloud provider initialized");
     Ok(Some(cloud))
+}
+
+/// `inner` with the provider metrics in `metrics` and, with `--trace-cloud-calls`, every call
+/// traced as `component`.
+pub fn instrument(
+    component: &str,
+    inner: Arc<dyn Interface>,
+    trace_cloud_calls: Option<&std::path::Path>,
+    metrics: &prometheus::Registry,
+) -> anyhow::Result<Arc<Instrumented>> {
+    let provider_metrics = ProviderMetrics::register(metrics)?;
+    let tracer = trace_cloud_calls
+        .map(|path| CallTracer::open(path, component))
+        .transpose()?;
+    Ok(Arc::new(Instrumented::new(
+        inner,
+        Some(provider_metrics),
+        tracer,
+    )))
 }
 
 /// The start-up report: which provider, which config, which capabilities.

@@ -82,7 +82,7 @@ const COMPONENT: &str = "cloud-node-manager";
 
 #[cfg(feature = "azure")]
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    use hypercloud_cloudprovider::{CallTracer, Instrumented, Interface, ProviderMetrics};
+    use hypercloud_cloudprovider::Interface as _;
     use hypercloud_controllers::node_manager;
     use hypercloud_providers_azure::{Azure, Config};
 
@@ -104,16 +104,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| UsageError(format!("--cloud-config: {e}")))?;
     let azure = Azure::for_node_manager(config, node.use_instance_metadata);
     let metrics = prometheus::Registry::new();
-    let tracer = node
-        .trace_cloud_calls
-        .as_deref()
-        .map(|p| CallTracer::open(p, COMPONENT))
-        .transpose()?;
-    let cloud = Arc::new(Instrumented::new(
-        Arc::new(azure) as Arc<dyn Interface>,
-        Some(ProviderMetrics::register(&metrics)?),
-        tracer,
-    ));
+    let cloud = crate::cloud::instrument(
+        COMPONENT,
+        Arc::new(azure),
+        node.trace_cloud_calls.as_deref(),
+        &metrics,
+    )?;
     cloud
         .initialize(None)
         .await
