@@ -30,8 +30,8 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::informer::{enqueue_changes, get_by_key, Informer};
-use crate::queue::{run_workers, Action, Backoff, Queue};
+use crate::informer::{enqueue_changes, run_node_workers, Informer};
+use crate::queue::{Action, Backoff, Queue};
 use crate::{merge_patch, names, Context, Error, Result};
 
 const CONTROLLER: &str = names::CLOUD_NODE.name;
@@ -44,21 +44,14 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
     let workers = ctx.options.node_controller.concurrent_node_syncs;
 
     let enqueue = enqueue_changes(&nodes, feed, &queue, |_| {});
-    let work = {
-        let queue = queue.clone();
-        let ctx = ctx.clone();
-        let nodes = nodes.clone();
-        run_workers(queue.clone(), workers, move |key: String| {
-            let ctx = ctx.clone();
-            let queue = queue.clone();
-            let node = get_by_key(&nodes.store, &key);
-            async move {
-                let node = node?;
-                let result = reconcile(node.clone(), ctx).await;
-                queue.settle(&key, result, |e| error_policy(node, &e, &queue))
-            }
-        })
-    };
+    let work = run_node_workers(
+        queue.clone(),
+        nodes.clone(),
+        workers,
+        ctx.clone(),
+        reconcile,
+        error_policy,
+    );
     let period = ctx
         .options
         .node_controller

@@ -293,6 +293,38 @@ where
     store.get(&r)
 }
 
+/// Runs `workers` workers over the Node keys of `queue`: each takes the Node from `nodes` (a
+/// key whose Node is gone is dropped), reconciles it with `ctx`, and settles the key, a failure
+/// through `error_policy` (the Node controllers' loop: cloud-node, node IPAM, the node manager).
+pub(crate) async fn run_node_workers<C, F, Fut>(
+    queue: Arc<Queue>,
+    nodes: Arc<Informer<k8s_openapi::api::core::v1::Node>>,
+    workers: u32,
+    ctx: Arc<C>,
+    reconcile: F,
+    error_policy: fn(
+        Arc<k8s_openapi::api::core::v1::Node>,
+        &crate::Error,
+        &Queue,
+    ) -> crate::queue::Action,
+) where
+    C: Send + Sync + 'static,
+    F: Fn(Arc<k8s_openapi::api::core::v1::Node>, Arc<C>) -> Fut + Copy + Send + Sync + 'static,
+    Fut: std::future::Future<Output = crate::Result<crate::queue::Action>> + Send,
+{
+    let q = queue.clone();
+    crate::queue::run_workers(queue, workers, move |key: String| {
+        let (ctx, queue) = (ctx.clone(), q.clone());
+        let node = get_by_key(&nodes.store, &key);
+        async move {
+            let node = node?;
+            let result = reconcile(node.clone(), ctx).await;
+            queue.settle(&key, result, |e| error_policy(node, &e, &queue))
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

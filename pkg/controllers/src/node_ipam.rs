@@ -28,9 +28,9 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::cidr::Cidr;
-use crate::informer::{enqueue_changes, get_by_key, Informer};
+use crate::informer::{enqueue_changes, run_node_workers, Informer};
 use crate::metrics::Metrics;
-use crate::queue::{run_workers, Action, Backoff, Queue};
+use crate::queue::{Action, Backoff, Queue};
 use crate::route::pod_cidrs;
 use crate::{names, Context, Error, Result};
 
@@ -624,21 +624,15 @@ pub(crate) async fn run(ctx: Arc<Context>, nodes: Arc<Informer<Node>>) -> Result
             tracing::error!(node = %name, error = %Chain(&e), "releasing the CIDRs of a deleted node");
         }
     });
-    let work = {
-        let queue = queue.clone();
-        let (ipam, nodes) = (ipam.clone(), nodes.clone());
-        run_workers(queue.clone(), CIDR_UPDATE_WORKERS, move |key: String| {
-            let ipam = ipam.clone();
-            let queue = queue.clone();
-            let node = get_by_key(&nodes.store, &key);
-            async move {
-                // Gone: its CIDRs were released with its deletion.
-                let node = node?;
-                let result = reconcile(node.clone(), ipam).await;
-                queue.settle(&key, result, |e| error_policy(node, &e, &queue))
-            }
-        })
-    };
+    // A Node gone from the store is dropped: its CIDRs were released with its deletion.
+    let work = run_node_workers(
+        queue.clone(),
+        nodes.clone(),
+        CIDR_UPDATE_WORKERS,
+        ipam.clone(),
+        reconcile,
+        error_policy,
+    );
     tokio::join!(enqueue, work);
     Ok(())
 }

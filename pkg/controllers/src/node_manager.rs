@@ -35,8 +35,8 @@ use crate::cloud_node::{
     apply_initialisation, beta_labels_to_reconcile, desired_addresses, has_taint,
     initialisation_patch_with, patch_node_addresses, BetaLabels,
 };
-use crate::informer::{enqueue_changes, get_by_key, Informer, Resync};
-use crate::queue::{run_workers, Action, Backoff, Queue};
+use crate::informer::{enqueue_changes, get_by_key, run_node_workers, Informer, Resync};
+use crate::queue::{Action, Backoff, Queue};
 use crate::{Error, Result};
 
 /// The flags of upstream's cloud-node-manager that shape its node controller.
@@ -99,18 +99,14 @@ pub async fn run(
     let queue = Queue::new("Nodes", Backoff::DEFAULT_CONTROLLER, metrics);
     let feed = nodes.subscribe();
     let enqueue = enqueue_changes(&nodes, feed, &queue, |_| {});
-    let work = {
-        let (queue, ctx, nodes) = (queue.clone(), ctx.clone(), nodes.clone());
-        run_workers(queue.clone(), 1, move |key: String| {
-            let (ctx, queue) = (ctx.clone(), queue.clone());
-            let node = get_by_key(&nodes.store, &key);
-            async move {
-                let node = node?;
-                let result = reconcile(node.clone(), ctx).await;
-                queue.settle(&key, result, |e| error_policy(node, &e, &queue))
-            }
-        })
-    };
+    let work = run_node_workers(
+        queue.clone(),
+        nodes.clone(),
+        1,
+        ctx.clone(),
+        reconcile,
+        error_policy,
+    );
     let period = ctx
         .options
         .node_status_update_frequency
