@@ -410,6 +410,12 @@ pub async fn run(c: Component) -> anyhow::Result<()> {
             }),
         );
     }
+    if let Some(cloud) = c.cloud.clone() {
+        checks.add_ready(
+            "cloud-credentials",
+            Arc::new(move || cloud.credentials_health()),
+        );
+    }
     hypercloud_metrics::process::ProcessCollector::new()
         .and_then(|p| Ok(c.metrics.register(Box::new(p))?))
         .context("registering process metrics")?;

@@ -30,6 +30,13 @@ pub trait Interface: Send + Sync {
     /// The name this provider is registered under (`--cloud-provider`).
     fn provider_name(&self) -> &str;
 
+    /// `Err` (the `/readyz` check `cloud-credentials` of the components that serve one)
+    /// while credentials the provider follows are not as their source says: e.g. a
+    /// credentials Secret deleted or refused after start (see [`crate::credential_secret`]).
+    fn credentials_health(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
     /// Whether the provider has a cluster ID; controllers warn when it has none.
     fn has_cluster_id(&self) -> bool {
         true

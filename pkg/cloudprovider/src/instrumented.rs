@@ -271,6 +271,9 @@ impl Interface for Instrumented {
     fn provider_name(&self) -> &str {
         self.inner.provider_name()
     }
+    fn credentials_health(&self) -> std::result::Result<(), String> {
+        self.inner.credentials_health()
+    }
     fn has_cluster_id(&self) -> bool {
         self.inner.has_cluster_id()
     }

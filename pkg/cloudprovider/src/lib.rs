@@ -24,6 +24,7 @@
 //! [`wait`], ...) are helpers every provider shares, so each protocol detail is decided once.
 
 mod cloud;
+pub mod credential_secret;
 pub mod csi_drivers;
 mod error;
 pub mod fake;

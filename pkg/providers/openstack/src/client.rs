@@ -20,7 +20,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, Map
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::config::{Config, Secret};
+use crate::config::{Config, Global, Secret};
 
 /// The OpenStack services this provider talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +53,8 @@ impl Service {
 }
 
 struct Session {
+    /// The [`Identity`] generation the token was issued for.
+    generation: u64,
     token: Secret,
     expires: Instant,
     compute: Option<String>,
@@ -78,11 +80,53 @@ pub(crate) struct Reply {
     pub body: Value,
 }
 
+/// Who the client authenticates as: the config's `[Global]`, replaced when a followed
+/// credentials Secret changes ([`Identity::replace`]); a token issued for an older
+/// generation is not used again.
+#[derive(Debug)]
+pub(crate) struct Identity {
+    global: std::sync::RwLock<Arc<Global>>,
+    generation: AtomicU64,
+}
+
+impl Identity {
+    fn new(global: Global) -> Self {
+        Identity {
+            global: std::sync::RwLock::new(Arc::new(global)),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The credentials in use.
+    pub fn current(&self) -> Arc<Global> {
+        self.global
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Uses `global` from the next request on: the cached token is dropped.
+    pub fn replace(&self, global: Global) {
+        *self.global.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(global);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Whether credentials were replaced since start (a region is fixed from then on).
+    pub fn generation_replaced(&self) -> bool {
+        self.generation() > 0
+    }
+}
+
 /// An authenticated OpenStack client shared by every capability.
 pub(crate) struct Client {
     http: reqwest::Client,
     provider: String,
     config: Arc<Config>,
+    identity: Arc<Identity>,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     calls: AtomicU64,
     /// Whether the last catalog had a `load-balancer` (Octavia) endpoint.
@@ -110,6 +154,7 @@ impl Client {
         Ok(Client {
             http,
             provider: provider.into(),
+            identity: Arc::new(Identity::new(config.global.clone())),
             config,
             session: tokio::sync::Mutex::new(None),
             calls: AtomicU64::new(0),
@@ -127,8 +172,14 @@ impl Client {
         self.has_load_balancer.load(Ordering::Relaxed)
     }
 
-    pub fn region(&self) -> &str {
-        self.config.global.region.as_deref().unwrap_or_default()
+    /// The region of the credentials in use (`[Global] region`).
+    pub fn region(&self) -> String {
+        self.identity.current().region.clone().unwrap_or_default()
+    }
+
+    /// Who the client authenticates as, shared with whatever replaces the credentials.
+    pub fn identity(&self) -> Arc<Identity> {
+        self.identity.clone()
     }
 
     pub fn error(
@@ -155,7 +206,7 @@ impl Client {
     async fn session(&self) -> Result<Arc<Session>> {
         let mut slot = self.session.lock().await;
         if let Some(s) = slot.as_ref() {
-            if s.expires > Instant::now() {
+            if s.expires > Instant::now() && s.generation == self.identity.generation() {
                 return Ok(s.clone());
             }
         }
@@ -171,8 +222,7 @@ impl Client {
         }
     }
 
-    fn auth_body(&self) -> (Value, String) {
-        let g = &self.config.global;
+    fn auth_body(g: &Global) -> (Value, String) {
         let domain = |id: &Option<String>, name: &Option<String>| match (id, name) {
             (Some(id), _) => json!({"id": id}),
             (None, Some(name)) => json!({"name": name}),
@@ -234,8 +284,11 @@ impl Client {
     }
 
     async fn issue_token(&self) -> Result<Session> {
-        let (body, who) = self.auth_body();
-        let url = format!("{}/auth/tokens", self.config.keystone_url());
+        let generation = self.identity.generation();
+        let identity = self.identity.current();
+        let (body, who) = Self::auth_body(&identity);
+        let keystone = identity.keystone_url();
+        let url = format!("{keystone}/auth/tokens");
         let operation = "authenticate with Keystone";
         let (status, headers, text) = self
             .send_with_retries(operation, || self.http.post(&url).json(&body))
@@ -248,9 +301,8 @@ impl Client {
                 Some(status),
                 request_id,
                 format!(
-                    "Keystone at {} rejected the credentials ({who}) from {}: {}",
-                    self.config.keystone_url(),
-                    self.config.origin,
+                    "Keystone at {keystone} rejected the credentials ({who}) from {}: {}",
+                    self.credentials_origin(),
                     message(&value)
                 ),
             ));
@@ -284,8 +336,9 @@ impl Client {
         let lifetime = lifetime.min(MAX_TOKEN_LIFETIME);
         let lifetime = lifetime.checked_sub(TOKEN_MARGIN).unwrap_or(lifetime / 2);
         let catalog = t["catalog"].as_array().cloned().unwrap_or_default();
-        let find = |service: Service| self.endpoint(&catalog, service);
+        let find = |service: Service| self.endpoint(&catalog, service, identity.region.as_deref());
         let session = Session {
+            generation,
             token: Secret::new(token),
             expires: Instant::now() + lifetime,
             compute: find(Service::Compute),
@@ -305,7 +358,21 @@ impl Client {
         Ok(session)
     }
 
-    fn endpoint(&self, catalog: &[Value], service: Service) -> Option<String> {
+    /// Where the credentials come from, for messages: the credentials Secret, else the
+    /// config file.
+    fn credentials_origin(&self) -> String {
+        match self.config.credentials_secret() {
+            Some(secret) => format!("the Secret {secret}"),
+            None => self.config.origin.clone(),
+        }
+    }
+
+    fn endpoint(
+        &self,
+        catalog: &[Value],
+        service: Service,
+        region: Option<&str>,
+    ) -> Option<String> {
         let interface = self
             .config
             .global
@@ -313,7 +380,6 @@ impl Client {
             .as_deref()
             .unwrap_or("public")
             .trim_end_matches("URL");
-        let region = self.config.global.region.as_deref();
         for kind in service.catalog_types() {
             for entry in catalog.iter().filter(|e| e["type"] == *kind) {
                 let endpoints = entry["endpoints"].as_array().cloned().unwrap_or_default();
@@ -491,7 +557,7 @@ impl Client {
                             "the Keystone catalog has no {} endpoint with interface {} in region {}",
                             service.catalog_types().join("/"),
                             self.config.global.interface.as_deref().unwrap_or("public"),
-                            self.config.global.region.as_deref().unwrap_or("(any)")
+                            self.identity.current().region.as_deref().unwrap_or("(any)")
                         ),
                     )
                 })?;

@@ -18,6 +18,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hypercloud_cloudprovider::credential_secret::SecretRef;
 use hypercloud_cloudprovider::gcfg::parse_bool;
 use serde::Deserialize;
 
@@ -73,6 +74,29 @@ pub struct Global {
     pub use_clouds: bool,
     pub clouds_file: Option<PathBuf>,
     pub cloud: Option<String>,
+    /// The legacy provider's `secret-name`: a Secret whose `clouds.conf` (or OCCM's
+    /// `cloud.conf`) key holds `[Global]` credentials over the file's, followed while running
+    /// (see [`Config::with_credentials_from`]).
+    pub secret_name: Option<String>,
+    /// Its namespace (`secret-namespace`, required with `secret-name`).
+    pub secret_namespace: Option<String>,
+    /// `kubeconfig-path`: the kubeconfig the Secret is read with by a component that has no
+    /// Kubernetes client of its own (the kubelet-helper, the apiserver-plugin); unset, such a
+    /// component uses the in-cluster configuration, as upstream.
+    pub kubeconfig_path: Option<PathBuf>,
+}
+
+impl Global {
+    /// The Keystone v3 base URL (`.../v3`), from `auth-url` with or without the version.
+    pub fn keystone_url(&self) -> String {
+        let url = self.auth_url.as_deref().unwrap_or_default();
+        let url = url.trim_end_matches('/');
+        if url.ends_with("/v3") {
+            url.to_owned()
+        } else {
+            format!("{url}/v3")
+        }
+    }
 }
 
 /// `[LoadBalancer]`: the Octavia load balancers of Services (see `loadbalancer.rs`).
@@ -373,19 +397,10 @@ impl Config {
                 "global",
                 "trust-id" | "trustee-id" | "trustee-password" | "cert-file" | "key-file",
             ) => return Err("is not supported by hypercloud yet".into()),
-            // The legacy in-tree provider read its [Global] credentials from a Kubernetes
-            // Secret instead (they override the file's): ignoring it would authenticate as
-            // someone else.
-            ("global", "secret-name") => return Err(CREDENTIALS_SECRET.into()),
-            ("global", "secret-namespace") => {
-                return Ok(Setting::NoEffect(
-                    "it only places secret-name, which hypercloud refuses (credentials come from cloud.conf or clouds.yaml)",
-                ))
-            }
+            ("global", "secret-name") => g.secret_name = s().filter(|v| !v.is_empty()),
+            ("global", "secret-namespace") => g.secret_namespace = s().filter(|v| !v.is_empty()),
             ("global", "kubeconfig-path") => {
-                return Ok(Setting::NoEffect(
-                    "it only names the kubeconfig used to read secret-name, which hypercloud refuses (the apiserver is reached with --kubeconfig)",
-                ))
+                g.kubeconfig_path = Some(PathBuf::from(v)).filter(|_| !v.is_empty())
             }
             ("loadbalancer", k) => return self.set_lb(k, value),
             ("blockstorage", "bs-version") => {
@@ -551,8 +566,97 @@ impl Config {
         Ok(self)
     }
 
-    /// Checks that the config can authenticate; errors name the key and the file.
+    /// Checks that the config can authenticate, or names a credentials Secret that will say
+    /// how ([`Config::credentials_secret`]); errors name the key and the file.
     pub fn validate(&self) -> Result<()> {
+        let g = &self.global;
+        match (&g.secret_name, &g.secret_namespace) {
+            (Some(_), Some(_)) => return Ok(()),
+            (Some(_), None) => {
+                return Err(Error::ParseCloudConfig {
+                    origin: self.origin.clone(),
+                    message: "[Global] secret-name needs secret-namespace (the legacy provider read the Secret only when both were set)".into(),
+                })
+            }
+            (None, Some(_)) => {
+                return Err(Error::ParseCloudConfig {
+                    origin: self.origin.clone(),
+                    message: "[Global] secret-namespace is set without secret-name".into(),
+                })
+            }
+            (None, None) => {}
+        }
+        self.validate_credentials()
+    }
+
+    /// The credentials Secret, when `secret-name` and `secret-namespace` name one.
+    pub fn credentials_secret(&self) -> Option<SecretRef> {
+        match (&self.global.secret_name, &self.global.secret_namespace) {
+            (Some(name), Some(namespace)) => Some(SecretRef {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// This config with the `[Global]` credentials of a credentials Secret's data over the
+    /// file's (as the legacy provider read the Secret's `clouds.conf` into its config): the
+    /// key `clouds.conf`, else OCCM's `cloud.conf`. Only identity keys ([`SECRET_KEYS`]) may
+    /// be there; errors name keys, never values.
+    pub fn with_credentials_from(
+        &self,
+        data: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Config, String> {
+        let (key, bytes) = SECRET_DATA_KEYS
+            .iter()
+            .find_map(|k| data.get(*k).map(|v| (*k, v)))
+            .ok_or_else(|| {
+                format!(
+                    "has no key {} (it has: {})",
+                    SECRET_DATA_KEYS.join(" or "),
+                    data.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+        let text = std::str::from_utf8(bytes).map_err(|_| format!("{key} is not UTF-8"))?;
+        let file = hypercloud_cloudprovider::gcfg::parse(text)
+            .map_err(|m| format!("{key}: {}", redact_parse_error(&m)))?;
+        for e in &file.entries {
+            let key_lower = e.key_lower();
+            if e.section != "global" || e.subsection.is_some() {
+                return Err(format!(
+                    "{key}: line {}: [{}] is not read from the credentials Secret (only [Global] credentials are); put it in the cloud config file",
+                    e.line, e.section
+                ));
+            }
+            if !SECRET_KEYS.contains(&key_lower.as_str()) {
+                return Err(format!(
+                    "{key}: line {}: [Global] {} is not read from the credentials Secret (only {}); put it in the cloud config file",
+                    e.line,
+                    e.key,
+                    SECRET_KEYS.join(", ")
+                ));
+            }
+        }
+        let mut base = self.clone();
+        base.warnings.clear();
+        let merged = Config::parse_onto(base, text, key).map_err(|e| match e {
+            Error::ParseCloudConfig { message, .. } => format!("{key}: {message}"),
+            other => format!("{key}: {other}"),
+        })?;
+        merged.validate_credentials().map_err(|e| match e {
+            Error::ParseCloudConfig { message, .. } => {
+                format!("{key} with the cloud config file: {message}")
+            }
+            other => other.to_string(),
+        })?;
+        let mut merged = merged;
+        merged.origin = self.origin.clone();
+        Ok(merged)
+    }
+
+    /// Checks that `[Global]` holds what authenticating needs.
+    fn validate_credentials(&self) -> Result<()> {
         let err = |message: String| Error::ParseCloudConfig {
             origin: self.origin.clone(),
             message,
@@ -669,13 +773,7 @@ impl Config {
 
     /// The Keystone v3 base URL (`.../v3`), from `auth-url` with or without the version.
     pub fn keystone_url(&self) -> String {
-        let url = self.global.auth_url.as_deref().unwrap_or_default();
-        let url = url.trim_end_matches('/');
-        if url.ends_with("/v3") {
-            url.to_owned()
-        } else {
-            format!("{url}/v3")
-        }
+        self.global.keystone_url()
     }
 }
 
@@ -744,7 +842,43 @@ enum Setting {
     NoEffect(&'static str),
 }
 
-const CREDENTIALS_SECRET: &str = "reading [Global] credentials from a Kubernetes Secret is not supported by hypercloud; put them in cloud.conf or clouds.yaml";
+/// The keys of a credentials Secret holding its gcfg text: the legacy provider's, then the
+/// one OCCM's `cloud-config` Secret uses.
+pub const SECRET_DATA_KEYS: [&str; 2] = ["clouds.conf", "cloud.conf"];
+
+/// The `[Global]` keys a credentials Secret may set: who authenticates, where, in which
+/// region. Everything else stays in the file (it is read once, at start).
+pub const SECRET_KEYS: &[&str] = &[
+    "auth-url",
+    "user-id",
+    "username",
+    "password",
+    "user-domain-id",
+    "user-domain-name",
+    "tenant-id",
+    "project-id",
+    "tenant-name",
+    "project-name",
+    "tenant-domain-id",
+    "project-domain-id",
+    "tenant-domain-name",
+    "project-domain-name",
+    "domain-id",
+    "domain-name",
+    "region",
+    "application-credential-id",
+    "application-credential-name",
+    "application-credential-secret",
+];
+
+/// A gcfg parse error of a Secret's text, without the line's text (which may hold a
+/// password): only the line number is kept.
+fn redact_parse_error(message: &str) -> String {
+    match message.split_once(':') {
+        Some((line, _)) if line.starts_with("line ") => format!("{line}: not valid gcfg"),
+        _ => "not valid gcfg".into(),
+    }
+}
 
 /// How hypercloud treats a key upstream documents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -792,13 +926,13 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
         ("Global", "application-credential-name", "a", Implemented),
         ("Global", "application-credential-secret", "s", Implemented),
         ("Global", "tls-insecure", "false", Implemented),
-        ("Global", "secret-name", "cloud-config", Rejected),
-        ("Global", "secret-namespace", "kube-system", Warned),
+        ("Global", "secret-name", "cloud-config", Implemented),
+        ("Global", "secret-namespace", "kube-system", Implemented),
         (
             "Global",
             "kubeconfig-path",
             "/etc/kubernetes/admin.conf",
-            Warned,
+            Implemented,
         ),
         ("Networking", "ipv6-support-disabled", "true", Implemented),
         ("Networking", "public-network-name", "public", Implemented),
@@ -1169,6 +1303,112 @@ max-attempts = 3
             "{:?}",
             c.warnings
         );
+    }
+
+    fn secret_data(text: &str) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([("clouds.conf".to_owned(), text.as_bytes().to_vec())])
+    }
+
+    #[test]
+    fn a_credentials_secret_needs_both_keys_and_may_leave_credentials_out_of_the_file() {
+        let c = Config::parse(
+            "[Global]\nsecret-name = os-creds\nsecret-namespace = kube-system\n",
+            "c.conf",
+        )
+        .unwrap()
+        .resolve()
+        .expect("credentials come from the Secret");
+        assert_eq!(
+            c.credentials_secret(),
+            Some(SecretRef {
+                namespace: "kube-system".into(),
+                name: "os-creds".into()
+            })
+        );
+        for (text, needs) in [
+            (
+                "[Global]\nsecret-name = os-creds\n",
+                "needs secret-namespace",
+            ),
+            ("[Global]\nsecret-namespace = ns\n", "without secret-name"),
+        ] {
+            let e = Config::parse(text, "c.conf")
+                .unwrap()
+                .resolve()
+                .unwrap_err();
+            assert!(e.to_string().contains(needs), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_secret_sets_global_credentials_over_the_file() {
+        let file = Config::parse(
+            "[Global]\nauth-url = http://k/v3\nregion = R\nsecret-name = s\nsecret-namespace = ns\n\
+             [LoadBalancer]\nfloating-network-id = f\n",
+            "c.conf",
+        )
+        .unwrap();
+        let merged = file
+            .with_credentials_from(&secret_data(
+                "[Global]\nusername = u\npassword = hunter2\nproject-name = p\n",
+            ))
+            .unwrap();
+        assert_eq!(merged.global.username.as_deref(), Some("u"));
+        assert_eq!(merged.global.password, Some(Secret::new("hunter2")));
+        assert_eq!(merged.global.region.as_deref(), Some("R"));
+        assert_eq!(
+            merged.load_balancer.floating_network_id.as_deref(),
+            Some("f")
+        );
+        assert_eq!(merged.origin, "c.conf");
+        // OCCM's key works too; an application credential replaces the password.
+        let occm = BTreeMap::from([(
+            "cloud.conf".to_owned(),
+            b"[Global]\napplication-credential-id = a\napplication-credential-secret = s3cr3t\n"
+                .to_vec(),
+        )]);
+        let merged = file.with_credentials_from(&occm).unwrap();
+        assert_eq!(
+            merged.global.application_credential_id.as_deref(),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn a_secret_is_refused_by_key_never_by_value() {
+        let file = Config::parse(
+            "[Global]\nauth-url = http://k/v3\nsecret-name = s\nsecret-namespace = ns\n",
+            "c.conf",
+        )
+        .unwrap();
+        let cases: [(BTreeMap<String, Vec<u8>>, &str); 6] = [
+            (BTreeMap::new(), "has no key clouds.conf or cloud.conf"),
+            (
+                BTreeMap::from([("clouds.conf".to_owned(), vec![0xff, 0xfe])]),
+                "not UTF-8",
+            ),
+            (
+                secret_data("[Global]\nusername = u\n"),
+                "password is required",
+            ),
+            (
+                secret_data("[Global]\nusername = u\npassword = hunter2\nca-file = /x\n"),
+                "[Global] ca-file is not read from the credentials Secret",
+            ),
+            (
+                secret_data("[Global]\npassword = hunter2\n[LoadBalancer]\nsubnet-id = x\n"),
+                "[loadbalancer] is not read",
+            ),
+            (
+                secret_data("[Global\npassword = hunter2\n"),
+                "line 1: not valid gcfg",
+            ),
+        ];
+        for (data, want) in cases {
+            let e = file.with_credentials_from(&data).unwrap_err();
+            assert!(e.contains(want), "{want}: {e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 
     /// Quoted subsections are read as gcfg reads them (`;` and `#` inside the quotes are not

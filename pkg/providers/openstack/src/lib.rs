@@ -52,6 +52,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use hypercloud_cloudprovider::credential_secret::{self, CredentialSecret, SecretRef};
 use hypercloud_cloudprovider::{CloudConfig, Interface, Layout, LoadBalancer, Registry, Routes};
 
 pub use config::Config;
@@ -106,6 +107,8 @@ pub struct OpenStack {
     /// What `get_load_balancer` found per load balancer name (`loadbalancer::Looked`): the
     /// service controller asks it right before deleting, and the deletion reuses it.
     looked: std::sync::Mutex<BTreeMap<String, loadbalancer::Looked>>,
+    /// The followed credentials Secret (`[Global] secret-name`), from [`Interface::initialize`].
+    credentials: std::sync::OnceLock<CredentialSecret>,
 }
 
 impl std::fmt::Debug for OpenStack {
@@ -135,6 +138,7 @@ impl OpenStack {
             local_metadata: tokio::sync::OnceCell::new(),
             converged: std::sync::Mutex::new(BTreeMap::new()),
             looked: std::sync::Mutex::new(BTreeMap::new()),
+            credentials: std::sync::OnceLock::new(),
         })
     }
 
@@ -192,6 +196,14 @@ impl OpenStack {
         self.client.calls()
     }
 
+    /// How many versions of the credentials Secret were applied so far (the one read at
+    /// start included); 0 without `[Global] secret-name`.
+    pub fn credentials_versions(&self) -> u64 {
+        self.credentials
+            .get()
+            .map_or(0, CredentialSecret::applied_count)
+    }
+
     /// Forgets the cached server listing, so the next look-up asks the cloud.
     pub async fn invalidate_cache(&self) {
         self.servers.invalidate().await;
@@ -207,6 +219,48 @@ impl OpenStack {
         self
     }
 
+    /// Reads `secret` (with `client`, else a client from `[Global] kubeconfig-path` or the
+    /// in-cluster configuration) and follows it: each version's credentials replace those
+    /// in use. A changed region is refused (it is part of every node's identity).
+    async fn follow_credentials(
+        &self,
+        secret: SecretRef,
+        client: Option<kube::Client>,
+    ) -> hypercloud_cloudprovider::Result<CredentialSecret> {
+        let startup = |message: String| hypercloud_cloudprovider::Error::Initialize {
+            provider: self.name.clone(),
+            source: Box::new(hypercloud_cloudprovider::Message(message)),
+        };
+        let client = match client {
+            Some(c) => c,
+            None => secret_client(self.config.global.kubeconfig_path.as_deref())
+                .await
+                .map_err(|e| {
+                    startup(format!(
+                        "[Global] secret-name {secret}: no Kubernetes client to read it with: {e}"
+                    ))
+                })?,
+        };
+        let base = self.config.clone();
+        let identity = self.client.identity();
+        let apply: credential_secret::Apply = Arc::new(move |data| {
+            let merged = base.with_credentials_from(data)?;
+            let current = identity.current();
+            if identity.generation_replaced() && merged.global.region != current.region {
+                return Err(format!(
+                    "it changes the region from {:?} to {:?}, which needs a restart",
+                    current.region.as_deref().unwrap_or_default(),
+                    merged.global.region.as_deref().unwrap_or_default()
+                ));
+            }
+            identity.replace(merged.global);
+            Ok(())
+        });
+        CredentialSecret::follow(client, secret, apply)
+            .await
+            .map_err(|e| startup(e.to_string()))
+    }
+
     /// This machine's instance metadata, read once.
     async fn local_metadata(&self) -> hypercloud_cloudprovider::Result<Metadata> {
         self.local_metadata
@@ -219,17 +273,30 @@ impl OpenStack {
 
 #[async_trait]
 impl Interface for OpenStack {
-    /// Authenticates once, so that bad credentials or an unreachable Keystone stop start-up
-    /// with a clear error instead of failing every later call.
+    /// Reads and then follows the credentials Secret when `[Global] secret-name` names one,
+    /// and authenticates once, so that bad credentials or an unreachable Keystone stop
+    /// start-up with a clear error instead of failing every later call.
     async fn initialize(
         &self,
         client: Option<kube::Client>,
     ) -> hypercloud_cloudprovider::Result<()> {
-        if let Some(c) = client {
+        if let Some(c) = client.clone() {
             // A second initialize keeps the first client.
             let _ = self.kube.set(c);
         }
+        if let Some(secret) = self.config.credentials_secret() {
+            if self.credentials.get().is_none() {
+                let followed = self.follow_credentials(secret, client).await?;
+                let _ = self.credentials.set(followed);
+            }
+        }
         self.client.authenticate().await
+    }
+
+    fn credentials_health(&self) -> std::result::Result<(), String> {
+        self.credentials
+            .get()
+            .map_or(Ok(()), CredentialSecret::health)
     }
 
     fn provider_name(&self) -> &str {
@@ -262,4 +329,23 @@ impl Interface for OpenStack {
             .as_ref()
             .map(|_| self as &dyn Routes)
     }
+}
+
+/// A Kubernetes client for a component that has none: from `kubeconfig` when given, else the
+/// in-cluster configuration (upstream's `createKubernetesClient`).
+async fn secret_client(
+    kubeconfig: Option<&std::path::Path>,
+) -> std::result::Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("[Global] kubeconfig-path {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("[Global] kubeconfig-path {}: {e}", path.display()))?
+        }
+        None => kube::Config::incluster()
+            .map_err(|e| format!("not in a cluster ({e}); set [Global] kubeconfig-path"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| e.to_string())
 }

@@ -4,6 +4,7 @@
 //! take no group lock (`hypercloud_testenv::group`).
 
 mod auth;
+mod credentials_secret;
 mod faults;
 mod instances;
 mod loadbalancer;
