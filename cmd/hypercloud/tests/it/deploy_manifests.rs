@@ -77,6 +77,8 @@ fn helm_cases() -> Vec<HelmCase> {
             "cloudControllerManager.leaderMigration.enabled=true",
             "--set",
             "cloudControllerManager.useServiceAccountCredentials=true",
+            "--set",
+            "cloudControllerManager.credentialsSecret=hypercloud-cloud-credentials",
         ]
         .map(String::from),
     );
@@ -287,6 +289,7 @@ fn every_overlay_and_base_renders() {
         "overlays/openstack",
         "checks/leader-migration",
         "checks/service-account-credentials",
+        "checks/credentials-secret",
         "checks/daemonset-all-components",
         "checks/openstack-daemonset-components",
         "overlays/aws",
@@ -517,6 +520,36 @@ fn rbac_is_least_privilege_and_covers_the_controllers() {
     ] {
         assert!(granted.iter().any(|g| g == need), "RBAC lacks {need}");
     }
+    // Secrets: only by name (the credentials Secret), never every Secret.
+    let creds = rendered_named("checks/credentials-secret");
+    let secret_rules: Vec<&serde_yaml::Value> = rendered()
+        .iter()
+        .flat_map(|r| &r.docs)
+        .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
+        .flat_map(|d| d["rules"].as_sequence().into_iter().flatten())
+        .filter(|rule| {
+            rule["resources"]
+                .as_sequence()
+                .is_some_and(|rs| rs.iter().any(|r| r == "secrets"))
+        })
+        .collect();
+    assert!(
+        !secret_rules.is_empty(),
+        "no rendering reads the credentials Secret"
+    );
+    for rule in secret_rules {
+        assert_eq!(
+            rule["resourceNames"],
+            serde_yaml::from_str::<serde_yaml::Value>("[hypercloud-cloud-credentials]").unwrap(),
+            "a Secret rule without exactly the credentials Secret's name: {rule:?}"
+        );
+    }
+    assert!(
+        creds.docs.iter().any(|d| d["kind"] == "RoleBinding"
+            && d["metadata"]["name"] == "system:cloud-controller-manager:cloud-credentials"
+            && d["subjects"][0]["name"] == "cloud-controller-manager"),
+        "checks/credentials-secret binds no Role to the cloud-controller-manager"
+    );
     // With the service-account-credentials component, the per-controller identities that the
     // apiserver's bootstrap policy does not cover are bound (upstream's names).
     let sac = rendered_named("checks/service-account-credentials");

@@ -247,3 +247,89 @@ async fn a_wrong_credential_in_the_secret_names_the_secret_not_the_value() {
     cloud.shutdown().await;
     env.cleanup().await.unwrap();
 }
+
+/// deploy/components/credentials-secret's Role (get, list, watch on the one Secret, by name)
+/// is enough to read and follow the credentials Secret, and grants no other Secret.
+#[tokio::test]
+async fn the_deployed_role_is_enough_to_follow_the_secret() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+
+    let env = TestEnv::new("openstack-credentials-rbac").await.unwrap();
+    let ns = env.namespace().to_owned();
+    let cloud = Cloud::start().await;
+    cloud.create_server("rbac-node", "1", None).await;
+    let (id, secret) = app_credential(&cloud, "ccm").await;
+    let secrets: Api<Secret> = Api::namespaced(env.client(), &ns);
+    let name = "hypercloud-cloud-credentials";
+    put_secret(&secrets, name, clouds_conf(&id, &secret)).await;
+    put_secret(&secrets, "another", clouds_conf(&id, &secret)).await;
+
+    // The component's RBAC, moved to this test's namespace.
+    let rbac = std::fs::read_to_string(
+        hypercloud_testenv::repo_root().join("deploy/components/credentials-secret/rbac.yaml"),
+    )
+    .unwrap()
+    .replace("namespace: kube-system", &format!("namespace: {ns}"));
+    let mut docs = rbac.split("\n---\n");
+    let role: Role = serde_yaml::from_str(docs.next().unwrap()).unwrap();
+    let binding: RoleBinding = serde_yaml::from_str(docs.next().unwrap()).unwrap();
+    let pp = PostParams::default();
+    Api::<Role>::namespaced(env.client(), &ns)
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(env.client(), &ns)
+        .create(&pp, &binding)
+        .await
+        .unwrap();
+    let sa = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some("cloud-controller-manager".into()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    Api::<ServiceAccount>::namespaced(env.client(), &ns)
+        .create(&pp, &sa)
+        .await
+        .unwrap();
+    let mut config = env.control_plane().config().clone();
+    config.auth_info.impersonate = Some(format!(
+        "system:serviceaccount:{ns}:cloud-controller-manager"
+    ));
+    let as_ccm = kube::Client::try_from(config).unwrap();
+
+    let conf = |secret_name: &str| {
+        format!(
+            "[Global]\nauth-url = {}/identity/v3\nsecret-name = {secret_name}\nsecret-namespace = {ns}\n",
+            cloud.url
+        )
+    };
+    let os = cloud.provider(&conf(name));
+    os.initialize(Some(as_ccm.clone())).await.unwrap();
+    os.instances()
+        .unwrap()
+        .instance_type("rbac-node")
+        .await
+        .unwrap();
+    // The watch (list and watch by name) is allowed too: a change arrives.
+    let mut changed = clouds_conf(&id, &secret);
+    changed.values_mut().for_each(|v| v.push_str("; rotated\n"));
+    put_secret(&secrets, name, changed).await;
+    eventually("the change through the watch", || {
+        os.credentials_versions() == 2
+    })
+    .await;
+    assert_eq!(os.credentials_health(), Ok(()));
+    // Any other Secret is forbidden.
+    let e = cloud
+        .provider(&conf("another"))
+        .initialize(Some(as_ccm))
+        .await
+        .unwrap_err();
+    let msg = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(msg.contains("forbidden"), "{msg}");
+    cloud.shutdown().await;
+    env.cleanup().await.unwrap();
+}
