@@ -159,3 +159,159 @@ async fn no_credential_in_logs_traces_configz_or_events() {
     );
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
 }
+
+/// The same with the password in a Kubernetes Secret (`[Global] secret-name`): the
+/// cloud-controller-manager at `--v=10` initialises a Node with it, the password is in none of
+/// its log, trace, `/configz` or `/readyz`, and `/readyz` fails its `cloud-credentials` check,
+/// naming the Secret, once the Secret is deleted (the process keeps running on the
+/// credentials it read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{ObjectMeta, PostParams};
+
+    let _group = hypercloud_testenv::group("secrets_stay_secret").await;
+    let env = TestEnv::new("secrets-from-secret").await.expect("testenv");
+    let tmp = tempfile::tempdir().unwrap();
+    let state = state_dir(&tmp);
+    let secret = format!("Pw-{}-sq", env.unique_name("s").replace('-', ""));
+    let mut serve_cmd = local_cloud(BIN);
+    serve_cmd.arg("--password").arg(&secret);
+    let serve = Serve::start_command(serve_cmd, &state, &[]);
+    let node = env.unique_name("sec-node");
+    cli_json(
+        BIN,
+        &state,
+        &[
+            "--password",
+            &secret,
+            "instance",
+            "create",
+            &node,
+            "--zone",
+            "nova",
+            "--flavor",
+            "m1.small",
+            "-o",
+            "json",
+        ],
+    );
+    let secrets: Api<Secret> = Api::namespaced(env.client(), env.namespace());
+    let object = Secret {
+        metadata: ObjectMeta {
+            name: Some("os-creds".into()),
+            ..ObjectMeta::default()
+        },
+        string_data: Some(
+            [(
+                "clouds.conf".to_owned(),
+                format!("[Global]\npassword = \"{secret}\"\n"),
+            )]
+            .into(),
+        ),
+        ..Secret::default()
+    };
+    secrets
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let conf = tmp.path().join("cloud.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "{}secret-name = os-creds\nsecret-namespace = {}\n",
+            serve.cloud_conf(),
+            env.namespace()
+        ),
+    )
+    .unwrap();
+    let trace = tmp.path().join("trace.jsonl");
+    let port = free_port();
+    let kubeconfig = env.control_plane().kubeconfig().display().to_string();
+    let mut cmd = personality(BIN, "cloud-controller-manager");
+    cmd.args([
+        "--cloud-provider=local",
+        &format!("--cloud-config={}", conf.display()),
+        &format!("--kubeconfig={kubeconfig}"),
+        "--leader-elect=false",
+        "--controllers=cloud-node",
+        &format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1",
+        &format!("--trace-cloud-calls={}", trace.display()),
+        "--v=10",
+    ]);
+    let mut p = Proc::spawn_with(
+        "cloud-controller-manager",
+        cmd,
+        tmp.path().join("ccm.log"),
+        Stdout::Log,
+    );
+    let nodes: Api<Node> = Api::all(env.client());
+    create_tainted(&nodes, &node).await;
+    nodes::wait_for(
+        &nodes,
+        &node,
+        "the Node to be initialised with the Secret's password",
+        Duration::from_secs(60),
+        |n| !has_taint(n, TAINT_UNINITIALIZED),
+    )
+    .await;
+    let token = admin_token(env.control_plane().kubeconfig());
+    let http = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let get = |path: &str| {
+        http.get(format!("https://127.0.0.1:{port}{path}"))
+            .bearer_auth(&token)
+            .send()
+    };
+    let readyz = get("/readyz?verbose").await.unwrap();
+    assert_eq!(readyz.status().as_u16(), 200);
+    let ready_text = readyz.text().await.unwrap();
+    assert!(
+        ready_text.contains("[+]cloud-credentials ok"),
+        "{ready_text}"
+    );
+    let configz = get("/configz").await.unwrap().text().await.unwrap();
+
+    // Deleted: readiness fails naming the Secret; the process keeps running.
+    secrets
+        .delete("os-creds", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut unready = String::new();
+    for _ in 0..100 {
+        let r = get("/readyz?verbose").await.unwrap();
+        if r.status().as_u16() == 500 {
+            unready = r.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let want = format!(
+        "[-]cloud-credentials failed: Secret {}/os-creds: not found (deleted)",
+        env.namespace()
+    );
+    assert!(unready.contains(&want), "{unready}");
+    assert!(p.running(), "the component exited: {}", p.log());
+
+    p.sigterm();
+    p.wait_exit(Duration::from_secs(30));
+    let log = p.log();
+    assert!(
+        log.contains("credentials read from the Secret") && log.contains("TRACE"),
+        "{}",
+        &log[..log.len().min(4000)]
+    );
+    let trace_text = std::fs::read_to_string(&trace).unwrap();
+    for (what, text) in [
+        ("the --v=10 log", &log),
+        ("the cloud-call trace", &trace_text),
+        ("/configz", &configz),
+        ("/readyz", &unready),
+    ] {
+        assert!(!text.contains(&secret), "the password is in {what}");
+    }
+    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+}
