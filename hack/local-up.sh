@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure] [--mode external|in-tree] [--nodes N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -32,6 +32,14 @@
 #                              hypercloud's controller-manager runs the in-tree cloud controllers
 #                              (the cloud part the upstream kube-controller-manager no longer
 #                              has) and the apiserver-plugin webhook labels PVs and admits Nodes.
+#   --creds file (default):    the provider's credentials are in its cloud config file.
+#   --creds secret:            (--cloud local) the local cloud gets a random admin password that
+#                              only the Secret kube-system/hypercloud-cloud-credentials holds;
+#                              cloud.conf names it ([Global] secret-name, secret-namespace,
+#                              kubeconfig-path for the components without a client) and every
+#                              personality reads and follows it. Before the last step the demo
+#                              rotates it to a new application credential: the components use it
+#                              from their next cloud call, without a restart.
 #   --smoke:                   check the result, stop everything and exit (CI); otherwise it
 #                              keeps running until Ctrl-C, which stops everything it started.
 #   --ui:                      serve the live trace view (`hypercloud trace serve`: the cloud
@@ -66,7 +74,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
 
-mode=external nodes=3 smoke=false dump="" cloud=local ui=false
+mode=external nodes=3 smoke=false dump="" cloud=local ui=false creds=file
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 dir="$HYPERCLOUD_CACHE/local-up"
@@ -82,6 +90,8 @@ while [ $# -gt 0 ]; do
     --dump=*) dump="${1#--dump=}"; shift ;;
     --cloud) cloud="${2:-}"; shift 2 ;;
     --cloud=*) cloud="${1#--cloud=}"; shift ;;
+    --creds) creds="${2:-}"; shift 2 ;;
+    --creds=*) creds="${1#--creds=}"; shift ;;
     --smoke) smoke=true; shift ;;
     --ui) ui=true; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -90,6 +100,10 @@ while [ $# -gt 0 ]; do
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
 case "$cloud" in local|aws|vsphere|gce|azure) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce or azure, got '$cloud'" >&2; exit 2 ;; esac
+case "$creds" in file|secret) ;; *) echo "local-up: --creds must be file or secret, got '$creds'" >&2; exit 2 ;; esac
+if [ "$creds" = secret ] && [ "$cloud" != local ]; then
+  echo "local-up: --creds secret is implemented for --cloud local only (the openstack provider's [Global] secret-name), not --cloud $cloud" >&2; exit 2
+fi
 case "$nodes" in ''|*[!0-9]*) echo "local-up: --nodes must be a number, got '$nodes'" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 50 ] || { echo "local-up: --nodes must be between 1 and 50" >&2; exit 2; }
 
@@ -209,6 +223,11 @@ plugin_flags=() controller_flags=()
 cloud_start() {
   step "start the local cloud (OpenStack APIs on 127.0.0.1)"
   api_port=$(free_port) md_port=$(free_port)
+  if [ "$creds" = secret ]; then
+    # A password only the Secret (and the local-cloud CLI, through its environment) knows.
+    HYPERCLOUD_LOCAL_CLOUD_PASSWORD=$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')
+    export HYPERCLOUD_LOCAL_CLOUD_PASSWORD
+  fi
   "$bin/local-cloud" --state-dir "$dir/cloud" serve --listen "127.0.0.1:$api_port" --metadata-listen "127.0.0.1:$md_port" \
     >"$dir/logs/local-cloud.log" 2>&1 &
   pids+=($!)
@@ -216,13 +235,57 @@ cloud_start() {
   cat >"$dir/cloud.conf" <<EOF
 [Global]
 auth-url = http://127.0.0.1:$api_port/identity/v3
+$(creds_conf)
 [Metadata]
 search-order = metadataService
 metadata-url = http://127.0.0.1:$md_port
 EOF
   echo "local cloud: http://127.0.0.1:$api_port (metadata service 127.0.0.1:$md_port), state in $dir/cloud"
+  if [ "$creds" = secret ]; then
+    step "put the cloud's credentials into the Secret kube-system/hypercloud-cloud-credentials (cloud.conf names it)"
+    kcreate /api/v1/namespaces/kube-system/secrets "$(python3 -c '
+import json, sys
+print(json.dumps({"metadata": {"name": "hypercloud-cloud-credentials"},
+                  "stringData": {"clouds.conf": "[Global]\npassword = \"%s\"\n" % sys.argv[1]}}))' "$HYPERCLOUD_LOCAL_CLOUD_PASSWORD")" >/dev/null
+    echo "secret/hypercloud-cloud-credentials: key clouds.conf ([Global] password); cloud.conf:"
+    sed -n '/^secret-name/,/^kubeconfig-path/p' "$dir/cloud.conf" | sed 's/^/  /'
+  fi
   provider=local
   cloud_flags=(--cloud-provider=local "--cloud-config=$dir/cloud.conf")
+}
+
+# creds_conf: the [Global] lines naming the credentials Secret (--creds secret), else nothing.
+creds_conf() {
+  [ "$creds" = secret ] || return 0
+  printf 'secret-name = hypercloud-cloud-credentials\nsecret-namespace = kube-system\nkubeconfig-path = %s\n' "$kubeconfig"
+}
+
+# creds_rotate: (--creds secret) a new application credential into the Secret; waits until the
+# component that runs the cloud controllers says it uses it.
+creds_rotate() {
+  step "rotate the cloud credentials: a new application credential into the Secret (no restart)"
+  local cred log
+  cred=$(python3 - "http://127.0.0.1:$api_port/identity/v3" "$HYPERCLOUD_LOCAL_CLOUD_PASSWORD" <<'PY'
+import json, sys, urllib.request
+url, password = sys.argv[1], sys.argv[2]
+def call(path, body, token=None):
+    req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    if token:
+        req.add_header("X-Auth-Token", token)
+    with urllib.request.urlopen(req) as r:
+        return r.headers.get("X-Subject-Token"), json.load(r)
+dom = {"name": "Default"}
+token, body = call("/auth/tokens", {"auth": {"identity": {"methods": ["password"], "password": {"user": {"name": "admin", "domain": dom, "password": password}}}, "scope": {"project": {"name": "demo", "domain": dom}}}})
+_, c = call("/users/%s/application_credentials" % body["token"]["user"]["id"], {"application_credential": {"name": "hypercloud-rotated"}}, token)
+c = c["application_credential"]
+print(json.dumps({"stringData": {"clouds.conf": "[Global]\napplication-credential-id = %s\napplication-credential-secret = %s\n" % (c["id"], c["secret"])}}))
+PY
+)
+  curl -fsS --cacert "$ca" -H "Authorization: Bearer $token" -H 'Content-Type: application/merge-patch+json' \
+    -X PATCH --data "$cred" "$api_url/api/v1/namespaces/kube-system/secrets/hypercloud-cloud-credentials" >/dev/null
+  if [ "$mode" = external ]; then log="$dir/logs/cloud-controller-manager.log"; else log="$dir/logs/kube-controller-manager.log"; fi
+  wait_for 30 "the new credentials to be taken up (see $log)" grep -q "credentials from the Secret changed" "$log"
+  echo "local-up: $(basename "$log" .log) follows the Secret: $(grep -c "credentials from the Secret changed" "$log") change(s) taken up; the next steps' cloud calls use the application credential"
 }
 
 # cloud_create_instances N: instances node-1..node-N; each one's id in $dir/node-I.id.
@@ -582,6 +645,8 @@ for s in json.load(sys.stdin)["items"]:
         print("  endpointslice/%s  %s  node %s  ready=%s" % (s["metadata"]["name"], ",".join(e["addresses"]),
               e.get("nodeName", "-"), e.get("conditions", {}).get("ready")))'
 echo "local-up: the Service has an endpoint for every pod"
+
+[ "$creds" = file ] || creds_rotate
 
 last_node=$(node_name "$nodes")
 step "stop the instance of $last_node in the cloud: its kubelet stops, the Node turns NotReady and gets the shutdown taint"

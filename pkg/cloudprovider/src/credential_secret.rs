@@ -175,6 +175,24 @@ impl CredentialSecret {
     }
 }
 
+/// A Kubernetes client for a component that has none of its own (the kubelet-helper, the
+/// apiserver-plugin) to read its credentials Secret with: from `kubeconfig` when given, else
+/// the in-cluster configuration (upstream's `createKubernetesClient`). The error says which.
+pub async fn client_for(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::incluster()
+            .map_err(|e| format!("no kubeconfig given and not in a cluster ({e})"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
 /// Follows `secret` until aborted: every new version goes to `apply`.
 async fn watch(api: Api<Secret>, secret: SecretRef, apply: Apply, state: Arc<Mutex<State>>) {
     let config = watcher::Config::default().fields(&format!("metadata.name={}", secret.name));

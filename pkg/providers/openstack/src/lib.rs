@@ -233,11 +233,11 @@ impl OpenStack {
         };
         let client = match client {
             Some(c) => c,
-            None => secret_client(self.config.global.kubeconfig_path.as_deref())
+            None => credential_secret::client_for(self.config.global.kubeconfig_path.as_deref())
                 .await
                 .map_err(|e| {
                     startup(format!(
-                        "[Global] secret-name {secret}: no Kubernetes client to read it with: {e}"
+                        "[Global] secret-name {secret}: no Kubernetes client to read it with ([Global] kubeconfig-path): {e}"
                     ))
                 })?,
         };
@@ -329,23 +329,4 @@ impl Interface for OpenStack {
             .as_ref()
             .map(|_| self as &dyn Routes)
     }
-}
-
-/// A Kubernetes client for a component that has none: from `kubeconfig` when given, else the
-/// in-cluster configuration (upstream's `createKubernetesClient`).
-async fn secret_client(
-    kubeconfig: Option<&std::path::Path>,
-) -> std::result::Result<kube::Client, String> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("[Global] kubeconfig-path {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("[Global] kubeconfig-path {}: {e}", path.display()))?
-        }
-        None => kube::Config::incluster()
-            .map_err(|e| format!("not in a cluster ({e}); set [Global] kubeconfig-path"))?,
-    };
-    kube::Client::try_from(config).map_err(|e| e.to_string())
 }

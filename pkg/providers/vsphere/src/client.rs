@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell, RwLock};
 
-use crate::config::VCenter;
+use crate::config::{Secret, VCenter};
 use crate::soap::{self, Method, Moref, ServiceContent};
 use crate::{Error, Result};
 
@@ -46,6 +46,44 @@ struct Session {
     cookie: Option<String>,
     /// Bumped by every login.
     generation: u64,
+    /// The [`Credentials`] version the session was logged in with.
+    credentials: u64,
+}
+
+/// Who logs in: the config's user and password, replaced when a followed credentials Secret
+/// changes ([`Credentials::replace`]); sessions of an older version are not used again.
+#[derive(Debug)]
+pub(crate) struct Credentials {
+    current: std::sync::RwLock<std::sync::Arc<(String, Secret)>>,
+    version: AtomicU64,
+}
+
+impl Credentials {
+    fn new(user: String, password: Secret) -> Self {
+        Credentials {
+            current: std::sync::RwLock::new(std::sync::Arc::new((user, password))),
+            version: AtomicU64::new(0),
+        }
+    }
+
+    /// The user and password in use.
+    fn get(&self) -> std::sync::Arc<(String, Secret)> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Logs in with `user` and `password` from the next call on.
+    pub fn replace(&self, user: String, password: Secret) {
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+            std::sync::Arc::new((user, password));
+        self.version.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
 }
 
 /// The connection.
@@ -55,7 +93,9 @@ pub(crate) struct Client {
     content: OnceCell<ServiceContent>,
     soap: RwLock<Session>,
     soap_login: Mutex<()>,
-    vapi: RwLock<Option<String>>,
+    /// The vAPI session and the [`Credentials`] version it was created with.
+    vapi: RwLock<Option<(String, u64)>>,
+    credentials: std::sync::Arc<Credentials>,
     calls: AtomicU64,
     logins: AtomicU64,
 }
@@ -70,6 +110,10 @@ impl Client {
             .build()?;
         Ok(Client {
             http,
+            credentials: std::sync::Arc::new(Credentials::new(
+                vc.user.clone(),
+                vc.password.clone(),
+            )),
             vc,
             content: OnceCell::new(),
             soap: RwLock::new(Session::default()),
@@ -92,6 +136,11 @@ impl Client {
 
     pub fn vcenter(&self) -> &VCenter {
         &self.vc
+    }
+
+    /// Who logs in, shared with whatever replaces the credentials.
+    pub fn credentials(&self) -> std::sync::Arc<Credentials> {
+        self.credentials.clone()
     }
 
     /// `RetrieveServiceContent`, once (it needs no session).
@@ -133,13 +182,14 @@ impl Client {
 
     /// The generation of the current session, after logging in if there is none.
     pub async fn ensure_session(&self) -> Result<u64> {
-        {
+        let seen = {
             let s = self.soap.read().await;
-            if s.cookie.is_some() {
+            if s.cookie.is_some() && s.credentials == self.credentials.version() {
                 return Ok(s.generation);
             }
-        }
-        self.relogin(0).await
+            s.generation
+        };
+        self.relogin(seen).await
     }
 
     /// The current session generation (0 before the first login).
@@ -152,7 +202,10 @@ impl Client {
         let _one = self.soap_login.lock().await;
         {
             let s = self.soap.read().await;
-            if s.cookie.is_some() && s.generation != seen {
+            if s.cookie.is_some()
+                && s.generation != seen
+                && s.credentials == self.credentials.version()
+            {
                 return Ok(s.generation);
             }
         }
@@ -163,11 +216,10 @@ impl Client {
             status: 200,
             message: "no sessionManager in the service content".into(),
         })?;
-        let login = soap::Login::new(
-            sm,
-            self.vc.user.clone(),
-            self.vc.password.expose().to_owned(),
-        );
+        let version = self.credentials.version();
+        let creds = self.credentials.get();
+        let (user, password) = (&creds.0, &creds.1);
+        let login = soap::Login::new(sm, user.clone(), password.expose().to_owned());
         self.logins.fetch_add(1, Ordering::Relaxed);
         let cookie = match self.post_raw(&login).await {
             Ok((session, cookie)) => {
@@ -181,7 +233,7 @@ impl Client {
             Err(Error::Fault { fault, message, .. }) if fault == "InvalidLogin" => {
                 return Err(Error::InvalidLogin {
                     server: self.vc.address(),
-                    user: self.vc.user.clone(),
+                    user: user.clone(),
                     fault: message,
                 })
             }
@@ -190,13 +242,14 @@ impl Client {
         let mut s = self.soap.write().await;
         s.cookie = Some(cookie);
         s.generation += 1;
+        s.credentials = version;
         tracing::debug!(generation = s.generation, "logged in to vCenter");
         Ok(s.generation)
     }
 
     /// `SessionManager.Logout` and `DELETE /rest/com/vmware/cis/session`, if logged in.
     pub async fn logout(&self) -> Result<()> {
-        if let Some(token) = self.vapi.write().await.take() {
+        if let Some((token, _)) = self.vapi.write().await.take() {
             self.calls.fetch_add(1, Ordering::Relaxed);
             let _ = self
                 .http
@@ -356,11 +409,14 @@ impl Client {
 
     async fn vapi_token(&self, stale: Option<&str>) -> Result<String> {
         let mut slot = self.vapi.write().await;
-        if let Some(t) = slot.as_deref() {
-            if Some(t) != stale {
-                return Ok(t.to_owned());
+        let version = self.credentials.version();
+        if let Some((t, v)) = slot.as_ref() {
+            if Some(t.as_str()) != stale && *v == version {
+                return Ok(t.clone());
             }
         }
+        let creds = self.credentials.get();
+        let (user, password) = (&creds.0, &creds.1);
         self.calls.fetch_add(1, Ordering::Relaxed);
         let op = "POST /rest/com/vmware/cis/session";
         let resp = self
@@ -369,7 +425,7 @@ impl Client {
                 "{}/rest/com/vmware/cis/session",
                 self.vc.base_url()
             ))
-            .basic_auth(&self.vc.user, Some(self.vc.password.expose()))
+            .basic_auth(user, Some(password.expose()))
             .send()
             .await
             .map_err(|e| Error::Transport {
@@ -380,12 +436,12 @@ impl Client {
         if status == 401 || status == 403 {
             return Err(Error::InvalidLogin {
                 server: self.vc.address(),
-                user: self.vc.user.clone(),
+                user: user.clone(),
                 fault: format!("vAPI session: HTTP {status}"),
             });
         }
         let token: Wrapped<String> = read_json(op, resp).await?;
-        *slot = Some(token.value.clone());
+        *slot = Some((token.value.clone(), version));
         Ok(token.value)
     }
 

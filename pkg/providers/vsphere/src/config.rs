@@ -14,6 +14,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hypercloud_cloudprovider::credential_secret::{SecretData, SecretRef};
 use hypercloud_cloudprovider::gcfg;
 use hypercloud_cloudprovider::http_client::Thumbprint;
 use ipnet::IpNet;
@@ -37,6 +38,11 @@ const TASK_TIMEOUT_RANGE: (Duration, Duration) =
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a password.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
     /// The clear text, for the login call only.
     pub fn expose(&self) -> &str {
         &self.0
@@ -95,6 +101,11 @@ pub struct VCenter {
     /// Plain HTTP instead of HTTPS (`[Hypercloud] plain-http`, for simulators started with
     /// `-tls=false`).
     pub plain_http: bool,
+    /// `secret-name`/`secret-namespace` (the VirtualCenter section's, else `[Global]`'s): a
+    /// Secret whose `<server>.username` and `<server>.password` keys hold the credentials
+    /// (upstream's credential manager), followed while running; `user`/`password` may then be
+    /// left out of the file. See [`credentials_from_secret`].
+    pub credentials_secret: Option<SecretRef>,
 }
 
 impl VCenter {
@@ -253,6 +264,25 @@ struct VcRaw {
     datacenters: Option<Vec<String>>,
     ip_families: Option<Vec<IpFamily>>,
     roundtrip_count: Option<u32>,
+    secret_name: Option<String>,
+    secret_namespace: Option<String>,
+}
+
+impl VcRaw {
+    /// `secret-name` with `secret-namespace`, when the section sets either.
+    fn secret(&self, section: &str) -> std::result::Result<Option<SecretRef>, String> {
+        match (&self.secret_name, &self.secret_namespace) {
+            (Some(name), Some(namespace)) => Ok(Some(SecretRef {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            })),
+            (Some(_), None) => Err(format!("{section} secret-name needs secret-namespace")),
+            (None, Some(_)) => Err(format!(
+                "{section} secret-namespace is set without secret-name"
+            )),
+            (None, None) => Ok(None),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -278,7 +308,7 @@ const SCSI_CONTROLLER_TYPES: &[(&str, &str)] = &[
     ("lsilogic-sas", "VirtualLsiLogicSASController"),
 ];
 
-const NO_SECRETS: &str = "hypercloud's vsphere provider does not read credentials from Kubernetes Secrets or a secrets directory; put user and password in the config file";
+const NO_SECRETS_DIRECTORY: &str = "hypercloud's vsphere provider does not read credentials from a secrets directory; name a Kubernetes Secret (secret-name, secret-namespace) or put user and password in the config file";
 
 impl Builder {
     fn apply(&mut self, e: &Entry) -> std::result::Result<(), String> {
@@ -301,10 +331,7 @@ impl Builder {
                     )?;
                 let vc = self.vcenters.entry(name).or_default();
                 if !vc_key(vc, key, v)? {
-                    match key {
-                        "secret-name" | "secret-namespace" => return Err(NO_SECRETS.into()),
-                        _ => self.unknown(e),
-                    }
+                    self.unknown(e)
                 }
             }
             "labels" => match key {
@@ -385,9 +412,7 @@ impl Builder {
 
     fn global_key(&mut self, e: &Entry, key: &str, v: &str) -> std::result::Result<(), String> {
         match key {
-            "secret-name" | "secret-namespace" | "secrets-directory" => {
-                return Err(NO_SECRETS.into())
-            }
+            "secrets-directory" | "secretsdirectory" => return Err(NO_SECRETS_DIRECTORY.into()),
             "vm-uuid" => self.vm_uuid = non_empty(v).map(|u| u.to_lowercase()),
             "datacenter" => {
                 self.warnings.push(format!(
@@ -462,17 +487,29 @@ impl Builder {
             Some((name, vc)) => (Some(name), vc),
             None => (None, VcRaw::default()),
         };
+        let credentials_secret = match vc.secret("[VirtualCenter]")? {
+            Some(s) => Some(s),
+            None => g.secret("[Global]")?,
+        };
         // A section's own server wins over its name (cloud-provider-vsphere's tenant form);
         // [Global] server is the legacy single-vCenter form.
         let server = vc.server.or(name).or(g.server).ok_or(
             "no vCenter configured: add a [VirtualCenter \"host\"] section (YAML: vcenter:)",
         )?;
-        let user = vc.user.or(g.user).filter(|u| !u.is_empty()).ok_or(format!(
-            "no user for vCenter {server:?}: set user in [Global] or the VirtualCenter section"
-        ))?;
-        let password = vc.password.or(g.password).ok_or(format!(
-            "no password for vCenter {server:?}: set password in [Global] or the VirtualCenter section"
-        ))?;
+        // With a Secret, the credentials come from it (upstream's credential manager reads
+        // the Secret instead of the file's user and password).
+        let user = vc.user.or(g.user).filter(|u| !u.is_empty());
+        let password = vc.password.or(g.password);
+        let (user, password) = match (&credentials_secret, user, password) {
+            (Some(_), user, password) => (user.unwrap_or_default(), password.unwrap_or_default()),
+            (None, Some(user), Some(password)) => (user, password),
+            (None, None, _) => return Err(format!(
+                "no user for vCenter {server:?}: set user in [Global] or the VirtualCenter section, or name a Secret (secret-name, secret-namespace)"
+            )),
+            (None, Some(_), None) => return Err(format!(
+                "no password for vCenter {server:?}: set password in [Global] or the VirtualCenter section, or name a Secret (secret-name, secret-namespace)"
+            )),
+        };
         let datacenters = vc.datacenters.or(g.datacenters).unwrap_or_default();
         if let Some(ws) = &self.workspace.server {
             if ws != &server {
@@ -519,6 +556,7 @@ impl Builder {
                 .unwrap_or_else(|| vec![IpFamily::V4]),
             roundtrip_count: vc.roundtrip_count.or(g.roundtrip_count).unwrap_or(3),
             plain_http: self.plain_http,
+            credentials_secret,
         };
         Ok(Config {
             origin: origin.into(),
@@ -560,6 +598,9 @@ fn vc_key(vc: &mut VcRaw, key: &str, v: &str) -> std::result::Result<bool, Strin
         "ca-file" => vc.ca_file = non_empty(v).map(PathBuf::from),
         "thumbprint" => vc.thumbprint = non_empty(v).map(|t| Thumbprint::parse(&t)).transpose()?,
         "datacenters" => vc.datacenters = Some(split_list(v)),
+        // cloud-provider-vsphere's YAML spells them secretName, secretNamespace.
+        "secret-name" | "secretname" => vc.secret_name = non_empty(v),
+        "secret-namespace" | "secretnamespace" => vc.secret_namespace = non_empty(v),
         "ip-family" => {
             let mut fams = Vec::new();
             for f in split_list(v) {
@@ -589,6 +630,39 @@ fn vc_key(vc: &mut VcRaw, key: &str, v: &str) -> std::result::Result<bool, Strin
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// The user and password of vCenter `server` in a credentials Secret's data, as upstream's
+/// credential manager reads them: keys `<server>.username` and `<server>.password`, matched
+/// without regard to case; any other key is refused (naming the key, never a value).
+pub fn credentials_from_secret(
+    server: &str,
+    data: &SecretData,
+) -> std::result::Result<(String, Secret), String> {
+    let server = server.to_ascii_lowercase();
+    let (mut user, mut password) = (None, None);
+    for (key, value) in data {
+        let lower = key.to_ascii_lowercase();
+        let (vc, slot) = if let Some(vc) = lower.strip_suffix(".username") {
+            (vc, &mut user)
+        } else if let Some(vc) = lower.strip_suffix(".password") {
+            (vc, &mut password)
+        } else {
+            return Err(format!(
+                "unknown key {key:?} (keys are <server>.username and <server>.password)"
+            ));
+        };
+        if vc == server {
+            let text =
+                String::from_utf8(value.clone()).map_err(|_| format!("{key} is not UTF-8"))?;
+            *slot = Some(text);
+        }
+    }
+    match (user.filter(|u| !u.is_empty()), password) {
+        (Some(u), Some(p)) => Ok((u, Secret(p))),
+        (None, _) => Err(format!("has no {server}.username")),
+        (_, None) => Err(format!("has no {server}.password")),
+    }
 }
 
 fn non_empty(v: &str) -> Option<String> {
@@ -912,17 +986,43 @@ labels:
     }
 
     #[test]
-    fn secrets_and_thumbprints_are_refused_by_name() {
-        let err = Config::parse(
-            "[Global]\nsecret-name = vcreds\nsecret-namespace = kube-system\n",
+    fn secrets_name_the_credentials_and_bad_thumbprints_are_refused() {
+        let c = Config::parse(
+            "[Global]\nsecret-name = vcreds\nsecret-namespace = kube-system\n[VirtualCenter \"vc.example\"]\n",
             "x",
         )
-        .expect_err("secret")
-        .to_string();
-        assert!(
-            err.contains("secret-name") && err.contains("Secrets"),
-            "{err}"
+        .expect("credentials from the global Secret");
+        assert_eq!(
+            c.vcenter.credentials_secret,
+            Some(SecretRef {
+                namespace: "kube-system".into(),
+                name: "vcreds".into()
+            })
         );
+        // The VirtualCenter section's Secret wins over the global one.
+        let c = Config::parse(
+            "[Global]\nsecret-name = g\nsecret-namespace = ns\n[VirtualCenter \"vc\"]\nsecret-name = own\nsecret-namespace = vc-ns\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            c.vcenter.credentials_secret.unwrap().to_string(),
+            "vc-ns/own"
+        );
+        for (text, want) in [
+            (
+                "[Global]\nsecret-name = g\n[VirtualCenter \"vc\"]\n",
+                "secret-name needs secret-namespace",
+            ),
+            (
+                "[Global]\nsecrets-directory = /etc/s\n[VirtualCenter \"vc\"]\n",
+                "secrets directory",
+            ),
+            ("[VirtualCenter \"vc\"]\n", "no user for vCenter \"vc\""),
+        ] {
+            let err = Config::parse(text, "x").expect_err(text).to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
         let err = Config::parse("global:\n  thumbprint: AB:CD\n", "x")
             .expect_err("thumb")
             .to_string();
@@ -930,6 +1030,43 @@ labels:
             err.contains("thumbprint") && err.contains("2 bytes"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn credentials_in_a_secret_are_read_as_upstream_reads_them() {
+        let data = |pairs: &[(&str, &str)]| -> SecretData {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect()
+        };
+        let both = data(&[
+            ("VC.example.username", "admin@vsphere.local"),
+            ("vc.example.password", "hunter2"),
+            ("other.username", "o"),
+            ("other.password", "p"),
+        ]);
+        let (user, password) = credentials_from_secret("vc.example", &both).unwrap();
+        assert_eq!(user, "admin@vsphere.local");
+        assert_eq!(password.expose(), "hunter2");
+        for (d, want) in [
+            (
+                data(&[("vc.example.password", "hunter2")]),
+                "has no vc.example.username",
+            ),
+            (
+                data(&[("vc.example.username", "u")]),
+                "has no vc.example.password",
+            ),
+            (
+                data(&[("vc.example.username", "u"), ("vc.example.pass", "hunter2")]),
+                "unknown key \"vc.example.pass\"",
+            ),
+        ] {
+            let e = credentials_from_secret("vc.example", &d).unwrap_err();
+            assert!(e.contains(want), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 
     #[test]

@@ -47,6 +47,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hypercloud_cloudprovider::credential_secret::{self, CredentialSecret, SecretRef};
 use hypercloud_cloudprovider::{CloudConfig, Interface, Registry};
 
 pub use config::Config;
@@ -96,6 +97,8 @@ pub struct VSphere {
     config: Arc<Config>,
     inventory: inventory::Inventory,
     local: OnceLock<LocalNode>,
+    /// The followed credentials Secret (`secret-name`), from [`Interface::initialize`].
+    credentials: OnceLock<CredentialSecret>,
 }
 
 impl std::fmt::Debug for VSphere {
@@ -117,6 +120,7 @@ impl VSphere {
             inventory: inventory::Inventory::new(client, config.cache_ttl, TAG_CACHE_TTL),
             config: Arc::new(config),
             local: OnceLock::new(),
+            credentials: OnceLock::new(),
         })
     }
 
@@ -193,6 +197,43 @@ impl VSphere {
         Ok(uuid)
     }
 
+    /// How many versions of the credentials Secret were applied so far (the one read at
+    /// start included); 0 without `secret-name`.
+    pub fn credentials_versions(&self) -> u64 {
+        self.credentials
+            .get()
+            .map_or(0, CredentialSecret::applied_count)
+    }
+
+    /// Reads `secret` (with `client`, else the in-cluster configuration) and follows it: each
+    /// version's `<server>.username` and `<server>.password` are used from the next login on.
+    async fn follow_credentials(
+        &self,
+        secret: SecretRef,
+        client: Option<kube::Client>,
+    ) -> hypercloud_cloudprovider::Result<CredentialSecret> {
+        let startup =
+            |message: String| hypercloud_cloudprovider::Error::initialize(PROVIDER_NAME, message);
+        let client = match client {
+            Some(c) => c,
+            None => credential_secret::client_for(None).await.map_err(|e| {
+                startup(format!(
+                    "secret-name {secret}: no Kubernetes client to read it with: {e}"
+                ))
+            })?,
+        };
+        let server = self.config.vcenter.server.clone();
+        let credentials = self.inventory.client.credentials();
+        let apply: credential_secret::Apply = Arc::new(move |data| {
+            let (user, password) = config::credentials_from_secret(&server, data)?;
+            credentials.replace(user, password);
+            Ok(())
+        });
+        CredentialSecret::follow(client, secret, apply)
+            .await
+            .map_err(|e| startup(e.to_string()))
+    }
+
     fn remember_local_node(&self, node_name: &str) -> Result<()> {
         let uuid = self.local_uuid()?;
         let source = if self.config.vm_uuid.is_some() {
@@ -211,12 +252,19 @@ impl VSphere {
 
 #[async_trait]
 impl Interface for VSphere {
-    /// Logs in and checks the configured datacenters, so that bad credentials or an unknown
+    /// Reads and then follows the credentials Secret when `secret-name` names one, logs in
+    /// and checks the configured datacenters, so that bad credentials or an unknown
     /// datacenter stop start-up with a clear error instead of failing every later call.
     async fn initialize(
         &self,
-        _client: Option<kube::Client>,
+        client: Option<kube::Client>,
     ) -> hypercloud_cloudprovider::Result<()> {
+        if let Some(secret) = self.config.vcenter.credentials_secret.clone() {
+            if self.credentials.get().is_none() {
+                let followed = self.follow_credentials(secret, client).await?;
+                let _ = self.credentials.set(followed);
+            }
+        }
         let init = async {
             self.inventory.client.ensure_session().await?;
             self.inventory
@@ -241,6 +289,12 @@ impl Interface for VSphere {
 
     fn provider_name(&self) -> &str {
         PROVIDER_NAME
+    }
+
+    fn credentials_health(&self) -> std::result::Result<(), String> {
+        self.credentials
+            .get()
+            .map_or(Ok(()), CredentialSecret::health)
     }
 
     /// As upstream's vSphere providers.
