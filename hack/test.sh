@@ -205,6 +205,12 @@ echo "compare-modes --cloud gce: $((SECONDS - gce_start))s"
 # balancer, curled through; the in-tree volume step a managed disk attached by LUN).
 step "hack/compare-modes.sh --cloud azure (the local cloud as an Azure subscription)"
 hack/compare-modes.sh --cloud azure --dir "$HYPERCLOUD_CACHE/compare-modes-azure-ci"
+# Credentials as a cluster holds them (#35): the local cloud's password only in the Secret
+# kube-system/hypercloud-cloud-credentials, which every personality reads and follows, rotated
+# to an application credential mid-run (external layout, two Nodes: with one, the upstream
+# node-lifecycle controller sees a full disruption and adds no NoExecute taint; ~40 s).
+step "hack/local-up.sh --smoke --creds secret (cloud credentials from a Secret, rotated mid-run)"
+hack/local-up.sh --smoke --creds secret --nodes 2 --dir "$HYPERCLOUD_CACHE/local-up-creds-ci"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the
