@@ -82,6 +82,8 @@ pub(crate) struct Caller {
     pub user_id: String,
     /// Empty for an unscoped token.
     pub project_id: String,
+    /// The trust of a trust-scoped token.
+    pub trust_id: Option<String>,
 }
 
 /// Renders an [`ApiError`] (or any bare error status, such as an unknown path) as `service`

@@ -436,3 +436,143 @@ fn openstack_cli_works_on_a_backed_cloud() {
     let status = cli_json(BIN, &dir, &["status", "-o", "json"]);
     assert_eq!(status["volume_backing"], "sparse-file", "{status}");
 }
+
+/// Keystone trusts as the OpenStack CLI drives them: a user made with `openstack user create`
+/// becomes the trustee of `openstack trust create`; authenticating as it with the trust (a
+/// clouds.yaml entry with `trust_id`, as OCCM's cloud.conf `trust-id`) gives a token of the
+/// trust's project that works for the other APIs; deleting the trust ends it.
+#[test]
+fn openstack_cli_authenticates_through_a_trust() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_openstack_cli");
+    let os = openstack_cli();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(BIN, &dir, &[]);
+    cli_json(
+        BIN,
+        &dir,
+        &["instance", "create", "trusted-1", "-o", "json"],
+    );
+    let admin = openstack_json(&dir, &["token", "issue"]);
+    let trustee = openstack_json(
+        &dir,
+        &[
+            "user",
+            "create",
+            "--password",
+            "tp-9a7",
+            "--domain",
+            "Default",
+            "ccm-trustee",
+        ],
+    );
+    let trustee_id = trustee["id"].as_str().unwrap();
+    let trust = openstack_json(
+        &dir,
+        &[
+            "trust",
+            "create",
+            "--project",
+            "demo",
+            "--role",
+            "member",
+            "admin",
+            "ccm-trustee",
+        ],
+    );
+    let trust_id = trust["id"].as_str().unwrap();
+    assert_eq!(trust["trustee_user_id"], trustee_id, "{trust}");
+    assert_eq!(trust["is_impersonation"], false, "{trust}");
+
+    // The trustee's clouds.yaml: its ID and password, the trust as the scope.
+    let clouds = tmp.path().join("trustee-clouds.yaml");
+    std::fs::write(
+        &clouds,
+        format!(
+            "clouds:\n  trustee:\n    auth:\n      auth_url: {}/identity/v3\n      user_id: {trustee_id}\n      password: tp-9a7\n      trust_id: {trust_id}\n    region_name: RegionOne\n",
+            serve.api_url
+        ),
+    )
+    .unwrap();
+    let as_trustee = |args: &[&str]| {
+        Command::new(&os)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", tmp.path())
+            .env("OS_CLIENT_CONFIG_FILE", &clouds)
+            .env("OS_CLOUD", "trustee")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = as_trustee(&["token", "issue", "-f", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(token["project_id"], admin["project_id"], "{token}");
+    assert_eq!(token["user_id"], trustee_id, "{token}");
+    let out = as_trustee(&["server", "list", "-f", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let servers: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["Name"] == "trusted-1"),
+        "{servers}"
+    );
+
+    // The trustee changes its own password (Keystone's self-service call): the old one no
+    // longer authenticates, the new one does.
+    let out = as_trustee(&[
+        "user",
+        "password",
+        "set",
+        "--original-password",
+        "tp-9a7",
+        "--password",
+        "tp-new-3",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = as_trustee(&["token", "issue", "-f", "json"]);
+    assert!(
+        !out.status.success(),
+        "the old password still authenticates"
+    );
+    let text = std::fs::read_to_string(&clouds).unwrap();
+    std::fs::write(
+        &clouds,
+        text.replace("password: tp-9a7", "password: tp-new-3"),
+    )
+    .unwrap();
+    let out = as_trustee(&["token", "issue", "-f", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    openstack_ok(&os, &dir, &["trust", "delete", trust_id]);
+    let out = as_trustee(&["token", "issue", "-f", "json"]);
+    assert!(
+        !out.status.success(),
+        "the deleted trust still authenticates"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("401") || err.to_lowercase().contains("authenticat"),
+        "{err}"
+    );
+}

@@ -1,7 +1,8 @@
-//! Identity v3 (Keystone): version discovery, password and application-credential
-//! authentication with `X-Subject-Token`, token validation and revocation, the service catalog,
-//! and application credentials. One domain (`Default`), one user and one project are seeded;
-//! tokens are stored, so they survive a restart until they expire.
+//! Identity v3 (Keystone): version discovery, password, application-credential and
+//! trust-scoped authentication with `X-Subject-Token`, token validation and revocation, the
+//! service catalog, application credentials, users ([`users`]) and trusts (`trusts`). One
+//! domain (`Default`), one user and one project are seeded; tokens are stored, so they survive
+//! a restart until they expire.
 
 use std::sync::Arc;
 
@@ -22,6 +23,9 @@ use crate::defaults;
 pub(crate) use crate::model::identity::{Project, User, PROJECTS, USERS};
 use crate::store::{Read, Tx};
 
+mod trusts;
+pub(crate) mod users;
+
 pub(crate) const TOKENS: &str = "tokens";
 pub(crate) const APP_CREDS: &str = "application_credentials";
 
@@ -37,6 +41,9 @@ pub(crate) struct Token {
     audit_id: String,
     #[serde(default)]
     application_credential_id: Option<String>,
+    /// The trust a trust-scoped token was issued through (`trusts`).
+    #[serde(default)]
+    pub trust_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -77,6 +84,7 @@ pub(crate) fn seed(tx: &mut Tx<'_>, config: &crate::ServerConfig) -> Result<(), 
             name: config.user.clone(),
             domain_id: defaults::DOMAIN_ID.into(),
             default_project_id: project.id,
+            password_sha256: None,
         };
         tx.put(USERS, &u.id, &u)?;
     }
@@ -89,6 +97,7 @@ pub(crate) fn check_token(cloud: &Cloud, token: &str) -> Option<Caller> {
     (token.expires_at > now()).then_some(Caller {
         user_id: token.user_id,
         project_id: token.project_id,
+        trust_id: token.trust_id,
     })
 }
 
@@ -106,6 +115,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
             "/identity/v3/users/{user_id}/application_credentials/{id}",
             get(get_app_cred).delete(delete_app_cred),
         )
+        .merge(users::protected())
+        .merge(trusts::protected())
         .route_layer(axum::middleware::from_fn_with_state(
             cloud.clone(),
             require_token,
@@ -119,7 +130,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
                 .head(validate_token)
                 .post(issue_token)
                 .delete(revoke_token),
-        );
+        )
+        .merge(users::public());
     service_layers(public.merge(protected), &cloud, Service::Identity)
 }
 
@@ -225,6 +237,12 @@ fn token_body(cloud: &Cloud, token: &Token, with_catalog: bool) -> Result<Value,
         {"id": "member", "name": "member"},
         {"id": "reader", "name": "reader"},
     ]);
+    if let Some(id) = &token.trust_id {
+        let trust = trusts::live(cloud, id)
+            .ok_or_else(|| ApiError::not_found("TokenNotFound", "Could not find token."))?;
+        body["roles"] = trust.role_refs();
+        body["OS-TRUST:trust"] = trust.token_block();
+    }
     if let Some(id) = &token.application_credential_id {
         body["application_credential"] = json!({"id": id, "restricted": true});
     }
@@ -290,11 +308,17 @@ async fn issue_token(State(cloud): Ctx, body: Bytes) -> Result<Response, ApiErro
         let Some(found) = find_user(&cloud, user)? else {
             return Err(denied());
         };
-        if password != cloud.config.password {
+        if !users::password_matches(&cloud, &found, password) {
             return Err(denied());
         }
-        let project_id = scoped_project(&cloud, &req["auth"]["scope"], &found)?;
-        Authenticated::by_password(found, project_id)
+        let scope = &req["auth"]["scope"];
+        match scope.get("OS-TRUST:trust") {
+            Some(t) => by_trust(&cloud, found, t)?,
+            None => {
+                let project_id = scoped_project(&cloud, scope, &found)?;
+                Authenticated::by_password(found, project_id)
+            }
+        }
     } else if methods.iter().any(|m| m == "application_credential") {
         let ac = &identity["application_credential"];
         let Some(secret) = ac["secret"].as_str() else {
@@ -343,6 +367,8 @@ pub(crate) struct Authenticated {
     pub project_id: String,
     /// The credential's ID and expiry.
     credential: Option<(String, Option<u64>)>,
+    /// The trust of a trust-scoped token.
+    trust: Option<trusts::Trust>,
 }
 
 impl Authenticated {
@@ -352,8 +378,35 @@ impl Authenticated {
             user,
             project_id,
             credential: None,
+            trust: None,
         }
     }
+}
+
+/// A trust-scoped authentication: `trustee` (who proved its password) asks for the trust
+/// named in `scope` (`{"id": ...}`); it must be that trust's trustee.
+fn by_trust(cloud: &Cloud, trustee: User, scope: &Value) -> Result<Authenticated, ApiError> {
+    let Some(id) = scope["id"].as_str() else {
+        return Err(missing("id", "OS-TRUST:trust"));
+    };
+    let trust = trusts::live(cloud, id).ok_or_else(ApiError::unauthorized)?;
+    if trust.trustee_user_id != trustee.id {
+        return Err(ApiError::forbidden("User is not a trustee."));
+    }
+    let user = if trust.impersonation {
+        cloud
+            .store
+            .read(|v| v.get::<User>(USERS, &trust.trustor_user_id))
+            .ok_or_else(ApiError::unauthorized)?
+    } else {
+        trustee
+    };
+    Ok(Authenticated {
+        user,
+        project_id: trust.project_id.clone(),
+        credential: None,
+        trust: Some(trust),
+    })
 }
 
 /// The user and project application credential `cred` stands for, when `secret` is its secret
@@ -377,6 +430,7 @@ fn accept_app_credential(
         user,
         project_id: cred.project_id,
         credential: Some((cred.id, cred.expires_at)),
+        trust: None,
     })
 }
 
@@ -420,6 +474,9 @@ pub(crate) async fn store_token(
     if let Some(e) = cred_expiry.flatten() {
         expires_at = expires_at.min(e);
     }
+    if let Some(e) = who.trust.as_ref().and_then(|t| t.expires_at) {
+        expires_at = expires_at.min(e);
+    }
     let token = Token {
         id: format!("{}{}", new_hex_id(), new_hex_id()),
         user_id: who.user.id,
@@ -429,6 +486,7 @@ pub(crate) async fn store_token(
         expires_at,
         audit_id: new_hex_id()[..22].to_owned(),
         application_credential_id: app_cred,
+        trust_id: who.trust.map(|t| t.id),
     };
     let stored = token.clone();
     cloud
@@ -707,6 +765,19 @@ async fn get_app_cred(
         StatusCode::OK,
         json!({"application_credential": app_cred_view(&c, false)}),
     ))
+}
+
+/// Deletes `user_id`'s application credentials (the user is gone).
+fn delete_app_creds_of(tx: &mut Tx<'_>, user_id: &str) {
+    let gone: Vec<String> = tx
+        .list::<AppCred>(APP_CREDS)
+        .into_iter()
+        .filter(|c| c.user_id == user_id)
+        .map(|c| c.id)
+        .collect();
+    for id in gone {
+        tx.delete(APP_CREDS, &id);
+    }
 }
 
 async fn delete_app_cred(

@@ -21,4 +21,8 @@ pub(crate) struct User {
     pub name: String,
     pub domain_id: String,
     pub default_project_id: String,
+    /// The user's own password, as a salted SHA-256 (`api/identity/users`); `None`: the
+    /// server's `--password` (the seeded user, until its password is changed).
+    #[serde(default)]
+    pub password_sha256: Option<String>,
 }

@@ -239,6 +239,24 @@ impl Client {
             }
         };
         let who = g.username.clone().or(g.user_id.clone()).unwrap_or_default();
+        if let Some(trust) = &g.trust_id {
+            // OCCM: the trustee's ID and password when given, else the user's, and the
+            // trust as the scope (its project and roles come with it).
+            let mut user = match (&g.trustee_id, &g.user_id) {
+                (Some(id), _) | (None, Some(id)) => json!({"id": id}),
+                (None, None) => user,
+            };
+            let password = g.trustee_password.as_ref().or(g.password.as_ref());
+            user["password"] = json!(password.map(Secret::expose).unwrap_or_default());
+            let trustee = g.trustee_id.clone().unwrap_or(who);
+            return (
+                json!({"auth": {
+                    "identity": {"methods": ["password"], "password": {"user": user}},
+                    "scope": {"OS-TRUST:trust": {"id": trust}},
+                }}),
+                format!("trustee {trustee:?}, trust {trust:?}"),
+            );
+        }
         if g.application_credential_id.is_some() || g.application_credential_name.is_some() {
             let secret = g
                 .application_credential_secret

@@ -67,6 +67,13 @@ pub struct Global {
     pub application_credential_id: Option<String>,
     pub application_credential_name: Option<String>,
     pub application_credential_secret: Option<Secret>,
+    /// `trust-id`: authenticate as the trustee of this Keystone trust, getting a
+    /// trust-scoped token (the trust's project and roles), as OCCM does.
+    pub trust_id: Option<String>,
+    /// `trustee-id`: the trustee's user ID (default: `user-id`, or `username` with its domain).
+    pub trustee_id: Option<String>,
+    /// `trustee-password`: the trustee's password (default: `password`).
+    pub trustee_password: Option<Secret>,
     pub ca_file: Option<PathBuf>,
     pub tls_insecure: bool,
     /// Catalog interface (`os-endpoint-type`/`interface`): `public` (default), `internal`, `admin`.
@@ -393,10 +400,12 @@ impl Config {
             ("global", "use-clouds") => g.use_clouds = parse_bool(value)?,
             ("global", "clouds-file") => g.clouds_file = Some(PathBuf::from(v)),
             ("global", "cloud") => g.cloud = s(),
-            (
-                "global",
-                "trust-id" | "trustee-id" | "trustee-password" | "cert-file" | "key-file",
-            ) => return Err("is not supported by hypercloud yet".into()),
+            ("global", "trust-id") => g.trust_id = s().filter(|v| !v.is_empty()),
+            ("global", "trustee-id") => g.trustee_id = s().filter(|v| !v.is_empty()),
+            ("global", "trustee-password") => g.trustee_password = Some(Secret::new(v)),
+            ("global", "cert-file" | "key-file") => {
+                return Err("is not supported by hypercloud yet".into())
+            }
             ("global", "secret-name") => g.secret_name = s().filter(|v| !v.is_empty()),
             ("global", "secret-namespace") => g.secret_namespace = s().filter(|v| !v.is_empty()),
             ("global", "kubeconfig-path") => {
@@ -669,6 +678,27 @@ impl Config {
         }
         let app_cred =
             g.application_credential_id.is_some() || g.application_credential_name.is_some();
+        if g.trust_id.is_none() && (g.trustee_id.is_some() || g.trustee_password.is_some()) {
+            return Err(err(
+                "[Global] trustee-id and trustee-password need trust-id".into(),
+            ));
+        }
+        if g.trust_id.is_some() {
+            if app_cred {
+                return Err(err("[Global] trust-id and application credentials exclude each other (a trust-scoped token is got with the trustee's password)".into()));
+            }
+            if g.trustee_id.is_none() && g.user_id.is_none() && g.username.is_none() {
+                return Err(err(
+                    "[Global] trust-id needs trustee-id (or user-id, or username)".into(),
+                ));
+            }
+            if g.trustee_password.is_none() && g.password.is_none() {
+                return Err(err(
+                    "[Global] trust-id needs trustee-password (or password)".into(),
+                ));
+            }
+            return Ok(());
+        }
         if app_cred {
             if g.application_credential_secret.is_none() {
                 return Err(err("[Global] application-credential-secret is required with application-credential-id/name".into()));
@@ -869,6 +899,9 @@ pub const SECRET_KEYS: &[&str] = &[
     "application-credential-id",
     "application-credential-name",
     "application-credential-secret",
+    "trust-id",
+    "trustee-id",
+    "trustee-password",
 ];
 
 /// A gcfg parse error of a Secret's text, without the line's text (which may hold a
@@ -916,9 +949,9 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
         ("Global", "tenant-domain-name", "d", Implemented),
         ("Global", "user-domain-id", "d", Implemented),
         ("Global", "user-domain-name", "d", Implemented),
-        ("Global", "trust-id", "t", Rejected),
-        ("Global", "trustee-id", "t", Rejected),
-        ("Global", "trustee-password", "t", Rejected),
+        ("Global", "trust-id", "t", Implemented),
+        ("Global", "trustee-id", "t", Implemented),
+        ("Global", "trustee-password", "t", Implemented),
         ("Global", "use-clouds", "false", Implemented),
         ("Global", "clouds-file", "/etc/clouds.yaml", Implemented),
         ("Global", "cloud", "c", Implemented),
@@ -1408,6 +1441,30 @@ max-attempts = 3
             let e = file.with_credentials_from(&data).unwrap_err();
             assert!(e.contains(want), "{want}: {e}");
             assert!(!e.contains("hunter2"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_trust_needs_a_trustee_and_its_password() {
+        let base = "[Global]\nauth-url = http://k/v3\n";
+        let ok = |extra: &str| {
+            Config::parse(&format!("{base}{extra}"), "c")
+                .unwrap()
+                .resolve()
+        };
+        ok("trust-id = t\ntrustee-id = u\ntrustee-password = p\n").expect("trustee");
+        ok("trust-id = t\nuser-id = u\npassword = p\n").expect("the user as trustee");
+        for (extra, want) in [
+            ("trust-id = t\ntrustee-password = p\n", "trust-id needs trustee-id"),
+            ("trust-id = t\ntrustee-id = u\n", "trust-id needs trustee-password"),
+            ("trustee-id = u\nusername = a\npassword = p\n", "need trust-id"),
+            (
+                "trust-id = t\ntrustee-id = u\ntrustee-password = p\napplication-credential-id = a\napplication-credential-secret = s\n",
+                "exclude each other",
+            ),
+        ] {
+            let e = ok(extra).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
         }
     }
 

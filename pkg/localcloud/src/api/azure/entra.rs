@@ -132,7 +132,7 @@ fn authenticate(
         Err(CredentialRefused::Unknown) => {}
     }
     match cloud.store.read(|v| v.get::<User>(USERS, &id)) {
-        Some(user) if secret == cloud.config.password => {
+        Some(user) if identity::users::password_matches(cloud, &user, secret) => {
             let project_id = user.default_project_id.clone();
             Ok((Authenticated::by_password(user, project_id), "password"))
         }

@@ -193,3 +193,81 @@ async fn local_preset_needs_only_overrides() {
     ));
     cloud.shutdown().await;
 }
+
+/// `trust-id`, `trustee-id`, `trustee-password` (OCCM): the provider authenticates as the
+/// trustee with the trust as its scope and works in the trust's project; a wrong trustee
+/// password names the trustee and trust, not the password; a deleted trust stops it.
+#[tokio::test]
+async fn a_trust_scoped_token_works_in_the_trusts_project() {
+    let cloud = Cloud::start().await;
+    cloud.create_server("trust-node", "1", None).await;
+    let trustee = cloud
+        .ok(
+            Method::POST,
+            "/identity/v3/users",
+            Some(json!({"user": {"name": "ccm-trustee", "password": "tp-41x"}})),
+        )
+        .await;
+    let trustee_id = trustee["user"]["id"].as_str().unwrap().to_owned();
+    let trust = cloud
+        .ok(
+            Method::POST,
+            "/identity/v3/OS-TRUST/trusts",
+            Some(json!({"trust": {
+                "trustor_user_id": cloud.user_id, "trustee_user_id": trustee_id,
+                "project_id": cloud.project, "impersonation": false,
+                "roles": [{"name": "member"}],
+            }})),
+        )
+        .await;
+    let trust_id = trust["trust"]["id"].as_str().unwrap().to_owned();
+    let conf = |password: &str| {
+        format!(
+            "[Global]\nauth-url = {}/identity/v3\ntrust-id = {trust_id}\ntrustee-id = {trustee_id}\ntrustee-password = {password}\nregion = RegionOne\n[Hypercloud]\nserver-cache-ttl = 0s\n",
+            cloud.url
+        )
+    };
+    let os = cloud.provider(&conf("tp-41x"));
+    os.initialize(None).await.unwrap();
+    let i = os.instances().unwrap();
+    i.instance_type("trust-node").await.unwrap();
+    // The token Keystone issued is the trustee's, scoped by the trust.
+    let tokens: Vec<Value> = cloud.handle().store().read(|v| v.list("tokens"));
+    assert!(
+        tokens
+            .iter()
+            .any(|t| t["user_id"] == trustee_id.as_str() && t["trust_id"] == trust_id.as_str()),
+        "{tokens:?}"
+    );
+
+    let e = cloud
+        .provider(&conf("not-tp-41x"))
+        .initialize(None)
+        .await
+        .unwrap_err();
+    let msg = hypercloud_cloudprovider::Chain(&e).to_string();
+    assert!(msg.contains(&format!("trustee {trustee_id:?}")), "{msg}");
+    assert!(msg.contains(&trust_id), "{msg}");
+    assert!(!msg.contains("not-tp-41x"), "the password leaked: {msg}");
+
+    // The trustor deletes the trust: its tokens go, and no new one is issued.
+    cloud
+        .call(
+            Method::DELETE,
+            &format!("/identity/v3/OS-TRUST/trusts/{trust_id}"),
+            None,
+        )
+        .await;
+    let e = i.instance_type("trust-node").await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Cloud {
+                status: Some(401),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    cloud.shutdown().await;
+}
