@@ -40,6 +40,23 @@ pub struct HttpClientConfig {
     /// is trusted whoever signed it, and no other (govmomi's `SetThumbprint`, for a vCenter
     /// with a self-signed certificate); `insecure` still wins, and no CA is consulted.
     pub thumbprint: Option<(String, Thumbprint)>,
+    /// A TLS client certificate and its key (PEM files), with the config keys that named
+    /// them (`[Global] cert-file`, `key-file`), presented to servers that ask for one.
+    pub client_identity: Option<ClientIdentity>,
+}
+
+/// A TLS client certificate: the PEM files of the certificate (chain) and its private key,
+/// each with the config key that named it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientIdentity {
+    /// The certificate's config key (`[Global] cert-file`).
+    pub cert_key: String,
+    /// The certificate (chain) file.
+    pub cert_file: PathBuf,
+    /// The private key's config key (`[Global] key-file`).
+    pub key_key: String,
+    /// The private key file.
+    pub key_file: PathBuf,
 }
 
 /// A certificate fingerprint as vSphere prints it (`AB:CD:...`): SHA-1 (20 bytes), or SHA-256
@@ -154,7 +171,14 @@ impl HttpClientConfig {
             no_proxy: false,
             local_address: None,
             thumbprint: None,
+            client_identity: None,
         }
+    }
+
+    /// Presents this TLS client certificate, when given.
+    pub fn client_identity(mut self, identity: Option<ClientIdentity>) -> Self {
+        self.client_identity = identity;
+        self
     }
 
     /// Sends `agent` as `User-Agent`.
@@ -207,6 +231,13 @@ impl HttpClientConfig {
         if self.insecure {
             b = b.danger_accept_invalid_certs(true);
         } else if let Some((key, want)) = &self.thumbprint {
+            if let Some(id) = &self.client_identity {
+                return Err(HttpClientError::ClientIdentity {
+                    key: id.cert_key.clone(),
+                    path: id.cert_file.clone(),
+                    reason: format!("a client certificate with {key} is not supported"),
+                });
+            }
             let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
             let verifier = PinnedCertificate {
                 key: key.clone(),
@@ -233,6 +264,24 @@ impl HttpClientConfig {
         }
         if let Some(addr) = self.local_address {
             b = b.local_address(addr);
+        }
+        if let Some(id) = &self.client_identity {
+            let mut pem = input::read_named(&id.cert_key, &id.cert_file, MAX_INPUT_FILE_BYTES)?;
+            let key = input::read_named(&id.key_key, &id.key_file, MAX_INPUT_FILE_BYTES)?;
+            // reqwest reads the key from the same PEM text, after the certificates.
+            if !pem.ends_with(b"\n") {
+                pem.push(b'\n');
+            }
+            pem.extend_from_slice(&key);
+            let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
+                HttpClientError::ClientIdentity {
+                    key: format!("{} with {}", id.cert_key, id.key_key),
+                    path: id.cert_file.clone(),
+                    // Names what is wrong, never the key material.
+                    reason: crate::Chain(&e).to_string(),
+                }
+            })?;
+            b = b.identity(identity);
         }
         if let Some((key, path)) = self.ca_file.as_ref().filter(|_| self.thumbprint.is_none()) {
             let pem = input::read_named(key, path, MAX_INPUT_FILE_BYTES)?;
@@ -266,6 +315,16 @@ pub enum HttpClientError {
         path: PathBuf,
         /// Why.
         source: reqwest::Error,
+    },
+    /// The client certificate or its key cannot be used.
+    #[error("{key} {}: {reason}", path.display())]
+    ClientIdentity {
+        /// The config keys that named them.
+        key: String,
+        /// The certificate file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// rustls refused the TLS configuration of a pinned certificate.
     #[error("configuring TLS for a certificate thumbprint")]

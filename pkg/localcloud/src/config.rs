@@ -38,6 +38,10 @@ pub struct ServerConfig {
     /// Serve the API over TLS with a certificate of the cloud's own CA, made once and kept in
     /// `<state_dir>/tls/` (`--tls-self-signed`); contradicts [`ServerConfig::tls`].
     pub tls_self_signed: bool,
+    /// Require a TLS client certificate signed by a CA of this PEM bundle on the API
+    /// (`--tls-client-ca`), as an OpenStack whose endpoints verify client certificates; needs
+    /// [`ServerConfig::tls`] or [`ServerConfig::tls_self_signed`].
+    pub tls_client_ca: Option<std::path::PathBuf>,
     /// Where load balancer VIPs come from (default 127.0.100.0/24, loopback on Linux).
     pub lb_vip_pool: crate::dataplane::VipPool,
     /// Members' Neutron security groups filter load-balancer traffic, as Neutron's firewall
@@ -95,6 +99,7 @@ impl ServerConfig {
             faults: Faults::default(),
             tls: None,
             tls_self_signed: false,
+            tls_client_ca: None,
             lb_vip_pool: crate::dataplane::VipPool::default(),
             enforce_member_security_groups: false,
             volume_backing: crate::VolumeBacking::None,
@@ -120,6 +125,12 @@ impl ServerConfig {
             return Err(invalid(
                 "tls_self_signed",
                 "contradicts tls (--tls-self-signed with --tls-cert-file): give one".into(),
+            ));
+        }
+        if self.tls_client_ca.is_some() && self.tls.is_none() && !self.tls_self_signed {
+            return Err(invalid(
+                "tls_client_ca",
+                "client certificates need TLS (--tls-client-ca with --tls-self-signed or --tls-cert-file)".into(),
             ));
         }
         self.lb_vip_pool

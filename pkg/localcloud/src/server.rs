@@ -87,7 +87,11 @@ impl Server {
             tls_ca_file = Some(made.ca_file);
             config.tls = Some(made.files);
         }
-        let tls_config = config.tls.as_ref().map(tls::server_config).transpose()?;
+        let tls_config = config
+            .tls
+            .as_ref()
+            .map(|files| tls::server_config(files, config.tls_client_ca.as_deref()))
+            .transpose()?;
         let scheme = if tls_config.is_some() {
             "https"
         } else {

@@ -212,8 +212,12 @@ fn load_error(path: &Path, reason: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Reads the files into a rustls server configuration (HTTP/1.1).
-pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>> {
+/// Reads the files into a rustls server configuration (HTTP/1.1); with `client_ca`, a client
+/// must present a certificate signed by one of its CAs (the handshake fails otherwise).
+pub(crate) fn server_config(
+    files: &TlsFiles,
+    client_ca: Option<&Path>,
+) -> Result<Arc<rustls::ServerConfig>> {
     // Read by us, bounded and regular files only: rustls' own file readers would read
     // /dev/zero until memory runs out.
     let limit = hypercloud_cloudprovider::input::MAX_INPUT_FILE_BYTES;
@@ -236,10 +240,31 @@ pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig
     let key =
         PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| load_error(&files.key_file, e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| load_error(&files.cert_file, e))?
-        .with_no_client_auth()
+        .map_err(|e| load_error(&files.cert_file, e))?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let pem = hypercloud_cloudprovider::input::read_named("--tls-client-ca", path, limit)?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| load_error(path, e))?;
+                roots.add(cert).map_err(|e| load_error(path, e))?;
+            }
+            if roots.is_empty() {
+                return Err(load_error(path, "no PEM certificate in the file"));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| load_error(path, e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
         .with_single_cert(certs, key)
         .map_err(|e| load_error(&files.key_file, e))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];

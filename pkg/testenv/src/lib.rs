@@ -34,6 +34,7 @@ pub mod leases;
 pub mod localcloud;
 pub mod net;
 pub mod nodes;
+pub mod pki;
 pub mod process;
 pub mod rbac;
 pub mod vcsim;

@@ -131,6 +131,12 @@ pub struct ServeArgs {
     /// the --public-url host, is signed again at every start.
     #[arg(long, conflicts_with = "tls_cert_file")]
     pub tls_self_signed: bool,
+    /// Require a TLS client certificate signed by a CA of this PEM bundle on the API (as an
+    /// OpenStack whose endpoints verify client certificates: cloud.conf cert-file/key-file,
+    /// clouds.yaml cert/key); a connection without one fails its handshake. Needs
+    /// --tls-self-signed or --tls-cert-file.
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
     /// Loopback addresses load balancer VIPs are allocated from (listeners bind there); must
     /// lie inside 127.0.0.0/8, prefix /8 to /30.
     #[arg(long, value_name = "CIDR", default_value = "127.0.100.0/24")]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hypercloud_cloudprovider::http_body::{self, excerpt, excerpt_str, LIST_LIMIT};
-use hypercloud_cloudprovider::http_client::HttpClientConfig;
+use hypercloud_cloudprovider::http_client::{ClientIdentity, HttpClientConfig};
 use hypercloud_cloudprovider::pager::Pager;
 use hypercloud_cloudprovider::retry::{retryable_status, Attempt, RetryPolicy};
 use hypercloud_cloudprovider::{Error, Result};
@@ -150,6 +150,19 @@ impl Client {
             .user_agent(concat!("hypercloud-openstack/", env!("CARGO_PKG_VERSION")))
             .insecure(config.global.tls_insecure)
             .ca_file("[Global] ca-file", config.global.ca_file.as_deref())
+            .client_identity(
+                config
+                    .global
+                    .cert_file
+                    .clone()
+                    .zip(config.global.key_file.clone())
+                    .map(|(cert_file, key_file)| ClientIdentity {
+                        cert_key: "[Global] cert-file".into(),
+                        cert_file,
+                        key_key: "[Global] key-file".into(),
+                        key_file,
+                    }),
+            )
             .build()?;
         Ok(Client {
             http,

@@ -75,6 +75,10 @@ pub struct Global {
     /// `trustee-password`: the trustee's password (default: `password`).
     pub trustee_password: Option<Secret>,
     pub ca_file: Option<PathBuf>,
+    /// `cert-file`/`key-file`: a TLS client certificate (PEM) and its key, presented to
+    /// Keystone and the services (OCCM; clouds.yaml `cert`/`key`).
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
     pub tls_insecure: bool,
     /// Catalog interface (`os-endpoint-type`/`interface`): `public` (default), `internal`, `admin`.
     pub interface: Option<String>,
@@ -403,9 +407,10 @@ impl Config {
             ("global", "trust-id") => g.trust_id = s().filter(|v| !v.is_empty()),
             ("global", "trustee-id") => g.trustee_id = s().filter(|v| !v.is_empty()),
             ("global", "trustee-password") => g.trustee_password = Some(Secret::new(v)),
-            ("global", "cert-file" | "key-file") => {
-                return Err("is not supported by hypercloud yet".into())
+            ("global", "cert-file") => {
+                g.cert_file = Some(PathBuf::from(v)).filter(|_| !v.is_empty())
             }
+            ("global", "key-file") => g.key_file = Some(PathBuf::from(v)).filter(|_| !v.is_empty()),
             ("global", "secret-name") => g.secret_name = s().filter(|v| !v.is_empty()),
             ("global", "secret-namespace") => g.secret_namespace = s().filter(|v| !v.is_empty()),
             ("global", "kubeconfig-path") => {
@@ -579,6 +584,23 @@ impl Config {
     /// how ([`Config::credentials_secret`]); errors name the key and the file.
     pub fn validate(&self) -> Result<()> {
         let g = &self.global;
+        match (&g.cert_file, &g.key_file) {
+            (Some(_), None) => {
+                return Err(Error::ParseCloudConfig {
+                    origin: self.origin.clone(),
+                    message:
+                        "[Global] cert-file needs key-file (the client certificate's private key)"
+                            .into(),
+                })
+            }
+            (None, Some(_)) => {
+                return Err(Error::ParseCloudConfig {
+                    origin: self.origin.clone(),
+                    message: "[Global] key-file needs cert-file".into(),
+                })
+            }
+            _ => {}
+        }
         match (&g.secret_name, &g.secret_namespace) {
             (Some(_), Some(_)) => return Ok(()),
             (Some(_), None) => {
@@ -795,6 +817,10 @@ impl Config {
         if g.ca_file.is_none() {
             g.ca_file = cloud.cacert.clone().map(PathBuf::from);
         }
+        if g.cert_file.is_none() && g.key_file.is_none() {
+            g.cert_file = cloud.cert.clone().map(PathBuf::from);
+            g.key_file = cloud.key.clone().map(PathBuf::from);
+        }
         if cloud.verify == Some(false) {
             g.tls_insecure = true;
         }
@@ -839,6 +865,8 @@ struct CloudEntry {
     region_name: Option<String>,
     interface: Option<String>,
     cacert: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
     verify: Option<bool>,
 }
 
@@ -933,8 +961,8 @@ pub const DOCUMENTED_KEYS: &[(&str, &str, &str, Treatment)] = {
         ("Global", "auth-url", "http://k/v3", Implemented),
         ("Global", "os-endpoint-type", "internal", Implemented),
         ("Global", "ca-file", "/etc/ca.pem", Implemented),
-        ("Global", "cert-file", "/etc/c.pem", Rejected),
-        ("Global", "key-file", "/etc/k.pem", Rejected),
+        ("Global", "cert-file", "/etc/c.pem", Implemented),
+        ("Global", "key-file", "/etc/k.pem", Implemented),
         ("Global", "username", "u", Implemented),
         ("Global", "user-id", "u", Implemented),
         ("Global", "password", "p", Implemented),

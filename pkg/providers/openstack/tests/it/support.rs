@@ -28,6 +28,15 @@ impl Cloud {
     }
 
     pub async fn start_with(f: impl FnOnce(ServerConfig) -> ServerConfig) -> Self {
+        Self::start_with_identity(f, None).await
+    }
+
+    /// [`Cloud::start_with`] whose admin client presents `identity` (a cloud that requires
+    /// client certificates).
+    pub async fn start_with_identity(
+        f: impl FnOnce(ServerConfig) -> ServerConfig,
+        identity: Option<reqwest::Identity>,
+    ) -> Self {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -49,7 +58,9 @@ impl Cloud {
             dir,
             config,
             // The admin client trusts the test cloud's self-signed certificate, if any.
-            http: reqwest::Client::builder()
+            http: identity
+                .into_iter()
+                .fold(reqwest::Client::builder(), |b, id| b.identity(id))
                 .danger_accept_invalid_certs(true)
                 .build()
                 .unwrap(),

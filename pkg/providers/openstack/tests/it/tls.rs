@@ -4,6 +4,7 @@
 use crate::support;
 
 use hypercloud_cloudprovider::{Error, Interface};
+use hypercloud_testenv::pki::client_pki;
 use support::Cloud;
 
 #[tokio::test]
@@ -75,5 +76,64 @@ async fn ca_file_trusts_the_cloud_and_nothing_else_does() {
             .contains("[Global] ca-file: cannot read /nonexistent/ca.pem"),
         "{e}"
     );
+    cloud.shutdown().await;
+}
+
+/// `cert-file`/`key-file`: against a cloud that requires client certificates
+/// (`--tls-client-ca`), the provider presents its certificate to Keystone and the services;
+/// without one, or with one of another CA, the handshake fails; half a pair is refused at start.
+#[tokio::test]
+async fn a_client_certificate_is_presented_where_one_is_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let ccm = client_pki(dir.path(), "ccm");
+    let stranger = client_pki(dir.path(), "stranger");
+    let admin = reqwest::Identity::from_pem(&ccm.identity_pem()).unwrap();
+    let (ca, cert, key) = (ccm.ca, ccm.cert, ccm.key);
+    let cloud = Cloud::start_with_identity(
+        |mut c| {
+            c.tls_self_signed = true;
+            c.tls_client_ca = Some(ca.clone());
+            c
+        },
+        Some(admin),
+    )
+    .await;
+    assert!(cloud.url.starts_with("https://"), "{}", cloud.url);
+    cloud.create_server("mtls-node", "1", None).await;
+    let base = format!("{}tls-insecure = true\n", cloud.global());
+    let with = |cert: &std::path::Path, key: &std::path::Path| {
+        format!(
+            "{base}cert-file = {}\nkey-file = {}\n[Hypercloud]\nmax-attempts = 1\n",
+            cert.display(),
+            key.display()
+        )
+    };
+    let os = cloud.provider(&with(&cert, &key));
+    os.initialize(None).await.unwrap();
+    assert_eq!(
+        os.instances()
+            .unwrap()
+            .instance_type("mtls-node")
+            .await
+            .unwrap(),
+        "m1.tiny"
+    );
+    for conf in [
+        format!("{base}[Hypercloud]\nmax-attempts = 1\n"),
+        with(&stranger.cert, &stranger.key),
+    ] {
+        let e = cloud.provider(&conf).initialize(None).await.unwrap_err();
+        assert!(matches!(e, Error::Cloud { status: None, .. }), "{e}");
+    }
+    let half = hypercloud_cloudprovider::CloudConfig {
+        origin: "c.conf".into(),
+        bytes: format!("{base}cert-file = {}\n", cert.display()).into_bytes(),
+    };
+    let e = hypercloud_providers_openstack::OpenStack::from_cloud_config(
+        Some(&half),
+        hypercloud_cloudprovider::Layout::External,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("cert-file needs key-file"), "{e}");
     cloud.shutdown().await;
 }
