@@ -61,10 +61,12 @@ multizone = true
 network-name = private
 node-tags = local-up-node
 node-instance-prefix = node-
-token-url = nil
 api-endpoint = http://127.0.0.1:$api_port/compute/v1/
 ${1:-}
 [Hypercloud]
+# The local cloud asks for no token (unless serve --gce-require-tokens): say so, rather than
+# token-url = nil, which searches for Application Default Credentials as upstream.
+anonymous = true
 metadata-endpoint = http://127.0.0.1:$md_port
 ${2:-}
 EOF

@@ -22,7 +22,7 @@
 //! use hypercloud_cloudprovider::{CloudConfig, Interface};
 //! let conf = CloudConfig {
 //!     origin: "inline".into(),
-//!     bytes: b"[global]\nproject-id = demo\nlocal-zone = us-central1-a\ntoken-url = nil\napi-endpoint = http://127.0.0.1:8800/compute/v1/\n".to_vec(),
+//!     bytes: b"[global]\nproject-id = demo\nlocal-zone = us-central1-a\napi-endpoint = http://127.0.0.1:8800/compute/v1/\n[Hypercloud]\nanonymous = true\n".to_vec(),
 //! };
 //! let cloud = hypercloud_providers_gce::Gce::from_cloud_config(Some(&conf))?;
 //! cloud.initialize(None).await?;
@@ -37,6 +37,7 @@
 
 mod client;
 pub mod config;
+pub mod credentials;
 mod disks;
 mod error;
 mod instances;
@@ -87,6 +88,7 @@ pub(crate) struct Resolved {
 pub struct Gce {
     config: Arc<Config>,
     metadata: client::Metadata,
+    credentials: Arc<client::Credentials>,
     resolved: OnceCell<Resolved>,
 }
 
@@ -99,10 +101,16 @@ impl std::fmt::Debug for Gce {
 }
 
 impl Gce {
-    /// A provider for a parsed config.
+    /// A provider for a parsed config. Credentials files are read here (the Application
+    /// Default Credentials search reads the process's environment), so a bad one stops
+    /// start-up naming the file.
     pub fn new(config: Config) -> Result<Self> {
         Ok(Gce {
             metadata: client::Metadata::new(&config)?,
+            credentials: Arc::new(client::Credentials::resolve(
+                &config.global.token_source,
+                |k| std::env::var(k).ok(),
+            )?),
             config: Arc::new(config),
             resolved: OnceCell::new(),
         })
@@ -163,7 +171,12 @@ impl Gce {
             .to_owned(),
         };
         let region = region_of_zone(&local_zone)?;
-        let compute = client::Compute::new(&self.config, project, self.metadata.clone())?;
+        let compute = client::Compute::new(
+            &self.config,
+            project,
+            self.metadata.clone(),
+            self.credentials.clone(),
+        )?;
         let managed_zones = if self.config.multizone() {
             let filter = format!("region eq .*/regions/{region}");
             let mut zones: Vec<String> = compute

@@ -40,8 +40,8 @@ impl Cloud {
         let md = self.handle.metadata_addr().unwrap();
         let conf = format!(
             "[global]\nproject-id = demo\nlocal-zone = {ZONE_A}\nmultizone = true\n\
-             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = http://{md}\n",
+             network-name = private\napi-endpoint = {}/compute/v1/\n\
+             [Hypercloud]\nanonymous = true\nmetadata-endpoint = http://{md}\n",
             self.handle.api_url()
         );
         let cc = CloudConfig {
