@@ -140,6 +140,12 @@ pub struct ServeArgs {
     /// gets no traffic (default: groups are bookkeeping, every member is reached).
     #[arg(long)]
     pub enforce_member_security_groups: bool,
+    /// Require a token on the GCE dialect's Compute Engine and IAM requests, as Google does:
+    /// `Authorization: Bearer` from its token endpoint (POST /token, a service-account key's
+    /// signed assertion; keys from `gce-service-account-key create`) or a Keystone token
+    /// (default: requests are not authenticated).
+    #[arg(long)]
+    pub gce_require_tokens: bool,
     /// What backs volumes: none (records only) or sparse-file (a sparse file per volume in
     /// <state-dir>/volumes, a loop device per attached volume, linked as the instance's
     /// <state-dir>/devices/<server-id>/virtio-<first 20 characters of the volume id>; loop devices need root).

@@ -22,6 +22,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         tls_self_signed,
         lb_vip_pool,
         enforce_member_security_groups,
+        gce_require_tokens,
         volume_backing,
         follow_aws_elb,
         follow_aws_region,
@@ -59,6 +60,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         tls_self_signed,
         lb_vip_pool,
         enforce_member_security_groups,
+        gce_require_tokens,
         volume_backing,
         follow_aws,
         ..ServerConfig::new(&state_dir)
