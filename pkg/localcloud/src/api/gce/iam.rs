@@ -32,7 +32,11 @@ fn project_of(cloud: &Cloud, project: &str, email: &str) -> Result<Project, ApiE
         email
             .split_once('@')
             .and_then(|(_, domain)| domain.strip_suffix(".iam.gserviceaccount.com"))
-            .ok_or_else(|| invalid(format!("projects/-: the project cannot be told from {email}")))?
+            .ok_or_else(|| {
+                invalid(format!(
+                    "projects/-: the project cannot be told from {email}"
+                ))
+            })?
     } else {
         project
     };
@@ -97,11 +101,15 @@ async fn create(
     check_email(email)?;
     let project = project_of(&cloud, project, email)?;
     if !body.is_empty() {
-        let b: Value = serde_json::from_slice(&body)
-            .map_err(|_| invalid("Invalid JSON payload received."))?;
+        let b: Value =
+            serde_json::from_slice(&body).map_err(|_| invalid("Invalid JSON payload received."))?;
         match b["privateKeyType"].as_str() {
             None | Some("TYPE_GOOGLE_CREDENTIALS_FILE" | "TYPE_UNSPECIFIED") => {}
-            Some(_) => return Err(invalid("Only privateKeyType TYPE_GOOGLE_CREDENTIALS_FILE is supported.")),
+            Some(_) => {
+                return Err(invalid(
+                    "Only privateKeyType TYPE_GOOGLE_CREDENTIALS_FILE is supported.",
+                ))
+            }
         }
         match b["keyAlgorithm"].as_str() {
             None | Some("KEY_ALG_RSA_2048" | "KEY_ALG_UNSPECIFIED") => {}
@@ -138,10 +146,7 @@ async fn create(
 }
 
 /// `keys.list`.
-async fn list(
-    State(cloud): State<Arc<Cloud>>,
-    Path(p): Path<BTreeMap<String, String>>,
-) -> Reply {
+async fn list(State(cloud): State<Arc<Cloud>>, Path(p): Path<BTreeMap<String, String>>) -> Reply {
     let (project, email) = (
         p.get("project").map_or("", String::as_str),
         p.get("email").map_or("", String::as_str),

@@ -135,7 +135,12 @@ impl Assertion {
     }
 
     /// The claims Google checks: `iss`, `aud`, the times and a scope.
-    fn check_claims(&self, key: &ServiceAccountKey, audience: &str, now: i64) -> Result<(), Refusal> {
+    fn check_claims(
+        &self,
+        key: &ServiceAccountKey,
+        audience: &str,
+        now: i64,
+    ) -> Result<(), Refusal> {
         if self.claim("iss") != Some(key.email.as_str()) {
             return Err(invalid_grant(
                 "Invalid JWT: the issuer (iss) is not the service account of the signing key.",
@@ -177,7 +182,11 @@ impl Assertion {
 /// The key that signed `a`: the one its `kid` names, else any key of its `iss`.
 fn signing_key(r: &impl Read, a: &Assertion) -> Result<ServiceAccountKey, Refusal> {
     let mut candidates: Vec<ServiceAccountKey> = Vec::new();
-    if let Some(k) = a.kid.as_deref().and_then(|kid| ServiceAccountKey::get(r, kid)) {
+    if let Some(k) = a
+        .kid
+        .as_deref()
+        .and_then(|kid| ServiceAccountKey::get(r, kid))
+    {
         candidates.push(k);
     } else if let Some(iss) = a.claim("iss") {
         candidates = r
@@ -202,7 +211,11 @@ pub(crate) fn check_grant(
     audience: &str,
     now: i64,
 ) -> Result<ServiceAccountKey, Refusal> {
-    let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let field = |name: &str| {
+        form.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
     match field("grant_type") {
         Some(JWT_BEARER) => {}
         Some(other) => {
@@ -285,7 +298,11 @@ pub(crate) async fn token(State(cloud): Ctx, body: Bytes) -> Response {
 /// Middleware of the GCE dialect when the cloud requires tokens: a live token (this
 /// endpoint's, or any Keystone token) as `Authorization: Bearer` or `X-Auth-Token`, else
 /// Google's 401.
-pub(crate) async fn require_token(State(cloud): State<Arc<Cloud>>, req: Request, next: Next) -> Response {
+pub(crate) async fn require_token(
+    State(cloud): State<Arc<Cloud>>,
+    req: Request,
+    next: Next,
+) -> Response {
     if !cloud.config.gce_require_tokens {
         return next.run(req).await;
     }
@@ -293,7 +310,10 @@ pub(crate) async fn require_token(State(cloud): State<Arc<Cloud>>, req: Request,
     let bearer = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
     let token = bearer.or_else(|| headers.get("x-auth-token").and_then(|v| v.to_str().ok()));
     let error = match token {
         None => ApiError::new(
@@ -374,8 +394,14 @@ mod tests {
         let header = json!({"alg": "RS256", "typ": "JWT", "kid": "kid1"});
         assert_eq!(check(&jwt(&signer, header.clone(), claims(now))), Ok(()));
         // Within the skew either way; beyond it, refused.
-        assert_eq!(check(&jwt(&signer, header.clone(), claims(now + 200))), Ok(()));
-        assert_eq!(check(&jwt(&signer, header.clone(), claims(now - 3800))), Ok(()));
+        assert_eq!(
+            check(&jwt(&signer, header.clone(), claims(now + 200))),
+            Ok(())
+        );
+        assert_eq!(
+            check(&jwt(&signer, header.clone(), claims(now - 3800))),
+            Ok(())
+        );
         for (what, c) in [
             ("future", claims(now + 400)),
             ("expired", claims(now - 4000)),
@@ -400,7 +426,10 @@ mod tests {
         }
         let mut c = claims(now);
         c.as_object_mut().unwrap().remove("scope");
-        assert_eq!(check(&jwt(&signer, header.clone(), c)).unwrap_err().error, "invalid_scope");
+        assert_eq!(
+            check(&jwt(&signer, header.clone(), c)).unwrap_err().error,
+            "invalid_scope"
+        );
         // Another key's signature, or a tampered claim set.
         let (_, other) = key_and_signer();
         let r = check(&jwt(&other, header.clone(), claims(now))).unwrap_err();
@@ -411,7 +440,10 @@ mod tests {
         c["iss"] = json!("sa@demo.iam.gserviceaccount.com ");
         let tampered_claims = URL_SAFE_NO_PAD.encode(c.to_string());
         parts[1] = &tampered_claims;
-        assert_eq!(check(&parts.join(".")).unwrap_err().description, "Invalid JWT Signature.");
+        assert_eq!(
+            check(&parts.join(".")).unwrap_err().description,
+            "Invalid JWT Signature."
+        );
         let hs = json!({"alg": "HS256", "typ": "JWT"});
         assert!(check(&jwt(&signer, hs, claims(now))).is_err());
     }

@@ -47,7 +47,12 @@ fn random(rng: &SystemRandom, bytes: usize) -> Result<BigUint, String> {
 fn small_primes() -> Vec<u32> {
     (3u32..2000)
         .step_by(2)
-        .filter(|n| (3..*n).step_by(2).take_while(|d| d * d <= *n).all(|d| n % d != 0))
+        .filter(|n| {
+            (3..*n)
+                .step_by(2)
+                .take_while(|d| d * d <= *n)
+                .all(|d| n % d != 0)
+        })
         .collect()
 }
 
@@ -81,7 +86,8 @@ fn prime(rng: &SystemRandom, bits: u64, small: &[u32]) -> Result<BigUint, String
     let e = BigUint::from(PUBLIC_EXPONENT);
     let top = (BigUint::from(3u32)) << (bits - 2);
     loop {
-        let mut p = random(rng, usize::try_from(bits / 8).unwrap_or(128))? | &top | BigUint::from(1u32);
+        let mut p =
+            random(rng, usize::try_from(bits / 8).unwrap_or(128))? | &top | BigUint::from(1u32);
         // Walk up from the random start: cheaper than a new random number each time.
         for _ in 0..2000 {
             if p.bits() != bits {
@@ -164,7 +170,10 @@ pub(crate) fn generate() -> Result<RsaKey, String> {
         ]
         .concat();
         let rsa_private_key = tlv(0x30, &fields);
-        let algorithm = tlv(0x30, &[tlv(0x06, &RSA_ENCRYPTION_OID), vec![0x05, 0x00]].concat());
+        let algorithm = tlv(
+            0x30,
+            &[tlv(0x06, &RSA_ENCRYPTION_OID), vec![0x05, 0x00]].concat(),
+        );
         let pkcs8 = tlv(
             0x30,
             &[tlv(0x02, &[0]), algorithm, tlv(0x04, &rsa_private_key)].concat(),
