@@ -30,6 +30,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Requests carry a token from the metadata server, a service-account key file (found by the
+//! Application Default Credentials search for `token-url = nil`, as upstream, or named by
+//! `[Hypercloud] credentials-file`) or upstream's `AltTokenSource`; or none
+//! (`[Hypercloud] anonymous = true`): see [`credentials`] and [`config::TokenSource`].
+//!
 //! Start here: [`register`] and [`Gce`], then `src/client.rs` (the Compute v1 REST client and
 //! its operations) and `src/loadbalancer.rs`; [`config`] for `gce.conf`.
 //!
