@@ -123,7 +123,8 @@ fn fault_injection_answers_in_gce_error_form() {
 #[test]
 fn google_auth_service_account_keys() {
     let _group = hypercloud_testenv::group_blocking("local_cloud_gce");
-    let python = hypercloud_testenv::venv_python("venv-gce", "google.oauth2.service_account", "gce");
+    let python =
+        hypercloud_testenv::venv_python("venv-gce", "google.oauth2.service_account", "gce");
     let script = hypercloud_testenv::repo_root().join("hack/conformance/gce_auth_conformance.py");
     let tmp = tempfile::tempdir().unwrap();
     let dir = state_dir(&tmp);

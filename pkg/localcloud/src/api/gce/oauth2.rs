@@ -295,6 +295,39 @@ pub(crate) async fn token(State(cloud): Ctx, body: Bytes) -> Response {
     }
 }
 
+/// The issuer of the metadata server's default service account tokens (handed to it, see
+/// [`crate::metadata::ServiceAccountTokens`]): Keystone tokens of the instance's owner in its
+/// project, as this endpoint issues them.
+pub(crate) struct DefaultServiceAccountTokens(pub Arc<Cloud>);
+
+impl crate::metadata::ServiceAccountTokens for DefaultServiceAccountTokens {
+    fn issue(&self, user_id: String, project_id: String) -> crate::metadata::Issuing<'_> {
+        Box::pin(async move {
+            let cloud = &self.0;
+            let user = cloud
+                .store
+                .read(|v| v.get::<User>(USERS, &user_id))
+                .ok_or_else(|| {
+                    ApiError::not_found(
+                        "notFound",
+                        format!("The instance's owner {user_id} no longer exists."),
+                    )
+                })?;
+            let t = identity::store_token(
+                cloud,
+                Authenticated::by_password(user, project_id),
+                vec!["gce-metadata".into()],
+            )
+            .await?;
+            Ok(crate::metadata::IdentityToken {
+                access_token: t.id,
+                issued_at: t.issued_at,
+                expires_at: t.expires_at,
+            })
+        })
+    }
+}
+
 /// Middleware of the GCE dialect when the cloud requires tokens: a live token (this
 /// endpoint's, or any Keystone token) as `Authorization: Bearer` or `X-Auth-Token`, else
 /// Google's 401.

@@ -120,3 +120,36 @@ async fn a_key_the_cloud_did_not_issue_is_refused_naming_the_file() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn on_an_instance_the_metadata_servers_token_is_taken() {
+    let cloud = Cloud::start().await;
+    let (status, op) = cloud
+        .gce(
+            reqwest::Method::POST,
+            &format!("zones/{ZONE_B}/instances"),
+            Some(serde_json::json!({"name": "controller",
+                "machineType": format!("zones/{ZONE_B}/machineTypes/m1.small"),
+                "networkInterfaces": [{"networkIP": "127.1.252.7"}]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{op}");
+    let cloud = cloud.restart_with(|c| c.gce_require_tokens = true).await;
+    // token-url unset: the metadata server's default service account, as on a GCE VM (the
+    // process is the instance by its source address).
+    let gce = cloud
+        .provider_with("metadata-source-address = 127.1.252.7")
+        .unwrap();
+    gce.initialize(None).await.unwrap();
+    assert!(gce
+        .instances()
+        .unwrap()
+        .instance_exists_by_provider_id(&format!("gce://demo/{ZONE_B}/controller"))
+        .await
+        .unwrap());
+    // Not an instance: no token, and the error says where it looked.
+    let gce = cloud.provider_with("").unwrap();
+    let e = gce.initialize(None).await.unwrap_err();
+    let text = Chain(&e).to_string();
+    assert!(text.contains("service-accounts/default/token"), "{text}");
+}
