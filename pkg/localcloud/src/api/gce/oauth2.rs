@@ -2,13 +2,17 @@
 //! `https://oauth2.googleapis.com/token`): the RFC 7523 `jwt-bearer` grant, where the
 //! assertion is a JWT signed RS256 with a key IAM issued here ([`super::iam`]), found by its
 //! header's `kid`, else by `iss` (the service account's email). `iss` must be the key's
-//! service account, `aud` this endpoint's URL, `iat`/`exp` within five minutes of now and at
+//! service account, `aud` this endpoint's URL or one of Google's token URLs (google-auth always
+//! sends `https://oauth2.googleapis.com/token`, whatever the key file's `token_uri`; Go's
+//! oauth2 sends the `token_uri`), `iat`/`exp` within five minutes of now and at
 //! most an hour apart, and a `scope` given. Refusals have Google's shape
 //! (`{"error": "invalid_grant", "error_description": ...}`, HTTP 400). The access token is a
 //! Keystone token of the cloud's user in the key's project, of the cloud's token lifetime
 //! (`--token-ttl`), so it expires and is checked as every other token here. The module also
 //! holds the check of the GCE dialect's requests when the cloud requires tokens
-//! (`--gce-require-tokens`).
+//! (`--gce-require-tokens`): a token of this endpoint, or a self-signed JWT as Google's API
+//! clients send it with a key file (AIP-4111: signed by an issued key, `iss` = `sub` = its
+//! account, an `aud` or a `scope`, at most an hour, checked as assertions are).
 
 use std::sync::Arc;
 
@@ -37,6 +41,12 @@ const SKEW_SECS: i64 = 300;
 const MAX_LIFETIME_SECS: i64 = 3600;
 /// The longest assertion read.
 const MAX_LEN: usize = 16 * 1024;
+/// Google's token URLs, which Google accepts as `aud` too (google-auth sends the first).
+const GOOGLE_AUDIENCES: [&str; 3] = [
+    "https://oauth2.googleapis.com/token",
+    "https://www.googleapis.com/oauth2/v4/token",
+    "https://accounts.google.com/o/oauth2/token",
+];
 
 /// The token endpoint's URL: the `aud` assertions must name, and a key file's `token_uri`.
 pub(crate) fn token_url(cloud: &Cloud) -> String {
@@ -134,6 +144,53 @@ impl Assertion {
         .is_ok()
     }
 
+    /// The times: `iat`/`exp` within the skew of now, at most an hour apart.
+    fn times_ok(&self, now: i64) -> bool {
+        let time = |name: &str| self.claims.get(name).and_then(Value::as_i64);
+        match (time("iat"), time("exp")) {
+            (Some(iat), Some(exp)) => {
+                exp > iat
+                    && exp - iat <= MAX_LIFETIME_SECS
+                    && iat <= now + SKEW_SECS
+                    && exp >= now - SKEW_SECS
+            }
+            _ => false,
+        }
+    }
+
+    /// The claims of a self-signed JWT used as an access token (AIP-4111).
+    fn check_self_signed(&self, key: &ServiceAccountKey, now: i64) -> Result<(), Refusal> {
+        let account = Some(key.email.as_str());
+        if self.claim("iss") != account
+            || self
+                .claims
+                .get("sub")
+                .is_some_and(|s| s.as_str() != account)
+        {
+            return Err(invalid_grant(
+                "iss and sub must be the service account of the signing key",
+            ));
+        }
+        if !self.times_ok(now) {
+            return Err(invalid_grant(
+                "the JWT is expired, not yet valid or lives longer than an hour",
+            ));
+        }
+        let named = |c: &str| {
+            self.claims.get(c).is_some_and(|v| match v {
+                Value::String(s) => !s.trim().is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                _ => false,
+            })
+        };
+        if !named("aud") && !named("scope") {
+            return Err(invalid_grant(
+                "the JWT names neither an audience nor a scope",
+            ));
+        }
+        Ok(())
+    }
+
     /// The claims Google checks: `iss`, `aud`, the times and a scope.
     fn check_claims(
         &self,
@@ -146,9 +203,10 @@ impl Assertion {
                 "Invalid JWT: the issuer (iss) is not the service account of the signing key.",
             ));
         }
+        let accepted = |a: &str| a == audience || GOOGLE_AUDIENCES.contains(&a);
         let aud_ok = match self.claims.get("aud") {
-            Some(Value::String(a)) => a == audience,
-            Some(Value::Array(list)) => list.iter().any(|a| a.as_str() == Some(audience)),
+            Some(Value::String(a)) => accepted(a),
+            Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).any(accepted),
             _ => false,
         };
         if !aud_ok {
@@ -156,17 +214,7 @@ impl Assertion {
                 "Invalid JWT: Failed audience check. The right audience is {audience}"
             )));
         }
-        let time = |name: &str| self.claims.get(name).and_then(Value::as_i64);
-        let times_ok = match (time("iat"), time("exp")) {
-            (Some(iat), Some(exp)) => {
-                exp > iat
-                    && exp - iat <= MAX_LIFETIME_SECS
-                    && iat <= now + SKEW_SECS
-                    && exp >= now - SKEW_SECS
-            }
-            _ => false,
-        };
-        if !times_ok {
+        if !self.times_ok(now) {
             return Err(invalid_grant("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."));
         }
         if self.claim("scope").is_none_or(|s| s.trim().is_empty()) {
@@ -237,6 +285,16 @@ pub(crate) fn check_grant(
     let key = signing_key(r, &a)?;
     a.check_claims(&key, audience, now)?;
     Ok(key)
+}
+
+/// Whether `jwt` is a self-signed JWT of an issued key that may be used as an access token.
+pub(crate) fn self_signed_ok(r: &impl Read, jwt: &str, now: i64) -> bool {
+    Assertion::parse(jwt)
+        .and_then(|a| {
+            let key = signing_key(r, &a)?;
+            a.check_self_signed(&key, now)
+        })
+        .is_ok()
 }
 
 fn oauth_error(status: StatusCode, r: &Refusal) -> Response {
@@ -357,6 +415,14 @@ pub(crate) async fn require_token(
         Some(t) if identity::check_token(&cloud, t.trim()).is_some() => {
             return next.run(req).await
         }
+        Some(t)
+            if t.matches('.').count() == 2 && {
+                let now_secs = i64::try_from(now()).unwrap_or(i64::MAX);
+                cloud.store.read(|r| self_signed_ok(r, t.trim(), now_secs))
+            } =>
+        {
+            return next.run(req).await
+        }
         Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "authError", "Invalid Credentials"),
     };
     let mut resp = error.into_response();
@@ -426,6 +492,10 @@ mod tests {
         };
         let header = json!({"alg": "RS256", "typ": "JWT", "kid": "kid1"});
         assert_eq!(check(&jwt(&signer, header.clone(), claims(now))), Ok(()));
+        // google-auth's audience, whatever the key file's token_uri.
+        let mut c = claims(now);
+        c["aud"] = json!("https://oauth2.googleapis.com/token");
+        assert_eq!(check(&jwt(&signer, header.clone(), c)), Ok(()));
         // Within the skew either way; beyond it, refused.
         assert_eq!(
             check(&jwt(&signer, header.clone(), claims(now + 200))),
@@ -445,7 +515,7 @@ mod tests {
             }),
             ("wrong aud", {
                 let mut c = claims(now);
-                c["aud"] = json!("https://oauth2.googleapis.com/token");
+                c["aud"] = json!("https://example.com/token");
                 c
             }),
             ("wrong iss", {
@@ -477,6 +547,27 @@ mod tests {
             check(&parts.join(".")).unwrap_err().description,
             "Invalid JWT Signature."
         );
+        // A self-signed JWT (AIP-4111), as google-auth makes for API clients.
+        let self_signed = |c: Value| {
+            let a = Assertion::parse(&jwt(&signer, header.clone(), c)).unwrap();
+            assert!(a.verifies_with(&key));
+            a.check_self_signed(&key, now)
+        };
+        let sa = "sa@demo.iam.gserviceaccount.com";
+        let ok = json!({"iss": sa, "sub": sa, "iat": now, "exp": now + 3600, "scope": "x"});
+        assert_eq!(self_signed(ok.clone()), Ok(()));
+        let mut aud = ok.clone();
+        aud.as_object_mut().unwrap().remove("scope");
+        aud["aud"] = json!("https://compute.googleapis.com/");
+        assert_eq!(self_signed(aud.clone()), Ok(()));
+        aud.as_object_mut().unwrap().remove("aud");
+        assert!(self_signed(aud).is_err(), "neither aud nor scope");
+        let mut other = ok.clone();
+        other["sub"] = json!("other@demo.iam.gserviceaccount.com");
+        assert!(self_signed(other).is_err());
+        let mut long = ok;
+        long["exp"] = json!(now + 7200);
+        assert!(self_signed(long).is_err());
         let hs = json!({"alg": "HS256", "typ": "JWT"});
         assert!(check(&jwt(&signer, hs, claims(now))).is_err());
     }
