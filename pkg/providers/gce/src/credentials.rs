@@ -32,8 +32,9 @@ const ASSERTION_LIFETIME_SECS: u64 = 3600;
 /// The well-known file under gcloud's configuration directory.
 const WELL_KNOWN_FILE: &str = "application_default_credentials.json";
 
-/// An RSA private key, kept out of every `Debug`, log and error.
-pub struct PrivateKey(RsaKeyPair);
+/// An RSA private key, kept out of every `Debug`, log and error (boxed: ring's key pair is
+/// large, and keys travel in enums).
+pub struct PrivateKey(Box<RsaKeyPair>);
 
 impl fmt::Debug for PrivateKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -133,7 +134,7 @@ impl ServiceAccountKey {
             private_key_id,
             token_uri,
             project_id: file.project_id.filter(|p| !p.is_empty()),
-            key: PrivateKey(key),
+            key: PrivateKey(Box::new(key)),
         })
     }
 
