@@ -52,7 +52,9 @@ if op.get("status") != "DONE" or op.get("error"):
 print("  operation %s %s: %s" % (op.get("name"), op.get("operationType"), op.get("targetLink", "").split("/projects/")[-1]))'
 }
 
-# gce_conf [GLOBAL-LINES] [HYPERCLOUD-LINES]: upstream's gce.conf for the local cloud.
+# gce_conf [GLOBAL-LINES] [HYPERCLOUD-LINES]: upstream's gce.conf for the local cloud. The local
+# cloud asks for no token (unless serve --gce-require-tokens): anonymous = true says so, rather
+# than token-url = nil, which searches for Application Default Credentials as upstream.
 gce_conf() {
   cat <<EOF
 [global]
@@ -61,10 +63,10 @@ multizone = true
 network-name = private
 node-tags = local-up-node
 node-instance-prefix = node-
-token-url = nil
 api-endpoint = http://127.0.0.1:$api_port/compute/v1/
 ${1:-}
 [Hypercloud]
+anonymous = true
 metadata-endpoint = http://127.0.0.1:$md_port
 ${2:-}
 EOF

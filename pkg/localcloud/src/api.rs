@@ -517,6 +517,7 @@ pub(crate) fn metadata_router(cloud: Arc<Cloud>) -> Router {
         store: cloud.store.clone(),
         base_url: cloud.base_url.clone(),
         identity: Arc::new(azure::entra::ManagedIdentityTokens(cloud.clone())),
+        gce_tokens: Arc::new(gce::oauth2::DefaultServiceAccountTokens(cloud.clone())),
     }));
     let router = service_layers(documents, &cloud, Service::Metadata);
     counted(router, &cloud, Some(Service::Metadata))

@@ -6,6 +6,7 @@
 //! code and its checks, and is on disk when the command returns. `entra-certificate` is the
 //! exception: Entra has no API for it here (upstream it is Microsoft Graph's), so it edits the
 //! registry files the token endpoint reads ([`crate::api::azure::entra::certificates`]).
+//! `gce-service-account-key` is an API client too (IAM's `keys.create` of the GCE dialect).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,12 +23,14 @@ mod args;
 mod certificates;
 mod client;
 mod commands;
+mod gce_keys;
 mod serve;
 
 pub use args::*;
 use certificates::*;
 use client::*;
 use commands::*;
+use gce_keys::*;
 use serve::*;
 
 /// Runs `hypercloud local-cloud ...`.
@@ -57,5 +60,11 @@ pub async fn run(args: LocalCloudArgs) -> Result<()> {
         }
         Command::Status(out) => status(&state_dir, &password, out).await,
         Command::EntraCertificate(cmd) => entra_certificate(&state_dir, cmd),
+        Command::GceServiceAccountKey(cmd) => {
+            let client = Client::connect(&state_dir, &password).await?;
+            let result = gce_service_account_key(&client, cmd).await;
+            client.close().await?;
+            result
+        }
     }
 }

@@ -47,6 +47,9 @@ pub struct ServerConfig {
     /// Members' Neutron security groups filter load-balancer traffic, as Neutron's firewall
     /// does (default off: the groups are bookkeeping).
     pub enforce_member_security_groups: bool,
+    /// The GCE dialect's Compute Engine and IAM requests need a token (`--gce-require-tokens`;
+    /// default off: Google's clients are driven with anonymous credentials).
+    pub gce_require_tokens: bool,
     /// What backs volumes (default none: records only); see `--volume-backing`.
     pub volume_backing: crate::VolumeBacking,
     /// Follow the load balancers of an AWS endpoint (moto) and serve their listeners (see
@@ -102,6 +105,7 @@ impl ServerConfig {
             tls_client_ca: None,
             lb_vip_pool: crate::dataplane::VipPool::default(),
             enforce_member_security_groups: false,
+            gce_require_tokens: false,
             volume_backing: crate::VolumeBacking::None,
             follow_aws: None,
         }

@@ -31,6 +31,7 @@ mod azure;
 mod gce;
 
 pub(crate) use azure::{IdentityRequest, IdentityToken, Issuing, ManagedIdentity};
+pub(crate) use gce::ServiceAccountTokens;
 
 /// What the metadata servers read: the records, where clients reach the API, and who signs
 /// the Azure VMs' managed identity tokens.
@@ -38,6 +39,8 @@ pub(crate) struct Cloud {
     pub store: Arc<Store>,
     pub base_url: String,
     pub identity: Arc<dyn ManagedIdentity>,
+    /// Who issues the GCE instances' default service account tokens.
+    pub gce_tokens: Arc<dyn ServiceAccountTokens>,
 }
 
 /// The metadata service router (serve with `ConnectInfo<SocketAddr>`); the caller adds the

@@ -126,8 +126,8 @@ pub(crate) fn gce_conf(
         &path,
         format!(
             "[global]\nproject-id = demo\nlocal-zone = us-central1-a\n{multizone}\
-             network-name = private\ntoken-url = nil\napi-endpoint = {api_url}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = {metadata_url}\n{hypercloud}"
+             network-name = private\napi-endpoint = {api_url}/compute/v1/\n\
+             [Hypercloud]\nanonymous = true\nmetadata-endpoint = {metadata_url}\n{hypercloud}"
         ),
     )
     .unwrap();

@@ -115,3 +115,68 @@ fn fault_injection_answers_in_gce_error_form() {
     let (status, _, _) = http("GET", &format!("{}/identity/v3", serve.api_url), &[], None);
     assert_eq!(status, 200);
 }
+
+/// google-auth (Google's own auth library) against a cloud requiring tokens: a key file the
+/// operator CLI made authenticates through the token endpoint and its token is served;
+/// anonymous requests, a key the cloud did not issue, an unknown account and a wrong audience
+/// are refused as Google refuses them (hack/conformance/gce_auth_conformance.py).
+#[test]
+fn google_auth_service_account_keys() {
+    let _group = hypercloud_testenv::group_blocking("local_cloud_gce");
+    let python =
+        hypercloud_testenv::venv_python("venv-gce", "google.oauth2.service_account", "gce");
+    let script = hypercloud_testenv::repo_root().join("hack/conformance/gce_auth_conformance.py");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(
+        BIN,
+        &dir,
+        &[
+            "--availability-zones",
+            ZONES,
+            "--region",
+            REGION,
+            "--gce-require-tokens",
+        ],
+    );
+    let key = tmp.path().join("ccm-key.json");
+    let out = cli(
+        BIN,
+        &dir,
+        &[
+            "gce-service-account-key",
+            "create",
+            "--email",
+            "ccm@demo.iam.gserviceaccount.com",
+            "--out",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let listed = cli_json(
+        BIN,
+        &dir,
+        &[
+            "gce-service-account-key",
+            "list",
+            "--email",
+            "ccm@demo.iam.gserviceaccount.com",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert!(!listed.to_string().contains("privateKey"), "{listed}");
+    let stranger =
+        hypercloud_testenv::repo_root().join("pkg/providers/gce/tests/fixtures/test-key.pem");
+    let out = Command::new(python)
+        .arg(&script)
+        .env("GCE_ENDPOINT", &serve.api_url)
+        .env("GCE_PROJECT", "demo")
+        .env("GCE_ZONE", "us-central1-a")
+        .env("GCE_KEY_FILE", &key)
+        .env("GCE_STRANGER_KEY", &stranger)
+        .output()
+        .unwrap();
+    hypercloud_testenv::conformance_passed(&out, &script, "gce auth conformance: ok");
+}

@@ -6,7 +6,11 @@
 //! `operations.get`/`wait` work. Errors use GCE's body (`{"error": {"code", "message",
 //! "errors": [{"message", "domain", "reason"}]}}`); lists take `filter`, `maxResults`,
 //! `pageToken` and `orderBy`. Requests are not authenticated (Google's clients are driven with
-//! anonymous credentials). Upstream equivalent: `compute.googleapis.com/compute/v1`.
+//! anonymous credentials) unless the cloud is started with `--gce-require-tokens`; then each
+//! needs a token of the OAuth2 endpoint ([`oauth2`], `POST /token`, which takes assertions
+//! signed with keys of IAM's `keys.create`, [`iam`]) or a Keystone token. Upstream
+//! equivalent: `compute.googleapis.com/compute/v1`, `oauth2.googleapis.com/token` and
+//! `iam.googleapis.com/v1/projects/*/serviceAccounts/*/keys`.
 
 mod addresses;
 mod attached_disks;
@@ -19,14 +23,17 @@ mod forwarding;
 mod forwarding_rules;
 mod health_checks;
 mod http_health_checks;
+mod iam;
 mod instance_groups;
 pub(crate) mod instances;
 mod list;
 mod networks;
+pub(crate) mod oauth2;
 mod operations;
 mod project;
 mod resource;
 mod routes;
+mod rsa_key;
 mod target_pools;
 mod zones;
 
@@ -311,7 +318,14 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
         .merge(operations::routes(&p))
         .merge(instances::routes(&p))
         .merge(disks::routes(&p))
-        .merge(collections::routes(&p));
+        .merge(collections::routes(&p))
+        .merge(iam::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            cloud.clone(),
+            oauth2::require_token,
+        ))
+        // Getting a token needs none.
+        .route(oauth2::TOKEN_PATH, post(oauth2::token));
     service_layers(router, &cloud, Service::Gce)
 }
 

@@ -46,6 +46,10 @@ pub enum Command {
     /// `<state-dir>/azure-client-certificates/`, read at each sign-in (no restart needed).
     #[command(subcommand)]
     EntraCertificate(EntraCertificateCommand),
+    /// Make service-account keys for the GCE dialect (IAM's keys.create): the JSON key file
+    /// Google's clients read, its token_uri the cloud's token endpoint.
+    #[command(subcommand)]
+    GceServiceAccountKey(GceServiceAccountKeyCommand),
 }
 
 /// `entra-certificate` commands.
@@ -72,6 +76,38 @@ pub enum EntraCertificateCommand {
     },
     /// List the registered certificates.
     List(OutputArgs),
+}
+
+/// `gce-service-account-key` commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum GceServiceAccountKeyCommand {
+    /// Make a key and write its JSON key file (mode 0600); prints the key's ID.
+    Create {
+        /// The service account (e.g. ccm@local.iam.gserviceaccount.com).
+        #[arg(long)]
+        email: String,
+        /// The project (its Keystone name).
+        #[arg(long, default_value = defaults::PROJECT)]
+        project: String,
+        /// Where to write the key file.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// The key file's token_uri (default: the running server's token endpoint, or
+        /// http://<default listen address>/token when none runs).
+        #[arg(long, value_name = "URL")]
+        token_uri: Option<String>,
+    },
+    /// List the keys of a service account (IDs and creation times; no key material).
+    List {
+        /// The service account.
+        #[arg(long)]
+        email: String,
+        /// The project (its Keystone name).
+        #[arg(long, default_value = defaults::PROJECT)]
+        project: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
 }
 
 /// Flags of `serve`.
@@ -146,6 +182,12 @@ pub struct ServeArgs {
     /// gets no traffic (default: groups are bookkeeping, every member is reached).
     #[arg(long)]
     pub enforce_member_security_groups: bool,
+    /// Require a token on the GCE dialect's Compute Engine and IAM requests, as Google does:
+    /// `Authorization: Bearer` from its token endpoint (POST /token, a service-account key's
+    /// signed assertion; keys from `gce-service-account-key create`) or a Keystone token
+    /// (default: requests are not authenticated).
+    #[arg(long)]
+    pub gce_require_tokens: bool,
     /// What backs volumes: none (records only) or sparse-file (a sparse file per volume in
     /// <state-dir>/volumes, a loop device per attached volume, linked as the instance's
     /// <state-dir>/devices/<server-id>/virtio-<first 20 characters of the volume id>; loop devices need root).

@@ -23,6 +23,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         tls_client_ca,
         lb_vip_pool,
         enforce_member_security_groups,
+        gce_require_tokens,
         volume_backing,
         follow_aws_elb,
         follow_aws_region,
@@ -61,6 +62,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         tls_client_ca,
         lb_vip_pool,
         enforce_member_security_groups,
+        gce_require_tokens,
         volume_backing,
         follow_aws,
         ..ServerConfig::new(&state_dir)

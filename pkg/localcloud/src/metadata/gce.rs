@@ -4,6 +4,10 @@
 //! every answer carries it; a directory lists its entries (subdirectories end in `/`),
 //! `?recursive=true` answers a directory as JSON (camelCase keys, attribute keys as set), and
 //! `?alt=text` answers it as `path value` lines. `wait_for_change` is not supported (400).
+//! `instance/service-accounts/default/token` is an access token of the instance's default
+//! service account (the instance's owner in its project, as the GCE dialect's token endpoint
+//! issues them; [`ServiceAccountTokens`]), so the gce provider's metadata credentials and
+//! Application Default Credentials work on the local cloud's instances as on GCE's.
 //! Upstream equivalent: `metadata.google.internal`.
 
 use std::collections::BTreeMap;
@@ -13,12 +17,23 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use super::{caller, Cloud, Peer};
+use super::{caller, Cloud, IdentityToken, Issuing, Peer};
 use crate::model::compute::{Related, Server};
 use crate::model::gce::project_metadata::common_metadata;
 use crate::model::gce::{fingerprint, gce_status, numeric_id};
 use crate::model::identity::{Project, PROJECTS};
 use crate::store::Read;
+
+/// Who issues default service account tokens: the GCE dialect's issuer, which lives in the API
+/// layer (it owns Keystone's tokens) and is handed to the metadata servers, so that a token
+/// from here is one the GCE dialect accepts (`--gce-require-tokens`).
+pub(crate) trait ServiceAccountTokens: Send + Sync {
+    /// A token for `user_id` in `project_id`.
+    fn issue(&self, user_id: String, project_id: String) -> Issuing<'_>;
+}
+
+/// The scopes the default service account shows (and its tokens carry, in effect: all).
+const SCOPES: &str = "https://www.googleapis.com/auth/cloud-platform";
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response {
     let mut r = (status, body).into_response();
@@ -79,6 +94,13 @@ fn tree(r: &impl Read, cloud: &Cloud, s: &Server) -> Value {
             "machine-type": format!("projects/{project_num}/machineTypes/{machine_type}"),
             "name": s.name,
             "network-interfaces": nics,
+            "service-accounts": {
+                "default": {
+                    "aliases": ["default"],
+                    "email": default_account(project_num),
+                    "scopes": [SCOPES],
+                },
+            },
             "status": gce_status(&s.status),
             "tags": s.tags,
             "zone": zone,
@@ -90,6 +112,36 @@ fn tree(r: &impl Read, cloud: &Cloud, s: &Server) -> Value {
         },
         "universe": {"universe-domain": cloud.base_url.clone()},
     })
+}
+
+/// The default service account's email, as GCE names a project's compute default account.
+fn default_account(project_num: u64) -> String {
+    format!("{project_num}-compute@developer.gserviceaccount.com")
+}
+
+/// `instance/service-accounts/{default|email}/token`.
+async fn token(cloud: &Cloud, s: &Server) -> Response {
+    match cloud
+        .gce_tokens
+        .issue(s.user_id.clone(), s.meta.project_id.clone())
+        .await
+    {
+        Ok(IdentityToken {
+            access_token,
+            issued_at,
+            expires_at,
+        }) => text(
+            StatusCode::OK,
+            json!({
+                "access_token": access_token,
+                "expires_in": expires_at.saturating_sub(issued_at),
+                "token_type": "Bearer",
+            })
+            .to_string(),
+            "application/json",
+        ),
+        Err(e) => plain_error(e.status, &e.message),
+    }
 }
 
 /// camelCase keys for recursive JSON, except the user's attribute keys.
@@ -211,6 +263,15 @@ pub(super) async fn serve(
         .path()
         .trim_start_matches("/computeMetadata/v1")
         .trim_matches('/');
+    if let Some(account) = path
+        .strip_prefix("instance/service-accounts/")
+        .and_then(|p| p.strip_suffix("/token"))
+    {
+        let email = &root["instance"]["service-accounts"]["default"]["email"];
+        if account == "default" || email.as_str() == Some(account) {
+            return token(&cloud, &server).await;
+        }
+    }
     let mut node = &root;
     let mut under_attributes = false;
     for seg in path.split('/').filter(|s| !s.is_empty()) {

@@ -4,7 +4,7 @@
 //! What GCE has and OpenStack has not is stored as an [`Object`] of a typed resource, one
 //! module each: [`route`], [`firewall`], [`http_health_check`], [`address`], [`target_pool`],
 //! [`forwarding_rule`], [`health_check`], [`instance_group`], [`backend_service`],
-//! [`operation`] and [`project_metadata`]. This module holds what every
+//! [`operation`] and [`project_metadata`]; IAM's [`service_account_key`]. This module holds what every
 //! GCE view shares: numeric IDs, timestamps in GCE's form, fingerprints, resource URLs and
 //! references. Upstream equivalent: the resource types of the Compute Engine v1 API.
 
@@ -45,6 +45,7 @@ pub(crate) mod instance_group;
 pub(crate) mod operation;
 pub(crate) mod project_metadata;
 pub(crate) mod route;
+pub(crate) mod service_account_key;
 pub(crate) mod target_pool;
 
 use std::borrow::Cow;

@@ -5,7 +5,8 @@
 //! the provider's `AltTokenSource`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hypercloud_cloudprovider::http_body::{
     self, excerpt, excerpt_str, LIST_LIMIT, METADATA_LIMIT, OBJECT_LIMIT,
@@ -18,6 +19,9 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use crate::config::{Config, TokenSource};
+use crate::credentials::{
+    find_default_credentials, Found, ServiceAccountKey, CLOUD_PLATFORM_SCOPE, JWT_BEARER_GRANT,
+};
 use crate::error::{Error, Result};
 
 /// The first pause between `operations.wait` calls; the real API blocks in `wait` for up to
@@ -97,6 +101,75 @@ struct Token {
     until: Instant,
 }
 
+/// How long a token that lives `expires_in` is used: until a minute before it expires, or
+/// half its life when it is shorter than two minutes, so it is renewed before the server
+/// stops taking it.
+fn good_for(expires_in: Duration) -> Duration {
+    expires_in - (expires_in / 2).min(Duration::from_secs(60))
+}
+
+/// What requests are authorised with, once the config's [`TokenSource`] is resolved (files
+/// read, the Application Default Credentials search done).
+#[derive(Debug)]
+pub(crate) enum Credentials {
+    /// No token.
+    Anonymous,
+    /// The metadata server's default service account; `adc` is what the Application Default
+    /// Credentials search looked for before it, when it came to this.
+    Metadata { adc: Option<String> },
+    /// A service-account key; `origin` says where it was found.
+    ServiceAccount {
+        origin: String,
+        key: ServiceAccountKey,
+    },
+    /// Upstream's `AltTokenSource`.
+    Alt { url: String, body: String },
+}
+
+impl Credentials {
+    /// Resolves `source`, with the environment given by `env`; a key file that cannot be
+    /// used is an error naming it.
+    pub fn resolve(source: &TokenSource, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let creds = match source {
+            TokenSource::Anonymous => Credentials::Anonymous,
+            TokenSource::Metadata => Credentials::Metadata { adc: None },
+            TokenSource::Alt { url, body } => Credentials::Alt {
+                url: url.clone(),
+                body: body.clone(),
+            },
+            TokenSource::KeyFile(path) => {
+                let what = "[Hypercloud] credentials-file";
+                Credentials::ServiceAccount {
+                    origin: format!("the service-account key {what} {}", path.display()),
+                    key: ServiceAccountKey::from_file(what, path)?,
+                }
+            }
+            TokenSource::DefaultCredentials => match find_default_credentials(env)? {
+                Found::KeyFile { origin, key } => Credentials::ServiceAccount {
+                    origin: format!("the service-account key of {origin}"),
+                    key,
+                },
+                Found::Metadata { looked } => Credentials::Metadata { adc: Some(looked) },
+            },
+        };
+        match &creds {
+            Credentials::Anonymous => tracing::info!("gce credentials: none (anonymous requests)"),
+            Credentials::Metadata { adc: None } => {
+                tracing::info!("gce credentials: the metadata server's default service account")
+            }
+            Credentials::Metadata { adc: Some(looked) } => tracing::info!(
+                "gce credentials: Application Default Credentials: the metadata server's default service account ({looked})"
+            ),
+            Credentials::ServiceAccount { origin, key } => tracing::info!(
+                client_email = %key.client_email, token_uri = %key.token_uri,
+                "gce credentials: {origin}"
+            ),
+            Credentials::Alt { url, .. } => tracing::info!("gce credentials: token-url {url}"),
+        }
+        Ok(creds)
+    }
+}
+
 /// The Compute Engine v1 client of one project.
 #[derive(Debug)]
 pub(crate) struct Compute {
@@ -104,7 +177,7 @@ pub(crate) struct Compute {
     /// `.../compute/v1/`
     base: String,
     pub project: String,
-    tokens: TokenSource,
+    credentials: Arc<Credentials>,
     metadata: Metadata,
     token: Mutex<Option<Token>>,
     operation_timeout: Duration,
@@ -131,12 +204,17 @@ fn api_error(operation: &str, status: u16, body: &str) -> Error {
 }
 
 impl Compute {
-    pub fn new(config: &Config, project: String, metadata: Metadata) -> Result<Self> {
+    pub fn new(
+        config: &Config,
+        project: String,
+        metadata: Metadata,
+        credentials: Arc<Credentials>,
+    ) -> Result<Self> {
         Ok(Compute {
             http: HttpClientConfig::new(REQUEST_TIMEOUT, CONNECT_TIMEOUT).build()?,
             base: config.global.api_endpoint.clone(),
             project,
-            tokens: config.global.token_source.clone(),
+            credentials,
             metadata,
             token: Mutex::new(None),
             operation_timeout: config.tuning.operation_timeout,
@@ -154,24 +232,38 @@ impl Compute {
         if let Some(t) = cached.as_ref().filter(|t| t.until > Instant::now()) {
             return Ok(Some(t.value.clone()));
         }
-        let fresh = match &self.tokens {
-            TokenSource::None => return Ok(None),
-            TokenSource::Metadata => {
-                let text = self
-                    .metadata
-                    .get("instance/service-accounts/default/token")
-                    .await?;
-                let v: Value = serde_json::from_str(&text).map_err(|e| Error::Metadata {
-                    path: "instance/service-accounts/default/token".into(),
-                    message: e.to_string(),
-                })?;
+        let fresh = match &*self.credentials {
+            Credentials::Anonymous => return Ok(None),
+            Credentials::Metadata { adc } => {
+                let path = "instance/service-accounts/default/token";
+                let got = self.metadata.get(path).await.and_then(|text| {
+                    serde_json::from_str::<Value>(&text).map_err(|e| Error::Metadata {
+                        path: path.into(),
+                        message: e.to_string(),
+                    })
+                });
+                let v = match (got, adc) {
+                    (Ok(v), _) => v,
+                    (Err(e), None) => return Err(e),
+                    (Err(e), Some(looked)) => {
+                        return Err(Error::Token {
+                            origin: "Application Default Credentials".into(),
+                            message: format!(
+                                "could not find default credentials: {looked}, and the metadata server gave no token: {e}"
+                            ),
+                        })
+                    }
+                };
                 let secs = v["expires_in"].as_u64().unwrap_or(60).clamp(1, 86_400);
                 Token {
                     value: v["access_token"].as_str().unwrap_or_default().to_owned(),
-                    until: Instant::now() + Duration::from_secs(secs.saturating_sub(30).max(1)),
+                    until: Instant::now() + good_for(Duration::from_secs(secs)),
                 }
             }
-            TokenSource::Alt { url, body } => {
+            Credentials::ServiceAccount { origin, key } => {
+                self.service_account_token(origin, key).await?
+            }
+            Credentials::Alt { url, body } => {
                 let op = "token-url";
                 let resp = self
                     .http
@@ -209,6 +301,59 @@ impl Compute {
         let value = fresh.value.clone();
         *cached = Some(fresh);
         Ok(Some(value))
+    }
+
+    /// An access token for a service-account key: a signed assertion exchanged at the key's
+    /// `token_uri` (RFC 7523), as Google's `JWTConfig` token source does.
+    async fn service_account_token(&self, origin: &str, key: &ServiceAccountKey) -> Result<Token> {
+        let err = |message: String| Error::Token {
+            origin: format!("{origin} ({})", key.client_email),
+            message,
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let assertion = key.assertion(CLOUD_PLATFORM_SCOPE, now)?;
+        // The assertion is base64url and dots: only the grant type needs escaping.
+        let body = format!(
+            "grant_type={}&assertion={assertion}",
+            JWT_BEARER_GRANT.replace(':', "%3A")
+        );
+        let resp = self
+            .http
+            .post(&key.token_uri)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| err(format!("{}: {}", key.token_uri, Chain(&e))))?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let (prefix, _) = http_body::read_prefix(reqwest::Body::from(resp)).await;
+            let v: Value = serde_json::from_slice(&prefix).unwrap_or(Value::Null);
+            let message = match (v["error"].as_str(), v["error_description"].as_str()) {
+                (Some(e), Some(d)) => format!("{}: {}", excerpt_str(e), excerpt_str(d)),
+                (Some(e), None) => excerpt_str(e),
+                _ => excerpt(&prefix),
+            };
+            return Err(err(format!(
+                "{} answered HTTP {status}: {message}",
+                key.token_uri
+            )));
+        }
+        let text = read_answer(resp, OBJECT_LIMIT, "token").await?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| err(format!("{}: the answer is not JSON: {e}", key.token_uri)))?;
+        let value = v["access_token"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| err(format!("{}: no access_token in the answer", key.token_uri)))?;
+        let secs = v["expires_in"].as_u64().unwrap_or(3600).clamp(1, 86_400);
+        tracing::debug!(client_email = %key.client_email, expires_in = secs, "gce access token renewed");
+        Ok(Token {
+            value: value.to_owned(),
+            until: Instant::now() + good_for(Duration::from_secs(secs)),
+        })
     }
 
     /// The full URL of a path (for references in request bodies and filters).

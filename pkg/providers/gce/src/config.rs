@@ -7,6 +7,7 @@
 //! from the metadata server, as upstream.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hypercloud_cloudprovider::gcfg;
@@ -23,9 +24,19 @@ pub const DEFAULT_METADATA_ENDPOINT: &str = "http://169.254.169.254";
 pub enum TokenSource {
     /// The VM's default service account, from the metadata server (`token-url` unset).
     Metadata,
-    /// No token (`token-url = nil`: upstream falls back to Application Default Credentials,
-    /// which hypercloud does not implement; requests go unauthenticated, as to the local cloud).
-    None,
+    /// Application Default Credentials (`token-url = nil`, as upstream): the service-account
+    /// key named by `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's well-known file
+    /// (`$CLOUDSDK_CONFIG/application_default_credentials.json`, else
+    /// `$HOME/.config/gcloud/application_default_credentials.json`), else the metadata
+    /// server's default service account; none of them is a start-up error (see
+    /// [`crate::credentials::find_default_credentials`]).
+    DefaultCredentials,
+    /// A service-account key file (`[Hypercloud] credentials-file`, hypercloud's own): what
+    /// `GOOGLE_APPLICATION_CREDENTIALS` would name, given in the config instead.
+    KeyFile(PathBuf),
+    /// No token at all (`[Hypercloud] anonymous = true`, hypercloud's own): for the local
+    /// cloud, whose GCE dialect asks for none unless started with `--gce-require-tokens`.
+    Anonymous,
     /// `token-url` with `token-body` (upstream's `AltTokenSource`: POST the body, read
     /// `{"accessToken", "expireTime"}`).
     Alt {
@@ -189,6 +200,8 @@ impl Config {
         }
         let mut token_url: Option<String> = None;
         let mut token_body: Option<String> = None;
+        let mut credentials_file: Option<PathBuf> = None;
+        let mut anonymous = false;
         for e in &file.entries {
             let err = |m: String| Error::ParseCloudConfig {
                 origin: origin.into(),
@@ -240,6 +253,12 @@ impl Config {
                     cfg.tuning.metadata_endpoint =
                         http_url(&v).map_err(err)?.trim_end_matches('/').into()
                 }
+                ("hypercloud", "credentials-file") => {
+                    credentials_file = some().map(PathBuf::from);
+                }
+                ("hypercloud", "anonymous") => {
+                    anonymous = gcfg::parse_bool(e.value.as_deref()).map_err(err)?
+                }
                 ("hypercloud", "metadata-source-address") => {
                     cfg.tuning.metadata_source_address = Some(
                         v.trim()
@@ -264,27 +283,72 @@ impl Config {
                 _ => {} // in an unknown section, already warned about
             }
         }
-        cfg.global.token_source = match (token_url, token_body) {
+        cfg.global.token_source =
+            cfg.token_source(token_url, token_body, credentials_file, anonymous)?;
+        Ok(cfg)
+    }
+
+    /// Which credentials the token keys choose; keys a choice overrides are warned about by
+    /// name, never dropped silently.
+    fn token_source(
+        &mut self,
+        token_url: Option<String>,
+        token_body: Option<String>,
+        credentials_file: Option<PathBuf>,
+        anonymous: bool,
+    ) -> Result<TokenSource> {
+        let origin = self.origin.clone();
+        if anonymous {
+            for (set, key) in [
+                (token_url.is_some(), "[global] token-url"),
+                (token_body.is_some(), "[global] token-body"),
+                (credentials_file.is_some(), "[Hypercloud] credentials-file"),
+            ] {
+                if set {
+                    self.warn(format!(
+                        "{origin}: {key} is ignored: [Hypercloud] anonymous = true sends no token"
+                    ));
+                }
+            }
+            return Ok(TokenSource::Anonymous);
+        }
+        if let Some(path) = credentials_file {
+            for (set, key) in [
+                (token_url.is_some(), "[global] token-url"),
+                (token_body.is_some(), "[global] token-body"),
+            ] {
+                if set {
+                    self.warn(format!(
+                        "{origin}: {key} is ignored: [Hypercloud] credentials-file gives the credentials"
+                    ));
+                }
+            }
+            return Ok(TokenSource::KeyFile(path));
+        }
+        Ok(match (token_url, token_body) {
             (None, None) => TokenSource::Metadata,
             (None, Some(_)) => {
-                cfg.warn(format!(
+                self.warn(format!(
                     "{origin}: [global] token-body without token-url is ignored"
                 ));
                 TokenSource::Metadata
             }
-            (Some(u), _) if u == "nil" => {
-                cfg.warn(format!("{origin}: [global] token-url = nil: upstream then uses Application Default Credentials, which hypercloud does not implement; API requests carry no token"));
-                TokenSource::None
+            (Some(u), body) if u == "nil" => {
+                if body.is_some() {
+                    self.warn(format!(
+                        "{origin}: [global] token-body is ignored with token-url = nil (Application Default Credentials)"
+                    ));
+                }
+                TokenSource::DefaultCredentials
             }
             (Some(u), body) => TokenSource::Alt {
                 url: http_url(&u).map_err(|m| Error::ParseCloudConfig {
-                    origin: origin.into(),
+                    origin: origin.clone(),
                     message: format!("[global] token-url: {m}"),
                 })?,
                 body: body.unwrap_or_default(),
             },
-        };
-        Ok(cfg)
+        })
     }
 
     fn warn(&mut self, message: String) {
@@ -316,8 +380,8 @@ mod tests {
         assert_eq!(c.global.node_tags, ["a", "b"]);
         assert!(c.multizone());
         assert_eq!(c.global.api_endpoint, "http://127.0.0.1:8800/compute/v1/");
-        assert_eq!(c.global.token_source, TokenSource::None);
-        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert_eq!(c.global.token_source, TokenSource::DefaultCredentials);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     }
 
     #[test]
@@ -334,6 +398,42 @@ mod tests {
                 body: "{\"a\": 1}".into()
             }
         );
+    }
+
+    #[test]
+    fn hypercloud_credentials_keys_override_token_url_with_a_warning() {
+        let c = Config::parse(
+            "[global]\ntoken-url = nil\n[Hypercloud]\nanonymous = true\ncredentials-file = /k.json\n",
+            "gce.conf",
+        )
+        .unwrap();
+        assert_eq!(c.global.token_source, TokenSource::Anonymous);
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("token-url is ignored")),
+            "{:?}",
+            c.warnings
+        );
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("credentials-file is ignored")),
+            "{:?}",
+            c.warnings
+        );
+        let c = Config::parse(
+            "[global]\ntoken-url = nil\n[Hypercloud]\ncredentials-file = /k.json\n",
+            "gce.conf",
+        )
+        .unwrap();
+        assert_eq!(
+            c.global.token_source,
+            TokenSource::KeyFile("/k.json".into())
+        );
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        let c = Config::parse("[Hypercloud]\nanonymous = false\n", "gce.conf").unwrap();
+        assert_eq!(c.global.token_source, TokenSource::Metadata);
     }
 
     #[test]

@@ -63,6 +63,29 @@ pub enum Error {
     #[error(transparent)]
     Paginate(#[from] hypercloud_cloudprovider::pager::PagerError),
 
+    /// A credentials file (service-account key) could not be read.
+    #[error("reading credentials")]
+    ReadCredentials(#[source] hypercloud_cloudprovider::input::InputFileError),
+
+    /// Credentials that cannot be used: where they came from (the variable or key and the
+    /// file) and what is wrong, never the key itself.
+    #[error("credentials {origin}: {message}")]
+    Credentials {
+        /// Where the credentials came from (`GOOGLE_APPLICATION_CREDENTIALS /path/key.json`).
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// No access token could be got.
+    #[error("getting an access token with {origin}: {message}")]
+    Token {
+        /// The credentials used (`service-account key /path (sa@p.iam.gserviceaccount.com)`).
+        origin: String,
+        /// Why not: the token endpoint's error (an excerpt), or the transport's.
+        message: String,
+    },
+
     /// The metadata server did not answer as expected.
     #[error("metadata server {path}: {message}")]
     Metadata {
@@ -166,6 +189,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
             | Error::Operation { operation, .. }
             | Error::Decode { operation, .. } => operation.clone(),
             Error::Metadata { .. } => "metadata".into(),
+            Error::Token { .. } => "token".into(),
             Error::PdParameters(_) => "storage class parameters".into(),
             Error::CreateDisk { .. } => "disks.insert".into(),
             Error::DeleteDiskInUse { .. } => "disks.delete".into(),
@@ -191,6 +215,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
             Error::ParseCloudConfig { origin, message } => {
                 hypercloud_cloudprovider::Startup::InvalidConfig { origin, message }
             }
+            Error::ReadCredentials(e) => hypercloud_cloudprovider::Startup::UnreadableFile(e),
             other => hypercloud_cloudprovider::Startup::Other(other),
         }
     }

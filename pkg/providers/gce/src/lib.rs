@@ -22,13 +22,18 @@
 //! use hypercloud_cloudprovider::{CloudConfig, Interface};
 //! let conf = CloudConfig {
 //!     origin: "inline".into(),
-//!     bytes: b"[global]\nproject-id = demo\nlocal-zone = us-central1-a\ntoken-url = nil\napi-endpoint = http://127.0.0.1:8800/compute/v1/\n".to_vec(),
+//!     bytes: b"[global]\nproject-id = demo\nlocal-zone = us-central1-a\napi-endpoint = http://127.0.0.1:8800/compute/v1/\n[Hypercloud]\nanonymous = true\n".to_vec(),
 //! };
 //! let cloud = hypercloud_providers_gce::Gce::from_cloud_config(Some(&conf))?;
 //! cloud.initialize(None).await?;
 //! let zone = cloud.zones().expect("zones").get_zone().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Requests carry a token from the metadata server, a service-account key file (found by the
+//! Application Default Credentials search for `token-url = nil`, as upstream, or named by
+//! `[Hypercloud] credentials-file`) or upstream's `AltTokenSource`; or none
+//! (`[Hypercloud] anonymous = true`): see [`credentials`] and [`config::TokenSource`].
 //!
 //! Start here: [`register`] and [`Gce`], then `src/client.rs` (the Compute v1 REST client and
 //! its operations) and `src/loadbalancer.rs`; [`config`] for `gce.conf`.
@@ -37,6 +42,7 @@
 
 mod client;
 pub mod config;
+pub mod credentials;
 mod disks;
 mod error;
 mod instances;
@@ -87,6 +93,7 @@ pub(crate) struct Resolved {
 pub struct Gce {
     config: Arc<Config>,
     metadata: client::Metadata,
+    credentials: Arc<client::Credentials>,
     resolved: OnceCell<Resolved>,
 }
 
@@ -99,10 +106,16 @@ impl std::fmt::Debug for Gce {
 }
 
 impl Gce {
-    /// A provider for a parsed config.
+    /// A provider for a parsed config. Credentials files are read here (the Application
+    /// Default Credentials search reads the process's environment), so a bad one stops
+    /// start-up naming the file.
     pub fn new(config: Config) -> Result<Self> {
         Ok(Gce {
             metadata: client::Metadata::new(&config)?,
+            credentials: Arc::new(client::Credentials::resolve(
+                &config.global.token_source,
+                |k| std::env::var(k).ok(),
+            )?),
             config: Arc::new(config),
             resolved: OnceCell::new(),
         })
@@ -163,7 +176,12 @@ impl Gce {
             .to_owned(),
         };
         let region = region_of_zone(&local_zone)?;
-        let compute = client::Compute::new(&self.config, project, self.metadata.clone())?;
+        let compute = client::Compute::new(
+            &self.config,
+            project,
+            self.metadata.clone(),
+            self.credentials.clone(),
+        )?;
         let managed_zones = if self.config.multizone() {
             let filter = format!("region eq .*/regions/{region}");
             let mut zones: Vec<String> = compute

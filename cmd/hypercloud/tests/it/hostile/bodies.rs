@@ -445,7 +445,7 @@ fn gce_metadata_answers_are_bounded_and_redirects_refused() {
         metadata_command: false,
         conf: |s| {
             format!(
-                "[global]\ntoken-url = nil\napi-endpoint = {0}/compute/v1/\n[Hypercloud]\nmetadata-endpoint = {0}\n",
+                "[global]\napi-endpoint = {0}/compute/v1/\n[Hypercloud]\nanonymous = true\nmetadata-endpoint = {0}\n",
                 s.url()
             )
         },
@@ -464,8 +464,8 @@ fn gce_compute_answers_are_bounded() {
         metadata_command: false,
         conf: |s| {
             format!(
-                "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nmultizone = true\ntoken-url = nil\n\
-                 api-endpoint = {0}/compute/v1/\n[Hypercloud]\nmetadata-endpoint = {0}\n",
+                "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nmultizone = true\n\
+                 api-endpoint = {0}/compute/v1/\n[Hypercloud]\nanonymous = true\nmetadata-endpoint = {0}\n",
                 s.url()
             )
         },

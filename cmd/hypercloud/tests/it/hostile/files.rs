@@ -897,7 +897,7 @@ fn gce_ssh_keys_are_unchanged_by_refused_keys_and_not_repeated_on_restart() {
         &fx,
         &format!(
             "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nnetwork-name = private\n\
-             token-url = nil\napi-endpoint = {}/compute/v1/\n[Hypercloud]\nmetadata-endpoint = {}\n",
+             api-endpoint = {}/compute/v1/\n[Hypercloud]\nanonymous = true\nmetadata-endpoint = {}\n",
             serve.api_url, serve.metadata_url
         ),
     );

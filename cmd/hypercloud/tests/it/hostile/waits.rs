@@ -281,8 +281,8 @@ fn gce_conf(dir: &Path, server: &Hostile, extra: &str) -> PathBuf {
         &path,
         format!(
             "[global]\nproject-id = demo\nlocal-zone = us-central1-a\nnetwork-name = private\n\
-             token-url = nil\napi-endpoint = {}/compute/v1/\n{extra}\n\
-             [Hypercloud]\nmetadata-endpoint = {}\n",
+             api-endpoint = {}/compute/v1/\n{extra}\n\
+             [Hypercloud]\nanonymous = true\nmetadata-endpoint = {}\n",
             server.url, server.url
         ),
     )

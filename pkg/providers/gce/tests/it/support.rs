@@ -21,11 +21,13 @@ pub struct Cloud {
 
 impl Cloud {
     pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// [`Cloud::start`] with the server's config changed by `tweak`.
+    pub async fn start_with(tweak: impl FnOnce(&mut ServerConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = ServerConfig::ephemeral(dir.path());
-        config.region = "us-central1".into();
-        config.availability_zones = Some(vec![ZONE_A.into(), ZONE_B.into()]);
-        let handle = Server::bind(config).await.unwrap();
+        let handle = Server::bind(Self::config(dir.path(), tweak)).await.unwrap();
         let base = format!("{}/compute/v1/projects/demo/", handle.api_url());
         Cloud {
             handle,
@@ -35,22 +37,51 @@ impl Cloud {
         }
     }
 
+    fn config(dir: &std::path::Path, tweak: impl FnOnce(&mut ServerConfig)) -> ServerConfig {
+        let mut config = ServerConfig::ephemeral(dir);
+        config.region = "us-central1".into();
+        config.availability_zones = Some(vec![ZONE_A.into(), ZONE_B.into()]);
+        tweak(&mut config);
+        config
+    }
+
+    /// Stops the server and starts it again on the same state, with `tweak`.
+    pub async fn restart_with(self, tweak: impl FnOnce(&mut ServerConfig)) -> Self {
+        let Cloud {
+            handle, dir, http, ..
+        } = self;
+        handle.shutdown().await.unwrap();
+        let handle = Server::bind(Self::config(dir.path(), tweak)).await.unwrap();
+        let base = format!("{}/compute/v1/projects/demo/", handle.api_url());
+        Cloud {
+            handle,
+            dir,
+            http,
+            base,
+        }
+    }
+
     /// A `gce` provider on this cloud (all zones of the region managed), initialised.
     pub async fn provider(&self) -> Gce {
+        let gce = self.provider_with("anonymous = true").unwrap();
+        gce.initialize(None).await.unwrap();
+        gce
+    }
+
+    /// A `gce` provider on this cloud with `credentials` in `[Hypercloud]`, not initialised.
+    pub fn provider_with(&self, credentials: &str) -> hypercloud_cloudprovider::Result<Gce> {
         let md = self.handle.metadata_addr().unwrap();
         let conf = format!(
             "[global]\nproject-id = demo\nlocal-zone = {ZONE_A}\nmultizone = true\n\
-             network-name = private\ntoken-url = nil\napi-endpoint = {}/compute/v1/\n\
-             [Hypercloud]\nmetadata-endpoint = http://{md}\n",
+             network-name = private\napi-endpoint = {}/compute/v1/\n\
+             [Hypercloud]\n{credentials}\nmetadata-endpoint = http://{md}\n",
             self.handle.api_url()
         );
         let cc = CloudConfig {
             origin: "test".into(),
             bytes: conf.into_bytes(),
         };
-        let gce = Gce::from_cloud_config(Some(&cc)).unwrap();
-        gce.initialize(None).await.unwrap();
-        gce
+        Gce::from_cloud_config(Some(&cc))
     }
 
     /// A call to the GCE dialect: status and JSON body.
