@@ -540,7 +540,8 @@ fn rbac_is_least_privilege_and_covers_the_controllers() {
     for rule in secret_rules {
         assert_eq!(
             rule["resourceNames"],
-            serde_yaml::from_str::<serde_yaml::Value>("[hypercloud-cloud-credentials]").unwrap(),
+            serde_yaml::from_str::<serde_yaml::Value>("[hypercloud-cloud-credentials]")
+                .expect("yaml"),
             "a Secret rule without exactly the credentials Secret's name: {rule:?}"
         );
     }

@@ -1004,9 +1004,9 @@ labels:
             "[Global]\nsecret-name = g\nsecret-namespace = ns\n[VirtualCenter \"vc\"]\nsecret-name = own\nsecret-namespace = vc-ns\n",
             "x",
         )
-        .unwrap();
+        .expect("per-vCenter secret");
         assert_eq!(
-            c.vcenter.credentials_secret.unwrap().to_string(),
+            c.vcenter.credentials_secret.expect("secret").to_string(),
             "vc-ns/own"
         );
         for (text, want) in [
@@ -1046,7 +1046,7 @@ labels:
             ("other.username", "o"),
             ("other.password", "p"),
         ]);
-        let (user, password) = credentials_from_secret("vc.example", &both).unwrap();
+        let (user, password) = credentials_from_secret("vc.example", &both).expect("credentials");
         assert_eq!(user, "admin@vsphere.local");
         assert_eq!(password.expose(), "hunter2");
         for (d, want) in [
@@ -1063,7 +1063,7 @@ labels:
                 "unknown key \"vc.example.pass\"",
             ),
         ] {
-            let e = credentials_from_secret("vc.example", &d).unwrap_err();
+            let e = credentials_from_secret("vc.example", &d).expect_err("refused");
             assert!(e.contains(want), "{e}");
             assert!(!e.contains("hunter2"), "{e}");
         }

@@ -118,7 +118,10 @@ async fn credentials_follow_a_secret_through_rotation() {
     assert_eq!(os.credentials_health(), Ok(()));
     let instances = os.instances().unwrap();
     instances.instance_type("sec-node").await.unwrap();
-    assert_eq!(credentials_with_tokens(&cloud), [old_id.clone()]);
+    assert_eq!(
+        credentials_with_tokens(&cloud),
+        std::slice::from_ref(&old_id)
+    );
 
     // Rotation: the next request authenticates with the new credential, without a restart.
     put_secret(&secrets, "os-creds", clouds_conf(&new_id, &new_secret)).await;
