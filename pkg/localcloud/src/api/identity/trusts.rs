@@ -14,8 +14,7 @@ use axum::{Extension, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::users::revoke_tokens_where;
-use super::{fmt_keystone_time, Token};
+use super::{fmt_keystone_time, revoke_tokens_where, Token};
 use crate::api::{new_hex_id, now, parse_body, reply, ApiError, Caller, Cloud, Ctx};
 use crate::model::identity::{User, USERS};
 use crate::store::{Read, Tx};

@@ -13,7 +13,7 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{Token, TOKENS};
+use super::revoke_tokens_where;
 use crate::api::{new_hex_id, parse_body, reply, ApiError, Caller, Cloud, Ctx};
 use crate::defaults;
 use crate::model::identity::{Project, User, PROJECTS, USERS};
@@ -247,24 +247,11 @@ async fn delete_user(
             // Its tokens, application credentials and trusts go with it, as in Keystone.
             revoke_tokens_where(tx, |t| t.user_id == id);
             super::trusts::delete_of_user(tx, &id);
-            super::delete_app_creds_of(tx, &id);
+            super::app_creds::delete_app_creds_of(tx, &id);
             Ok(())
         })
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// Deletes the stored tokens `revoked` says so of.
-pub(super) fn revoke_tokens_where(tx: &mut crate::store::Tx<'_>, revoked: impl Fn(&Token) -> bool) {
-    let ids: Vec<String> = tx
-        .list::<Token>(TOKENS)
-        .into_iter()
-        .filter(|t| revoked(t))
-        .map(|t| t.id)
-        .collect();
-    for id in ids {
-        tx.delete(TOKENS, &id);
-    }
 }
 
 #[derive(Deserialize)]
