@@ -242,9 +242,10 @@ impl Config {
             .unwrap_or(0)
     }
 
-    /// The vCenter at [`Config::workspace_vcenter_index`].
-    pub fn workspace_vcenter(&self) -> &VCenter {
-        &self.vcenters[self.workspace_vcenter_index()]
+    /// The vCenter at [`Config::workspace_vcenter_index`] (`None` only for a `Config` built
+    /// by hand without vCenters).
+    pub fn workspace_vcenter(&self) -> Option<&VCenter> {
+        self.vcenters.get(self.workspace_vcenter_index())
     }
 
     fn from_entries(
@@ -918,6 +919,7 @@ fn yaml_entries(text: &str) -> std::result::Result<Vec<Entry>, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -1229,14 +1231,14 @@ datacenter = DC2
             Some("kube-system/a-creds")
         );
         assert_eq!(c.workspace_vcenter_index(), 1);
-        assert_eq!(c.workspace_vcenter().server, "vc-a.example");
+        assert_eq!(c.workspace_vcenter().unwrap().server, "vc-a.example");
         // Without [Workspace] server: the first.
         let c = Config::parse(
             &ini.replace("server = vc-a.example\ndatacenter = DC2\n", ""),
             "x",
         )
         .expect("no workspace server");
-        assert_eq!(c.workspace_vcenter().server, "vc-b.example");
+        assert_eq!(c.workspace_vcenter().unwrap().server, "vc-b.example");
         // The YAML map keeps its order too.
         let y = Config::parse(
             "global:\n  user: u\n  password: p\nvcenter:\n  zz:\n    server: 10.0.0.9\n  aa:\n    server: 10.0.0.1\n",
@@ -1280,7 +1282,7 @@ datacenter = DC2
         )
         .expect("legacy");
         assert_eq!(c.vcenters.len(), 1);
-        assert_eq!(c.workspace_vcenter().server, "old.example");
+        assert_eq!(c.workspace_vcenter().unwrap().server, "old.example");
     }
 
     #[test]

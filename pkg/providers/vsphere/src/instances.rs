@@ -233,7 +233,7 @@ impl VSphere {
                                 .unwrap_or_else(|p| p.into_inner())
                                 .insert(hint_key, inv.index);
                         }
-                        return Ok(Some(vm));
+                        return Ok(Some(*vm));
                     }
                     Ok(Found::Absent) => {}
                     Ok(Found::NotInCachedListing) => stale.push(inv),

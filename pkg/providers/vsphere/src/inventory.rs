@@ -187,8 +187,8 @@ impl Snapshot {
 /// What one look-up in one vCenter's listing found.
 #[derive(Debug)]
 pub(crate) enum Found {
-    /// The VM.
-    Vm(Vm),
+    /// The VM (boxed: the other variants are empty).
+    Vm(Box<Vm>),
     /// Not in this vCenter: the listing was just made (or `SearchIndex` was asked).
     Absent,
     /// Not in a listing made earlier: a new listing may have it.
@@ -528,11 +528,14 @@ impl Inventory {
     /// look-ups are not batched and `SearchIndex` said so).
     pub async fn find_listed(&self, key: Key<'_>, force: bool) -> Result<Found> {
         if !self.batched() {
-            return Ok(self.discover(key).await?.map_or(Found::Absent, Found::Vm));
+            return Ok(self
+                .discover(key)
+                .await?
+                .map_or(Found::Absent, |vm| Found::Vm(Box::new(vm))));
         }
         let (snap, fresh) = self.snapshot(force).await?;
         Ok(match snap.find(key) {
-            Some(vm) => Found::Vm(vm.clone()),
+            Some(vm) => Found::Vm(Box::new(vm.clone())),
             None if fresh => Found::Absent,
             None => Found::NotInCachedListing,
         })

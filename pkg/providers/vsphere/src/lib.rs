@@ -127,6 +127,12 @@ impl VSphere {
         for w in &config.warnings {
             tracing::warn!(origin = %config.origin, "vsphere cloud config: {w}");
         }
+        if config.vcenters.is_empty() {
+            return Err(Error::ParseCloudConfig {
+                origin: config.origin.clone(),
+                message: "no vCenter configured".into(),
+            });
+        }
         let vcenters = config
             .vcenters
             .iter()
@@ -172,8 +178,8 @@ impl VSphere {
     /// The inventory of the vCenter volumes are provisioned on ([`Config::workspace_vcenter`]).
     fn workspace(&self) -> &inventory::Inventory {
         let i = self.config.workspace_vcenter_index();
-        // `new` made one inventory per configured vCenter, and a config has at least one.
-        &self.vcenters[i.min(self.vcenters.len().saturating_sub(1))]
+        // `new` made one inventory per configured vCenter, and refused a config without one.
+        &self.vcenters[i]
     }
 
     /// HTTP requests sent to vCenter so far (SOAP and vAPI, logins included), every vCenter's.
