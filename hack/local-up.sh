@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -15,6 +15,11 @@
 #   --cloud vsphere:           vcsim, VMware's vCenter simulator, --cloud-provider=vsphere
 #                              (steps in hack/lib/cloud-vsphere.sh); vSphere has no load
 #                              balancers, so the load balancer step is skipped and says so.
+#   --vcenters N:              (--cloud vsphere) N vcsims as N vCenters (default 1), the k-th
+#                              on 127.0.0.k, vsphere.conf with one [VirtualCenter] section each
+#                              and the Nodes spread over them (node-I in vCenter ((I-1) mod N)+1,
+#                              zone-K on the k-th one's host); the provider finds each Node's VM
+#                              in whichever vCenter has it.
 #   --cloud gce:               the local cloud spoken to in its Compute Engine v1 dialect, with
 #                              GCE's metadata server, --cloud-provider=gce (steps in
 #                              hack/lib/cloud-gce.sh); the load balancer is a forwarding rule to
@@ -74,7 +79,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
 
-mode=external nodes=3 smoke=false dump="" cloud=local ui=false creds=file
+mode=external nodes=3 smoke=false dump="" cloud=local ui=false creds=file vcenters=""
 export HYPERCLOUD_CACHE="${HYPERCLOUD_CACHE:-$HOME/.cache/hypercloud}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HYPERCLOUD_CACHE/target}"
 dir="$HYPERCLOUD_CACHE/local-up"
@@ -84,6 +89,8 @@ while [ $# -gt 0 ]; do
     --mode=*) mode="${1#--mode=}"; shift ;;
     --nodes) nodes="${2:-}"; shift 2 ;;
     --nodes=*) nodes="${1#--nodes=}"; shift ;;
+    --vcenters) vcenters="${2:-}"; shift 2 ;;
+    --vcenters=*) vcenters="${1#--vcenters=}"; shift ;;
     --dir) dir="${2:-}"; shift 2 ;;
     --dir=*) dir="${1#--dir=}"; shift ;;
     --dump) dump="${2:-}"; shift 2 ;;
@@ -106,6 +113,12 @@ if [ "$creds" = secret ] && [ "$cloud" != local ]; then
 fi
 case "$nodes" in ''|*[!0-9]*) echo "local-up: --nodes must be a number, got '$nodes'" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 50 ] || { echo "local-up: --nodes must be between 1 and 50" >&2; exit 2; }
+if [ -n "$vcenters" ] && [ "$cloud" != vsphere ]; then
+  echo "local-up: --vcenters is for --cloud vsphere only (several vCenters), not --cloud $cloud" >&2; exit 2
+fi
+vcenters="${vcenters:-1}"
+case "$vcenters" in ''|*[!0-9]*) echo "local-up: --vcenters must be a number, got '$vcenters'" >&2; exit 2 ;; esac
+[ "$vcenters" -ge 1 ] && [ "$vcenters" -le 4 ] || { echo "local-up: --vcenters must be between 1 and 4" >&2; exit 2; }
 
 n=0
 step() { n=$((n + 1)); printf '\n[%d] %s\n' "$n" "$*"; }

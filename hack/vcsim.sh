@@ -4,12 +4,14 @@
 #   hack/vcsim.sh build           build vcsim and govc at GOVMOMI_VERSION (hack/versions.env) into
 #                                 $HYPERCLOUD_CACHE/govmomi/bin/<version>/ (skipped when built)
 #   hack/vcsim.sh bin             print that directory (building first when needed)
-#   hack/vcsim.sh start DIR [VCSIM FLAGS...]
-#                                 start vcsim on a free 127.0.0.1 port with user "user", password
-#                                 "pass" and the default inventory (or the flags given, e.g.
-#                                 -dc 2 -host 2 -vm 3), wait until it answers, and write
-#                                 DIR/env.sh (GOVC_URL, GOVC_INSECURE, VCSIM_PORT, VCSIM_BIN) and
-#                                 DIR/vsphere.conf (a legacy INI config for it); print env.sh
+#   hack/vcsim.sh start DIR [--host ADDR] [VCSIM FLAGS...]
+#                                 start vcsim on a free port of 127.0.0.1 (or the loopback
+#                                 address ADDR, e.g. 127.0.0.2: a second vCenter of another
+#                                 server name) with user "user", password "pass" and the default
+#                                 inventory (or the flags given, e.g. -dc 2 -host 2 -vm 3), wait
+#                                 until it answers, and write DIR/env.sh (GOVC_URL, GOVC_INSECURE,
+#                                 VCSIM_HOST, VCSIM_PORT, VCSIM_BIN) and DIR/vsphere.conf (a legacy
+#                                 INI config for it); print env.sh
 #   hack/vcsim.sh stop DIR        stop the vcsim `start` started in DIR (by its recorded pid)
 #
 # Every failure ends with `vcsim: step "<step>" failed: ...` on stderr and a non-zero exit.
@@ -54,27 +56,33 @@ free_port() {
 }
 
 cmd_start() {
-	local dir="${1:?usage: hack/vcsim.sh start DIR [VCSIM FLAGS...]}"
+	local dir="${1:?usage: hack/vcsim.sh start DIR [--host ADDR] [VCSIM FLAGS...]}" host=127.0.0.1
 	shift
+	if [[ "${1:-}" == --host ]]; then
+		host="${2:?--host needs a loopback address}"
+		shift 2
+	fi
+	[[ "$host" == 127.* ]] || fail "--host $host is not a loopback address (127.x.y.z)"
 	cmd_build
 	mkdir -p "$dir"
 	cmd_stop "$dir" 2>/dev/null || true
 	step "start vcsim"
 	local port
 	port="$(free_port)"
-	setsid "$BIN/vcsim" -l "127.0.0.1:$port" -username user -password pass "$@" \
+	setsid "$BIN/vcsim" -l "$host:$port" -username user -password pass "$@" \
 		</dev/null >"$dir/vcsim.log" 2>&1 &
 	echo $! >"$dir/vcsim.pid"
-	step "wait for vcsim on 127.0.0.1:$port"
+	step "wait for vcsim on $host:$port"
 	local deadline=$((SECONDS + 60))
-	until GOVC_URL="https://user:pass@127.0.0.1:$port/sdk" GOVC_INSECURE=1 "$BIN/govc" about >/dev/null 2>&1; do
+	until GOVC_URL="https://user:pass@$host:$port/sdk" GOVC_INSECURE=1 "$BIN/govc" about >/dev/null 2>&1; do
 		kill -0 "$(cat "$dir/vcsim.pid")" 2>/dev/null || { tail -n 20 "$dir/vcsim.log" >&2; fail "vcsim exited (see $dir/vcsim.log)"; }
 		((SECONDS < deadline)) || fail "vcsim not answering after 60s (see $dir/vcsim.log)"
 		sleep 0.2
 	done
 	cat >"$dir/env.sh" <<ENV
-export GOVC_URL=https://user:pass@127.0.0.1:$port/sdk
+export GOVC_URL=https://user:pass@$host:$port/sdk
 export GOVC_INSECURE=1
+export VCSIM_HOST=$host
 export VCSIM_PORT=$port
 export VCSIM_BIN=$BIN
 ENV
@@ -86,13 +94,13 @@ port = "$port"
 insecure-flag = "1"
 datacenters = "DC0"
 
-[VirtualCenter "127.0.0.1"]
+[VirtualCenter "$host"]
 
 [Labels]
 region = "k8s-region"
 zone = "k8s-zone"
 CONF
-	log "vcsim ready on 127.0.0.1:$port (log $dir/vcsim.log)"
+	log "vcsim ready on $host:$port (log $dir/vcsim.log)"
 	cat "$dir/env.sh"
 }
 

@@ -1,7 +1,9 @@
 //! VMware's vCenter simulator (`vcsim`, from govmomi) for the vsphere provider's tests, and
 //! `govc`, VMware's CLI, to change and cross-check its inventory. Both are built once by
 //! `hack/vcsim.sh build` (pinned in hack/versions.env); each [`Vcsim`] is its own simulator
-//! process on a free 127.0.0.1 port with user `user`, password `pass`, killed when dropped.
+//! process on a free port of 127.0.0.1 (or another loopback address, [`Vcsim::start_on`], so
+//! that two simulators are two vCenters of different server names) with user `user`,
+//! password `pass`, killed when dropped.
 //!
 //! The default inventory (`vcsim` without flags): datacenter `DC0` with a standalone host
 //! `DC0_H0` (VMs `DC0_H0_VM0`, `DC0_H0_VM1`) and cluster `DC0_C0` of three hosts (VMs
@@ -24,6 +26,7 @@ pub fn bin_dir() -> &'static Path {
 /// A running simulator.
 pub struct Vcsim {
     proc: Proc,
+    host: String,
     port: u16,
     _dir: tempfile::TempDir,
 }
@@ -32,16 +35,24 @@ impl Vcsim {
     /// Starts `vcsim` with the default inventory plus `flags` (e.g. `["-vm", "3"]`) and waits
     /// until `govc about` answers.
     pub fn start(flags: &[&str]) -> Vcsim {
+        Vcsim::start_on("127.0.0.1", flags)
+    }
+
+    /// As [`Vcsim::start`], listening on `host`, a loopback address such as `127.0.0.2`
+    /// (Linux routes all of 127.0.0.0/8 to the loopback interface). The port is one free on
+    /// 127.0.0.1, which vcsim then binds on `host`.
+    pub fn start_on(host: &str, flags: &[&str]) -> Vcsim {
         let dir = tempfile::tempdir().expect("temp dir for vcsim");
         let port = free_port();
         let mut cmd = Command::new(bin_dir().join("vcsim"));
         cmd.arg("-l")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("{host}:{port}"))
             .args(["-username", "user", "-password", "pass"])
             .args(flags);
         let proc = Proc::spawn("vcsim", cmd, dir.path().join("vcsim.log"));
         let mut sim = Vcsim {
             proc,
+            host: host.to_owned(),
             port,
             _dir: dir,
         };
@@ -60,30 +71,45 @@ impl Vcsim {
         }
     }
 
-    /// The port it listens on (127.0.0.1).
+    /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `https://user:pass@127.0.0.1:PORT/sdk`, for `GOVC_URL`.
+    /// The address it listens on (127.0.0.1 unless started with [`Vcsim::start_on`]): the
+    /// vCenter's server name in a `vsphere.conf`.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// `https://user:pass@HOST:PORT/sdk`, for `GOVC_URL`.
     pub fn url(&self) -> String {
-        format!("https://user:pass@127.0.0.1:{}/sdk", self.port)
+        format!("https://user:pass@{}:{}/sdk", self.host, self.port)
     }
 
     /// A legacy INI `vsphere.conf` for it (datacenter DC0, zone/region categories
     /// `k8s-zone`/`k8s-region`) with `extra` appended.
     pub fn ini_conf(&self, extra: &str) -> String {
         format!(
-            "[Global]\nuser = \"user\"\npassword = \"pass\"\nport = \"{}\"\ninsecure-flag = \"1\"\ndatacenters = \"DC0\"\n\n[VirtualCenter \"127.0.0.1\"]\n\n[Labels]\nregion = \"k8s-region\"\nzone = \"k8s-zone\"\n{extra}",
-            self.port
+            "[Global]\nuser = \"user\"\npassword = \"pass\"\nport = \"{}\"\ninsecure-flag = \"1\"\ndatacenters = \"DC0\"\n\n[VirtualCenter \"{}\"]\n\n[Labels]\nregion = \"k8s-region\"\nzone = \"k8s-zone\"\n{extra}",
+            self.port, self.host
+        )
+    }
+
+    /// Its `[VirtualCenter "HOST"]` section with its own port (for a config of several
+    /// simulators, whose `[Global]` has the user, password and datacenters).
+    pub fn ini_section(&self) -> String {
+        format!(
+            "[VirtualCenter \"{}\"]\nport = \"{}\"\n",
+            self.host, self.port
         )
     }
 
     /// The same as YAML, cloud-provider-vsphere's format.
     pub fn yaml_conf(&self, extra: &str) -> String {
         format!(
-            "global:\n  user: user\n  password: pass\n  port: {}\n  insecure-flag: true\n  datacenters:\n    - DC0\nvcenter:\n  local:\n    server: 127.0.0.1\nlabels:\n  region: k8s-region\n  zone: k8s-zone\n{extra}",
-            self.port
+            "global:\n  user: user\n  password: pass\n  port: {}\n  insecure-flag: true\n  datacenters:\n    - DC0\nvcenter:\n  local:\n    server: {}\nlabels:\n  region: k8s-region\n  zone: k8s-zone\n{extra}",
+            self.port, self.host
         )
     }
 

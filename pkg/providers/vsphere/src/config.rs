@@ -9,7 +9,6 @@
 //! Upstream equivalents: legacy-cloud-providers/vsphere `VSphereConfig`, cloud-provider-vsphere
 //! `pkg/common/config` (`ReadConfig` tries YAML first, then INI).
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -74,7 +73,8 @@ impl IpFamily {
     }
 }
 
-/// The vCenter to talk to.
+/// One vCenter to talk to: a `[VirtualCenter "host"]` section (YAML `vcenter:` entry), or the
+/// legacy `[Global] server`, with `[Global]`'s values where the section sets none.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VCenter {
     /// Host name or IP (the `[VirtualCenter "..."]` name unless `server` is set).
@@ -154,9 +154,9 @@ pub struct Nodes {
 /// `[Workspace]` of the legacy format: where the in-tree volume plugin provisioned disks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Workspace {
-    /// `server`: must name the configured vCenter.
+    /// `server`: must name one of the configured vCenters; volumes are provisioned there.
     pub server: Option<String>,
-    /// `datacenter`: must be one of the configured datacenters.
+    /// `datacenter`: must be one of the datacenters of the workspace vCenter.
     pub datacenter: Option<String>,
     /// `folder`.
     pub folder: Option<String>,
@@ -173,8 +173,10 @@ pub struct Config {
     pub origin: String,
     /// Which format it was (`ini` or `yaml`).
     pub format: &'static str,
-    /// The one vCenter.
-    pub vcenter: VCenter,
+    /// Every vCenter, in the order of their sections (never empty; upstream keeps them in a
+    /// map). Nodes are looked for in each, in this order; see [`Config::workspace_vcenter`]
+    /// for the one volumes are provisioned on.
+    pub vcenters: Vec<VCenter>,
     /// Tag categories.
     pub labels: Labels,
     /// Address selection.
@@ -228,6 +230,24 @@ impl Config {
         Self::from_entries(format, entries, origin).map_err(err)
     }
 
+    /// The index in [`Config::vcenters`] of the vCenter volumes are provisioned on and deleted
+    /// from: the one `[Workspace] server` names (checked when parsing), else the first (the
+    /// only one, with one vCenter). Upstream's legacy provider used `[Workspace] server` the
+    /// same way (`getVSphereInstanceForServer(Workspace.VCenterIP)`).
+    pub fn workspace_vcenter_index(&self) -> usize {
+        self.workspace
+            .server
+            .as_deref()
+            .and_then(|ws| self.vcenters.iter().position(|vc| vc.server == ws))
+            .unwrap_or(0)
+    }
+
+    /// The vCenter at [`Config::workspace_vcenter_index`] (`None` only for a `Config` built
+    /// by hand without vCenters).
+    pub fn workspace_vcenter(&self) -> Option<&VCenter> {
+        self.vcenters.get(self.workspace_vcenter_index())
+    }
+
     fn from_entries(
         format: &'static str,
         entries: Vec<Entry>,
@@ -252,7 +272,7 @@ impl Entry {
 }
 
 /// Values of one vCenter section before defaults.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct VcRaw {
     server: Option<String>,
     port: Option<u16>,
@@ -288,7 +308,8 @@ impl VcRaw {
 #[derive(Default)]
 struct Builder {
     global: VcRaw,
-    vcenters: BTreeMap<String, VcRaw>,
+    /// The VirtualCenter sections by name, in file order; a name repeated adds to its section.
+    vcenters: Vec<(String, VcRaw)>,
     labels: Labels,
     nodes: Nodes,
     workspace: Workspace,
@@ -329,7 +350,7 @@ impl Builder {
                     .ok_or(
                         "a VirtualCenter section needs the server name: [VirtualCenter \"host\"]",
                     )?;
-                let vc = self.vcenters.entry(name).or_default();
+                let vc = self.vcenter_section(name);
                 if !vc_key(vc, key, v)? {
                     self.unknown(e)
                 }
@@ -400,7 +421,7 @@ impl Builder {
                     .ok_or(
                         "a VirtualCenter section needs the server name: [VirtualCenter \"host\"]",
                     )?;
-                self.vcenters.entry(name).or_default();
+                self.vcenter_section(name);
             }
             "global" | "labels" | "nodes" | "network" | "workspace" | "disk" | "hypercloud" => {}
             other => self
@@ -408,6 +429,18 @@ impl Builder {
                 .push(format!("{}: unknown section [{other}] ignored", e.at)),
         }
         Ok(())
+    }
+
+    /// The raw values of the VirtualCenter section `name`, added at the end when new.
+    fn vcenter_section(&mut self, name: String) -> &mut VcRaw {
+        let i = match self.vcenters.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                self.vcenters.push((name, VcRaw::default()));
+                self.vcenters.len() - 1
+            }
+        };
+        &mut self.vcenters[i].1
     }
 
     fn global_key(&mut self, e: &Entry, key: &str, v: &str) -> std::result::Result<(), String> {
@@ -475,18 +508,101 @@ impl Builder {
     }
 
     fn finish(mut self, format: &'static str, origin: &str) -> std::result::Result<Config, String> {
-        if self.vcenters.len() > 1 {
-            return Err(format!(
-                "{} VirtualCenter sections ({}); hypercloud's vsphere provider talks to one vCenter",
-                self.vcenters.len(),
-                self.vcenters.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
-        }
         let g = std::mem::take(&mut self.global);
-        let (name, vc) = match self.vcenters.pop_first() {
-            Some((name, vc)) => (Some(name), vc),
-            None => (None, VcRaw::default()),
+        let sections = std::mem::take(&mut self.vcenters);
+        let mut vcenters: Vec<VCenter> = Vec::with_capacity(sections.len().max(1));
+        if sections.is_empty() {
+            // [Global] server is the legacy single-vCenter form.
+            vcenters.push(self.vcenter(None, VcRaw::default(), &g)?);
+        }
+        for (name, vc) in sections {
+            let vcenter = self.vcenter(Some(name.clone()), vc, &g)?;
+            if let Some(same) = vcenters
+                .iter()
+                .find(|o| o.server == vcenter.server && o.port == vcenter.port)
+            {
+                return Err(format!(
+                    "[VirtualCenter {name:?}] is vCenter {} again (server and port of an earlier section); each vCenter is configured once",
+                    same.address()
+                ));
+            }
+            vcenters.push(vcenter);
+        }
+        let workspace_vc = match &self.workspace.server {
+            None => &vcenters[0],
+            Some(ws) => match vcenters.iter().find(|vc| &vc.server == ws) {
+                Some(vc) => vc,
+                None if vcenters.len() == 1 => {
+                    return Err(format!(
+                        "[Workspace] server {ws:?} is not the configured vCenter {:?}",
+                        vcenters[0].server
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "[Workspace] server {ws:?} is not one of the configured vCenters ({})",
+                        vcenters
+                            .iter()
+                            .map(|vc| vc.server.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }
+            },
         };
+        if let Some(dc) = &self.workspace.datacenter {
+            let datacenters = &workspace_vc.datacenters;
+            if !datacenters.is_empty() && !datacenters.contains(dc) {
+                return Err(format!(
+                    "[Workspace] datacenter {dc:?} is not one of datacenters ({})",
+                    datacenters.join(", ")
+                ));
+            }
+        }
+        // default-datastore is where volumes go; folder and resourcepool-path placed the
+        // dummy VMs of storage-policy volumes, which hypercloud refuses.
+        for (key, set) in [
+            ("folder", self.workspace.folder.is_some()),
+            (
+                "resourcepool-path",
+                self.workspace.resourcepool_path.is_some(),
+            ),
+        ] {
+            if set {
+                self.warnings.push(format!(
+                    "[Workspace] {key}: accepted but has no effect: upstream placed the dummy VMs of storage-policy volumes there; hypercloud's vsphere provider makes no storage-policy volumes"
+                ));
+            }
+        }
+        Ok(Config {
+            origin: origin.into(),
+            format,
+            vcenters,
+            labels: self.labels,
+            nodes: self.nodes,
+            workspace: self.workspace,
+            vm_uuid: self.vm_uuid,
+            product_uuid_file: self
+                .product_uuid_file
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_PRODUCT_UUID_FILE)),
+            cache_ttl: self.cache_ttl.unwrap_or(DEFAULT_CACHE_TTL),
+            task_timeout: self.task_timeout.unwrap_or(DEFAULT_TASK_TIMEOUT),
+            scsi_controller_type: self
+                .scsi_controller_type
+                .unwrap_or(SCSI_CONTROLLER_TYPES[0].1),
+            warnings: self.warnings,
+        })
+    }
+
+    /// One vCenter from its section's values (`name` is the section's; `None` for the legacy
+    /// `[Global] server` form), `[Global]`'s where the section sets none.
+    fn vcenter(
+        &self,
+        name: Option<String>,
+        vc: VcRaw,
+        g: &VcRaw,
+    ) -> std::result::Result<VCenter, String> {
+        let g = g.clone();
         let credentials_secret = match vc.secret("[VirtualCenter]")? {
             Some(s) => Some(s),
             None => g.secret("[Global]")?,
@@ -510,38 +626,7 @@ impl Builder {
                 "no password for vCenter {server:?}: set password in [Global] or the VirtualCenter section, or name a Secret (secret-name, secret-namespace)"
             )),
         };
-        let datacenters = vc.datacenters.or(g.datacenters).unwrap_or_default();
-        if let Some(ws) = &self.workspace.server {
-            if ws != &server {
-                return Err(format!(
-                    "[Workspace] server {ws:?} is not the configured vCenter {server:?}"
-                ));
-            }
-        }
-        if let Some(dc) = &self.workspace.datacenter {
-            if !datacenters.is_empty() && !datacenters.contains(dc) {
-                return Err(format!(
-                    "[Workspace] datacenter {dc:?} is not one of datacenters ({})",
-                    datacenters.join(", ")
-                ));
-            }
-        }
-        // default-datastore is where volumes go; folder and resourcepool-path placed the
-        // dummy VMs of storage-policy volumes, which hypercloud refuses.
-        for (key, set) in [
-            ("folder", self.workspace.folder.is_some()),
-            (
-                "resourcepool-path",
-                self.workspace.resourcepool_path.is_some(),
-            ),
-        ] {
-            if set {
-                self.warnings.push(format!(
-                    "[Workspace] {key}: accepted but has no effect: upstream placed the dummy VMs of storage-policy volumes there; hypercloud's vsphere provider makes no storage-policy volumes"
-                ));
-            }
-        }
-        let vcenter = VCenter {
+        Ok(VCenter {
             server,
             port: vc.port.or(g.port).unwrap_or(443),
             user,
@@ -549,7 +634,7 @@ impl Builder {
             insecure: vc.insecure.or(g.insecure).unwrap_or(false),
             ca_file: vc.ca_file.or(g.ca_file),
             thumbprint: vc.thumbprint.or(g.thumbprint),
-            datacenters,
+            datacenters: vc.datacenters.or(g.datacenters).unwrap_or_default(),
             ip_families: vc
                 .ip_families
                 .or(g.ip_families)
@@ -557,24 +642,6 @@ impl Builder {
             roundtrip_count: vc.roundtrip_count.or(g.roundtrip_count).unwrap_or(3),
             plain_http: self.plain_http,
             credentials_secret,
-        };
-        Ok(Config {
-            origin: origin.into(),
-            format,
-            vcenter,
-            labels: self.labels,
-            nodes: self.nodes,
-            workspace: self.workspace,
-            vm_uuid: self.vm_uuid,
-            product_uuid_file: self
-                .product_uuid_file
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_PRODUCT_UUID_FILE)),
-            cache_ttl: self.cache_ttl.unwrap_or(DEFAULT_CACHE_TTL),
-            task_timeout: self.task_timeout.unwrap_or(DEFAULT_TASK_TIMEOUT),
-            scsi_controller_type: self
-                .scsi_controller_type
-                .unwrap_or(SCSI_CONTROLLER_TYPES[0].1),
-            warnings: self.warnings,
         })
     }
 }
@@ -852,6 +919,7 @@ fn yaml_entries(text: &str) -> std::result::Result<Vec<Entry>, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -901,14 +969,14 @@ labels:
         let yaml = Config::parse(YAML, "a.yaml").expect("yaml");
         assert_eq!(ini.format, "ini");
         assert_eq!(yaml.format, "yaml");
-        assert_eq!(ini.vcenter, yaml.vcenter);
+        assert_eq!(ini.vcenters, yaml.vcenters);
         assert_eq!(ini.labels, yaml.labels);
-        assert_eq!(ini.vcenter.port, 8989);
-        assert_eq!(ini.vcenter.password.expose(), "s3cr\"et");
-        assert_eq!(ini.vcenter.datacenters, vec!["DC0", "DC1"]);
-        assert!(ini.vcenter.insecure);
+        assert_eq!(ini.vcenters[0].port, 8989);
+        assert_eq!(ini.vcenters[0].password.expose(), "s3cr\"et");
+        assert_eq!(ini.vcenters[0].datacenters, vec!["DC0", "DC1"]);
+        assert!(ini.vcenters[0].insecure);
         assert_eq!(ini.labels.zone.as_deref(), Some("k8s-zone"));
-        assert_eq!(ini.vcenter.ip_families, vec![IpFamily::V4]);
+        assert_eq!(ini.vcenters[0].ip_families, vec![IpFamily::V4]);
         // Unknown keys are warned about by name in both.
         assert!(
             ini.warnings.iter().any(|w| w.contains("[labels] colour")),
@@ -926,7 +994,7 @@ labels:
             ini.workspace.default_datastore.as_deref(),
             Some("LocalDS_0")
         );
-        assert!(!format!("{:?}", ini.vcenter).contains("s3cr"));
+        assert!(!format!("{:?}", ini.vcenters).contains("s3cr"));
     }
 
     #[test]
@@ -993,7 +1061,7 @@ labels:
         )
         .expect("credentials from the global Secret");
         assert_eq!(
-            c.vcenter.credentials_secret,
+            c.vcenters[0].credentials_secret,
             Some(SecretRef {
                 namespace: "kube-system".into(),
                 name: "vcreds".into()
@@ -1006,7 +1074,11 @@ labels:
         )
         .expect("per-vCenter secret");
         assert_eq!(
-            c.vcenter.credentials_secret.expect("secret").to_string(),
+            c.vcenters[0]
+                .credentials_secret
+                .clone()
+                .unwrap()
+                .to_string(),
             "vc-ns/own"
         );
         for (text, want) in [
@@ -1081,7 +1153,7 @@ labels:
         )
         .expect("global thumbprint");
         assert_eq!(
-            c.vcenter
+            c.vcenters[0]
                 .thumbprint
                 .as_ref()
                 .map(ToString::to_string)
@@ -1094,7 +1166,10 @@ labels:
         )
         .expect("per-vCenter thumbprint");
         assert_eq!(
-            c.vcenter.thumbprint.map(|t| t.to_string().len()),
+            c.vcenters[0]
+                .thumbprint
+                .as_ref()
+                .map(|t| t.to_string().len()),
             Some(32 * 3 - 1)
         );
         for bad in ["nothex", "AB:C", "AB:CD"] {
@@ -1115,13 +1190,99 @@ labels:
             .expect_err("no pw")
             .to_string();
         assert!(err.contains("no password"), "{err}");
-        let err = Config::parse(
-            "[Global]\nuser=u\npassword=p\n[VirtualCenter \"a\"]\n[VirtualCenter \"b\"]\n",
+    }
+
+    #[test]
+    fn several_vcenters_keep_their_order_and_fall_back_to_global() {
+        let ini = r#"
+[Global]
+user = g
+password = gp
+port = 443
+datacenters = DC0
+[VirtualCenter "vc-b.example"]
+user = b
+port = 8443
+[VirtualCenter "vc-a.example"]
+datacenters = DC1, DC2
+secret-name = a-creds
+secret-namespace = kube-system
+[Workspace]
+server = vc-a.example
+datacenter = DC2
+"#;
+        let c = Config::parse(ini, "x").expect("two vCenters");
+        let servers: Vec<&str> = c.vcenters.iter().map(|v| v.server.as_str()).collect();
+        assert_eq!(servers, ["vc-b.example", "vc-a.example"], "file order");
+        let (b, a) = (&c.vcenters[0], &c.vcenters[1]);
+        assert_eq!(
+            (b.user.as_str(), b.password.expose(), b.port),
+            ("b", "gp", 8443)
+        );
+        assert_eq!(b.datacenters, ["DC0"]);
+        assert_eq!(b.credentials_secret, None);
+        assert_eq!((a.user.as_str(), a.port), ("g", 443));
+        assert_eq!(a.datacenters, ["DC1", "DC2"]);
+        assert_eq!(
+            a.credentials_secret
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("kube-system/a-creds")
+        );
+        assert_eq!(c.workspace_vcenter_index(), 1);
+        assert_eq!(c.workspace_vcenter().unwrap().server, "vc-a.example");
+        // Without [Workspace] server: the first.
+        let c = Config::parse(
+            &ini.replace("server = vc-a.example\ndatacenter = DC2\n", ""),
             "x",
         )
-        .expect_err("two")
-        .to_string();
-        assert!(err.contains("one vCenter"), "{err}");
+        .expect("no workspace server");
+        assert_eq!(c.workspace_vcenter().unwrap().server, "vc-b.example");
+        // The YAML map keeps its order too.
+        let y = Config::parse(
+            "global:\n  user: u\n  password: p\nvcenter:\n  zz:\n    server: 10.0.0.9\n  aa:\n    server: 10.0.0.1\n",
+            "y",
+        )
+        .expect("yaml");
+        assert_eq!(y.vcenters[0].server, "10.0.0.9");
+        assert_eq!(y.vcenters[1].server, "10.0.0.1");
+        for (text, want) in [
+            (
+                ini.replace("server = vc-a.example", "server = vc-c.example"),
+                "[Workspace] server \"vc-c.example\" is not one of the configured vCenters (vc-b.example, vc-a.example)",
+            ),
+            (
+                ini.replace("datacenter = DC2", "datacenter = DC0"),
+                "[Workspace] datacenter \"DC0\" is not one of datacenters (DC1, DC2)",
+            ),
+            (
+                "[Global]\nuser=u\npassword=p\n[VirtualCenter \"a\"]\nserver = h\n[VirtualCenter \"b\"]\nserver = h\n".into(),
+                "[VirtualCenter \"b\"] is vCenter h:443 again",
+            ),
+            (
+                "[Global]\nuser=u\n[VirtualCenter \"a\"]\npassword = p\n[VirtualCenter \"b\"]\n".into(),
+                "no password for vCenter \"b\"",
+            ),
+        ] {
+            let err = Config::parse(&text, "x").expect_err(want).to_string();
+            assert!(err.contains(want), "{err}");
+        }
+        // The same host on another port is another vCenter.
+        let c = Config::parse(
+            "[Global]\nuser=u\npassword=p\n[VirtualCenter \"a\"]\nserver = h\n[VirtualCenter \"b\"]\nserver = h\nport = 444\n",
+            "x",
+        )
+        .expect("two ports");
+        assert_eq!(c.vcenters.len(), 2);
+        // The legacy [Global] server form is one vCenter.
+        let c = Config::parse(
+            "[Global]\nserver = old.example\nuser = u\npassword = p\n",
+            "x",
+        )
+        .expect("legacy");
+        assert_eq!(c.vcenters.len(), 1);
+        assert_eq!(c.workspace_vcenter().unwrap().server, "old.example");
     }
 
     #[test]
@@ -1149,10 +1310,10 @@ task-timeout = 2s
             "x",
         )
         .expect("valid");
-        assert_eq!(c.vcenter.user, "v");
-        assert_eq!(c.vcenter.password.expose(), "gp");
-        assert_eq!(c.vcenter.port, 8443);
-        assert_eq!(c.vcenter.ip_families, vec![IpFamily::V6, IpFamily::V4]);
+        assert_eq!(c.vcenters[0].user, "v");
+        assert_eq!(c.vcenters[0].password.expose(), "gp");
+        assert_eq!(c.vcenters[0].port, 8443);
+        assert_eq!(c.vcenters[0].ip_families, vec![IpFamily::V6, IpFamily::V4]);
         assert_eq!(
             c.nodes.internal_subnet,
             Some("10.1.0.0/16".parse().expect("cidr"))
@@ -1162,7 +1323,7 @@ task-timeout = 2s
         assert_eq!(c.product_uuid_file, PathBuf::from("/tmp/uuid"));
         assert_eq!(c.cache_ttl, Duration::from_millis(500));
         assert_eq!(c.task_timeout, Duration::from_secs(2));
-        assert_eq!(c.vcenter.base_url(), "https://vc.example:8443");
+        assert_eq!(c.vcenters[0].base_url(), "https://vc.example:8443");
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //! `volumePath`. Not here, and refused by name: storage policies and vSAN capabilities
 //! (SPBM, which needs a dummy VM per volume upstream), and expansion, which the in-tree
 //! plugin of Kubernetes v1.20 did not have (only the vSphere CSI driver grows disks).
+//!
+//! With several vCenters, as upstream's legacy provider: volumes are created and deleted on
+//! the `[Workspace] server` vCenter ([`crate::Config::workspace_vcenter`]); attaching,
+//! detaching and checking attachments go to the vCenter that has the node's VM.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,7 +27,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::error::{Error, Result};
-use crate::inventory::{swapped_uuid, Key};
+use crate::inventory::{swapped_uuid, Inventory, Key};
 use crate::soap::{
     self, DeviceSpec, FileBackedVirtualDiskSpec, Moref, ObjectContent, ScsiControllerSpec,
     VirtualDevice, VirtualDeviceConfigSpec, VirtualDiskSpec, VirtualMachineConfigSpec,
@@ -275,8 +279,8 @@ impl VSphere {
                 "[Labels] zone names no tag category, so no host is in a zone; name a datastore in the StorageClass".into(),
             ));
         };
-        let datastores: Vec<Placement> = self
-            .inventory
+        let inv = self.workspace();
+        let datastores: Vec<Placement> = inv
             .datastore_mounts()
             .await?
             .iter()
@@ -285,8 +289,8 @@ impl VSphere {
         let hosts: BTreeSet<&String> = datastores.iter().flat_map(|d| &d.hosts).collect();
         let mut zone_hosts = BTreeSet::new();
         for host in hosts {
-            let chain = self.inventory.ancestry(host).await?;
-            let tags = self.inventory.tags_of(&chain).await?;
+            let chain = inv.ancestry(host).await?;
+            let tags = inv.tags_of(&chain).await?;
             let nearest = chain.iter().find_map(|o| {
                 tags.get(&o.value)?
                     .iter()
@@ -312,17 +316,18 @@ impl VSphere {
         Ok(chosen.name.clone())
     }
 
-    /// The datacenter in scope holding the datastore `name`: `(datacenter, datastore)`.
-    async fn datastore_location(&self, name: &str) -> Result<(Moref, Moref)> {
-        let names = if self.config.vcenter.datacenters.is_empty() {
-            self.inventory.all_datacenter_names().await?
+    /// The datacenter in scope of `inv`'s vCenter holding the datastore `name`:
+    /// `(datacenter, datastore)`.
+    async fn datastore_location(&self, inv: &Inventory, name: &str) -> Result<(Moref, Moref)> {
+        let datacenters = &inv.client.vcenter().datacenters;
+        let names = if datacenters.is_empty() {
+            inv.all_datacenter_names().await?
         } else {
-            self.config.vcenter.datacenters.clone()
+            datacenters.clone()
         };
-        let resolved = self.inventory.datacenters().await;
+        let resolved = inv.datacenters().await;
         for (i, dc_name) in names.iter().enumerate() {
-            let Some(ds) = self
-                .inventory
+            let Some(ds) = inv
                 .find_by_path(&format!("{dc_name}/datastore/{name}"))
                 .await?
                 .filter(|m| m.kind == "Datastore")
@@ -331,8 +336,7 @@ impl VSphere {
             };
             let dc = match resolved.get(i) {
                 Some(dc) if names.len() == resolved.len() => dc.clone(),
-                _ => self
-                    .inventory
+                _ => inv
                     .find_by_path(dc_name)
                     .await?
                     .filter(|m| m.kind == "Datacenter")
@@ -348,10 +352,9 @@ impl VSphere {
     }
 
     /// `FileManager.MakeDirectory` with parents; a directory already there is fine.
-    async fn make_directory(&self, dir: &str, dc: &Moref) -> Result<()> {
+    async fn make_directory(&self, inv: &Inventory, dir: &str, dc: &Moref) -> Result<()> {
         let (dir, dc) = (dir.to_owned(), dc.clone());
-        match self
-            .inventory
+        match inv
             .client
             .call(|sc| {
                 Ok(soap::MakeDirectory::new(
@@ -370,23 +373,52 @@ impl VSphere {
         }
     }
 
-    /// Starts a task and waits for it.
+    /// Starts a task on `inv`'s vCenter and waits for it.
     async fn run_task<M: soap::Method<Return = Moref>>(
         &self,
+        inv: &Inventory,
         build: impl Fn(&soap::ServiceContent) -> Result<M>,
     ) -> Result<()> {
-        let task = self.inventory.client.call(build).await?;
-        self.inventory
-            .wait_for_task(&task, M::NAME, self.config.task_timeout)
+        let task = inv.client.call(build).await?;
+        inv.wait_for_task(&task, M::NAME, self.config.task_timeout)
             .await
     }
 
-    /// The VM of an instance ID (its BIOS UUID) with its devices; `None` when it is gone.
-    async fn vm_with_devices(&self, instance_id: &str) -> Result<Option<ObjectContent>> {
-        let Some(vm) = self.inventory.find(Key::Uuid(instance_id)).await? else {
+    /// The VM of an instance ID (its BIOS UUID) with its devices, and the vCenter that has
+    /// it; `None` when it is gone.
+    async fn vm_with_devices(
+        &self,
+        instance_id: &str,
+    ) -> CloudResult<Option<(&Inventory, ObjectContent)>> {
+        let Some(vm) = self.locate(Key::Uuid(instance_id)).await? else {
             return Ok(None);
         };
-        self.inventory.vm_devices_of(&vm.moref).await
+        let inv = self.inventory_of(&vm);
+        let devices = inv
+            .vm_devices_of(&vm.moref)
+            .await
+            .map_err(|e| self.naming_vcenter(inv, e))?;
+        Ok(devices.map(|d| (inv, d)))
+    }
+
+    /// Every VM's devices in the vCenter that has the VM of `instance_id`, found by one
+    /// listing of each vCenter in config order; a vCenter that fails is skipped unless no
+    /// other has the VM. [`CloudError::InstanceNotFound`] when none has it.
+    async fn devices_listing_with(
+        &self,
+        instance_id: &str,
+    ) -> CloudResult<(&Inventory, Vec<ObjectContent>)> {
+        let mut first_error = None;
+        for inv in &self.vcenters {
+            match inv.vm_devices().await {
+                Ok(vms) if vms.iter().any(|vm| is_vm(vm, instance_id)) => return Ok((inv, vms)),
+                Ok(_) => {}
+                Err(e) => {
+                    first_error.get_or_insert(self.naming_vcenter(inv, e));
+                }
+            }
+        }
+        Err(first_error.map_or(CloudError::InstanceNotFound, Into::into))
     }
 
     /// The VMDKs under `kubevols/` on `datastore` (through its `browser`) whose names match
@@ -395,14 +427,14 @@ impl VSphere {
     /// datastore without `kubevols/` has none.
     async fn search_volumes(
         &self,
+        inv: &Inventory,
         datastore: &str,
         browser: &Moref,
         pattern: &str,
     ) -> Result<Vec<(String, Option<i64>)>> {
         let folder = format!("[{datastore}] {VOLUME_DIR}");
         let f = folder.clone();
-        let task = self
-            .inventory
+        let task = inv
             .client
             .call(|_| {
                 Ok(soap::SearchDatastore_Task::new(
@@ -412,8 +444,7 @@ impl VSphere {
                 ))
             })
             .await?;
-        let result = match self
-            .inventory
+        let result = match inv
             .wait_for_task_result(&task, "SearchDatastore_Task", self.config.task_timeout)
             .await
         {
@@ -434,11 +465,11 @@ impl VSphere {
         &self,
         instance_id: &str,
         volume_path: &str,
-    ) -> Result<Option<VirtualDevice>> {
+    ) -> CloudResult<Option<VirtualDevice>> {
         Ok(self
             .vm_with_devices(instance_id)
             .await?
-            .and_then(|vm| disk_of(devices(&vm), volume_path).cloned()))
+            .and_then(|(_, vm)| disk_of(devices(&vm), volume_path).cloned()))
     }
 }
 
@@ -494,6 +525,7 @@ impl VolumeProvisioner for VSphere {
     /// datastore's.
     async fn create_volume(&self, request: &VolumeRequest) -> CloudResult<ProvisionedVolume> {
         let kind = disk_type(&request.volume_type)?;
+        let inv = self.workspace();
         let datastore = if !request.pool.is_empty() {
             request.pool.clone()
         } else if !request.zone.is_empty() {
@@ -515,15 +547,15 @@ impl VolumeProvisioner for VSphere {
                 format!("{} GiB is too large", request.size_gib),
             )
         })?;
-        let (dc, ds) = self.datastore_location(&datastore).await?;
+        let (dc, ds) = self.datastore_location(inv, &datastore).await?;
         // The datastore decides the zone (its tags label the PV).
-        let labels = self.labels_of_datastore(&ds, &datastore).await?;
-        self.make_directory(&format!("[{datastore}] {VOLUME_DIR}"), &dc)
+        let labels = self.labels_of_datastore(inv, &ds, &datastore).await?;
+        self.make_directory(inv, &format!("[{datastore}] {VOLUME_DIR}"), &dc)
             .await?;
         let path = format!("[{datastore}] {VOLUME_DIR}/{}.vmdk", request.name);
         let p = path.clone();
         match self
-            .run_task(|sc| {
+            .run_task(inv, |sc| {
                 Ok(soap::CreateVirtualDisk_Task::new(
                     sc.virtual_disk_manager
                         .clone()
@@ -557,7 +589,8 @@ impl VolumeProvisioner for VSphere {
         let (ds, _) = parse_volume_path(volume_id).ok_or_else(|| Error::VolumePath {
             path: volume_id.to_owned(),
         })?;
-        let dc = match self.datastore_location(ds).await {
+        let inv = self.workspace();
+        let dc = match self.datastore_location(inv, ds).await {
             Ok((dc, _)) => dc,
             Err(Error::UnknownDatastore { .. }) => {
                 tracing::warn!(volume_id, "datastore not found; assuming the disk is gone");
@@ -565,7 +598,7 @@ impl VolumeProvisioner for VSphere {
             }
             Err(e) => return Err(e.into()),
         };
-        for vm in self.inventory.vm_devices().await? {
+        for vm in inv.vm_devices().await? {
             if disk_of(devices(&vm), volume_id).is_some() {
                 return Err(Error::DeleteDiskInUse {
                     disk: volume_id.to_owned(),
@@ -576,7 +609,7 @@ impl VolumeProvisioner for VSphere {
         }
         let path = volume_id.to_owned();
         match self
-            .run_task(|sc| {
+            .run_task(inv, |sc| {
                 Ok(soap::DeleteVirtualDisk_Task::new(
                     sc.virtual_disk_manager
                         .clone()
@@ -634,8 +667,24 @@ impl VolumeProvisioner for VSphere {
             }
             VolumeFilter::All => (None, "*.vmdk".to_owned()),
         };
+        let mut out = Vec::new();
+        for inv in &self.vcenters {
+            out.extend(self.find_volumes_in(inv, only_ds, &pattern).await?);
+        }
+        Ok(out)
+    }
+}
+
+impl VSphere {
+    /// [`VolumeProvisioner::find_volumes`] in one vCenter: its datastores, its VMs.
+    async fn find_volumes_in(
+        &self,
+        inv: &Inventory,
+        only_ds: Option<&str>,
+        pattern: &str,
+    ) -> CloudResult<Vec<CloudVolume>> {
         let mut found = Vec::new();
-        for ds in self.inventory.datastore_browsers().await? {
+        for ds in inv.datastore_browsers().await? {
             let name = ds.text("name").unwrap_or_default().to_owned();
             let Some(browser) = ds.text("browser").filter(|b| !b.is_empty()) else {
                 continue;
@@ -644,12 +693,12 @@ impl VolumeProvisioner for VSphere {
                 continue;
             }
             let browser = Moref::new("HostDatastoreBrowser", browser);
-            found.extend(self.search_volumes(&name, &browser, &pattern).await?);
+            found.extend(self.search_volumes(inv, &name, &browser, pattern).await?);
         }
         if found.is_empty() {
             return Ok(Vec::new());
         }
-        let vms = self.inventory.vm_devices().await?;
+        let vms = inv.vm_devices().await?;
         let kib_to_gib = |kb: i64| u64::try_from(kb).unwrap_or_default().div_ceil(1024 * 1024);
         Ok(found
             .into_iter()
@@ -710,7 +759,7 @@ impl VolumeAttacher for VSphere {
         parse_volume_path(volume_id).ok_or_else(|| Error::VolumePath {
             path: volume_id.to_owned(),
         })?;
-        let vms = self.inventory.vm_devices().await?;
+        let (inv, vms) = self.devices_listing_with(instance_id).await?;
         let vm = vms
             .iter()
             .find(|vm| is_vm(vm, instance_id))
@@ -748,10 +797,11 @@ impl VolumeAttacher for VSphere {
                     }],
                 };
                 tracing::info!(vm = %vm_name(vm), bus, kind, "adding a SCSI controller for volumes");
-                self.run_task(|_| Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone())))
-                    .await?;
-                let again = self
-                    .inventory
+                self.run_task(inv, |_| {
+                    Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone()))
+                })
+                .await?;
+                let again = inv
                     .vm_devices_of(&target)
                     .await?
                     .ok_or(CloudError::InstanceNotFound)?;
@@ -766,15 +816,17 @@ impl VolumeAttacher for VSphere {
                 )),
             }],
         };
-        self.run_task(|_| Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone())))
-            .await?;
+        self.run_task(inv, |_| {
+            Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone()))
+        })
+        .await?;
         Ok(())
     }
 
     /// As upstream `DetachDisk`: a VM that is gone, or does not have the disk, has nothing
     /// to detach; else `ReconfigVM_Task` removes the device (the VMDK stays) and its task.
     async fn detach_disk(&self, instance_id: &str, volume_id: &str) -> CloudResult<()> {
-        let Some(vm) = self.vm_with_devices(instance_id).await? else {
+        let Some((inv, vm)) = self.vm_with_devices(instance_id).await? else {
             tracing::warn!(
                 instance_id,
                 volume_id,
@@ -798,8 +850,10 @@ impl VolumeAttacher for VSphere {
             }],
         };
         let target = vm.obj.clone();
-        self.run_task(|_| Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone())))
-            .await?;
+        self.run_task(inv, |_| {
+            Ok(soap::ReconfigVM_Task::new(target.clone(), spec.clone()))
+        })
+        .await?;
         Ok(())
     }
 
@@ -829,7 +883,7 @@ impl VolumeAttacher for VSphere {
                 let attached = match &vm {
                     None => true,
                     Some(None) => false,
-                    Some(Some(vm)) => disk_of(devices(vm), v).is_some(),
+                    Some(Some((_, vm))) => disk_of(devices(vm), v).is_some(),
                 };
                 (v.clone(), attached)
             })

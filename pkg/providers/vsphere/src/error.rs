@@ -79,6 +79,16 @@ pub enum Error {
         fault: String,
     },
 
+    /// A call to one of several vCenters failed: which one (errors that name their vCenter
+    /// already, and every error with one vCenter, are not wrapped).
+    #[error("vCenter {server}")]
+    AtVCenter {
+        /// `host:port`.
+        server: String,
+        /// What failed there.
+        source: Box<Error>,
+    },
+
     /// A configured datacenter is not in the inventory.
     #[error("datacenter {name:?} (configured in datacenters) does not exist in vCenter {server}; it has: {known}")]
     UnknownDatacenter {
@@ -228,6 +238,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
 
     fn operation(&self) -> String {
         match self {
+            Error::AtVCenter { source, .. } => source.operation(),
             Error::Transport { operation, .. }
             | Error::Fault { operation, .. }
             | Error::Decode { operation, .. }
@@ -252,6 +263,7 @@ impl hypercloud_cloudprovider::ProviderError for Error {
 
     fn status(&self) -> Option<u16> {
         match self {
+            Error::AtVCenter { source, .. } => source.status(),
             Error::Decode { status, .. } | Error::Rest { status, .. } => Some(*status),
             Error::Fault { .. } | Error::Task { .. } => Some(500),
             _ => None,

@@ -5,7 +5,10 @@
 //! DNS name or IP). Addresses come from `guest.net` as cloud-provider-vsphere chooses them;
 //! the instance type from the VM hardware (`vsphere-vm.cpu-N.mem-Mgb.os-OS`); zones and
 //! regions from tags in the `[Labels]` categories on the host's ancestry. In the kubelet
-//! (in-tree), the node's own VM is found by the UUID in `product_uuid` first.
+//! (in-tree), the node's own VM is found by the UUID in `product_uuid` first. With several
+//! vCenters, each is searched in config order (the one that had the VM last time first) and
+//! the VM's zone, addresses and power state come from the vCenter that has it; upstream's
+//! NodeManager (`DiscoverNode`) searches every vCenter the same way.
 //! Upstream equivalents: cloud-provider-vsphere `instances.go`, `instances_v2.go`,
 //! `nodemanager.go` (`DiscoverNode`), `zones.go`; legacy `vsphere.go` (`NodeAddresses`,
 //! `GetZone`).
@@ -20,7 +23,7 @@ use hypercloud_cloudprovider::{
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::config::{Config, IpFamily};
-use crate::inventory::{Key, Vm};
+use crate::inventory::{Found, Inventory, Key, Vm};
 use crate::VSphere;
 
 /// The provider ID scheme.
@@ -124,7 +127,11 @@ pub(crate) fn node_addresses(
     let same_net = |want: &Option<String>, net: &str| {
         want.as_deref().is_some_and(|w| w.eq_ignore_ascii_case(net))
     };
-    for family in &cfg.vcenter.ip_families {
+    let families = cfg
+        .vcenters
+        .get(vm.vcenter)
+        .map_or(&[IpFamily::V4][..], |vc| &vc.ip_families[..]);
+    for family in families {
         let of_family: Vec<&(IpAddr, String)> = candidates
             .iter()
             .filter(|(ip, _)| family.matches(ip))
@@ -183,12 +190,72 @@ pub(crate) fn node_addresses(
 }
 
 impl VSphere {
-    /// The VM for `key`; [`CloudError::InstanceNotFound`] when vCenter has none.
+    /// The inventory of the vCenter that has `vm`.
+    pub(crate) fn inventory_of(&self, vm: &Vm) -> &Inventory {
+        &self.vcenters[vm.vcenter]
+    }
+
+    /// The VM for `key` in whichever vCenter has it: each vCenter's current listing in turn
+    /// (the vCenter that had it last time first, then config order), then a new listing of
+    /// each whose listing was older than this call. A vCenter that fails is skipped; its
+    /// error is returned only when no other vCenter has the VM (as upstream's `DiscoverNode`),
+    /// so an unreachable vCenter never makes a VM "not found".
+    pub(crate) async fn locate(&self, key: Key<'_>) -> Result<Option<Vm>> {
+        let hint_key = match key {
+            Key::Uuid(u) => format!("uuid:{}", u.to_lowercase()),
+            Key::Name(n) => format!("name:{n}"),
+        };
+        let hint = self
+            .located
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&hint_key)
+            .copied();
+        let order: Vec<&Inventory> = hint
+            .and_then(|i| self.vcenters.get(i))
+            .into_iter()
+            .chain(self.vcenters.iter().filter(|v| Some(v.index) != hint))
+            .collect();
+        let mut first_error = None;
+        let mut stale = Vec::new();
+        for force in [false, true] {
+            let round = if force {
+                std::mem::take(&mut stale)
+            } else {
+                order.clone()
+            };
+            for inv in round {
+                match inv.find_listed(key, force).await {
+                    Ok(Found::Vm(vm)) => {
+                        if self.vcenters.len() > 1 {
+                            self.located
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(hint_key, inv.index);
+                        }
+                        return Ok(Some(*vm));
+                    }
+                    Ok(Found::Absent) => {}
+                    Ok(Found::NotInCachedListing) => stale.push(inv),
+                    Err(e) => {
+                        let e = self.naming_vcenter(inv, e);
+                        if self.vcenters.len() > 1 {
+                            tracing::warn!(error = %hypercloud_cloudprovider::Chain(&e), "looking for a VM in one of the vCenters failed; trying the others");
+                        }
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(None),
+        }
+    }
+
+    /// The VM for `key`; [`CloudError::InstanceNotFound`] when no vCenter has one.
     async fn vm(&self, key: Key<'_>) -> Result<Vm> {
-        self.inventory
-            .find(key)
-            .await?
-            .ok_or(CloudError::InstanceNotFound)
+        self.locate(key).await?.ok_or(CloudError::InstanceNotFound)
     }
 
     /// The VM of a node by name: this machine's own VM by its SMBIOS UUID when the name is
@@ -223,9 +290,7 @@ impl VSphere {
             .and_then(|s| s.provider_id.as_deref())
             .filter(|s| !s.is_empty());
         let found = if let Some(id) = spec_id {
-            self.inventory
-                .find(Key::Uuid(parse_provider_id(id)?))
-                .await?
+            self.locate(Key::Uuid(parse_provider_id(id)?)).await?
         } else {
             let system_uuid = node
                 .status
@@ -234,7 +299,7 @@ impl VSphere {
                 .map(|i| i.system_uuid.as_str())
                 .filter(|s| !s.is_empty());
             let by_uuid = match system_uuid {
-                Some(u) => self.inventory.find(Key::Uuid(u)).await?,
+                Some(u) => self.locate(Key::Uuid(u)).await?,
                 None => None,
             };
             match by_uuid {
@@ -270,18 +335,26 @@ impl VSphere {
                 format!("VM {:?} has no host (runtime.host)", vm.name),
             )
         })?;
-        let chain = self.inventory.ancestry(host).await?;
-        self.zone_of_objects(&chain, &vm.name).await
+        let inv = self.inventory_of(vm);
+        let chain = inv
+            .ancestry(host)
+            .await
+            .map_err(|e| self.naming_vcenter(inv, e))?;
+        self.zone_of_objects(inv, &chain, &vm.name).await
     }
 
-    /// The zone and region tags nearest the start of `chain`.
+    /// The zone and region tags nearest the start of `chain` (objects of `inv`'s vCenter).
     pub(crate) async fn zone_of_objects(
         &self,
+        inv: &Inventory,
         chain: &[crate::soap::Moref],
         what: &str,
     ) -> Result<Zone> {
         let labels = &self.config.labels;
-        let tags = self.inventory.tags_of(chain).await?;
+        let tags = inv
+            .tags_of(chain)
+            .await
+            .map_err(|e| self.naming_vcenter(inv, e))?;
         let nearest = |category: &Option<String>| -> Option<String> {
             let category = category.as_deref()?;
             chain.iter().find_map(|o| {

@@ -48,6 +48,9 @@ const PAGE: u32 = 1000;
 /// One VM as a Node needs it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Vm {
+    /// Which vCenter has it: the index of its inventory (and of its [`crate::config::VCenter`]
+    /// in [`crate::Config::vcenters`]).
+    pub vcenter: usize,
     pub moref: Moref,
     pub name: String,
     /// `config.uuid` (the SMBIOS UUID), lower case.
@@ -64,13 +67,14 @@ pub(crate) struct Vm {
 }
 
 impl Vm {
-    fn from_content(o: &ObjectContent) -> Self {
+    fn from_content(vcenter: usize, o: &ObjectContent) -> Self {
         let num = |p: &str| {
             o.text(p)
                 .and_then(|t| t.trim().parse::<u64>().ok())
                 .unwrap_or(0)
         };
         Vm {
+            vcenter,
             moref: o.obj.clone(),
             name: o.text("name").unwrap_or_default().to_owned(),
             uuid: o.text("config.uuid").unwrap_or_default().to_lowercase(),
@@ -180,6 +184,17 @@ impl Snapshot {
     }
 }
 
+/// What one look-up in one vCenter's listing found.
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// The VM (boxed: the other variants are empty).
+    Vm(Box<Vm>),
+    /// Not in this vCenter: the listing was just made (or `SearchIndex` was asked).
+    Absent,
+    /// Not in a listing made earlier: a new listing may have it.
+    NotInCachedListing,
+}
+
 /// A tag as the zone look-up needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Tag {
@@ -219,8 +234,10 @@ struct AttachedTags {
 
 type Timed<T> = Option<(Instant, T)>;
 
-/// The inventory reader with its caches.
+/// The inventory reader of one vCenter, with its caches.
 pub(crate) struct Inventory {
+    /// Its place among the configured vCenters (what [`Vm::vcenter`] says).
+    pub index: usize,
     pub client: Client,
     ttl: Duration,
     tag_ttl: Duration,
@@ -242,8 +259,9 @@ pub(crate) struct Inventory {
 }
 
 impl Inventory {
-    pub fn new(client: Client, ttl: Duration, tag_ttl: Duration) -> Self {
+    pub fn new(index: usize, client: Client, ttl: Duration, tag_ttl: Duration) -> Self {
         Inventory {
+            index,
             client,
             ttl,
             tag_ttl,
@@ -505,20 +523,22 @@ impl Inventory {
         !self.ttl.is_zero()
     }
 
-    /// The VM a Node names, or `None` when vCenter has none.
-    pub async fn find(&self, key: Key<'_>) -> Result<Option<Vm>> {
+    /// The VM a Node names in the current listing (a new one when `force`), or whether its
+    /// absence is final (the listing was made by this call, or
+    /// look-ups are not batched and `SearchIndex` said so).
+    pub async fn find_listed(&self, key: Key<'_>, force: bool) -> Result<Found> {
         if !self.batched() {
-            return self.discover(key).await;
+            return Ok(self
+                .discover(key)
+                .await?
+                .map_or(Found::Absent, |vm| Found::Vm(Box::new(vm))));
         }
-        let (snap, fresh) = self.snapshot(false).await?;
-        if let Some(vm) = snap.find(key) {
-            return Ok(Some(vm.clone()));
-        }
-        if fresh {
-            return Ok(None);
-        }
-        let (snap, _) = self.snapshot(true).await?;
-        Ok(snap.find(key).cloned())
+        let (snap, fresh) = self.snapshot(force).await?;
+        Ok(match snap.find(key) {
+            Some(vm) => Found::Vm(Box::new(vm.clone())),
+            None if fresh => Found::Absent,
+            None => Found::NotInCachedListing,
+        })
     }
 
     /// The current listing (`fresh`: made by this call).
@@ -534,7 +554,7 @@ impl Inventory {
             let objs = self
                 .list_view(&scope, "VirtualMachine", &VM_PROPERTIES)
                 .await?;
-            vms.extend(objs.iter().map(Vm::from_content));
+            vms.extend(objs.iter().map(|o| Vm::from_content(self.index, o)));
         }
         let snap = Arc::new(Snapshot::new(vms));
         tracing::debug!(vms = snap.len(), "listed every VM in scope");
@@ -679,7 +699,7 @@ impl Inventory {
             })
             .await;
         match objs {
-            Ok(objs) => Ok(objs.first().map(Vm::from_content)),
+            Ok(objs) => Ok(objs.first().map(|o| Vm::from_content(self.index, o))),
             // Deleted between the search and the read.
             Err(Error::Fault { fault, .. }) if fault == "ManagedObjectNotFound" => Ok(None),
             Err(e) => Err(e),

@@ -14,6 +14,13 @@
 //! `kubevols/` on a datastore, added to and removed from VMs; expansion refused by name, as
 //! upstream v1.20 had none). Not supported, as upstream: LoadBalancer, Routes, Clusters.
 //!
+//! Several vCenters (`[VirtualCenter "host"]` sections, as upstream): one connection and one
+//! inventory each. A node's VM is looked for in every vCenter, in the order of the sections
+//! (the vCenter that had it last is asked first), and whatever concerns that VM (zones,
+//! addresses, existence, disks attached to it) is asked of the vCenter that has it. Volumes
+//! are provisioned and deleted on the `[Workspace] server` vCenter
+//! ([`Config::workspace_vcenter`]).
+//!
 //! ```no_run
 //! # async fn demo() -> hypercloud_cloudprovider::Result<()> {
 //! use hypercloud_cloudprovider::{CloudConfig, Interface};
@@ -43,7 +50,8 @@ mod soap;
 mod volumes;
 
 use hypercloud_cloudprovider::ProviderError as _;
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -95,10 +103,14 @@ struct LocalNode {
 /// The vSphere cloud provider.
 pub struct VSphere {
     config: Arc<Config>,
-    inventory: inventory::Inventory,
+    /// One inventory (and connection) per vCenter, in the order of [`Config::vcenters`].
+    vcenters: Vec<inventory::Inventory>,
+    /// Which vCenter had a VM when it was last found, by look-up key: asked first next time.
+    located: Mutex<HashMap<String, usize>>,
     local: OnceLock<LocalNode>,
-    /// The followed credentials Secret (`secret-name`), from [`Interface::initialize`].
-    credentials: OnceLock<CredentialSecret>,
+    /// The followed credentials Secrets (`secret-name`), each once, from
+    /// [`Interface::initialize`].
+    credentials: OnceLock<Vec<CredentialSecret>>,
 }
 
 impl std::fmt::Debug for VSphere {
@@ -115,9 +127,29 @@ impl VSphere {
         for w in &config.warnings {
             tracing::warn!(origin = %config.origin, "vsphere cloud config: {w}");
         }
-        let client = client::Client::new(config.vcenter.clone())?;
+        if config.vcenters.is_empty() {
+            return Err(Error::ParseCloudConfig {
+                origin: config.origin.clone(),
+                message: "no vCenter configured".into(),
+            });
+        }
+        let vcenters = config
+            .vcenters
+            .iter()
+            .enumerate()
+            .map(|(i, vc)| {
+                let client = client::Client::new(vc.clone())?;
+                Ok(inventory::Inventory::new(
+                    i,
+                    client,
+                    config.cache_ttl,
+                    TAG_CACHE_TTL,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(VSphere {
-            inventory: inventory::Inventory::new(client, config.cache_ttl, TAG_CACHE_TTL),
+            vcenters,
+            located: Mutex::new(HashMap::new()),
             config: Arc::new(config),
             local: OnceLock::new(),
             credentials: OnceLock::new(),
@@ -143,30 +175,49 @@ impl VSphere {
         &self.config
     }
 
-    /// HTTP requests sent to vCenter so far (SOAP and vAPI, logins included).
+    /// The inventory of the vCenter volumes are provisioned on ([`Config::workspace_vcenter`]).
+    fn workspace(&self) -> &inventory::Inventory {
+        let i = self.config.workspace_vcenter_index();
+        // `new` made one inventory per configured vCenter, and refused a config without one.
+        &self.vcenters[i]
+    }
+
+    /// HTTP requests sent to vCenter so far (SOAP and vAPI, logins included), every vCenter's.
     pub fn api_calls(&self) -> u64 {
-        self.inventory.client.calls()
+        self.vcenters.iter().map(|v| v.client.calls()).sum()
     }
 
     /// Task reads after the first one (the task was still running), so far: how fast vCenter
     /// finished, not what the provider asked; included in [`VSphere::api_calls`].
     pub fn task_repolls(&self) -> u64 {
-        self.inventory.task_repolls()
+        self.vcenters.iter().map(|v| v.task_repolls()).sum()
     }
 
-    /// SOAP logins so far: 1 after start-up, one more per expired session.
+    /// SOAP logins so far, every vCenter's: 1 per vCenter after start-up, one more per
+    /// expired session.
     pub fn logins(&self) -> u64 {
-        self.inventory.client.logins()
+        self.vcenters.iter().map(|v| v.client.logins()).sum()
     }
 
     /// Forgets cached listings and tags, so the next look-up asks vCenter.
     pub async fn invalidate_cache(&self) {
-        self.inventory.invalidate().await;
+        for v in &self.vcenters {
+            v.invalidate().await;
+        }
     }
 
-    /// Ends the SOAP and vAPI sessions (`SessionManager.Logout`).
+    /// Ends the SOAP and vAPI sessions (`SessionManager.Logout`) of every vCenter; the first
+    /// error, after trying them all.
     pub async fn logout(&self) -> Result<()> {
-        self.inventory.client.logout().await
+        let mut first = Ok(());
+        for v in &self.vcenters {
+            if let Err(e) = v.client.logout().await {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
     }
 
     /// This machine's VM UUID: `[Global] vm-uuid`, else the product UUID file
@@ -197,19 +248,38 @@ impl VSphere {
         Ok(uuid)
     }
 
-    /// How many versions of the credentials Secret were applied so far (the one read at
-    /// start included); 0 without `secret-name`.
+    /// How many versions of the credentials Secrets were applied so far (the ones read at
+    /// start included), summed over the followed Secrets; 0 without `secret-name`.
     pub fn credentials_versions(&self) -> u64 {
         self.credentials
             .get()
-            .map_or(0, CredentialSecret::applied_count)
+            .map_or(0, |s| s.iter().map(CredentialSecret::applied_count).sum())
+    }
+
+    /// Each distinct credentials Secret the vCenters name, once, in the order of the vCenters
+    /// that name it first, with the indices of every vCenter that uses it.
+    fn credentials_secrets(&self) -> Vec<(SecretRef, Vec<usize>)> {
+        let mut out: Vec<(SecretRef, Vec<usize>)> = Vec::new();
+        for (i, vc) in self.config.vcenters.iter().enumerate() {
+            let Some(secret) = &vc.credentials_secret else {
+                continue;
+            };
+            match out.iter_mut().find(|(s, _)| s == secret) {
+                Some((_, users)) => users.push(i),
+                None => out.push((secret.clone(), vec![i])),
+            }
+        }
+        out
     }
 
     /// Reads `secret` (with `client`, else the in-cluster configuration) and follows it: each
-    /// version's `<server>.username` and `<server>.password` are used from the next login on.
+    /// version's `<server>.username` and `<server>.password` are used from the next login on
+    /// by every vCenter of `users`. A version that lacks any of their keys is refused as a
+    /// whole: no vCenter's credentials change.
     async fn follow_credentials(
         &self,
         secret: SecretRef,
+        users: &[usize],
         client: Option<kube::Client>,
     ) -> hypercloud_cloudprovider::Result<CredentialSecret> {
         let startup =
@@ -222,16 +292,63 @@ impl VSphere {
                 ))
             })?,
         };
-        let server = self.config.vcenter.server.clone();
-        let credentials = self.inventory.client.credentials();
+        let targets: Vec<(String, Arc<client::Credentials>)> = users
+            .iter()
+            .filter_map(|&i| self.vcenters.get(i))
+            .map(|v| (v.client.vcenter().server.clone(), v.client.credentials()))
+            .collect();
         let apply: credential_secret::Apply = Arc::new(move |data| {
-            let (user, password) = config::credentials_from_secret(&server, data)?;
-            credentials.replace(user, password);
+            let read = targets
+                .iter()
+                .map(|(server, _)| config::credentials_from_secret(server, data))
+                .collect::<std::result::Result<Vec<_>, String>>()?;
+            for ((_, credentials), (user, password)) in targets.iter().zip(read) {
+                credentials.replace(user, password);
+            }
             Ok(())
         });
         CredentialSecret::follow(client, secret, apply)
             .await
             .map_err(|e| startup(e.to_string()))
+    }
+
+    /// Logs in to one vCenter and finds its datacenters, within [`STARTUP_DEADLINE`].
+    async fn start_vcenter(
+        &self,
+        inv: &inventory::Inventory,
+    ) -> hypercloud_cloudprovider::Result<()> {
+        let vc = inv.client.vcenter();
+        let init = async {
+            inv.client.ensure_session().await?;
+            inv.resolve_datacenters(&vc.datacenters).await
+        };
+        match tokio::time::timeout(STARTUP_DEADLINE, init).await {
+            Ok(done) => done.map_err(|e| hypercloud_cloudprovider::Error::Initialize {
+                provider: PROVIDER_NAME.into(),
+                source: Box::new(self.naming_vcenter(inv, e)),
+            }),
+            Err(_) => Err(hypercloud_cloudprovider::Error::initialize(
+                PROVIDER_NAME,
+                format!(
+                    "vCenter {}: logging in and finding the datacenters took more than {}s (start-up deadline, all retries included)",
+                    vc.address(),
+                    STARTUP_DEADLINE.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// `e`, from `inv`'s vCenter, naming that vCenter when several are configured and `e`
+    /// does not name it already (with one vCenter, errors stay as they always were).
+    fn naming_vcenter(&self, inv: &inventory::Inventory, e: Error) -> Error {
+        match e {
+            e @ (Error::InvalidLogin { .. } | Error::UnknownDatacenter { .. }) => e,
+            e if self.vcenters.len() == 1 => e,
+            e => Error::AtVCenter {
+                server: inv.client.vcenter().address(),
+                source: Box::new(e),
+            },
+        }
     }
 
     fn remember_local_node(&self, node_name: &str) -> Result<()> {
@@ -252,49 +369,48 @@ impl VSphere {
 
 #[async_trait]
 impl Interface for VSphere {
-    /// Reads and then follows the credentials Secret when `secret-name` names one, logs in
-    /// and checks the configured datacenters, so that bad credentials or an unknown
+    /// Reads and then follows the credentials Secrets (each distinct `secret-name` once),
+    /// logs in to every vCenter and checks its configured datacenters, so that bad credentials or an unknown
     /// datacenter stop start-up with a clear error instead of failing every later call.
     async fn initialize(
         &self,
         client: Option<kube::Client>,
     ) -> hypercloud_cloudprovider::Result<()> {
-        if let Some(secret) = self.config.vcenter.credentials_secret.clone() {
-            if self.credentials.get().is_none() {
-                let followed = self.follow_credentials(secret, client).await?;
-                let _ = self.credentials.set(followed);
+        if self.credentials.get().is_none() {
+            let mut followed = Vec::new();
+            for (secret, users) in self.credentials_secrets() {
+                followed.push(
+                    self.follow_credentials(secret, &users, client.clone())
+                        .await?,
+                );
             }
+            let _ = self.credentials.set(followed);
         }
-        let init = async {
-            self.inventory.client.ensure_session().await?;
-            self.inventory
-                .resolve_datacenters(&self.config.vcenter.datacenters)
-                .await
-        };
-        match tokio::time::timeout(STARTUP_DEADLINE, init).await {
-            Ok(done) => done.map_err(|e| hypercloud_cloudprovider::Error::Initialize {
-                provider: PROVIDER_NAME.into(),
-                source: Box::new(e),
-            }),
-            Err(_) => Err(hypercloud_cloudprovider::Error::initialize(
-                PROVIDER_NAME,
-                format!(
-                    "vCenter {}: logging in and finding the datacenters took more than {}s (start-up deadline, all retries included)",
-                    self.config.vcenter.address(),
-                    STARTUP_DEADLINE.as_secs()
-                ),
-            )),
+        // One after the other, in config order: the first that fails stops start-up, named.
+        for inv in &self.vcenters {
+            self.start_vcenter(inv).await?;
         }
+        Ok(())
     }
 
     fn provider_name(&self) -> &str {
         PROVIDER_NAME
     }
 
+    /// Every followed Secret's problem, joined with `; `.
     fn credentials_health(&self) -> std::result::Result<(), String> {
-        self.credentials
+        let problems: Vec<String> = self
+            .credentials
             .get()
-            .map_or(Ok(()), CredentialSecret::health)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.health().err())
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 
     /// As upstream's vSphere providers.

@@ -3,6 +3,13 @@
 //! its zone and region are the tags of the configured categories on the datastore itself, else
 //! on the hosts that mount it and their ancestry. A datastore mounted in several zones gets
 //! every zone (joined with `__`, as upstream multi-zone labels).
+//!
+//! With several vCenters, the datastore is looked for in the `[Workspace] server` vCenter
+//! first (where volumes are provisioned), then in the others in config order, and its zone
+//! comes from the tags of the vCenter that has it. Upstream's legacy `GetVolumeLabels` also
+//! looked for the datastore by name in every vCenter (`FindDatastoreByName`, keeping the one
+//! holding the file), but then took zones from the workspace vCenter's hosts only; asking the
+//! datastore's own vCenter is what that meant for a volume of another vCenter.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,6 +20,7 @@ use hypercloud_cloudprovider::{
 };
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeSpec};
 
+use crate::inventory::Inventory;
 use crate::soap::{self, Moref, ObjectSpec, PropertyFilterSpec, PropertySpec};
 use crate::VSphere;
 
@@ -29,21 +37,45 @@ pub fn parse_volume_path(path: &str) -> Option<(&str, &str)> {
 }
 
 impl VSphere {
-    /// The datastore named `name` in a datacenter in scope.
-    async fn datastore(&self, name: &str) -> Result<Option<Moref>> {
-        let dcs = if self.config.vcenter.datacenters.is_empty() {
-            self.inventory.all_datacenter_names().await?
+    /// The vCenters in the order a datastore named by a volume is looked for: the workspace
+    /// vCenter, then the others in config order.
+    pub(crate) fn datastore_search_order(&self) -> Vec<&Inventory> {
+        let ws = self.workspace();
+        std::iter::once(ws)
+            .chain(self.vcenters.iter().filter(|v| v.index != ws.index))
+            .collect()
+    }
+
+    /// The datastore named `name` in a datacenter in scope of `inv`'s vCenter.
+    async fn datastore_in(&self, inv: &Inventory, name: &str) -> crate::Result<Option<Moref>> {
+        let vc = inv.client.vcenter();
+        let dcs = if vc.datacenters.is_empty() {
+            inv.all_datacenter_names().await?
         } else {
-            self.config.vcenter.datacenters.clone()
+            vc.datacenters.clone()
         };
         for dc in dcs {
-            if let Some(m) = self
-                .inventory
+            if let Some(m) = inv
                 .find_by_path(&format!("{dc}/datastore/{name}"))
                 .await?
                 .filter(|m| m.kind == "Datastore")
             {
                 return Ok(Some(m));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The datastore named `name` and the vCenter that has it
+    /// ([`VSphere::datastore_search_order`]).
+    async fn datastore(&self, name: &str) -> Result<Option<(&Inventory, Moref)>> {
+        for inv in self.datastore_search_order() {
+            let found = self
+                .datastore_in(inv, name)
+                .await
+                .map_err(|e| self.naming_vcenter(inv, e))?;
+            if let Some(m) = found {
+                return Ok(Some((inv, m)));
             }
         }
         Ok(None)
@@ -59,16 +91,17 @@ impl VSphere {
         if labels.zone.is_none() && labels.region.is_none() {
             return Ok(BTreeMap::new());
         }
-        let ds = self
+        let (inv, ds) = self
             .datastore(ds_name)
             .await?
             .ok_or(CloudError::DiskNotFound)?;
-        self.labels_of_datastore(&ds, ds_name).await
+        self.labels_of_datastore(inv, &ds, ds_name).await
     }
 
-    /// [`VSphere::datastore_labels`] of a datastore already found.
+    /// [`VSphere::datastore_labels`] of a datastore already found (in `inv`'s vCenter).
     pub(crate) async fn labels_of_datastore(
         &self,
+        inv: &Inventory,
         ds: &Moref,
         ds_name: &str,
     ) -> Result<BTreeMap<String, String>> {
@@ -77,7 +110,7 @@ impl VSphere {
             return Ok(BTreeMap::new());
         }
         if let Ok(zone) = self
-            .zone_of_objects(std::slice::from_ref(ds), ds_name)
+            .zone_of_objects(inv, std::slice::from_ref(ds), ds_name)
             .await
         {
             return Ok(to_labels(
@@ -85,8 +118,7 @@ impl VSphere {
                 BTreeSet::from([zone.region]),
             ));
         }
-        let objs = self
-            .inventory
+        let objs = inv
             .retrieve_objects(PropertyFilterSpec {
                 prop_set: vec![PropertySpec {
                     kind: "Datastore".into(),
@@ -98,7 +130,8 @@ impl VSphere {
                     select_set: Vec::new(),
                 }],
             })
-            .await?;
+            .await
+            .map_err(|e| self.naming_vcenter(inv, e))?;
         let hosts: Vec<Moref> = objs
             .iter()
             .flat_map(|o| {
@@ -111,8 +144,12 @@ impl VSphere {
         let (mut zones, mut regions) = (BTreeSet::new(), BTreeSet::new());
         for host in hosts {
             let mut chain = vec![ds.clone()];
-            chain.extend(self.inventory.ancestry(&host.value).await?);
-            let z = self.zone_of_objects(&chain, ds_name).await?;
+            chain.extend(
+                inv.ancestry(&host.value)
+                    .await
+                    .map_err(|e| self.naming_vcenter(inv, e))?,
+            );
+            let z = self.zone_of_objects(inv, &chain, ds_name).await?;
             zones.insert(z.failure_domain);
             regions.insert(z.region);
         }
@@ -137,15 +174,33 @@ impl VSphere {
 
 impl VSphere {
     /// The labels of a First Class Disk (a vSphere CSI volume handle): those of the
-    /// datastore in scope that has it (`RetrieveVStorageObject` on each, until found).
+    /// datastore in scope that has it (`RetrieveVStorageObject` on each, until found), in
+    /// each vCenter in [`VSphere::datastore_search_order`].
     async fn fcd_labels(&self, id: &str) -> Result<BTreeMap<String, String>> {
         let labels = &self.config.labels;
         if labels.zone.is_none() && labels.region.is_none() {
             return Ok(BTreeMap::new());
         }
-        for (ds, name) in self.inventory.datastores().await? {
-            let found = self
-                .inventory
+        for inv in self.datastore_search_order() {
+            if let Some(labels) = self.fcd_labels_in(inv, id).await? {
+                return Ok(labels);
+            }
+        }
+        Err(CloudError::DiskNotFound)
+    }
+
+    /// [`VSphere::fcd_labels`] in one vCenter; `None` when none of its datastores has it.
+    async fn fcd_labels_in(
+        &self,
+        inv: &Inventory,
+        id: &str,
+    ) -> Result<Option<BTreeMap<String, String>>> {
+        let datastores = inv
+            .datastores()
+            .await
+            .map_err(|e| self.naming_vcenter(inv, e))?;
+        for (ds, name) in datastores {
+            let found = inv
                 .client
                 .call(|sc| {
                     Ok(soap::RetrieveVStorageObject::new(
@@ -162,16 +217,16 @@ impl VSphere {
                 })
                 .await;
             match found {
-                Ok(_) => return self.datastore_labels(&name).await,
+                Ok(_) => return self.labels_of_datastore(inv, &ds, &name).await.map(Some),
                 Err(crate::Error::Fault { fault, .. })
                     if fault == "NotFound" || fault == "InvalidArgument" =>
                 {
                     continue
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(self.naming_vcenter(inv, e).into()),
             }
         }
-        Err(CloudError::DiskNotFound)
+        Ok(None)
     }
 }
 

@@ -146,3 +146,67 @@ async fn vcenter_credentials_follow_a_secret() {
     );
     env.cleanup().await.unwrap();
 }
+
+/// Two vCenters naming one (the global) Secret: it is followed once, each vCenter logs in with
+/// its own `<server>.username`/`.password`, and a version lacking one vCenter's keys is
+/// refused as a whole (the other vCenter's credentials do not change either).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_vcenters_share_one_followed_secret() {
+    let env = TestEnv::new("vsphere-credentials-two-vcenters")
+        .await
+        .unwrap();
+    let a = Vcsim::start(&[]);
+    let b = Vcsim::start_on("127.0.0.2", &[]);
+    let secrets: Api<Secret> = Api::namespaced(env.client(), env.namespace());
+    let both = |pw_b: &str| {
+        let mut d = data("pass");
+        d.insert("127.0.0.2.username".into(), "user".into());
+        d.insert("127.0.0.2.password".into(), pw_b.into());
+        d
+    };
+    put(&secrets, both("pass")).await;
+    let conf = format!(
+        "[Global]\nsecret-name = vc-creds\nsecret-namespace = {}\ninsecure-flag = 1\ndatacenters = DC0\n{}{}[Hypercloud]\ncache-ttl = 0s\n",
+        env.namespace(),
+        a.ini_section(),
+        b.ini_section()
+    );
+    let p = VSphere::from_cloud_config(Some(&CloudConfig {
+        origin: "test.conf".into(),
+        bytes: conf.as_bytes().to_vec(),
+    }))
+    .unwrap();
+    p.initialize(Some(env.client())).await.unwrap();
+    assert_eq!(p.credentials_versions(), 1, "one Secret, followed once");
+    assert_eq!(p.logins(), 2, "each vCenter logged in");
+
+    // Only B's password changes (to a wrong one): B's next login fails, naming B.
+    put(&secrets, both("wrong-for-b")).await;
+    eventually("the rotated Secret", || p.credentials_versions() == 2).await;
+    // A VM only B has (vcsim derives UUIDs from names: B's default VMs have A's UUIDs).
+    b.govc(&[
+        "vm.create",
+        "-host",
+        "/DC0/host/DC0_H0/DC0_H0",
+        "-net",
+        "VM Network",
+        "-on=false",
+        "only-in-b",
+    ]);
+    let pid_b = format!("vsphere://{}", b.vm_uuid("/DC0/vm/only-in-b"));
+    let v1 = p.instances().unwrap();
+    let msg = Chain(&v1.instance_exists_by_provider_id(&pid_b).await.unwrap_err()).to_string();
+    assert!(msg.contains("127.0.0.2"), "{msg}");
+    assert!(!msg.contains("wrong-for-b"), "the password leaked: {msg}");
+
+    // A version without B's keys is refused as a whole: nothing is replaced, health says why.
+    put(&secrets, data("pass")).await;
+    eventually("the refusal in the health", || {
+        p.credentials_health().is_err()
+    })
+    .await;
+    let why = p.credentials_health().unwrap_err();
+    assert!(why.contains("has no 127.0.0.2.username"), "{why}");
+    assert_eq!(p.credentials_versions(), 2);
+    env.cleanup().await.unwrap();
+}

@@ -3,4 +3,5 @@
 
 mod credentials_secret;
 mod disks;
+mod multi_vcenter;
 mod vcsim;
