@@ -211,6 +211,11 @@ hack/compare-modes.sh --cloud azure --dir "$HYPERCLOUD_CACHE/compare-modes-azure
 # node-lifecycle controller sees a full disruption and adds no NoExecute taint; ~40 s).
 step "hack/local-up.sh --smoke --creds secret (cloud credentials from a Secret, rotated mid-run)"
 hack/local-up.sh --smoke --creds secret --nodes 2 --dir "$HYPERCLOUD_CACHE/local-up-creds-ci"
+# Several vCenters (#35): two vcsims (127.0.0.1 and 127.0.0.2) in one vsphere.conf, the Nodes
+# spread over them, each Node's zone from its own vCenter, the in-tree volume provisioned on the
+# workspace vCenter and attached to its Node's VM (~45 s).
+step "hack/local-up.sh --smoke --cloud vsphere --vcenters 2 --mode in-tree (two vCenters)"
+hack/local-up.sh --smoke --cloud vsphere --vcenters 2 --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-vsphere2-ci"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the
