@@ -164,7 +164,9 @@ async fn no_credential_in_logs_traces_configz_or_events() {
 /// cloud-controller-manager at `--v=10` initialises a Node with it, the password is in none of
 /// its log, trace, `/configz` or `/readyz`, and `/readyz` fails its `cloud-credentials` check,
 /// naming the Secret, once the Secret is deleted (the process keeps running on the
-/// credentials it read).
+/// credentials it read). The in-tree kubelet-helper, which has no client of its own, reads the
+/// same Secret with `[Global] kubeconfig-path`, registers its Node at `--v=10`, and its log and
+/// trace hold no password either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
     use k8s_openapi::api::core::v1::Secret;
@@ -298,6 +300,84 @@ async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
 
     p.sigterm();
     p.wait_exit(Duration::from_secs(30));
+
+    // The node side (in-tree kubelet-helper, no Kubernetes client of its own) reads the same
+    // Secret with [Global] kubeconfig-path and registers its Node from the cloud at --v=10.
+    // (The Secret is back first: it was deleted above.)
+    secrets
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let helper_node = env.unique_name("sec-kh");
+    let created = cli_json(
+        BIN,
+        &state,
+        &[
+            "--password",
+            &secret,
+            "instance",
+            "create",
+            &helper_node,
+            "--zone",
+            "nova",
+            "--flavor",
+            "m1.small",
+            "-o",
+            "json",
+        ],
+    );
+    let helper_id = created["id"]
+        .as_str()
+        .or(created["server"]["id"].as_str())
+        .unwrap()
+        .to_owned();
+    let node_conf = tmp.path().join("cloud-node.conf");
+    std::fs::write(
+        &node_conf,
+        format!(
+            "{}secret-name = os-creds\nsecret-namespace = {}\nkubeconfig-path = {kubeconfig}\n\
+             [Metadata]\nsearch-order = metadataService\nmetadata-url = {}\ninstance-id = {helper_id}\n",
+            serve.cloud_conf(),
+            env.namespace(),
+            serve.metadata_url
+        ),
+    )
+    .unwrap();
+    let helper_trace = tmp.path().join("kh-trace.jsonl");
+    let out = personality(BIN, "kubelet-helper")
+        .args([
+            "--cloud-provider=local",
+            &format!("--cloud-config={}", node_conf.display()),
+            &format!("--kubeconfig={kubeconfig}"),
+            &format!("--hostname-override={helper_node}"),
+            &format!("--trace-cloud-calls={}", helper_trace.display()),
+            "--once",
+            "--v=10",
+        ])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let helper_log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{helper_log}");
+    assert!(
+        helper_log.contains("credentials read from the Secret"),
+        "{helper_log}"
+    );
+    let registered = nodes.get(&helper_node).await.unwrap();
+    assert!(
+        registered
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .is_some_and(|id| id.starts_with("local:///")),
+        "{registered:?}"
+    );
+    let helper_trace = std::fs::read_to_string(&helper_trace).unwrap();
+
     let log = p.log();
     assert!(
         log.contains("credentials read from the Secret") && log.contains("TRACE"),
@@ -310,8 +390,11 @@ async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
         ("the cloud-call trace", &trace_text),
         ("/configz", &configz),
         ("/readyz", &unready),
+        ("the kubelet-helper's --v=10 log", &helper_log),
+        ("the kubelet-helper's trace", &helper_trace),
     ] {
         assert!(!text.contains(&secret), "the password is in {what}");
     }
     let _ = nodes.delete(&node, &DeleteParams::default()).await;
+    let _ = nodes.delete(&helper_node, &DeleteParams::default()).await;
 }
