@@ -16,6 +16,22 @@ use crate::wait::eventually;
 /// cloud-node controller has initialised it.
 pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
+/// A Node object (not created) named `name`, with `provider_id` when given: what a provider's
+/// InstancesV2 calls are asked about.
+pub fn node(name: &str, provider_id: Option<&str>) -> Node {
+    Node {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::core::v1::NodeSpec {
+            provider_id: provider_id.map(str::to_owned),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 pub fn has_taint(node: &Node, key: &str) -> bool {
     node.spec
         .as_ref()

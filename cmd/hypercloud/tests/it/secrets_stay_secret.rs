@@ -18,50 +18,71 @@ use kube::Api;
 
 use crate::BIN;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_credential_in_logs_traces_configz_or_events() {
-    let _group = hypercloud_testenv::group("secrets_stay_secret").await;
-    let env = TestEnv::new("secrets").await.expect("testenv");
-    let tmp = tempfile::tempdir().unwrap();
-    let state = state_dir(&tmp);
-    // Distinctive, so any copy of it is found.
-    let secret = format!("Pw-{}-zq", env.unique_name("s").replace('-', ""));
-    let mut serve_cmd = local_cloud(BIN);
-    serve_cmd.arg("--password").arg(&secret);
-    let serve = Serve::start_command(serve_cmd, &state, &[]);
-    let node = env.unique_name("sec-node");
-    cli_json(
-        BIN,
-        &state,
-        &[
-            "--password",
-            &secret,
-            "instance",
-            "create",
-            &node,
-            "--zone",
-            "nova",
-            "--flavor",
-            "m1.small",
-            "-o",
-            "json",
-        ],
-    );
-    let conf = tmp.path().join("cloud.conf");
-    std::fs::write(
-        &conf,
-        format!("{}password = \"{secret}\"\n", serve.cloud_conf()),
-    )
-    .unwrap();
-    let trace = tmp.path().join("trace.jsonl");
-    let port = free_port();
-    let kubeconfig = env.control_plane().kubeconfig().display().to_string();
-    let ccm = |conf: &std::path::Path, log: &str| {
+/// A local cloud whose admin password only the test knows, with one instance (`node`), and a
+/// test namespace on the real apiserver.
+struct Fixture {
+    env: TestEnv,
+    tmp: tempfile::TempDir,
+    state: std::path::PathBuf,
+    /// Distinctive, so any copy of it is found.
+    secret: String,
+    serve: Serve,
+    node: String,
+    kubeconfig: String,
+}
+
+impl Fixture {
+    async fn start(test: &str, tag: &str) -> Fixture {
+        let env = TestEnv::new(test).await.expect("testenv");
+        let tmp = tempfile::tempdir().unwrap();
+        let state = state_dir(&tmp);
+        let secret = format!("Pw-{}-{tag}", env.unique_name("s").replace('-', ""));
+        let mut serve_cmd = local_cloud(BIN);
+        serve_cmd.arg("--password").arg(&secret);
+        let serve = Serve::start_command(serve_cmd, &state, &[]);
+        let kubeconfig = env.control_plane().kubeconfig().display().to_string();
+        let f = Fixture {
+            node: env.unique_name("sec-node"),
+            env,
+            tmp,
+            state,
+            secret,
+            serve,
+            kubeconfig,
+        };
+        f.create_instance(&f.node);
+        f
+    }
+
+    /// Creates instance `name`; its JSON.
+    fn create_instance(&self, name: &str) -> serde_json::Value {
+        cli_json(
+            BIN,
+            &self.state,
+            &[
+                "--password",
+                &self.secret,
+                "instance",
+                "create",
+                name,
+                "--zone",
+                "nova",
+                "--flavor",
+                "m1.small",
+                "-o",
+                "json",
+            ],
+        )
+    }
+
+    /// The cloud-controller-manager (cloud-node only) with `conf`, at `--v=10`, tracing to
+    /// `trace`, serving on `port`; its log is `log` in the temporary directory.
+    fn ccm(&self, conf: &std::path::Path, trace: &std::path::Path, port: u16, log: &str) -> Proc {
         let mut cmd = personality(BIN, "cloud-controller-manager");
         cmd.args([
             "--cloud-provider=local",
             &format!("--cloud-config={}", conf.display()),
-            &format!("--kubeconfig={kubeconfig}"),
+            &format!("--kubeconfig={}", self.kubeconfig),
             "--leader-elect=false",
             "--controllers=cloud-node",
             &format!("--secure-port={port}"),
@@ -72,16 +93,33 @@ async fn no_credential_in_logs_traces_configz_or_events() {
         Proc::spawn_with(
             "cloud-controller-manager",
             cmd,
-            tmp.path().join(log),
+            self.tmp.path().join(log),
             Stdout::Log,
         )
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credential_in_logs_traces_configz_or_events() {
+    let _group = hypercloud_testenv::group("secrets_stay_secret").await;
+    let f = Fixture::start("secrets", "zq").await;
+    let (env, tmp, secret, serve, node) =
+        (&f.env, &f.tmp, f.secret.as_str(), &f.serve, f.node.as_str());
+    let conf = tmp.path().join("cloud.conf");
+    std::fs::write(
+        &conf,
+        format!("{}password = \"{secret}\"\n", serve.cloud_conf()),
+    )
+    .unwrap();
+    let trace = tmp.path().join("trace.jsonl");
+    let port = free_port();
+    let ccm = |conf: &std::path::Path, log: &str| f.ccm(conf, &trace, port, log);
     let nodes: Api<Node> = Api::all(env.client());
-    create_tainted(&nodes, &node).await;
+    create_tainted(&nodes, node).await;
     let mut p = ccm(&conf, "ccm.log");
     nodes::wait_for(
         &nodes,
-        &node,
+        node,
         "the Node to be initialised",
         Duration::from_secs(60),
         |n| !has_taint(n, TAINT_UNINITIALIZED),
@@ -129,7 +167,7 @@ async fn no_credential_in_logs_traces_configz_or_events() {
         ("/configz", &configz),
         ("the Events", &events),
     ] {
-        assert!(!text.contains(&secret), "the password is in {what}");
+        assert!(!text.contains(secret), "the password is in {what}");
         // Nor the apiserver credential the component was given (the kubeconfig's token).
         assert!(
             !text.contains(&token),
@@ -154,10 +192,10 @@ async fn no_credential_in_logs_traces_configz_or_events() {
         "{log}"
     );
     assert!(
-        !log.contains(&wrong_secret) && !log.contains(&secret),
+        !log.contains(&wrong_secret) && !log.contains(secret),
         "the password is in the error"
     );
-    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+    let _ = nodes.delete(node, &DeleteParams::default()).await;
 }
 
 /// The same with the password in a Kubernetes Secret (`[Global] secret-name`): the
@@ -173,31 +211,10 @@ async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
     use kube::api::{ObjectMeta, PostParams};
 
     let _group = hypercloud_testenv::group("secrets_stay_secret").await;
-    let env = TestEnv::new("secrets-from-secret").await.expect("testenv");
-    let tmp = tempfile::tempdir().unwrap();
-    let state = state_dir(&tmp);
-    let secret = format!("Pw-{}-sq", env.unique_name("s").replace('-', ""));
-    let mut serve_cmd = local_cloud(BIN);
-    serve_cmd.arg("--password").arg(&secret);
-    let serve = Serve::start_command(serve_cmd, &state, &[]);
-    let node = env.unique_name("sec-node");
-    cli_json(
-        BIN,
-        &state,
-        &[
-            "--password",
-            &secret,
-            "instance",
-            "create",
-            &node,
-            "--zone",
-            "nova",
-            "--flavor",
-            "m1.small",
-            "-o",
-            "json",
-        ],
-    );
+    let f = Fixture::start("secrets-from-secret", "sq").await;
+    let (env, tmp, secret, serve, node) =
+        (&f.env, &f.tmp, f.secret.as_str(), &f.serve, f.node.as_str());
+    let kubeconfig = &f.kubeconfig;
     let secrets: Api<Secret> = Api::namespaced(env.client(), env.namespace());
     let object = Secret {
         metadata: ObjectMeta {
@@ -229,30 +246,12 @@ async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
     .unwrap();
     let trace = tmp.path().join("trace.jsonl");
     let port = free_port();
-    let kubeconfig = env.control_plane().kubeconfig().display().to_string();
-    let mut cmd = personality(BIN, "cloud-controller-manager");
-    cmd.args([
-        "--cloud-provider=local",
-        &format!("--cloud-config={}", conf.display()),
-        &format!("--kubeconfig={kubeconfig}"),
-        "--leader-elect=false",
-        "--controllers=cloud-node",
-        &format!("--secure-port={port}"),
-        "--bind-address=127.0.0.1",
-        &format!("--trace-cloud-calls={}", trace.display()),
-        "--v=10",
-    ]);
-    let mut p = Proc::spawn_with(
-        "cloud-controller-manager",
-        cmd,
-        tmp.path().join("ccm.log"),
-        Stdout::Log,
-    );
+    let mut p = f.ccm(&conf, &trace, port, "ccm.log");
     let nodes: Api<Node> = Api::all(env.client());
-    create_tainted(&nodes, &node).await;
+    create_tainted(&nodes, node).await;
     nodes::wait_for(
         &nodes,
-        &node,
+        node,
         "the Node to be initialised with the Secret's password",
         Duration::from_secs(60),
         |n| !has_taint(n, TAINT_UNINITIALIZED),
@@ -309,23 +308,7 @@ async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
         .await
         .unwrap();
     let helper_node = env.unique_name("sec-kh");
-    let created = cli_json(
-        BIN,
-        &state,
-        &[
-            "--password",
-            &secret,
-            "instance",
-            "create",
-            &helper_node,
-            "--zone",
-            "nova",
-            "--flavor",
-            "m1.small",
-            "-o",
-            "json",
-        ],
-    );
+    let created = f.create_instance(&helper_node);
     let helper_id = created["id"]
         .as_str()
         .or(created["server"]["id"].as_str())
@@ -393,8 +376,8 @@ async fn a_secret_held_password_stays_secret_and_readyz_follows_the_secret() {
         ("the kubelet-helper's --v=10 log", &helper_log),
         ("the kubelet-helper's trace", &helper_trace),
     ] {
-        assert!(!text.contains(&secret), "the password is in {what}");
+        assert!(!text.contains(secret), "the password is in {what}");
     }
-    let _ = nodes.delete(&node, &DeleteParams::default()).await;
+    let _ = nodes.delete(node, &DeleteParams::default()).await;
     let _ = nodes.delete(&helper_node, &DeleteParams::default()).await;
 }

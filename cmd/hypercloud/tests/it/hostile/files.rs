@@ -505,6 +505,24 @@ fn cases() -> Vec<Case> {
             "--tls-private-key-file",
             |fx, bad| local_cloud(fx, &fx.ok, bad),
         ),
+        c(
+            "local-cloud --tls-client-ca",
+            "--tls-client-ca",
+            |fx, bad| {
+                let state = fx.fresh("local-cloud");
+                let mut c = hypercloud(fx, &["local-cloud"]);
+                c.arg("--state-dir")
+                    .arg(&state)
+                    .args([
+                        "serve",
+                        "--listen=127.0.0.1:0",
+                        "--metadata-listen=127.0.0.1:0",
+                        "--tls-self-signed",
+                    ])
+                    .arg(arg("--tls-client-ca", bad));
+                c
+            },
+        ),
         // Providers: files their config or environment names.
         c(
             "openstack [Global] ca-file",

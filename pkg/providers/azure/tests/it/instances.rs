@@ -9,10 +9,10 @@ use hypercloud_providers_azure::models::{
     IpConfiguration, NetworkInterface, PublicIpAddress, Reference, VirtualMachine, VirtualNetwork,
 };
 use hypercloud_providers_azure::{Arm, Azure};
-use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 
 use crate::support::{Cloud, LOCATION};
+use hypercloud_testenv::nodes::node;
 
 const GROUP: &str = "rg";
 
@@ -96,11 +96,6 @@ async fn vms(arm: &Arm, names: &[&str], zonal: bool) -> Vec<String> {
         ids.push(vm.id.unwrap());
     }
     ids
-}
-
-fn node(name: &str, provider_id: Option<&str>) -> Node {
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"providerID": provider_id}}))
-        .unwrap()
 }
 
 fn provider(cloud: &Cloud, extra: &str) -> Azure {

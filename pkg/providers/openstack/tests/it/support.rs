@@ -264,18 +264,4 @@ impl Cloud {
     }
 }
 
-pub fn node(name: &str, provider_id: Option<&str>) -> k8s_openapi::api::core::v1::Node {
-    use k8s_openapi::api::core::v1::{Node, NodeSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: provider_id.map(str::to_owned),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
+pub use hypercloud_testenv::nodes::node;

@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 
 use hypercloud_cloudprovider::{Chain, CloudConfig, Error as CloudError, Interface, VolumeRequest};
 use hypercloud_providers_vsphere::VSphere;
+use hypercloud_testenv::nodes::node;
 use hypercloud_testenv::vcsim::Vcsim;
-use k8s_openapi::api::core::v1::{Node, NodeSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const HOST: &str = "/DC0/host/DC0_H0/DC0_H0";
 
@@ -21,20 +20,6 @@ fn provider(text: &str) -> VSphere {
         bytes: text.as_bytes().to_vec(),
     }))
     .expect("valid config")
-}
-
-fn node(name: &str, provider_id: Option<&str>) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: provider_id.map(str::to_owned),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 /// `[Global]` credentials and datacenter, one `[VirtualCenter]` per simulator, `extra` last.

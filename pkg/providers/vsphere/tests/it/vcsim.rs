@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 
 use hypercloud_cloudprovider::{Chain, CloudConfig, Error as CloudError, Interface};
 use hypercloud_providers_vsphere::VSphere;
+use hypercloud_testenv::nodes::node;
 use hypercloud_testenv::vcsim::Vcsim;
 use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeSpec, PersistentVolume, PersistentVolumeSpec,
-    VsphereVirtualDiskVolumeSource,
+    Node, NodeAddress, PersistentVolume, PersistentVolumeSpec, VsphereVirtualDiskVolumeSource,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const VM: &str = "/DC0/vm/DC0_H0_VM0";
 const HOST: &str = "/DC0/host/DC0_H0/DC0_H0";
@@ -27,20 +26,6 @@ async fn started(text: &str) -> VSphere {
     let p = provider(text);
     p.initialize(None).await.expect("initialize");
     p
-}
-
-fn node(name: &str, provider_id: Option<&str>) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: provider_id.map(str::to_owned),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 fn addr(t: &str, a: &str) -> NodeAddress {
