@@ -219,17 +219,24 @@ impl Snapshot {
         out
     }
 
-    fn any_pending(&self) -> bool {
-        fn pending<T: Octavia>(items: &BTreeMap<String, T>) -> bool {
-            items
-                .values()
-                .any(|i| i.common().provisioning_status.is_pending())
+    /// The ids of the objects `PENDING_*` in this snapshot: what a reconcile that applied it
+    /// may settle (an object created after the snapshot is not running yet).
+    fn pending_ids(&self) -> BTreeSet<String> {
+        fn pending<T: Octavia>(items: &BTreeMap<String, T>, out: &mut BTreeSet<String>) {
+            out.extend(
+                items
+                    .iter()
+                    .filter(|(_, i)| i.common().provisioning_status.is_pending())
+                    .map(|(id, _)| id.clone()),
+            );
         }
-        pending(&self.lbs)
-            || pending(&self.listeners)
-            || pending(&self.pools)
-            || pending(&self.members)
-            || pending(&self.monitors)
+        let mut out = BTreeSet::new();
+        pending(&self.lbs, &mut out);
+        pending(&self.listeners, &mut out);
+        pending(&self.pools, &mut out);
+        pending(&self.members, &mut out);
+        pending(&self.monitors, &mut out);
+        out
     }
 }
 
@@ -334,7 +341,7 @@ impl DataPlane {
     /// `PENDING_*` provisioning statuses.
     pub(crate) async fn reconcile(self: &Arc<Self>) {
         let enforce = self.enforce_member_security_groups;
-        let (failed_listeners, any_pending) = {
+        let (failed_listeners, pending) = {
             let mut mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
             let (snap, dirty) = &mut *mirror;
             let dirty = std::mem::take(dirty);
@@ -343,15 +350,16 @@ impl DataPlane {
             sync_pools(&mut running, snap);
             let failed = sync_listeners(&mut running, snap);
             self.sync_monitors(&mut running, snap);
-            (failed, snap.any_pending())
+            (failed, snap.pending_ids())
         };
-        if !any_pending && failed_listeners.is_empty() {
+        if pending.is_empty() && failed_listeners.is_empty() {
             return;
         }
         let store = self.store.clone();
-        let settled =
-            tokio::task::spawn_blocking(move || store.write(|tx| settle(tx, &failed_listeners)))
-                .await;
+        let settled = tokio::task::spawn_blocking(move || {
+            store.write(|tx| settle(tx, &failed_listeners, Some(&pending)))
+        })
+        .await;
         match settled {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!(%error, "settling load balancer statuses failed"),
@@ -629,9 +637,15 @@ fn open_listener(
     Ok(())
 }
 
-/// Moves `PENDING_*` objects to `ACTIVE`, and listeners that could not open (and their load
-/// balancers) to `ERROR`.
-pub(crate) fn settle(tx: &mut Tx<'_>, failed_listeners: &[String]) -> crate::Result<()> {
+/// Moves `PENDING_*` objects to `ACTIVE` (only those in `applied`, the ids pending in the
+/// snapshot the data plane just applied, when given: an object created meanwhile is not
+/// serving yet and stays pending until the next reconcile), and listeners that could not open
+/// (and their load balancers) to `ERROR`.
+pub(crate) fn settle(
+    tx: &mut Tx<'_>,
+    failed_listeners: &[String],
+    applied: Option<&BTreeSet<String>>,
+) -> crate::Result<()> {
     let mut failed_lbs = Vec::new();
     for id in failed_listeners {
         if let Some(mut l) = tx.get::<Listener>(LISTENERS, id) {
@@ -643,20 +657,27 @@ pub(crate) fn settle(tx: &mut Tx<'_>, failed_listeners: &[String]) -> crate::Res
             failed_lbs.push(l.lb_id().to_owned());
         }
     }
-    settle_table::<LoadBalancer>(tx, &failed_lbs)?;
-    settle_table::<Listener>(tx, &[])?;
-    settle_table::<Pool>(tx, &[])?;
-    settle_table::<Member>(tx, &[])?;
-    settle_table::<HealthMonitor>(tx, &[])
+    settle_table::<LoadBalancer>(tx, &failed_lbs, applied)?;
+    settle_table::<Listener>(tx, &[], applied)?;
+    settle_table::<Pool>(tx, &[], applied)?;
+    settle_table::<Member>(tx, &[], applied)?;
+    settle_table::<HealthMonitor>(tx, &[], applied)
 }
 
-fn settle_table<T: Octavia>(tx: &mut Tx<'_>, failed: &[String]) -> crate::Result<()> {
+fn settle_table<T: Octavia>(
+    tx: &mut Tx<'_>,
+    failed: &[String],
+    applied: Option<&BTreeSet<String>>,
+) -> crate::Result<()> {
     for mut v in T::list(tx) {
         let status = v.common().provisioning_status;
         if !status.is_pending() || status == Provisioning::PendingDelete {
             continue;
         }
         let id = v.id().to_owned();
+        if !failed.contains(&id) && applied.is_some_and(|a| !a.contains(&id)) {
+            continue;
+        }
         v.common_mut().provisioning_status = if failed.contains(&id) {
             Provisioning::Error
         } else {

@@ -156,7 +156,7 @@ impl Harness {
         let _ = self
             .cloud
             .store
-            .write(|tx| crate::dataplane::settle(tx, &[]));
+            .write(|tx| crate::dataplane::settle(tx, &[], None));
         let body = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         (status, body, headers, changed)
