@@ -26,6 +26,7 @@
 mod cloud;
 pub mod credential_secret;
 pub mod csi_drivers;
+pub mod duration;
 mod error;
 pub mod fake;
 #[cfg(any(test, feature = "fuzz"))]

@@ -1110,66 +1110,9 @@ pub fn parse_duration(v: &str) -> Result<Duration, String> {
     parse_duration_in(v, Duration::ZERO, MAX_CONFIG_DURATION)
 }
 
-/// [`parse_duration`] within `min..=max`; the error gives the range. The sum is kept in
-/// `f64` seconds and checked before it becomes a `Duration`, so no value can overflow.
+/// [`parse_duration`] within `min..=max` (the kit's Go-style parser).
 fn parse_duration_in(v: &str, min: Duration, max: Duration) -> Result<Duration, String> {
-    let v = v.trim();
-    let bad = || format!("{v:?} is not a duration like 5s or 500ms");
-    let range = || {
-        format!(
-            "{v:?} is out of range ({} to {})",
-            short_duration(min),
-            short_duration(max)
-        )
-    };
-    let total = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
-        // Bare seconds; too many digits for u64 are still a number, just out of range.
-        v.parse::<f64>().map_err(|_| bad())?
-    } else {
-        let mut total = 0f64;
-        let mut rest = v;
-        if rest.is_empty() {
-            return Err(bad());
-        }
-        while !rest.is_empty() {
-            let num_end = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .ok_or_else(bad)?;
-            let n: f64 = rest[..num_end].parse().map_err(|_| bad())?;
-            rest = &rest[num_end..];
-            let unit_end = rest
-                .find(|c: char| c.is_ascii_digit() || c == '.')
-                .unwrap_or(rest.len());
-            let scale = match &rest[..unit_end] {
-                "ms" => 0.001,
-                "s" => 1.0,
-                "m" => 60.0,
-                "h" => 3600.0,
-                _ => return Err(bad()),
-            };
-            rest = &rest[unit_end..];
-            total += n * scale;
-        }
-        total
-    };
-    if total.is_nan() || total > max.as_secs_f64() {
-        return Err(range());
-    }
-    let d = Duration::try_from_secs_f64(total).map_err(|_| range())?;
-    if d < min {
-        return Err(range());
-    }
-    Ok(d)
-}
-
-/// `24h`, `90s`, `1ms`: for range messages.
-fn short_duration(d: Duration) -> String {
-    match (d.as_secs(), d.subsec_millis()) {
-        (0, ms) => format!("{ms}ms"),
-        (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
-        (s, 0) => format!("{s}s"),
-        (s, ms) => format!("{s}.{ms:03}s"),
-    }
+    hypercloud_cloudprovider::duration::parse_in(v, min, max)
 }
 
 /// An integer within `range`; the error gives the range.
