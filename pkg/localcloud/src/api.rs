@@ -11,6 +11,7 @@ pub(crate) mod gce;
 pub(crate) mod identity;
 pub(crate) mod image;
 pub(crate) mod loadbalancer;
+pub(crate) mod mesos;
 pub(crate) mod network;
 #[cfg(test)]
 mod proptests;
@@ -103,7 +104,7 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
             "faultstring": e.message,
             "debuginfo": null,
         }),
-        Service::Identity | Service::Metadata | Service::Image => json!({"error": {
+        Service::Identity | Service::Metadata | Service::Image | Service::Mesos => json!({"error": {
             "code": code,
             "title": e.status.canonical_reason().unwrap_or("Error"),
             "message": e.message,
@@ -159,7 +160,10 @@ pub(crate) async fn format_errors(service: Service, req: Request, next: Next) ->
     );
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
     if status == StatusCode::UNAUTHORIZED
-        && !matches!(service, Service::Identity | Service::Gce | Service::Azure)
+        && !matches!(
+            service,
+            Service::Identity | Service::Gce | Service::Azure | Service::Mesos
+        )
     {
         parts.headers.insert(
             "www-authenticate",
@@ -503,6 +507,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(loadbalancer::router(cloud.clone()))
         .merge(gce::router(cloud.clone()))
         .merge(azure::router(cloud.clone()))
+        .merge(mesos::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn(refuse_control_characters))
@@ -589,6 +594,7 @@ async fn root(State(cloud): Ctx) -> Response {
             "load-balancer": format!("{b}/load-balancer/v2"),
             "gce": format!("{b}/compute/v1"),
             "azure": format!("{b}/subscriptions"),
+            "mesos": format!("{b}/state"),
             "metrics": format!("{b}/metrics"),
         }),
     )

@@ -50,6 +50,9 @@ pub struct ServerConfig {
     /// The GCE dialect's Compute Engine and IAM requests need a token (`--gce-require-tokens`;
     /// default off: Google's clients are driven with anonymous credentials).
     pub gce_require_tokens: bool,
+    /// The Mesos dialect's cluster name (`--mesos-cluster`; the master's `--cluster`): the
+    /// `cluster` field of `/state`, absent when `None`.
+    pub mesos_cluster: Option<String>,
     /// What backs volumes (default none: records only); see `--volume-backing`.
     pub volume_backing: crate::VolumeBacking,
     /// Follow the load balancers of an AWS endpoint (moto) and serve their listeners (see
@@ -84,6 +87,22 @@ pub(crate) fn check_location(name: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Why `name` cannot be the Mesos cluster's name: it is free text in Mesos, but shown in
+/// `/state` and returned by the mesos provider's `ListClusters`, so it is one line of at most
+/// 255 bytes.
+pub(crate) fn check_cluster_name(name: &str) -> std::result::Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > 255 {
+        return Err(format!("is {} bytes long; at most 255", name.len()));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("holds a control character".into());
+    }
+    Ok(())
+}
+
 impl ServerConfig {
     /// The defaults of [`defaults`], on the given state directory.
     pub fn new(state_dir: impl Into<PathBuf>) -> Self {
@@ -106,6 +125,7 @@ impl ServerConfig {
             lb_vip_pool: crate::dataplane::VipPool::default(),
             enforce_member_security_groups: false,
             gce_require_tokens: false,
+            mesos_cluster: None,
             volume_backing: crate::VolumeBacking::None,
             follow_aws: None,
         }
@@ -141,6 +161,9 @@ impl ServerConfig {
             .check()
             .map_err(|r| invalid("lb_vip_pool", r))?;
         check_location(&self.region).map_err(|r| invalid("region", r))?;
+        if let Some(name) = &self.mesos_cluster {
+            check_cluster_name(name).map_err(|r| invalid("mesos_cluster", r))?;
+        }
         if let Some(f) = &self.follow_aws {
             if !cfg!(feature = "aws-follow") {
                 return Err(invalid(

@@ -21,6 +21,8 @@ pub enum Service {
     /// Azure Resource Manager and Microsoft Entra (the Azure dialect, `/subscriptions`,
     /// `/{tenant}/oauth2/v2.0/token`).
     Azure,
+    /// The Mesos master's state endpoint (the Mesos dialect, `/state`, `/master/state`).
+    Mesos,
 }
 
 impl Service {
@@ -36,11 +38,12 @@ impl Service {
             Service::Metadata => "metadata",
             Service::Gce => "gce",
             Service::Azure => "azure",
+            Service::Mesos => "mesos",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 9] = [
+    pub const ALL: [Service; 10] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
@@ -50,6 +53,7 @@ impl Service {
         Service::Metadata,
         Service::Gce,
         Service::Azure,
+        Service::Mesos,
     ];
 }
 

@@ -79,6 +79,7 @@ pub(crate) fn service_of(path: &str) -> Option<Service> {
         // Resource Manager and its cloud metadata; Entra's `/{tenant}/oauth2/...` and
         // `/{tenant}/v2.0/...` (a tenant is none of the prefixes above).
         "subscriptions" => Service::Azure,
+        "state" | "state.json" | "master" => Service::Mesos,
         "metadata" if second == Some("endpoints") => Service::Azure,
         _ if matches!(second, Some("oauth2" | "v2.0")) => Service::Azure,
         _ => return None,

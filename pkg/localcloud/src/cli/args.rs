@@ -188,6 +188,10 @@ pub struct ServeArgs {
     /// (default: requests are not authenticated).
     #[arg(long)]
     pub gce_require_tokens: bool,
+    /// The Mesos dialect's cluster name, as a Mesos master's --cluster: the `cluster` field of
+    /// /state (absent without it; the mesos provider then calls the cluster "mesos").
+    #[arg(long, value_name = "NAME", value_parser = parse_mesos_cluster)]
+    pub mesos_cluster: Option<String>,
     /// What backs volumes: none (records only) or sparse-file (a sparse file per volume in
     /// <state-dir>/volumes, a loop device per attached volume, linked as the instance's
     /// <state-dir>/devices/<server-id>/virtio-<first 20 characters of the volume id>; loop devices need root).
@@ -228,6 +232,11 @@ pub(super) fn parse_follow_interval(s: &str) -> std::result::Result<Duration, St
 /// A region or availability zone name, checked by [`crate::server::check_location`].
 pub(super) fn parse_location(s: &str) -> std::result::Result<String, String> {
     crate::server::check_location(s)?;
+    Ok(s.to_owned())
+}
+
+pub(super) fn parse_mesos_cluster(s: &str) -> std::result::Result<String, String> {
+    crate::config::check_cluster_name(s)?;
     Ok(s.to_owned())
 }
 

@@ -24,6 +24,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         lb_vip_pool,
         enforce_member_security_groups,
         gce_require_tokens,
+        mesos_cluster,
         volume_backing,
         follow_aws_elb,
         follow_aws_region,
@@ -63,6 +64,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         lb_vip_pool,
         enforce_member_security_groups,
         gce_require_tokens,
+        mesos_cluster,
         volume_backing,
         follow_aws,
         ..ServerConfig::new(&state_dir)

@@ -14,6 +14,7 @@ mod gce_disks;
 mod hardening;
 mod identity;
 mod loadbalancer;
+mod mesos;
 mod metadata;
 mod network;
 mod security_groups;
