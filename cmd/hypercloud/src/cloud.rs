@@ -45,6 +45,8 @@ pub fn registry() -> Registry {
     hypercloud_providers_gce::register(&mut r);
     #[cfg(feature = "azure")]
     hypercloud_providers_azure::register(&mut r);
+    #[cfg(feature = "mesos")]
+    hypercloud_providers_mesos::register(&mut r);
     r
 }
 
@@ -189,6 +191,9 @@ mod tests {
         }
         if cfg!(feature = "azure") {
             expected.push("azure");
+        }
+        if cfg!(feature = "mesos") {
+            expected.push("mesos");
         }
         expected.sort();
         assert_eq!(registry().names(), expected);
