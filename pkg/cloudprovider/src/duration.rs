@@ -9,13 +9,7 @@ use std::time::Duration;
 pub fn parse_in(v: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let v = v.trim();
     let bad = || format!("{v:?} is not a duration like 5s or 500ms");
-    let range = || {
-        format!(
-            "{v:?} is out of range ({} to {})",
-            short(min),
-            short(max)
-        )
-    };
+    let range = || format!("{v:?} is out of range ({} to {})", short(min), short(max));
     let total = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
         // Bare seconds; too many digits for u64 are still a number, just out of range.
         v.parse::<f64>().map_err(|_| bad())?
@@ -73,11 +67,20 @@ mod tests {
     #[test]
     fn go_durations_within_their_range() {
         let max = Duration::from_secs(3600);
-        assert_eq!(parse_in("1m30s", Duration::ZERO, max), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_in("500ms", Duration::ZERO, max), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_in("10", Duration::ZERO, max), Ok(Duration::from_secs(10)));
+        assert_eq!(
+            parse_in("1m30s", Duration::ZERO, max),
+            Ok(Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_in("500ms", Duration::ZERO, max),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_in("10", Duration::ZERO, max),
+            Ok(Duration::from_secs(10))
+        );
         assert_eq!(parse_in("1h", Duration::ZERO, max), Ok(max));
-        let e = parse_in("2h", Duration::ZERO, max).unwrap_err();
+        let e = parse_in("2h", Duration::ZERO, max).expect_err("over the range");
         assert_eq!(e, "\"2h\" is out of range (0ms to 1h)");
         assert!(parse_in("5 parsecs", Duration::ZERO, max).is_err());
         assert!(parse_in("", Duration::ZERO, max).is_err());

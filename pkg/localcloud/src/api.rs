@@ -104,11 +104,13 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
             "faultstring": e.message,
             "debuginfo": null,
         }),
-        Service::Identity | Service::Metadata | Service::Image | Service::Mesos => json!({"error": {
-            "code": code,
-            "title": e.status.canonical_reason().unwrap_or("Error"),
-            "message": e.message,
-        }}),
+        Service::Identity | Service::Metadata | Service::Image | Service::Mesos => {
+            json!({"error": {
+                "code": code,
+                "title": e.status.canonical_reason().unwrap_or("Error"),
+                "message": e.message,
+            }})
+        }
         Service::Compute | Service::Volume => {
             let key = match code {
                 400 => "badRequest",

@@ -45,6 +45,7 @@ mod local_cloud_gce;
 mod local_cloud_openstack_cli;
 mod local_cloud_openstacksdk;
 mod local_cloud_process;
+mod mesos_provider;
 mod openstack_provider;
 mod proxy;
 mod secrets_stay_secret;

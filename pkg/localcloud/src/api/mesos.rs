@@ -66,7 +66,11 @@ fn master_address(cloud: &Cloud) -> SocketAddr {
         .and_then(|h| h.parse::<IpAddr>().ok());
     let port = uri
         .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
     host.map_or(fallback, |ip| SocketAddr::new(ip, port))
 }
 
@@ -115,7 +119,8 @@ pub(crate) fn agent_view(server: &Server, rel: &Related) -> Value {
     let cpus = flavor.map_or(1.0, |f| f64::from(f.vcpus));
     let mem = flavor.map_or(512.0, |f| f64::from(f.ram_mb));
     let disk = flavor.map_or(0.0, |f| f64::from(f.disk_gb) * 1024.0);
-    let resources = json!({"cpus": cpus, "mem": mem, "disk": disk, "gpus": 0.0, "ports": DEFAULT_PORTS});
+    let resources =
+        json!({"cpus": cpus, "mem": mem, "disk": disk, "gpus": 0.0, "ports": DEFAULT_PORTS});
     let none = json!({"cpus": 0.0, "mem": 0.0, "disk": 0.0, "gpus": 0.0});
     let mut attributes = Map::new();
     attributes.insert("zone".into(), json!(server.availability_zone));

@@ -69,10 +69,12 @@ pub fn parse_state(body: &[u8]) -> std::result::Result<MesosState, String> {
     })?;
     let leader = match raw.leader.as_deref() {
         None | Some("") => None,
-        Some(pid) => Some(
-            leader_address(pid)
-                .ok_or_else(|| format!("leader {:?} is not a master@host:port PID", http_body::excerpt_str(pid)))?,
-        ),
+        Some(pid) => Some(leader_address(pid).ok_or_else(|| {
+            format!(
+                "leader {:?} is not a master@host:port PID",
+                http_body::excerpt_str(pid)
+            )
+        })?),
     };
     let mut agents = BTreeMap::new();
     for a in raw.slaves {
@@ -170,20 +172,23 @@ impl Client {
         for path in ["/state", "/state.json"] {
             let url = format!("http://{master}{path}");
             let call = format!("GET {path}");
-            let response = self
-                .http
-                .get(&url)
-                .send()
-                .await
-                .map_err(|e| Error::cloud(PROVIDER_NAME, &call, format!("{url}: {}", Chain(&e))))?;
+            let response =
+                self.http.get(&url).send().await.map_err(|e| {
+                    Error::cloud(PROVIDER_NAME, &call, format!("{url}: {}", Chain(&e)))
+                })?;
             let status = response.status();
             if status != reqwest::StatusCode::OK {
                 answers.push(format!("{path}: HTTP {}", status.as_u16()));
                 continue;
             }
-            let body = http_body::read_limited(reqwest::Body::from(response), LIST_LIMIT, "Mesos master", &call)
-                .await
-                .map_err(|e| Error::cloud(PROVIDER_NAME, &call, Chain(&e).to_string()))?;
+            let body = http_body::read_limited(
+                reqwest::Body::from(response),
+                LIST_LIMIT,
+                "Mesos master",
+                &call,
+            )
+            .await
+            .map_err(|e| Error::cloud(PROVIDER_NAME, &call, Chain(&e).to_string()))?;
             return parse_state(&body)
                 .map_err(|m| Error::cloud(PROVIDER_NAME, &call, format!("{url}: {m}")));
         }
@@ -264,10 +269,18 @@ mod tests {
         let client = Client::new(&config).unwrap();
         assert_eq!(client.state().await.unwrap().cluster_name, "first");
         assert_eq!(*first_asked.lock().unwrap(), ["/state", "/state.json"]);
-        assert_eq!(client.master().await, leader, "the leader named is asked next");
+        assert_eq!(
+            client.master().await,
+            leader,
+            "the leader named is asked next"
+        );
         assert_eq!(client.state().await.unwrap().cluster_name, "led");
         assert_eq!(*leader_asked.lock().unwrap(), ["/state"]);
-        assert_eq!(first_asked.lock().unwrap().len(), 2, "the first master is not asked again");
+        assert_eq!(
+            first_asked.lock().unwrap().len(),
+            2,
+            "the first master is not asked again"
+        );
     }
 
     #[tokio::test]
@@ -287,7 +300,9 @@ mod tests {
 
     #[test]
     fn malformed_documents_are_errors_that_say_why() {
-        assert!(parse_state(b"<html>").unwrap_err().contains("not a Mesos state document"));
+        assert!(parse_state(b"<html>")
+            .unwrap_err()
+            .contains("not a Mesos state document"));
         assert!(parse_state(br#"{"slaves":[{"hostname":"x"}]}"#)
             .unwrap_err()
             .contains("missing field `id`"));

@@ -58,13 +58,13 @@ impl Config {
     pub fn from_cloud_config(config: Option<&CloudConfig>) -> Result<Config> {
         match config {
             None => Ok(Config::default()),
-            Some(c) => Config::parse(c.text(PROVIDER_NAME)?).map_err(|message| {
-                Error::InvalidCloudConfig {
+            Some(c) => {
+                Config::parse(c.text(PROVIDER_NAME)?).map_err(|message| Error::InvalidCloudConfig {
                     provider: PROVIDER_NAME.into(),
                     origin: c.origin.clone(),
                     message,
-                }
-            }),
+                })
+            }
         }
     }
 
@@ -167,7 +167,10 @@ mod tests {
         assert_eq!(c.http_client_timeout, Duration::from_millis(500));
         assert_eq!(c.state_cache_ttl, Duration::from_secs(3600));
         assert_eq!(Config::parse("").unwrap(), Config::default());
-        assert_eq!(Config::from_cloud_config(None).unwrap().master, "localhost:5050");
+        assert_eq!(
+            Config::from_cloud_config(None).unwrap().master,
+            "localhost:5050"
+        );
         let alias = Config::parse("[mesos-client]\nmesos-master = [::1]:5050\n").unwrap();
         assert_eq!(alias.master, "[::1]:5050");
     }
@@ -176,14 +179,32 @@ mod tests {
     fn bad_input_is_named() {
         for (text, want) in [
             ("[Global]\nx = 1\n", "unknown section [Global]"),
-            ("[mesos-cloud]\nmesos-masters = a:1\n", "mesos-masters: unknown key"),
-            ("[mesos-cloud]\nmesos-master = zk://z:2181/mesos\n", "ZooKeeper"),
+            (
+                "[mesos-cloud]\nmesos-masters = a:1\n",
+                "mesos-masters: unknown key",
+            ),
+            (
+                "[mesos-cloud]\nmesos-master = zk://z:2181/mesos\n",
+                "ZooKeeper",
+            ),
             ("[mesos-cloud]\nmesos-master = leader\n", "is not host:port"),
-            ("[mesos-cloud]\nmesos-master = a:0\n", "port must be 1 to 65535"),
-            ("[mesos-cloud]\nmesos-master = a b:5050\n", "is not a host name"),
+            (
+                "[mesos-cloud]\nmesos-master = a:0\n",
+                "port must be 1 to 65535",
+            ),
+            (
+                "[mesos-cloud]\nmesos-master = a b:5050\n",
+                "is not a host name",
+            ),
             ("[mesos-cloud]\nhttp-client-timeout = 0s\n", "out of range"),
-            ("[mesos-cloud]\nstate-cache-ttl = 48h\n", "out of range (0ms to 24h)"),
-            ("[mesos-cloud]\nstate-cache-ttl = soon\n", "is not a duration"),
+            (
+                "[mesos-cloud]\nstate-cache-ttl = 48h\n",
+                "out of range (0ms to 24h)",
+            ),
+            (
+                "[mesos-cloud]\nstate-cache-ttl = soon\n",
+                "is not a duration",
+            ),
         ] {
             let e = Config::parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");

@@ -102,13 +102,24 @@ impl Mesos {
     /// answer (the legacy provider's `ipAddress`), within the HTTP client's timeout.
     async fn resolve(&self, name: &str) -> Result<IpAddr> {
         if name.is_empty() {
-            return Err(Error::cloud(PROVIDER_NAME, "resolve node name", "no hostname specified"));
+            return Err(Error::cloud(
+                PROVIDER_NAME,
+                "resolve node name",
+                "no hostname specified",
+            ));
         }
-        if let Ok(ip) = name.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        if let Ok(ip) = name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
             return Ok(ip);
         }
         let lookup = tokio::net::lookup_host((name, 0));
-        let timeout = self.config.http_client_timeout.max(Duration::from_millis(100));
+        let timeout = self
+            .config
+            .http_client_timeout
+            .max(Duration::from_millis(100));
         let found = tokio::time::timeout(timeout, lookup)
             .await
             .map_err(|_| {
@@ -118,11 +129,17 @@ impl Mesos {
                     format!("{name:?}: no answer within {timeout:?}"),
                 )
             })?
-            .map_err(|e| Error::cloud(PROVIDER_NAME, "resolve node name", format!("{name:?}: {e}")))?
+            .map_err(|e| {
+                Error::cloud(PROVIDER_NAME, "resolve node name", format!("{name:?}: {e}"))
+            })?
             .map(|a| a.ip())
             .next();
         let ip = found.ok_or_else(|| {
-            Error::cloud(PROVIDER_NAME, "resolve node name", format!("{name:?} has no address"))
+            Error::cloud(
+                PROVIDER_NAME,
+                "resolve node name",
+                format!("{name:?} has no address"),
+            )
         })?;
         tracing::debug!(%name, %ip, "resolved the node's hostname");
         Ok(ip)
@@ -266,7 +283,10 @@ mod tests {
         for bad in ["aws:///i-1", "mesos://", "mesos://a/b", ""] {
             let e = agent_id(bad).unwrap_err();
             let e = hypercloud_cloudprovider::Chain(&e).to_string();
-            assert!(e.contains("is not a mesos://<agent id> provider ID"), "{bad}: {e}");
+            assert!(
+                e.contains("is not a mesos://<agent id> provider ID"),
+                "{bad}: {e}"
+            );
         }
     }
 
@@ -280,7 +300,10 @@ mod tests {
         assert!(local[0].address.parse::<IpAddr>().unwrap().is_loopback());
         let e = m.node_addresses("no-such-host.invalid").await.unwrap_err();
         let e = hypercloud_cloudprovider::Chain(&e).to_string();
-        assert!(e.contains("resolve node name") && e.contains("no-such-host.invalid"), "{e}");
+        assert!(
+            e.contains("resolve node name") && e.contains("no-such-host.invalid"),
+            "{e}"
+        );
         assert!(matches!(
             m.add_ssh_key_to_all_instances("u", b"k").await,
             Err(Error::NotImplemented)

@@ -46,7 +46,10 @@ impl Cloud {
     async fn nova(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
         let mut req = self
             .http
-            .request(method, format!("{}/compute/v2.1{path}", self.handle.api_url()))
+            .request(
+                method,
+                format!("{}/compute/v2.1{path}", self.handle.api_url()),
+            )
             .header("x-auth-token", &self.token);
         if let Some(b) = body {
             req = req.json(&b);
@@ -122,11 +125,21 @@ async fn agents_are_instances_by_hostname_and_follow_the_servers() {
         .node_addresses_by_provider_id(&format!("mesos://{id_b}"))
         .await
         .unwrap();
-    assert!(by_id[0].address.parse::<std::net::IpAddr>().unwrap().is_loopback());
+    assert!(by_id[0]
+        .address
+        .parse::<std::net::IpAddr>()
+        .unwrap()
+        .is_loopback());
     assert_eq!(instances.instance_type(&node_a).await.unwrap(), "");
     let pid_a = format!("mesos://{id_a}");
-    assert!(instances.instance_exists_by_provider_id(&pid_a).await.unwrap());
-    assert!(!instances.instance_shutdown_by_provider_id(&pid_a).await.unwrap());
+    assert!(instances
+        .instance_exists_by_provider_id(&pid_a)
+        .await
+        .unwrap());
+    assert!(!instances
+        .instance_shutdown_by_provider_id(&pid_a)
+        .await
+        .unwrap());
 
     // A stopped server is a disconnected agent: shut down, still there.
     cloud
@@ -136,14 +149,23 @@ async fn agents_are_instances_by_hostname_and_follow_the_servers() {
             Some(json!({"os-stop": null})),
         )
         .await;
-    assert!(instances.instance_shutdown_by_provider_id(&pid_a).await.unwrap());
-    assert!(instances.instance_exists_by_provider_id(&pid_a).await.unwrap());
+    assert!(instances
+        .instance_shutdown_by_provider_id(&pid_a)
+        .await
+        .unwrap());
+    assert!(instances
+        .instance_exists_by_provider_id(&pid_a)
+        .await
+        .unwrap());
 
     // A deleted one is gone: "does not exist", and not found by name.
     cloud
         .nova(reqwest::Method::DELETE, &format!("/servers/{a}"), None)
         .await;
-    assert!(!instances.instance_exists_by_provider_id(&pid_a).await.unwrap());
+    assert!(!instances
+        .instance_exists_by_provider_id(&pid_a)
+        .await
+        .unwrap());
     assert!(matches!(
         instances.instance_id(&node_a).await,
         Err(Error::InstanceNotFound)
@@ -154,7 +176,10 @@ async fn agents_are_instances_by_hostname_and_follow_the_servers() {
         .await
         .unwrap_err();
     let e = hypercloud_cloudprovider::Chain(&e).to_string();
-    assert!(e.contains("parse provider ID") && e.contains("openstack:///x"), "{e}");
+    assert!(
+        e.contains("parse provider ID") && e.contains("openstack:///x"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -189,10 +214,18 @@ async fn the_state_is_cached_for_its_ttl() {
         .server("late", json!({"mesos-hostname": "late.example"}))
         .await;
     assert!(
-        matches!(instances.instance_id("late.example").await, Err(Error::InstanceNotFound)),
+        matches!(
+            instances.instance_id("late.example").await,
+            Err(Error::InstanceNotFound)
+        ),
         "the state read an hour ago is still used"
     );
-    assert!(fresh.instances().unwrap().instance_id("late.example").await.is_ok());
+    assert!(fresh
+        .instances()
+        .unwrap()
+        .instance_id("late.example")
+        .await
+        .is_ok());
 }
 
 #[tokio::test]
@@ -210,5 +243,8 @@ async fn an_unreachable_master_is_an_error_naming_it() {
             .unwrap();
     let e = mesos.clusters().unwrap().list_clusters().await.unwrap_err();
     let text = hypercloud_cloudprovider::Chain(&e).to_string();
-    assert!(text.contains("GET /state") && text.contains(&master), "{text}");
+    assert!(
+        text.contains("GET /state") && text.contains(&master),
+        "{text}"
+    );
 }

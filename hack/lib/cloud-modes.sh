@@ -1,0 +1,19 @@
+# shellcheck shell=bash
+# Which layouts each cloud's demo runs in (hack/local-up.sh refuses the others;
+# hack/update-diagrams.sh draws these; hack/test.sh runs these): both, except a cloud whose
+# upstream provider never had an external layout.
+
+# cloud_modes CLOUD: the layouts, space-separated.
+cloud_modes() {
+  case "$1" in
+    mesos) echo in-tree ;;
+    *) echo in-tree external ;;
+  esac
+}
+
+# cloud_modes_why CLOUD: why a cloud has one layout only (empty for the others).
+cloud_modes_why() {
+  case "$1" in
+    mesos) echo "upstream's mesos provider was removed (v1.8) before any cloud-controller-manager existed" ;;
+  esac
+}
