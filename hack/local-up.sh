@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -29,6 +29,10 @@
 #                              --cloud-provider=azure with upstream's azure.json (steps in
 #                              hack/lib/cloud-azure.sh); the load balancer is a frontend of the
 #                              Standard load balancer `kubernetes`, curled through.
+#   --cloud mesos:             (--mode in-tree only) the local cloud's Mesos dialect: its servers
+#                              are the agents of a Mesos master (GET /state),
+#                              --cloud-provider=mesos (steps in hack/lib/cloud-mesos.sh); Node
+#                              names are the agents' hostnames; no load balancer or volume step.
 #   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call; the
 #                              scheduler leaves the demo's pods Pending until the
 #                              cloud-controller-manager initialises the Nodes from the cloud
@@ -106,11 +110,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
-case "$cloud" in local|aws|vsphere|gce|azure) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce or azure, got '$cloud'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere|gce|azure|mesos) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure or mesos, got '$cloud'" >&2; exit 2 ;; esac
 case "$creds" in file|secret) ;; *) echo "local-up: --creds must be file or secret, got '$creds'" >&2; exit 2 ;; esac
 if [ "$creds" = secret ] && [ "$cloud" != local ]; then
   echo "local-up: --creds secret is implemented for --cloud local only (the openstack provider's [Global] secret-name), not --cloud $cloud" >&2; exit 2
 fi
+# shellcheck source=hack/lib/cloud-modes.sh
+source hack/lib/cloud-modes.sh
+case " $(cloud_modes "$cloud") " in
+  *" $mode "*) ;;
+  *) echo "local-up: --cloud $cloud runs in the layouts: $(cloud_modes "$cloud") ($(cloud_modes_why "$cloud")), not --mode $mode" >&2; exit 2 ;;
+esac
 case "$nodes" in ''|*[!0-9]*) echo "local-up: --nodes must be a number, got '$nodes'" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] && [ "$nodes" -le 50 ] || { echo "local-up: --nodes must be between 1 and 50" >&2; exit 2; }
 if [ -n "$vcenters" ] && [ "$cloud" != vsphere ]; then

@@ -216,6 +216,11 @@ hack/local-up.sh --smoke --creds secret --nodes 2 --dir "$HYPERCLOUD_CACHE/local
 # workspace vCenter and attached to its Node's VM (~45 s).
 step "hack/local-up.sh --smoke --cloud vsphere --vcenters 2 --mode in-tree (two vCenters)"
 hack/local-up.sh --smoke --cloud vsphere --vcenters 2 --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-vsphere2-ci"
+# The mesos provider in its one layout (#37): the local cloud's servers as the agents of a Mesos
+# master (its /state), the in-tree kubelet-helpers register the agents as Nodes, a stopped
+# agent's Node gets the shutdown taint; its diagram is verified below.
+step "hack/local-up.sh --smoke --cloud mesos --mode in-tree (the Mesos dialect)"
+hack/local-up.sh --smoke --cloud mesos --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-mesos-ci/in-tree"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the
@@ -249,6 +254,8 @@ for cloud in vsphere aws gce azure; do
   step "hack/verify-diagrams.sh --cloud $cloud (that run's cloud calls against docs/diagrams/$cloud-*)"
   hack/verify-diagrams.sh --cloud "$cloud" --from "$HYPERCLOUD_CACHE/compare-modes-$cloud-ci"
 done
+step "hack/verify-diagrams.sh --cloud mesos (its in-tree run's cloud calls against docs/diagrams/mesos-*)"
+hack/verify-diagrams.sh --cloud mesos --from "$HYPERCLOUD_CACHE/local-up-mesos-ci"
 
 step_close
 step_table passed

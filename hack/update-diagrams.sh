@@ -69,7 +69,9 @@ else
 fi
 mkdir -p "$root/docs/diagrams"
 
-for mode in in-tree external; do
+# shellcheck source=hack/lib/cloud-modes.sh
+source hack/lib/cloud-modes.sh
+for mode in $(cloud_modes "$cloud"); do
   if [ -n "$from" ]; then
     run="$from/$mode"
     echo "update-diagrams: the traces of the earlier --mode $mode run in $run"

@@ -51,11 +51,7 @@ cloud_create_instances() {
 # The kubelets run while their agent is active; a Node belongs to the agent its providerID
 # (mesos://<agent id>) or its name (the agent's hostname) names.
 cloud_instances_command() {
-  printf '%s\n' python3 -c '
-import json, sys, urllib.request
-state = json.load(urllib.request.urlopen(sys.argv[1]))
-print(json.dumps([{"name": a["hostname"], "id": a["id"], "status": "ACTIVE" if a["active"] else "SHUTOFF"}
-                  for a in state["slaves"]]))' "http://127.0.0.1:$api_port/state"
+  printf '%s\n' python3 hack/lib/mesos-instances.py "http://127.0.0.1:$api_port/state"
 }
 
 cloud_stop_instance() {
