@@ -4,8 +4,47 @@
 
 use std::time::Duration;
 
-/// A Go-style duration within `min..=max`; the error gives the range. The sum is kept in
-/// `f64` seconds and checked before it becomes a `Duration`, so no value can overflow.
+/// The length of a Go duration (`time.ParseDuration`'s grammar: terms of a decimal number and
+/// a unit, `ns`, `us`/`µs`/`μs`, `ms`, `s`, `m`, `h`, as in `1h30m`, `1.5s`, `300ms`) in seconds,
+/// of any size (infinite for a number too long for `f64`: callers check their range); `None`
+/// when `s` is not one (empty, a sign, a bare number, a term without digits or unit, an
+/// unknown unit). Flags (`hypercloud_options::GoDuration`) and config keys ([`parse_in`])
+/// share this grammar and differ only in what they add around it.
+pub fn go_seconds(s: &str) -> Option<f64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        if num_len == 0 {
+            return None;
+        }
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    Some(total)
+}
+
+/// A config key's duration within `min..=max`: a Go duration ([`go_seconds`]), or a bare
+/// number of seconds (as several providers' configs took them); the error gives the range.
+/// The length is checked in `f64` seconds before it becomes a `Duration`, so no value can
+/// overflow.
 pub fn parse_in(v: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let v = v.trim();
     let bad = || format!("{v:?} is not a duration like 5s or 500ms");
@@ -14,31 +53,7 @@ pub fn parse_in(v: &str, min: Duration, max: Duration) -> Result<Duration, Strin
         // Bare seconds; too many digits for u64 are still a number, just out of range.
         v.parse::<f64>().map_err(|_| bad())?
     } else {
-        let mut total = 0f64;
-        let mut rest = v;
-        if rest.is_empty() {
-            return Err(bad());
-        }
-        while !rest.is_empty() {
-            let num_end = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .ok_or_else(bad)?;
-            let n: f64 = rest[..num_end].parse().map_err(|_| bad())?;
-            rest = &rest[num_end..];
-            let unit_end = rest
-                .find(|c: char| c.is_ascii_digit() || c == '.')
-                .unwrap_or(rest.len());
-            let scale = match &rest[..unit_end] {
-                "ms" => 0.001,
-                "s" => 1.0,
-                "m" => 60.0,
-                "h" => 3600.0,
-                _ => return Err(bad()),
-            };
-            rest = &rest[unit_end..];
-            total += n * scale;
-        }
-        total
+        go_seconds(v).ok_or_else(bad)?
     };
     if total.is_nan() || total > max.as_secs_f64() {
         return Err(range());
@@ -53,6 +68,7 @@ pub fn parse_in(v: &str, min: Duration, max: Duration) -> Result<Duration, Strin
 /// `24h`, `90s`, `1ms`: for range messages.
 pub fn short(d: Duration) -> String {
     match (d.as_secs(), d.subsec_millis()) {
+        (0, 0) => "0s".into(),
         (0, ms) => format!("{ms}ms"),
         (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
         (s, 0) => format!("{s}s"),
@@ -81,7 +97,12 @@ mod tests {
         );
         assert_eq!(parse_in("1h", Duration::ZERO, max), Ok(max));
         let e = parse_in("2h", Duration::ZERO, max).expect_err("over the range");
-        assert_eq!(e, "\"2h\" is out of range (0ms to 1h)");
+        assert_eq!(e, "\"2h\" is out of range (0s to 1h)");
+        assert_eq!(go_seconds("1h30m"), Some(5400.0));
+        assert_eq!(go_seconds("2us"), Some(2e-6));
+        for bad in ["", "10", "s", "10x", "-5s", ".s5", "1..5s"] {
+            assert_eq!(go_seconds(bad), None, "{bad}");
+        }
         assert!(parse_in("5 parsecs", Duration::ZERO, max).is_err());
         assert!(parse_in("", Duration::ZERO, max).is_err());
         assert!(parse_in("99999999999999999999999h", Duration::ZERO, max).is_err());

@@ -91,25 +91,17 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `250ms`, `2s`, `1.5s`, `1m`; a bare number is milliseconds.
+/// `250ms`, `2s`, `1.5s`, `1m30s` (Go's grammar, the kit's
+/// [`hypercloud_cloudprovider::duration::go_seconds`]); a bare number is milliseconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
+    let t = s.trim();
+    let bad = || format!("{s:?} is not a duration like 250ms or 2s");
+    let secs = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        t.parse::<f64>().map_err(|_| bad())? * 0.001
     } else {
-        (s, 0.001)
+        hypercloud_cloudprovider::duration::go_seconds(t).ok_or_else(bad)?
     };
-    let n: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 250ms or 2s"))?;
-    if !n.is_finite() || n < 0.0 {
-        return Err(format!("{s:?} is not a non-negative duration"));
-    }
-    Duration::try_from_secs_f64(n * scale).map_err(|_| format!("{s:?} is too long a duration"))
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is too long a duration"))
 }
 
 /// A latency: a duration of at most [`MAX_LATENCY`].

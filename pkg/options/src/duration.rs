@@ -37,35 +37,8 @@ impl FromStr for GoDuration {
         if s.starts_with('-') {
             return Err(format!("negative duration {s:?} is not allowed"));
         }
-        let mut rest = s.strip_prefix('+').unwrap_or(s);
-        if rest.is_empty() {
-            return Err(bad());
-        }
-        let mut total = 0f64;
-        while !rest.is_empty() {
-            let num_len = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .ok_or_else(bad)?;
-            if num_len == 0 {
-                return Err(bad());
-            }
-            let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
-            rest = &rest[num_len..];
-            let unit_len = rest
-                .find(|c: char| c.is_ascii_digit() || c == '.')
-                .unwrap_or(rest.len());
-            let scale = match &rest[..unit_len] {
-                "ns" => 1e-9,
-                "us" | "µs" | "μs" => 1e-6,
-                "ms" => 1e-3,
-                "s" => 1.0,
-                "m" => 60.0,
-                "h" => 3600.0,
-                _ => return Err(bad()),
-            };
-            rest = &rest[unit_len..];
-            total += value * scale;
-        }
+        let rest = s.strip_prefix('+').unwrap_or(s);
+        let total = hypercloud_cloudprovider::duration::go_seconds(rest).ok_or_else(bad)?;
         // An infinite sum (a number too long for f64) is out of range too.
         if total.is_nan() || total > MAX_DURATION.as_secs_f64() {
             return Err(format!(

@@ -498,62 +498,10 @@ pub fn zone_to_region(zone: &str) -> Option<String> {
         .then(|| zone[..zone.len() - 1].to_owned())
 }
 
-/// Go-style duration (`5s`, `500ms`, `1m30s`; a bare number is seconds) within `[min, max]`.
+/// Go-style duration (`5s`, `500ms`, `1m30s`; a bare number is seconds) within `[min, max]`
+/// (the kit's parser, as every provider's config).
 fn duration_in(v: &str, min: Duration, max: Duration) -> Result<Duration, String> {
-    let d = parse_duration(v)?;
-    if d < min || d > max {
-        return Err(format!(
-            "{v:?} is out of range ({} to {})",
-            fmt_duration(min),
-            fmt_duration(max)
-        ));
-    }
-    Ok(d)
-}
-
-fn fmt_duration(d: Duration) -> String {
-    if d.subsec_millis() != 0 {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{}s", d.as_secs())
-    }
-}
-
-fn parse_duration(v: &str) -> Result<Duration, String> {
-    let v = v.trim();
-    let bad = || format!("{v:?} is not a duration (e.g. 5s, 500ms, 1m30s)");
-    if let Ok(secs) = v.parse::<u64>() {
-        return Ok(Duration::from_secs(secs.min(u32::MAX as u64)));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = v;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .ok_or_else(bad)?;
-        let n: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        rest = &rest[unit_len..];
-        let secs = n * unit;
-        if !secs.is_finite() || secs > 1e9 {
-            return Err(bad());
-        }
-        total += Duration::from_secs_f64(secs);
-    }
-    Ok(total)
+    hypercloud_cloudprovider::duration::parse_in(v, min, max)
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ mod tests {
             ("[mesos-cloud]\nhttp-client-timeout = 0s\n", "out of range"),
             (
                 "[mesos-cloud]\nstate-cache-ttl = 48h\n",
-                "out of range (0ms to 24h)",
+                "out of range (0s to 24h)",
             ),
             (
                 "[mesos-cloud]\nstate-cache-ttl = soon\n",

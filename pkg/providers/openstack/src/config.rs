@@ -1634,11 +1634,11 @@ max-attempts = 3
                 "Hypercloud",
                 "retry-base-delay",
                 "100000000000000000000",
-                "0ms to 24h",
+                "0s to 24h",
             ),
             ("Hypercloud", "max-attempts", "4294967296", "1 to 100"),
             ("Hypercloud", "max-attempts", "0", "1 to 100"),
-            ("Hypercloud", "max-retry-after", "61s", "0ms to 60s"),
+            ("Hypercloud", "max-retry-after", "61s", "0s to 60s"),
             ("LoadBalancer", "monitor-delay", "500ms", "1s to 24h"),
             (
                 "LoadBalancer",

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hypercloud_cloudprovider::credential_secret::{SecretData, SecretRef};
-use hypercloud_cloudprovider::gcfg;
 use hypercloud_cloudprovider::http_client::Thumbprint;
+use hypercloud_cloudprovider::{duration, gcfg};
 use ipnet::IpNet;
 
 use crate::{Error, Result};
@@ -388,19 +388,11 @@ impl Builder {
             "hypercloud" => match key {
                 "product-uuid-file" => self.product_uuid_file = Some(PathBuf::from(v)),
                 "cache-ttl" => {
-                    let d = parse_duration(v)?;
-                    if d > MAX_CACHE_TTL {
-                        return Err(format!("{v:?} is longer than the maximum of 10m"));
-                    }
-                    self.cache_ttl = Some(d);
+                    self.cache_ttl = Some(duration::parse_in(v, Duration::ZERO, MAX_CACHE_TTL)?);
                 }
                 "task-timeout" => {
-                    let d = parse_duration(v)?;
                     let (min, max) = TASK_TIMEOUT_RANGE;
-                    if d < min || d > max {
-                        return Err(format!("{v:?} is not between 1s and 60m"));
-                    }
-                    self.task_timeout = Some(d);
+                    self.task_timeout = Some(duration::parse_in(v, min, max)?);
                 }
                 "plain-http" => self.plain_http = parse_bool(v)?,
                 _ => self.unknown(e),
@@ -764,26 +756,6 @@ fn parse_cidr_list(v: &str) -> std::result::Result<Vec<IpNet>, String> {
     split_list(v).iter().map(|s| parse_cidr(s)).collect()
 }
 
-/// `5s`, `500ms`, `1m`; a bare number is seconds.
-fn parse_duration(v: &str) -> std::result::Result<Duration, String> {
-    let v = v.trim();
-    let bad = || format!("{v:?} is not a duration like 5s or 500ms");
-    let (num, scale) = if let Some(n) = v.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (v, 1.0)
-    };
-    let n: f64 = num.trim().parse().map_err(|_| bad())?;
-    if !n.is_finite() || !(0.0..=1e6).contains(&n) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(n * scale))
-}
-
 // ------------------------------------------------------------------ INI (gcfg)
 
 /// The legacy INI through the shared gcfg reader ([`hypercloud_cloudprovider::gcfg`], as the
@@ -1047,7 +1019,7 @@ labels:
             .expect_err(bad)
             .to_string();
             assert!(
-                err.contains("task-timeout") && err.contains("not between 1s and 60m"),
+                err.contains("task-timeout") && err.contains("out of range (1s to 1h)"),
                 "{err}"
             );
         }
