@@ -16,6 +16,10 @@
 #                               azure-mgmt-compute, azure-mgmt-network (venv
 #                               $HYPERCLOUD_CACHE/venv-azure), driven by
 #                               hack/conformance/azure_conformance.py
+#   hack/python-tools.sh ovirt  oVirt's Python SDK, ovirt-engine-sdk-python (venv
+#                               $HYPERCLOUD_CACHE/venv-ovirt; it builds a small C extension
+#                               against libxml2 and takes pycurl's wheel), driven by
+#                               hack/conformance/ovirt_sdk_conformance.py
 #   hack/python-tools.sh azure-cli
 #                               Microsoft's az CLI (venv $HYPERCLOUD_CACHE/venv-azure-cli; its
 #                               own, as azure-cli 2.91.0 pins azure-mgmt-compute~=34.1.0;
@@ -37,6 +41,9 @@ AZURE_MGMT_RESOURCE_VERSION="24.0.0"
 AZURE_MGMT_COMPUTE_VERSION="39.0.0"
 AZURE_MGMT_NETWORK_VERSION="33.1.0"
 AZURE_CLI_VERSION="2.91.0"
+
+# oVirt's Python SDK (v4 API), the referee of the oVirt dialect.
+OVIRT_SDK_VERSION="4.6.3"
 
 OPENSTACKCLIENT_VERSION="10.5.0"
 # `openstack loadbalancer ...` (Octavia) is a plugin of the CLI.
@@ -102,6 +109,22 @@ if [[ "${1:-}" == azure ]]; then
     rm -f "$VENV"/.azure-*
     touch "$STAMP"
     echo "azure-identity, azure-mgmt-resource, -compute, -network ($want) installed in $VENV"
+    exit 0
+fi
+
+if [[ "${1:-}" == ovirt ]]; then
+    VENV="$HYPERCLOUD_CACHE/venv-ovirt"
+    STAMP="$VENV/.ovirt-engine-sdk-python-$OVIRT_SDK_VERSION"
+    if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c 'import ovirtsdk4' 2>/dev/null; then
+        echo "ovirt-engine-sdk-python $OVIRT_SDK_VERSION already in $VENV"
+        exit 0
+    fi
+    pip_install "ovirt-engine-sdk-python==$OVIRT_SDK_VERSION"
+    got="$("$VENV/bin/python" -c 'from ovirtsdk4.version import VERSION as v; print(v)')"
+    [[ "$got" == "$OVIRT_SDK_VERSION" ]] || { echo "error: ovirt-engine-sdk-python $got in $VENV, want $OVIRT_SDK_VERSION" >&2; exit 1; }
+    rm -f "$VENV"/.ovirt-engine-sdk-python-*
+    touch "$STAMP"
+    echo "ovirt-engine-sdk-python $OVIRT_SDK_VERSION installed in $VENV"
     exit 0
 fi
 

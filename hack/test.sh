@@ -131,6 +131,12 @@ hack/python-tools.sh azure
 step "azure cli: azure-cli (venv in $HYPERCLOUD_CACHE/venv-azure-cli)"
 hack/python-tools.sh azure-cli
 
+# ovirt tools: oVirt's Python SDK (hack/python-tools.sh ovirt, venv $HYPERCLOUD_CACHE/venv-ovirt),
+# driven against the local cloud's oVirt dialect by pkg/localcloud/tests/it/ovirt.rs
+# (hack/conformance/ovirt_sdk_conformance.py). Cold about 20 s, warm under a second.
+step "ovirt tools: ovirt-engine-sdk-python (venv in $HYPERCLOUD_CACHE/venv-ovirt)"
+hack/python-tools.sh ovirt
+
 # aws tools: moto server and the official aws CLI (hack/python-tools.sh aws, venv
 # $HYPERCLOUD_CACHE/venv-aws) and Amazon's amazon-ec2-metadata-mock (built from the Go module
 # proxy); the aws provider's tests run against them (pkg/testenv/src/aws.rs).

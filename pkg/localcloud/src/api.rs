@@ -13,6 +13,7 @@ pub(crate) mod image;
 pub(crate) mod loadbalancer;
 pub(crate) mod mesos;
 pub(crate) mod network;
+pub(crate) mod ovirt;
 #[cfg(test)]
 mod proptests;
 mod records;
@@ -104,7 +105,11 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
             "faultstring": e.message,
             "debuginfo": null,
         }),
-        Service::Identity | Service::Metadata | Service::Image | Service::Mesos => {
+        Service::Identity
+        | Service::Metadata
+        | Service::Image
+        | Service::Mesos
+        | Service::Ovirt => {
             json!({"error": {
                 "code": code,
                 "title": e.status.canonical_reason().unwrap_or("Error"),
@@ -164,7 +169,7 @@ pub(crate) async fn format_errors(service: Service, req: Request, next: Next) ->
     if status == StatusCode::UNAUTHORIZED
         && !matches!(
             service,
-            Service::Identity | Service::Gce | Service::Azure | Service::Mesos
+            Service::Identity | Service::Gce | Service::Azure | Service::Mesos | Service::Ovirt
         )
     {
         parts.headers.insert(
@@ -510,6 +515,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(gce::router(cloud.clone()))
         .merge(azure::router(cloud.clone()))
         .merge(mesos::router(cloud.clone()))
+        .merge(ovirt::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn(refuse_control_characters))
@@ -597,6 +603,7 @@ async fn root(State(cloud): Ctx) -> Response {
             "gce": format!("{b}/compute/v1"),
             "azure": format!("{b}/subscriptions"),
             "mesos": format!("{b}/state"),
+            "ovirt": format!("{b}/ovirt-engine/api"),
             "metrics": format!("{b}/metrics"),
         }),
     )

@@ -23,6 +23,8 @@ pub enum Service {
     Azure,
     /// The Mesos master's state endpoint (the Mesos dialect, `/state`, `/master/state`).
     Mesos,
+    /// The oVirt engine's REST API (the oVirt dialect, `/api`, `/ovirt-engine`).
+    Ovirt,
 }
 
 impl Service {
@@ -39,11 +41,12 @@ impl Service {
             Service::Gce => "gce",
             Service::Azure => "azure",
             Service::Mesos => "mesos",
+            Service::Ovirt => "ovirt",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 10] = [
+    pub const ALL: [Service; 11] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
@@ -54,6 +57,7 @@ impl Service {
         Service::Gce,
         Service::Azure,
         Service::Mesos,
+        Service::Ovirt,
     ];
 }
 

@@ -80,6 +80,7 @@ pub(crate) fn service_of(path: &str) -> Option<Service> {
         // `/{tenant}/v2.0/...` (a tenant is none of the prefixes above).
         "subscriptions" => Service::Azure,
         "state" | "state.json" | "master" => Service::Mesos,
+        "api" | "ovirt-engine" => Service::Ovirt,
         "metadata" if second == Some("endpoints") => Service::Azure,
         _ if matches!(second, Some("oauth2" | "v2.0")) => Service::Azure,
         _ => return None,

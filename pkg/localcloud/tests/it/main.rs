@@ -17,6 +17,7 @@ mod loadbalancer;
 mod mesos;
 mod metadata;
 mod network;
+mod ovirt;
 mod security_groups;
 mod support;
 mod timestamps;
