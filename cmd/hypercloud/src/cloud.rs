@@ -47,6 +47,8 @@ pub fn registry() -> Registry {
     hypercloud_providers_azure::register(&mut r);
     #[cfg(feature = "mesos")]
     hypercloud_providers_mesos::register(&mut r);
+    #[cfg(feature = "ovirt")]
+    hypercloud_providers_ovirt::register(&mut r);
     r
 }
 
@@ -194,6 +196,9 @@ mod tests {
         }
         if cfg!(feature = "mesos") {
             expected.push("mesos");
+        }
+        if cfg!(feature = "ovirt") {
+            expected.push("ovirt");
         }
         expected.sort();
         assert_eq!(registry().names(), expected);

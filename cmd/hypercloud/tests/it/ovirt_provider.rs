@@ -1,0 +1,111 @@
+//! The `ovirt` provider in the real binary, against a real `hypercloud local-cloud serve`
+//! process (its oVirt dialect) and the real kube-apiserver: the in-tree kubelet-helper
+//! registers a Node named by its VM's guest FQDN, with `ovirt:///<vm id>` and the guest's IP;
+//! start-up reports Instances only; a config without `[connection] uri` is refused by name.
+#![cfg(feature = "ovirt")]
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+
+use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
+use hypercloud_testenv::TestEnv;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams};
+
+use crate::BIN;
+
+fn hypercloud(args: &[String]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run hypercloud");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn kubelet_helper_registers_a_vm_by_its_guest_fqdn() {
+    let _group = hypercloud_testenv::group("ovirt_provider").await;
+    let env = TestEnv::new("ovirt-provider").await.expect("testenv");
+    let kubeconfig = env.control_plane().kubeconfig().display().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = state_dir(&tmp);
+    let serve = Serve::start(BIN, &dir, &[]);
+    let server = cli_json(
+        BIN,
+        &dir,
+        &["instance", "create", "k8s-node-1", "-o", "json"],
+    );
+    let vm_id = server["id"].as_str().unwrap().to_owned();
+    // Without ovirt-fqdn metadata the guest reports the server's host name.
+    let node_name = "k8s-node-1";
+
+    let conf = tmp.path().join("ovirt.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[connection]\nuri = {}/api\nusername = admin@internal\npassword = hypercloud\n[filters]\nvms = name=k8s-*\n",
+            serve.api_url
+        ),
+    )
+    .unwrap();
+    let conf_arg = format!("--cloud-config={}", conf.display());
+
+    let (_, stdout, stderr) = hypercloud(&[
+        "cloud-controller-manager".into(),
+        "--cloud-provider=ovirt".into(),
+        conf_arg.clone(),
+        "--kubeconfig=/nonexistent/kubeconfig".into(),
+    ]);
+    assert!(
+        stdout.contains("cloud provider \"ovirt\" initialized"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("  instances      supported"), "{stdout}");
+    assert!(
+        stdout.contains("  zones          not supported"),
+        "{stdout}"
+    );
+
+    let (code, stdout, stderr) = hypercloud(&[
+        "kubelet-helper".into(),
+        "--cloud-provider=ovirt".into(),
+        conf_arg,
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--hostname-override={node_name}"),
+        "--once".into(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let nodes: Api<Node> = Api::all(env.client());
+    let node = nodes.get(node_name).await.expect("node registered");
+    assert_eq!(
+        node.spec.as_ref().and_then(|s| s.provider_id.clone()),
+        Some(format!("ovirt:///{vm_id}"))
+    );
+    let addresses = node.status.and_then(|s| s.addresses).unwrap_or_default();
+    assert!(
+        addresses.iter().any(|a| a.type_ == "InternalIP")
+            && addresses.iter().any(|a| a.type_ == "ExternalIP"),
+        "{addresses:?}"
+    );
+    nodes
+        .delete(node_name, &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // The legacy provider required [connection] uri; so does this one, by name (exit 2).
+    std::fs::write(&conf, "[connection]\nusername = admin@internal\n").unwrap();
+    let (code, _, stderr) = hypercloud(&[
+        "cloud-controller-manager".into(),
+        "--cloud-provider=ovirt".into(),
+        format!("--cloud-config={}", conf.display()),
+        "--kubeconfig=/nonexistent/kubeconfig".into(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("missing ovirt uri"), "{stderr}");
+    serve.terminate();
+}
