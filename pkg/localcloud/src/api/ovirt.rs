@@ -335,9 +335,11 @@ fn search_matches(query: &str, vm: &Vm) -> Result<bool, String> {
             "fqdn" => wildcard(value, &vm.fqdn),
             "id" => wildcard(value, &vm.id),
             "tag" => vm.tags.iter().any(|t| wildcard(value, t)),
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown field {other:?}; the VM search here knows name, status, fqdn, id and tag"
-            )),
+            ))
+            }
         };
         if hit == negate {
             return Ok(false);
