@@ -50,6 +50,7 @@ pub mod volume;
 pub mod wait;
 pub mod webhook;
 pub mod wellknown;
+pub mod xml;
 pub mod yaml;
 
 pub use cloud::{

@@ -6,6 +6,8 @@
 
 use std::fmt::Write;
 
+use hypercloud_cloudprovider::xml::escape as esc;
+
 use crate::diagram::{Diagram, Role, Step};
 
 const FONT_SIZE: i64 = 13;
@@ -217,23 +219,6 @@ fn participant_box(out: &mut String, cx: i64, top: i64, w: i64, label: &str, rol
         top + BOX_H / 2 + FONT_SIZE / 2 - 2,
         esc(label)
     );
-}
-
-/// XML text and attribute escaping.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\t' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use hypercloud_cloudprovider::xml::escape as esc;
 use serde_json::{json, Value};
 
 use super::identity::{self, users, Authenticated};
@@ -61,22 +62,6 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
 }
 
 // ------------------------------------------------------------------ answers
-
-/// XML text with `&`, `<`, `>`, `"` and `'` escaped.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn xml(status: StatusCode, body: String) -> Response {
     let mut r = (
@@ -685,8 +670,7 @@ mod tests {
     }
 
     #[test]
-    fn xml_text_is_escaped() {
-        assert_eq!(esc("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
+    fn login_names_and_engine_dates() {
         assert_eq!(user_name("admin@internal"), "admin");
         assert_eq!(
             iso_millis("2026-11-28T12:00:00Z"),
