@@ -438,6 +438,69 @@ pub fn token(api_url: &str) -> String {
         .expect("an X-Subject-Token header")
 }
 
+/// The Compute API of a local cloud, signed in as its admin in the `demo` project, for tests of
+/// a cloud started in process (the blocking [`http`] would stall the runtime that serves it).
+pub struct Nova {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl Nova {
+    /// Signs in to the cloud at `api_url` with the default password.
+    pub async fn login(api_url: &str) -> Nova {
+        let http = reqwest::Client::new();
+        let body = serde_json::json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": "admin", "domain": {"name": "Default"}, "password": "hypercloud"}}},
+            "scope": {"project": {"name": "demo", "domain": {"name": "Default"}}}}});
+        let resp = http
+            .post(format!("{api_url}/identity/v3/auth/tokens"))
+            .json(&body)
+            .send()
+            .await
+            .expect("sign in to the local cloud");
+        let token = resp.headers()["x-subject-token"]
+            .to_str()
+            .expect("a token")
+            .to_owned();
+        Nova {
+            http,
+            url: api_url.to_owned(),
+            token,
+        }
+    }
+
+    /// `method` on `path` under `/compute/v2.1`; fails the test unless it succeeds. The JSON
+    /// answer (`null` for none).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let mut req = self
+            .http
+            .request(method, format!("{}/compute/v2.1{path}", self.url))
+            .header("x-auth-token", &self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("a Compute request");
+        assert!(resp.status().is_success(), "{path}: {}", resp.status());
+        resp.json().await.unwrap_or(serde_json::Value::Null)
+    }
+
+    /// A server `name` of flavor 1 with `metadata`: its ID.
+    pub async fn server(&self, name: &str, metadata: serde_json::Value) -> String {
+        let body =
+            serde_json::json!({"server": {"name": name, "flavorRef": "1", "metadata": metadata}});
+        let v = self
+            .call(reqwest::Method::POST, "/servers", Some(body))
+            .await;
+        v["server"]["id"].as_str().expect("a server ID").to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

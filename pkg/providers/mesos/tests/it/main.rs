@@ -6,13 +6,13 @@
 use hypercloud_cloudprovider::{CloudConfig, Error, Interface};
 use hypercloud_localcloud::{Server, ServerConfig, ServerHandle};
 use hypercloud_providers_mesos::Mesos;
+use hypercloud_testenv::localcloud::Nova;
 use serde_json::{json, Value};
 
 struct Cloud {
     handle: ServerHandle,
     _dir: tempfile::TempDir,
-    http: reqwest::Client,
-    token: String,
+    nova: Nova,
 }
 
 impl Cloud {
@@ -21,54 +21,17 @@ impl Cloud {
         let mut config = ServerConfig::ephemeral(dir.path());
         config.mesos_cluster = cluster.map(str::to_owned);
         let handle = Server::bind(config).await.unwrap();
-        let http = reqwest::Client::new();
-        let body = json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "domain": {"name": "Default"}, "password": "hypercloud"}}},
-            "scope": {"project": {"name": "demo", "domain": {"name": "Default"}}}}});
-        let resp = http
-            .post(format!("{}/identity/v3/auth/tokens", handle.api_url()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let token = resp.headers()["x-subject-token"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let nova = Nova::login(handle.api_url()).await;
         Cloud {
             handle,
             _dir: dir,
-            http,
-            token,
+            nova,
         }
-    }
-
-    async fn nova(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self
-            .http
-            .request(
-                method,
-                format!("{}/compute/v2.1{path}", self.handle.api_url()),
-            )
-            .header("x-auth-token", &self.token);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.unwrap();
-        assert!(resp.status().is_success(), "{path}: {}", resp.status());
-        resp.json().await.unwrap_or(Value::Null)
     }
 
     /// A server (an agent) with `metadata`: its ID.
     async fn server(&self, name: &str, metadata: Value) -> String {
-        let v = self
-            .nova(
-                reqwest::Method::POST,
-                "/servers",
-                Some(json!({"server": {"name": name, "flavorRef": "1", "metadata": metadata}})),
-            )
-            .await;
-        v["server"]["id"].as_str().unwrap().to_owned()
+        self.nova.server(name, metadata).await
     }
 
     /// The master's `host:port`.
@@ -143,7 +106,8 @@ async fn agents_are_instances_by_hostname_and_follow_the_servers() {
 
     // A stopped server is a disconnected agent: shut down, still there.
     cloud
-        .nova(
+        .nova
+        .call(
             reqwest::Method::POST,
             &format!("/servers/{a}/action"),
             Some(json!({"os-stop": null})),
@@ -160,7 +124,8 @@ async fn agents_are_instances_by_hostname_and_follow_the_servers() {
 
     // A deleted one is gone: "does not exist", and not found by name.
     cloud
-        .nova(reqwest::Method::DELETE, &format!("/servers/{a}"), None)
+        .nova
+        .call(reqwest::Method::DELETE, &format!("/servers/{a}"), None)
         .await;
     assert!(!instances
         .instance_exists_by_provider_id(&pid_a)

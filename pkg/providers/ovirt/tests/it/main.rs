@@ -5,13 +5,13 @@
 use hypercloud_cloudprovider::{Chain, CloudConfig, Error, Interface};
 use hypercloud_localcloud::{Server, ServerConfig, ServerHandle};
 use hypercloud_providers_ovirt::{Config, Ovirt};
-use serde_json::{json, Value};
+use hypercloud_testenv::localcloud::Nova;
+use serde_json::json;
 
 struct Cloud {
     handle: ServerHandle,
     _dir: tempfile::TempDir,
-    http: reqwest::Client,
-    token: String,
+    nova: Nova,
 }
 
 impl Cloud {
@@ -20,57 +20,23 @@ impl Cloud {
         let handle = Server::bind(ServerConfig::ephemeral(dir.path()))
             .await
             .unwrap();
-        let http = reqwest::Client::new();
-        let body = json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "domain": {"name": "Default"}, "password": "hypercloud"}}},
-            "scope": {"project": {"name": "demo", "domain": {"name": "Default"}}}}});
-        let resp = http
-            .post(format!("{}/identity/v3/auth/tokens", handle.api_url()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let token = resp.headers()["x-subject-token"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let nova = Nova::login(handle.api_url()).await;
         Cloud {
             handle,
             _dir: dir,
-            http,
-            token,
+            nova,
         }
-    }
-
-    async fn nova(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self
-            .http
-            .request(
-                method,
-                format!("{}/compute/v2.1{path}", self.handle.api_url()),
-            )
-            .header("x-auth-token", &self.token);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.unwrap();
-        assert!(resp.status().is_success(), "{path}: {}", resp.status());
-        resp.json().await.unwrap_or(Value::Null)
     }
 
     /// A VM (a server) whose guest reports `fqdn`: its ID.
     async fn vm(&self, name: &str, fqdn: &str) -> String {
-        let server =
-            json!({"server": {"name": name, "flavorRef": "1", "metadata": {"ovirt-fqdn": fqdn}}});
-        let v = self
-            .nova(reqwest::Method::POST, "/servers", Some(server))
-            .await;
-        v["server"]["id"].as_str().unwrap().to_owned()
+        self.nova.server(name, json!({"ovirt-fqdn": fqdn})).await
     }
 
     async fn fixed_ip(&self, id: &str) -> String {
         let v = self
-            .nova(reqwest::Method::GET, &format!("/servers/{id}/ips"), None)
+            .nova
+            .call(reqwest::Method::GET, &format!("/servers/{id}/ips"), None)
             .await;
         let nets = v["addresses"].as_object().unwrap();
         nets.values().next().unwrap()[0]["addr"]
@@ -135,7 +101,8 @@ async fn the_searched_vms_are_instances_named_by_their_fqdn() {
         .await
         .unwrap());
     cloud
-        .nova(
+        .nova
+        .call(
             reqwest::Method::POST,
             &format!("/servers/{b}/action"),
             Some(json!({"os-stop": null})),
@@ -155,7 +122,8 @@ async fn the_searched_vms_are_instances_named_by_their_fqdn() {
         .unwrap());
     // Deleted: gone.
     cloud
-        .nova(reqwest::Method::DELETE, &format!("/servers/{b}"), None)
+        .nova
+        .call(reqwest::Method::DELETE, &format!("/servers/{b}"), None)
         .await;
     assert!(!instances
         .instance_exists_by_provider_id(&pid_b)
