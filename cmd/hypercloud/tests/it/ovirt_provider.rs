@@ -5,8 +5,6 @@
 #![cfg(feature = "ovirt")]
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
-
 use hypercloud_testenv::localcloud::{cli_json, state_dir, Serve};
 use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Node;
@@ -15,16 +13,8 @@ use kube::api::{Api, DeleteParams};
 use crate::BIN;
 
 fn hypercloud(args: &[String]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run hypercloud");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    hypercloud_testenv::process::run(BIN, &args)
 }
 
 #[tokio::test]
