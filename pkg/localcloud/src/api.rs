@@ -14,6 +14,7 @@ pub(crate) mod loadbalancer;
 pub(crate) mod mesos;
 pub(crate) mod network;
 pub(crate) mod ovirt;
+pub(crate) mod photon;
 #[cfg(test)]
 mod proptests;
 mod records;
@@ -97,6 +98,7 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
     match service {
         Service::Gce => gce::error_body(e),
         Service::Azure => azure::error_body(e),
+        Service::Photon => photon::error_body(e),
         Service::Network => {
             json!({"NeutronError": {"type": e.kind, "message": e.message, "detail": ""}})
         }
@@ -169,7 +171,12 @@ pub(crate) async fn format_errors(service: Service, req: Request, next: Next) ->
     if status == StatusCode::UNAUTHORIZED
         && !matches!(
             service,
-            Service::Identity | Service::Gce | Service::Azure | Service::Mesos | Service::Ovirt
+            Service::Identity
+                | Service::Gce
+                | Service::Azure
+                | Service::Mesos
+                | Service::Ovirt
+                | Service::Photon
         )
     {
         parts.headers.insert(
@@ -516,6 +523,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(azure::router(cloud.clone()))
         .merge(mesos::router(cloud.clone()))
         .merge(ovirt::router(cloud.clone()))
+        .merge(photon::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn(refuse_control_characters))
@@ -604,6 +612,7 @@ async fn root(State(cloud): Ctx) -> Response {
             "azure": format!("{b}/subscriptions"),
             "mesos": format!("{b}/state"),
             "ovirt": format!("{b}/ovirt-engine/api"),
+            "photon": format!("{b}/v1/status"),
             "metrics": format!("{b}/metrics"),
         }),
     )

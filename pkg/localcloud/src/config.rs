@@ -53,6 +53,10 @@ pub struct ServerConfig {
     /// The Mesos dialect's cluster name (`--mesos-cluster`; the master's `--cluster`): the
     /// `cluster` field of `/state`, absent when `None`.
     pub mesos_cluster: Option<String>,
+    /// The Photon dialect's requests need a Lightwave token (`--photon-require-tokens`; the
+    /// photon provider's `authentication = true`); default off, as a Photon Controller deployed
+    /// without authentication.
+    pub photon_require_tokens: bool,
     /// What backs volumes (default none: records only); see `--volume-backing`.
     pub volume_backing: crate::VolumeBacking,
     /// Follow the load balancers of an AWS endpoint (moto) and serve their listeners (see
@@ -126,6 +130,7 @@ impl ServerConfig {
             enforce_member_security_groups: false,
             gce_require_tokens: false,
             mesos_cluster: None,
+            photon_require_tokens: false,
             volume_backing: crate::VolumeBacking::None,
             follow_aws: None,
         }

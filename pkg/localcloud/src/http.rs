@@ -25,6 +25,9 @@ pub enum Service {
     Mesos,
     /// The oVirt engine's REST API (the oVirt dialect, `/api`, `/ovirt-engine`).
     Ovirt,
+    /// Photon Controller's REST API and its Lightwave token endpoint (the Photon dialect,
+    /// `/v1`, `/openidconnect`).
+    Photon,
 }
 
 impl Service {
@@ -42,11 +45,12 @@ impl Service {
             Service::Azure => "azure",
             Service::Mesos => "mesos",
             Service::Ovirt => "ovirt",
+            Service::Photon => "photon",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 11] = [
+    pub const ALL: [Service; 12] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
@@ -58,6 +62,7 @@ impl Service {
         Service::Azure,
         Service::Mesos,
         Service::Ovirt,
+        Service::Photon,
     ];
 }
 

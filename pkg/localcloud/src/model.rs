@@ -13,6 +13,7 @@ pub(crate) mod gce;
 pub(crate) mod identity;
 pub(crate) mod network;
 pub(crate) mod octavia;
+pub(crate) mod photon;
 mod record;
 pub(crate) mod volume;
 

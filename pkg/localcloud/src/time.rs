@@ -24,6 +24,18 @@ pub(crate) fn iso(secs: u64) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// The seconds of a stored timestamp (the inverse of [`iso`]); `None` when it does not parse.
+pub(crate) fn parse_iso(s: &str) -> Option<u64> {
+    let t: Timestamp = s.parse().ok()?;
+    u64::try_from(t.as_second()).ok()
+}
+
+/// Epoch milliseconds of a stored timestamp, as the oVirt and Photon dialects write dates; what
+/// does not parse is the epoch.
+pub(crate) fn epoch_millis(stored: &str) -> u64 {
+    parse_iso(stored).map_or(0, |s| s.saturating_mul(1000))
+}
+
 /// A new resource ID (UUID, as Nova/Neutron/Cinder use).
 pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()

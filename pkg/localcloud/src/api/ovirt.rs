@@ -36,7 +36,6 @@ use super::identity::{self, users, Authenticated};
 use super::{iso, service_layers, Cloud, Ctx, Formatted, Params, Service};
 use crate::api::compute::{Related, Server, SERVERS};
 use crate::model::compute::{ACTIVE, SHUTOFF};
-use crate::model::identity::{User, USERS};
 use crate::store::Read;
 
 /// The engine version the entry point reports.
@@ -123,22 +122,6 @@ fn wants_json(headers: &HeaderMap) -> bool {
 
 // ------------------------------------------------------------------ users and tokens
 
-/// `admin@internal` → `admin` (the profile is not modelled: every user is in `internal`).
-fn user_name(login: &str) -> &str {
-    login.rsplit_once('@').map_or(login, |(user, _)| user)
-}
-
-/// The local cloud's user `login` names, when `password` is theirs.
-fn user_by_password(cloud: &Cloud, login: &str, password: &str) -> Option<User> {
-    let name = user_name(login);
-    let user = cloud
-        .store
-        .read(|v| v.list::<User>(USERS))
-        .into_iter()
-        .find(|u| u.name == name)?;
-    users::password_matches(cloud, &user, password).then_some(user)
-}
-
 /// Whether the request carries a live SSO (Keystone) token or a user's basic credentials.
 fn authenticated(cloud: &Cloud, headers: &HeaderMap) -> bool {
     let Some(value) = headers
@@ -161,7 +144,7 @@ fn authenticated(cloud: &Cloud, headers: &HeaderMap) -> bool {
         return false;
     };
     text.split_once(':')
-        .is_some_and(|(login, password)| user_by_password(cloud, login, password).is_some())
+        .is_some_and(|(login, password)| users::by_login(cloud, login, password).is_some())
 }
 
 /// The SSO token endpoint (form body): a Keystone token of the user, in the user's project.
@@ -192,7 +175,7 @@ async fn sso_token(State(cloud): Ctx, body: Bytes) -> Response {
             "The request is missing username or password".into(),
         );
     };
-    let Some(user) = user_by_password(&cloud, login, password) else {
+    let Some(user) = users::by_login(&cloud, login, password) else {
         return sso_error(
             StatusCode::BAD_REQUEST,
             "access_denied",
@@ -484,7 +467,7 @@ fn vm_v4_json(vm: &Vm) -> Value {
         "href": format!("{V4}/vms/{}", vm.id), "id": vm.id, "name": vm.name,
         "description": vm.description, "status": vm.status, "fqdn": vm.fqdn,
         "memory": vm.memory.to_string(), "type": "server", "stateless": "false",
-        "creation_time": parse_ms(&vm.created),
+        "creation_time": crate::time::epoch_millis(&vm.created),
         "cpu": {"architecture": "x86_64", "topology": {"cores": "1", "sockets": vm.cpus.to_string(), "threads": "1"}},
         "link": [{"href": format!("{V4}/vms/{}/reporteddevices", vm.id), "rel": "reporteddevices"}],
     })
@@ -496,11 +479,6 @@ fn iso_millis(stored: &str) -> String {
         Some(base) if !base.contains('.') => format!("{base}.000Z"),
         _ => stored.to_owned(),
     }
-}
-
-/// Epoch milliseconds, as the engine's JSON writes dates.
-fn parse_ms(stored: &str) -> u64 {
-    crate::model::gce::parse_iso(stored).map_or(0, |s| s.saturating_mul(1000))
 }
 
 async fn entry_v4(State(cloud): Ctx, headers: HeaderMap) -> Response {
@@ -670,8 +648,7 @@ mod tests {
     }
 
     #[test]
-    fn login_names_and_engine_dates() {
-        assert_eq!(user_name("admin@internal"), "admin");
+    fn engine_dates() {
         assert_eq!(
             iso_millis("2026-11-28T12:00:00Z"),
             "2026-11-28T12:00:00.000Z"

@@ -192,6 +192,13 @@ pub struct ServeArgs {
     /// /state (absent without it; the mesos provider then calls the cluster "mesos").
     #[arg(long, value_name = "NAME", value_parser = parse_mesos_cluster)]
     pub mesos_cluster: Option<String>,
+    /// Require a token on the Photon dialect's /v1 requests, as a Photon Controller with
+    /// authentication enabled: `Authorization: Bearer` from Lightwave's token endpoint
+    /// (POST /openidconnect/token, a local-cloud user's password grant; GET /v1/auth says where)
+    /// (default: requests are not authenticated, as the photon provider's `authentication =
+    /// false`).
+    #[arg(long)]
+    pub photon_require_tokens: bool,
     /// What backs volumes: none (records only) or sparse-file (a sparse file per volume in
     /// <state-dir>/volumes, a loop device per attached volume, linked as the instance's
     /// <state-dir>/devices/<server-id>/virtio-<first 20 characters of the volume id>; loop devices need root).

@@ -25,6 +25,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         enforce_member_security_groups,
         gce_require_tokens,
         mesos_cluster,
+        photon_require_tokens,
         volume_backing,
         follow_aws_elb,
         follow_aws_region,
@@ -65,6 +66,7 @@ pub(super) async fn serve(state_dir: PathBuf, password: String, a: ServeArgs) ->
         enforce_member_security_groups,
         gce_require_tokens,
         mesos_cluster,
+        photon_require_tokens,
         volume_backing,
         follow_aws,
         ..ServerConfig::new(&state_dir)

@@ -200,11 +200,7 @@ pub(crate) fn numeric_id(uuid: &str) -> u64 {
     h >> 1
 }
 
-/// Seconds since the epoch of `2026-11-22T21:30:00Z` (the form [`crate::time::iso`] writes).
-pub(crate) fn parse_iso(s: &str) -> Option<u64> {
-    let t: jiff::Timestamp = s.parse().ok()?;
-    u64::try_from(t.as_second()).ok()
-}
+pub(crate) use crate::time::parse_iso;
 
 /// The offset GCE's API servers write timestamps in: US Pacific standard time, all year.
 const PACIFIC: jiff::tz::Offset = jiff::tz::offset(-8);

@@ -18,6 +18,7 @@ mod mesos;
 mod metadata;
 mod network;
 mod ovirt;
+mod photon;
 mod security_groups;
 mod support;
 mod timestamps;

@@ -92,6 +92,25 @@ pub(crate) fn password_matches(cloud: &Cloud, user: &User, password: &str) -> bo
     }
 }
 
+/// The user name of a login: `admin@internal` → `admin`.
+fn login_name(login: &str) -> &str {
+    login.rsplit_once('@').map_or(login, |(user, _)| user)
+}
+
+/// The local cloud's user a dialect's login names, when `password` is theirs. A login may carry
+/// a realm or profile after `@` (oVirt's `admin@internal`, Lightwave's
+/// `administrator@photon.local`): only the user name before it is looked up, because every user
+/// here is in the one domain.
+pub(crate) fn by_login(cloud: &Cloud, login: &str, password: &str) -> Option<User> {
+    let name = login_name(login);
+    let user = cloud
+        .store
+        .read(|v| v.list::<User>(USERS))
+        .into_iter()
+        .find(|u| u.name == name)?;
+    password_matches(cloud, &user, password).then_some(user)
+}
+
 fn view(cloud: &Cloud, u: &User) -> Value {
     json!({
         "id": u.id, "name": u.name, "domain_id": u.domain_id,
@@ -299,4 +318,18 @@ async fn change_password(
         })
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn logins_name_users_before_their_realm() {
+        assert_eq!(super::login_name("admin@internal"), "admin");
+        assert_eq!(
+            super::login_name("administrator@photon.local"),
+            "administrator"
+        );
+        assert_eq!(super::login_name("a@b@c"), "a@b");
+        assert_eq!(super::login_name("admin"), "admin");
+    }
 }
