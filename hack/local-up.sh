@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos|ovirt] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -33,6 +33,12 @@
 #                              are the agents of a Mesos master (GET /state),
 #                              --cloud-provider=mesos (steps in hack/lib/cloud-mesos.sh); Node
 #                              names are the agents' hostnames; no load balancer or volume step.
+#   --cloud ovirt:             (--mode in-tree only) the local cloud's oVirt dialect: its servers
+#                              are the VMs of an oVirt engine (the v3 API's GET /api/vms?search=,
+#                              basic authentication), --cloud-provider=ovirt with the legacy
+#                              [connection]/[filters] config (steps in hack/lib/cloud-ovirt.sh);
+#                              Node names are the FQDNs the VMs' guests report; no load balancer
+#                              or volume step.
 #   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call; the
 #                              scheduler leaves the demo's pods Pending until the
 #                              cloud-controller-manager initialises the Nodes from the cloud
@@ -110,7 +116,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
-case "$cloud" in local|aws|vsphere|gce|azure|mesos) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure or mesos, got '$cloud'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere|gce|azure|mesos|ovirt) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure, mesos or ovirt, got '$cloud'" >&2; exit 2 ;; esac
 case "$creds" in file|secret) ;; *) echo "local-up: --creds must be file or secret, got '$creds'" >&2; exit 2 ;; esac
 if [ "$creds" = secret ] && [ "$cloud" != local ]; then
   echo "local-up: --creds secret is implemented for --cloud local only (the openstack provider's [Global] secret-name), not --cloud $cloud" >&2; exit 2

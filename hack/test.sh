@@ -227,6 +227,12 @@ hack/local-up.sh --smoke --cloud vsphere --vcenters 2 --mode in-tree --dir "$HYP
 # agent's Node gets the shutdown taint; its diagram is verified below.
 step "hack/local-up.sh --smoke --cloud mesos --mode in-tree (the Mesos dialect)"
 hack/local-up.sh --smoke --cloud mesos --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-mesos-ci/in-tree"
+# The ovirt provider in its one layout: the local cloud's servers as the VMs of an oVirt engine
+# (its v3 API, basic authentication, [filters] vms = name=node-*), the in-tree kubelet-helpers
+# register them as Nodes named by their guests' FQDNs, a stopped VM's Node gets the shutdown
+# taint (~35 s); its diagram is verified below.
+step "hack/local-up.sh --smoke --cloud ovirt --mode in-tree (the oVirt dialect)"
+hack/local-up.sh --smoke --cloud ovirt --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-ovirt-ci/in-tree"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the
@@ -262,6 +268,8 @@ for cloud in vsphere aws gce azure; do
 done
 step "hack/verify-diagrams.sh --cloud mesos (its in-tree run's cloud calls against docs/diagrams/mesos-*)"
 hack/verify-diagrams.sh --cloud mesos --from "$HYPERCLOUD_CACHE/local-up-mesos-ci"
+step "hack/verify-diagrams.sh --cloud ovirt (its in-tree run's cloud calls against docs/diagrams/ovirt-*)"
+hack/verify-diagrams.sh --cloud ovirt --from "$HYPERCLOUD_CACHE/local-up-ovirt-ci"
 
 step_close
 step_table passed

@@ -6,7 +6,7 @@
 # cloud_modes CLOUD: the layouts, space-separated.
 cloud_modes() {
   case "$1" in
-    mesos) echo in-tree ;;
+    mesos|ovirt) echo in-tree ;;
     *) echo in-tree external ;;
   esac
 }
@@ -15,5 +15,6 @@ cloud_modes() {
 cloud_modes_why() {
   case "$1" in
     mesos) echo "upstream's mesos provider was removed (v1.8) before any cloud-controller-manager existed" ;;
+    ovirt) echo "upstream's ovirt provider was removed for v1.14 (kubernetes#72178), and Kubernetes never published an external oVirt cloud-controller-manager" ;;
   esac
 }
