@@ -49,6 +49,8 @@ pub fn registry() -> Registry {
     hypercloud_providers_mesos::register(&mut r);
     #[cfg(feature = "ovirt")]
     hypercloud_providers_ovirt::register(&mut r);
+    #[cfg(feature = "photon")]
+    hypercloud_providers_photon::register(&mut r);
     r
 }
 
@@ -199,6 +201,9 @@ mod tests {
         }
         if cfg!(feature = "ovirt") {
             expected.push("ovirt");
+        }
+        if cfg!(feature = "photon") {
+            expected.push("photon");
         }
         expected.sort();
         assert_eq!(registry().names(), expected);
