@@ -48,6 +48,7 @@ mod local_cloud_process;
 mod mesos_provider;
 mod openstack_provider;
 mod ovirt_provider;
+mod photon_provider;
 mod proxy;
 mod secrets_stay_secret;
 mod trace_render;
