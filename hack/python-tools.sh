@@ -20,6 +20,10 @@
 #                               $HYPERCLOUD_CACHE/venv-ovirt; it builds a small C extension
 #                               against libxml2 and takes pycurl's wheel), driven by
 #                               hack/conformance/ovirt_sdk_conformance.py
+#   hack/python-tools.sh rackspace
+#                               Rackspace's keystoneauth plugin, rackspaceauth, with openstacksdk
+#                               (venv $HYPERCLOUD_CACHE/venv-rackspace), driven by
+#                               hack/conformance/rackspace_conformance.py
 #   hack/python-tools.sh azure-cli
 #                               Microsoft's az CLI (venv $HYPERCLOUD_CACHE/venv-azure-cli; its
 #                               own, as azure-cli 2.91.0 pins azure-mgmt-compute~=34.1.0;
@@ -44,6 +48,7 @@ AZURE_CLI_VERSION="2.91.0"
 
 # oVirt's Python SDK (v4 API), the referee of the oVirt dialect.
 OVIRT_SDK_VERSION="4.6.3"
+RACKSPACEAUTH_VERSION="0.8.1"
 
 OPENSTACKCLIENT_VERSION="10.5.0"
 # `openstack loadbalancer ...` (Octavia) is a plugin of the CLI.
@@ -125,6 +130,23 @@ if [[ "${1:-}" == ovirt ]]; then
     rm -f "$VENV"/.ovirt-engine-sdk-python-*
     touch "$STAMP"
     echo "ovirt-engine-sdk-python $OVIRT_SDK_VERSION installed in $VENV"
+    exit 0
+fi
+
+if [[ "${1:-}" == rackspace ]]; then
+    VENV="$HYPERCLOUD_CACHE/venv-rackspace"
+    want="rackspaceauth-$RACKSPACEAUTH_VERSION-openstacksdk-$OPENSTACKSDK_VERSION"
+    STAMP="$VENV/.$want"
+    if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c 'import rackspaceauth.v2, openstack' 2>/dev/null; then
+        echo "rackspaceauth $RACKSPACEAUTH_VERSION and openstacksdk $OPENSTACKSDK_VERSION already in $VENV"
+        exit 0
+    fi
+    pip_install "rackspaceauth==$RACKSPACEAUTH_VERSION" "openstacksdk==$OPENSTACKSDK_VERSION"
+    got="$("$VENV/bin/python" -c 'from importlib.metadata import version as v; print("rackspaceauth-%s-openstacksdk-%s" % (v("rackspaceauth"), v("openstacksdk")))')"
+    [[ "$got" == "$want" ]] || { echo "error: $got in $VENV, want $want" >&2; exit 1; }
+    rm -f "$VENV"/.rackspaceauth-*
+    touch "$STAMP"
+    echo "rackspaceauth $RACKSPACEAUTH_VERSION and openstacksdk $OPENSTACKSDK_VERSION installed in $VENV"
     exit 0
 fi
 

@@ -136,6 +136,12 @@ hack/python-tools.sh azure-cli
 # (hack/conformance/ovirt_sdk_conformance.py). Cold about 20 s, warm under a second.
 step "ovirt tools: ovirt-engine-sdk-python (venv in $HYPERCLOUD_CACHE/venv-ovirt)"
 hack/python-tools.sh ovirt
+# rackspace tools: Rackspace's keystoneauth plugin with openstacksdk (hack/python-tools.sh
+# rackspace, venv $HYPERCLOUD_CACHE/venv-rackspace), signing in with an API key to the local
+# cloud's Keystone v2.0 in pkg/localcloud/tests/it/rackspace.rs
+# (hack/conformance/rackspace_conformance.py). Cold about 10 s, warm under a second.
+step "rackspace tools: rackspaceauth and openstacksdk (venv in $HYPERCLOUD_CACHE/venv-rackspace)"
+hack/python-tools.sh rackspace
 
 # aws tools: moto server and the official aws CLI (hack/python-tools.sh aws, venv
 # $HYPERCLOUD_CACHE/venv-aws) and Amazon's amazon-ec2-metadata-mock (built from the Go module

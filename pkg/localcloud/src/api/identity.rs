@@ -26,6 +26,7 @@ use crate::store::{Read, Tx};
 mod app_creds;
 mod trusts;
 pub(crate) mod users;
+mod v2;
 
 pub(crate) const TOKENS: &str = "tokens";
 pub(crate) const APP_CREDS: &str = "application_credentials";
@@ -125,7 +126,8 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router<Arc<Cloud>> {
                 .post(issue_token)
                 .delete(revoke_token),
         )
-        .merge(users::public());
+        .merge(users::public())
+        .merge(v2::routes());
     service_layers(public.merge(protected), &cloud, Service::Identity)
 }
 
@@ -142,7 +144,7 @@ fn version_doc(cloud: &Cloud) -> Value {
 async fn versions(State(cloud): Ctx) -> Response {
     reply(
         StatusCode::MULTIPLE_CHOICES,
-        json!({"versions": {"values": [version_doc(&cloud)]}}),
+        json!({"versions": {"values": [version_doc(&cloud), v2::version_doc(&cloud)]}}),
     )
 }
 

@@ -19,6 +19,7 @@ mod metadata;
 mod network;
 mod ovirt;
 mod photon;
+mod rackspace;
 mod security_groups;
 mod support;
 mod timestamps;
