@@ -163,7 +163,10 @@ pub fn migrated_csi_driver(plugin: &str) -> Option<&'static str> {
 /// The first checks of external-provisioner's `shouldProvision`: `None` when `claim` is ours
 /// to provision as far as the claim alone tells (the class is checked next). The claim names
 /// `plugin`, or `csi_driver` (the plugin's migrated CSI driver, which the upstream binder of a
-/// CSI-migrated cluster writes for a class naming the in-tree plugin).
+/// CSI-migrated cluster writes for a class naming the in-tree plugin). A plugin that was never
+/// migrated (`kubernetes.io/photon-pd`) is unknown to today's upstream binder, which names no
+/// provisioner on its claims ("no volume plugin matched"): an unannotated claim is then a
+/// candidate too, as the in-tree binder that knew the plugin provisioned it itself.
 pub fn should_provision(
     claim: &PersistentVolumeClaim,
     plugin: &str,
@@ -182,7 +185,10 @@ pub fn should_provision(
     let provisioner = ann
         .get(ANN_STORAGE_PROVISIONER)
         .or_else(|| ann.get(ANN_BETA_STORAGE_PROVISIONER));
-    let ours = provisioner.is_some_and(|p| p == plugin || Some(p.as_str()) == csi_driver);
+    let ours = match provisioner {
+        Some(p) => p == plugin || Some(p.as_str()) == csi_driver,
+        None => csi_driver.is_none(),
+    };
     (!ours).then_some(Skip::NotOurs)
 }
 
@@ -672,6 +678,11 @@ mod tests {
             json!({"metadata": {"name": "c", "annotations": {ANN_STORAGE_PROVISIONER: plugin}}, "spec": {"volumeName": "pv"}}),
         );
         assert_eq!(should_provision(&bound, plugin, csi), Some(Skip::Done));
+        // A plugin no upstream binder knows: its claims come unannotated.
+        let photon = "kubernetes.io/photon-pd";
+        assert_eq!(migrated_csi_driver(photon), None);
+        assert_eq!(should_provision(&bare, photon, None), None);
+        assert_eq!(should_provision(&other, photon, None), Some(Skip::NotOurs));
     }
 
     #[test]

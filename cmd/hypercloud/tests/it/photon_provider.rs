@@ -199,11 +199,11 @@ async fn photon_disks_provisioned_attached_detached_and_deleted() {
         &[],
     );
 
-    // A disk of the request rounded up to GiB, with the class's flavor, and its PV.
-    let data = claims
-        .create(&pp, &claim("data", &class, "1500Mi", "Filesystem", PLUGIN))
-        .await
-        .unwrap();
+    // A disk of the request rounded up to GiB, with the class's flavor, and its PV. The claim
+    // names no provisioner: no upstream binder knows kubernetes.io/photon-pd any more.
+    let mut unannotated = claim("data", &class, "1500Mi", "Filesystem", PLUGIN);
+    unannotated.metadata.annotations = None;
+    let data = claims.create(&pp, &unannotated).await.unwrap();
     let pv_name = format!("pvc-{}", data.uid().unwrap());
     let pv = wait_pv(&pvs, &pv_name).await;
     let spec = pv.spec.clone().unwrap();
