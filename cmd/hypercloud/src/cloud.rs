@@ -182,7 +182,7 @@ mod tests {
     fn registry_has_compiled_in_providers() {
         let mut expected = vec!["fake"];
         if cfg!(feature = "openstack") {
-            expected.extend(["local", "openstack"]);
+            expected.extend(["local", "openstack", "rackspace"]);
         }
         if cfg!(feature = "aws") {
             expected.push("aws");

@@ -314,12 +314,86 @@ impl Client {
         (body, format!("user {who:?}, project {project:?}"))
     }
 
+    /// Keystone v2.0's body (Rackspace's identity): the API key when given, else the password;
+    /// the tenant by ID or name.
+    fn auth_body_v2(g: &Global) -> (Value, String) {
+        let who = g.username.clone().unwrap_or_default();
+        let mut auth = match &g.api_key {
+            Some(key) => {
+                json!({"RAX-KSKEY:apiKeyCredentials": {"username": who, "apiKey": key.expose()}})
+            }
+            None => json!({"passwordCredentials": {"username": who,
+                "password": g.password.as_ref().map(Secret::expose).unwrap_or_default()}}),
+        };
+        if let Some(id) = &g.project_id {
+            auth["tenantId"] = json!(id);
+        } else if let Some(name) = &g.project_name {
+            auth["tenantName"] = json!(name);
+        }
+        let how = if g.api_key.is_some() {
+            "API key"
+        } else {
+            "password"
+        };
+        (json!({ "auth": auth }), format!("user {who:?} by {how}"))
+    }
+
+    /// A v2.0 `access` as the v3 token's parts: the token, its lifetime and a catalog in v3's
+    /// shape (`interface`, `region`, `url` per endpoint), so one lookup serves both.
+    fn v2_session_parts(value: &Value) -> Option<(String, Duration, Vec<Value>)> {
+        let access = &value["access"];
+        let token = access["token"]["id"].as_str()?.to_owned();
+        let expires = access["token"]["expires"].as_str().and_then(keystone_time);
+        let issued = access["token"]["issued_at"]
+            .as_str()
+            .and_then(keystone_time);
+        let lifetime = match (issued, expires) {
+            (Some(i), Some(e)) if e > i => Duration::from_secs(e - i),
+            _ => Duration::from_secs(3600),
+        };
+        let catalog = access["serviceCatalog"]
+            .as_array()
+            .map(|services| {
+                services
+                    .iter()
+                    .map(|s| {
+                        let endpoints: Vec<Value> = s["endpoints"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .flat_map(|e| {
+                                [("public", "publicURL"), ("internal", "internalURL"), ("admin", "adminURL")]
+                                    .into_iter()
+                                    .filter_map(|(interface, key)| {
+                                        let url = e[key].as_str()?;
+                                        Some(json!({"interface": interface, "region": e["region"], "url": url}))
+                                    })
+                                    .collect::<Vec<_>>()
+                            })
+                            .collect();
+                        json!({"type": s["type"], "name": s["name"], "endpoints": endpoints})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some((token, lifetime, catalog))
+    }
+
     async fn issue_token(&self) -> Result<Session> {
         let generation = self.identity.generation();
         let identity = self.identity.current();
-        let (body, who) = Self::auth_body(&identity);
+        let v2 = identity.identity_v2();
+        let (body, who) = if v2 {
+            Self::auth_body_v2(&identity)
+        } else {
+            Self::auth_body(&identity)
+        };
         let keystone = identity.keystone_url();
-        let url = format!("{keystone}/auth/tokens");
+        let url = if v2 {
+            format!("{keystone}/tokens")
+        } else {
+            format!("{keystone}/auth/tokens")
+        };
         let operation = "authenticate with Keystone";
         let (status, headers, text) = self
             .send_with_retries(operation, || self.http.post(&url).json(&body))
@@ -341,32 +415,23 @@ impl Client {
         if !(200..300).contains(&status) {
             return Err(self.error(operation, Some(status), request_id, message(&value)));
         }
-        let token = headers
-            .get("x-subject-token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .ok_or_else(|| {
+        let (token, lifetime, catalog) = if v2 {
+            Self::v2_session_parts(&value).ok_or_else(|| {
                 self.error(
                     operation,
                     Some(status),
                     request_id.clone(),
-                    "Keystone sent no X-Subject-Token".into(),
+                    "Keystone v2.0 sent no access.token.id".into(),
                 )
-            })?;
-        let t = &value["token"];
-        let lifetime = match (
-            t["issued_at"].as_str().and_then(keystone_time),
-            t["expires_at"].as_str().and_then(keystone_time),
-        ) {
-            (Some(i), Some(e)) if e > i => Duration::from_secs(e - i),
-            _ => Duration::from_secs(3600),
+            })?
+        } else {
+            self.v3_session_parts(&headers, &value, status, request_id)?
         };
         if lifetime > MAX_TOKEN_LIFETIME {
             tracing::warn!(provider = %self.provider, lifetime_secs = lifetime.as_secs(), max_secs = MAX_TOKEN_LIFETIME.as_secs(), "token lifetime from Keystone clamped");
         }
         let lifetime = lifetime.min(MAX_TOKEN_LIFETIME);
         let lifetime = lifetime.checked_sub(TOKEN_MARGIN).unwrap_or(lifetime / 2);
-        let catalog = t["catalog"].as_array().cloned().unwrap_or_default();
         let find = |service: Service| self.endpoint(&catalog, service, identity.region.as_deref());
         let session = Session {
             generation,
@@ -387,6 +452,39 @@ impl Client {
             .store(session.load_balancer.is_some(), Ordering::Relaxed);
         tracing::debug!(provider = %self.provider, %who, lifetime_secs = lifetime.as_secs(), "authenticated with Keystone");
         Ok(session)
+    }
+
+    /// A v3 answer's token (the `X-Subject-Token` header), lifetime and catalog.
+    fn v3_session_parts(
+        &self,
+        headers: &reqwest::header::HeaderMap,
+        value: &Value,
+        status: u16,
+        request_id: Option<String>,
+    ) -> Result<(String, Duration, Vec<Value>)> {
+        let operation = "authenticate with Keystone";
+        let token = headers
+            .get("x-subject-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                self.error(
+                    operation,
+                    Some(status),
+                    request_id.clone(),
+                    "Keystone sent no X-Subject-Token".into(),
+                )
+            })?;
+        let t = &value["token"];
+        let lifetime = match (
+            t["issued_at"].as_str().and_then(keystone_time),
+            t["expires_at"].as_str().and_then(keystone_time),
+        ) {
+            (Some(i), Some(e)) if e > i => Duration::from_secs(e - i),
+            _ => Duration::from_secs(3600),
+        };
+        let catalog = t["catalog"].as_array().cloned().unwrap_or_default();
+        Ok((token, lifetime, catalog))
     }
 
     /// Where the credentials come from, for messages: the credentials Secret, else the

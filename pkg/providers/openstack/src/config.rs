@@ -95,14 +95,27 @@ pub struct Global {
     /// Kubernetes client of its own (the kubelet-helper, the apiserver-plugin); unset, such a
     /// component uses the in-cluster configuration, as upstream.
     pub kubeconfig_path: Option<PathBuf>,
+    /// Rackspace's API key (`[Global] api-key` of the `rackspace` provider): signs in to
+    /// Keystone v2.0 with `RAX-KSKEY:apiKeyCredentials` instead of the password.
+    pub api_key: Option<Secret>,
 }
 
 impl Global {
-    /// The Keystone v3 base URL (`.../v3`), from `auth-url` with or without the version.
+    /// Whether `auth-url` is a Keystone v2.0 (Rackspace's identity): `.../v2.0`.
+    pub fn identity_v2(&self) -> bool {
+        self.auth_url
+            .as_deref()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .ends_with("/v2.0")
+    }
+
+    /// The Keystone base URL: `.../v2.0` as given (Rackspace's), else v3 (`.../v3`) from
+    /// `auth-url` with or without the version.
     pub fn keystone_url(&self) -> String {
         let url = self.auth_url.as_deref().unwrap_or_default();
         let url = url.trim_end_matches('/');
-        if url.ends_with("/v3") {
+        if url.ends_with("/v3") || url.ends_with("/v2.0") {
             url.to_owned()
         } else {
             format!("{url}/v3")
@@ -733,7 +746,7 @@ impl Config {
             if g.username.is_none() && g.user_id.is_none() {
                 return Err(err("[Global] username (or user-id, or application-credential-id) is required but is missing".into()));
             }
-            if g.password.is_none() {
+            if g.password.is_none() && g.api_key.is_none() {
                 return Err(err(
                     "[Global] password is required with username/user-id".into()
                 ));

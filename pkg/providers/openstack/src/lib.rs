@@ -43,6 +43,7 @@ mod error;
 mod instances;
 mod loadbalancer;
 pub mod metadata;
+pub mod rackspace;
 mod routes;
 mod volumes;
 pub mod webhook;
@@ -85,6 +86,7 @@ pub fn register(registry: &mut Registry) {
         "the openstack provider preset to `hypercloud local-cloud` on 127.0.0.1:8800; --cloud-config optional (overrides)",
         |config, layout| Ok(Arc::new(OpenStack::local(config, layout)?) as Arc<dyn Interface>),
     );
+    rackspace::register(registry);
 }
 
 /// The OpenStack cloud provider.

@@ -9,6 +9,7 @@ mod faults;
 mod instances;
 mod loadbalancer;
 mod metadata_volumes;
+mod rackspace;
 mod routes;
 mod support;
 mod tls;
