@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos|ovirt] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos|ovirt|photon] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -39,6 +39,13 @@
 #                              [connection]/[filters] config (steps in hack/lib/cloud-ovirt.sh);
 #                              Node names are the FQDNs the VMs' guests report; no load balancer
 #                              or volume step.
+#   --cloud photon:            (--mode in-tree only) the local cloud's Photon Controller dialect:
+#                              its servers are the VMs of a Photon project (REST API /v1, no
+#                              tokens), --cloud-provider=photon with the legacy [Global]
+#                              target/project config (steps in hack/lib/cloud-photon.sh); Node
+#                              names are the VMs' names; the volume step provisions a
+#                              kubernetes.io/photon-pd disk and attaches it through Photon tasks;
+#                              no load balancer step.
 #   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call; the
 #                              scheduler leaves the demo's pods Pending until the
 #                              cloud-controller-manager initialises the Nodes from the cloud
@@ -75,11 +82,12 @@
 # from the upstream controller manager) with a tiny HTTP server on every Node's
 # InternalIP:nodePort standing in for kube-proxy and the pods, curls through the load balancer,
 # and finally stops one instance: its Node turns NotReady and gets the shutdown taint.
-# With the local cloud and gce, --mode in-tree also runs the in-tree volume path
-# (hack/lib/volume-demo.sh): a claim of a kubernetes.io/cinder (gce: kubernetes.io/gce-pd)
-# StorageClass and a pod using it, the volume attached to the pod's Node, shown from the Node
-# (volumesAttached) and from the cloud's client (`openstack volume show`, Google's client);
-# --mode external says that this is a CSI driver's job and skips it.
+# With the local cloud, gce and photon, --mode in-tree also runs the in-tree volume path
+# (hack/lib/volume-demo.sh): a claim of a kubernetes.io/cinder (gce: kubernetes.io/gce-pd,
+# photon: kubernetes.io/photon-pd) StorageClass and a pod using it, the volume attached to the
+# pod's Node, shown from the Node (volumesAttached) and from the cloud's client (`openstack
+# volume show`, Google's client, Photon's GET /v1/disks/{id}); --mode external says that this is
+# a CSI driver's job and skips it.
 #
 # Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses,
 # the load balancers' 127.0.100.x VIPs and 127.24.4.x floating IPs); state and logs live in DIR
@@ -116,7 +124,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
-case "$cloud" in local|aws|vsphere|gce|azure|mesos|ovirt) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure, mesos or ovirt, got '$cloud'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere|gce|azure|mesos|ovirt|photon) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure, mesos, ovirt or photon, got '$cloud'" >&2; exit 2 ;; esac
 case "$creds" in file|secret) ;; *) echo "local-up: --creds must be file or secret, got '$creds'" >&2; exit 2 ;; esac
 if [ "$creds" = secret ] && [ "$cloud" != local ]; then
   echo "local-up: --creds secret is implemented for --cloud local only (the openstack provider's [Global] secret-name), not --cloud $cloud" >&2; exit 2

@@ -239,6 +239,13 @@ hack/local-up.sh --smoke --cloud mesos --mode in-tree --dir "$HYPERCLOUD_CACHE/l
 # taint (~35 s); its diagram is verified below.
 step "hack/local-up.sh --smoke --cloud ovirt --mode in-tree (the oVirt dialect)"
 hack/local-up.sh --smoke --cloud ovirt --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-ovirt-ci/in-tree"
+# The photon provider in its one layout: the local cloud's servers as the VMs of a Photon
+# Controller project (its /v1 REST API, no tokens; the legacy [Global] target/project), the
+# in-tree kubelet-helpers register them as Nodes named by the VMs, a kubernetes.io/photon-pd disk
+# provisioned for a claim and attached to its pod's VM through Photon tasks, a stopped VM's Node
+# gets the shutdown taint (~40 s); its diagrams are verified below.
+step "hack/local-up.sh --smoke --cloud photon --mode in-tree (the Photon Controller dialect)"
+hack/local-up.sh --smoke --cloud photon --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-photon-ci/in-tree"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the

@@ -6,7 +6,7 @@
 # cloud_modes CLOUD: the layouts, space-separated.
 cloud_modes() {
   case "$1" in
-    mesos|ovirt) echo in-tree ;;
+    mesos|ovirt|photon) echo in-tree ;;
     *) echo in-tree external ;;
   esac
 }
@@ -16,5 +16,6 @@ cloud_modes_why() {
   case "$1" in
     mesos) echo "upstream's mesos provider was removed (v1.8) before any cloud-controller-manager existed" ;;
     ovirt) echo "upstream's ovirt provider was removed for v1.14 (kubernetes#72178), and Kubernetes never published an external oVirt cloud-controller-manager" ;;
+    photon) echo "upstream's photon provider was removed for v1.14 (kubernetes#72178) after VMware discontinued Photon Controller, and no external Photon cloud-controller-manager ever existed" ;;
   esac
 }

@@ -2,7 +2,8 @@
 # hack/local-up.sh's in-tree volume step, the same for every cloud that has one (sourced):
 #
 #   volume_demo   in-tree: a StorageClass of the cloud's in-tree plugin (kubernetes.io/cinder on
-#                 the local cloud, kubernetes.io/gce-pd on its GCE dialect; WaitForFirstConsumer),
+#                 the local cloud, kubernetes.io/gce-pd on its GCE dialect, kubernetes.io/photon-pd
+#                 on its Photon dialect; WaitForFirstConsumer),
 #                 a claim default/<class>-data and a pod default/<class>-app using it, placed by
 #                 the real kube-scheduler; hypercloud's controller-manager creates the volume in
 #                 the chosen Node's zone and attaches it to that Node's instance, the Node's
@@ -17,7 +18,9 @@
 #   <cloud>_volume_class      sets vol_plugin (the provisioner), vol_class (the StorageClass's
 #                             name), vol_params (its parameters, a JSON object) and vol_zone (its
 #                             allowedTopologies' one zone, so that every run draws the same
-#                             calls; empty: any)
+#                             calls; empty: any), and may set vol_claim_annotations (the claim's
+#                             annotations, a JSON object: what the cluster's binder would write
+#                             but does not, see photon's in hack/lib/cloud-photon.sh)
 #   <cloud>_volume_show ID I  prints the cloud's view of volume ID with its official client and
 #                             writes $dir/volume-cloud.json: {"status", "in_use", "attachments":
 #                             [{"instance", "device_path"}]}, device paths as the Node records them
@@ -31,7 +34,7 @@ volume_demo() {
     step "volumes: the $cloud cloud's demo has no in-tree volume step"
     return 0
   fi
-  local vol_zone=""
+  local vol_zone="" vol_claim_annotations=""
   "${cloud}_volume_class"
   local topology=""
   [ -z "$vol_zone" ] ||
@@ -47,7 +50,7 @@ volume_demo() {
   local claim="$vol_class-data" app="$vol_class-app"
   step "a claim of a $vol_plugin StorageClass and a pod using it: the cloud creates the volume and attaches it to the pod's Node"
   kcreate /apis/storage.k8s.io/v1/storageclasses "{\"metadata\":{\"name\":\"$vol_class\"},\"provisioner\":\"$vol_plugin\",\"parameters\":$vol_params,\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"WaitForFirstConsumer\",\"allowVolumeExpansion\":true$topology}" >/dev/null
-  kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"},\"spec\":{\"storageClassName\":\"$vol_class\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
+  kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"${vol_claim_annotations:+,\"annotations\":$vol_claim_annotations}},\"spec\":{\"storageClassName\":\"$vol_class\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
   kcreate /api/v1/namespaces/default/pods "{\"metadata\":{\"name\":\"$app\"},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"registry.k8s.io/pause:3.10\",\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"}]}],\"volumes\":[{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"$claim\"}}]}}" >/dev/null
   echo "storageclass/$vol_class ($vol_plugin $vol_params, WaitForFirstConsumer${vol_zone:+, allowed zone $vol_zone}), pvc default/$claim 1Gi, pod default/$app"
 
@@ -72,7 +75,7 @@ import json, sys
 spec = json.load(open(sys.argv[1]))["spec"]
 for source, key in (("cinder", "volumeID"), ("gcePersistentDisk", "pdName"),
                     ("awsElasticBlockStore", "volumeID"), ("vsphereVolume", "volumePath"),
-                    ("azureDisk", "diskURI")):
+                    ("azureDisk", "diskURI"), ("photonPersistentDisk", "pdID")):
     if source in spec:
         print(spec[source][key])
         break
@@ -84,7 +87,7 @@ pv = json.load(open(sys.argv[1]))
 labels = pv["metadata"].get("labels", {})
 print("pv/%s: volume %s, %s, %s, node %s chosen by the scheduler" % (pv["metadata"]["name"],
       sys.argv[3], pv["spec"]["capacity"]["storage"],
-      ", ".join("%s=%s" % kv for kv in sorted(labels.items())), sys.argv[2]))' "$dir/volume-pv.json" "$node" "$volume_id"
+      ", ".join("%s=%s" % kv for kv in sorted(labels.items())) or "no labels", sys.argv[2]))' "$dir/volume-pv.json" "$node" "$volume_id"
 
   # The kubelet's side: local-up registered the Nodes with `kubelet-helper --once`; the Node that
   # runs the pod gets a kubelet-helper that stays (its address sync slowed to once an hour, so the
