@@ -283,6 +283,8 @@ step "hack/verify-diagrams.sh --cloud mesos (its in-tree run's cloud calls again
 hack/verify-diagrams.sh --cloud mesos --from "$HYPERCLOUD_CACHE/local-up-mesos-ci"
 step "hack/verify-diagrams.sh --cloud ovirt (its in-tree run's cloud calls against docs/diagrams/ovirt-*)"
 hack/verify-diagrams.sh --cloud ovirt --from "$HYPERCLOUD_CACHE/local-up-ovirt-ci"
+step "hack/verify-diagrams.sh --cloud photon (its in-tree run's cloud calls against docs/diagrams/photon-*)"
+hack/verify-diagrams.sh --cloud photon --from "$HYPERCLOUD_CACHE/local-up-photon-ci"
 
 step_close
 step_table passed
