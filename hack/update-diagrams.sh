@@ -17,7 +17,6 @@
 #                  diagrams are docs/diagrams/NAME-{in-tree,external,volumes-in-tree,
 #                  volumes-external}.{mmd,svg}, embedded in
 #                  its guide page docs/guide/NAME.md where that has BEGIN/END GENERATED markers
-#                  (a cloud without a guide page yet gets the diagrams only)
 #     --root DIR   write DIR/docs/... instead of this checkout's docs/ (hack/verify-diagrams.sh
 #                  uses a temp dir)
 #     --from DIR   render the traces of earlier runs in DIR/in-tree and DIR/external (as
@@ -130,10 +129,6 @@ done
 # Embed the Mermaid text in the docs, so it renders where people read it (paths in the
 # markers are relative to docs/).
 for doc in "${docs[@]}"; do
-  if [ "$cloud" != local ] && [ ! -e "$repo/$doc" ]; then
-    echo "update-diagrams: no $doc yet: nothing to embed the diagrams in"
-    continue
-  fi
   awk -v dir="$root/docs" '
     /^<!-- BEGIN GENERATED: / {
       print

@@ -20,8 +20,8 @@
 # - The in-tree volume step (hack/lib/volume-demo.sh): a kubernetes.io/photon-pd class with a
 #   disk flavor, the persistent disk created in the project and attached to the pod's VM through
 #   Photon tasks; the cloud's view is GET /v1/disks/{id}. Photon Controller has no zones (the
-#   class allows any Node), load balancers or routes. The claim carries the provisioner
-#   annotation that no binder of this cluster writes for photon-pd (see photon_volume_class).
+#   class allows any Node), load balancers or routes. No binder of this cluster names a
+#   provisioner on photon-pd claims: hypercloud's takes them unannotated (see photon_volume_class).
 # - Upstream's provider was removed for v1.14 (kubernetes/kubernetes#72178) after VMware
 #   discontinued Photon Controller, with no external successor: the demo runs in-tree only
 #   (hack/lib/cloud-modes.sh; hack/local-up.sh refuses --mode external with it).
@@ -150,23 +150,20 @@ cloud_node_flags() {
 
 cloud_volume() {
   step "volumes: no PersistentVolume to label (Photon Controller has no zones: the provider's are empty, as upstream's); the in-tree volume step follows"
-  echo "local-up: the claim is created annotated volume.kubernetes.io/storage-provisioner=kubernetes.io/photon-pd by the demo itself: the upstream v1.34 binder has no photon-pd plugin (\"no volume plugin matched name: kubernetes.io/photon-pd\") and no CSI driver to migrate it to, so it never writes that annotation, and hypercloud's provisioner only takes claims that carry it"
+  echo "local-up: the upstream v1.34 binder has no photon-pd plugin (\"no volume plugin matched name: kubernetes.io/photon-pd\") and no CSI driver to migrate it to, so it names no provisioner on the claim; hypercloud's controller-manager provisions it, as the in-tree binder that knew the plugin did"
 }
 
 # The in-tree volume step (hack/lib/volume-demo.sh): kubernetes.io/photon-pd persistent disks
 # of the project (the flavor the class names: the dialect refuses a disk without one), attached
 # to a VM through attach_disk tasks. Photon has no zones: the class allows any Node (vol_zone
 # empty).
-# The claim's provisioner annotation is a stand-in: kube-controller-manager v1.34's binder finds
-# no plugin for kubernetes.io/photon-pd (removed with the provider) and, unlike cinder or gce-pd,
-# no CSI driver it was migrated to, so it logs "Error finding provisioning plugin for claim" and
-# never annotates the claim; hypercloud's persistentvolume-binder-controller
-# (pkg/controllers/src/pv_provisioner.rs, should_provision) provisions annotated claims only.
-# Remove it once hypercloud's provisioner takes the claims of its plugin's classes that no
-# binder annotates.
+# kube-controller-manager v1.34's binder finds no plugin for kubernetes.io/photon-pd (removed
+# with the provider) and, unlike cinder or gce-pd, no CSI driver it was migrated to: it logs
+# "Error finding provisioning plugin for claim" and names no provisioner on the claim, so
+# hypercloud's provisioner takes the unannotated claims of its plugin's class
+# (pkg/controllers/src/pv_provisioner.rs, should_provision).
 photon_volume_class() {
   vol_plugin=kubernetes.io/photon-pd vol_class=photon-pd vol_params="{\"flavor\":\"$photon_flavor\",\"fsType\":\"ext4\"}"
-  vol_claim_annotations='{"volume.kubernetes.io/storage-provisioner":"kubernetes.io/photon-pd"}'
 }
 photon_instance_id() { cat "$dir/node-$1.id"; }
 # photon_volume_show ID I: the disk as Photon answers it (GET /v1/disks/{id}: state, vms). The API

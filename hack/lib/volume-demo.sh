@@ -18,9 +18,7 @@
 #   <cloud>_volume_class      sets vol_plugin (the provisioner), vol_class (the StorageClass's
 #                             name), vol_params (its parameters, a JSON object) and vol_zone (its
 #                             allowedTopologies' one zone, so that every run draws the same
-#                             calls; empty: any), and may set vol_claim_annotations (the claim's
-#                             annotations, a JSON object: what the cluster's binder would write
-#                             but does not, see photon's in hack/lib/cloud-photon.sh)
+#                             calls; empty: any)
 #   <cloud>_volume_show ID I  prints the cloud's view of volume ID with its official client and
 #                             writes $dir/volume-cloud.json: {"status", "in_use", "attachments":
 #                             [{"instance", "device_path"}]}, device paths as the Node records them
@@ -34,7 +32,7 @@ volume_demo() {
     step "volumes: the $cloud cloud's demo has no in-tree volume step"
     return 0
   fi
-  local vol_zone="" vol_claim_annotations=""
+  local vol_zone=""
   "${cloud}_volume_class"
   local topology=""
   [ -z "$vol_zone" ] ||
@@ -50,7 +48,7 @@ volume_demo() {
   local claim="$vol_class-data" app="$vol_class-app"
   step "a claim of a $vol_plugin StorageClass and a pod using it: the cloud creates the volume and attaches it to the pod's Node"
   kcreate /apis/storage.k8s.io/v1/storageclasses "{\"metadata\":{\"name\":\"$vol_class\"},\"provisioner\":\"$vol_plugin\",\"parameters\":$vol_params,\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"WaitForFirstConsumer\",\"allowVolumeExpansion\":true$topology}" >/dev/null
-  kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"${vol_claim_annotations:+,\"annotations\":$vol_claim_annotations}},\"spec\":{\"storageClassName\":\"$vol_class\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
+  kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"},\"spec\":{\"storageClassName\":\"$vol_class\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
   kcreate /api/v1/namespaces/default/pods "{\"metadata\":{\"name\":\"$app\"},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"registry.k8s.io/pause:3.10\",\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"}]}],\"volumes\":[{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"$claim\"}}]}}" >/dev/null
   echo "storageclass/$vol_class ($vol_plugin $vol_params, WaitForFirstConsumer${vol_zone:+, allowed zone $vol_zone}), pvc default/$claim 1Gi, pod default/$app"
 
