@@ -51,6 +51,8 @@ pub fn registry() -> Registry {
     hypercloud_providers_ovirt::register(&mut r);
     #[cfg(feature = "photon")]
     hypercloud_providers_photon::register(&mut r);
+    #[cfg(feature = "cloudstack")]
+    hypercloud_providers_cloudstack::register(&mut r);
     r
 }
 
@@ -204,6 +206,9 @@ mod tests {
         }
         if cfg!(feature = "photon") {
             expected.push("photon");
+        }
+        if cfg!(feature = "cloudstack") {
+            expected.push("cloudstack");
         }
         expected.sort();
         assert_eq!(registry().names(), expected);

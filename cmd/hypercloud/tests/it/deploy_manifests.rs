@@ -40,7 +40,16 @@ fn helm() -> &'static Path {
 }
 
 /// The clouds with an overlay in deploy/overlays and example values in the chart's ci/.
-const CLOUDS: [&str; 6] = ["openstack", "local", "aws", "vsphere", "gce", "azure"];
+const CLOUDS: [&str; 8] = [
+    "openstack",
+    "local",
+    "aws",
+    "vsphere",
+    "gce",
+    "azure",
+    "cloudstack",
+    "rackspace",
+];
 
 /// A Helm rendering: its name (`helm/<name>` in [`rendered`]), the kustomization (under deploy/)
 /// that must render the same objects, and the arguments of `helm template`/`install` after the
