@@ -50,6 +50,7 @@ mod openstack_provider;
 mod ovirt_provider;
 mod photon_provider;
 mod proxy;
+mod rackspace_provider;
 mod secrets_stay_secret;
 mod trace_render;
 mod upstream_manifests;

@@ -940,6 +940,12 @@ mod tests {
     }
 
     #[test]
+    fn lb_settings_doc() {
+        let doc = hypercloud_testenv::repo_root().join("docs/guide/cloudstack.md");
+        lb_settings::verify_doc(&doc, SERVICE_SETTINGS).unwrap();
+    }
+
+    #[test]
     fn addresses_as_upstream() {
         let vm: Vm = serde_json::from_value(json!({
             "id": "v1", "name": "n1", "hostname": "n1", "publicip": "198.51.100.7",
