@@ -24,6 +24,10 @@
 #                               Rackspace's keystoneauth plugin, rackspaceauth, with openstacksdk
 #                               (venv $HYPERCLOUD_CACHE/venv-rackspace), driven by
 #                               hack/conformance/rackspace_conformance.py
+#   hack/python-tools.sh cloudstack
+#                               Exoscale's CloudStack client, cs (venv
+#                               $HYPERCLOUD_CACHE/venv-cloudstack), driven by
+#                               hack/conformance/cloudstack_conformance.py
 #   hack/python-tools.sh azure-cli
 #                               Microsoft's az CLI (venv $HYPERCLOUD_CACHE/venv-azure-cli; its
 #                               own, as azure-cli 2.91.0 pins azure-mgmt-compute~=34.1.0;
@@ -49,6 +53,9 @@ AZURE_CLI_VERSION="2.91.0"
 # oVirt's Python SDK (v4 API), the referee of the oVirt dialect.
 OVIRT_SDK_VERSION="4.6.3"
 RACKSPACEAUTH_VERSION="0.8.1"
+# Exoscale's CloudStack client (it signs as CloudStack verifies), the referee of the CloudStack
+# dialect.
+CS_VERSION="5.2.0"
 
 OPENSTACKCLIENT_VERSION="10.5.0"
 # `openstack loadbalancer ...` (Octavia) is a plugin of the CLI.
@@ -147,6 +154,22 @@ if [[ "${1:-}" == rackspace ]]; then
     rm -f "$VENV"/.rackspaceauth-*
     touch "$STAMP"
     echo "rackspaceauth $RACKSPACEAUTH_VERSION and openstacksdk $OPENSTACKSDK_VERSION installed in $VENV"
+    exit 0
+fi
+
+if [[ "${1:-}" == cloudstack ]]; then
+    VENV="$HYPERCLOUD_CACHE/venv-cloudstack"
+    STAMP="$VENV/.cs-$CS_VERSION"
+    if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c 'import cs' 2>/dev/null; then
+        echo "cs $CS_VERSION already in $VENV"
+        exit 0
+    fi
+    pip_install "cs==$CS_VERSION"
+    got="$("$VENV/bin/python" -c 'from importlib.metadata import version as v; print(v("cs"))')"
+    [[ "$got" == "$CS_VERSION" ]] || { echo "error: cs $got in $VENV, want $CS_VERSION" >&2; exit 1; }
+    rm -f "$VENV"/.cs-*
+    touch "$STAMP"
+    echo "cs $CS_VERSION installed in $VENV"
     exit 0
 fi
 

@@ -142,6 +142,12 @@ hack/python-tools.sh ovirt
 # (hack/conformance/rackspace_conformance.py). Cold about 10 s, warm under a second.
 step "rackspace tools: rackspaceauth and openstacksdk (venv in $HYPERCLOUD_CACHE/venv-rackspace)"
 hack/python-tools.sh rackspace
+# cloudstack tools: Exoscale's CloudStack client cs (hack/python-tools.sh cloudstack, venv
+# $HYPERCLOUD_CACHE/venv-cloudstack), signing and polling jobs against the local cloud's
+# CloudStack dialect in pkg/localcloud/tests/it/cloudstack.rs
+# (hack/conformance/cloudstack_conformance.py). Cold a few seconds, warm under a second.
+step "cloudstack tools: cs (venv in $HYPERCLOUD_CACHE/venv-cloudstack)"
+hack/python-tools.sh cloudstack
 
 # aws tools: moto server and the official aws CLI (hack/python-tools.sh aws, venv
 # $HYPERCLOUD_CACHE/venv-aws) and Amazon's amazon-ec2-metadata-mock (built from the Go module

@@ -6,6 +6,7 @@
 
 pub(crate) mod aws;
 pub(crate) mod azure;
+pub(crate) mod cloudstack;
 pub(crate) mod compute;
 pub(crate) mod gce;
 pub(crate) mod identity;
@@ -99,6 +100,7 @@ pub(crate) fn error_body(service: Service, e: &ApiError) -> Value {
         Service::Gce => gce::error_body(e),
         Service::Azure => azure::error_body(e),
         Service::Photon => photon::error_body(e),
+        Service::CloudStack => cloudstack::error_body(e),
         Service::Network => {
             json!({"NeutronError": {"type": e.kind, "message": e.message, "detail": ""}})
         }
@@ -177,6 +179,7 @@ pub(crate) async fn format_errors(service: Service, req: Request, next: Next) ->
                 | Service::Mesos
                 | Service::Ovirt
                 | Service::Photon
+                | Service::CloudStack
         )
     {
         parts.headers.insert(
@@ -524,6 +527,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .merge(mesos::router(cloud.clone()))
         .merge(ovirt::router(cloud.clone()))
         .merge(photon::router(cloud.clone()))
+        .merge(cloudstack::router(cloud.clone()))
         .route("/metrics", axum::routing::get(metrics))
         .fallback(unknown_path)
         .layer(axum::middleware::from_fn(refuse_control_characters))
@@ -613,6 +617,7 @@ async fn root(State(cloud): Ctx) -> Response {
             "mesos": format!("{b}/state"),
             "ovirt": format!("{b}/ovirt-engine/api"),
             "photon": format!("{b}/v1/status"),
+            "cloudstack": format!("{b}/client/api"),
             "metrics": format!("{b}/metrics"),
         }),
     )

@@ -6,7 +6,8 @@
 //! code and its checks, and is on disk when the command returns. `entra-certificate` is the
 //! exception: Entra has no API for it here (upstream it is Microsoft Graph's), so it edits the
 //! registry files the token endpoint reads ([`crate::api::azure::entra::certificates`]).
-//! `gce-service-account-key` is an API client too (IAM's `keys.create` of the GCE dialect).
+//! `gce-service-account-key` is an API client too (IAM's `keys.create` of the GCE dialect),
+//! and so is `cloudstack-keys` (the CloudStack dialect's `getUserKeys`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use crate::{defaults, store, Error, Result, Server, ServerConfig, ServerHandle, 
 mod args;
 mod certificates;
 mod client;
+mod cloudstack_keys;
 mod commands;
 mod gce_keys;
 mod serve;
@@ -29,6 +31,7 @@ mod serve;
 pub use args::*;
 use certificates::*;
 use client::*;
+use cloudstack_keys::*;
 use commands::*;
 use gce_keys::*;
 use serve::*;
@@ -63,6 +66,12 @@ pub async fn run(args: LocalCloudArgs) -> Result<()> {
         Command::GceServiceAccountKey(cmd) => {
             let client = Client::connect(&state_dir, &password).await?;
             let result = gce_service_account_key(&client, cmd).await;
+            client.close().await?;
+            result
+        }
+        Command::CloudstackKeys(args) => {
+            let client = Client::connect(&state_dir, &password).await?;
+            let result = cloudstack_keys(&client, args).await;
             client.close().await?;
             result
         }

@@ -57,6 +57,10 @@ pub struct ServerConfig {
     /// photon provider's `authentication = true`); default off, as a Photon Controller deployed
     /// without authentication.
     pub photon_require_tokens: bool,
+    /// The CloudStack dialect's async jobs never finish: `queryAsyncJobResult` answers
+    /// `jobstatus` 0 for every job (the change itself is made). No flag: for tests of clients'
+    /// bounded waits.
+    pub cloudstack_stuck_jobs: bool,
     /// What backs volumes (default none: records only); see `--volume-backing`.
     pub volume_backing: crate::VolumeBacking,
     /// Follow the load balancers of an AWS endpoint (moto) and serve their listeners (see
@@ -131,6 +135,7 @@ impl ServerConfig {
             gce_require_tokens: false,
             mesos_cluster: None,
             photon_require_tokens: false,
+            cloudstack_stuck_jobs: false,
             volume_backing: crate::VolumeBacking::None,
             follow_aws: None,
         }

@@ -28,6 +28,8 @@ pub enum Service {
     /// Photon Controller's REST API and its Lightwave token endpoint (the Photon dialect,
     /// `/v1`, `/openidconnect`).
     Photon,
+    /// Apache CloudStack's query API (the CloudStack dialect, `/client/api`).
+    CloudStack,
 }
 
 impl Service {
@@ -46,11 +48,12 @@ impl Service {
             Service::Mesos => "mesos",
             Service::Ovirt => "ovirt",
             Service::Photon => "photon",
+            Service::CloudStack => "cloudstack",
         }
     }
 
     /// Every service, for flag parsing.
-    pub const ALL: [Service; 12] = [
+    pub const ALL: [Service; 13] = [
         Service::Identity,
         Service::Compute,
         Service::Network,
@@ -63,6 +66,7 @@ impl Service {
         Service::Mesos,
         Service::Ovirt,
         Service::Photon,
+        Service::CloudStack,
     ];
 }
 

@@ -9,7 +9,8 @@
 //! matched against the instances' fixed and floating IPs. The GCE metadata server
 //! (`/computeMetadata/v1/`, see [`gce`]) and the Azure instance metadata service
 //! (`/metadata/instance`, `/metadata/identity/oauth2/token`, see [`azure`]) answer on the same
-//! listener for the same instances.
+//! listener for the same instances, and so does a CloudStack virtual router's
+//! `/latest/meta-data` (under `/cloudstack`, see [`cloudstack`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::model::network::{FloatingIp, FLOATING_IPS};
 use crate::store::{Read, Store};
 
 mod azure;
+mod cloudstack;
 mod gce;
 
 pub(crate) use azure::{IdentityRequest, IdentityToken, Issuing, ManagedIdentity};
@@ -60,6 +62,7 @@ pub(crate) fn router(cloud: Arc<Cloud>) -> Router {
         .route("/{version}/meta-data/", get(ec2_index))
         .route("/{version}/meta-data/{*key}", get(ec2_key))
         .merge(azure::router())
+        .merge(cloudstack::router())
         .fallback(|| async { ApiError::not_found("NotFound", "The resource could not be found.") })
         .with_state(cloud)
 }

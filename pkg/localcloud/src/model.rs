@@ -7,6 +7,7 @@
 //! mix-in (`created_at`, `updated_at`, `revision_number`).
 
 pub(crate) mod azure;
+pub(crate) mod cloudstack;
 pub(crate) mod compute;
 pub(crate) mod config_drive;
 pub(crate) mod gce;

@@ -82,6 +82,7 @@ pub(crate) fn service_of(path: &str) -> Option<Service> {
         "state" | "state.json" | "master" => Service::Mesos,
         "api" | "ovirt-engine" => Service::Ovirt,
         "v1" | "openidconnect" => Service::Photon,
+        "client" => Service::CloudStack,
         "metadata" if second == Some("endpoints") => Service::Azure,
         _ if matches!(second, Some("oauth2" | "v2.0")) => Service::Azure,
         _ => return None,

@@ -50,6 +50,20 @@ pub enum Command {
     /// Google's clients read, its token_uri the cloud's token endpoint.
     #[command(subcommand)]
     GceServiceAccountKey(GceServiceAccountKeyCommand),
+    /// Print a user's CloudStack API key and secret key (the CloudStack dialect's
+    /// getUserKeys): derived from the user's ID and password, so a password change replaces
+    /// them.
+    CloudstackKeys(CloudStackKeysArgs),
+}
+
+/// Flags of `cloudstack-keys`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CloudStackKeysArgs {
+    /// The user (its Keystone name).
+    #[arg(long, default_value = defaults::USER)]
+    pub user: String,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `entra-certificate` commands.

@@ -6,6 +6,7 @@ mod azure;
 mod azure_certificates;
 mod azure_imds;
 mod backing;
+mod cloudstack;
 mod compute;
 mod dialects;
 mod durability;
