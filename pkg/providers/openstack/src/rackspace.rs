@@ -108,12 +108,11 @@ pub fn parse_config(text: &str, origin: &str) -> Result<(Config, RackspaceConfig
             ("global", "domain-id" | "domain-name") => rax.warnings.push(at(
                 "ignored: Rackspace's identity (Keystone v2.0) has no domains, and the legacy provider did not send it",
             )),
-            ("loadbalancer", k)
-                if matches!(
-                    k,
-                    "subnet-id" | "create-monitor" | "monitor-delay" | "monitor-timeout" | "monitor-max-retries"
-                ) =>
-            {
+            (
+                "loadbalancer",
+                "subnet-id" | "create-monitor" | "monitor-delay" | "monitor-timeout"
+                | "monitor-max-retries",
+            ) => {
                 rax.warnings.push(at(
                     "ignored: the rackspace provider has no load balancer (upstream parsed [LoadBalancer] and answered LoadBalancer() false)",
                 ))

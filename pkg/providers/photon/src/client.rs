@@ -443,7 +443,7 @@ impl Client {
         self.wait(first, &op).await
     }
 
-    /// Polls a task until it ends, within [`TASK_TIMEOUT`].
+    /// Polls a task until it ends, within five minutes.
     pub async fn wait(&self, task: Task, op: &str) -> Result<Task> {
         let id = task.id.clone();
         let mut known = Some(task);

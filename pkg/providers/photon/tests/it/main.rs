@@ -210,8 +210,8 @@ async fn persistent_disks_through_tasks() {
         .disks_are_attached(&a, &[made.id.clone(), "gone".into()])
         .await
         .unwrap();
-    assert_eq!(map[&made.id], true);
-    assert_eq!(map["gone"], false);
+    assert!(map[&made.id]);
+    assert!(!map["gone"]);
     let path = att.get_attachment_disk_path(&a, &made.id).await.unwrap();
     assert_eq!(
         path,
