@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos|ovirt|photon] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos|ovirt|photon|rackspace] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -46,6 +46,14 @@
 #                              names are the VMs' names; the volume step provisions a
 #                              kubernetes.io/photon-pd disk and attaches it through Photon tasks;
 #                              no load balancer step.
+#   --cloud rackspace:         (--mode in-tree only) the local cloud's Keystone v2.0 as Rackspace's
+#                              identity (API keys, Rackspace's catalog) in front of its Nova and
+#                              Cinder, --cloud-provider=rackspace with the legacy [Global]
+#                              auth-url/username/api-key/region config, the admin's API key read
+#                              as the control panel showed it (steps in hack/lib/cloud-rackspace.sh);
+#                              Node names are the servers' names; the volume step attaches an
+#                              existing Cinder volume (a PV of it: no provisioning, as upstream's);
+#                              no load balancer step.
 #   --mode external (default): kubelet-helpers register tainted Nodes with no cloud call; the
 #                              scheduler leaves the demo's pods Pending until the
 #                              cloud-controller-manager initialises the Nodes from the cloud
@@ -86,8 +94,9 @@
 # (hack/lib/volume-demo.sh): a claim of a kubernetes.io/cinder (gce: kubernetes.io/gce-pd,
 # photon: kubernetes.io/photon-pd) StorageClass and a pod using it, the volume attached to the
 # pod's Node, shown from the Node (volumesAttached) and from the cloud's client (`openstack
-# volume show`, Google's client, Photon's GET /v1/disks/{id}); --mode external says that this is
-# a CSI driver's job and skips it.
+# volume show`, Google's client, Photon's GET /v1/disks/{id}); rackspace, which cannot
+# provision, attaches an existing Cinder volume through a PV and a claim bound to it; --mode
+# external says that this is a CSI driver's job and skips it.
 #
 # Everything it starts listens on loopback only (127.0.0.1, the Nodes' 127.1.0.x addresses,
 # the load balancers' 127.0.100.x VIPs and 127.24.4.x floating IPs); state and logs live in DIR
@@ -124,7 +133,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
-case "$cloud" in local|aws|vsphere|gce|azure|mesos|ovirt|photon) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure, mesos, ovirt or photon, got '$cloud'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere|gce|azure|mesos|ovirt|photon|rackspace) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure, mesos, ovirt, photon or rackspace, got '$cloud'" >&2; exit 2 ;; esac
 case "$creds" in file|secret) ;; *) echo "local-up: --creds must be file or secret, got '$creds'" >&2; exit 2 ;; esac
 if [ "$creds" = secret ] && [ "$cloud" != local ]; then
   echo "local-up: --creds secret is implemented for --cloud local only (the openstack provider's [Global] secret-name), not --cloud $cloud" >&2; exit 2

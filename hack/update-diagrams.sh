@@ -111,7 +111,11 @@ for path in sys.argv[2:]:
             if line.strip() and json.loads(line).get("method") in methods:
                 out.write(line)
 EOF
-  if [ "$mode" = in-tree ]; then
+  if [ "$mode" = in-tree ] && grep -q "^${cloud}_volume_pv()" "hack/lib/cloud-$cloud.sh" 2>/dev/null; then
+    # A cloud that cannot provision: the volume step attaches an existing volume's PV.
+    title="${title_prefix}volumes, in-tree mode: hack/local-up.sh ${up_args[*]}${up_args[*]:+ }--smoke --mode in-tree (an existing volume's PV: attach, wait for the disk)"
+    who=(--participant kubelet-helper --participant kube-controller-manager)
+  elif [ "$mode" = in-tree ]; then
     title="${title_prefix}volumes, in-tree mode: hack/local-up.sh ${up_args[*]}${up_args[*]:+ }--smoke --mode in-tree (provision, label, attach, wait for the disk)"
     who=(--participant kubelet-helper --participant kube-controller-manager)
   else

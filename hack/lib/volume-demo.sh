@@ -23,6 +23,12 @@
 #                             writes $dir/volume-cloud.json: {"status", "in_use", "attachments":
 #                             [{"instance", "device_path"}]}, device paths as the Node records them
 #   <cloud>_instance_id I     the instance of node I as the cloud's attachments name it
+#   <cloud>_volume_pv         (optional: a plugin that attaches but cannot provision, as
+#                             upstream's rackspace) creates a volume in the cloud as an operator
+#                             would and prints the PersistentVolume's in-tree source, a JSON
+#                             member such as "cinder":{"volumeID":"..."}: the step then makes no
+#                             StorageClass (vol_params and vol_zone unused) but a PV
+#                             <vol_class>-existing of that volume and a claim bound to it
 #
 # Uses local-up's step, fail, wait_for, kget, kcreate, cloud_node_flags and its variables (mode,
 # dir, bin, kubeconfig, provider, nodes, node_name, pids).
@@ -45,12 +51,24 @@ volume_demo() {
     fi
     csi_start
   fi
-  local claim="$vol_class-data" app="$vol_class-app"
-  step "a claim of a $vol_plugin StorageClass and a pod using it: the cloud creates the volume and attaches it to the pod's Node"
-  kcreate /apis/storage.k8s.io/v1/storageclasses "{\"metadata\":{\"name\":\"$vol_class\"},\"provisioner\":\"$vol_plugin\",\"parameters\":$vol_params,\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"WaitForFirstConsumer\",\"allowVolumeExpansion\":true$topology}" >/dev/null
-  kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"},\"spec\":{\"storageClassName\":\"$vol_class\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
+  local claim="$vol_class-data" app="$vol_class-app" vol_source=""
+  if declare -F "${cloud}_volume_pv" >/dev/null; then
+    # No provisioning: an existing volume, its PV, and a claim bound to it by name.
+    step "an existing $vol_plugin volume as a PersistentVolume, a claim bound to it and a pod using it: the cloud attaches it to the pod's Node"
+    vol_source=$("${cloud}_volume_pv") || fail "the $cloud cloud's existing volume"
+    kcreate /api/v1/persistentvolumes "{\"metadata\":{\"name\":\"$vol_class-existing\"},\"spec\":{\"capacity\":{\"storage\":\"1Gi\"},\"accessModes\":[\"ReadWriteOnce\"],\"persistentVolumeReclaimPolicy\":\"Retain\",\"storageClassName\":\"\",$vol_source}}" >/dev/null
+    kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"},\"spec\":{\"storageClassName\":\"\",\"volumeName\":\"$vol_class-existing\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
+  else
+    step "a claim of a $vol_plugin StorageClass and a pod using it: the cloud creates the volume and attaches it to the pod's Node"
+    kcreate /apis/storage.k8s.io/v1/storageclasses "{\"metadata\":{\"name\":\"$vol_class\"},\"provisioner\":\"$vol_plugin\",\"parameters\":$vol_params,\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"WaitForFirstConsumer\",\"allowVolumeExpansion\":true$topology}" >/dev/null
+    kcreate /api/v1/namespaces/default/persistentvolumeclaims "{\"metadata\":{\"name\":\"$claim\"},\"spec\":{\"storageClassName\":\"$vol_class\",\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}" >/dev/null
+  fi
   kcreate /api/v1/namespaces/default/pods "{\"metadata\":{\"name\":\"$app\"},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"registry.k8s.io/pause:3.10\",\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"}]}],\"volumes\":[{\"name\":\"data\",\"persistentVolumeClaim\":{\"claimName\":\"$claim\"}}]}}" >/dev/null
-  echo "storageclass/$vol_class ($vol_plugin $vol_params, WaitForFirstConsumer${vol_zone:+, allowed zone $vol_zone}), pvc default/$claim 1Gi, pod default/$app"
+  if [ -n "$vol_source" ]; then
+    echo "pv/$vol_class-existing ($vol_plugin, {$vol_source}, Retain), pvc default/$claim 1Gi bound to it by name, pod default/$app"
+  else
+    echo "storageclass/$vol_class ($vol_plugin $vol_params, WaitForFirstConsumer${vol_zone:+, allowed zone $vol_zone}), pvc default/$claim 1Gi, pod default/$app"
+  fi
 
   # WaitForFirstConsumer: the scheduler picks the Node first (selected-node), then the claim is
   # provisioned in that Node's zone, bound by the upstream binder, and the pod bound.
@@ -62,7 +80,7 @@ print(n) if n else sys.exit(1)'; }
 import json, sys
 c = json.load(sys.stdin)
 print("pvc default/%s: phase %s, annotations %s" % (c["metadata"]["name"], c.get("status", {}).get("phase"), c["metadata"].get("annotations", {})))'; }
-  diagnose=volume_diag wait_for 90 "the scheduler to bind pod default/$app once its claim is provisioned (see $dir/logs/kube-controller-manager.log, upstream-kube-scheduler.log)" pod_node
+  diagnose=volume_diag wait_for 90 "the scheduler to bind pod default/$app once its claim is $([ -n "$vol_source" ] && echo bound || echo provisioned) (see $dir/logs/kube-controller-manager.log, upstream-kube-scheduler.log)" pod_node
   local node pv volume_id i
   node=$(pod_node)
   pv=$(kget "/api/v1/namespaces/default/persistentvolumeclaims/$claim" | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["volumeName"])')
