@@ -21,7 +21,8 @@ fn hypercloud(args: &[String]) -> (i32, String, String) {
 
 /// The admin's API key, read as Rackspace's control panel showed it.
 fn api_key(serve: &Serve) -> String {
-    let body = r#"{"auth": {"passwordCredentials": {"username": "admin", "password": "hypercloud"}}}"#;
+    let body =
+        r#"{"auth": {"passwordCredentials": {"username": "admin", "password": "hypercloud"}}}"#;
     let (status, _, text) = http(
         "POST",
         &format!("{}/identity/v2.0/tokens", serve.api_url),

@@ -677,7 +677,7 @@ impl CloudStack {
     }
 
     async fn delete_rule(&self, rule: &Rule) -> Result<()> {
-        if let Some(port) = rule.publicport.parse::<i32>().ok() {
+        if let Ok(port) = rule.publicport.parse::<i32>() {
             self.close_port(&rule.publicipid, l4(&rule.protocol), port)
                 .await?;
         }
@@ -779,7 +779,6 @@ impl CloudStack {
                 ip: Some(ip),
                 ..Default::default()
             }]),
-            ..Default::default()
         })
     }
 }
@@ -799,7 +798,6 @@ impl LoadBalancer for CloudStack {
                 ip: Some(r.publicip.clone()),
                 ..Default::default()
             }]),
-            ..Default::default()
         }))
     }
 
