@@ -20,6 +20,7 @@ mod ccm_node_ipam;
 mod ccm_runtime;
 mod ccm_webhooks;
 mod cli;
+mod cloudstack_provider;
 mod controller_manager_attach_detach;
 mod controller_manager_aws_attach;
 mod controller_manager_aws_volumes;
