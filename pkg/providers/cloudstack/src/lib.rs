@@ -392,7 +392,11 @@ impl Zones for CloudStack {
         Ok(zone_of(&vm.zonename))
     }
 
+    /// With the metadata alone, the kubelet's own instance's zone (the only one it can see).
     async fn get_zone_by_provider_id(&self, provider_id: &str) -> Result<Zone> {
+        if self.metadata.is_some() {
+            return self.get_zone().await;
+        }
         let vm = self
             .vm_by_id(provider_id)
             .await?
@@ -400,7 +404,11 @@ impl Zones for CloudStack {
         Ok(zone_of(&vm.zonename))
     }
 
+    /// With the metadata alone, the kubelet's own instance's zone.
     async fn get_zone_by_node_name(&self, name: &str) -> Result<Zone> {
+        if self.metadata.is_some() {
+            return self.get_zone().await;
+        }
         Ok(zone_of(&self.vm_named(name).await?.zonename))
     }
 }

@@ -206,6 +206,16 @@ async fn metadata_alone_answers_for_the_kubelet_s_own_vm() {
         "{addrs:?}"
     );
     assert_eq!(p.zones().unwrap().get_zone().await.unwrap().region, "nova");
+    // What the kubelet-helper asks: its own Node's zone, by name.
+    assert_eq!(
+        p.zones()
+            .unwrap()
+            .get_zone_by_node_name("anything")
+            .await
+            .unwrap()
+            .failure_domain,
+        "nova"
+    );
     assert!(!i.instance_type("anything").await.unwrap().is_empty());
 }
 
