@@ -46,7 +46,7 @@
 #                              names are the VMs' names; the volume step provisions a
 #                              kubernetes.io/photon-pd disk and attaches it through Photon tasks;
 #                              no load balancer step.
-#   --cloud rackspace:         (--mode in-tree only) the local cloud's Keystone v2.0 as Rackspace's
+#   --cloud rackspace:         (both layouts) the local cloud's Keystone v2.0 as Rackspace's
 #                              identity (API keys, Rackspace's catalog) in front of its Nova and
 #                              Cinder, --cloud-provider=rackspace with the legacy [Global]
 #                              auth-url/username/api-key/region config, the admin's API key read

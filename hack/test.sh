@@ -252,14 +252,14 @@ hack/local-up.sh --smoke --cloud ovirt --mode in-tree --dir "$HYPERCLOUD_CACHE/l
 # gets the shutdown taint (~40 s); its diagrams are verified below.
 step "hack/local-up.sh --smoke --cloud photon --mode in-tree (the Photon Controller dialect)"
 hack/local-up.sh --smoke --cloud photon --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-photon-ci/in-tree"
-# The rackspace provider in its one layout: the local cloud's Keystone v2.0 as Rackspace's
+# The rackspace provider in both layouts (compare-modes): the local cloud's Keystone v2.0 as Rackspace's
 # identity (the admin's API key read from its RAX-KSKEY credentials; the legacy [Global]
 # auth-url/username/api-key/region), the in-tree kubelet-helpers register its Nova servers as
 # Nodes named by the servers, an existing Cinder volume's PV attached to its pod's server (no
-# provisioning, as upstream's), a stopped server's Node gets the shutdown taint (~50 s); its
-# diagrams are verified below.
-step "hack/local-up.sh --smoke --cloud rackspace --mode in-tree (Keystone v2.0 with an API key)"
-hack/local-up.sh --smoke --cloud rackspace --mode in-tree --dir "$HYPERCLOUD_CACHE/local-up-rackspace-ci/in-tree"
+# provisioning, as upstream's; in-tree only), a stopped server's Node gets the shutdown taint
+# (~40 s a layout); its diagrams are verified below.
+step "hack/compare-modes.sh --cloud rackspace (Keystone v2.0 with an API key)"
+hack/compare-modes.sh --cloud rackspace --dir "$HYPERCLOUD_CACHE/compare-modes-rackspace-ci"
 # The in-tree -> external load-balancer migration on one running cluster: the in-tree
 # controller-manager's load balancers handed to the cloud-controller-manager by leader migration,
 # adopted with their ids and floating IPs, no request through them lost, nothing orphaned; and the
@@ -299,8 +299,8 @@ step "hack/verify-diagrams.sh --cloud ovirt (its in-tree run's cloud calls again
 hack/verify-diagrams.sh --cloud ovirt --from "$HYPERCLOUD_CACHE/local-up-ovirt-ci"
 step "hack/verify-diagrams.sh --cloud photon (its in-tree run's cloud calls against docs/diagrams/photon-*)"
 hack/verify-diagrams.sh --cloud photon --from "$HYPERCLOUD_CACHE/local-up-photon-ci"
-step "hack/verify-diagrams.sh --cloud rackspace (its in-tree run's cloud calls against docs/diagrams/rackspace-*)"
-hack/verify-diagrams.sh --cloud rackspace --from "$HYPERCLOUD_CACHE/local-up-rackspace-ci"
+step "hack/verify-diagrams.sh --cloud rackspace (its compare-modes runs' cloud calls against docs/diagrams/rackspace-*)"
+hack/verify-diagrams.sh --cloud rackspace --from "$HYPERCLOUD_CACHE/compare-modes-rackspace-ci"
 
 step_close
 step_table passed

@@ -24,8 +24,9 @@
 #   bound to it: hypercloud's controller-manager attaches it to the pod's Node's server.
 # - No load balancer (upstream's LoadBalancer() answered false, kubernetes/kubernetes#4478) and
 #   no routes. Upstream's provider was in-tree only, removed in 2017 (kubernetes/kubernetes#52855)
-#   before any cloud-controller-manager: the demo runs in-tree only (hack/lib/cloud-modes.sh;
-#   hack/local-up.sh refuses --mode external with it).
+#   before any cloud-controller-manager; hypercloud's cloud-controller-manager runs it too
+#   (deploy/overlays/rackspace), so the demo runs in both layouts (external: no volume step, a
+#   CSI driver's job there) and hack/compare-modes.sh --cloud rackspace compares them.
 #
 # Uses from local-up.sh: $dir, $bin, $mode, pids, step, fail, wait_for, free_port, kcreate.
 
