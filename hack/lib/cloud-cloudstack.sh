@@ -86,6 +86,7 @@ print("signed listZones: %s" % ", ".join("%s (%s)" % (z["name"], z.get("networkt
 cloudstack_api_call() {
   python3 - "$dir/cloudstack.conf" "$1" <<'PY'
 import importlib.util, json, sys
+sys.dont_write_bytecode = True  # no __pycache__ in hack/lib
 spec = importlib.util.spec_from_file_location("csi", "hack/lib/cloudstack-instances.py")
 csi = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(csi)
