@@ -4,7 +4,7 @@
 # taints, addresses, providerID), Services (ingress, finalizers) and PVs (labels, affinity).
 # An empty diff means moving from in-tree to external changes nothing a workload can see.
 #
-#   hack/compare-modes.sh [--cloud local|aws|vsphere|gce|azure|rackspace] [--nodes N] [--dir DIR] [--ui]
+#   hack/compare-modes.sh [--cloud local|aws|vsphere|gce|azure|cloudstack|rackspace] [--nodes N] [--dir DIR] [--ui]
 #
 # --cloud vsphere runs local-up against vcsim (hack/lib/cloud-vsphere.sh): there is no load
 # balancer on vSphere, so each run must instead say that the load balancer step was skipped.
@@ -16,6 +16,9 @@
 # --cloud azure runs it against the local cloud's Azure Resource Manager dialect
 # (hack/lib/cloud-azure.sh): the load balancer is a frontend of the Standard load balancer
 # `kubernetes`, curled through.
+# --cloud cloudstack runs it against the local cloud's Apache CloudStack dialect
+# (hack/lib/cloud-cloudstack.sh): the load balancer is a public IP with a load-balancer rule to
+# the Nodes' node ports and a firewall rule from loadBalancerSourceRanges, curled through.
 # Differences upstream Kubernetes has too are listed, each with its reason, in
 # hack/lib/expected-mode-differences.txt; any other difference fails (exit 1). Both runs must
 # also reach "curl through the load balancer succeeded" (with --cloud aws through the ELB's DNS

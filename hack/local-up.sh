@@ -4,7 +4,7 @@
 # kubelets, the local cloud, and every personality started through its symlink name against
 # the same --cloud-provider=local.
 #
-#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|mesos|ovirt|photon|rackspace] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
+#   hack/local-up.sh [--cloud local|aws|vsphere|gce|azure|cloudstack|mesos|ovirt|photon|rackspace] [--mode external|in-tree] [--creds file|secret] [--nodes N] [--vcenters N] [--smoke] [--ui] [--dir DIR] [--dump FILE]
 #
 #   --cloud local (default):   the local cloud (OpenStack APIs), --cloud-provider=local.
 #   --cloud aws:               moto (AWS APIs) and one amazon-ec2-metadata-mock per instance
@@ -29,6 +29,14 @@
 #                              --cloud-provider=azure with upstream's azure.json (steps in
 #                              hack/lib/cloud-azure.sh); the load balancer is a frontend of the
 #                              Standard load balancer `kubernetes`, curled through.
+#   --cloud cloudstack:        the local cloud spoken to in its Apache CloudStack dialect (the
+#                              signed query API /client/api, the virtual router's metadata),
+#                              --cloud-provider=cloudstack with [Global] api-url/api-key/
+#                              secret-key read with `local-cloud cloudstack-keys` (steps in
+#                              hack/lib/cloud-cloudstack.sh); in-tree, each kubelet-helper reads
+#                              its VM's virtual-router metadata alone; the load balancer is a
+#                              public IP with a load-balancer rule and a firewall rule, curled
+#                              through; no volume step (upstream had no CloudStack volume plugin).
 #   --cloud mesos:             (--mode in-tree only) the local cloud's Mesos dialect: its servers
 #                              are the agents of a Mesos master (GET /state),
 #                              --cloud-provider=mesos (steps in hack/lib/cloud-mesos.sh); Node
@@ -133,7 +141,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$mode" in external|in-tree) ;; *) echo "local-up: --mode must be external or in-tree, got '$mode'" >&2; exit 2 ;; esac
-case "$cloud" in local|aws|vsphere|gce|azure|mesos|ovirt|photon|rackspace) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure, mesos, ovirt, photon or rackspace, got '$cloud'" >&2; exit 2 ;; esac
+case "$cloud" in local|aws|vsphere|gce|azure|cloudstack|mesos|ovirt|photon|rackspace) ;; *) echo "local-up: --cloud must be local, aws, vsphere, gce, azure, cloudstack, mesos, ovirt, photon or rackspace, got '$cloud'" >&2; exit 2 ;; esac
 case "$creds" in file|secret) ;; *) echo "local-up: --creds must be file or secret, got '$creds'" >&2; exit 2 ;; esac
 if [ "$creds" = secret ] && [ "$cloud" != local ]; then
   echo "local-up: --creds secret is implemented for --cloud local only (the openstack provider's [Global] secret-name), not --cloud $cloud" >&2; exit 2
