@@ -199,7 +199,42 @@ ok = [r for r in rules if r["publicip"] == vip and str(r["publicport"]) == "8080
 if not ok:
     sys.exit("no rule %s:8080 -> %s with %d VMs and a firewall rule from 127.0.0.0/8" % (vip, node_port, nodes))
 PY
+  cs_check_provider_rules
   curl_through_lb
+}
+
+# cs_check_provider_rules: CloudStack's own client (PyPI cs, hack/python-tools.sh cloudstack)
+# reads what the provider made: the Service's load-balancer rule on its public IP and that IP in
+# the account (cs listLoadBalancerRules, cs listPublicIpAddresses); the keys go to cs through its
+# environment (CLOUDSTACK_KEY/SECRET), from cloudstack.conf, never on a command line.
+cs_check_provider_rules() {
+  local cs="$HYPERCLOUD_CACHE/venv-cloudstack/bin/cs"
+  if [ ! -x "$cs" ]; then
+    echo "(cs not installed: hack/python-tools.sh cloudstack installs it; hack/test.sh does)"
+    return 0
+  fi
+  echo "\$ cs listLoadBalancerRules; cs listPublicIpAddresses ipaddress=$vip   (CloudStack's own client)"
+  (
+    CLOUDSTACK_ENDPOINT="$cloudstack_api"
+    CLOUDSTACK_KEY=$(sed -n 's/^api-key = //p' "$dir/cloudstack.conf")
+    CLOUDSTACK_SECRET=$(sed -n 's/^secret-key = //p' "$dir/cloudstack.conf")
+    export CLOUDSTACK_ENDPOINT CLOUDSTACK_KEY CLOUDSTACK_SECRET
+    "$cs" --quiet listLoadBalancerRules >"$dir/cs-lb-rules.json" &&
+      "$cs" --quiet listPublicIpAddresses "ipaddress=$vip" >"$dir/cs-public-ips.json"
+  ) || fail "cs could not list the provider's rules (see $dir/logs/local-cloud.log)"
+  python3 - "$dir/cs-lb-rules.json" "$dir/cs-public-ips.json" "$vip" <<'PY' || fail "cs does not see the provider's load balancer (above)"
+import json, sys
+rules = json.load(open(sys.argv[1])).get("loadbalancerrule", [])
+ips = json.load(open(sys.argv[2])).get("publicipaddress", [])
+vip = sys.argv[3]
+mine = [r for r in rules if r.get("publicip") == vip and r.get("publicport") == "8080"]
+for r in mine:
+    print("  cs: rule %s %s:%s -> %s (%s, %s)" % (r["name"], r["publicip"], r["publicport"], r["privateport"], r["algorithm"], r["state"]))
+for i in ips:
+    print("  cs: public IP %s (%s, %s)" % (i["ipaddress"], i["id"], i.get("state", "")))
+if not mine or not any(i["ipaddress"] == vip for i in ips):
+    sys.exit("cs lists no rule on %s:8080 or not the IP %s" % (vip, vip))
+PY
 }
 
 cloud_banner() {
