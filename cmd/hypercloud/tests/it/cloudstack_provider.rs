@@ -11,12 +11,8 @@ use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams};
 
+use crate::legacy_provider::{assert_capabilities, assert_refused, register_once, startup_report};
 use crate::BIN;
-
-fn hypercloud(args: &[String]) -> (i32, String, String) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    hypercloud_testenv::process::run(BIN, &args)
-}
 
 #[tokio::test]
 async fn kubelet_helper_registers_a_vm_with_keys_from_the_cli() {
@@ -41,31 +37,9 @@ async fn kubelet_helper_registers_a_vm_with_keys_from_the_cli() {
         ),
     )
     .unwrap();
-    let conf_arg = format!("--cloud-config={}", conf.display());
-
-    let (_, stdout, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=cloudstack".into(),
-        conf_arg.clone(),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert!(
-        stdout.contains("cloud provider \"cloudstack\" initialized"),
-        "{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("  instances      supported"), "{stdout}");
-    assert!(stdout.contains("  zones          supported"), "{stdout}");
-    assert!(stdout.contains("  load-balancer  supported"), "{stdout}");
-
-    let (code, stdout, stderr) = hypercloud(&[
-        "kubelet-helper".into(),
-        "--cloud-provider=cloudstack".into(),
-        conf_arg,
-        format!("--kubeconfig={kubeconfig}"),
-        format!("--hostname-override={node_name}"),
-        "--once".into(),
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report = startup_report("cloudstack", &conf);
+    assert_capabilities(&report, &["instances", "zones", "load-balancer"], &[]);
+    register_once("cloudstack", &conf, &kubeconfig, &node_name);
     let nodes: Api<Node> = Api::all(env.client());
     let node = nodes.get(&node_name).await.expect("node registered");
     assert_eq!(
@@ -90,17 +64,11 @@ async fn kubelet_helper_registers_a_vm_with_keys_from_the_cli() {
         .await
         .unwrap();
 
-    std::fs::write(&conf, "[Global]\nzone = nova\n").unwrap();
-    let (code, _, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=cloudstack".into(),
-        format!("--cloud-config={}", conf.display()),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(
-        stderr.contains("no cloud provider config given"),
-        "{stderr}"
+    assert_refused(
+        "cloudstack",
+        &conf,
+        "[Global]\nzone = nova\n",
+        "no cloud provider config given",
     );
     serve.terminate();
 }

@@ -42,6 +42,7 @@ mod kubelet_helper_metadata;
 mod kubelet_helper_volumes;
 mod lb_settings;
 mod leader_migration;
+mod legacy_provider;
 mod local_cloud_gce;
 mod local_cloud_openstack_cli;
 mod local_cloud_openstacksdk;

@@ -11,6 +11,7 @@ use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams};
 
+use crate::legacy_provider::{assert_capabilities, assert_refused, register_once, startup_report};
 use crate::BIN;
 
 fn hypercloud(args: &[String]) -> (i32, String, String) {
@@ -50,32 +51,9 @@ async fn kubelet_helper_registers_an_agent_as_its_node() {
     let conf_arg = format!("--cloud-config={}", conf.display());
 
     // Start-up report of the cloud-controller-manager: what the provider supports.
-    let (_, stdout, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=mesos".into(),
-        conf_arg.clone(),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert!(
-        stdout.contains("cloud provider \"mesos\" initialized"),
-        "{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("  instances      supported"), "{stdout}");
-    assert!(stdout.contains("  clusters       supported"), "{stdout}");
-    assert!(
-        stdout.contains("  load-balancer  not supported"),
-        "{stdout}"
-    );
-
-    let (code, stdout, stderr) = hypercloud(&[
-        "kubelet-helper".into(),
-        "--cloud-provider=mesos".into(),
-        conf_arg.clone(),
-        format!("--kubeconfig={kubeconfig}"),
-        format!("--hostname-override={hostname}"),
-        "--once".into(),
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report = startup_report("mesos", &conf);
+    assert_capabilities(&report, &["instances", "clusters"], &["load-balancer"]);
+    register_once("mesos", &conf, &kubeconfig, &hostname);
     let nodes: Api<Node> = Api::all(env.client());
     let node = nodes.get(&hostname).await.expect("node registered");
     assert_eq!(
@@ -107,17 +85,11 @@ async fn kubelet_helper_registers_an_agent_as_its_node() {
     assert!(stderr.contains("instance not found"), "{stderr}");
 
     // A config the provider cannot use stops start-up, naming the key and the file.
-    std::fs::write(&conf, "[mesos-cloud]\nmesos-master = zk://zk1:2181/mesos\n").unwrap();
-    let (code, _, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=mesos".into(),
-        format!("--cloud-config={}", conf.display()),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(
-        stderr.contains("mesos-master") && stderr.contains("ZooKeeper"),
-        "{stderr}"
+    assert_refused(
+        "mesos",
+        &conf,
+        "[mesos-cloud]\nmesos-master = zk://zk1:2181/mesos\n",
+        "ZooKeeper",
     );
     serve.terminate();
 }

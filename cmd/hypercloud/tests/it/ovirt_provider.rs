@@ -10,12 +10,8 @@ use hypercloud_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams};
 
+use crate::legacy_provider::{assert_capabilities, assert_refused, register_once, startup_report};
 use crate::BIN;
-
-fn hypercloud(args: &[String]) -> (i32, String, String) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    hypercloud_testenv::process::run(BIN, &args)
-}
 
 #[tokio::test]
 async fn kubelet_helper_registers_a_vm_by_its_guest_fqdn() {
@@ -43,33 +39,9 @@ async fn kubelet_helper_registers_a_vm_by_its_guest_fqdn() {
         ),
     )
     .unwrap();
-    let conf_arg = format!("--cloud-config={}", conf.display());
-
-    let (_, stdout, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=ovirt".into(),
-        conf_arg.clone(),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert!(
-        stdout.contains("cloud provider \"ovirt\" initialized"),
-        "{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("  instances      supported"), "{stdout}");
-    assert!(
-        stdout.contains("  zones          not supported"),
-        "{stdout}"
-    );
-
-    let (code, stdout, stderr) = hypercloud(&[
-        "kubelet-helper".into(),
-        "--cloud-provider=ovirt".into(),
-        conf_arg,
-        format!("--kubeconfig={kubeconfig}"),
-        format!("--hostname-override={node_name}"),
-        "--once".into(),
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report = startup_report("ovirt", &conf);
+    assert_capabilities(&report, &["instances"], &["zones"]);
+    register_once("ovirt", &conf, &kubeconfig, node_name);
     let nodes: Api<Node> = Api::all(env.client());
     let node = nodes.get(node_name).await.expect("node registered");
     assert_eq!(
@@ -88,14 +60,11 @@ async fn kubelet_helper_registers_a_vm_by_its_guest_fqdn() {
         .unwrap();
 
     // The legacy provider required [connection] uri; so does this one, by name (exit 2).
-    std::fs::write(&conf, "[connection]\nusername = admin@internal\n").unwrap();
-    let (code, _, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=ovirt".into(),
-        format!("--cloud-config={}", conf.display()),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("missing ovirt uri"), "{stderr}");
+    assert_refused(
+        "ovirt",
+        &conf,
+        "[connection]\nusername = admin@internal\n",
+        "missing ovirt uri",
+    );
     serve.terminate();
 }

@@ -19,6 +19,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
+use crate::legacy_provider::{assert_capabilities, assert_refused, register_once, startup_report};
 use crate::volume_fixtures::{
     attach_turn, claim, class as class_of, delete_claim, delete_pod_until_detached,
     run_pod_until_attached, start_controller_manager, wait_pv, wait_pv_deleted,
@@ -26,11 +27,6 @@ use crate::volume_fixtures::{
 use crate::BIN;
 
 const PLUGIN: &str = "kubernetes.io/photon-pd";
-
-fn hypercloud(args: &[String]) -> (i32, String, String) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    hypercloud_testenv::process::run(BIN, &args)
-}
 
 /// `GET` of the dialect, as JSON; `None` on 404.
 fn photon(serve: &Serve, path: &str) -> Option<Value> {
@@ -74,34 +70,9 @@ async fn kubelet_helper_registers_a_vm_by_its_name() {
     let server = cli_json(BIN, &dir, &["instance", "create", &node_name, "-o", "json"]);
     let vm_id = server["id"].as_str().unwrap().to_owned();
     let conf = photon_conf(tmp.path(), &serve);
-    let conf_arg = format!("--cloud-config={}", conf.display());
-
-    let (_, stdout, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=photon".into(),
-        conf_arg.clone(),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert!(
-        stdout.contains("cloud provider \"photon\" initialized"),
-        "{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("  instances      supported"), "{stdout}");
-    assert!(stdout.contains("  zones          supported"), "{stdout}");
-    assert!(
-        stdout.contains("  load-balancer  not supported"),
-        "{stdout}"
-    );
-
-    let (code, stdout, stderr) = hypercloud(&[
-        "kubelet-helper".into(),
-        "--cloud-provider=photon".into(),
-        conf_arg,
-        format!("--kubeconfig={kubeconfig}"),
-        format!("--hostname-override={node_name}"),
-        "--once".into(),
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report = startup_report("photon", &conf);
+    assert_capabilities(&report, &["instances", "zones"], &["load-balancer"]);
+    register_once("photon", &conf, &kubeconfig, &node_name);
     let nodes: Api<Node> = Api::all(env.client());
     let node = nodes.get(&node_name).await.expect("node registered");
     assert_eq!(
@@ -126,15 +97,12 @@ async fn kubelet_helper_registers_a_vm_by_its_name() {
         .unwrap();
 
     // The legacy provider required [Global] target; so does this one, by name (exit 2).
-    std::fs::write(&conf, "[Global]\nproject = p\n").unwrap();
-    let (code, _, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=photon".into(),
-        format!("--cloud-config={}", conf.display()),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("endpoint was not specified"), "{stderr}");
+    assert_refused(
+        "photon",
+        &conf,
+        "[Global]\nproject = p\n",
+        "endpoint was not specified",
+    );
     serve.terminate();
 }
 

@@ -12,12 +12,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
+use crate::legacy_provider::{assert_capabilities, assert_refused, register_once, startup_report};
 use crate::BIN;
-
-fn hypercloud(args: &[String]) -> (i32, String, String) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    hypercloud_testenv::process::run(BIN, &args)
-}
 
 /// The admin's API key, read as Rackspace's control panel showed it.
 fn api_key(serve: &Serve) -> String {
@@ -71,34 +67,9 @@ async fn kubelet_helper_registers_a_server_signing_in_with_an_api_key() {
         ),
     )
     .unwrap();
-    let conf_arg = format!("--cloud-config={}", conf.display());
-
-    let (_, stdout, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=rackspace".into(),
-        conf_arg.clone(),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert!(
-        stdout.contains("cloud provider \"rackspace\" initialized"),
-        "{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("  instances      supported"), "{stdout}");
-    assert!(stdout.contains("  zones          supported"), "{stdout}");
-    assert!(
-        stdout.contains("  load-balancer  not supported"),
-        "{stdout}"
-    );
-
-    let (code, stdout, stderr) = hypercloud(&[
-        "kubelet-helper".into(),
-        "--cloud-provider=rackspace".into(),
-        conf_arg,
-        format!("--kubeconfig={kubeconfig}"),
-        format!("--hostname-override={node_name}"),
-        "--once".into(),
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let report = startup_report("rackspace", &conf);
+    assert_capabilities(&report, &["instances", "zones"], &["load-balancer"]);
+    register_once("rackspace", &conf, &kubeconfig, &node_name);
     let nodes: Api<Node> = Api::all(env.client());
     let node = nodes.get(&node_name).await.expect("node registered");
     assert_eq!(
@@ -118,18 +89,11 @@ async fn kubelet_helper_registers_a_server_signing_in_with_an_api_key() {
         .unwrap();
 
     // user-id is refused by name (exit 2), as gophercloud's Rackspace client refused it.
-    std::fs::write(
+    assert_refused(
+        "rackspace",
         &conf,
         "[Global]\nusername = admin\napi-key = k\nregion = R\nuser-id = u\n",
-    )
-    .unwrap();
-    let (code, _, stderr) = hypercloud(&[
-        "cloud-controller-manager".into(),
-        "--cloud-provider=rackspace".into(),
-        format!("--cloud-config={}", conf.display()),
-        "--kubeconfig=/nonexistent/kubeconfig".into(),
-    ]);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("user-id is not supported"), "{stderr}");
+        "user-id is not supported",
+    );
     serve.terminate();
 }
