@@ -1,6 +1,7 @@
 //! What the real-binary tests of the legacy clouds' providers (mesos, ovirt, photon,
 //! rackspace, cloudstack) do the same way: the cloud-controller-manager's start-up report of a
 //! provider, one in-tree kubelet-helper registration, and a config refused by name.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 
