@@ -286,6 +286,85 @@ mod tests {
         );
     }
 
+    /// A server that answers every request with `status` and `body`.
+    async fn hostile(status: u16, body: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            }
+        });
+        format!("http://{addr}/client/api")
+    }
+
+    fn client(url: &str) -> Client {
+        let config = Config::parse(&format!(
+            "[Global]\napi-url = {url}\napi-key = k\nsecret-key = s\n[Hypercloud]\njob-timeout = 1s\n"
+        ))
+        .unwrap();
+        Client::new(&config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn malformed_answers_are_errors_naming_the_command() {
+        for (status, body, says) in [
+            (200, "<html>gateway</html>", "not a CloudStack JSON answer"),
+            (
+                200,
+                r#"{"a": {}, "b": {}}"#,
+                "one top-level key was expected",
+            ),
+            (200, "[1, 2]", "one top-level key was expected"),
+            (
+                503,
+                r#"{"listzonesresponse": {"errorcode": 530, "errortext": "boom"}}"#,
+                "errorcode 530: boom",
+            ),
+            (
+                401,
+                r#"{"listzonesresponse": {"errorcode": 401, "errortext": "unable to verify"}}"#,
+                "check [Global] api-key and secret-key",
+            ),
+        ] {
+            let c = client(&hostile(status, body).await);
+            let e = c.call("listZones", &[]).await.unwrap_err();
+            let text = Chain(&e).to_string();
+            assert!(
+                text.contains("listZones") && text.contains(says),
+                "{body}: {text}"
+            );
+        }
+        // A job answer without jobstatus, and a job that stays pending past the bound.
+        let c = client(&hostile(200, r#"{"x": {"jobid": "j1"}}"#).await);
+        let e = Chain(&c.call_async("createFirewallRule", &[]).await.unwrap_err()).to_string();
+        assert!(e.contains("job answer without jobstatus"), "{e}");
+        let c = client(&hostile(200, r#"{"x": {"jobid": "j1", "jobstatus": 0}}"#).await);
+        let e = Chain(&c.call_async("createFirewallRule", &[]).await.unwrap_err()).to_string();
+        assert!(e.contains("job j1 did not finish within 1s"), "{e}");
+        let c = client(
+            &hostile(200, r#"{"x": {"jobid": "j1", "jobstatus": 2, "jobresultcode": 530, "jobresult": {"errorcode": 431, "errortext": "port taken"}}}"#)
+                .await,
+        );
+        let e = Chain(
+            &c.call_async("createLoadBalancerRule", &[])
+                .await
+                .unwrap_err(),
+        )
+        .to_string();
+        assert!(
+            e.contains("job j1 failed: errorcode 431: port taken"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn expires_is_cloudstack_s_form() {
         let e = expires_at(Duration::from_secs(600));
