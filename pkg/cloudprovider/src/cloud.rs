@@ -164,12 +164,26 @@ pub trait VolumeAttacher: Send + Sync {
 
     /// [`VolumeAttacher::disk_is_attached`] for several volumes of one instance, as upstream
     /// `DisksAreAttached`: a volume whose look-up failed counts as attached, so a cloud error
-    /// never makes a caller forget an attachment.
+    /// never makes a caller forget an attachment. The default asks for each volume in turn; a
+    /// cloud that lists an instance's attachments in one call overrides it.
     async fn disks_are_attached(
         &self,
         instance_id: &str,
         volume_ids: &[String],
-    ) -> Result<BTreeMap<String, bool>>;
+    ) -> Result<BTreeMap<String, bool>> {
+        let mut out = BTreeMap::new();
+        for id in volume_ids {
+            let attached = match self.disk_is_attached(instance_id, id).await {
+                Ok(a) => a,
+                Err(error) => {
+                    tracing::warn!(volume_id = %id, %error, "checking an attachment failed; assuming it is attached");
+                    true
+                }
+            };
+            out.insert(id.clone(), attached);
+        }
+        Ok(out)
+    }
 
     /// The device path the cloud reports for the volume on the instance (`/dev/vdb`); an
     /// error when it is not attached there. Upstream warns that the guest may name the disk

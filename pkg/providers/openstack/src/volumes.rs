@@ -554,25 +554,6 @@ impl VolumeAttacher for OpenStack {
         }))
     }
 
-    async fn disks_are_attached(
-        &self,
-        instance_id: &str,
-        volume_ids: &[String],
-    ) -> Result<BTreeMap<String, bool>> {
-        let mut out = BTreeMap::new();
-        for id in volume_ids {
-            let attached = match self.disk_is_attached(instance_id, id).await {
-                Ok(a) => a,
-                Err(error) => {
-                    tracing::warn!(volume_id = %id, %error, "checking an attachment failed; assuming it is attached");
-                    true
-                }
-            };
-            out.insert(id.clone(), attached);
-        }
-        Ok(out)
-    }
-
     /// As upstream `GetAttachmentDiskPath`: the device Cinder records for the attachment to
     /// this server (the guest may name it otherwise; see the trait).
     async fn get_attachment_disk_path(&self, instance_id: &str, volume_id: &str) -> Result<String> {

@@ -516,25 +516,6 @@ impl VolumeAttacher for Photon {
             .is_some_and(|d| d.vms.iter().any(|v| v == instance_id)))
     }
 
-    async fn disks_are_attached(
-        &self,
-        instance_id: &str,
-        volume_ids: &[String],
-    ) -> Result<BTreeMap<String, bool>> {
-        let mut out = BTreeMap::new();
-        for id in volume_ids {
-            let attached = match self.disk_is_attached(instance_id, id).await {
-                Ok(a) => a,
-                Err(error) => {
-                    tracing::warn!(disk = %id, %error, "reading the disk failed; assuming it is attached");
-                    true
-                }
-            };
-            out.insert(id.clone(), attached);
-        }
-        Ok(out)
-    }
-
     /// `/dev/disk/by-id/wwn-0x<disk id without dashes>`, where upstream's attacher found the
     /// disk in the guest; an error when it is not attached there.
     async fn get_attachment_disk_path(&self, instance_id: &str, volume_id: &str) -> Result<String> {
