@@ -158,6 +158,30 @@ async fn ec2_index(
     Ok(EC2_KEYS)
 }
 
+/// A server's first fixed IP and the floating IP on one of its ports, as its EC2
+/// `local-ipv4`/`public-ipv4` (and the CloudStack virtual router's) show them.
+pub(super) fn fixed_and_floating(
+    r: &impl Read,
+    server_id: &str,
+) -> (Option<String>, Option<String>) {
+    let ports = server_ports(r, server_id);
+    let fixed = ports
+        .iter()
+        .flat_map(|p| &p.fixed_ips)
+        .map(|f| f.ip_address.clone())
+        .next();
+    let floating = r
+        .list::<FloatingIp>(FLOATING_IPS)
+        .into_iter()
+        .find(|f| {
+            ports
+                .iter()
+                .any(|p| f.port_id.as_deref() == Some(p.meta.id.as_str()))
+        })
+        .map(|f| f.floating_ip_address);
+    (fixed, floating)
+}
+
 async fn ec2_key(
     State(cloud): State<Arc<Cloud>>,
     ConnectInfo(peer): Peer,
@@ -165,24 +189,7 @@ async fn ec2_key(
     UrlPath((_version, key)): UrlPath<(String, String)>,
 ) -> Result<String, ApiError> {
     let s = caller(&cloud, &headers, peer)?;
-    let (fixed, floating) = cloud.store.read(|r| {
-        let ports = server_ports(r, &s.meta.id);
-        let fixed = ports
-            .iter()
-            .flat_map(|p| &p.fixed_ips)
-            .map(|f| f.ip_address.clone())
-            .next();
-        let floating = r
-            .list::<FloatingIp>(FLOATING_IPS)
-            .into_iter()
-            .find(|f| {
-                ports
-                    .iter()
-                    .any(|p| f.port_id.as_deref() == Some(p.meta.id.as_str()))
-            })
-            .map(|f| f.floating_ip_address);
-        (fixed, floating)
-    });
+    let (fixed, floating) = cloud.store.read(|r| fixed_and_floating(r, &s.meta.id));
     let disks = cloud.store.read(|r| attached_disks(r, &s.meta.id));
     let key = key.trim_end_matches('/');
     // Nova's EC2 `block-device-mapping`: the root disk, then `ebsN` per attached volume.

@@ -15,10 +15,9 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::Router;
 
-use super::{caller, Cloud, Peer};
+use super::{caller, fixed_and_floating, Cloud, Peer};
 use crate::http::ApiError;
-use crate::model::compute::{find_flavor, server_ports, Server, SERVERS};
-use crate::model::network::{FloatingIp, FLOATING_IPS};
+use crate::model::compute::{find_flavor, Server, SERVERS};
 use crate::store::Read;
 
 const KEYS: &str = "availability-zone\ncloud-identifier\ninstance-id\nlocal-hostname\nlocal-ipv4\npublic-hostname\npublic-ipv4\nservice-offering\nvm-id";
@@ -77,24 +76,7 @@ async fn key_of(
 
 /// The value of metadata `key` for server `s`.
 fn value(cloud: &Cloud, s: &Server, key: &str) -> Result<String, ApiError> {
-    let (fixed, public) = cloud.store.read(|r| {
-        let ports = server_ports(r, &s.meta.id);
-        let fixed = ports
-            .iter()
-            .flat_map(|p| &p.fixed_ips)
-            .map(|f| f.ip_address.clone())
-            .next();
-        let public = r
-            .list::<FloatingIp>(FLOATING_IPS)
-            .into_iter()
-            .find(|f| {
-                ports
-                    .iter()
-                    .any(|p| f.port_id.as_deref() == Some(p.meta.id.as_str()))
-            })
-            .map(|f| f.floating_ip_address);
-        (fixed, public)
-    });
+    let (fixed, public) = cloud.store.read(|r| fixed_and_floating(r, &s.meta.id));
     Ok(match key.trim_end_matches('/') {
         "instance-id" | "vm-id" => s.meta.id.clone(),
         "local-hostname" => s.hostname(),
